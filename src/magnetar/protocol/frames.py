@@ -1,0 +1,297 @@
+"""Framing: turn a byte stream into ``Frame`` objects and commands back into bytes.
+
+Theory of operation
+-------------------
+Every frame starts with a 4-byte big-endian ``total_size`` counting the bytes after it,
+then a 4-byte ``command_size`` and a serialized ``BaseCommand``. A *simple* frame ends
+there. A *payload* frame (SEND, MESSAGE) continues with, in order:
+
+* optionally ``0x0e02`` + 4-byte size + serialized ``BrokerEntryMetadata`` (added by the
+  broker, only towards consumers that asked for it);
+* the *payload part*: ``0x0e01`` magic, 4-byte CRC32C of everything after the checksum,
+  4-byte metadata size, serialized ``MessageMetadata``, then the raw payload (possibly
+  compressed, possibly a batch) up to the end of the frame.
+
+The broker stores the payload part exactly as received and hands the same bytes out on
+delivery, so ``Frame.payload_part`` is kept as one ``bytes`` object and never rebuilt.
+
+``FrameDecoder`` is incremental: ``feed`` accepts any chunking of the stream (one byte at
+a time, many frames at once) and returns the frames completed so far. Its buffer is a
+``bytearray`` that is trimmed once per ``feed`` call, so a large frame arriving in many
+small reads costs linear, not quadratic, copying. Bad input raises a ``ProtocolError``
+subclass and leaves the decoder failed: the connection cannot be resynchronised.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+import crc32c as _crc32c
+from google.protobuf.message import DecodeError
+
+from magnetar.protocol import pulsar_pb2 as pb
+from magnetar.protocol.errors import (
+    ChecksumMismatch,
+    FrameTooLarge,
+    MalformedFrame,
+    ProtocolError,
+)
+
+__all__ = [
+    "DEFAULT_MAX_FRAME_SIZE",
+    "FRAME_PADDING",
+    "MAGIC_BROKER_ENTRY_METADATA",
+    "MAGIC_CRC32C",
+    "Frame",
+    "FrameDecoder",
+    "build_payload_part",
+    "encode_command",
+    "encode_payload_command",
+    "parse_payload_part",
+    "peek_metadata",
+    "verify_checksum",
+]
+
+#: Pulsar's default ``maxMessageSize``: the largest payload part accepted.
+DEFAULT_MAX_FRAME_SIZE = 5 * 1024 * 1024
+#: Room for the command and broker entry metadata on top of the payload limit.
+FRAME_PADDING = 10 * 1024
+
+MAGIC_CRC32C = 0x0E01
+MAGIC_BROKER_ENTRY_METADATA = 0x0E02
+
+_U32 = struct.Struct(">I")
+_U16 = struct.Struct(">H")
+_TWO_U32 = struct.Struct(">II")
+# magic (2) + checksum (4) + metadata size (4)
+_PART_HEADER = struct.Struct(">HII")
+_MAGIC_CRC_BYTES = _U16.pack(MAGIC_CRC32C)
+_MAGIC_BEM_BYTES = _U16.pack(MAGIC_BROKER_ENTRY_METADATA)
+
+
+@dataclass(slots=True)
+class Frame:
+    """One decoded frame.
+
+    ``payload_part`` runs from the ``0x0e01`` magic to the end of the frame (magic,
+    checksum, metadata size, metadata, payload) and is ``None`` for simple commands.
+    ``broker_entry_metadata`` is the raw serialized ``BrokerEntryMetadata`` (without its
+    magic and size) when the frame carried one.
+    """
+
+    command: pb.BaseCommand
+    payload_part: bytes | None = None
+    broker_entry_metadata: bytes | None = None
+
+    @property
+    def type(self) -> int:
+        """The ``BaseCommand.Type`` value of the command."""
+        return self.command.type
+
+
+def _parse_command(data: bytes | memoryview) -> pb.BaseCommand:
+    cmd = pb.BaseCommand()
+    try:
+        cmd.ParseFromString(data)
+    except (DecodeError, ValueError, TypeError) as exc:
+        raise MalformedFrame(f"undecodable BaseCommand: {exc}") from None
+    # upb does not enforce proto2 ``required`` on parse; an unknown ``type`` value also
+    # ends up here (it lands in the unknown fields, leaving ``type`` unset).
+    if not cmd.IsInitialized():
+        raise MalformedFrame("BaseCommand is missing required fields")
+    return cmd
+
+
+class FrameDecoder:
+    """Incremental decoder of a Pulsar byte stream.
+
+    ``max_frame_size`` is the payload limit (Pulsar's ``maxMessageSize``); a frame may be
+    up to ``max_frame_size + FRAME_PADDING`` bytes long, which leaves room for the command
+    and metadata. With ``verify_checksums`` the CRC32C of every payload part is checked
+    while decoding (``ChecksumMismatch``); otherwise callers use ``verify_checksum``
+    themselves, e.g. to answer a bad SEND with a ``ChecksumError`` instead of a hang-up.
+    """
+
+    __slots__ = ("_buf", "_failed", "_frame_limit", "_verify", "max_frame_size")
+
+    def __init__(
+        self, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE, *, verify_checksums: bool = False
+    ) -> None:
+        if max_frame_size <= 0:
+            raise ValueError("max_frame_size must be positive")
+        self.max_frame_size = max_frame_size
+        self._frame_limit = max_frame_size + FRAME_PADDING
+        self._verify = verify_checksums
+        self._buf = bytearray()
+        self._failed: ProtocolError | None = None
+
+    @property
+    def buffered(self) -> int:
+        """Bytes held back waiting for the rest of a frame."""
+        return len(self._buf)
+
+    def feed(self, data: bytes | bytearray | memoryview) -> list[Frame]:
+        """Consume ``data`` and return every frame it completes, in stream order."""
+        if self._failed is not None:
+            raise self._failed
+        if self._buf:
+            self._buf += data
+            buf: bytes | bytearray | memoryview = self._buf
+        else:
+            # fast path: nothing pending, decode straight from the caller's buffer
+            buf = data
+        frames: list[Frame] = []
+        pos = 0
+        size = len(buf)
+        view = memoryview(buf)
+        try:
+            while size - pos >= 4:
+                (total,) = _U32.unpack_from(view, pos)
+                if total > self._frame_limit:
+                    raise FrameTooLarge(total, self._frame_limit)
+                end = pos + 4 + total
+                if end > size:
+                    break
+                frames.append(self._decode_frame(view, pos + 4, end))
+                pos = end
+        except ProtocolError as exc:
+            self._failed = exc
+            self._buf = bytearray()
+            raise
+        finally:
+            view.release()
+        if buf is self._buf:
+            if pos:
+                del self._buf[:pos]
+        elif pos < size:
+            self._buf = bytearray(memoryview(data)[pos:])
+        return frames
+
+    def _decode_frame(self, view: memoryview, start: int, end: int) -> Frame:
+        if end - start < 4:
+            raise MalformedFrame("frame too short for its command size")
+        (cmd_size,) = _U32.unpack_from(view, start)
+        cmd_end = start + 4 + cmd_size
+        if cmd_end > end:
+            raise MalformedFrame("command size runs past the end of the frame")
+        cmd = _parse_command(view[start + 4 : cmd_end])
+        if cmd_end == end:
+            return Frame(cmd)
+
+        pos = cmd_end
+        broker_entry_metadata = None
+        if end - pos >= 2 and _U16.unpack_from(view, pos)[0] == MAGIC_BROKER_ENTRY_METADATA:
+            if end - pos < 6:
+                raise MalformedFrame("truncated broker entry metadata header")
+            (bem_size,) = _U32.unpack_from(view, pos + 2)
+            bem_end = pos + 6 + bem_size
+            if bem_end > end:
+                raise MalformedFrame("broker entry metadata runs past the end of the frame")
+            broker_entry_metadata = bytes(view[pos + 6 : bem_end])
+            pos = bem_end
+
+        part = bytes(view[pos:end])
+        _check_part_layout(part)
+        if self._verify:
+            _verify_or_raise(part)
+        return Frame(cmd, part, broker_entry_metadata)
+
+
+def _check_part_layout(part: bytes) -> tuple[int, int]:
+    """Validate magic and metadata size; return (checksum, metadata size)."""
+    if len(part) < _PART_HEADER.size:
+        raise MalformedFrame("payload part shorter than its header")
+    magic, checksum, meta_size = _PART_HEADER.unpack_from(part, 0)
+    if magic != MAGIC_CRC32C:
+        raise MalformedFrame(f"bad payload magic {magic:#06x}")
+    if meta_size > len(part) - _PART_HEADER.size:
+        raise MalformedFrame("metadata size runs past the end of the payload part")
+    return checksum, meta_size
+
+
+def _verify_or_raise(part: bytes) -> None:
+    (expected,) = _U32.unpack_from(part, 2)
+    actual = _crc32c.crc32c(memoryview(part)[6:])
+    if actual != expected:
+        raise ChecksumMismatch(expected, actual)
+
+
+def encode_command(cmd: pb.BaseCommand) -> bytes:
+    """Serialize a simple (payload-less) command as a whole frame."""
+    body = cmd.SerializeToString()
+    size = len(body)
+    return _TWO_U32.pack(size + 4, size) + body
+
+
+def encode_payload_command(
+    cmd: pb.BaseCommand,
+    payload_part: bytes | bytearray | memoryview,
+    broker_entry_metadata: bytes | None = None,
+) -> bytes:
+    """Serialize a payload command (SEND / MESSAGE) around an existing payload part.
+
+    ``payload_part`` is written as is (see ``build_payload_part``); the optional
+    ``broker_entry_metadata`` (serialized ``BrokerEntryMetadata``) goes in front of it.
+    """
+    body = cmd.SerializeToString()
+    size = len(body)
+    if broker_entry_metadata is None:
+        total = 4 + size + len(payload_part)
+        return b"".join((_TWO_U32.pack(total, size), body, payload_part))
+    bem_size = len(broker_entry_metadata)
+    total = 4 + size + 6 + bem_size + len(payload_part)
+    return b"".join(
+        (
+            _TWO_U32.pack(total, size),
+            body,
+            _MAGIC_BEM_BYTES,
+            _U32.pack(bem_size),
+            broker_entry_metadata,
+            payload_part,
+        )
+    )
+
+
+def build_payload_part(metadata: pb.MessageMetadata, payload: bytes | memoryview) -> bytes:
+    """Build magic + CRC32C + metadata size + metadata + payload."""
+    meta = metadata.SerializeToString()
+    meta_size = _U32.pack(len(meta))
+    crc = _crc32c.crc32c(payload, _crc32c.crc32c(meta, _crc32c.crc32c(meta_size)))
+    return b"".join((_MAGIC_CRC_BYTES, _U32.pack(crc), meta_size, meta, payload))
+
+
+def verify_checksum(part: bytes | memoryview) -> bool:
+    """True when the CRC32C carried by ``part`` matches its content."""
+    if len(part) < _PART_HEADER.size or _U16.unpack_from(part, 0)[0] != MAGIC_CRC32C:
+        return False
+    (expected,) = _U32.unpack_from(part, 2)
+    return _crc32c.crc32c(memoryview(part)[6:]) == expected
+
+
+def _parse_metadata(part: bytes, meta_size: int) -> pb.MessageMetadata:
+    metadata = pb.MessageMetadata()
+    try:
+        metadata.ParseFromString(memoryview(part)[_PART_HEADER.size : _PART_HEADER.size + meta_size])
+    except (DecodeError, ValueError, TypeError) as exc:
+        raise MalformedFrame(f"undecodable MessageMetadata: {exc}") from None
+    if not metadata.IsInitialized():
+        raise MalformedFrame("MessageMetadata is missing required fields")
+    return metadata
+
+
+def parse_payload_part(
+    part: bytes, verify: bool = True
+) -> tuple[pb.MessageMetadata, bytes]:
+    """Split a payload part into its metadata and payload, checking the CRC32C first."""
+    _, meta_size = _check_part_layout(part)
+    if verify:
+        _verify_or_raise(part)
+    metadata = _parse_metadata(part, meta_size)
+    return metadata, part[_PART_HEADER.size + meta_size :]
+
+
+def peek_metadata(part: bytes) -> pb.MessageMetadata:
+    """Decode only the metadata of a payload part, without checking the checksum."""
+    _, meta_size = _check_part_layout(part)
+    return _parse_metadata(part, meta_size)
