@@ -1,0 +1,210 @@
+"""Schema registry: versioned schemas per topic, kept in a JSON key-value store.
+
+Theory of operation
+-------------------
+Each topic (by its schema id; see ``TopicName.schema_name``: ``tenant/ns/topic`` of the
+partitioned base, so all partitions share one history) has a list of schema versions
+numbered from 0, as in Pulsar. A version is stored under
+``schemas/{topic_base}/{version:010d}`` as JSON: ``name``, ``type`` (the value of
+Pulsar's ``Schema.Type`` enum), ``data`` (base64), ``properties``, ``version``.
+
+:meth:`SchemaRegistry.get_or_create` is what a producer or consumer connecting with a
+schema needs: if a stored version has the same type, data and properties, its number is
+returned; otherwise the new schema must pass :meth:`SchemaRegistry.is_compatible`
+against the latest version and is stored as the next version. (Pulsar's own lookup
+compares type and data only; properties count here as well, so a schema whose
+properties changed gets a new version.) The default policy is ALWAYS_COMPATIBLE;
+pass ``compatibility=`` or subclass to check more. An incompatible schema raises
+:class:`IncompatibleSchemaError`, which the broker reports as
+``ServerError.IncompatibleSchema``.
+
+On the wire a schema version is 8 bytes, a big-endian signed long (Pulsar's
+``LongSchemaVersion``): see :func:`encode_version` / :func:`decode_version`.
+
+The store is any object with ``get(key)``, ``put(key, value)``, ``list(prefix) ->
+dict[key, value]`` and ``delete(key)`` (the storage MetadataStore fits). This class
+is the only writer of its keys, so it caches what it has read.
+"""
+
+from __future__ import annotations
+
+import base64
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol
+
+__all__ = [
+    "IncompatibleSchemaError",
+    "SchemaRecord",
+    "SchemaRegistry",
+    "SchemaStore",
+    "decode_version",
+    "encode_version",
+]
+
+KEY_ROOT = "schemas"
+_VERSION = struct.Struct(">q")
+
+
+class IncompatibleSchemaError(ValueError):
+    """The new schema is not compatible with the topic's latest schema."""
+
+
+class SchemaStore(Protocol):
+    def get(self, key: str) -> Any | None: ...
+
+    def put(self, key: str, value: Any) -> None: ...
+
+    def list(self, prefix: str) -> dict[str, Any]: ...
+
+    def delete(self, key: str) -> None: ...
+
+
+def encode_version(version: int) -> bytes:
+    """Schema version as carried in ``schema_version`` fields (8 bytes, big-endian)."""
+    return _VERSION.pack(version)
+
+
+def decode_version(raw: bytes | None) -> int | None:
+    """Inverse of :func:`encode_version`; empty or absent means "latest" (``None``)."""
+    if not raw:
+        return None
+    if len(raw) != _VERSION.size:
+        raise ValueError(f"schema version must be 8 bytes, got {len(raw)}")
+    return int(_VERSION.unpack(raw)[0])
+
+
+@dataclass
+class SchemaRecord:
+    """One schema. ``version`` is ``None`` until the registry assigns it."""
+
+    name: str
+    type: int
+    data: bytes
+    properties: dict[str, str] = field(default_factory=dict)
+    version: int | None = None
+
+    def same_schema(self, other: SchemaRecord) -> bool:
+        """Equal type, data and properties (name and version do not count)."""
+        return (
+            self.type == other.type
+            and bytes(self.data) == bytes(other.data)
+            and dict(self.properties) == dict(other.properties)
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "type": int(self.type),
+            "data": base64.b64encode(bytes(self.data)).decode("ascii"),
+            "properties": dict(self.properties),
+            "version": self.version,
+        }
+
+    @staticmethod
+    def from_json(obj: dict[str, Any]) -> SchemaRecord:
+        return SchemaRecord(
+            name=str(obj.get("name", "")),
+            type=int(obj["type"]),
+            data=base64.b64decode(obj.get("data", "")),
+            properties={str(k): str(v) for k, v in (obj.get("properties") or {}).items()},
+            version=None if obj.get("version") is None else int(obj["version"]),
+        )
+
+
+def _always_compatible(existing: SchemaRecord, new: SchemaRecord) -> bool:
+    return True
+
+
+class SchemaRegistry:
+    """Versioned schemas per topic over a :class:`SchemaStore`."""
+
+    def __init__(
+        self,
+        store: SchemaStore,
+        compatibility: Callable[[SchemaRecord, SchemaRecord], bool] | None = None,
+    ) -> None:
+        self._store = store
+        self._compatibility = compatibility or _always_compatible
+        self._cache: dict[str, list[SchemaRecord]] = {}
+
+    @staticmethod
+    def key(topic_base: str, version: int) -> str:
+        return f"{KEY_ROOT}/{topic_base}/{version:010d}"
+
+    def is_compatible(self, existing: SchemaRecord, new: SchemaRecord) -> bool:
+        """Compatibility hook: may ``new`` follow ``existing``? Default: always."""
+        return self._compatibility(existing, new)
+
+    def versions(self, topic_base: str) -> list[int]:
+        """Stored version numbers, ascending."""
+        return [r.version for r in self._load(topic_base) if r.version is not None]
+
+    def get(self, topic_base: str, version: int | None = None) -> SchemaRecord | None:
+        """The given version, or the latest one when ``version`` is ``None``."""
+        records = self._load(topic_base)
+        if not records:
+            return None
+        if version is None:
+            return replace(records[-1], properties=dict(records[-1].properties))
+        for rec in records:
+            if rec.version == version:
+                return replace(rec, properties=dict(rec.properties))
+        return None
+
+    def get_or_create(self, topic_base: str, schema: SchemaRecord) -> int:
+        """Version of an identical stored schema, else store ``schema`` as a new version."""
+        records = self._load(topic_base)
+        for rec in records:
+            if rec.same_schema(schema) and rec.version is not None:
+                return rec.version
+        if records and not self.is_compatible(records[-1], schema):
+            raise IncompatibleSchemaError(
+                f"Schema of type {schema.type} is incompatible with version "
+                f"{records[-1].version} of topic {topic_base}"
+            )
+        version = self._next_version(records)
+        stored = SchemaRecord(
+            name=schema.name,
+            type=int(schema.type),
+            data=bytes(schema.data),
+            properties=dict(schema.properties),
+            version=version,
+        )
+        self._store.put(self.key(topic_base, version), stored.to_json())
+        records.append(stored)
+        return version
+
+    def delete(self, topic_base: str) -> int:
+        """Remove every version of the topic's schema; returns how many were removed."""
+        keys = list(self._store.list(self._prefix(topic_base)))
+        for key in keys:
+            self._store.delete(key)
+        self._cache.pop(topic_base, None)
+        return len(keys)
+
+    @staticmethod
+    def _next_version(records: list[SchemaRecord]) -> int:
+        last = records[-1].version if records else None
+        return 0 if last is None else last + 1
+
+    def _prefix(self, topic_base: str) -> str:
+        return f"{KEY_ROOT}/{topic_base}/"
+
+    def _load(self, topic_base: str) -> list[SchemaRecord]:
+        cached = self._cache.get(topic_base)
+        if cached is not None:
+            return cached
+        prefix = self._prefix(topic_base)
+        records: list[SchemaRecord] = []
+        for key, value in self._store.list(prefix).items():
+            tail = key[len(prefix) :]
+            if "/" in tail or not tail.isdigit() or not isinstance(value, dict):
+                continue  # another topic's key under a longer name, or junk
+            rec = SchemaRecord.from_json(value)
+            rec.version = int(tail)
+            records.append(rec)
+        records.sort(key=lambda r: r.version or 0)
+        self._cache[topic_base] = records
+        return records
