@@ -1,0 +1,48 @@
+"""`StorageConfig`: every tunable of the storage layer in one dataclass."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+FSYNC_POLICIES = ("always", "group", "never")
+
+
+@dataclass
+class StorageConfig:
+    """Settings of a `ManagedLedgerFactory`.
+
+    fsync:
+      - ``"group"`` (default): appends are written from the event loop thread once per loop
+        iteration; one background thread per factory fdatasyncs every dirty segment and then
+        resolves, in order, every append that was written before that fdatasync started.
+      - ``"always"``: every append is written and fdatasynced before `append` returns
+        (simple and slow: it blocks the event loop for one fdatasync per entry).
+      - ``"never"``: the future resolves as soon as the entry is written to the OS.
+    """
+
+    data_dir: str | Path
+    fsync: str = "group"
+    #: A segment (one ledger id) is rolled over once it holds this many bytes ...
+    segment_max_bytes: int = 128 * 1024 * 1024
+    #: ... or this many entries ...
+    segment_max_entries: int = 50_000
+    #: ... or is this old (seconds since its first append).
+    segment_max_age_s: float = 4 * 3600.0
+    #: Read cache shared by every ledger of the factory (bytes of entry payload).
+    read_cache_bytes: int = 64 * 1024 * 1024
+    #: Bound on the open segment file descriptors of the factory (LRU; idle ones are closed).
+    max_open_files: int = 512
+    #: Dirty cursors are persisted at most this long after a change (and on close).
+    cursor_persist_interval_s: float = 1.0
+    #: Individually-deleted ranges and batch ack sets persisted per cursor, at most.
+    cursor_max_persisted_ranges: int = 10_000
+    #: A write buffer is handed to the OS before the end of the loop iteration past this size.
+    write_buffer_bytes: int = 4 * 1024 * 1024
+
+    def __post_init__(self) -> None:
+        if self.fsync not in FSYNC_POLICIES:
+            raise ValueError(f"fsync must be one of {FSYNC_POLICIES}, not {self.fsync!r}")
+        if self.max_open_files < 1:
+            raise ValueError("max_open_files must be >= 1")
+        self.data_dir = Path(self.data_dir)

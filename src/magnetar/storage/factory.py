@@ -1,0 +1,230 @@
+"""`ManagedLedgerFactory`: owns the data directory and everything ledgers share.
+
+Shared per factory: the read cache, the LRU of open segment files, the group-commit
+flusher thread, the ledger id allocator, the cursor persistence timer, and two SQLite
+stores: ``storage.db`` (this layer's own bookkeeping: ledger directories, terminated
+flags, cursor state, the ledger id high-water mark) and ``metadata.db`` (exposed as
+`.metadata` for the broker's keys, unless another `MetadataStore` is passed in).
+
+Layout: ``<data_dir>/ledgers/<quoted name>-<hash>/<ledger id>.seg`` (+ ``.idx``).
+Ledger ids are allocated in blocks whose upper bound is committed (synchronous=FULL)
+before any id of the block is used, so ids never repeat, even after a power loss.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import logging
+import os
+import shutil
+from typing import Any
+from urllib.parse import quote
+
+from .config import StorageConfig
+from .cursor import ManagedCursor
+from .errors import LedgerClosedError, StorageError
+from .filelimit import FileLimiter
+from .flusher import Flusher
+from .ledger import ManagedLedger
+from .metadata import MetadataStore, SqliteMetadataStore
+from .readcache import ReadCache
+
+log = logging.getLogger(__name__)
+
+_ID_BLOCK = 1000
+_LEDGER = "ledger/"
+_CURSOR = "cursor/"
+_SEP = "\x1f"
+
+
+def _dir_name(name: str) -> str:
+    digest = hashlib.sha1(name.encode()).hexdigest()[:12]
+    return f"{quote(name, safe='')[:100]}-{digest}"
+
+
+def _fsync_dir(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class ManagedLedgerFactory:
+    """Opens, lists and deletes managed ledgers under one data directory."""
+
+    def __init__(self, config: StorageConfig, metadata: MetadataStore | None = None) -> None:
+        self.config = config
+        root = str(config.data_dir)
+        self._root = os.path.join(root, "ledgers")
+        if not os.path.isdir(self._root):
+            os.makedirs(self._root, exist_ok=True)
+            _fsync_dir(root)
+        self._store = SqliteMetadataStore(os.path.join(root, "storage.db"))
+        self._owns_metadata = metadata is None
+        self.metadata: MetadataStore = metadata or SqliteMetadataStore(
+            os.path.join(root, "metadata.db")
+        )
+        self._cache = ReadCache(config.read_cache_bytes)
+        self._files = FileLimiter(config.max_open_files)
+        self._flusher = Flusher()
+        self._ledgers: dict[str, ManagedLedger] = {}
+        ids = self._store.get("ids") or {}
+        self._next_id = int(ids.get("limit", 0))
+        self._id_limit = self._next_id
+        self._dirty_cursors: dict[ManagedCursor, None] = {}
+        self._persist_handle: asyncio.TimerHandle | None = None
+        self._closed = False
+
+    # ------------------------------------------------------------------ ledgers
+    def open(self, name: str) -> ManagedLedger:
+        """The ledger ``name``, created if it does not exist (the same object while open)."""
+        if self._closed:
+            raise LedgerClosedError("storage factory is closed")
+        ml = self._ledgers.get(name)
+        if ml is not None:
+            return ml
+        meta = self._store.get(_LEDGER + name)
+        if meta is None:
+            meta = {"dir": _dir_name(name), "terminated": False}
+            path = os.path.join(self._root, meta["dir"])
+            os.makedirs(path, exist_ok=True)
+            _fsync_dir(self._root)
+            self._store.put(_LEDGER + name, meta)
+        else:
+            path = os.path.join(self._root, meta["dir"])
+            os.makedirs(path, exist_ok=True)
+        try:
+            ml = ManagedLedger(self, name, path, meta)
+        except OSError as exc:
+            raise StorageError(f"cannot open ledger {name}: {exc}") from exc
+        prefix = self._cursor_key(name, "")
+        ml._load_cursors({k[len(prefix) :]: v for k, v in self._store.list(prefix).items()})
+        self._ledgers[name] = ml
+        return ml
+
+    def exists(self, name: str) -> bool:
+        return name in self._ledgers or self._store.get(_LEDGER + name) is not None
+
+    def list(self) -> list[str]:
+        """Names of every ledger (open or not)."""
+        return [k[len(_LEDGER) :] for k in self._store.list(_LEDGER)]
+
+    def delete(self, name: str) -> None:
+        """Delete a ledger and its cursors, open or not."""
+        ml = self._ledgers.get(name)
+        if ml is not None:
+            ml.delete()
+            return
+        meta = self._store.get(_LEDGER + name)
+        if meta is not None:
+            shutil.rmtree(os.path.join(self._root, meta["dir"]), ignore_errors=True)
+        self._forget_ledger(name)
+
+    def open_ledgers(self) -> dict[str, ManagedLedger]:
+        return dict(self._ledgers)
+
+    def _ledger_closed(self, ml: ManagedLedger) -> None:
+        if self._ledgers.get(ml.name) is ml:
+            del self._ledgers[ml.name]
+
+    def _ledger_deleted(self, ml: ManagedLedger) -> None:
+        self._ledger_closed(ml)
+        self._forget_ledger(ml.name)
+
+    def _forget_ledger(self, name: str) -> None:
+        self._store.delete_prefix(self._cursor_key(name, ""))
+        self._store.delete(_LEDGER + name)
+
+    def _save_ledger_meta(self, name: str, meta: dict[str, Any]) -> None:
+        self._store.put_many({_LEDGER + name: meta}, durable=True)
+
+    def _allocate_ledger_id(self) -> int:
+        if self._next_id >= self._id_limit:
+            limit = self._next_id + _ID_BLOCK
+            self._store.put_many({"ids": {"limit": limit}}, durable=True)
+            self._id_limit = limit
+        lid = self._next_id
+        self._next_id += 1
+        return lid
+
+    # ------------------------------------------------------------------ cursors
+    @staticmethod
+    def _cursor_key(ledger: str, cursor: str) -> str:
+        return f"{_CURSOR}{ledger}{_SEP}{cursor}"
+
+    def _schedule_cursor_persist(self, cursor: ManagedCursor) -> None:
+        self._dirty_cursors[cursor] = None
+        if self._persist_handle is None:
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:
+                return  # persisted by persist()/close()
+            self._persist_handle = loop.call_later(
+                self.config.cursor_persist_interval_s, self._persist_dirty
+            )
+
+    def _persist_dirty(self) -> None:
+        self._persist_handle = None
+        if self._dirty_cursors:
+            self._persist_cursors(list(self._dirty_cursors))
+
+    def _persist_cursors(self, cursors: list[ManagedCursor]) -> None:
+        cap = self.config.cursor_max_persisted_ranges
+        items = {}
+        for c in cursors:
+            if c.closed:
+                continue
+            items[self._cursor_key(c.ledger.name, c.name)] = c.to_state(cap)
+            c.dirty = False
+            self._dirty_cursors.pop(c, None)
+        if not items:
+            return
+        try:
+            self._store.put_many(items)
+        except StorageError as exc:
+            log.error("persisting %d cursors failed: %s", len(items), exc)
+            for c in cursors:
+                c.dirty = False
+                c._changed()
+
+    def _forget_cursor(self, cursor: ManagedCursor) -> None:
+        self._dirty_cursors.pop(cursor, None)
+
+    def persist_cursors(self) -> None:
+        """Persist every dirty cursor now."""
+        self._persist_dirty()
+
+    # ------------------------------------------------------------------ lifecycle
+    def close(self) -> None:
+        """Close every open ledger (flushing and persisting cursors), stop the flusher."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._persist_handle is not None:
+            with contextlib.suppress(RuntimeError):
+                self._persist_handle.cancel()
+            self._persist_handle = None
+        for ml in list(self._ledgers.values()):
+            try:
+                ml.close()
+            except Exception:
+                log.exception("closing ledger %s failed", ml.name)
+        self._persist_dirty()
+        self._flusher.stop()
+        self._files.close_all()
+        self._store.close()
+        if self._owns_metadata:
+            self.metadata.close()
+
+    def open_file_count(self) -> int:
+        """Segment file descriptors currently open."""
+        return self._files.open_count()
+
+    def __enter__(self) -> ManagedLedgerFactory:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

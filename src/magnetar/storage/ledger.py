@@ -1,0 +1,676 @@
+"""`ManagedLedger`: one topic's append-only log of opaque entries over segment files.
+
+Theory of operation. The ledger is a list of segments (one per ledger id, ascending); the
+last one may be *active* (appendable). `append` runs on the event loop thread: it assigns
+the position at once, indexes the record, puts the payload in the shared read cache and
+queues header + payload in a write buffer. Once per loop iteration (or when the buffer is
+big) the buffer goes to the file in one ``pwritev``. Then, per fsync policy, the futures
+resolve at once (``never``) or the batch goes to the factory's flusher (``group``), which
+resolves it after its fdatasync; ``always`` writes and syncs inside `append`.
+
+Readers only ever see *confirmed* entries (durable per policy), so an entry whose append
+fails is never visible. On a write or fsync error the failed entries are removed from the
+index (and from the file, best effort), their futures fail with `StorageError` in append
+order, the segment is sealed and the next append starts a new segment: the ledger stays
+readable and usable. A segment rolls over by size, entry count or age; a reopened ledger
+always starts a new segment for new appends, like a new Pulsar ledger after a restart.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import shutil
+import time
+from bisect import bisect_left
+from collections import deque
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+import crc32c
+
+from . import record
+from .cursor import ManagedCursor
+from .errors import (
+    EntryNotFoundError,
+    LedgerClosedError,
+    LedgerTerminatedError,
+    StorageError,
+)
+from .flusher import Batch
+from .position import EARLIEST, Position
+from .segment import Segment
+
+if TYPE_CHECKING:
+    from .factory import ManagedLedgerFactory
+
+log = logging.getLogger(__name__)
+
+_get_loop = asyncio.get_running_loop
+_pack = record.HEADER.pack
+_crc = crc32c.crc32c
+_SEED = record._SEED
+_HS = record.HEADER_SIZE
+_monotonic = time.monotonic
+
+
+def _fail(fut: asyncio.Future[Any], exc: BaseException) -> None:
+    if not fut.done():
+        fut.set_exception(exc)
+
+
+class ManagedLedger:
+    """A named, durable, append-only sequence of entries. Use from one event loop thread."""
+
+    def __init__(
+        self, factory: ManagedLedgerFactory, name: str, directory: str, meta: dict[str, Any]
+    ) -> None:
+        cfg = factory.config
+        self.name = name
+        self.directory = directory
+        self._factory = factory
+        self._policy = cfg.fsync
+        self._max_bytes = cfg.segment_max_bytes
+        self._max_entries = cfg.segment_max_entries
+        self._max_age = cfg.segment_max_age_s
+        self._wbuf_limit = cfg.write_buffer_bytes
+        self._cache = factory._cache
+        self._files = factory._files
+        self._segments: list[Segment] = []
+        self._ids: list[int] = []
+        self._by_id: dict[int, Segment] = {}
+        self._active: Segment | None = None
+        self._roll_at = 0.0
+        # write buffer (all for self._wseg, starting at byte offset self._wstart)
+        self._wbuf: list[bytes] = []
+        self._wfuts: list[asyncio.Future[Position]] = []
+        self._wpos: list[Position] = []
+        self._wbytes = 0
+        self._wseg: Segment | None = None
+        self._wstart = 0
+        self._write_scheduled = False
+        self._pending: deque[Batch] = deque()
+        self._cursors: dict[str, ManagedCursor] = {}
+        self._terminated = bool(meta.get("terminated", False))
+        self._state = "open"
+        self._load_segments()
+
+    # ------------------------------------------------------------------ opening
+    def _load_segments(self) -> None:
+        ids = sorted(
+            int(n[:-4])
+            for n in os.listdir(self.directory)
+            if n.endswith(".seg") and n[:-4].isdigit()
+        )
+        for lid in ids:
+            seg = Segment.open_existing(self.directory, lid)
+            if seg is not None:
+                self._add_segment(seg)
+
+    def _add_segment(self, seg: Segment) -> None:
+        self._segments.append(seg)
+        self._ids.append(seg.ledger_id)
+        self._by_id[seg.ledger_id] = seg
+
+    def _load_cursors(self, states: dict[str, dict[str, Any]]) -> None:
+        for cname, state in states.items():
+            cur = ManagedCursor(self, cname, EARLIEST)
+            cur.load_state(state)
+            self._cursors[cname] = cur
+
+    # ------------------------------------------------------------------ appending
+    def append(self, data: bytes) -> asyncio.Future[Position]:
+        """Append one entry; the future resolves to its position once it is durable per
+        the fsync policy (in append order), or fails with `StorageError`."""
+        loop = _get_loop()
+        fut: asyncio.Future[Position] = loop.create_future()
+        if self._state != "open":
+            fut.set_exception(LedgerClosedError(f"ledger {self.name} is {self._state}"))
+            return fut
+        if self._terminated:
+            fut.set_exception(LedgerTerminatedError(f"ledger {self.name} is terminated"))
+            return fut
+        if type(data) is not bytes:
+            data = bytes(data)
+        n = len(data)
+        seg = self._active
+        if (
+            seg is None
+            or seg.count >= self._max_entries
+            or (seg.end + n > self._max_bytes and seg.count)
+            or _monotonic() > self._roll_at
+        ):
+            try:
+                seg = self._roll()
+            except OSError as exc:
+                fut.set_exception(StorageError(f"cannot create a segment for {self.name}: {exc}"))
+                return fut
+        start = seg.end
+        end = start + _HS + n
+        eid = seg.count
+        seg.end = end
+        seg.offsets.append(end)
+        seg.count = eid + 1
+        pos = Position(seg.ledger_id, eid)
+        self._cache.put(pos, data)
+        hdr = _pack(n, _crc(data, _SEED ^ n))
+        if self._policy == "always":
+            self._append_always(seg, hdr, data, start, pos, fut)
+            return fut
+        buf = self._wbuf
+        if not buf:
+            self._wseg = seg
+            self._wstart = start
+            if not self._write_scheduled:
+                self._write_scheduled = True
+                loop.call_soon(self._on_tick)
+        buf.append(hdr)
+        buf.append(data)
+        self._wfuts.append(fut)
+        self._wpos.append(pos)
+        self._wbytes += n
+        if self._wbytes >= self._wbuf_limit:
+            self._write_pending()
+        return fut
+
+    def _append_always(
+        self,
+        seg: Segment,
+        hdr: bytes,
+        data: bytes,
+        start: int,
+        pos: Position,
+        fut: asyncio.Future[Position],
+    ) -> None:
+        try:
+            self._files.use(seg)
+            seg.write([hdr, data], start)
+            seg.sync()
+        except OSError as exc:
+            self._rollback(seg, pos.entry_id)
+            fut.set_exception(StorageError(f"append to {self.name} failed: {exc}"))
+            return
+        seg.confirmed = pos.entry_id + 1
+        fut.set_result(pos)
+
+    def _on_tick(self) -> None:
+        self._write_scheduled = False
+        self._write_pending()
+
+    def _write_pending(self) -> None:
+        """Hand the write buffer to the OS (one pwritev), then to the flusher."""
+        bufs = self._wbuf
+        if not bufs:
+            return
+        seg = self._wseg
+        assert seg is not None
+        futs, poss = self._wfuts, self._wpos
+        self._wbuf, self._wfuts, self._wpos, self._wbytes = [], [], [], 0
+        first = poss[0].entry_id
+        error: BaseException | None = None
+        try:
+            self._files.use(seg)
+            seg.write(bufs, self._wstart)
+        except OSError as exc:
+            log.error("append to %s (segment %d) failed: %s", self.name, seg.ledger_id, exc)
+            error = StorageError(f"append to {self.name} failed: {exc}")
+            self._rollback(seg, first)
+        if self._policy == "never":
+            batch = Batch(seg, first, futs, poss, _get_loop(), self._on_batch_done, error)
+            self._on_batch_done(batch, error)
+            return
+        batch = Batch(seg, first, futs, poss, _get_loop(), self._on_batch_done, error)
+        self._pending.append(batch)
+        try:
+            self._factory._flusher.submit(batch)
+        except RuntimeError:
+            self._pending.pop()
+            self._on_batch_done(batch, LedgerClosedError("storage is shutting down"))
+
+    def _on_batch_done(self, batch: Batch, error: BaseException | None) -> None:
+        batch.done = True
+        pending = self._pending
+        if pending and pending[0] is batch:
+            pending.popleft()
+        elif batch in pending:
+            pending.remove(batch)
+        seg = batch.segment
+        futs = batch.futures
+        if error is None:
+            end = batch.first + len(futs)
+            if end > seg.confirmed:
+                seg.confirmed = min(end, seg.count)
+            for fut, pos in zip(futs, batch.positions, strict=True):
+                if not fut.done():
+                    fut.set_result(pos)
+            if (
+                seg.sealed
+                and not seg.index_written
+                and seg.confirmed == seg.count
+                and not seg.dirty
+            ):
+                seg.write_index()
+            return
+        if not isinstance(error, StorageError):
+            error = StorageError(f"append to {self.name} failed: {error}")
+            self._rollback(seg, batch.first)
+        for fut in futs:
+            _fail(fut, error)
+
+    def _rollback(self, seg: Segment, first: int) -> None:
+        """Entries ``first..`` of ``seg`` failed: forget them and seal the segment."""
+        if seg.count > first:
+            lid = seg.ledger_id
+            for eid in range(first, seg.count):
+                self._cache.discard(Position(lid, eid))
+            seg.truncate_index(first)
+            seg.truncate_file()
+        if seg is self._wseg and self._wbuf:
+            # still-buffered appends to this segment were rolled back too: fail them in order
+            futs, poss = self._wfuts, self._wpos
+            self._wbuf, self._wfuts, self._wpos, self._wbytes = [], [], [], 0
+            err = StorageError(f"append to {self.name} failed: an earlier append failed")
+            batch = Batch(seg, poss[0].entry_id, futs, poss, _get_loop(), self._on_batch_done, err)
+            if self._policy == "group":
+                self._pending.append(batch)
+                try:
+                    self._factory._flusher.submit(batch)
+                except RuntimeError:
+                    self._on_batch_done(batch, err)
+            else:
+                self._on_batch_done(batch, err)
+        if seg is self._active:
+            self._active = None
+        seg.sealed = True
+        seg.write_index()
+
+    def _roll(self) -> Segment:
+        """Seal the active segment and start a new one."""
+        old = self._active
+        if old is not None:
+            self._write_pending()
+            self._active = None
+            self._seal(old)
+        lid = self._factory._allocate_ledger_id()
+        seg = Segment.create(self.directory, lid, [])
+        self._files.use(seg)
+        self._add_segment(seg)
+        self._active = seg
+        self._roll_at = seg.created + self._max_age
+        log.debug("ledger %s: new segment %d", self.name, lid)
+        return seg
+
+    def _seal(self, seg: Segment) -> None:
+        seg.sealed = True
+        if seg.confirmed == seg.count and not seg.dirty and not seg.index_written:
+            seg.write_index()
+
+    # ------------------------------------------------------------------ positions
+    def _locate(self, p: Position) -> tuple[int, int] | None:
+        """(segment index, entry id) of the first confirmed entry ``>= p``."""
+        lid, eid = p
+        segs = self._segments
+        i = bisect_left(self._ids, lid)
+        if eid < 0:
+            eid = 0
+        while i < len(segs):
+            seg = segs[i]
+            if seg.ledger_id != lid:
+                eid = 0
+            if eid < seg.confirmed:
+                return i, eid
+            i += 1
+        return None
+
+    def next_position(self, p: Position) -> Position | None:
+        """The first confirmed position after ``p``."""
+        lid, eid = p
+        seg = self._by_id.get(lid)
+        if seg is not None and 0 <= eid + 1 < seg.confirmed:
+            return Position(lid, eid + 1)
+        loc = self._locate(Position(lid, eid + 1))
+        if loc is None:
+            return None
+        return Position(self._segments[loc[0]].ledger_id, loc[1])
+
+    def first_position(self) -> Position | None:
+        """The oldest confirmed entry."""
+        loc = self._locate(EARLIEST)
+        return None if loc is None else Position(self._segments[loc[0]].ledger_id, loc[1])
+
+    def last_confirmed(self) -> Position | None:
+        """The newest confirmed (durable, readable) entry."""
+        for seg in reversed(self._segments):
+            if seg.confirmed:
+                return Position(seg.ledger_id, seg.confirmed - 1)
+        return None
+
+    def last_appended(self) -> Position | None:
+        """The newest appended entry, confirmed or not."""
+        for seg in reversed(self._segments):
+            if seg.count:
+                return Position(seg.ledger_id, seg.count - 1)
+        return None
+
+    def entry_count(self) -> int:
+        """Confirmed entries in the ledger."""
+        return sum(s.confirmed for s in self._segments)
+
+    def size_bytes(self) -> int:
+        """Bytes of the segment files."""
+        return sum(s.end for s in self._segments)
+
+    def count_after(self, p: Position) -> int:
+        """Confirmed entries ``> p``."""
+        lid, eid = p
+        segs = self._segments
+        i = bisect_left(self._ids, lid)
+        n = 0
+        if i < len(segs) and segs[i].ledger_id == lid:
+            n = max(0, segs[i].confirmed - max(eid + 1, 0))
+            i += 1
+        for seg in segs[i:]:
+            n += seg.confirmed
+        return n
+
+    def count_between(self, start: Position, end: Position) -> int:
+        """Confirmed entries in ``[start, end]``."""
+        if start[0] == end[0]:
+            seg = self._by_id.get(start[0])
+            if seg is None:
+                return 0
+            lo = max(start[1], 0)
+            hi = min(end[1], seg.confirmed - 1)
+            return max(0, hi - lo + 1)
+        return self.count_after(Position(start[0], start[1] - 1)) - self.count_after(end)
+
+    def segment_ids(self) -> list[int]:
+        """Ledger ids of the segments, ascending."""
+        return list(self._ids)
+
+    # ------------------------------------------------------------------ reading
+    def read(self, position: Position) -> bytes:
+        """One confirmed entry (`EntryNotFoundError` if there is none there)."""
+        lid, eid = position
+        seg = self._by_id.get(lid)
+        if seg is None or not 0 <= eid < seg.confirmed:
+            raise EntryNotFoundError(f"{self.name}: no entry at {lid}:{eid}")
+        data = self._cache.get(position)
+        if data is not None:
+            return data
+        self._files.use(seg)
+        return seg.read_records(eid, eid)[0]
+
+    def read_entries(
+        self, start: Position, max_entries: int, max_bytes: int | None = None
+    ) -> list[tuple[Position, bytes]]:
+        """Up to ``max_entries`` confirmed entries from ``start`` (inclusive, or the first
+        one after it), stopping before ``max_bytes`` of payload (but at least one entry).
+        Entries still in the read cache never touch the disk; a run of misses is read
+        with one pread."""
+        out: list[tuple[Position, bytes]] = []
+        loc = self._locate(start) if max_entries > 0 else None
+        if loc is None:
+            return out
+        i, eid = loc
+        segs = self._segments
+        cache_get = self._cache.get
+        budget = -1 if max_bytes is None else max_bytes  # -1: unlimited
+        while i < len(segs):
+            seg = segs[i]
+            lid = seg.ledger_id
+            last = min(seg.confirmed - 1, eid + max_entries - len(out) - 1)
+            while eid <= last:
+                pos = Position(lid, eid)
+                data = cache_get(pos)
+                if data is None:
+                    k, nbytes = self._read_disk(seg, eid, last, budget, out)
+                    if k == 0:
+                        return out
+                    eid += k
+                    if budget >= 0:
+                        budget -= nbytes
+                        if budget <= 0:
+                            return out
+                    continue
+                if budget >= 0:
+                    n = len(data)
+                    if n > budget and out:
+                        return out
+                    budget -= n
+                    out.append((pos, data))
+                    if budget <= 0:
+                        return out
+                else:
+                    out.append((pos, data))
+                eid += 1
+            if len(out) >= max_entries:
+                return out
+            i += 1
+            eid = 0
+        return out
+
+    def _read_disk(
+        self, seg: Segment, first: int, last: int, budget: int, out: list[tuple[Position, bytes]]
+    ) -> tuple[int, int]:
+        """Append ``first..last`` of ``seg`` to ``out`` (fewer if ``budget`` >= 0 bytes
+        runs out; at least one if ``out`` is empty), in one pread. Returns (entries, bytes)."""
+        offs = seg.offsets
+        base = offs[first]
+        if budget >= 0:
+            if offs[first + 1] - base - _HS > budget and out:
+                return 0, 0
+            j = first
+            while j < last and offs[j + 2] - base - _HS * (j + 2 - first) <= budget:
+                j += 1
+            last = j
+        self._files.use(seg)
+        lid = seg.ledger_id
+        nbytes = 0
+        records = seg.read_records(first, last)
+        for k, data in enumerate(records):
+            out.append((Position(lid, first + k), data))
+            nbytes += len(data)
+        return len(records), nbytes
+
+    def read_range(
+        self, start: Position, end_inclusive: Position
+    ) -> Iterator[tuple[Position, bytes]]:
+        """Every confirmed entry in ``[start, end_inclusive]``, in order, read in chunks."""
+        pos: Position | None = start
+        while pos is not None:
+            chunk = self.read_entries(pos, 1024, 16 * 1024 * 1024)
+            if not chunk:
+                return
+            for p, data in chunk:
+                if p > end_inclusive:
+                    return
+                yield p, data
+            pos = self.next_position(chunk[-1][0])
+
+    def find_position(self, predicate: Callable[[bytes], bool]) -> Position | None:
+        """Binary search: the first entry whose data satisfies ``predicate``, assuming it is
+        false then true along the ledger (e.g. ``publish_time >= t``); None if none does."""
+        segs = [s for s in self._segments if s.confirmed]
+        if not segs:
+            return None
+        starts = []
+        total = 0
+        for s in segs:
+            starts.append(total)
+            total += s.confirmed
+
+        def at(k: int) -> Position:
+            i = bisect_left(starts, k + 1) - 1
+            return Position(segs[i].ledger_id, k - starts[i])
+
+        lo, hi = 0, total
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if predicate(self.read(at(mid))):
+                hi = mid
+            else:
+                lo = mid + 1
+        return at(lo) if lo < total else None
+
+    # ------------------------------------------------------------------ cursors
+    def open_cursor(self, name: str, initial_position: str = "latest") -> ManagedCursor:
+        """The durable cursor ``name``, created if needed at ``"latest"`` (after the last
+        confirmed entry) or ``"earliest"`` (before the first)."""
+        self._check_open()
+        cur = self._cursors.get(name)
+        if cur is None:
+            if initial_position == "latest":
+                md = self.last_confirmed() or EARLIEST
+            elif initial_position == "earliest":
+                md = EARLIEST
+            else:
+                raise ValueError(
+                    f"initial_position must be latest|earliest, not {initial_position!r}"
+                )
+            cur = ManagedCursor(self, name, md)
+            self._cursors[name] = cur
+            self._persist_cursors([cur])
+        return cur
+
+    def delete_cursor(self, name: str) -> None:
+        cur = self._cursors.pop(name, None)
+        if cur is not None:
+            cur.closed = True
+            self._factory._forget_cursor(cur)
+        self._factory._store.delete(self._factory._cursor_key(self.name, name))
+
+    def cursors(self) -> dict[str, ManagedCursor]:
+        return dict(self._cursors)
+
+    def _cursor_changed(self, cursor: ManagedCursor) -> None:
+        self._factory._schedule_cursor_persist(cursor)
+
+    def _persist_cursors(self, cursors: list[ManagedCursor]) -> None:
+        self._factory._persist_cursors(cursors)
+
+    # ------------------------------------------------------------------ retention
+    def slowest_mark_delete(self) -> Position | None:
+        """The lowest mark-delete position of all cursors (None when there are none)."""
+        if not self._cursors:
+            return None
+        return min(c.mark_delete_position for c in self._cursors.values())
+
+    def trim(self, retention_time_s: float, retention_size_bytes: int) -> list[int]:
+        """Delete the oldest segments that every cursor has consumed and that fall outside
+        the retention policy (data is kept while within time AND size; -1 = infinite,
+        0 = none). The current segment is never deleted. Returns the deleted ledger ids."""
+        self._check_open()
+        if len(self._segments) < 2:
+            return []
+        consumed = self.slowest_mark_delete() if self._cursors else self.last_confirmed()
+        if consumed is None:
+            return []
+        total = self.size_bytes()
+        now = time.time()
+        deleted: list[int] = []
+        for seg in list(self._segments[:-1]):
+            if seg is self._active or seg.confirmed < seg.count or seg.dirty:
+                break
+            if seg.count and Position(seg.ledger_id, seg.count - 1) > consumed:
+                break
+            expired = retention_time_s >= 0 and now - seg.mtime() >= retention_time_s
+            over = retention_size_bytes >= 0 and total > retention_size_bytes
+            if not (expired or over):
+                break
+            total -= seg.end
+            self._drop_segment(seg)
+            deleted.append(seg.ledger_id)
+        if deleted:
+            log.info("ledger %s: trimmed segments %s", self.name, deleted)
+        return deleted
+
+    def _drop_segment(self, seg: Segment) -> None:
+        i = self._segments.index(seg)
+        del self._segments[i]
+        del self._ids[i]
+        del self._by_id[seg.ledger_id]
+        self._files.forget(seg)
+        seg.remove_files()
+
+    # ------------------------------------------------------------------ lifecycle
+    @property
+    def is_terminated(self) -> bool:
+        return self._terminated
+
+    def terminate(self) -> Position | None:
+        """Refuse further appends, persistently. Returns the last appended position
+        (appends already accepted still complete)."""
+        self._check_open()
+        if not self._terminated:
+            self._terminated = True
+            self._factory._save_ledger_meta(
+                self.name, {"dir": os.path.basename(self.directory), "terminated": True}
+            )
+        return self.last_appended()
+
+    def flush(self) -> None:
+        """Write the buffer and fdatasync every dirty segment now (blocking), resolving
+        every pending append."""
+        self._write_pending()
+        errors: dict[Segment, OSError] = {}
+        for seg in self._segments:
+            if seg.dirty and self._policy != "never":
+                try:
+                    seg.sync()
+                except OSError as exc:
+                    errors[seg] = exc
+        for batch in list(self._pending):
+            if not batch.done:
+                err = batch.error if batch.error is not None else errors.get(batch.segment)
+                if err is None and batch.segment.sync_error is not None:
+                    err = batch.segment.sync_error
+                self._on_batch_done(batch, err)
+
+    def close(self) -> None:
+        """Flush, persist the cursors, close the files. Idempotent."""
+        if self._state != "open":
+            return
+        try:
+            self.flush()
+        finally:
+            self._persist_cursors(list(self._cursors.values()))
+            for cur in self._cursors.values():
+                cur.closed = True
+                self._factory._forget_cursor(cur)
+            if self._active is not None:
+                self._seal(self._active)
+                self._active = None
+            for seg in self._segments:
+                self._files.forget(seg)
+            self._state = "closed"
+            self._factory._ledger_closed(self)
+
+    def delete(self) -> None:
+        """Delete the ledger: its segments, cursors and metadata."""
+        if self._state == "deleted":
+            return
+        self._write_pending()
+        for batch in list(self._pending):
+            self._on_batch_done(batch, LedgerClosedError(f"ledger {self.name} deleted"))
+        for cur in self._cursors.values():
+            cur.closed = True
+            self._factory._forget_cursor(cur)
+        self._cursors.clear()
+        for seg in self._segments:
+            self._files.forget(seg)
+        self._segments.clear()
+        self._ids.clear()
+        self._by_id.clear()
+        self._active = None
+        shutil.rmtree(self.directory, ignore_errors=True)
+        self._state = "deleted"
+        self._factory._ledger_deleted(self)
+
+    def _check_open(self) -> None:
+        if self._state != "open":
+            raise LedgerClosedError(f"ledger {self.name} is {self._state}")
+
+    def __repr__(self) -> str:
+        return f"ManagedLedger({self.name!r}, segments={self._ids}, state={self._state})"

@@ -1,0 +1,378 @@
+"""One segment file (= one ledger id): framed records on disk plus the in-memory offset index.
+
+Layout: a 16-byte file header (magic, ledger id) then records (see `record`). The index is
+an ``array('Q')`` of ``count + 1`` offsets: record ``i`` spans ``offsets[i]..offsets[i+1]``.
+
+A sealed, fully synced segment gets a sidecar ``.idx`` file (magic, count, end offset, the
+offsets, CRC32C), so reopening does not rescan it. A segment without a valid sidecar (the
+one being written when the process stopped) is scanned on open and a torn or corrupt tail
+is truncated. If the sidecar is valid but the file is longer (records whose append failed),
+the file is truncated to the sidecar's end, so a failed append never reappears.
+
+Threads: the event loop thread writes, reads and opens/closes the descriptor; the flusher
+thread only calls `sync`. ``lock`` serialises `sync` against `close_fd`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import mmap
+import os
+import struct
+import threading
+import time
+from array import array
+
+import crc32c
+
+from . import record
+from .errors import CorruptEntryError
+
+log = logging.getLogger(__name__)
+
+SEG_MAGIC = b"MGTRSEG1"
+IDX_MAGIC = b"MGTRIDX1"
+FILE_HEADER = struct.Struct("<8sQ")
+IDX_HEADER = struct.Struct("<8sQQ")
+_IOV_MAX = 1024
+
+
+def segment_name(ledger_id: int) -> str:
+    """File name of a segment."""
+    return f"{ledger_id:012d}.seg"
+
+
+class Segment:
+    """A segment file and its index. Not thread-safe except `sync` vs `close_fd`."""
+
+    __slots__ = (
+        "_offsets",
+        "confirmed",
+        "count",
+        "created",
+        "dir_sync",
+        "directory",
+        "end",
+        "fd",
+        "idx_path",
+        "index_written",
+        "ledger_id",
+        "lock",
+        "path",
+        "sealed",
+        "sync_error",
+        "synced",
+        "written",
+    )
+
+    def __init__(self, directory: str, ledger_id: int) -> None:
+        self.directory = directory
+        self.ledger_id = ledger_id
+        self.path = os.path.join(directory, segment_name(ledger_id))
+        self.idx_path = self.path[:-4] + ".idx"
+        self.fd: int | None = None
+        self.lock = threading.Lock()
+        self._offsets: array | None = None
+        self.count = 0  # entries in the index
+        self.confirmed = 0  # entries readable (durable per policy)
+        self.end = FILE_HEADER.size  # offset just past the last indexed record
+        self.written = 0  # bytes handed to the OS
+        self.synced = 0  # bytes known durable
+        self.sealed = False
+        self.index_written = False
+        self.sync_error: OSError | None = None
+        self.dir_sync: list[str] = []
+        self.created = time.monotonic()
+
+    # ------------------------------------------------------------------ creation / open
+    @classmethod
+    def create(cls, directory: str, ledger_id: int, dir_sync: list[str]) -> Segment:
+        """Create a new, empty segment file (the header is written at once)."""
+        seg = cls(directory, ledger_id)
+        fd = os.open(seg.path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+        try:
+            os.pwrite(fd, FILE_HEADER.pack(SEG_MAGIC, ledger_id), 0)
+        except OSError:
+            os.close(fd)
+            with contextlib.suppress(OSError):
+                os.unlink(seg.path)
+            raise
+        seg.fd = fd
+        seg._offsets = array("Q", [FILE_HEADER.size])
+        seg.written = FILE_HEADER.size
+        seg.dir_sync = [directory, *dir_sync]
+        return seg
+
+    @classmethod
+    def open_existing(cls, directory: str, ledger_id: int) -> Segment | None:
+        """Open a segment left by an earlier run (sealed). Returns None (and removes the
+        file) when it holds no valid entry."""
+        seg = cls(directory, ledger_id)
+        seg.sealed = True
+        try:
+            size = os.stat(seg.path).st_size
+        except FileNotFoundError:
+            return None
+        if not seg._load_index_header(size):
+            seg._recover(size)
+            if seg.count:
+                seg.write_index()
+        seg.confirmed = seg.count
+        seg.written = seg.synced = seg.end
+        if seg.count == 0:
+            seg.remove_files()
+            return None
+        return seg
+
+    def _load_index_header(self, seg_size: int) -> bool:
+        try:
+            with open(self.idx_path, "rb") as f:
+                head = f.read(IDX_HEADER.size)
+                idx_size = os.fstat(f.fileno()).st_size
+        except OSError:
+            return False
+        if len(head) != IDX_HEADER.size:
+            return False
+        magic, count, end = IDX_HEADER.unpack(head)
+        if magic != IDX_MAGIC or idx_size != IDX_HEADER.size + 8 * (count + 1) + 4:
+            return False
+        if end > seg_size:
+            return False  # the data is shorter than the index claims: rescan
+        if end < seg_size:
+            # bytes past the index are appends that failed; drop them for good
+            if not self._load_offsets():
+                return False
+            log.info("%s: dropping %d bytes past the indexed end", self.path, seg_size - end)
+            os.truncate(self.path, end)
+        self.count = count
+        self.end = end
+        self.index_written = True
+        return True
+
+    def _load_offsets(self) -> bool:
+        try:
+            with open(self.idx_path, "rb") as f:
+                raw = f.read()
+        except OSError:
+            return False
+        if len(raw) < IDX_HEADER.size + 12:
+            return False
+        body, (crc,) = raw[:-4], struct.unpack("<I", raw[-4:])
+        if crc32c.crc32c(body) != crc:
+            return False
+        magic, count, end = IDX_HEADER.unpack_from(body)
+        offs = array("Q")
+        offs.frombytes(body[IDX_HEADER.size :])
+        if magic != IDX_MAGIC or len(offs) != count + 1 or offs[-1] != end:
+            return False
+        self._offsets = offs
+        return True
+
+    def _recover(self, size: int) -> None:
+        """Scan the whole file; truncate a torn or corrupt tail; fdatasync what remains."""
+        offsets = [FILE_HEADER.size]
+        good = 0
+        if size >= FILE_HEADER.size:
+            with open(self.path, "rb") as f:
+                magic, lid = FILE_HEADER.unpack(f.read(FILE_HEADER.size))
+                if magic != SEG_MAGIC or lid != self.ledger_id:
+                    log.error("%s: bad segment header; ignoring the file", self.path)
+                    os.replace(self.path, self.path + ".corrupt")
+                    return
+                if size > FILE_HEADER.size:
+                    with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+                        good = record.scan(mm, FILE_HEADER.size, offsets)
+                else:
+                    good = FILE_HEADER.size
+        if good < size:
+            log.warning("%s: truncating %d bytes of torn/corrupt tail", self.path, size - good)
+            fd = os.open(self.path, os.O_RDWR | os.O_CLOEXEC)
+            try:
+                os.ftruncate(fd, good)
+                os.fdatasync(fd)
+            finally:
+                os.close(fd)
+        else:
+            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+            try:
+                os.fdatasync(fd)  # what we are about to expose must be durable
+            finally:
+                os.close(fd)
+        self._offsets = array("Q", offsets)
+        self.count = len(offsets) - 1
+        self.end = offsets[-1]
+
+    # ------------------------------------------------------------------ index
+    @property
+    def offsets(self) -> array:
+        """The offset index, loaded from the sidecar (or rebuilt) on first use."""
+        offs = self._offsets
+        if offs is None:
+            if not self._load_offsets():
+                log.warning("%s: index sidecar unusable; rescanning", self.path)
+                size = os.stat(self.path).st_size
+                self._recover(size)
+                self.write_index()
+                self.confirmed = min(self.confirmed, self.count)
+            offs = self._offsets
+            assert offs is not None
+        return offs
+
+    def add_record(self, length: int) -> int:
+        """Index one more record of payload ``length``; returns its entry id."""
+        eid = self.count
+        self.end += record.HEADER_SIZE + length
+        self.offsets.append(self.end)
+        self.count = eid + 1
+        return eid
+
+    def truncate_index(self, count: int) -> None:
+        """Forget entries ``count..`` (their append failed)."""
+        offs = self.offsets
+        del offs[count + 1 :]
+        self.count = count
+        self.end = offs[-1]
+        self.confirmed = min(self.confirmed, count)
+
+    def entry_span(self, entry_id: int) -> tuple[int, int]:
+        """(payload start, payload end) offsets of an entry."""
+        offs = self.offsets
+        return offs[entry_id] + record.HEADER_SIZE, offs[entry_id + 1]
+
+    def size_bytes(self) -> int:
+        return self.end
+
+    def write_index(self) -> None:
+        """Write the sidecar index (no fsync: it is only a cache of the scan)."""
+        offs = self.offsets
+        body = IDX_HEADER.pack(IDX_MAGIC, self.count, self.end) + offs[: self.count + 1].tobytes()
+        tmp = self.idx_path + ".tmp"
+        try:
+            with open(tmp, "wb") as f:
+                f.write(body + struct.pack("<I", crc32c.crc32c(body)))
+            os.replace(tmp, self.idx_path)
+            self.index_written = True
+        except OSError as exc:
+            log.warning("%s: cannot write index: %s", self.idx_path, exc)
+
+    # ------------------------------------------------------------------ I/O
+    def open_fd(self) -> int:
+        fd = self.fd
+        if fd is None:
+            fd = self.fd = os.open(self.path, os.O_RDWR | os.O_CLOEXEC)
+        return fd
+
+    def close_fd(self) -> None:
+        with self.lock:
+            fd, self.fd = self.fd, None
+            if fd is not None:
+                os.close(fd)
+
+    @property
+    def dirty(self) -> bool:
+        return self.written > self.synced
+
+    def write(self, bufs: list[bytes], offset: int) -> None:
+        """pwritev ``bufs`` at ``offset`` (all of it, or OSError)."""
+        fd = self.open_fd()
+        total = sum(map(len, bufs))
+        if len(bufs) > _IOV_MAX or total == 0:
+            chunks = [bufs[i : i + _IOV_MAX] for i in range(0, len(bufs), _IOV_MAX)]
+        else:
+            chunks = [bufs]
+        for chunk in chunks:
+            want = sum(map(len, chunk))
+            done = os.pwritev(fd, chunk, offset)
+            if done < want:  # short write: finish it the slow way
+                rest = b"".join(chunk)
+                while done < want:
+                    n = os.pwrite(fd, rest[done:], offset + done)
+                    if n <= 0:
+                        raise OSError(28, "short write")
+                    done += n
+            offset += want
+        self.written = max(self.written, offset)
+
+    def sync(self) -> None:
+        """fdatasync (called from the flusher thread, or inline for ``always``/close).
+        Once a sync failed, every later call fails too: the kernel may have dropped the
+        dirty pages, and a later successful fsync would not bring them back."""
+        with self.lock:
+            if self.sync_error is not None:
+                raise self.sync_error
+            target = self.written
+            if target <= self.synced:
+                return
+            try:
+                while self.dir_sync:
+                    _fsync_dir(self.dir_sync[0])
+                    self.dir_sync.pop(0)
+                if self.fd is None:
+                    raise OSError(9, "segment closed with unsynced data")
+                os.fdatasync(self.fd)
+            except OSError as exc:
+                self.sync_error = exc
+                raise
+            if target > self.synced:
+                self.synced = target
+
+    def pread(self, start: int, end: int) -> bytes:
+        fd = self.open_fd()
+        data = os.pread(fd, end - start, start)
+        while len(data) < end - start:
+            more = os.pread(fd, end - start - len(data), start + len(data))
+            if not more:
+                raise CorruptEntryError(f"{self.path}: short read at {start}")
+            data += more
+        return data
+
+    def read_records(self, first: int, last: int) -> list[bytes]:
+        """Payloads of entries ``first..last`` (inclusive) in one pread, each checked
+        against its CRC32C."""
+        offs = self.offsets
+        base = offs[first]
+        buf = self.pread(base, offs[last + 1])
+        mv = memoryview(buf)
+        out = []
+        unpack = record.HEADER.unpack_from
+        hs = record.HEADER_SIZE
+        for eid in range(first, last + 1):
+            start = offs[eid] - base
+            end = offs[eid + 1] - base
+            n, crc = unpack(mv, start)
+            if n != end - start - hs or record.checksum(mv[start + hs : end], n) != crc:
+                raise CorruptEntryError(f"{self.path}: entry {eid} fails its checksum")
+            out.append(buf[start + hs : end])
+        return out
+
+    def truncate_file(self) -> None:
+        """Best effort: cut the file back to the indexed end (after failed appends)."""
+        try:
+            os.truncate(self.path, self.end)
+            self.written = min(self.written, self.end)
+        except OSError as exc:
+            log.warning("%s: cannot truncate after a failed append: %s", self.path, exc)
+
+    def remove_files(self) -> None:
+        self.close_fd()
+        for p in (self.path, self.idx_path):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(p)
+
+    def mtime(self) -> float:
+        try:
+            return os.stat(self.path).st_mtime
+        except OSError:
+            return time.time()
+
+    def __repr__(self) -> str:
+        return f"Segment({self.ledger_id}, count={self.count}, confirmed={self.confirmed})"
+
+
+def _fsync_dir(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
