@@ -1,0 +1,173 @@
+"""Broker configuration, read with Apache Pulsar's ``broker.conf`` key names.
+
+A user's ``standalone.conf`` carries over: every key we implement has the name Pulsar gives
+it, keys we do not implement are reported once (one log line listing them) and ignored, and a
+value of the wrong type is an error that names the key and the line.
+Settings of our own (no Pulsar equivalent) start with ``magnetar``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+
+class ConfigError(ValueError):
+    """A configuration file or option that cannot be used as given."""
+
+
+@dataclass
+class BrokerConfig:
+    """Every broker setting, named as in Pulsar's broker.conf (camelCase keys map 1:1)."""
+
+    # Network
+    bindAddress: str = "0.0.0.0"
+    advertisedAddress: str = ""
+    brokerServicePort: int = 6650
+    webServicePort: int = 8080
+    clusterName: str = "standalone"
+    keepAliveIntervalSeconds: int = 30
+    maxMessageSize: int = 5 * 1024 * 1024
+    maxPendingPublishRequestsPerConnection: int = 1000
+    maxMessagePublishBufferSizeInMB: int = 256
+
+    # Topics
+    allowAutoTopicCreation: bool = True
+    allowAutoTopicCreationType: str = "non-partitioned"
+    defaultNumPartitions: int = 1
+    brokerDeleteInactiveTopicsEnabled: bool = False
+    brokerDeduplicationEnabled: bool = False
+    brokerEntryMetadataInterceptors: str = ""
+    exposingBrokerEntryMetadataToClientEnabled: bool = False
+    delayedDeliveryEnabled: bool = True
+    delayedDeliveryTickTimeMillis: int = 1000
+    isAllowAutoUpdateSchema: bool = True
+    subscriptionKeySharedEnable: bool = True
+
+    # Dispatch
+    dispatcherMaxReadBatchSize: int = 100
+    dispatcherMaxReadSizeBytes: int = 5 * 1024 * 1024
+    maxUnackedMessagesPerConsumer: int = 50000
+
+    # Retention, TTL and backlog quotas (namespace defaults)
+    defaultRetentionTimeInMinutes: int = 0
+    defaultRetentionSizeInMB: int = 0
+    ttlDurationDefaultInSeconds: int = 0
+    backlogQuotaDefaultLimitBytes: int = -1
+    backlogQuotaDefaultLimitSecond: int = -1
+    backlogQuotaDefaultRetentionPolicy: str = "producer_request_hold"
+    backlogQuotaCheckIntervalInSeconds: int = 60
+    retentionCheckIntervalInSeconds: int = 120
+    messageExpiryCheckIntervalInMinutes: int = 5
+
+    # Managed ledger
+    managedLedgerMaxEntriesPerLedger: int = 50000
+    managedLedgerMaxSizePerLedgerMbytes: int = 2048
+    managedLedgerMaxLedgerRolloverTimeMinutes: int = 240
+    managedLedgerCacheSizeMB: int = 256
+    managedLedgerCursorPositionFlushSeconds: int = 1
+    journalSyncData: bool = True
+
+    # Magnetar's own settings
+    magnetarDataDir: str = "data/standalone"
+    magnetarFsyncPolicy: str = "group"
+    magnetarMaxOpenFiles: int = 512
+
+    unknown_keys: list[str] = field(default_factory=list, repr=False)
+
+    @property
+    def fsync_policy(self) -> str:
+        """The effective fsync policy: ``journalSyncData=false`` turns syncing off."""
+        return self.magnetarFsyncPolicy if self.journalSyncData else "never"
+
+    @property
+    def entry_metadata_enabled(self) -> bool:
+        return bool(self.brokerEntryMetadataInterceptors.strip())
+
+    def validate(self) -> None:
+        if self.allowAutoTopicCreationType not in ("non-partitioned", "partitioned"):
+            raise ConfigError(
+                "allowAutoTopicCreationType must be 'non-partitioned' or 'partitioned', "
+                f"not {self.allowAutoTopicCreationType!r}"
+            )
+        if self.magnetarFsyncPolicy not in ("always", "group", "never"):
+            raise ConfigError(
+                f"magnetarFsyncPolicy must be always, group or never, not {self.magnetarFsyncPolicy!r}"
+            )
+        policies = ("producer_request_hold", "producer_exception", "consumer_backlog_eviction")
+        if self.backlogQuotaDefaultRetentionPolicy not in policies:
+            raise ConfigError(
+                f"backlogQuotaDefaultRetentionPolicy must be one of {', '.join(policies)}"
+            )
+        if self.maxMessageSize <= 0:
+            raise ConfigError("maxMessageSize must be positive")
+        if self.defaultNumPartitions < 1:
+            raise ConfigError("defaultNumPartitions must be at least 1")
+
+    def set(self, key: str, raw: str, where: str = "") -> bool:
+        """Set ``key`` from its text form; returns False for a key we do not implement."""
+        fields = {f.name: f for f in dataclasses.fields(self) if f.name != "unknown_keys"}
+        f = fields.get(key)
+        if f is None:
+            return False
+        setattr(self, key, _convert(key, f.type, raw.strip(), where))
+        return True
+
+    @classmethod
+    def load(cls, path: str | Path | None = None, **overrides: Any) -> BrokerConfig:
+        """Read a Pulsar-style ``key=value`` file, then apply keyword overrides."""
+        config = cls()
+        if path is not None:
+            config._read_file(Path(path))
+        for key, value in overrides.items():
+            if value is None:
+                continue
+            if not hasattr(config, key):
+                raise ConfigError(f"unknown setting {key!r}")
+            setattr(config, key, value)
+        config.validate()
+        return config
+
+    def _read_file(self, path: Path) -> None:
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from exc
+        for lineno, line in enumerate(text.splitlines(), 1):
+            line = line.strip()
+            if not line or line.startswith("#"):
+                continue
+            if "=" not in line:
+                raise ConfigError(f"{path}:{lineno}: expected key=value, got {line!r}")
+            key, _, value = line.partition("=")
+            key = key.strip()
+            if not self.set(key, value, f"{path}:{lineno}"):
+                self.unknown_keys.append(key)
+        if self.unknown_keys:
+            log.warning(
+                "config %s: %d keys not implemented by magnetar, ignored: %s",
+                path,
+                len(self.unknown_keys),
+                ", ".join(self.unknown_keys),
+            )
+
+
+def _convert(key: str, type_name: Any, raw: str, where: str) -> Any:
+    type_name = type_name if isinstance(type_name, str) else type_name.__name__
+    try:
+        if type_name == "bool":
+            lowered = raw.lower()
+            if lowered not in ("true", "false"):
+                raise ValueError
+            return lowered == "true"
+        if type_name == "int":
+            return int(raw)
+        return raw
+    except ValueError:
+        prefix = f"{where}: " if where else ""
+        raise ConfigError(f"{prefix}{key} expects a {type_name}, got {raw!r}") from None

@@ -1,0 +1,138 @@
+"""Consumer: one client consumer on a subscription, its permits and its unacknowledged entries.
+
+Permits are counted in messages, as the official clients expect: an entry holding a batch of
+N messages costs N permits. ``pending`` maps each entry sent and not yet acknowledged to its
+message count; it is what gets redelivered when the consumer goes away or asks for it.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+from magnetar.protocol import pb
+
+if TYPE_CHECKING:
+    from magnetar.broker.server_cnx import ServerCnx
+    from magnetar.broker.subscription import Subscription
+    from magnetar.storage import Position
+
+T = pb.BaseCommand
+
+
+class Consumer:
+    """A consumer as the broker sees it."""
+
+    def __init__(
+        self,
+        cnx: ServerCnx,
+        subscription: Subscription,
+        consumer_id: int,
+        name: str,
+        priority_level: int,
+        sub_type: int,
+        metadata: dict[str, str],
+    ) -> None:
+        self.cnx = cnx
+        self.subscription = subscription
+        self.consumer_id = consumer_id
+        self.name = name
+        self.priority_level = priority_level
+        self.sub_type = sub_type
+        self.metadata = metadata
+        self.permits = 0
+        self.pending: dict[Position, int] = {}
+        self.writable = True
+        self.msg_out = 0
+        self.bytes_out = 0
+        self.msg_redelivered = 0
+        self.connected_since = time.time()
+        self.send_entry_metadata = (
+            cnx.config.exposingBrokerEntryMetadataToClientEnabled and cnx.remote_protocol_version >= 18
+        )
+        # Key_Shared: a consumer that joins late gets nothing at or past this position
+        # until everything before it is acknowledged (keeps per-key order).
+        self.max_read_position: Position | None = None
+
+    @property
+    def available(self) -> bool:
+        return self.permits > 0 and self.writable and not self.cnx.closed
+
+    @property
+    def unacked_messages(self) -> int:
+        return sum(self.pending.values())
+
+    def flow(self, permits: int) -> None:
+        self.permits += permits
+        self.subscription.dispatcher.schedule()
+
+    def send_entry(
+        self,
+        position: Position,
+        data: bytes,
+        num_messages: int,
+        redelivery_count: int,
+        ack_set: list[int] | None,
+        track: bool = True,
+    ) -> None:
+        """Push one stored entry to the client (payload bytes as stored, unparsed)."""
+        from magnetar.broker.topic import split_entry
+
+        entry_metadata, payload = split_entry(data)
+        msg = pb.CommandMessage(consumer_id=self.consumer_id, redelivery_count=redelivery_count)
+        msg.message_id.ledgerId = position[0]
+        msg.message_id.entryId = position[1]
+        if ack_set:
+            msg.ack_set.extend(ack_set)
+        if track:
+            self.pending[position] = num_messages
+        self.permits -= num_messages
+        self.msg_out += num_messages
+        self.bytes_out += len(payload)
+        self.cnx.send_message(
+            T(type=T.MESSAGE, message=msg),
+            payload,
+            entry_metadata if self.send_entry_metadata else None,
+        )
+
+    def active_consumer_change(self, is_active: bool) -> None:
+        change = pb.CommandActiveConsumerChange(consumer_id=self.consumer_id, is_active=is_active)
+        self.cnx.send(T(type=T.ACTIVE_CONSUMER_CHANGE, active_consumer_change=change))
+
+    def reached_end_of_topic(self) -> None:
+        end = pb.CommandReachedEndOfTopic(consumer_id=self.consumer_id)
+        self.cnx.send(T(type=T.REACHED_END_OF_TOPIC, reachedEndOfTopic=end))
+
+    def close_by_broker(self) -> None:
+        self.cnx.consumer_closed_by_broker(self)
+
+    def stats(self) -> dict[str, object]:
+        return {
+            "consumerName": self.name,
+            "availablePermits": self.permits,
+            "unackedMessages": self.unacked_messages,
+            "msgOutCounter": self.msg_out,
+            "bytesOutCounter": self.bytes_out,
+            "msgRedeliverCounter": self.msg_redelivered,
+            "address": self.cnx.peer,
+            "connectedSince": self.connected_since,
+            "priorityLevel": self.priority_level,
+            "metadata": self.metadata,
+        }
+
+    def stats_response(self, request_id: int) -> pb.CommandConsumerStatsResponse:
+        sub = self.subscription
+        return pb.CommandConsumerStatsResponse(
+            request_id=request_id,
+            consumerName=self.name,
+            availablePermits=self.permits,
+            unackedMessages=self.unacked_messages,
+            msgOutCounter=self.msg_out,
+            bytesOutCounter=self.bytes_out,
+            msgRedeliverCounter=self.msg_redelivered,
+            address=self.cnx.peer,
+            connectedSince=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.connected_since)),
+            type=pb.CommandSubscribe.SubType.Name(self.sub_type),
+            msgBacklog=sub.backlog(),
+            blockedConsumerOnUnackedMsgs=False,
+        )

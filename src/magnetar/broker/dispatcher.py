@@ -1,0 +1,174 @@
+"""Dispatcher base: reads entries for one subscription and hands them to its consumers.
+
+Theory of operation: a dispatcher keeps a *read position* (the next entry of the ledger
+not yet sent to anyone) and a *replay set* (entries to send again: redeliveries, entries
+held back). ``schedule()`` asks for one dispatch pass at the next event-loop turn, however
+many times it is called meanwhile; a pass reads at most ``dispatcherMaxReadBatchSize``
+entries (replay first, in position order), skips what the cursor already deleted, and
+gives the rest to consumers by the rules of the subclass. Passes repeat while consumers
+have permits and entries remain.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING
+
+from magnetar.protocol.errors import ProtocolError
+from magnetar.protocol.frames import peek_metadata
+
+if TYPE_CHECKING:
+    from magnetar.broker.consumer import Consumer
+    from magnetar.broker.subscription import PersistentSubscription
+    from magnetar.protocol import pb
+    from magnetar.storage import Position
+
+log = logging.getLogger(__name__)
+
+Entry = tuple["Position", bytes]
+
+
+def entry_metadata(data: bytes) -> pb.MessageMetadata | None:
+    """The producer's MessageMetadata of a stored entry (None if it cannot be parsed)."""
+    from magnetar.broker.topic import split_entry
+
+    try:
+        return peek_metadata(split_entry(data)[1])
+    except (ProtocolError, ValueError, IndexError):
+        return None
+
+
+def entry_num_messages(metadata: pb.MessageMetadata | None) -> int:
+    if metadata is None or not metadata.HasField("num_messages_in_batch"):
+        return 1
+    return max(1, metadata.num_messages_in_batch)
+
+
+class Dispatcher:
+    """What every persistent dispatcher shares; subclasses implement ``dispatch``."""
+
+    def __init__(self, subscription: PersistentSubscription, sub_type: int) -> None:
+        self.sub = subscription
+        self.sub_type = sub_type
+        self.ledger = subscription.topic.ledger
+        self.cursor = subscription.cursor
+        self.config = subscription.topic.service.config
+        self.consumers: list[Consumer] = []
+        self.replay: set[Position] = set()
+        self.read_position: Position = self.start_position()
+        self._scheduled = False
+        self._loop = asyncio.get_event_loop()
+
+    # -- scheduling ------------------------------------------------------------------
+
+    def schedule(self) -> None:
+        if not self._scheduled:
+            self._scheduled = True
+            self._loop.call_soon(self._run)
+
+    def _run(self) -> None:
+        self._scheduled = False
+        if not self.consumers:
+            return
+        try:
+            self.dispatch()
+        except Exception:
+            log.exception("dispatch failed on %s/%s", self.sub.topic.name, self.sub.name)
+
+    def dispatch(self) -> None:
+        raise NotImplementedError
+
+    # -- consumers ---------------------------------------------------------------------
+
+    def add_consumer(self, consumer: Consumer) -> None:
+        self.consumers.append(consumer)
+
+    def remove_consumer(self, consumer: Consumer) -> None:
+        if consumer in self.consumers:
+            self.consumers.remove(consumer)
+        if consumer.pending:
+            self.redeliver_positions(list(consumer.pending), consumer)
+            consumer.pending.clear()
+
+    def redeliver_positions(self, positions: list[Position], consumer: Consumer | None) -> None:
+        """Send ``positions`` again (to whichever consumer the rules pick)."""
+        counts = self.sub.redelivery_counts
+        for p in positions:
+            if self.cursor.is_deleted(p):
+                continue
+            counts[p] = counts.get(p, 0) + 1
+            self.replay.add(p)
+            if consumer is not None:
+                consumer.msg_redelivered += consumer.pending.get(p, 1)
+        self.schedule()
+
+    def redeliver_all(self, consumer: Consumer) -> None:
+        positions = list(consumer.pending)
+        consumer.pending.clear()
+        self.redeliver_positions(positions, consumer)
+
+    def rewind(self) -> None:
+        """Forget what was sent: start again after the mark-delete position."""
+        self.replay.clear()
+        self.read_position = self.start_position()
+        for consumer in self.consumers:
+            consumer.pending.clear()
+        self.schedule()
+
+    def start_position(self) -> Position:
+        """The first unacknowledged entry, or the position the next entry will take."""
+        first = self.cursor.read_position
+        if first is not None:
+            return first
+        last = self.ledger.last_confirmed()
+        md = self.cursor.mark_delete_position
+        if last is None:
+            return type(md)(md[0], md[1] + 1)
+        return type(last)(last[0], last[1] + 1)
+
+    # -- reading -----------------------------------------------------------------------
+
+    def has_more(self) -> bool:
+        if self.replay:
+            return True
+        last = self.ledger.last_confirmed()
+        return last is not None and self.read_position <= last
+
+    def read_replay(self, max_entries: int) -> list[Entry]:
+        if not self.replay:
+            return []
+        out: list[Entry] = []
+        for p in sorted(self.replay)[:max_entries]:
+            self.replay.discard(p)
+            if self.cursor.is_deleted(p):
+                continue
+            try:
+                out.append((p, self.ledger.read(p)))
+            except Exception as exc:  # trimmed or unreadable: drop it from the replay set
+                log.warning("cannot re-read %s on %s: %s", p, self.sub.topic.name, exc)
+        return out
+
+    def read_new(self, max_entries: int) -> list[Entry]:
+        last = self.ledger.last_confirmed()
+        if last is None or self.read_position > last:
+            return []
+        entries = self.ledger.read_entries(self.read_position, max_entries)
+        if not entries:
+            return []
+        tail = entries[-1][0]
+        self.read_position = type(tail)(tail[0], tail[1] + 1)
+        is_deleted = self.cursor.is_deleted
+        return [e for e in entries if not is_deleted(e[0])]
+
+    def send(self, consumer: Consumer, position: Position, data: bytes, num_messages: int) -> None:
+        consumer.send_entry(
+            position,
+            data,
+            num_messages,
+            self.sub.redelivery_counts.get(position, 0),
+            self.cursor.batch_ack_set(position),
+        )
+
+    def max_read(self) -> int:
+        return self.config.dispatcherMaxReadBatchSize

@@ -1,0 +1,83 @@
+"""Exclusive and Failover subscriptions: one active consumer receives everything, in order.
+
+Failover picks the active consumer by priority level, then consumer name; on a partitioned
+topic the partition index chooses among them (``index % count``) so that partitions spread
+over consumers. When the active consumer changes, every consumer is told
+(ActiveConsumerChange) and the read position rewinds to the first unacknowledged entry.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from magnetar.broker.dispatcher import Dispatcher, entry_metadata, entry_num_messages
+from magnetar.broker.errors import BrokerError
+from magnetar.protocol import pb
+
+if TYPE_CHECKING:
+    from magnetar.broker.consumer import Consumer
+    from magnetar.broker.subscription import PersistentSubscription
+
+
+class SingleActiveDispatcher(Dispatcher):
+    def __init__(self, subscription: PersistentSubscription, sub_type: int) -> None:
+        super().__init__(subscription, sub_type)
+        self.active: Consumer | None = None
+
+    def add_consumer(self, consumer: Consumer) -> None:
+        if self.sub_type == pb.CommandSubscribe.Exclusive and self.consumers:
+            raise BrokerError(pb.ConsumerBusy, f"Exclusive consumer is already connected to {self.sub.name}")
+        super().add_consumer(consumer)
+        self._elect()
+
+    def remove_consumer(self, consumer: Consumer) -> None:
+        was_active = consumer is self.active
+        if consumer in self.consumers:
+            self.consumers.remove(consumer)
+        consumer.pending.clear()
+        if was_active:
+            self.active = None
+            self._elect(force_rewind=True)
+
+    def redeliver_all(self, consumer: Consumer) -> None:
+        if consumer is self.active:
+            for p in consumer.pending:
+                self.sub.redelivery_counts[p] = self.sub.redelivery_counts.get(p, 0) + 1
+            consumer.msg_redelivered += consumer.unacked_messages
+            self.rewind()
+
+    def redeliver_positions(self, positions: list, consumer: Consumer | None) -> None:
+        # Single-active subscriptions keep order: any redelivery rewinds to the first unacked.
+        if consumer is not None and consumer is self.active:
+            self.redeliver_all(consumer)
+
+    def _elect(self, force_rewind: bool = False) -> None:
+        if not self.consumers:
+            self.active = None
+            return
+        ordered = sorted(self.consumers, key=lambda c: (c.priority_level, c.name))
+        if self.sub_type == pb.CommandSubscribe.Failover:
+            index = self.sub.topic.topic_name.partition_index
+            top = [c for c in ordered if c.priority_level == ordered[0].priority_level]
+            chosen = top[index % len(top)] if index >= 0 else top[0]
+        else:
+            chosen = ordered[0]
+        changed = chosen is not self.active
+        if changed and self.active is not None:
+            self.active.pending.clear()
+        self.active = chosen
+        if self.sub_type == pb.CommandSubscribe.Failover:
+            for c in self.consumers:
+                c.active_consumer_change(c is chosen)
+        if changed or force_rewind:
+            self.rewind()
+
+    def dispatch(self) -> None:
+        consumer = self.active
+        while consumer is not None and consumer.available and self.has_more():
+            entries = self.read_replay(self.max_read()) or self.read_new(min(consumer.permits, self.max_read()))
+            if not entries:
+                break
+            for position, data in entries:
+                self.send(consumer, position, data, entry_num_messages(entry_metadata(data)))
+        self.sub.check_end_of_topic()

@@ -1,0 +1,75 @@
+"""Producer: one client producer attached to a topic, and its publish bookkeeping."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from magnetar.protocol import pb
+
+if TYPE_CHECKING:
+    from magnetar.broker.server_cnx import ServerCnx
+    from magnetar.broker.topic import Topic
+
+
+class Producer:
+    """A producer as the broker sees it: connection, topic, id, name, access mode, counters."""
+
+    def __init__(
+        self,
+        cnx: ServerCnx,
+        topic: Topic,
+        producer_id: int,
+        name: str,
+        access_mode: int,
+        user_provided_name: bool,
+        schema_version: bytes | None,
+    ) -> None:
+        self.cnx = cnx
+        self.topic = topic
+        self.producer_id = producer_id
+        self.name = name
+        self.access_mode = access_mode
+        self.user_provided_name = user_provided_name
+        self.schema_version = schema_version
+        self.msg_in = 0
+        self.bytes_in = 0
+        self.epoch = 0
+
+    def success_command(self, request_id: int, ready: bool = True) -> pb.BaseCommand:
+        resp = pb.CommandProducerSuccess(
+            request_id=request_id,
+            producer_name=self.name,
+            last_sequence_id=self.topic.last_sequence_id(self.name),
+            producer_ready=ready,
+        )
+        if self.schema_version is not None:
+            resp.schema_version = self.schema_version
+        return pb.BaseCommand(type=pb.BaseCommand.PRODUCER_SUCCESS, producer_success=resp)
+
+    def publish(self, send: pb.CommandSend, payload: bytes) -> None:
+        self.msg_in += send.num_messages if send.HasField("num_messages") else 1
+        self.bytes_in += len(payload)
+        self.topic.publish(self, send, payload)
+
+    def send_receipt(
+        self, sequence_id: int, highest_sequence_id: int, ledger_id: int, entry_id: int
+    ) -> None:
+        receipt = pb.CommandSendReceipt(
+            producer_id=self.producer_id,
+            sequence_id=sequence_id,
+            highest_sequence_id=highest_sequence_id,
+        )
+        receipt.message_id.ledgerId = ledger_id
+        receipt.message_id.entryId = entry_id
+        self.cnx.send(pb.BaseCommand(type=pb.BaseCommand.SEND_RECEIPT, send_receipt=receipt))
+        self.cnx.on_send_done()
+
+    def send_error(self, sequence_id: int, code: int, message: str) -> None:
+        err = pb.CommandSendError(
+            producer_id=self.producer_id, sequence_id=sequence_id, error=code, message=message
+        )
+        self.cnx.send(pb.BaseCommand(type=pb.BaseCommand.SEND_ERROR, send_error=err))
+        self.cnx.on_send_done()
+
+    def close_by_broker(self) -> None:
+        self.cnx.producer_closed_by_broker(self)

@@ -1,0 +1,546 @@
+"""ServerCnx: one client TCP connection, from bytes to broker calls and back.
+
+Theory of operation: ``data_received`` feeds the sans-IO ``FrameDecoder``; each decoded
+frame goes to the handler named after its command type. Handlers never touch the socket:
+they queue encoded frames with ``send``; everything queued during one event-loop turn goes
+out in a single ``transport.write`` (``_flush`` runs once per turn). The handshake state
+lives only here (``self.connected``): any command before Connect closes the connection.
+
+Backpressure: once more than ``maxPendingPublishRequestsPerConnection`` sends wait for
+their receipts, the connection stops reading until half of them are answered.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+from magnetar.broker.errors import BrokerError
+from magnetar.protocol import pb
+from magnetar.protocol.errors import ChecksumMismatch, FrameTooLarge, ProtocolError
+from magnetar.protocol.frames import (
+    Frame,
+    FrameDecoder,
+    encode_command,
+    encode_payload_command,
+    verify_checksum,
+)
+from magnetar.protocol.version import PROTOCOL_VERSION
+
+if TYPE_CHECKING:
+    from magnetar.broker.consumer import Consumer
+    from magnetar.broker.producer import Producer
+    from magnetar.broker.service import BrokerService
+
+log = logging.getLogger(__name__)
+
+T = pb.BaseCommand
+FRAME_OVERHEAD = 10 * 1024
+SERVER_VERSION = "Magnetar-Broker-v0.1.0"
+
+
+class ServerCnx(asyncio.Protocol):
+    """Serves one client connection; owns its producers and consumers by client-given id."""
+
+    def __init__(self, service: BrokerService) -> None:
+        self.service = service
+        self.config = service.config
+        self.loop = asyncio.get_running_loop()
+        self.decoder = FrameDecoder(max_frame_size=self.config.maxMessageSize + FRAME_OVERHEAD)
+        self.transport: asyncio.Transport | None = None
+        self.connected = False
+        self.closed = False
+        self.client_version = ""
+        self.remote_protocol_version = 0
+        self.principal: str | None = None
+        self.supports_entry_metadata = False
+        self.producers: dict[int, Producer] = {}
+        self.consumers: dict[int, Consumer] = {}
+        self.pending_sends = 0
+        self.reading_paused = False
+        self.last_received = time.monotonic()
+        self.ping_outstanding = False
+        self.peer = "?"
+        self._out: list[bytes] = []
+        self._flush_scheduled = False
+        self.handlers = {
+            T.CONNECT: self.handle_connect,
+            T.PING: self.handle_ping,
+            T.PONG: self.handle_pong,
+            T.LOOKUP: self.handle_lookup,
+            T.PARTITIONED_METADATA: self.handle_partitioned_metadata,
+            T.PRODUCER: self.handle_producer,
+            T.SEND: self.handle_send,
+            T.CLOSE_PRODUCER: self.handle_close_producer,
+            T.SUBSCRIBE: self.handle_subscribe,
+            T.FLOW: self.handle_flow,
+            T.ACK: self.handle_ack,
+            T.REDELIVER_UNACKNOWLEDGED_MESSAGES: self.handle_redeliver,
+            T.CLOSE_CONSUMER: self.handle_close_consumer,
+            T.UNSUBSCRIBE: self.handle_unsubscribe,
+            T.SEEK: self.handle_seek,
+            T.GET_LAST_MESSAGE_ID: self.handle_get_last_message_id,
+            T.CONSUMER_STATS: self.handle_consumer_stats,
+            T.GET_TOPICS_OF_NAMESPACE: self.handle_get_topics_of_namespace,
+            T.GET_SCHEMA: self.handle_get_schema,
+            T.GET_OR_CREATE_SCHEMA: self.handle_get_or_create_schema,
+        }
+
+    # ------------------------------------------------------------------ transport events
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        peer = transport.get_extra_info("peername")
+        self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        self.service.connections.add(self)
+        log.debug("connection from %s", self.peer)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self.service.connections.discard(self)
+        for producer in list(self.producers.values()):
+            producer.topic.remove_producer(producer)
+        for consumer in list(self.consumers.values()):
+            consumer.subscription.remove_consumer(consumer)
+        self.producers.clear()
+        self.consumers.clear()
+        log.debug("connection from %s closed", self.peer)
+
+    def data_received(self, data: bytes) -> None:
+        self.last_received = time.monotonic()
+        try:
+            frames = self.decoder.feed(data)
+        except FrameTooLarge as exc:
+            self._protocol_violation(f"frame too large ({exc}); limit is maxMessageSize")
+            return
+        except ProtocolError as exc:
+            self._protocol_violation(f"malformed frame: {exc}")
+            return
+        for frame in frames:
+            if self.closed:
+                return
+            cmd = frame.command
+            kind = cmd.type
+            if not self.connected and kind != T.CONNECT:
+                self._protocol_violation(f"command {T.Type.Name(kind)} before Connect")
+                return
+            handler = self.handlers.get(kind)
+            if handler is None:
+                self._unsupported(cmd)
+                continue
+            try:
+                handler(cmd, frame)
+            except BrokerError as exc:
+                self._reply_error(cmd, exc.code, str(exc))
+            except Exception:  # a bug must not take the other connections down
+                log.exception("%s: failed to handle %s", self.peer, T.Type.Name(kind))
+                self._reply_error(cmd, pb.UnknownError, "internal broker error")
+
+    def pause_writing(self) -> None:  # the client reads slower than we dispatch
+        for consumer in self.consumers.values():
+            consumer.writable = False
+
+    def resume_writing(self) -> None:
+        for consumer in self.consumers.values():
+            consumer.writable = True
+            consumer.subscription.dispatcher.schedule()
+
+    # ------------------------------------------------------------------ output
+
+    def send(self, cmd: pb.BaseCommand) -> None:
+        self.write(encode_command(cmd))
+
+    def write(self, data: bytes) -> None:
+        if self.closed:
+            return
+        self._out.append(data)
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            self.loop.call_soon(self._flush)
+
+    def _flush(self) -> None:
+        self._flush_scheduled = False
+        if self._out and self.transport is not None and not self.closed:
+            out = self._out
+            self._out = []
+            self.transport.write(out[0] if len(out) == 1 else b"".join(out))
+
+    def send_message(
+        self, cmd: pb.BaseCommand, payload: bytes, entry_metadata: bytes | None = None
+    ) -> None:
+        self.write(encode_payload_command(cmd, payload, entry_metadata))
+
+    def close(self) -> None:
+        if self.transport is not None and not self.closed:
+            self._flush()
+            self.closed = True
+            self.transport.close()
+
+    def _protocol_violation(self, why: str) -> None:
+        log.warning("%s: closing connection: %s", self.peer, why)
+        self.close()
+
+    def _unsupported(self, cmd: pb.BaseCommand) -> None:
+        name = T.Type.Name(cmd.type)
+        log.info("%s: command %s is not supported", self.peer, name)
+        request_id = _request_id(cmd)
+        if request_id is not None:
+            self.send_error(request_id, pb.NotAllowedError, f"{name} is not supported by magnetar")
+
+    def send_error(self, request_id: int, code: int, message: str) -> None:
+        self.send(T(type=T.ERROR, error=pb.CommandError(request_id=request_id, error=code, message=message)))
+
+    def send_success(self, request_id: int) -> None:
+        self.send(T(type=T.SUCCESS, success=pb.CommandSuccess(request_id=request_id)))
+
+    def _reply_error(self, cmd: pb.BaseCommand, code: int, message: str) -> None:
+        if cmd.type == T.SEND:
+            send = cmd.send
+            self.send(
+                T(
+                    type=T.SEND_ERROR,
+                    send_error=pb.CommandSendError(
+                        producer_id=send.producer_id, sequence_id=send.sequence_id,
+                        error=code, message=message,
+                    ),
+                )
+            )
+            return
+        request_id = _request_id(cmd)
+        if request_id is not None:
+            self.send_error(request_id, code, message)
+        else:
+            log.warning("%s: %s failed: %s", self.peer, T.Type.Name(cmd.type), message)
+
+    # ------------------------------------------------------------------ handshake & liveness
+
+    def handle_connect(self, cmd: pb.BaseCommand, frame: Frame) -> None:
+        if self.connected:
+            self._protocol_violation("second Connect on one connection")
+            return
+        connect = cmd.connect
+        try:
+            self.principal = self.service.authenticate(connect)
+        except BrokerError as exc:
+            self.send_error(0, exc.code, str(exc))
+            self.close()
+            return
+        self.client_version = connect.client_version
+        self.remote_protocol_version = connect.protocol_version
+        self.supports_entry_metadata = bool(
+            connect.HasField("feature_flags")
+            and connect.feature_flags.supports_broker_entry_metadata
+        )
+        self.connected = True
+        connected = pb.CommandConnected(
+            server_version=SERVER_VERSION,
+            protocol_version=min(PROTOCOL_VERSION, connect.protocol_version),
+            max_message_size=self.config.maxMessageSize,
+        )
+        connected.feature_flags.supports_auth_refresh = False
+        connected.feature_flags.supports_broker_entry_metadata = True
+        connected.feature_flags.supports_partial_producer = True
+        self.send(T(type=T.CONNECTED, connected=connected))
+
+    def handle_ping(self, cmd: pb.BaseCommand, frame: Frame) -> None:
+        self.send(T(type=T.PONG, pong=pb.CommandPong()))
+
+    def handle_pong(self, cmd: pb.BaseCommand, frame: Frame) -> None:
+        self.ping_outstanding = False
+
+    def keepalive_tick(self) -> None:
+        """Called by the service every keepAliveIntervalSeconds."""
+        if self.closed or not self.connected:
+            if not self.connected and time.monotonic() - self.last_received > self.config.keepAliveIntervalSeconds:
+                self._protocol_violation("no Connect within the keep-alive interval")
+            return
+        if self.ping_outstanding and time.monotonic() - self.last_received > self.config.keepAliveIntervalSeconds:
+            self._protocol_violation("peer did not answer Ping")
+            return
+        self.ping_outstanding = True
+        self.send(T(type=T.PING, ping=pb.CommandPing()))
+
+    # ------------------------------------------------------------------ discovery
+
+    def _advertised_url(self) -> str:
+        host = self.config.advertisedAddress
+        if not host and self.transport is not None:
+            sock = self.transport.get_extra_info("sockname")
+            host = sock[0] if sock else "localhost"
+            if ":" in host:
+                host = f"[{host}]"
+        return f"pulsar://{host}:{self.service.port}"
+
+    def handle_lookup(self, cmd: pb.BaseCommand, frame: Frame) -> None:
+        lookup = cmd.lookupTopic
+        self.service.check_topic_name(lookup.topic)
+        response = pb.CommandLookupTopicResponse(
+            request_id=lookup.request_id,
+            response=pb.CommandLookupTopicResponse.Connect,
+            brokerServiceUrl=self._advertised_url(),
+            authoritative=True,
+            proxy_through_service_url=False,
+        )
+        self.send(T(type=T.LOOKUP_RESPONSE, lookupTopicResponse=response))
+
+    def handle_partitioned_metadata(self, cmd: pb.BaseCommand, frame: Frame) -> None:
+        req = cmd.partitionMetadata
+        try:
+            partitions = self.service.partitioned_metadata(req.topic)
+        except BrokerError as exc:
+            resp = pb.CommandPartitionedTopicMetadataResponse(
+                request_id=req.request_id,
+                response=pb.CommandPartitionedTopicMetadataResponse.Failed,
+                error=exc.code,
+                message=str(exc),
+            )
+        else:
+            resp = pb.CommandPartitionedTopicMetadataResponse(
+                request_id=req.request_id,
+                partitions=partitions,
+                response=pb.CommandPartitionedTopicMetadataResponse.Success,
+            )
+        self.send(T(type=T.PARTITIONED_METADATA_RESPONSE, partitionMetadataResponse=resp))
+
+    def handle_get_topics_of_namespace(self, cmd: pb.BaseCommand, frame: Frame) -> None:
+        req = cmd.getTopicsOfNamespace
+        topics, filtered = self.service.topics_of_namespace(
+            req.namespace, req.mode, req.topics_pattern if req.HasField("topics_pattern") else None
+        )
+        resp = pb.CommandGetTopicsOfNamespaceResponse(
+            request_id=req.request_id, topics=topics, filtered=filtered, changed=True
+        )
+        self.send(T(type=T.GET_TOPICS_OF_NAMESPACE_RESPONSE, getTopicsOfNamespaceResponse=resp))
+
+    # ------------------------------------------------------------------ producers
+
+    def handle_producer(self, cmd: pb.BaseCommand, frame: Frame) -> None:
+        req = cmd.producer
+        if req.producer_id in self.producers:
+            existing = self.producers[req.producer_id]
+            if existing.topic.name == req.topic:  # a retry of a request that already succeeded
+                self.send(existing.success_command(req.request_id))
+                return
+            raise BrokerError(pb.ProducerBusy, f"producer id {req.producer_id} is already in use on this connection")
+        self.service.create_producer(self, req)
+
+    def on_producer_ready(self, producer: Producer, request_id: int) -> None:
+        self.producers[producer.producer_id] = producer
+        self.send(producer.success_command(request_id))
+
+    def handle_send(self, cmd: pb.BaseCommand, frame: Frame) -> None:
+        send = cmd.send
+        producer = self.producers.get(send.producer_id)
+        if producer is None:
+            self._protocol_violation(f"Send for unknown producer id {send.producer_id}")
+            return
+        payload = frame.payload_part
+        if payload is None:
+            raise BrokerError(pb.UnknownError, "Send without a payload")
+        if not verify_checksum(payload):
+            log.warning("%s: checksum mismatch from producer %s", self.peer, producer.name)
+            raise BrokerError(pb.ChecksumError, "checksum of the message does not match its content")
+        self.pending_sends += 1
+        if self.pending_sends >= self.config.maxPendingPublishRequestsPerConnection and not self.reading_paused:
+            self.reading_paused = True
+            if self.transport is not None:
+                self.transport.pause_reading()
+        producer.publish(send, payload)
+
+    def on_send_done(self) -> None:
+        self.pending_sends -= 1
+        if self.reading_paused and self.pending_sends <= self.config.maxPendingPublishRequestsPerConnection // 2:
+            self.reading_paused = False
+            if self.transport is not None and not self.closed:
+                self.transport.resume_reading()
+
+    def handle_close_producer(self, cmd: pb.BaseCommand, frame: Frame) -> None:
+        req = cmd.close_producer
+        producer = self.producers.pop(req.producer_id, None)
+        if producer is not None:
+            producer.topic.remove_producer(producer)
+        self.send_success(req.request_id)
+
+    def producer_closed_by_broker(self, producer: Producer) -> None:
+        if self.producers.pop(producer.producer_id, None) is not None:
+            self.send(
+                T(type=T.CLOSE_PRODUCER, close_producer=pb.CommandCloseProducer(
+                    producer_id=producer.producer_id, request_id=0))
+            )
+
+    # ------------------------------------------------------------------ consumers
+
+    def _consumer(self, consumer_id: int) -> Consumer:
+        consumer = self.consumers.get(consumer_id)
+        if consumer is None:
+            raise BrokerError(pb.ConsumerNotFound, f"consumer id {consumer_id} is not known on this connection")
+        return consumer
+
+    def handle_subscribe(self, cmd: pb.BaseCommand, frame: Frame) -> None:
+        req = cmd.subscribe
+        if req.consumer_id in self.consumers:
+            existing = self.consumers[req.consumer_id]
+            if existing.subscription.topic.name == req.topic and existing.subscription.name == req.subscription:
+                self.send_success(req.request_id)
+                return
+            raise BrokerError(pb.ConsumerBusy, f"consumer id {req.consumer_id} is already in use on this connection")
+        self.service.subscribe(self, req)
+
+    def on_consumer_ready(self, consumer: Consumer, request_id: int) -> None:
+        self.consumers[consumer.consumer_id] = consumer
+        self.send_success(request_id)
+
+    def handle_flow(self, cmd: pb.BaseCommand, frame: Frame) -> None:
+        flow = cmd.flow
+        consumer = self.consumers.get(flow.consumer_id)
+        if consumer is None:
+            log.warning("%s: Flow for unknown consumer id %d", self.peer, flow.consumer_id)
+            return
+        consumer.flow(flow.messagePermits)
+
+    def handle_ack(self, cmd: pb.BaseCommand, frame: Frame) -> None:
+        ack = cmd.ack
+        consumer = self.consumers.get(ack.consumer_id)
+        if consumer is None:
+            if ack.HasField("request_id"):
+                self._ack_response(ack, pb.ConsumerNotFound, f"consumer id {ack.consumer_id} is not known")
+            else:
+                log.warning("%s: Ack for unknown consumer id %d", self.peer, ack.consumer_id)
+            return
+        consumer.subscription.acknowledge(consumer, ack)
+        if ack.HasField("request_id"):
+            self._ack_response(ack, None, "")
+
+    def _ack_response(self, ack: Any, error: int | None, message: str) -> None:
+        resp = pb.CommandAckResponse(consumer_id=ack.consumer_id, request_id=ack.request_id)
+        if ack.HasField("txnid_least_bits"):
+            resp.txnid_least_bits = ack.txnid_least_bits
+            resp.txnid_most_bits = ack.txnid_most_bits
+        if error is not None:
+            resp.error = error
+            resp.message = message
+        self.send(T(type=T.ACK_RESPONSE, ackResponse=resp))
+
+    def handle_redeliver(self, cmd: pb.BaseCommand, frame: Frame) -> None:
+        req = cmd.redeliverUnacknowledgedMessages
+        consumer = self.consumers.get(req.consumer_id)
+        if consumer is None:
+            log.warning("%s: redelivery for unknown consumer id %d", self.peer, req.consumer_id)
+            return
+        ids = [(m.ledgerId, m.entryId) for m in req.message_ids]
+        consumer.subscription.redeliver(consumer, ids)
+
+    def handle_close_consumer(self, cmd: pb.BaseCommand, frame: Frame) -> None:
+        req = cmd.close_consumer
+        consumer = self.consumers.pop(req.consumer_id, None)
+        if consumer is not None:
+            consumer.subscription.remove_consumer(consumer)
+        self.send_success(req.request_id)
+
+    def consumer_closed_by_broker(self, consumer: Consumer) -> None:
+        if self.consumers.pop(consumer.consumer_id, None) is not None:
+            self.send(
+                T(type=T.CLOSE_CONSUMER, close_consumer=pb.CommandCloseConsumer(
+                    consumer_id=consumer.consumer_id, request_id=0))
+            )
+
+    def handle_unsubscribe(self, cmd: pb.BaseCommand, frame: Frame) -> None:
+        req = cmd.unsubscribe
+        consumer = self._consumer(req.consumer_id)
+        consumer.subscription.unsubscribe(consumer)
+        self.consumers.pop(req.consumer_id, None)
+        self.send_success(req.request_id)
+
+    def handle_seek(self, cmd: pb.BaseCommand, frame: Frame) -> None:
+        req = cmd.seek
+        consumer = self._consumer(req.consumer_id)
+        if req.HasField("message_id"):
+            consumer.subscription.seek_to_id(req.message_id.ledgerId, req.message_id.entryId)
+        elif req.HasField("message_publish_time"):
+            consumer.subscription.seek_to_time(req.message_publish_time)
+        else:
+            raise BrokerError(pb.MetadataError, "Seek needs a message id or a publish time")
+        self.send_success(req.request_id)
+        consumer.subscription.disconnect_consumers()
+
+    def handle_get_last_message_id(self, cmd: pb.BaseCommand, frame: Frame) -> None:
+        req = cmd.getLastMessageId
+        consumer = self._consumer(req.consumer_id)
+        last, mark_delete = consumer.subscription.last_message_id()
+        resp = pb.CommandGetLastMessageIdResponse(request_id=req.request_id)
+        resp.last_message_id.CopyFrom(last)
+        if mark_delete is not None:
+            resp.consumer_mark_delete_position.CopyFrom(mark_delete)
+        self.send(T(type=T.GET_LAST_MESSAGE_ID_RESPONSE, getLastMessageIdResponse=resp))
+
+    def handle_consumer_stats(self, cmd: pb.BaseCommand, frame: Frame) -> None:
+        req = cmd.consumerStats
+        consumer = self.consumers.get(req.consumer_id)
+        if consumer is None:
+            resp = pb.CommandConsumerStatsResponse(
+                request_id=req.request_id, error_code=pb.ConsumerNotFound,
+                error_message=f"consumer id {req.consumer_id} is not known",
+            )
+        else:
+            resp = consumer.stats_response(req.request_id)
+        self.send(T(type=T.CONSUMER_STATS_RESPONSE, consumerStatsResponse=resp))
+
+    # ------------------------------------------------------------------ schemas
+
+    def handle_get_schema(self, cmd: pb.BaseCommand, frame: Frame) -> None:
+        req = cmd.getSchema
+        version = req.schema_version if req.HasField("schema_version") else None
+        resp = pb.CommandGetSchemaResponse(request_id=req.request_id)
+        found = self.service.get_schema(req.topic, version)
+        if found is None:
+            resp.error_code = pb.TopicNotFound
+            resp.error_message = f"no schema for {req.topic}"
+        else:
+            schema, version_bytes = found
+            resp.schema.CopyFrom(schema)
+            resp.schema_version = version_bytes
+        self.send(T(type=T.GET_SCHEMA_RESPONSE, getSchemaResponse=resp))
+
+    def handle_get_or_create_schema(self, cmd: pb.BaseCommand, frame: Frame) -> None:
+        req = cmd.getOrCreateSchema
+        resp = pb.CommandGetOrCreateSchemaResponse(request_id=req.request_id)
+        try:
+            resp.schema_version = self.service.get_or_create_schema(req.topic, req.schema)
+        except BrokerError as exc:
+            resp.error_code = exc.code
+            resp.error_message = str(exc)
+        self.send(T(type=T.GET_OR_CREATE_SCHEMA_RESPONSE, getOrCreateSchemaResponse=resp))
+
+
+_REQUEST_FIELDS = {
+    T.LOOKUP: "lookupTopic",
+    T.PARTITIONED_METADATA: "partitionMetadata",
+    T.PRODUCER: "producer",
+    T.SUBSCRIBE: "subscribe",
+    T.CLOSE_PRODUCER: "close_producer",
+    T.CLOSE_CONSUMER: "close_consumer",
+    T.UNSUBSCRIBE: "unsubscribe",
+    T.SEEK: "seek",
+    T.GET_LAST_MESSAGE_ID: "getLastMessageId",
+    T.CONSUMER_STATS: "consumerStats",
+    T.GET_TOPICS_OF_NAMESPACE: "getTopicsOfNamespace",
+    T.GET_SCHEMA: "getSchema",
+    T.GET_OR_CREATE_SCHEMA: "getOrCreateSchema",
+}
+
+
+def _request_id(cmd: pb.BaseCommand) -> int | None:
+    field = _REQUEST_FIELDS.get(cmd.type)
+    if field is not None:
+        return getattr(cmd, field).request_id
+    # Commands we do not implement still carry a request id in most cases.
+    for desc, value in cmd.ListFields():
+        if desc.name != "type" and hasattr(value, "request_id"):
+            return value.request_id
+    return None
+
+
+__all__ = ["ChecksumMismatch", "ServerCnx"]

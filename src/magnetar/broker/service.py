@@ -1,0 +1,441 @@
+"""BrokerService: owns storage, topics and connections; the entry point of the broker layer.
+
+It listens for Pulsar binary-protocol connections, creates topics on demand (auto-creation
+as configured), attaches producers and consumers, keeps metadata (partitioned topics,
+schemas, dedup state) in the storage layer's MetadataStore, and runs the periodic work:
+keep-alive pings, cursor flushes, retention, message TTL. Everything here runs on one
+asyncio event loop (uvloop when installed). Methods named like admin operations
+(``topic_stats``, ``terminate_topic``, ``delete_topic``...) are what the admin layer calls.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import itertools
+import logging
+import re
+import secrets
+import struct
+import time
+from typing import TYPE_CHECKING, Any
+
+from magnetar.broker.config import BrokerConfig
+from magnetar.broker.consumer import Consumer
+from magnetar.broker.dedup import MessageDeduplication
+from magnetar.broker.errors import BrokerError
+from magnetar.broker.producer import Producer
+from magnetar.broker.schema_registry import SchemaRecord, SchemaRegistry
+from magnetar.broker.server_cnx import ServerCnx
+from magnetar.broker.subscription import (
+    NonPersistentSubscription,
+    PersistentSubscription,
+    position_from_wire,
+)
+from magnetar.broker.topic import NonPersistentTopic, PersistentTopic, Topic
+from magnetar.broker.topic_name import TopicName
+from magnetar.protocol import pb
+from magnetar.storage import ManagedLedgerFactory, Position, StorageConfig
+from magnetar.storage.cursor import ManagedCursor
+
+if TYPE_CHECKING:
+    pass
+
+log = logging.getLogger(__name__)
+
+_VERSION = struct.Struct(">q")
+
+
+def install_event_loop_policy() -> None:
+    """Use uvloop when it is installed (it is a dependency on Linux and macOS)."""
+    try:
+        import uvloop
+    except ImportError:  # pragma: no cover - optional on other platforms
+        return
+    asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
+
+
+class NonDurableCursor(ManagedCursor):
+    """A Reader's cursor: same acknowledgement logic, kept in memory only."""
+
+    def _changed(self) -> None:
+        self.dirty = False
+
+    def persist(self) -> None:
+        """Nothing to persist."""
+
+
+class BrokerService:
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        self.storage = ManagedLedgerFactory(
+            StorageConfig(
+                data_dir=config.magnetarDataDir,
+                fsync=config.fsync_policy,
+                segment_max_bytes=config.managedLedgerMaxSizePerLedgerMbytes * 1024 * 1024,
+                segment_max_entries=config.managedLedgerMaxEntriesPerLedger,
+                segment_max_age_s=config.managedLedgerMaxLedgerRolloverTimeMinutes * 60.0,
+                read_cache_bytes=config.managedLedgerCacheSizeMB * 1024 * 1024,
+                max_open_files=config.magnetarMaxOpenFiles,
+                cursor_persist_interval_s=float(config.managedLedgerCursorPositionFlushSeconds),
+            )
+        )
+        self.metadata = self.storage.metadata
+        self.schemas = SchemaRegistry(self.metadata)
+        self.topics: dict[str, Topic] = {}
+        self.connections: set[ServerCnx] = set()
+        self.port = config.brokerServicePort
+        self.instance = secrets.token_hex(3)
+        self._names = itertools.count()
+        self._server: asyncio.AbstractServer | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(
+            lambda: ServerCnx(self),
+            host=self.config.bindAddress,
+            port=self.config.brokerServicePort,
+            reuse_address=True,
+            backlog=1024,
+        )
+        sock = self._server.sockets[0]
+        self.port = sock.getsockname()[1]
+        self._tasks.append(asyncio.create_task(self._keepalive_loop()))
+        self._tasks.append(asyncio.create_task(self._housekeeping_loop()))
+        log.info("broker listening on %s:%d", self.config.bindAddress, self.port)
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        if self._server is not None:
+            self._server.close()
+        for cnx in list(self.connections):
+            cnx.close()
+        if self._server is not None:
+            await self._server.wait_closed()
+        await self.storage.close_async() if hasattr(self.storage, "close_async") else self.storage.close()
+
+    async def _keepalive_loop(self) -> None:
+        interval = max(1, self.config.keepAliveIntervalSeconds)
+        while True:
+            await asyncio.sleep(interval)
+            for cnx in list(self.connections):
+                cnx.keepalive_tick()
+
+    async def _housekeeping_loop(self) -> None:
+        interval = max(1, min(self.config.retentionCheckIntervalInSeconds,
+                              self.config.messageExpiryCheckIntervalInMinutes * 60))
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                self.run_housekeeping()
+            except Exception:
+                log.exception("housekeeping failed")
+
+    def run_housekeeping(self) -> None:
+        """Message TTL and retention, for every loaded persistent topic."""
+        ttl = self.config.ttlDurationDefaultInSeconds
+        retention_time = self.config.defaultRetentionTimeInMinutes * 60
+        retention_size = self.config.defaultRetentionSizeInMB * 1024 * 1024
+        for topic in list(self.topics.values()):
+            if not isinstance(topic, PersistentTopic):
+                continue
+            if ttl > 0:
+                self.expire_messages(topic, ttl)
+            topic.ledger.trim(retention_time, retention_size)
+
+    def expire_messages(self, topic: PersistentTopic, ttl_seconds: int) -> None:
+        from magnetar.broker.dispatcher import entry_metadata
+
+        cutoff = int(time.time() * 1000) - ttl_seconds * 1000
+        for sub in topic.subscriptions.values():
+            if not isinstance(sub, PersistentSubscription):
+                continue
+            cursor = sub.cursor
+            expire_to = None
+            for position in cursor.unacked_positions():
+                metadata = entry_metadata(topic.ledger.read(position))
+                if metadata is None or metadata.publish_time >= cutoff:
+                    break
+                expire_to = position
+            if expire_to is not None:
+                cursor.mark_delete(expire_to)
+
+    # ------------------------------------------------------------------ authentication
+
+    def authenticate(self, connect: pb.CommandConnect) -> str | None:
+        """The principal of a new connection; authentication providers plug in here."""
+        return None
+
+    # ------------------------------------------------------------------ topics
+
+    def check_topic_name(self, name: str) -> TopicName:
+        try:
+            return TopicName.parse(name)
+        except ValueError as exc:
+            raise BrokerError(pb.InvalidTopicName, str(exc)) from exc
+
+    def partitioned_metadata(self, name: str) -> int:
+        topic_name = self.check_topic_name(name)
+        if topic_name.is_partition:
+            return 0
+        key = f"partitioned/{topic_name}"
+        meta = self.metadata.get(key)
+        if meta is not None:
+            return int(meta["partitions"])
+        if (
+            self.config.allowAutoTopicCreation
+            and self.config.allowAutoTopicCreationType == "partitioned"
+            and self.metadata.get(f"topics/{topic_name}") is None
+        ):
+            return self.create_partitioned_topic(str(topic_name), self.config.defaultNumPartitions)
+        return 0
+
+    def create_partitioned_topic(self, name: str, partitions: int) -> int:
+        topic_name = self.check_topic_name(name)
+        if partitions < 1:
+            raise BrokerError(pb.MetadataError, "a partitioned topic needs at least one partition")
+        self.metadata.put(f"partitioned/{topic_name}", {"partitions": partitions})
+        return partitions
+
+    def get_topic(self, name: str, create: bool = True) -> Topic:
+        topic_name = self.check_topic_name(name)
+        key = str(topic_name)
+        topic = self.topics.get(key)
+        if topic is not None:
+            return topic
+        if not topic_name.is_persistent:
+            if not create and not self.config.allowAutoTopicCreation:
+                raise BrokerError(pb.TopicNotFound, f"topic {key} does not exist")
+            topic = NonPersistentTopic(self, topic_name)
+            self.topics[key] = topic
+            return topic
+        known = self.metadata.get(f"topics/{key}") is not None
+        if not known:
+            if not (create and self.config.allowAutoTopicCreation):
+                raise BrokerError(
+                    pb.TopicNotFound,
+                    f"topic {key} does not exist; create it or set allowAutoTopicCreation=true",
+                )
+            base = topic_name.partitioned_base if topic_name.is_partition else None
+            if base is None and self.metadata.get(f"partitioned/{key}") is not None:
+                raise BrokerError(
+                    pb.TopicNotFound, f"{key} is a partitioned topic: use its -partition-N topics"
+                )
+            self.metadata.put(f"topics/{key}", {"created": time.time()})
+        ledger = self.storage.open(_ledger_name(topic_name))
+        topic = PersistentTopic(self, topic_name, ledger)
+        self.topics[key] = topic
+        self._load_subscriptions(topic)
+        return topic
+
+    def _load_subscriptions(self, topic: PersistentTopic) -> None:
+        for name, cursor in topic.ledger.cursors().items():
+            topic.subscriptions[name] = PersistentSubscription(topic, name, cursor, durable=True)
+
+    def topics_of_namespace(
+        self, namespace: str, mode: int, pattern: str | None
+    ) -> tuple[list[str], bool]:
+        names: set[str] = set()
+        if mode in (pb.CommandGetTopicsOfNamespace.PERSISTENT, pb.CommandGetTopicsOfNamespace.ALL):
+            for key in self.metadata.list("topics/persistent://"):
+                names.add(key[len("topics/"):])
+            for key, meta in self.metadata.list("partitioned/persistent://").items():
+                base = key[len("partitioned/"):]
+                names.update(f"{base}-partition-{i}" for i in range(int(meta["partitions"])))
+        if mode in (pb.CommandGetTopicsOfNamespace.NON_PERSISTENT, pb.CommandGetTopicsOfNamespace.ALL):
+            names.update(n for n in self.topics if n.startswith("non-persistent://"))
+        wanted = [n for n in names if TopicName.parse(n).namespace == namespace]
+        if pattern:
+            try:
+                regex = re.compile(pattern)
+            except re.error:
+                return sorted(wanted), False
+            # Pulsar matches the pattern against the name without the domain prefix too.
+            wanted = [n for n in wanted if regex.fullmatch(n) or regex.fullmatch(n.split("://", 1)[1])]
+            return sorted(wanted), True
+        return sorted(wanted), False
+
+    def terminate_topic(self, name: str) -> Position | None:
+        topic = self.get_topic(name, create=False)
+        if not isinstance(topic, PersistentTopic):
+            raise BrokerError(pb.NotAllowedError, "only persistent topics can be terminated")
+        return topic.terminate()
+
+    def delete_topic(self, name: str) -> None:
+        topic_name = self.check_topic_name(name)
+        key = str(topic_name)
+        topic = self.topics.pop(key, None)
+        if topic is not None:
+            topic.close_all()
+        if topic_name.is_persistent:
+            self.storage.delete(_ledger_name(topic_name))
+            self.metadata.delete(f"topics/{key}")
+            self.metadata.delete(f"dedup/{key}")
+
+    def topic_stats(self, name: str) -> dict[str, Any]:
+        return self.get_topic(name, create=False).stats()
+
+    # ------------------------------------------------------------------ producers
+
+    def create_producer(self, cnx: ServerCnx, req: pb.CommandProducer) -> None:
+        topic = self.get_topic(req.topic)
+        user_named = req.HasField("producer_name") and bool(req.producer_name)
+        name = req.producer_name if user_named else f"{self.config.clusterName}-{self.instance}-{next(self._names)}"
+        schema_version = None
+        if req.HasField("schema"):
+            schema_version = self.get_or_create_schema(req.topic, req.schema)
+        producer = Producer(
+            cnx, topic, req.producer_id, name,
+            req.producer_access_mode if req.HasField("producer_access_mode") else pb.Shared,
+            user_named, schema_version,
+        )
+        ready = topic.add_producer(producer, req.request_id)
+        if ready:
+            cnx.on_producer_ready(producer, req.request_id)
+        else:
+            cnx.producers[producer.producer_id] = producer
+            cnx.send(producer.success_command(req.request_id, ready=False))
+
+    def make_dedup(self, topic: PersistentTopic) -> MessageDeduplication:
+        key = f"dedup/{topic.name}"
+
+        def persist(producer_name: str, sequence_id: int) -> None:
+            self.metadata.put(f"{key}/{producer_name}", sequence_id)
+
+        dedup = MessageDeduplication(persist)
+        stored = self.metadata.list(f"{key}/")
+        dedup.restore({k[len(key) + 1:]: int(v) for k, v in stored.items()})
+        return dedup
+
+    def load_entry_index(self, topic: PersistentTopic) -> int:
+        """The next broker entry index of a topic (entries carry the index of their last message)."""
+        from magnetar.broker.topic import split_entry
+
+        last = topic.ledger.last_confirmed()
+        if last is None:
+            return 0
+        bem_raw, _ = split_entry(topic.ledger.read(last))
+        if bem_raw is None:
+            return 0
+        bem = pb.BrokerEntryMetadata.FromString(bem_raw)
+        return bem.index + 1 if bem.HasField("index") else 0
+
+    def backlog_quota_error(self, topic: PersistentTopic) -> tuple[int, str] | None:
+        limit = self.config.backlogQuotaDefaultLimitBytes
+        if limit < 0 or not topic.subscriptions:
+            return None
+        policy = self.config.backlogQuotaDefaultRetentionPolicy
+        if policy == "consumer_backlog_eviction":
+            return None
+        if topic.ledger.size_bytes() <= limit:
+            return None
+        backlog = max((s.backlog() for s in topic.subscriptions.values()), default=0)
+        if backlog == 0:
+            return None
+        if policy == "producer_exception":
+            return pb.ProducerBlockedQuotaExceededException, "backlog quota exceeded"
+        return pb.ProducerBlockedQuotaExceededError, "backlog quota exceeded; producer on hold"
+
+    # ------------------------------------------------------------------ consumers
+
+    def subscribe(self, cnx: ServerCnx, req: pb.CommandSubscribe) -> None:
+        topic = self.get_topic(req.topic, create=req.force_topic_creation)
+        sub_type = req.subType
+        if sub_type == pb.CommandSubscribe.Key_Shared and not self.config.subscriptionKeySharedEnable:
+            raise BrokerError(pb.NotAllowedError, "Key_Shared subscriptions are disabled on this broker")
+        if req.HasField("schema") and len(req.schema.schema_data) > 0:
+            self.get_or_create_schema(req.topic, req.schema)
+        sub = topic.subscriptions.get(req.subscription)
+        if sub is None:
+            sub = self._new_subscription(topic, req)
+        consumer = Consumer(
+            cnx, sub, req.consumer_id,
+            req.consumer_name or f"consumer-{next(self._names)}",
+            req.priority_level if req.HasField("priority_level") else 0,
+            sub_type,
+            {kv.key: kv.value for kv in req.metadata},
+        )
+        try:
+            sub.add_consumer(consumer, req.keySharedMeta if req.HasField("keySharedMeta") else None)
+        except BrokerError:
+            if not sub.consumers and not sub.durable:
+                topic.subscriptions.pop(req.subscription, None)
+            raise
+        cnx.on_consumer_ready(consumer, req.request_id)
+        if sub.dispatcher is not None:
+            sub.dispatcher.schedule()
+            sub.check_end_of_topic()
+
+    def _new_subscription(self, topic: Topic, req: pb.CommandSubscribe) -> Any:
+        if isinstance(topic, NonPersistentTopic):
+            sub = NonPersistentSubscription(topic, req.subscription)
+            topic.subscriptions[req.subscription] = sub
+            return sub
+        assert isinstance(topic, PersistentTopic)
+        ledger = topic.ledger
+        earliest = req.initialPosition == pb.CommandSubscribe.Earliest
+        if req.durable:
+            cursor = ledger.open_cursor(req.subscription, "earliest" if earliest else "latest")
+            sub = PersistentSubscription(topic, req.subscription, cursor, durable=True)
+        else:
+            start = self._reader_start(ledger, req, earliest)
+            cursor = NonDurableCursor(ledger, req.subscription, start)
+            sub = PersistentSubscription(topic, req.subscription, cursor, durable=False)
+        topic.subscriptions[req.subscription] = sub
+        return sub
+
+    @staticmethod
+    def _reader_start(ledger: Any, req: pb.CommandSubscribe, earliest: bool) -> Position:
+        """The mark-delete position of a non-durable cursor (delivery starts after it)."""
+        first = ledger.first_position()
+        last = ledger.last_confirmed()
+        before_first = Position(first[0], first[1] - 1) if first is not None else Position(-1, -1)
+        if not req.HasField("start_message_id"):
+            if earliest or last is None:
+                return before_first
+            return last
+        start = position_from_wire(req.start_message_id.ledgerId, req.start_message_id.entryId)
+        if start[0] < 0:
+            return before_first
+        if last is None or start > last:
+            return last if last is not None else before_first
+        # Deliver the start entry itself: clients drop what precedes the exact start id
+        # (inclusive or not), and a batch entry must be re-read whole.
+        previous = Position(start[0], start[1] - 1)
+        return max(previous, before_first)
+
+    # ------------------------------------------------------------------ schemas
+
+    def get_schema(self, topic: str, version: bytes | None) -> tuple[pb.Schema, bytes] | None:
+        base = self.check_topic_name(topic).schema_name
+        number = _VERSION.unpack(version)[0] if version and len(version) == 8 else None
+        record = self.schemas.get(base, number)
+        if record is None:
+            return None
+        schema = pb.Schema(
+            name=record.name, schema_data=record.data, type=record.type,
+            properties=[pb.KeyValue(key=k, value=v) for k, v in record.properties.items()],
+        )
+        return schema, _VERSION.pack(record.version or 0)
+
+    def get_or_create_schema(self, topic: str, schema: pb.Schema) -> bytes:
+        base = self.check_topic_name(topic).schema_name
+        record = SchemaRecord(
+            name=schema.name, type=schema.type, data=bytes(schema.schema_data),
+            properties={kv.key: kv.value for kv in schema.properties},
+        )
+        try:
+            version = self.schemas.get_or_create(base, record)
+        except ValueError as exc:
+            raise BrokerError(pb.IncompatibleSchema, str(exc)) from exc
+        return _VERSION.pack(version)
+
+
+def _ledger_name(topic_name: TopicName) -> str:
+    """A filesystem-safe, unique storage name for a persistent topic."""
+    text = str(topic_name).split("://", 1)[1]
+    return base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")

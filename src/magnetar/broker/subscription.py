@@ -1,0 +1,343 @@
+"""Subscriptions: a cursor plus a dispatcher, and the acknowledgement rules.
+
+``PersistentSubscription`` keeps its place in a ManagedCursor (durable subscriptions persist
+it; the Reader's non-durable ones keep it in memory and vanish with their consumer). Acks
+move the cursor: individual acks delete single entries, batch-index acks narrow an entry's
+ack set until every message in it is acknowledged, cumulative acks move the mark-delete
+position. ``NonPersistentSubscription`` has no cursor: it pushes or drops.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from magnetar.broker import ack_set as ack_sets
+from magnetar.broker.dispatcher import entry_metadata
+from magnetar.broker.dispatcher_key_shared import KeySharedDispatcher
+from magnetar.broker.dispatcher_shared import SharedDispatcher
+from magnetar.broker.dispatcher_single_active import SingleActiveDispatcher
+from magnetar.broker.errors import BrokerError
+from magnetar.protocol import pb
+from magnetar.storage import Position
+
+if TYPE_CHECKING:
+    from magnetar.broker.consumer import Consumer
+    from magnetar.broker.dispatcher import Dispatcher
+    from magnetar.broker.topic import NonPersistentTopic, PersistentTopic
+
+log = logging.getLogger(__name__)
+
+SubType = pb.CommandSubscribe
+UINT64_MAX = 2**64 - 1
+INT64_MAX = 2**63 - 1
+
+
+def position_from_wire(ledger_id: int, entry_id: int) -> Position:
+    """Client message ids are uint64 on the wire; -1 arrives as 2**64-1."""
+    if ledger_id >= 2**63:
+        ledger_id -= 2**64
+    if entry_id >= 2**63:
+        entry_id -= 2**64
+    return Position(ledger_id, entry_id)
+
+
+def message_id_data(ledger_id: int, entry_id: int, batch_index: int = -1) -> pb.MessageIdData:
+    return pb.MessageIdData(
+        ledgerId=ledger_id % 2**64, entryId=entry_id % 2**64, batch_index=batch_index
+    )
+
+
+class PersistentSubscription:
+    def __init__(self, topic: PersistentTopic, name: str, cursor: Any, durable: bool) -> None:
+        self.topic = topic
+        self.name = name
+        self.cursor = cursor
+        self.durable = durable
+        self.dispatcher: Dispatcher | None = None
+        self.redelivery_counts: dict[Position, int] = {}
+        self.ended_consumers: set[int] = set()
+
+    # -- consumers ---------------------------------------------------------------------
+
+    def add_consumer(self, consumer: Consumer, key_shared_meta: pb.KeySharedMeta | None) -> None:
+        sub_type = consumer.sub_type
+        if self.dispatcher is not None and self.dispatcher.sub_type != sub_type:
+            if self.dispatcher.consumers:
+                raise BrokerError(
+                    pb.ConsumerBusy,
+                    f"subscription {self.name} is of type {SubType.SubType.Name(self.dispatcher.sub_type)}; "
+                    f"a {SubType.SubType.Name(sub_type)} consumer cannot join it",
+                )
+            self._close_dispatcher()
+        if self.dispatcher is None:
+            self.dispatcher = self._new_dispatcher(sub_type, key_shared_meta)
+        if isinstance(self.dispatcher, KeySharedDispatcher):
+            self.dispatcher.add_consumer_with_meta(consumer, key_shared_meta)
+        else:
+            self.dispatcher.add_consumer(consumer)
+
+    def _new_dispatcher(self, sub_type: int, meta: pb.KeySharedMeta | None) -> Dispatcher:
+        if sub_type in (SubType.Exclusive, SubType.Failover):
+            return SingleActiveDispatcher(self, sub_type)
+        if sub_type == SubType.Shared:
+            return SharedDispatcher(self, sub_type)
+        return KeySharedDispatcher(self, sub_type, meta)
+
+    def _close_dispatcher(self) -> None:
+        if isinstance(self.dispatcher, SharedDispatcher):
+            self.dispatcher.close()
+        self.dispatcher = None
+
+    @property
+    def consumers(self) -> list[Consumer]:
+        return self.dispatcher.consumers if self.dispatcher is not None else []
+
+    def remove_consumer(self, consumer: Consumer) -> None:
+        if self.dispatcher is not None:
+            self.dispatcher.remove_consumer(consumer)
+        self.ended_consumers.discard(id(consumer))
+        if not self.consumers and not self.durable:
+            self.topic.remove_subscription(self.name)
+
+    def disconnect_consumers(self) -> None:
+        for consumer in list(self.consumers):
+            consumer.close_by_broker()
+            self.remove_consumer(consumer)
+
+    # -- acknowledgements --------------------------------------------------------------
+
+    def acknowledge(self, consumer: Consumer, ack: pb.CommandAck) -> None:
+        cursor = self.cursor
+        if ack.ack_type == pb.CommandAck.Cumulative:
+            for mid in ack.message_id:
+                position = Position(mid.ledgerId, mid.entryId)
+                words = list(mid.ack_set)
+                if words and not ack_sets.is_all_acked(words):
+                    self._mark_delete(Position(position[0], position[1] - 1))
+                    cursor.set_batch_ack(position, words)
+                else:
+                    self._mark_delete(position)
+                for p in [p for p in consumer.pending if p <= position]:
+                    del consumer.pending[p]
+        else:
+            deleted = []
+            for mid in ack.message_id:
+                position = Position(mid.ledgerId, mid.entryId)
+                words = list(mid.ack_set)
+                if words and not ack_sets.is_all_acked(words):
+                    cursor.set_batch_ack(position, words)
+                    if cursor.is_deleted(position):
+                        deleted.append(position)
+                else:
+                    deleted.append(position)
+            if deleted:
+                cursor.delete(deleted)
+                for p in deleted:
+                    self.redelivery_counts.pop(p, None)
+                    if consumer.pending.pop(p, None) is None:
+                        for other in self.consumers:
+                            if other.pending.pop(p, None) is not None:
+                                break
+        if isinstance(self.dispatcher, KeySharedDispatcher):
+            self.dispatcher.on_mark_delete(cursor.mark_delete_position)
+        self.check_end_of_topic()
+
+    def _mark_delete(self, position: Position) -> None:
+        if position > self.cursor.mark_delete_position:
+            self.cursor.mark_delete(position)
+            for p in [p for p in self.redelivery_counts if p <= position]:
+                del self.redelivery_counts[p]
+
+    def redeliver(self, consumer: Consumer, ids: list[tuple[int, int]]) -> None:
+        if self.dispatcher is None:
+            return
+        if not ids or consumer.sub_type in (SubType.Exclusive, SubType.Failover):
+            self.dispatcher.redeliver_all(consumer)
+            return
+        positions = [Position(lid, eid) for lid, eid in ids if Position(lid, eid) in consumer.pending]
+        for p in positions:
+            consumer.pending.pop(p, None)
+        self.dispatcher.redeliver_positions(positions, consumer)
+
+    # -- seeking -----------------------------------------------------------------------
+
+    def seek_to_id(self, ledger_id: int, entry_id: int) -> None:
+        target = position_from_wire(ledger_id, entry_id)
+        first = self.topic.ledger.first_position()
+        last = self.topic.ledger.last_confirmed()
+        if target[0] < 0 or first is None or target < first:
+            target = first if first is not None else Position(0, 0)
+        elif last is not None and target > last:
+            target = Position(last[0], last[1] + 1)
+        self._reset(target)
+
+    def seek_to_time(self, publish_time_ms: int) -> None:
+        ledger = self.topic.ledger
+
+        def published_since(data: bytes) -> bool:
+            metadata = entry_metadata(data)
+            return metadata is not None and metadata.publish_time >= publish_time_ms
+
+        target = ledger.find_position(published_since)
+        if target is None:
+            last = ledger.last_confirmed()
+            target = Position(last[0], last[1] + 1) if last is not None else Position(0, 0)
+        self._reset(target)
+
+    def _reset(self, target: Position) -> None:
+        self.cursor.reset(target)
+        self.redelivery_counts.clear()
+        if self.dispatcher is not None:
+            self.dispatcher.rewind()
+        self.ended_consumers.clear()
+
+    # -- queries -----------------------------------------------------------------------
+
+    def last_message_id(self) -> tuple[pb.MessageIdData, pb.MessageIdData | None]:
+        ledger = self.topic.ledger
+        last = ledger.last_confirmed()
+        if last is None:
+            ids = ledger.segment_ids()
+            last_id = message_id_data(ids[-1] if ids else 0, -1)
+        else:
+            metadata = entry_metadata(ledger.read(last))
+            batch_index = -1
+            if metadata is not None and metadata.HasField("num_messages_in_batch"):
+                batch_index = metadata.num_messages_in_batch - 1
+            last_id = message_id_data(last[0], last[1], batch_index)
+        md = self.cursor.mark_delete_position
+        return last_id, message_id_data(md[0], md[1])
+
+    def backlog(self) -> int:
+        return self.cursor.backlog()
+
+    def check_end_of_topic(self) -> None:
+        if not self.topic.terminated or self.dispatcher is None:
+            return
+        if self.dispatcher.has_more():
+            return
+        for consumer in self.consumers:
+            if id(consumer) not in self.ended_consumers:
+                self.ended_consumers.add(id(consumer))
+                consumer.reached_end_of_topic()
+
+    def unsubscribe(self, consumer: Consumer) -> None:
+        others = [c for c in self.consumers if c is not consumer]
+        if others:
+            raise BrokerError(
+                pb.ConsumerBusy,
+                f"subscription {self.name} has other connected consumers; close them before unsubscribing",
+            )
+        if self.dispatcher is not None:
+            self.dispatcher.remove_consumer(consumer)
+        self.topic.delete_subscription(self.name)
+
+    def stats(self) -> dict[str, Any]:
+        return {
+            "type": SubType.SubType.Name(self.dispatcher.sub_type) if self.dispatcher else "None",
+            "msgBacklog": self.backlog(),
+            "isDurable": self.durable,
+            "markDeletePosition": str(self.cursor.mark_delete_position),
+            "readPosition": str(self.dispatcher.read_position) if self.dispatcher else None,
+            "unackedMessages": sum(c.unacked_messages for c in self.consumers),
+            "msgOutCounter": sum(c.msg_out for c in self.consumers),
+            "consumers": [c.stats() for c in self.consumers],
+        }
+
+
+class NonPersistentDispatcher:
+    """Pushes each message to one consumer with permits (round-robin) or drops it."""
+
+    def __init__(self, sub_type: int) -> None:
+        self.sub_type = sub_type
+        self.consumers: list[Consumer] = []
+        self.next_index = 0
+        self.read_position = Position(-1, -1)
+
+    def schedule(self) -> None:
+        """Nothing is kept, so there is nothing to dispatch later."""
+
+    def add_consumer(self, consumer: Consumer) -> None:
+        if self.sub_type == SubType.Exclusive and self.consumers:
+            raise BrokerError(pb.ConsumerBusy, "Exclusive consumer is already connected")
+        self.consumers.append(consumer)
+
+    def remove_consumer(self, consumer: Consumer) -> None:
+        if consumer in self.consumers:
+            self.consumers.remove(consumer)
+
+    def has_more(self) -> bool:
+        return False
+
+    def offer(self, entry_id: int, payload: bytes, num_messages: int) -> bool:
+        consumers = self.consumers
+        if self.sub_type in (SubType.Exclusive, SubType.Failover):
+            ordered = sorted(consumers, key=lambda c: (c.priority_level, c.name))
+            candidates = ordered[:1]
+        else:
+            candidates = consumers[self.next_index :] + consumers[: self.next_index]
+            self.next_index = (self.next_index + 1) % max(1, len(consumers))
+        for consumer in candidates:
+            if consumer.available:
+                consumer.send_entry(Position(0, entry_id), payload, num_messages, 0, None, track=False)
+                return True
+        return False
+
+
+class NonPersistentSubscription:
+    durable = False
+
+    def __init__(self, topic: NonPersistentTopic, name: str) -> None:
+        self.topic = topic
+        self.name = name
+        self.dispatcher: NonPersistentDispatcher | None = None
+
+    @property
+    def consumers(self) -> list[Consumer]:
+        return self.dispatcher.consumers if self.dispatcher is not None else []
+
+    def add_consumer(self, consumer: Consumer, key_shared_meta: pb.KeySharedMeta | None) -> None:
+        if self.dispatcher is None or not self.dispatcher.consumers:
+            self.dispatcher = NonPersistentDispatcher(consumer.sub_type)
+        self.dispatcher.add_consumer(consumer)
+
+    def remove_consumer(self, consumer: Consumer) -> None:
+        if self.dispatcher is not None:
+            self.dispatcher.remove_consumer(consumer)
+        if not self.consumers:
+            self.topic.subscriptions.pop(self.name, None)
+
+    def disconnect_consumers(self) -> None:
+        for consumer in list(self.consumers):
+            consumer.close_by_broker()
+            self.remove_consumer(consumer)
+
+    def acknowledge(self, consumer: Consumer, ack: pb.CommandAck) -> None:
+        """Nothing is kept, so acknowledgements change nothing."""
+
+    def redeliver(self, consumer: Consumer, ids: list[tuple[int, int]]) -> None:
+        """Nothing is kept, so there is nothing to redeliver."""
+
+    def seek_to_id(self, ledger_id: int, entry_id: int) -> None:
+        raise BrokerError(pb.NotAllowedError, "seek is not supported on non-persistent topics")
+
+    seek_to_time = seek_to_id  # type: ignore[assignment]
+
+    def last_message_id(self) -> tuple[pb.MessageIdData, pb.MessageIdData | None]:
+        return message_id_data(0, self.topic.next_entry_id - 1), None
+
+    def backlog(self) -> int:
+        return 0
+
+    def check_end_of_topic(self) -> None:
+        """Non-persistent topics are never terminated."""
+
+    def unsubscribe(self, consumer: Consumer) -> None:
+        self.remove_consumer(consumer)
+
+    def stats(self) -> dict[str, Any]:
+        return {"msgBacklog": 0, "consumers": [c.stats() for c in self.consumers]}
+
+
+Subscription = PersistentSubscription | NonPersistentSubscription

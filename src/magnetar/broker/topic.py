@@ -1,0 +1,254 @@
+"""PersistentTopic and NonPersistentTopic: producers, subscriptions and the publish path.
+
+Publish path (persistent): the payload part arrives exactly as the producer framed it; if
+broker entry metadata is configured, a 0x0e02 section is put in front; the bytes are
+appended to the managed ledger; when the ledger says the entry is durable, the SendReceipt
+goes out (receipts resolve in append order) and every subscription is told to dispatch.
+Nothing inside the payload is decoded on this path.
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+import time
+from collections.abc import Callable
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+from magnetar.broker.errors import BrokerError
+from magnetar.broker.producer import Producer
+from magnetar.broker.topic_name import TopicName
+from magnetar.protocol import pb
+
+if TYPE_CHECKING:
+    import asyncio
+
+    from magnetar.broker.service import BrokerService
+    from magnetar.broker.subscription import Subscription
+    from magnetar.storage import ManagedLedger, Position
+
+log = logging.getLogger(__name__)
+
+ENTRY_METADATA_MAGIC = b"\x0e\x02"
+_U32 = struct.Struct(">I")
+
+ACCESS_SHARED = pb.Shared
+ACCESS_EXCLUSIVE = pb.Exclusive
+ACCESS_WAIT_FOR_EXCLUSIVE = pb.WaitForExclusive
+
+
+def split_entry(data: bytes) -> tuple[bytes | None, bytes]:
+    """Split a stored entry into (broker entry metadata, payload part)."""
+    if data[:2] == ENTRY_METADATA_MAGIC:
+        (size,) = _U32.unpack_from(data, 2)
+        return data[6 : 6 + size], data[6 + size :]
+    return None, data
+
+
+class Topic:
+    """What both topic kinds share: the name, producers, subscriptions, access modes."""
+
+    persistent = True
+
+    def __init__(self, service: BrokerService, name: TopicName) -> None:
+        self.service = service
+        self.topic_name = name
+        self.name = str(name)
+        self.producers: dict[str, Producer] = {}
+        self.subscriptions: dict[str, Subscription] = {}
+        self.waiting_exclusive: list[tuple[Producer, int]] = []
+        self.msg_in = 0
+        self.bytes_in = 0
+        self.terminated = False
+        self.created = time.time()
+
+    # -- producers ---------------------------------------------------------------
+
+    def last_sequence_id(self, producer_name: str) -> int:
+        return -1
+
+    def add_producer(self, producer: Producer, request_id: int) -> bool:
+        """Attach ``producer``; False when it waits for exclusive access (WaitForExclusive)."""
+        if self.terminated:
+            raise BrokerError(pb.TopicTerminatedError, f"topic {self.name} is terminated")
+        if producer.name in self.producers:
+            raise BrokerError(
+                pb.ProducerBusy, f"producer with name '{producer.name}' is already connected to {self.name}"
+            )
+        exclusive_held = any(p.access_mode != ACCESS_SHARED for p in self.producers.values())
+        mode = producer.access_mode
+        if mode == ACCESS_SHARED:
+            if exclusive_held:
+                raise BrokerError(pb.ProducerBusy, f"topic {self.name} has an exclusive producer")
+        elif self.producers:
+            if mode == ACCESS_EXCLUSIVE:
+                raise BrokerError(
+                    pb.ProducerFenced, f"topic {self.name} already has producers; exclusive access refused"
+                )
+            self.waiting_exclusive.append((producer, request_id))
+            return False
+        self.producers[producer.name] = producer
+        return True
+
+    def remove_producer(self, producer: Producer) -> None:
+        waiting = [w for w in self.waiting_exclusive if w[0] is not producer]
+        self.waiting_exclusive = waiting
+        if self.producers.get(producer.name) is producer:
+            del self.producers[producer.name]
+        if not self.producers and self.waiting_exclusive:
+            nxt, request_id = self.waiting_exclusive.pop(0)
+            if not nxt.cnx.closed:
+                self.producers[nxt.name] = nxt
+                nxt.cnx.on_producer_ready(nxt, request_id)
+
+    def close_all(self) -> None:
+        for producer in list(self.producers.values()):
+            producer.close_by_broker()
+        self.producers.clear()
+        for sub in list(self.subscriptions.values()):
+            sub.disconnect_consumers()
+
+    # -- publishing ----------------------------------------------------------------
+
+    def publish(self, producer: Producer, send: pb.CommandSend, payload: bytes) -> None:
+        raise NotImplementedError
+
+    def stats(self) -> dict[str, Any]:
+        return {
+            "msgInCounter": self.msg_in,
+            "bytesInCounter": self.bytes_in,
+            "publishers": [
+                {"producerName": p.name, "producerId": p.producer_id, "msgInCounter": p.msg_in,
+                 "bytesInCounter": p.bytes_in, "address": p.cnx.peer}
+                for p in self.producers.values()
+            ],
+            "subscriptions": {name: sub.stats() for name, sub in self.subscriptions.items()},
+        }
+
+
+class PersistentTopic(Topic):
+    """A topic whose entries live in a ManagedLedger; subscriptions have durable cursors."""
+
+    def __init__(self, service: BrokerService, name: TopicName, ledger: ManagedLedger) -> None:
+        super().__init__(service, name)
+        self.ledger = ledger
+        self.terminated = ledger.is_terminated
+        self.dedup = service.make_dedup(self) if service.config.brokerDeduplicationEnabled else None
+        self.entry_index = service.load_entry_index(self) if service.config.entry_metadata_enabled else -1
+        self.last_publish_error: str | None = None
+
+    def last_sequence_id(self, producer_name: str) -> int:
+        if self.dedup is None:
+            return -1
+        return self.dedup.last_sequence_id(producer_name)
+
+    def publish(self, producer: Producer, send: pb.CommandSend, payload: bytes) -> None:
+        seq = send.sequence_id
+        highest = send.highest_sequence_id if send.HasField("highest_sequence_id") else seq
+        if self.terminated:
+            producer.send_error(seq, pb.TopicTerminatedError, f"topic {self.name} is terminated")
+            return
+        quota_error = self.service.backlog_quota_error(self)
+        if quota_error is not None:
+            producer.send_error(seq, quota_error[0], quota_error[1])
+            return
+        if self.dedup is not None:
+            verdict = self.dedup.check(producer.name, seq, highest)
+            if verdict == "duplicate":
+                producer.send_receipt(seq, highest, -1, -1)
+                return
+            if verdict == "unknown":
+                producer.send_error(
+                    seq, pb.PersistenceError, "a message with this sequence id is still being stored"
+                )
+                return
+        num_messages = send.num_messages if send.HasField("num_messages") else 1
+        self.msg_in += num_messages
+        self.bytes_in += len(payload)
+        data = payload
+        if self.entry_index >= 0:
+            self.entry_index += num_messages
+            data = self._with_entry_metadata(payload, self.entry_index - 1)
+        future = self.ledger.append(data)
+        future.add_done_callback(partial(self._persisted, producer, seq, highest))
+
+    def _with_entry_metadata(self, payload: bytes, index: int) -> bytes:
+        bem = pb.BrokerEntryMetadata(broker_timestamp=int(time.time() * 1000), index=index)
+        raw = bem.SerializeToString()
+        return b"".join((ENTRY_METADATA_MAGIC, _U32.pack(len(raw)), raw, payload))
+
+    def _persisted(
+        self, producer: Producer, seq: int, highest: int, future: asyncio.Future[Position]
+    ) -> None:
+        exc = future.exception()
+        if exc is not None:
+            self.last_publish_error = str(exc)
+            log.error("topic %s: append failed: %s", self.name, exc)
+            if self.dedup is not None:
+                self.dedup.reset_pushed()
+            producer.send_error(seq, pb.PersistenceError, f"could not store the message: {exc}")
+            return
+        position = future.result()
+        if self.dedup is not None:
+            self.dedup.on_persisted(producer.name, seq, highest)
+        producer.send_receipt(seq, highest, position.ledger_id, position.entry_id)
+        for sub in self.subscriptions.values():
+            sub.dispatcher.schedule()
+
+    def remove_subscription(self, name: str) -> None:
+        """Forget a subscription that holds no state (a Reader's, once its consumer left)."""
+        self.subscriptions.pop(name, None)
+
+    def delete_subscription(self, name: str) -> None:
+        """Unsubscribe: drop the subscription and its durable cursor."""
+        sub = self.subscriptions.pop(name, None)
+        if sub is not None and sub.durable:
+            self.ledger.delete_cursor(name)
+
+    # -- lifecycle -----------------------------------------------------------------
+
+    def terminate(self) -> Position | None:
+        """Stop accepting messages (admin 'terminate'); consumers get ReachedEndOfTopic."""
+        self.terminated = True
+        self.ledger.terminate()
+        for producer in list(self.producers.values()):
+            producer.close_by_broker()
+        self.producers.clear()
+        for sub in self.subscriptions.values():
+            sub.check_end_of_topic()
+        return self.ledger.last_confirmed()
+
+    def stats(self) -> dict[str, Any]:
+        out = super().stats()
+        out["storageSize"] = self.ledger.size_bytes()
+        out["entryCount"] = self.ledger.entry_count()
+        out["terminated"] = self.terminated
+        return out
+
+
+class NonPersistentTopic(Topic):
+    """Dispatch-or-drop: a message goes to consumers that have permits now, or nowhere."""
+
+    persistent = False
+
+    def __init__(self, service: BrokerService, name: TopicName) -> None:
+        super().__init__(service, name)
+        self.next_entry_id = 0
+        self.msg_dropped = 0
+
+    def publish(self, producer: Producer, send: pb.CommandSend, payload: bytes) -> None:
+        seq = send.sequence_id
+        highest = send.highest_sequence_id if send.HasField("highest_sequence_id") else seq
+        num_messages = send.num_messages if send.HasField("num_messages") else 1
+        self.msg_in += num_messages
+        self.bytes_in += len(payload)
+        entry_id = self.next_entry_id
+        self.next_entry_id += 1
+        for sub in self.subscriptions.values():
+            if not sub.dispatcher.offer(entry_id, payload, num_messages):
+                self.msg_dropped += num_messages
+        producer.send_receipt(seq, highest, -1, -1)
+
+
+TopicFactory = Callable[[TopicName], Topic]

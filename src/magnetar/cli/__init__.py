@@ -1,0 +1,1 @@
+"""Command-line entry points: ``magnetar standalone | produce | consume | perf``."""
