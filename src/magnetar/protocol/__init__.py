@@ -5,7 +5,9 @@ batches, compression and key hashing. No sockets, no asyncio: bytes in, commands
 """
 
 from magnetar.protocol import pulsar_pb2 as pb
+from magnetar.protocol.batch import decode_batch, encode_batch
 from magnetar.protocol.commands import command, command_body, message_id
+from magnetar.protocol.compression import compress, decompress
 from magnetar.protocol.errors import (
     ChecksumMismatch,
     CompressionError,
@@ -24,9 +26,12 @@ from magnetar.protocol.frames import (
     peek_metadata,
     verify_checksum,
 )
+from magnetar.protocol.hashing import boost_hash, java_string_hash, murmur3_32, sticky_key_hash
+from magnetar.protocol.version import PROTOCOL_VERSION
 
 __all__ = [
     "DEFAULT_MAX_FRAME_SIZE",
+    "PROTOCOL_VERSION",
     "ChecksumMismatch",
     "CompressionError",
     "Frame",
@@ -34,14 +39,22 @@ __all__ = [
     "FrameTooLarge",
     "MalformedFrame",
     "ProtocolError",
+    "boost_hash",
     "build_payload_part",
     "command",
     "command_body",
+    "compress",
+    "decode_batch",
+    "decompress",
+    "encode_batch",
     "encode_command",
     "encode_payload_command",
+    "java_string_hash",
     "message_id",
+    "murmur3_32",
     "parse_payload_part",
     "pb",
     "peek_metadata",
+    "sticky_key_hash",
     "verify_checksum",
 ]
