@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from magnetar.protocol import (
+    DEFAULT_MAX_FRAME_SIZE,
     ChecksumMismatch,
     Frame,
     FrameDecoder,
@@ -206,12 +207,23 @@ def test_corrupted_valid_frames_only_raise_protocol_error(noise: bytes, at: int)
 
 def test_frame_too_large() -> None:
     limit = 1000
-    big = _send_frame(1, b"x" * (limit + FRAME_PADDING + 1))
+    ok = _send_frame(1, b"x" * 900)
+    exact = len(ok) - 4
+    assert len(FrameDecoder(max_frame_size=exact).feed(ok)) == 1
     with pytest.raises(FrameTooLarge) as info:
-        FrameDecoder(max_frame_size=limit).feed(big[:4])  # the header alone is enough
-    assert info.value.limit == limit + FRAME_PADDING
-    ok = _send_frame(1, b"x" * limit)
-    assert len(FrameDecoder(max_frame_size=limit).feed(ok)) == 1
+        FrameDecoder(max_frame_size=exact - 1).feed(ok[:4])  # the header alone is enough
+    assert (info.value.size, info.value.limit) == (exact, exact - 1)
+    with pytest.raises(FrameTooLarge):
+        _feed_bytewise(_send_frame(1, b"x" * limit), FrameDecoder(max_frame_size=limit))
+
+
+def test_default_limit_is_max_message_size_plus_padding() -> None:
+    decoder = FrameDecoder()
+    assert decoder.max_frame_size == DEFAULT_MAX_FRAME_SIZE + FRAME_PADDING
+    big = _send_frame(1, b"\0" * DEFAULT_MAX_FRAME_SIZE)
+    assert len(decoder.feed(big)) == 1
+    with pytest.raises(FrameTooLarge):
+        FrameDecoder().feed(struct.pack(">I", DEFAULT_MAX_FRAME_SIZE + FRAME_PADDING + 1))
 
 
 def test_decoder_stays_failed() -> None:

@@ -53,9 +53,10 @@ __all__ = [
     "verify_checksum",
 ]
 
-#: Pulsar's default ``maxMessageSize``: the largest payload part accepted.
+#: Pulsar's default ``maxMessageSize`` (the payload part); the default frame limit is this
+#: plus ``FRAME_PADDING``.
 DEFAULT_MAX_FRAME_SIZE = 5 * 1024 * 1024
-#: Room for the command and broker entry metadata on top of the payload limit.
+#: Room for the command and broker entry metadata on top of the message size limit.
 FRAME_PADDING = 10 * 1024
 
 MAGIC_CRC32C = 0x0E01
@@ -106,25 +107,33 @@ def _parse_command(data: bytes | memoryview) -> pb.BaseCommand:
 class FrameDecoder:
     """Incremental decoder of a Pulsar byte stream.
 
-    ``max_frame_size`` is the payload limit (Pulsar's ``maxMessageSize``); a frame may be
-    up to ``max_frame_size + FRAME_PADDING`` bytes long, which leaves room for the command
-    and metadata. With ``verify_checksums`` the CRC32C of every payload part is checked
+    ``max_frame_size`` bounds a frame's declared ``total_size``. The default is Pulsar's
+    ``maxMessageSize`` (``DEFAULT_MAX_FRAME_SIZE``) plus ``FRAME_PADDING`` for the command
+    and metadata; a broker with another message size passes ``its size + FRAME_PADDING``.
+    With ``verify_checksums`` the CRC32C of every payload part is checked
     while decoding (``ChecksumMismatch``); otherwise callers use ``verify_checksum``
     themselves, e.g. to answer a bad SEND with a ``ChecksumError`` instead of a hang-up.
     """
 
-    __slots__ = ("_buf", "_failed", "_frame_limit", "_verify", "max_frame_size")
+    __slots__ = ("_buf", "_failed", "_frame_limit", "_verify")
 
     def __init__(
-        self, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE, *, verify_checksums: bool = False
+        self,
+        max_frame_size: int = DEFAULT_MAX_FRAME_SIZE + FRAME_PADDING,
+        *,
+        verify_checksums: bool = False,
     ) -> None:
         if max_frame_size <= 0:
             raise ValueError("max_frame_size must be positive")
-        self.max_frame_size = max_frame_size
-        self._frame_limit = max_frame_size + FRAME_PADDING
+        self._frame_limit = max_frame_size
         self._verify = verify_checksums
         self._buf = bytearray()
         self._failed: ProtocolError | None = None
+
+    @property
+    def max_frame_size(self) -> int:
+        """Largest ``total_size`` accepted."""
+        return self._frame_limit
 
     @property
     def buffered(self) -> int:
