@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 
 import pulsar
 import pytest
+import uvloop
 
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.service import BrokerService
@@ -30,7 +31,7 @@ class ThreadedBroker:
             None, magnetarDataDir=str(data_dir), brokerServicePort=0, bindAddress="127.0.0.1",
             **settings,
         )
-        self.loop = asyncio.new_event_loop()
+        self.loop = uvloop.new_event_loop()
         self.service: BrokerService | None = None
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
 
