@@ -75,10 +75,10 @@ def test_wrong_declared_size(kind: int) -> None:
             decompress(kind, packed, size)
 
 
-def test_none_checks_size_too() -> None:
+def test_none_ignores_declared_size() -> None:
+    # producers leave uncompressed_size at 0 on uncompressed payloads
     assert decompress(pb.NONE, b"abc", 3) == b"abc"
-    with pytest.raises(CompressionError):
-        decompress(pb.NONE, b"abc", 4)
+    assert decompress(pb.NONE, b"abc", 0) == b"abc"
 
 
 @pytest.mark.parametrize("kind", CODECS[1:], ids=pb.CompressionType.Name)

@@ -97,18 +97,22 @@ def _snappy_preamble(data: bytes) -> int:
 
 
 def decompress(kind: int, data: bytes | bytearray | memoryview, uncompressed_size: int) -> bytes:
-    """Inflate ``data`` and check it is exactly ``uncompressed_size`` bytes long."""
+    """Inflate ``data`` and check it is exactly ``uncompressed_size`` bytes long.
+
+    For ``NONE`` the data is returned as is: producers leave ``uncompressed_size`` unset
+    (0) on uncompressed messages, so there is nothing to check against.
+    """
     if kind == pb.NONE:
-        out = bytes(data)
-    else:
-        if not 0 <= uncompressed_size <= MAX_UNCOMPRESSED_SIZE:
-            raise CompressionError(f"declared uncompressed size {uncompressed_size} out of range")
-        try:
-            out = _inflate(kind, bytes(data), uncompressed_size)
-        except CompressionError:
-            raise
-        except Exception as exc:  # each codec has its own error types
-            raise CompressionError(f"cannot decompress {pb.CompressionType.Name(kind)} payload: {exc}") from None
+        return bytes(data)
+    if not 0 <= uncompressed_size <= MAX_UNCOMPRESSED_SIZE:
+        raise CompressionError(f"declared uncompressed size {uncompressed_size} out of range")
+    try:
+        out = _inflate(kind, bytes(data), uncompressed_size)
+    except CompressionError:
+        raise
+    except Exception as exc:  # each codec has its own error types
+        name = pb.CompressionType.Name(kind)
+        raise CompressionError(f"cannot decompress {name} payload: {exc}") from None
     if len(out) != uncompressed_size:
         raise CompressionError(
             f"decompressed to {len(out)} bytes, metadata says {uncompressed_size}"
