@@ -24,6 +24,9 @@ from magnetar.broker.service import BrokerService
 
 R = TypeVar("R")
 
+#: The official client logs every connection at INFO; tests only want its warnings.
+QUIET = pulsar.ConsoleLogger(pulsar.LoggerLevel.Warn)
+
 
 class ThreadedBroker:
     def __init__(self, data_dir: Path, **settings: Any) -> None:
@@ -83,7 +86,7 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ThreadedBroker]
 
 @pytest.fixture
 def client(broker: ThreadedBroker) -> Iterator[pulsar.Client]:
-    c = pulsar.Client(broker.url, operation_timeout_seconds=10)
+    c = pulsar.Client(broker.url, operation_timeout_seconds=10, logger=QUIET)
     yield c
     c.close()
 
