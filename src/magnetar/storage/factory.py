@@ -68,7 +68,7 @@ class ManagedLedgerFactory:
             os.path.join(root, "metadata.db")
         )
         self._cache = ReadCache(config.read_cache_bytes)
-        self._files = FileLimiter(config.max_open_files)
+        self._files = FileLimiter(config.max_open_files, config.fsync != "never")
         self._flusher = Flusher()
         self._ledgers: dict[str, ManagedLedger] = {}
         ids = self._store.get("ids") or {}
@@ -76,6 +76,7 @@ class ManagedLedgerFactory:
         self._id_limit = self._next_id
         self._dirty_cursors: dict[ManagedCursor, None] = {}
         self._persist_handle: asyncio.TimerHandle | None = None
+        self._persist_loop: asyncio.AbstractEventLoop | None = None
         self._closed = False
 
     # ------------------------------------------------------------------ ledgers
@@ -91,7 +92,8 @@ class ManagedLedgerFactory:
             meta = {"dir": _dir_name(name), "terminated": False}
             path = os.path.join(self._root, meta["dir"])
             os.makedirs(path, exist_ok=True)
-            _fsync_dir(self._root)
+            if self.config.fsync != "never":
+                _fsync_dir(self._root)
             self._store.put(_LEDGER + name, meta)
         else:
             path = os.path.join(self._root, meta["dir"])
@@ -157,11 +159,12 @@ class ManagedLedgerFactory:
 
     def _schedule_cursor_persist(self, cursor: ManagedCursor) -> None:
         self._dirty_cursors[cursor] = None
-        if self._persist_handle is None:
-            try:
-                loop = asyncio.get_running_loop()
-            except RuntimeError:
-                return  # persisted by persist()/close()
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return  # persisted by persist()/close()
+        if self._persist_handle is None or self._persist_loop is not loop:
+            self._persist_loop = loop
             self._persist_handle = loop.call_later(
                 self.config.cursor_persist_interval_s, self._persist_dirty
             )

@@ -1,9 +1,11 @@
 """`FileLimiter`: an LRU bound on the segment file descriptors a factory keeps open.
 
 Every descriptor use goes through `use`; past ``max_open`` the least recently used
-segment that has no unsynced data is closed (it is reopened on its next use). Segments
-with unsynced writes are skipped, so the bound is soft while fsyncs are in flight.
-Event loop thread only.
+segments are closed (and reopened on their next use). Clean segments go first; if only
+segments with unsynced writes are left, the oldest is fdatasynced inline before closing
+(only when the policy syncs at all), so the bound holds even with thousands of ledgers
+writing at once (at the price of blocking syncs when it is too small). Event loop
+thread only.
 """
 
 from __future__ import annotations
@@ -16,8 +18,9 @@ from .segment import Segment
 class FileLimiter:
     """LRU of segments with an open descriptor."""
 
-    def __init__(self, max_open: int) -> None:
+    def __init__(self, max_open: int, sync_before_close: bool = True) -> None:
         self.max_open = max_open
+        self.sync_before_close = sync_before_close
         self._lru: OrderedDict[Segment, None] = OrderedDict()
 
     def use(self, seg: Segment) -> Segment:
@@ -28,19 +31,33 @@ class FileLimiter:
         else:
             lru[seg] = None
             if len(lru) > self.max_open:
-                self._evict()
+                self._evict(seg)
         return seg
 
-    def _evict(self) -> None:
+    def _evict(self, keep: Segment) -> None:
         lru = self._lru
         excess = len(lru) - self.max_open
         victims = []
+        dirty = []
         for seg in lru:
             if excess <= 0:
                 break
-            if seg.fd is None or not seg.dirty:
+            if seg is keep:
+                continue
+            if seg.fd is None or not self.sync_before_close or not seg.dirty:
                 victims.append(seg)
                 excess -= 1
+            else:
+                dirty.append(seg)
+        for seg in dirty:
+            if excess <= 0:
+                break
+            try:
+                seg.sync()
+            except OSError:
+                continue  # the flusher reports the failure to the segment's appends
+            victims.append(seg)
+            excess -= 1
         for seg in victims:
             del lru[seg]
             seg.close_fd()

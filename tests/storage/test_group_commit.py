@@ -1,0 +1,115 @@
+"""Group commit: futures resolve in order, and only after an fdatasync that started after
+their write (checked by recording os.fdatasync calls)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+
+from storage_testlib import append_all, run
+
+from magnetar.storage import Position
+
+
+class SyncRecorder:
+    """Replaces os.fdatasync: counts calls, can hold the first one until released."""
+
+    def __init__(self, hold_first: bool = False) -> None:
+        self.real = os.fdatasync
+        self.calls = 0
+        self.completed = 0
+        self.entered = threading.Event()
+        self.release = threading.Event()
+        if not hold_first:
+            self.release.set()
+
+    def __call__(self, fd: int) -> None:
+        self.calls += 1
+        self.entered.set()
+        self.release.wait(10)
+        self.real(fd)
+        self.completed += 1
+
+
+def test_futures_resolve_in_order_after_fsync(make_factory, monkeypatch):
+    rec = SyncRecorder(hold_first=True)
+    monkeypatch.setattr(os, "fdatasync", rec)
+    f = make_factory(fsync="group")
+    ml = f.open("t")
+    resolved: list[tuple[Position, int]] = []
+
+    def note(fut):
+        resolved.append((fut.result(), rec.completed))
+
+    async def go():
+        loop = asyncio.get_running_loop()
+        first = [ml.append(b"a%d" % i) for i in range(20)]
+        for fut in first:
+            fut.add_done_callback(note)
+        await loop.run_in_executor(None, rec.entered.wait)  # flusher is inside fdatasync
+        assert not any(fut.done() for fut in first)
+        second = [ml.append(b"b%d" % i) for i in range(20)]
+        for fut in second:
+            fut.add_done_callback(note)
+        await asyncio.sleep(0)  # one loop iteration: the second batch is written
+        assert not any(fut.done() for fut in first + second)
+        assert ml.last_confirmed() is None
+        rec.release.set()
+        return await asyncio.gather(*first), await asyncio.gather(*second)
+
+    first, second = run(go())
+    order = [p for p, _ in resolved]
+    assert order == sorted(order) == first + second
+    calls_for = dict(resolved)
+    # the first batch was covered by the held fsync, the second needed a later one
+    assert all(calls_for[p] >= 1 for p in first)
+    assert all(calls_for[p] >= 2 for p in second)
+
+
+def test_one_fsync_covers_many_appends(make_factory, monkeypatch):
+    rec = SyncRecorder()
+    monkeypatch.setattr(os, "fdatasync", rec)
+    f = make_factory(fsync="group")
+    ml = f.open("t")
+    run(append_all(ml, [b"x" * 100] * 2000))
+    assert rec.calls < 100  # group commit, not one fsync per entry
+
+
+def test_always_syncs_every_append(make_factory, monkeypatch):
+    rec = SyncRecorder()
+    monkeypatch.setattr(os, "fdatasync", rec)
+    f = make_factory(fsync="always")
+    ml = f.open("t")
+
+    async def go():
+        fut = ml.append(b"x")
+        assert fut.done()  # written and synced inside append
+        return [fut.result(), *await append_all(ml, [b"y"] * 9)]
+
+    run(go())
+    assert rec.calls >= 10
+
+
+def test_never_does_not_sync(make_factory, monkeypatch):
+    rec = SyncRecorder()
+    monkeypatch.setattr(os, "fdatasync", rec)
+    f = make_factory(fsync="never")
+    ml = f.open("t")
+    pos = run(append_all(ml, [b"x"] * 100))
+    assert rec.calls == 0
+    assert ml.read(pos[-1]) == b"x"
+
+
+def test_several_ledgers_share_one_flusher(make_factory, monkeypatch):
+    f = make_factory(fsync="group")
+    ledgers = [f.open(f"t{i}") for i in range(5)]
+
+    async def go():
+        futs = [ml.append(b"%d" % k) for k in range(50) for ml in ledgers]
+        return await asyncio.gather(*futs)
+
+    run(go())
+    names = {t.name for t in threading.enumerate() if t.name.startswith("magnetar-storage")}
+    assert len(names) == 1
+    assert all(ml.entry_count() == 50 for ml in ledgers)

@@ -1,0 +1,115 @@
+"""I/O errors: failed appends fail their futures with StorageError, are never visible,
+and the ledger stays readable and writable."""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import os
+
+import pytest
+from storage_testlib import append_all, run
+
+from magnetar.storage import Position, StorageError
+
+
+class FailOnce:
+    """Wrap an os function so that its next ``n`` calls raise OSError(code)."""
+
+    def __init__(self, real, code: int, n: int = 1) -> None:
+        self.real, self.code, self.left = real, code, n
+        self.armed = False
+
+    def __call__(self, *a):
+        if self.armed and self.left > 0:
+            self.left -= 1
+            raise OSError(self.code, os.strerror(self.code))
+        return self.real(*a)
+
+
+@pytest.mark.parametrize("policy", ["group", "never", "always"])
+def test_write_error_fails_futures_and_ledger_survives(make_factory, monkeypatch, policy):
+    fail = FailOnce(os.pwritev, errno.ENOSPC)
+    monkeypatch.setattr(os, "pwritev", fail)
+    f = make_factory(fsync=policy)
+    ml = f.open("t")
+    good = run(append_all(ml, [b"ok1", b"ok2"]))
+
+    async def go():
+        fail.armed = True
+        futs = [ml.append(b"bad%d" % i) for i in range(1 if policy == "always" else 5)]
+        results = await asyncio.gather(*futs, return_exceptions=True)
+        return results
+
+    results = run(go())
+    assert results and all(isinstance(r, StorageError) for r in results)
+    assert ml.entry_count() == 2
+    assert [d for _, d in ml.read_entries(Position(-1, -1), 10)] == [b"ok1", b"ok2"]
+    later = run(append_all(ml, [b"ok3"]))[0]  # retried appends work (in a new segment)
+    assert later.ledger_id > good[0].ledger_id
+    assert [d for _, d in ml.read_entries(Position(-1, -1), 10)] == [b"ok1", b"ok2", b"ok3"]
+    f.close()
+    ml = make_factory().open("t")
+    assert [d for _, d in ml.read_entries(Position(-1, -1), 10)] == [b"ok1", b"ok2", b"ok3"]
+
+
+def test_fsync_error_fails_batch_and_nothing_phantom(make_factory, monkeypatch):
+    fail = FailOnce(os.fdatasync, errno.EIO)
+    monkeypatch.setattr(os, "fdatasync", fail)
+    f = make_factory(fsync="group")
+    ml = f.open("t")
+    run(append_all(ml, [b"ok1"]))
+
+    async def go():
+        fail.armed = True
+        futs = [ml.append(b"bad%d" % i) for i in range(5)]
+        return await asyncio.gather(*futs, return_exceptions=True)
+
+    results = run(go())
+    assert all(isinstance(r, StorageError) for r in results)
+    assert [d for _, d in ml.read_entries(Position(-1, -1), 10)] == [b"ok1"]
+    seg = ml._segments[0]
+    assert os.path.getsize(seg.path) == seg.end  # failed records cut from the file
+    run(append_all(ml, [b"ok2"]))
+    f.close()
+    ml = make_factory().open("t")
+    assert [d for _, d in ml.read_entries(Position(-1, -1), 10)] == [b"ok1", b"ok2"]
+
+
+def test_failures_resolve_in_append_order(make_factory, monkeypatch):
+    """Earlier appends that succeed resolve before later ones fail."""
+    fail = FailOnce(os.pwritev, errno.ENOSPC)
+    monkeypatch.setattr(os, "pwritev", fail)
+    f = make_factory(fsync="group")
+    ml = f.open("t")
+    order: list[str] = []
+
+    async def go():
+        ok = [ml.append(b"ok%d" % i) for i in range(3)]
+        await asyncio.sleep(0)  # written; the fsync is pending
+        fail.armed = True
+        bad = [ml.append(b"bad%d" % i) for i in range(3)]
+        for tag, futs in (("ok", ok), ("bad", bad)):
+            for fut in futs:
+                fut.add_done_callback(lambda fu, tag=tag: order.append(tag))
+        await asyncio.gather(*ok, *bad, return_exceptions=True)
+
+    run(go())
+    assert order == ["ok"] * 3 + ["bad"] * 3
+
+
+def test_segment_create_error(make_factory, monkeypatch):
+    f = make_factory()
+    ml = f.open("t")
+    real_open = os.open
+
+    def broken_open(path, flags, *a):
+        if str(path).endswith(".seg") and flags & os.O_CREAT:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_open(path, flags, *a)
+
+    monkeypatch.setattr(os, "open", broken_open)
+    with pytest.raises(StorageError):
+        run(append_all(ml, [b"x"]))
+    monkeypatch.setattr(os, "open", real_open)
+    assert run(append_all(ml, [b"y"]))[0].entry_id == 0
