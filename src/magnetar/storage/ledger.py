@@ -639,10 +639,9 @@ class ManagedLedger:
             for cur in self._cursors.values():
                 cur.closed = True
                 self._factory._forget_cursor(cur)
-            if self._active is not None:
-                self._seal(self._active)
-                self._active = None
+            self._active = None
             for seg in self._segments:
+                self._seal(seg)
                 self._files.forget(seg)
             self._state = "closed"
             self._factory._ledger_closed(self)
@@ -659,6 +658,7 @@ class ManagedLedger:
             self._factory._forget_cursor(cur)
         self._cursors.clear()
         for seg in self._segments:
+            seg.synced = max(seg.synced, seg.written)  # nothing left for the flusher to do
             self._files.forget(seg)
         self._segments.clear()
         self._ids.clear()
