@@ -59,8 +59,8 @@ class Producer:
             sequence_id=sequence_id,
             highest_sequence_id=highest_sequence_id,
         )
-        receipt.message_id.ledgerId = ledger_id
-        receipt.message_id.entryId = entry_id
+        receipt.message_id.ledgerId = ledger_id % 2**64  # -1 (duplicates) travels as uint64
+        receipt.message_id.entryId = entry_id % 2**64
         self.cnx.send(pb.BaseCommand(type=pb.BaseCommand.SEND_RECEIPT, send_receipt=receipt))
         self.cnx.on_send_done()
 
