@@ -5,9 +5,10 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from storage_testlib import append_all, run
 
 from magnetar.storage import EARLIEST, Position
+
+from .storage_testlib import append_all, run
 
 
 @pytest.fixture

@@ -7,9 +7,9 @@ import asyncio
 import os
 import threading
 
-from storage_testlib import append_all, run
-
 from magnetar.storage import Position
+
+from .storage_testlib import append_all, run
 
 
 class SyncRecorder:

@@ -8,9 +8,10 @@ import errno
 import os
 
 import pytest
-from storage_testlib import append_all, run
 
 from magnetar.storage import Position, StorageError
+
+from .storage_testlib import append_all, run
 
 
 class FailOnce:

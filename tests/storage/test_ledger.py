@@ -6,7 +6,6 @@ import asyncio
 import os
 
 import pytest
-from storage_testlib import append_all, run
 
 from magnetar.storage import (
     EntryNotFoundError,
@@ -16,6 +15,8 @@ from magnetar.storage import (
     record,
 )
 from magnetar.storage import ledger as ledger_mod
+
+from .storage_testlib import append_all, run
 
 
 def payloads(n: int, size: int = 10) -> list[bytes]:

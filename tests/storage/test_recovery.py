@@ -6,9 +6,10 @@ import os
 import shutil
 
 import pytest
-from storage_testlib import append_all, run
 
 from magnetar.storage import ManagedLedgerFactory, Position, StorageConfig
+
+from .storage_testlib import append_all, run
 
 PAYLOADS = [b"first entry", b"second entry", b"third entry", b"the tail record!" * 3]
 
