@@ -208,6 +208,10 @@ class ServerCnx(asyncio.Protocol):
                 )
             )
             return
+        response = _error_response(cmd, code, message)
+        if response is not None:
+            self.send(response)
+            return
         request_id = _request_id(cmd)
         if request_id is not None:
             self.send_error(request_id, code, message)
@@ -529,6 +533,42 @@ _REQUEST_FIELDS = {
     T.GET_SCHEMA: "getSchema",
     T.GET_OR_CREATE_SCHEMA: "getOrCreateSchema",
 }
+
+
+def _error_response(cmd: pb.BaseCommand, code: int, message: str) -> pb.BaseCommand | None:
+    """The failure answer for requests the client matches only by their own response type.
+
+    The official client resolves a lookup, partition-metadata, consumer-stats or schema
+    request only from its response command: a generic Error with that request id would
+    leave it waiting until its operation timeout. ``None`` means "answer with Error".
+    """
+    kind = cmd.type
+    if kind == T.LOOKUP:
+        return T(type=T.LOOKUP_RESPONSE, lookupTopicResponse=pb.CommandLookupTopicResponse(
+            request_id=cmd.lookupTopic.request_id, response=pb.CommandLookupTopicResponse.Failed,
+            error=code, message=message))
+    if kind == T.PARTITIONED_METADATA:
+        return T(type=T.PARTITIONED_METADATA_RESPONSE,
+                 partitionMetadataResponse=pb.CommandPartitionedTopicMetadataResponse(
+                     request_id=cmd.partitionMetadata.request_id,
+                     response=pb.CommandPartitionedTopicMetadataResponse.Failed,
+                     error=code, message=message))
+    if kind == T.CONSUMER_STATS:
+        return T(type=T.CONSUMER_STATS_RESPONSE, consumerStatsResponse=pb.CommandConsumerStatsResponse(
+            request_id=cmd.consumerStats.request_id, error_code=code, error_message=message))
+    if kind == T.GET_SCHEMA:
+        return T(type=T.GET_SCHEMA_RESPONSE, getSchemaResponse=pb.CommandGetSchemaResponse(
+            request_id=cmd.getSchema.request_id, error_code=code, error_message=message))
+    if kind == T.GET_OR_CREATE_SCHEMA:
+        return T(type=T.GET_OR_CREATE_SCHEMA_RESPONSE,
+                 getOrCreateSchemaResponse=pb.CommandGetOrCreateSchemaResponse(
+                     request_id=cmd.getOrCreateSchema.request_id, error_code=code,
+                     error_message=message))
+    if kind == T.ACK and cmd.ack.HasField("request_id"):
+        return T(type=T.ACK_RESPONSE, ackResponse=pb.CommandAckResponse(
+            consumer_id=cmd.ack.consumer_id, request_id=cmd.ack.request_id, error=code,
+            message=message))
+    return None
 
 
 def _request_id(cmd: pb.BaseCommand) -> int | None:
