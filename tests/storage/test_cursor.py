@@ -177,3 +177,26 @@ def test_acks_beyond_last_confirmed_are_ignored(make_factory):
     assert c.individually_deleted == []
     later = run(append_all(ml, [b"y"] * 60))
     assert not c.is_deleted(later[47])
+
+
+def test_persist_timer_fires(make_factory):
+    f = make_factory(cursor_persist_interval_s=0.01)
+    ml = f.open("t")
+    pos = run(append_all(ml, [b"x"] * 5))
+    real = f._persist_dirty
+
+    async def go():
+        fired = asyncio.Event()
+
+        def wrapped():
+            real()
+            fired.set()
+
+        f._persist_dirty = wrapped
+        c = ml.open_cursor("c", "earliest")
+        c.mark_delete(pos[2])
+        await asyncio.wait_for(fired.wait(), 10)
+
+    run(go())
+    other = make_factory(data_dir=f.config.data_dir).open("t")
+    assert other.cursors()["c"].mark_delete_position == pos[2]

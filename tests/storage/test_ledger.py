@@ -309,3 +309,18 @@ def test_many_appends_across_loop_iterations(make_factory):
     pos = run(go())
     assert pos == sorted(pos) and len(set(pos)) == 5000
     assert [int(d) for _, d in ml.read_range(pos[0], pos[-1])] == list(range(5000))
+
+
+def test_close_after_the_event_loop_is_gone(make_factory):
+    """Appends left pending when the loop ends are written and synced by close()."""
+    f = make_factory()
+    ml = f.open("t")
+
+    async def go():
+        for i in range(50):
+            ml.append(b"%d" % i)
+
+    run(go())
+    f.close()  # no running loop here
+    ml = make_factory().open("t")
+    assert [d for _, d in ml.read_entries(Position(-1, -1), 100)] == [b"%d" % i for i in range(50)]

@@ -19,6 +19,7 @@ always starts a new segment for new appends, like a new Pulsar ledger after a re
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import shutil
@@ -57,7 +58,15 @@ _monotonic = time.monotonic
 
 def _fail(fut: asyncio.Future[Any], exc: BaseException) -> None:
     if not fut.done():
-        fut.set_exception(exc)
+        with contextlib.suppress(RuntimeError):  # event loop closed: nobody is waiting
+            fut.set_exception(exc)
+
+
+def _resolve(futs: list[asyncio.Future[Position]], positions: list[Position]) -> None:
+    with contextlib.suppress(RuntimeError):  # event loop closed: nobody is waiting
+        for fut, pos in zip(futs, positions, strict=True):
+            if not fut.done():
+                fut.set_result(pos)
 
 
 class ManagedLedger:
@@ -88,6 +97,7 @@ class ManagedLedger:
         self._wpos: list[Position] = []
         self._wbytes = 0
         self._wseg: Segment | None = None
+        self._wloop: asyncio.AbstractEventLoop | None = None
         self._wstart = 0
         self._write_scheduled = False
         self._pending: deque[Batch] = deque()
@@ -162,6 +172,7 @@ class ManagedLedger:
         if not buf:
             self._wseg = seg
             self._wstart = start
+            self._wloop = loop
             if not self._write_scheduled:
                 self._write_scheduled = True
                 loop.call_soon(self._on_tick)
@@ -216,11 +227,12 @@ class ManagedLedger:
             log.error("append to %s (segment %d) failed: %s", self.name, seg.ledger_id, exc)
             error = StorageError(f"append to {self.name} failed: {exc}")
             self._rollback(seg, first)
+        loop = self._wloop
+        assert loop is not None
+        batch = Batch(seg, first, futs, poss, loop, self._on_batch_done, error)
         if self._policy == "never":
-            batch = Batch(seg, first, futs, poss, _get_loop(), self._on_batch_done, error)
             self._on_batch_done(batch, error)
             return
-        batch = Batch(seg, first, futs, poss, _get_loop(), self._on_batch_done, error)
         self._pending.append(batch)
         try:
             self._factory._flusher.submit(batch)
@@ -241,9 +253,7 @@ class ManagedLedger:
             end = batch.first + len(futs)
             if end > seg.confirmed:
                 seg.confirmed = min(end, seg.count)
-            for fut, pos in zip(futs, batch.positions, strict=True):
-                if not fut.done():
-                    fut.set_result(pos)
+            _resolve(futs, batch.positions)
             if (
                 seg.sealed
                 and not seg.index_written
@@ -271,7 +281,9 @@ class ManagedLedger:
             futs, poss = self._wfuts, self._wpos
             self._wbuf, self._wfuts, self._wpos, self._wbytes = [], [], [], 0
             err = StorageError(f"append to {self.name} failed: an earlier append failed")
-            batch = Batch(seg, poss[0].entry_id, futs, poss, _get_loop(), self._on_batch_done, err)
+            loop = self._wloop
+            assert loop is not None
+            batch = Batch(seg, poss[0].entry_id, futs, poss, loop, self._on_batch_done, err)
             if self._policy == "group":
                 self._pending.append(batch)
                 try:
