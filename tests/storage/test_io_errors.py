@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import errno
 import os
+import threading
 
 import pytest
 
@@ -114,3 +115,39 @@ def test_segment_create_error(make_factory, monkeypatch):
         run(append_all(ml, [b"x"]))
     monkeypatch.setattr(os, "open", real_open)
     assert run(append_all(ml, [b"y"]))[0].entry_id == 0
+
+
+def test_appends_behind_a_failed_fsync_fail_too(make_factory, monkeypatch):
+    """A failed fsync fails every later pending append, even in a newer segment, and
+    none of them is visible; the ledger then continues in a new segment."""
+    real = os.fdatasync
+    gate = threading.Event()
+    calls = []
+
+    def held_failing_sync(fd):
+        calls.append(fd)
+        if len(calls) == 1:
+            gate.wait(10)
+            raise OSError(errno.EIO, "I/O error")
+        return real(fd)
+
+    monkeypatch.setattr(os, "fdatasync", held_failing_sync)
+    f = make_factory(fsync="group", segment_max_entries=3)
+    ml = f.open("t")
+
+    async def go():
+        first = [ml.append(b"a%d" % i) for i in range(3)]
+        await asyncio.sleep(0)  # written; the flusher holds its (failing) fsync
+        later = [ml.append(b"b%d" % i) for i in range(4)]  # rolls into new segments
+        await asyncio.sleep(0)
+        gate.set()
+        return await asyncio.gather(*first, *later, return_exceptions=True)
+
+    results = run(go())
+    assert all(isinstance(r, StorageError) for r in results)
+    assert ml.entry_count() == 0 and ml.last_confirmed() is None
+    ok = run(append_all(ml, [b"c"]))[0]
+    assert [d for _, d in ml.read_entries(Position(-1, -1), 10)] == [b"c"]
+    f.close()
+    ml = make_factory(segment_max_entries=3).open("t")
+    assert [(p, d) for p, d in ml.read_entries(Position(-1, -1), 10)] == [(ok, b"c")]

@@ -264,9 +264,25 @@ class ManagedLedger:
             return
         if not isinstance(error, StorageError):
             error = StorageError(f"append to {self.name} failed: {error}")
-            self._rollback(seg, batch.first)
+        self._rollback(seg, batch.first)
         for fut in futs:
             _fail(fut, error)
+        # Every append behind a failed one fails too (as in Pulsar), so a producer never
+        # sees a later message stored after an earlier one was lost.
+        later = StorageError(f"append to {self.name} failed: an earlier append failed")
+        while pending:
+            b = pending.popleft()
+            b.done = True
+            self._rollback(b.segment, b.first)
+            for fut in b.futures:
+                _fail(fut, later)
+        if self._wbuf:
+            wseg, first, wfuts = self._wseg, self._wpos[0].entry_id, self._wfuts
+            self._wbuf, self._wfuts, self._wpos, self._wbytes = [], [], [], 0
+            assert wseg is not None
+            self._rollback(wseg, first)
+            for fut in wfuts:
+                _fail(fut, later)
 
     def _rollback(self, seg: Segment, first: int) -> None:
         """Entries ``first..`` of ``seg`` failed: forget them and seal the segment."""
