@@ -221,3 +221,35 @@ def test_wait_for_exclusive_producer(client: pulsar.Client, topic: str) -> None:
     t.join(10)
     assert created
     created[0].send(b"mine now")
+
+
+def test_consumer_stats_and_get_schema(client: pulsar.Client, broker: ThreadedBroker, topic: str) -> None:
+    producer = client.create_producer(topic, schema=JsonSchema(Point))
+    for _ in range(3):
+        producer.send(Point(x="a", y="b"))
+    sock, decoder = _raw_subscribe(broker, topic)
+    _read_kinds(sock, decoder, until=pb.BaseCommand.MESSAGE)
+    sock.sendall(encode_command(command("CONSUMER_STATS", request_id=7, consumer_id=1)))
+    frames = _read_frames(sock, decoder, until=pb.BaseCommand.CONSUMER_STATS_RESPONSE)
+    stats = frames[-1].command.consumerStatsResponse
+    assert stats.request_id == 7 and not stats.HasField("error_code")
+    assert stats.msgBacklog == 3 and stats.type == "Exclusive"
+    sock.sendall(encode_command(command("GET_SCHEMA", request_id=8, topic=topic)))
+    frames = _read_frames(sock, decoder, until=pb.BaseCommand.GET_SCHEMA_RESPONSE)
+    resp = frames[-1].command.getSchemaResponse
+    assert resp.schema.type == pb.Schema.Json and b'"Point"' in resp.schema.schema_data
+    assert resp.schema_version == (0).to_bytes(8, "big")
+    sock.close()
+
+
+def _read_frames(sock: socket.socket, decoder: FrameDecoder, until: int) -> list:
+    frames = []
+    deadline = time.time() + 5
+    while time.time() < deadline:
+        data = sock.recv(65536)
+        assert data, "connection closed"
+        for frame in decoder.feed(data):
+            frames.append(frame)
+            if frame.command.type == until:
+                return frames
+    raise AssertionError(f"no {pb.BaseCommand.Type.Name(until)} within 5 s")

@@ -121,18 +121,19 @@ class Consumer:
         }
 
     def stats_response(self, request_id: int) -> pb.CommandConsumerStatsResponse:
-        sub = self.subscription
+        """ConsumerStatsResponse; rates are averages since the consumer connected."""
+        elapsed = max(time.time() - self.connected_since, 1e-3)
         return pb.CommandConsumerStatsResponse(
             request_id=request_id,
             consumerName=self.name,
-            availablePermits=self.permits,
+            msgRateOut=self.msg_out / elapsed,
+            msgThroughputOut=self.bytes_out / elapsed,
+            msgRateRedeliver=self.msg_redelivered / elapsed,
+            availablePermits=max(0, self.permits),
             unackedMessages=self.unacked_messages,
-            msgOutCounter=self.msg_out,
-            bytesOutCounter=self.bytes_out,
-            msgRedeliverCounter=self.msg_redelivered,
             address=self.cnx.peer,
             connectedSince=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.connected_since)),
             type=pb.CommandSubscribe.SubType.Name(self.sub_type),
-            msgBacklog=sub.backlog(),
+            msgBacklog=self.subscription.backlog(),
             blockedConsumerOnUnackedMsgs=False,
         )
