@@ -9,10 +9,10 @@ resolve at once (``never``) or the batch goes to the factory's flusher (``group`
 resolves it after its fdatasync; ``always`` writes and syncs inside `append`.
 
 Readers only ever see *confirmed* entries (durable per policy), so an entry whose append
-fails is never visible. On a write or fsync error the failed entries are removed from the
-index (and from the file, best effort), their futures fail with `StorageError` in append
-order, the segment is sealed and the next append starts a new segment: the ledger stays
-readable and usable. A segment rolls over by size, entry count or age; a reopened ledger
+fails is never visible. On a write or fsync error the failed entries, and every unconfirmed entry
+behind them, are removed from the index (and from the file, best effort); their futures
+fail with `StorageError` in append order; the segment is sealed and the next append
+starts a new segment: the ledger stays readable and usable. A segment rolls over by size, entry count or age; a reopened ledger
 always starts a new segment for new appends, like a new Pulsar ledger after a restart.
 """
 
