@@ -105,8 +105,9 @@ def test_reopen_keeps_entries_and_uses_new_segment(make_factory):
     assert ml.next_position(before[-1]) == after
 
 
-def test_reopen_uses_index_sidecar(make_factory, monkeypatch):
-    f = make_factory()
+@pytest.mark.parametrize("policy", ["group", "always", "never"])
+def test_reopen_uses_index_sidecar(make_factory, monkeypatch, policy):
+    f = make_factory(fsync=policy, segment_max_entries=7)
     ml = f.open("t")
     pos = run(append_all(ml, payloads(30)))
     f.close()
@@ -115,7 +116,8 @@ def test_reopen_uses_index_sidecar(make_factory, monkeypatch):
         raise AssertionError("sealed segment rescanned")
 
     monkeypatch.setattr(record, "scan", no_scan)
-    ml = make_factory().open("t")
+    ml = make_factory(fsync=policy).open("t")
+    assert len(ml.segment_ids()) == 5
     assert ml.entry_count() == 30
     assert ml.read(pos[29]) == payloads(30)[29]
 
@@ -231,8 +233,9 @@ def _ledger_with_segments(make_factory, n_segments=4, per=5, **kw):
     return f, ml, pos
 
 
-def test_trim_respects_cursors(make_factory):
-    _, ml, pos = _ledger_with_segments(make_factory)
+@pytest.mark.parametrize("policy", ["group", "never"])
+def test_trim_respects_cursors(make_factory, policy):
+    _, ml, pos = _ledger_with_segments(make_factory, fsync=policy)
     cur = ml.open_cursor("slow", "earliest")
     assert ml.trim(0, 0) == []  # nothing consumed
     cur.mark_delete(pos[7])  # first segment fully consumed, second partially

@@ -231,6 +231,7 @@ class ManagedLedger:
         assert loop is not None
         batch = Batch(seg, first, futs, poss, loop, self._on_batch_done, error)
         if self._policy == "never":
+            seg.synced = seg.written  # nothing this policy will ever sync
             self._on_batch_done(batch, error)
             return
         self._pending.append(batch)
@@ -599,7 +600,7 @@ class ManagedLedger:
         now = time.time()
         deleted: list[int] = []
         for seg in list(self._segments[:-1]):
-            if seg is self._active or seg.confirmed < seg.count or seg.dirty:
+            if seg is self._active or seg.confirmed < seg.count:
                 break
             if seg.count and Position(seg.ledger_id, seg.count - 1) > consumed:
                 break
