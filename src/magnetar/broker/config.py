@@ -4,6 +4,10 @@ A user's ``standalone.conf`` carries over: every key we implement has the name P
 it, keys we do not implement are reported once (one log line listing them) and ignored, and a
 value of the wrong type is an error that names the key and the line.
 Settings of our own (no Pulsar equivalent) start with ``magnetar``.
+
+The file syntax is that of Java properties as Pulsar writes them: ``key=value`` (or
+``key: value``), ``#`` and ``!`` comments, a trailing backslash continuing the line. As in
+Pulsar, a key with a blank value (``managedLedgerCacheSizeMB=``) keeps its default.
 """
 
 from __future__ import annotations
@@ -46,7 +50,7 @@ class BrokerConfig:
     exposingBrokerEntryMetadataToClientEnabled: bool = False
     delayedDeliveryEnabled: bool = True
     delayedDeliveryTickTimeMillis: int = 1000
-    isAllowAutoUpdateSchema: bool = True
+    isAllowAutoUpdateSchemaEnabled: bool = True
     subscriptionKeySharedEnable: bool = True
 
     # Dispatch
@@ -59,6 +63,7 @@ class BrokerConfig:
     defaultRetentionSizeInMB: int = 0
     ttlDurationDefaultInSeconds: int = 0
     backlogQuotaDefaultLimitBytes: int = -1
+    backlogQuotaDefaultLimitGB: float = -1.0  # deprecated in Pulsar; wins over Bytes when > 0
     backlogQuotaDefaultLimitSecond: int = -1
     backlogQuotaDefaultRetentionPolicy: str = "producer_request_hold"
     backlogQuotaCheckIntervalInSeconds: int = 60
@@ -108,6 +113,10 @@ class BrokerConfig:
             raise ConfigError("maxMessageSize must be positive")
         if self.defaultNumPartitions < 1:
             raise ConfigError("defaultNumPartitions must be at least 1")
+        if self.keepAliveIntervalSeconds <= 0:
+            raise ConfigError("keepAliveIntervalSeconds must be positive")
+        if not 0 <= self.brokerServicePort <= 65535:
+            raise ConfigError(f"brokerServicePort must be a TCP port, not {self.brokerServicePort}")
 
     def set(self, key: str, raw: str, where: str = "") -> bool:
         """Set ``key`` from its text form; returns False for a key we do not implement."""
@@ -115,7 +124,9 @@ class BrokerConfig:
         f = fields.get(key)
         if f is None:
             return False
-        setattr(self, key, _convert(key, f.type, raw.strip(), where))
+        raw = raw.strip()
+        if raw:  # blank: keep the default, as Pulsar does
+            setattr(self, key, _convert(key, f.type, raw, where))
         return True
 
     @classmethod
@@ -130,6 +141,8 @@ class BrokerConfig:
             if not hasattr(config, key):
                 raise ConfigError(f"unknown setting {key!r}")
             setattr(config, key, value)
+        if config.backlogQuotaDefaultLimitGB > 0:
+            config.backlogQuotaDefaultLimitBytes = int(config.backlogQuotaDefaultLimitGB * 1024**3)
         config.validate()
         return config
 
@@ -138,15 +151,11 @@ class BrokerConfig:
             text = path.read_text(encoding="utf-8")
         except OSError as exc:
             raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from exc
-        for lineno, line in enumerate(text.splitlines(), 1):
-            line = line.strip()
-            if not line or line.startswith("#"):
-                continue
-            if "=" not in line:
+        for lineno, line in _logical_lines(text):
+            key, value = _split_property(line)
+            if not key:
                 raise ConfigError(f"{path}:{lineno}: expected key=value, got {line!r}")
-            key, _, value = line.partition("=")
-            key = key.strip()
-            if not self.set(key, value, f"{path}:{lineno}"):
+            if not self.set(key, value, f"{path}:{lineno}") and key not in self.unknown_keys:
                 self.unknown_keys.append(key)
         if self.unknown_keys:
             log.warning(
@@ -155,6 +164,44 @@ class BrokerConfig:
                 len(self.unknown_keys),
                 ", ".join(self.unknown_keys),
             )
+
+
+def _logical_lines(text: str) -> list[tuple[int, str]]:
+    """(first line number, text) of each non-comment line, continuations joined."""
+    out: list[tuple[int, str]] = []
+    pending: list[str] = []
+    start = 0
+    for lineno, physical in enumerate(text.splitlines(), 1):
+        line = physical.strip() if not pending else physical.lstrip()
+        if not pending:
+            if not line or line[0] in "#!":
+                continue
+            start = lineno
+        # an odd number of trailing backslashes continues the line
+        trailing = len(line) - len(line.rstrip("\\"))
+        if trailing % 2:
+            pending.append(line[:-1])
+            continue
+        pending.append(line)
+        out.append((start, "".join(pending)))
+        pending = []
+    if pending:
+        out.append((start, "".join(pending)))
+    return out
+
+
+def _split_property(line: str) -> tuple[str, str]:
+    """Split at the first ``=`` or ``:`` (or, failing both, whitespace)."""
+    cut = min((i for i in (line.find("="), line.find(":")) if i >= 0), default=-1)
+    if cut >= 0:
+        return line[:cut].strip(), line[cut + 1 :]
+    parts = line.split(None, 1)
+    if len(parts) == 2:
+        return parts[0], parts[1]
+    return "", line
+
+
+_TYPE_WORDS = {"bool": "true or false", "int": "an integer", "float": "a number"}
 
 
 def _convert(key: str, type_name: Any, raw: str, where: str) -> Any:
@@ -167,7 +214,10 @@ def _convert(key: str, type_name: Any, raw: str, where: str) -> Any:
             return lowered == "true"
         if type_name == "int":
             return int(raw)
+        if type_name == "float":
+            return float(raw)
         return raw
     except ValueError:
         prefix = f"{where}: " if where else ""
-        raise ConfigError(f"{prefix}{key} expects a {type_name}, got {raw!r}") from None
+        expected = _TYPE_WORDS.get(type_name, type_name)
+        raise ConfigError(f"{prefix}{key} expects {expected}, got {raw!r}") from None

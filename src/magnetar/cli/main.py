@@ -13,6 +13,12 @@ Magnetar: an Apache Pulsar-compatible message broker in Python.
 
 Any Pulsar client (for instance the official `pulsar-client` package) can point at
 pulsar://localhost:6650 once `magnetar standalone` runs.
+
+Quick start:
+  magnetar standalone                                  # data in ./data/standalone, port 6650
+  magnetar standalone --data-dir /var/lib/magnetar --port 6651
+  magnetar standalone --config standalone.conf         # Pulsar broker.conf key names
+  magnetar standalone --help                           # every option
 """
 
 
@@ -23,6 +29,13 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"magnetar {__version__}")
+    log_level = argparse.ArgumentParser(add_help=False)
+    log_level.add_argument(
+        "--log-level",
+        default=argparse.SUPPRESS,
+        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+        help="how much the process logs to stderr (default: WARNING)",
+    )
     parser.add_argument(
         "--log-level",
         default="WARNING",
@@ -34,6 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     standalone = sub.add_parser(
         "standalone",
+        parents=[log_level],
         help="run a single broker with embedded storage",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description="""\
@@ -48,7 +62,10 @@ Settings come from, in increasing priority: built-in defaults, --config FILE (Pu
 broker.conf names, e.g. brokerDeduplicationEnabled=true; unknown keys are reported once and
 ignored), then these flags. Stop with Ctrl-C (SIGINT) or SIGTERM: pending writes are
 flushed first. Every SendReceipt is sent only after its entry is fsynced (group commit),
-unless magnetarFsyncPolicy=never or journalSyncData=false.""",
+unless magnetarFsyncPolicy=never or journalSyncData=false.
+
+Exit status: 0 after a clean stop, 1 if the broker cannot start (port in use, data
+directory held by another broker), 2 for a bad option or configuration value.""",
     )
     standalone.add_argument(
         "--data-dir",

@@ -1,11 +1,19 @@
-"""``magnetar standalone``: build the broker configuration and run the service until a signal."""
+"""``magnetar standalone``: build the broker configuration and run the service until a signal.
+
+Exit codes: 0 after a clean stop (SIGINT or SIGTERM), 1 when the broker cannot start (port in
+use, data directory held by another broker), 2 for a configuration error.
+"""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import fcntl
+import os
 import signal
 import sys
+from pathlib import Path
+from typing import IO
 
 from magnetar.broker.config import BrokerConfig, ConfigError
 
@@ -21,6 +29,23 @@ def config_from_args(args: argparse.Namespace) -> BrokerConfig:
     return BrokerConfig.load(args.config, **overrides)
 
 
+def lock_data_dir(data_dir: str) -> IO[str] | None:
+    """Hold an exclusive lock on ``data_dir`` for the life of the process; None if taken."""
+    path = Path(data_dir)
+    path.mkdir(parents=True, exist_ok=True)
+    handle = open(path / "magnetar.lock", "a+")  # noqa: SIM115 - kept open while serving
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        handle.close()
+        return None
+    handle.seek(0)
+    handle.truncate()
+    handle.write(f"{os.getpid()}\n")
+    handle.flush()
+    return handle
+
+
 def run_standalone(args: argparse.Namespace) -> int:
     try:
         config = config_from_args(args)
@@ -29,31 +54,51 @@ def run_standalone(args: argparse.Namespace) -> int:
         return 2
     from magnetar.broker.service import BrokerService, install_event_loop_policy
 
+    try:
+        lock = lock_data_dir(config.magnetarDataDir)
+    except OSError as exc:
+        print(f"magnetar: cannot use data directory {config.magnetarDataDir}: {exc}", file=sys.stderr)
+        return 1
+    if lock is None:
+        print(
+            f"magnetar: data directory {config.magnetarDataDir} is in use by another magnetar "
+            "process; stop it or pick another --data-dir.",
+            file=sys.stderr,
+        )
+        return 1
     install_event_loop_policy()
+    started = False
 
     async def serve() -> None:
+        nonlocal started
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):  # a signal during start-up stops after it
+            loop.add_signal_handler(sig, stop.set)
         service = BrokerService(config)
         try:
             await service.start()
         except OSError as exc:
+            await service.stop()
+            reason = os.strerror(exc.errno) if exc.errno else str(exc)
             print(
                 f"magnetar: cannot listen on {config.bindAddress}:{config.brokerServicePort}: "
-                f"{exc.strerror}. Is another broker running? Pick another --port.",
+                f"{reason}. Is another broker running? Pick another --port.",
                 file=sys.stderr,
             )
-            raise SystemExit(1) from exc
+            return
+        started = True
         print(
             f"magnetar standalone: serving pulsar://{config.advertisedAddress or 'localhost'}:"
             f"{service.port} (data in {config.magnetarDataDir}, fsync {config.fsync_policy})",
             file=sys.stderr,
             flush=True,
         )
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
         await stop.wait()
         await service.stop()
 
-    asyncio.run(serve())
-    return 0
+    try:
+        asyncio.run(serve())
+    finally:
+        lock.close()
+    return 0 if started else 1
