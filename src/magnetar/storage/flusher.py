@@ -44,7 +44,6 @@ class Flusher:
         self._cond = threading.Condition(threading.Lock())
         self._queue: list[Batch] = []
         self._stopping = False
-        self._busy = False
         self.rounds = 0
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()

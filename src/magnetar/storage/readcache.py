@@ -44,11 +44,5 @@ class ReadCache:
         if data is not None:
             self.size -= len(data)
 
-    def discard_ledger(self, ledger_id: int, first_entry: int = 0) -> None:
-        """Drop entries ``first_entry..`` of one ledger id."""
-        doomed = [p for p in self._data if p[0] == ledger_id and p[1] >= first_entry]
-        for p in doomed:
-            self.discard(p)
-
     def __len__(self) -> int:
         return len(self._data)
