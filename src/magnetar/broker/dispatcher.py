@@ -88,16 +88,22 @@ class Dispatcher:
         if consumer in self.consumers:
             self.consumers.remove(consumer)
         if consumer.pending:
-            self.redeliver_positions(list(consumer.pending), consumer)
+            # What a departing consumer held goes to the others; as in Pulsar, this does not
+            # count as a redelivery (only the client's redelivery requests do).
+            positions = list(consumer.pending)
             consumer.pending.clear()
+            self.redeliver_positions(positions, None, count=False)
 
-    def redeliver_positions(self, positions: list[Position], consumer: Consumer | None) -> None:
+    def redeliver_positions(
+        self, positions: list[Position], consumer: Consumer | None, count: bool = True
+    ) -> None:
         """Send ``positions`` again (to whichever consumer the rules pick)."""
         counts = self.sub.redelivery_counts
         for p in positions:
             if self.cursor.is_deleted(p):
                 continue
-            counts[p] = counts.get(p, 0) + 1
+            if count:
+                counts[p] = counts.get(p, 0) + 1
             self.replay.add(p)
             if consumer is not None:
                 consumer.msg_redelivered += consumer.pending.get(p, 1)

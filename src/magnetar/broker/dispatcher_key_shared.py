@@ -3,15 +3,19 @@
 Per-key order holds while consumers come and go:
 - an entry whose consumer has no permits is held back (replay), and so is every later entry
   of the same key hash in the same pass;
-- a consumer that joins when others are already reading gets a ``max_read_position`` (the
-  read position at its arrival): it receives nothing at or past it until every entry before
-  it is acknowledged, so keys moved to it cannot overtake messages still held by others.
+- a consumer that joins while earlier entries are still unacknowledged gets a
+  ``max_read_position`` (the read position at its arrival): it receives nothing at or past
+  it until every entry before it is acknowledged, so keys moved to it cannot overtake
+  messages still held by others;
+- new entries whose key hash still has entries waiting in the replay set are held back
+  too, so a redelivered message is never overtaken by a later one of its key.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from magnetar.broker.dispatcher import Entry, entry_metadata, entry_num_messages
 from magnetar.broker.dispatcher_shared import SharedDispatcher
 from magnetar.broker.errors import BrokerError
 from magnetar.broker.key_shared import AutoSplitSelector, StickySelector, sticky_key
@@ -36,6 +40,7 @@ class KeySharedDispatcher(SharedDispatcher):
         self.selector: AutoSplitSelector | StickySelector = (
             StickySelector() if self.mode == pb.STICKY else AutoSplitSelector()
         )
+        self._hash_of: dict[Position, int] = {}  # key hashes of entries in the replay set
 
     def add_consumer_with_meta(self, consumer: Consumer, meta: pb.KeySharedMeta | None) -> None:
         mode = meta.keySharedMode if meta is not None else pb.AUTO_SPLIT
@@ -53,7 +58,7 @@ class KeySharedDispatcher(SharedDispatcher):
                 self.selector.add_consumer(consumer)
         except ValueError as exc:
             raise BrokerError(pb.ConsumerAssignError, str(exc)) from exc
-        if self.consumers and not self.allow_out_of_order:
+        if self.consumers and not self.allow_out_of_order and not self._acked_before(self.read_position):
             consumer.max_read_position = self.read_position
         self.add_consumer(consumer)
         self.schedule()
@@ -62,10 +67,15 @@ class KeySharedDispatcher(SharedDispatcher):
         self.selector.remove_consumer(consumer)
         super().remove_consumer(consumer)
 
+    def _acked_before(self, position: Position) -> bool:
+        """True when every entry before ``position`` is acknowledged."""
+        first_unacked = self.cursor.read_position
+        return first_unacked is None or first_unacked >= position
+
     def on_mark_delete(self, mark_delete: Position) -> None:
         released = False
         for c in self.consumers:
-            if c.max_read_position is not None and mark_delete >= _previous(c.max_read_position):
+            if c.max_read_position is not None and self._acked_before(c.max_read_position):
                 c.max_read_position = None
                 released = True
         if released:
@@ -77,42 +87,70 @@ class KeySharedDispatcher(SharedDispatcher):
                 break
             entries = self.read_replay(self.max_read())
             replayed = len(entries)
+            new: list[Entry] = []
             if len(self.replay) + replayed < MAX_HELD_BACK:
-                entries += self.read_new(self.max_read())
-            prepared = self.prepare(entries, replayed)
+                new = self.read_new(self.max_read())
+            prepared = self.prepare(entries + new, replayed)
             if not prepared:
                 continue  # all held for later delivery or already acknowledged
-            if self.assign(prepared) == 0:
-                break
+            if self.assign(prepared, replayed) == 0 and not new:
+                break  # nothing can go out until permits, acks or consumers change
         else:
             self.schedule()
         self.sub.check_end_of_topic()
 
-    def assign(self, entries: list) -> int:  # type: ignore[override]
+    def assign(self, entries: list, replayed: int = 0) -> int:  # type: ignore[override]
+        """Send what the rules allow; hold the rest back in the replay set. The first
+        ``replayed`` entries come from the replay set, the others are new."""
         blocked_hashes: set[int] = set()
+        waiting: set[int] | None = None
         sent = 0
-        for position, data, metadata in entries:
-            key = sticky_key(
-                metadata.partition_key.encode() if metadata is not None and metadata.HasField("partition_key") else None,
-                metadata.ordering_key if metadata is not None and metadata.HasField("ordering_key") else None,
-            )
-            key_hash = sticky_key_hash(key)
+        for i, (position, data, metadata) in enumerate(entries):
+            key_hash = metadata_key_hash(metadata)
+            if i == replayed and self.replay and not self.allow_out_of_order:
+                # New entries must not overtake older ones of their key still held back.
+                waiting = self._waiting_hashes()
             consumer = self.selector.select(key_hash)
             if (
                 consumer is None
                 or key_hash in blocked_hashes
+                or (waiting is not None and key_hash in waiting)
                 or not consumer.available
                 or (consumer.max_read_position is not None and position >= consumer.max_read_position)
             ):
                 blocked_hashes.add(key_hash)
                 self.replay.add(position)
+                self._hash_of[position] = key_hash
                 continue
-            from magnetar.broker.dispatcher import entry_num_messages
-
             self.send(consumer, position, data, entry_num_messages(metadata))
             sent += 1
         return sent
 
+    def _waiting_hashes(self) -> set[int]:
+        """Key hashes of the entries now in the replay set (reading those not seen yet)."""
+        hashes = self._hash_of
+        out: set[int] = set()
+        for position in self.replay:
+            key_hash = hashes.get(position)
+            if key_hash is None:
+                try:
+                    key_hash = metadata_key_hash(entry_metadata(self.ledger.read(position)))
+                except Exception:  # unreadable: read_replay will drop it
+                    continue
+                hashes[position] = key_hash
+            out.add(key_hash)
+        if len(hashes) > 2 * len(self.replay) + 1024:
+            self._hash_of = {p: h for p, h in hashes.items() if p in self.replay}
+        return out
 
-def _previous(position: Position) -> Position:
-    return type(position)(position[0], position[1] - 1)
+
+def metadata_key_hash(metadata: pb.MessageMetadata | None) -> int:
+    """The Key_Shared hash of an entry: Murmur3 of its sticky key, modulo 65536."""
+    if metadata is None:
+        return sticky_key_hash(sticky_key(None, None))
+    key = sticky_key(
+        metadata.partition_key if metadata.HasField("partition_key") else None,
+        metadata.ordering_key if metadata.HasField("ordering_key") else None,
+        partition_key_b64_encoded=metadata.partition_key_b64_encoded,
+    )
+    return sticky_key_hash(key)

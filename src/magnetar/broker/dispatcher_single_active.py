@@ -46,7 +46,7 @@ class SingleActiveDispatcher(Dispatcher):
             consumer.msg_redelivered += consumer.unacked_messages
             self.rewind()
 
-    def redeliver_positions(self, positions: list, consumer: Consumer | None) -> None:
+    def redeliver_positions(self, positions: list, consumer: Consumer | None, count: bool = True) -> None:
         # Single-active subscriptions keep order: any redelivery rewinds to the first unacked.
         if consumer is not None and consumer is self.active:
             self.redeliver_all(consumer)
