@@ -150,22 +150,26 @@ def test_send_for_unknown_producer_closes(
 
 
 def test_duplicate_producer_id_for_another_topic_is_an_error(
-    raw: RawClient, client: pulsar.Client, topic: str
+    raw: RawClient, client: pulsar.Client, topic: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     assert raw.create_producer(topic, producer_id=5).type == T.PRODUCER_SUCCESS
     reply = raw.create_producer(topic + "-other", producer_id=5)
     assert reply.type == T.ERROR
     assert reply.error.request_id == 2
+    assert logged(caplog, "producer id 5 is already in use") == 1
     # the first producer is untouched and the connection lives
     raw.send_message(5, 0, b"first")
     assert raw.read_reply().type == T.SEND_RECEIPT
     round_trip(client, topic)
 
 
-def test_producer_name_already_connected_is_busy(client: pulsar.Client, topic: str) -> None:
+def test_producer_name_already_connected_is_busy(
+    client: pulsar.Client, topic: str, caplog: pytest.LogCaptureFixture
+) -> None:
     first = client.create_producer(topic, producer_name="only-one")
     with pytest.raises(pulsar.ProducerBusy):
         client.create_producer(topic, producer_name="only-one")
+    assert logged(caplog, "ProducerBusy") == 1
     first.send(b"first still works")
     first.close()
     # the name is free again once its producer is gone
@@ -204,10 +208,13 @@ def test_consumer_stats_for_unknown_consumer_is_an_error(raw: RawClient) -> None
     assert raw.is_alive()
 
 
-def test_second_exclusive_consumer_is_busy(client: pulsar.Client, topic: str) -> None:
+def test_second_exclusive_consumer_is_busy(
+    client: pulsar.Client, topic: str, caplog: pytest.LogCaptureFixture
+) -> None:
     first = client.subscribe(topic, "excl", consumer_type=pulsar.ConsumerType.Exclusive)
     with pytest.raises(pulsar.ConsumerBusy):
         client.subscribe(topic, "excl", consumer_type=pulsar.ConsumerType.Exclusive)
+    assert logged(caplog, "ConsumerBusy") == 1
     producer = client.create_producer(topic, batching_enabled=False)
     producer.send(b"to the first")
     assert first.receive(timeout_millis=5000).data() == b"to the first"
@@ -249,9 +256,12 @@ def test_unsupported_command_is_not_allowed_and_the_connection_lives(
     ["bad-domain://public/default/t", "persistent://public//t", "persistent://pub lic/default/t",
      "persistent://public/default/"],
 )
-def test_malformed_topic_name_in_lookup(raw: RawClient, bad_name: str) -> None:
+def test_malformed_topic_name_in_lookup(
+    raw: RawClient, bad_name: str, caplog: pytest.LogCaptureFixture
+) -> None:
     raw.send("LOOKUP", topic=bad_name, request_id=21)
     reply = raw.read_reply()
+    assert logged(caplog, "InvalidTopicName") == 1
     # the official client matches a failed lookup only by a LookupResponse
     assert reply.type == T.LOOKUP_RESPONSE
     resp = reply.lookupTopicResponse

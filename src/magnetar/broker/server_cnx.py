@@ -133,6 +133,8 @@ class ServerCnx(asyncio.Protocol):
             try:
                 handler(cmd, frame)
             except BrokerError as exc:
+                log.info("%s: %s refused (%s): %s", self.peer, T.Type.Name(kind),
+                         pb.ServerError.Name(exc.code), exc)
                 self._reply_error(cmd, exc.code, str(exc))
             except Exception:  # a bug must not take the other connections down
                 log.exception("%s: failed to handle %s", self.peer, T.Type.Name(kind))
@@ -215,8 +217,8 @@ class ServerCnx(asyncio.Protocol):
         request_id = _request_id(cmd)
         if request_id is not None:
             self.send_error(request_id, code, message)
-        else:
-            log.warning("%s: %s failed: %s", self.peer, T.Type.Name(cmd.type), message)
+        else:  # the caller logged the failure; nothing to answer
+            log.debug("%s: %s failed without a request id to answer", self.peer, T.Type.Name(cmd.type))
 
     # ------------------------------------------------------------------ handshake & liveness
 
@@ -345,7 +347,8 @@ class ServerCnx(asyncio.Protocol):
             raise BrokerError(pb.UnknownError, "Send without a payload")
         if not verify_checksum(payload):
             log.warning("%s: checksum mismatch from producer %s", self.peer, producer.name)
-            raise BrokerError(pb.ChecksumError, "checksum of the message does not match its content")
+            self._reply_error(cmd, pb.ChecksumError, "checksum of the message does not match its content")
+            return
         self.pending_sends += 1
         if self.pending_sends >= self.config.maxPendingPublishRequestsPerConnection and not self.reading_paused:
             self.reading_paused = True
