@@ -10,7 +10,9 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
+from magnetar.broker.topic import split_entry
 from magnetar.protocol import pb
+from magnetar.protocol.fastpath import message_command, message_frame
 
 if TYPE_CHECKING:
     from magnetar.broker.server_cnx import ServerCnx
@@ -18,6 +20,7 @@ if TYPE_CHECKING:
     from magnetar.storage import Position
 
 T = pb.BaseCommand
+_U64 = 1 << 64
 
 
 class Consumer:
@@ -76,23 +79,16 @@ class Consumer:
         track: bool = True,
     ) -> None:
         """Push one stored entry to the client (payload bytes as stored, unparsed)."""
-        from magnetar.broker.topic import split_entry
-
         entry_metadata, payload = split_entry(data)
-        msg = pb.CommandMessage(consumer_id=self.consumer_id, redelivery_count=redelivery_count)
-        msg.message_id.ledgerId = position[0]
-        msg.message_id.entryId = position[1]
-        if ack_set:
-            msg.ack_set.extend(ack_set)
         if track:
             self.pending[position] = num_messages
         self.permits -= num_messages
         self.msg_out += num_messages
         self.bytes_out += len(payload)
-        self.cnx.send_message(
-            T(type=T.MESSAGE, message=msg),
-            payload,
-            entry_metadata if self.send_entry_metadata else None,
+        cmd = message_command(self.consumer_id, position[0] % _U64, position[1] % _U64,
+                              redelivery_count, ack_set)
+        self.cnx.write(
+            message_frame(cmd, payload, entry_metadata if self.send_entry_metadata else None)
         )
 
     def active_consumer_change(self, is_active: bool) -> None:

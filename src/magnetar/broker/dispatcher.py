@@ -15,6 +15,7 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING
 
+from magnetar.broker.topic import split_entry
 from magnetar.protocol.errors import ProtocolError
 from magnetar.protocol.frames import peek_metadata
 
@@ -31,8 +32,6 @@ Entry = tuple["Position", bytes]
 
 def entry_metadata(data: bytes) -> pb.MessageMetadata | None:
     """The producer's MessageMetadata of a stored entry (None if it cannot be parsed)."""
-    from magnetar.broker.topic import split_entry
-
     try:
         return peek_metadata(split_entry(data)[1])
     except (ProtocolError, ValueError, IndexError):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from magnetar.protocol import pb
+from magnetar.protocol.fastpath import send_receipt_frame
 
 if TYPE_CHECKING:
     from magnetar.broker.server_cnx import ServerCnx
@@ -54,14 +55,9 @@ class Producer:
     def send_receipt(
         self, sequence_id: int, highest_sequence_id: int, ledger_id: int, entry_id: int
     ) -> None:
-        receipt = pb.CommandSendReceipt(
-            producer_id=self.producer_id,
-            sequence_id=sequence_id,
-            highest_sequence_id=highest_sequence_id,
+        self.cnx.write(
+            send_receipt_frame(self.producer_id, sequence_id, ledger_id, entry_id, highest_sequence_id)
         )
-        receipt.message_id.ledgerId = ledger_id % 2**64  # -1 (duplicates) travels as uint64
-        receipt.message_id.entryId = entry_id % 2**64
-        self.cnx.send(pb.BaseCommand(type=pb.BaseCommand.SEND_RECEIPT, send_receipt=receipt))
         self.cnx.on_send_done()
 
     def send_error(self, sequence_id: int, code: int, message: str) -> None:
