@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import threading
 import uuid
 from collections.abc import Callable, Iterator
@@ -65,10 +66,8 @@ class ThreadedBroker:
 
     def stop(self) -> None:
         if self.service is not None:
-            try:
+            with contextlib.suppress(concurrent.futures.TimeoutError, RuntimeError):
                 self.call_async(self.service.stop)
-            except (concurrent.futures.TimeoutError, RuntimeError):
-                pass
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(timeout=10)
 
