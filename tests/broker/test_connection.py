@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import time
 from pathlib import Path
+from typing import Any
 
 import pulsar
 import pytest
@@ -129,6 +130,41 @@ def test_peer_that_answers_pings_stays_connected(tmp_path: Path) -> None:
             for _ in range(3):  # three intervals, each Ping answered at once
                 assert raw.expect(T.PING, timeout=3, answer_pings=False)
                 raw.send("PONG")
+            assert raw.is_alive()
+    finally:
+        broker.stop()
+
+
+def _cnx_of(broker: ThreadedBroker, raw: RawClient) -> Any:
+    host, port = raw.sock.getsockname()[:2]
+    peer = f"{host}:{port}"
+    assert broker.service is not None
+    service = broker.service
+    return broker.call(lambda: next(c for c in service.connections if c.peer == peer))
+
+
+def test_no_keepalive_drop_while_the_broker_is_not_reading(tmp_path: Path) -> None:
+    """Backpressure stops reading a connection: its Pong may be unread, so it is not dropped."""
+    broker = start_broker(tmp_path, keepAliveIntervalSeconds=1)
+    try:
+        with RawClient.for_url(broker.url) as raw:
+            raw.connect()
+            cnx = _cnx_of(broker, raw)
+
+            def pause() -> None:
+                cnx.reading_paused = True
+                cnx.transport.pause_reading()
+
+            def resume() -> None:
+                cnx.reading_paused = False
+                cnx.transport.resume_reading()
+
+            broker.call(pause)
+            # three unanswered Pings: the third proves the second tick did not hang up
+            for _ in range(3):
+                assert raw.expect(T.PING, timeout=3, answer_pings=False)
+            broker.call(resume)
+            raw.send("PONG")
             assert raw.is_alive()
     finally:
         broker.stop()

@@ -258,12 +258,18 @@ class ServerCnx(asyncio.Protocol):
 
     def keepalive_tick(self) -> None:
         """Called by the service every keepAliveIntervalSeconds."""
-        if self.closed or not self.connected:
-            if not self.connected and time.monotonic() - self.last_received > self.config.keepAliveIntervalSeconds:
+        if self.closed:
+            return
+        silent = time.monotonic() - self.last_received > self.config.keepAliveIntervalSeconds
+        if not self.connected:
+            if silent:
                 self._protocol_violation("no Connect within the keep-alive interval")
             return
-        if self.ping_outstanding and time.monotonic() - self.last_received > self.config.keepAliveIntervalSeconds:
+        if self.ping_outstanding and silent and not self.reading_paused:
+            # (while reading is paused for backpressure, the Pong may be waiting unread)
             self._protocol_violation("peer did not answer Ping")
+            return
+        if self.remote_protocol_version < 1:  # Ping/Pong arrived with protocol v1
             return
         self.ping_outstanding = True
         self.send(T(type=T.PING, ping=pb.CommandPing()))
