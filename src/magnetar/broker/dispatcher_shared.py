@@ -80,17 +80,16 @@ class SharedDispatcher(Dispatcher):
         self.schedule()
 
     def dispatch(self) -> None:
-        while True:
+        for _ in range(64):  # bounded work per event-loop turn; reschedules itself if more
             available = self._available()
             if not available or not self.has_more():
                 break
             budget = min(sum(c.permits for c in available), self.max_read())
             entries = self.read_for_dispatch(budget)
-            if not entries:
-                if self.replay or self.read_position <= (self.ledger.last_confirmed() or Position(-1, -1)):
-                    continue
-                break
-            self.assign(entries)
+            if entries:  # none: all acknowledged or delayed; the next pass reads further
+                self.assign(entries)
+        else:
+            self.schedule()
         self.sub.check_end_of_topic()
 
     def assign(self, entries: list[tuple[Position, bytes, pb.MessageMetadata | None]]) -> None:

@@ -28,7 +28,7 @@ class SingleActiveDispatcher(Dispatcher):
         if self.sub_type == pb.CommandSubscribe.Exclusive and self.consumers:
             raise BrokerError(pb.ConsumerBusy, f"Exclusive consumer is already connected to {self.sub.name}")
         super().add_consumer(consumer)
-        self._elect()
+        self._elect(joined=consumer)
 
     def remove_consumer(self, consumer: Consumer) -> None:
         was_active = consumer is self.active
@@ -51,7 +51,7 @@ class SingleActiveDispatcher(Dispatcher):
         if consumer is not None and consumer is self.active:
             self.redeliver_all(consumer)
 
-    def _elect(self, force_rewind: bool = False) -> None:
+    def _elect(self, force_rewind: bool = False, joined: Consumer | None = None) -> None:
         if not self.consumers:
             self.active = None
             return
@@ -67,7 +67,8 @@ class SingleActiveDispatcher(Dispatcher):
             self.active.pending.clear()
         self.active = chosen
         if self.sub_type == pb.CommandSubscribe.Failover:
-            for c in self.consumers:
+            # Everyone hears of a change; otherwise only a newcomer learns where it stands.
+            for c in self.consumers if changed else [joined] if joined is not None else []:
                 c.active_consumer_change(c is chosen)
         if changed or force_rewind:
             self.rewind()

@@ -231,6 +231,7 @@ class PersistentSubscription:
             )
         if self.dispatcher is not None:
             self.dispatcher.remove_consumer(consumer)
+            self._close_dispatcher()
         self.topic.delete_subscription(self.name)
 
     def stats(self) -> dict[str, Any]:
