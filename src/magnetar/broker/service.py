@@ -24,6 +24,7 @@ from magnetar.broker.config import BrokerConfig
 from magnetar.broker.consumer import Consumer
 from magnetar.broker.dedup import MessageDeduplication
 from magnetar.broker.errors import BrokerError
+from magnetar.broker.policies import PolicyStore
 from magnetar.broker.producer import Producer
 from magnetar.broker.schema_registry import SchemaRecord, SchemaRegistry
 from magnetar.broker.server_cnx import ServerCnx
@@ -35,7 +36,7 @@ from magnetar.broker.subscription import (
 from magnetar.broker.topic import NonPersistentTopic, PersistentTopic, Topic
 from magnetar.broker.topic_name import TopicName
 from magnetar.protocol import pb
-from magnetar.storage import ManagedLedgerFactory, Position, StorageConfig
+from magnetar.storage import EARLIEST, ManagedLedgerFactory, Position, StorageConfig, StorageError
 from magnetar.storage.cursor import ManagedCursor
 
 if TYPE_CHECKING:
@@ -82,6 +83,7 @@ class BrokerService:
         )
         self.metadata = self.storage.metadata
         self.schemas = SchemaRegistry(self.metadata)
+        self.policies = PolicyStore(self.metadata, config)
         self.topics: dict[str, Topic] = {}
         self.connections: set[ServerCnx] = set()
         self.port = config.brokerServicePort
@@ -110,6 +112,9 @@ class BrokerService:
     async def stop(self) -> None:
         for task in self._tasks:
             task.cancel()
+        for topic in list(self.topics.values()):
+            if isinstance(topic, PersistentTopic):
+                self.save_dedup_snapshot(topic)
         if self._server is not None:
             self._server.close()
         for cnx in list(self.connections):
@@ -126,8 +131,10 @@ class BrokerService:
                 cnx.keepalive_tick()
 
     async def _housekeeping_loop(self) -> None:
-        interval = max(1, min(self.config.retentionCheckIntervalInSeconds,
-                              self.config.messageExpiryCheckIntervalInMinutes * 60))
+        cfg = self.config
+        interval = max(1, min(cfg.retentionCheckIntervalInSeconds,
+                              cfg.messageExpiryCheckIntervalInMinutes * 60,
+                              cfg.backlogQuotaCheckIntervalInSeconds))
         while True:
             await asyncio.sleep(interval)
             try:
@@ -135,34 +142,63 @@ class BrokerService:
             except Exception:
                 log.exception("housekeeping failed")
 
-    def run_housekeeping(self) -> None:
-        """Message TTL and retention, for every loaded persistent topic."""
-        ttl = self.config.ttlDurationDefaultInSeconds
-        retention_time = self.config.defaultRetentionTimeInMinutes * 60
-        retention_size = self.config.defaultRetentionSizeInMB * 1024 * 1024
+    def run_housekeeping(self, now: float | None = None) -> None:
+        """The periodic work on every loaded persistent topic, in this order: message TTL,
+        backlog quotas, dedup snapshots (and forgetting long-gone producers), retention
+        (deleting consumed segments). ``now`` (epoch seconds) is for tests."""
+        now = time.time() if now is None else now
+        cfg = self.config
+        ttl = cfg.ttlDurationDefaultInSeconds
+        retention_time = cfg.defaultRetentionTimeInMinutes * 60
+        retention_size = cfg.defaultRetentionSizeInMB * 1024 * 1024
+        inactive_ms = cfg.brokerDeduplicationProducerInactivityTimeoutMinutes * 60_000
         for topic in list(self.topics.values()):
-            if not isinstance(topic, PersistentTopic):
+            if not isinstance(topic, PersistentTopic) or self.topics.get(topic.name) is not topic:
                 continue
-            if ttl > 0:
-                self.expire_messages(topic, ttl)
-            topic.ledger.trim(retention_time, retention_size)
+            try:
+                if ttl > 0:
+                    self.expire_messages(topic, ttl, now)
+                self.check_backlog_quota(topic)
+                if topic.dedup is not None:
+                    if topic.dedup.purge_inactive(inactive_ms):
+                        topic.dedup_unsaved += 1
+                    self.save_dedup_snapshot(topic)  # before trim drops what replay would need
+                topic.ledger.trim(retention_time, retention_size)
+            except Exception:
+                log.exception("housekeeping of topic %s failed", topic.name)
 
-    def expire_messages(self, topic: PersistentTopic, ttl_seconds: int) -> None:
+    def expire_messages(self, topic: PersistentTopic, ttl_seconds: float, now: float | None = None) -> None:
+        """Message TTL: acknowledge, on every subscription, the entries published more than
+        ``ttl_seconds`` ago (found by binary search on publish time, not by a scan)."""
         from magnetar.broker.dispatcher import entry_metadata
 
-        cutoff = int(time.time() * 1000) - ttl_seconds * 1000
-        for sub in topic.subscriptions.values():
-            if not isinstance(sub, PersistentSubscription):
-                continue
-            cursor = sub.cursor
-            expire_to = None
-            for position in cursor.unacked_positions():
-                metadata = entry_metadata(topic.ledger.read(position))
-                if metadata is None or metadata.publish_time >= cutoff:
-                    break
-                expire_to = position
-            if expire_to is not None:
-                cursor.mark_delete(expire_to)
+        now = time.time() if now is None else now
+        cutoff = int((now - ttl_seconds) * 1000)
+        ledger = topic.ledger
+        last = ledger.last_confirmed()
+        if last is None:
+            return
+
+        def fresh(data: bytes) -> bool:
+            metadata = entry_metadata(data)
+            return metadata is None or metadata.publish_time >= cutoff
+
+        first_fresh = ledger.find_position(fresh)
+        if first_fresh is None:
+            expire_to = last
+        else:
+            expire_to = Position(first_fresh.ledger_id, first_fresh.entry_id - 1)
+        for sub in list(topic.subscriptions.values()):
+            if isinstance(sub, PersistentSubscription) and sub.cursor.mark_delete_position < expire_to:
+                self._skip_to(sub, expire_to)
+
+    @staticmethod
+    def _skip_to(sub: PersistentSubscription, position: Position) -> None:
+        """Acknowledge everything up to ``position`` on behalf of the subscription."""
+        sub.cursor.mark_delete(position)
+        if sub.dispatcher is not None:
+            sub.dispatcher.schedule()
+        sub.check_end_of_topic()
 
     # ------------------------------------------------------------------ authentication
 
@@ -300,16 +336,56 @@ class BrokerService:
             cnx.producers[producer.producer_id] = producer
             cnx.send(producer.success_command(req.request_id, ready=False))
 
+    # ------------------------------------------------------------------ deduplication
+    #
+    # A topic's dedup state is stored as one snapshot, ``dedup/<topic>`` = {"position": the
+    # last entry it reflects, "producers": {name: highest persisted sequence id}}, written
+    # every brokerDeduplicationEntriesInterval entries, at housekeeping, and on shutdown
+    # (never per message). Loading a topic restores the snapshot and replays the producer
+    # name and sequence ids of the entries after its position (at most one interval's
+    # worth), so a kill -9 loses nothing that was persisted.
+
     def make_dedup(self, topic: PersistentTopic) -> MessageDeduplication:
-        key = f"dedup/{topic.name}"
-
-        def persist(producer_name: str, sequence_id: int) -> None:
-            self.metadata.put(f"{key}/{producer_name}", sequence_id)
-
-        dedup = MessageDeduplication(persist)
-        stored = self.metadata.list(f"{key}/")
-        dedup.restore({k[len(key) + 1:]: int(v) for k, v in stored.items()})
+        dedup = MessageDeduplication(max_producers=self.config.brokerDeduplicationMaxNumberOfProducers)
+        ledger = topic.ledger
+        stored = self.metadata.get(f"dedup/{topic.name}")
+        if stored is None:
+            # dedup starts now: earlier entries (if dedup was off) are not replayed
+            topic.dedup_position = ledger.last_confirmed() or EARLIEST
+            self._put_dedup_snapshot(topic, {})
+            return dedup
+        dedup.restore({name: int(seq) for name, seq in stored["producers"].items()})
+        position = Position(*stored["position"])
+        replayed = 0
+        start = ledger.next_position(position)
+        last = ledger.last_confirmed()
+        if start is not None and last is not None:
+            for entry_position, data in ledger.read_range(start, last):
+                _replay_entry(dedup, data)
+                replayed += 1
+                position = entry_position
+        topic.dedup_position = position
+        topic.dedup_unsaved = replayed
+        if replayed:
+            log.info("topic %s: dedup state restored, %d entries replayed", topic.name, replayed)
         return dedup
+
+    def save_dedup_snapshot(self, topic: PersistentTopic) -> None:
+        """Store the topic's dedup state if it changed since the last snapshot."""
+        if topic.dedup is None or topic.dedup_unsaved == 0:
+            return
+        self._put_dedup_snapshot(topic, topic.dedup.snapshot())
+
+    def _put_dedup_snapshot(self, topic: PersistentTopic, producers: dict[str, int]) -> None:
+        position = topic.dedup_position or EARLIEST
+        try:
+            self.metadata.put(
+                f"dedup/{topic.name}", {"position": list(position), "producers": producers}
+            )
+        except StorageError as exc:  # the ledger tail still holds the state: retry later
+            log.error("topic %s: saving the dedup snapshot failed: %s", topic.name, exc)
+            return
+        topic.dedup_unsaved = 0
 
     def load_entry_index(self, topic: PersistentTopic) -> int:
         """The next broker entry index of a topic (entries carry the index of their last message)."""
@@ -324,21 +400,75 @@ class BrokerService:
         bem = pb.BrokerEntryMetadata.FromString(bem_raw)
         return bem.index + 1 if bem.HasField("index") else 0
 
+    # ------------------------------------------------------------------ backlog quotas
+    #
+    # As in Pulsar: the size quota (backlogQuotaDefaultLimitBytes) bounds the estimated
+    # backlog of the slowest durable subscription. It is checked when a producer connects
+    # (refused with ProducerBlockedQuotaExceededError for producer_request_hold: the client
+    # keeps retrying and its sends wait; ProducerBlockedQuotaExceededException for
+    # producer_exception: the client fails its pending sends) and by housekeeping every
+    # backlogQuotaCheckIntervalInSeconds, which disconnects the producers of a topic over
+    # quota (they reconnect and meet the check above) or, for consumer_backlog_eviction,
+    # moves the slowest cursors forward until the backlog is back under 90% of the limit.
+
+    def backlog_bytes(self, topic: PersistentTopic) -> tuple[int, PersistentSubscription | None]:
+        """Estimated backlog bytes of the slowest durable subscription, and that subscription."""
+        slowest: PersistentSubscription | None = None
+        entries = 0
+        for sub in topic.subscriptions.values():
+            if isinstance(sub, PersistentSubscription) and sub.durable:
+                backlog = sub.backlog()
+                if slowest is None or backlog > entries:
+                    slowest, entries = sub, backlog
+        if slowest is None or entries == 0:
+            return 0, slowest
+        ledger = topic.ledger
+        count = ledger.entry_count()
+        average = ledger.size_bytes() / count if count else 0.0
+        return int(entries * average), slowest
+
     def backlog_quota_error(self, topic: PersistentTopic) -> tuple[int, str] | None:
+        """The error for a new producer on a topic over its backlog quota, else None."""
         limit = self.config.backlogQuotaDefaultLimitBytes
-        if limit < 0 or not topic.subscriptions:
-            return None
         policy = self.config.backlogQuotaDefaultRetentionPolicy
-        if policy == "consumer_backlog_eviction":
+        if limit < 0 or policy == "consumer_backlog_eviction" or not topic.subscriptions:
             return None
-        if topic.ledger.size_bytes() <= limit:
+        size, _ = self.backlog_bytes(topic)
+        if size <= limit:
             return None
-        backlog = max((s.backlog() for s in topic.subscriptions.values()), default=0)
-        if backlog == 0:
-            return None
+        why = f"backlog quota exceeded on {topic.name}: {size} bytes over the {limit}-byte limit"
         if policy == "producer_exception":
-            return pb.ProducerBlockedQuotaExceededException, "backlog quota exceeded"
-        return pb.ProducerBlockedQuotaExceededError, "backlog quota exceeded; producer on hold"
+            return pb.ProducerBlockedQuotaExceededException, why
+        return pb.ProducerBlockedQuotaExceededError, why + "; producers are on hold"
+
+    def check_backlog_quota(self, topic: PersistentTopic) -> None:
+        """Enforce the size quota on a topic now (see above)."""
+        limit = self.config.backlogQuotaDefaultLimitBytes
+        if limit < 0:
+            return
+        size, slowest = self.backlog_bytes(topic)
+        if size <= limit:
+            return
+        policy = self.config.backlogQuotaDefaultRetentionPolicy
+        if policy != "consumer_backlog_eviction":
+            log.info("topic %s: backlog quota exceeded (%d > %d bytes): disconnecting producers",
+                     topic.name, size, limit)
+            for producer in list(topic.producers.values()):
+                producer.close_by_broker()
+                topic.remove_producer(producer)
+            return
+        target = int(limit * 0.9)
+        previous = None
+        while size > target and slowest is not None and slowest is not previous:
+            ledger = topic.ledger
+            average = ledger.size_bytes() / max(1, ledger.entry_count())
+            skip = max(1, int((size - target + average - 1) // average))
+            position = _position_after(ledger, slowest.cursor.mark_delete_position, skip)
+            log.info("topic %s: backlog quota exceeded (%d > %d bytes): subscription %s skips "
+                     "%d entries", topic.name, size, limit, slowest.name, skip)
+            self._skip_to(slowest, position)
+            previous = slowest
+            size, slowest = self.backlog_bytes(topic)
 
     # ------------------------------------------------------------------ consumers
 
@@ -433,6 +563,37 @@ class BrokerService:
         except ValueError as exc:
             raise BrokerError(pb.IncompatibleSchema, str(exc)) from exc
         return _VERSION.pack(version)
+
+
+def _position_after(ledger: Any, start: Position, n: int) -> Position:
+    """The position ``n`` entries after ``start`` (or the last one), without reading data."""
+    last = ledger.last_confirmed()
+    for lid in ledger.segment_ids():
+        if lid < start.ledger_id:
+            continue
+        first_eid = start.entry_id + 1 if lid == start.ledger_id else 0
+        available = ledger.count_between(Position(lid, first_eid), Position(lid, 2**62))
+        if n <= available:
+            return Position(lid, first_eid + n - 1)
+        n -= available
+    return last if last is not None else start
+
+
+def _replay_entry(dedup: MessageDeduplication, data: bytes) -> None:
+    """Apply one stored entry's producer and sequence ids to the dedup state."""
+    from magnetar.broker.dispatcher import entry_metadata
+
+    metadata = entry_metadata(data)
+    if metadata is None or not metadata.producer_name:
+        return
+    if metadata.HasField("chunk_id") and metadata.chunk_id != metadata.num_chunks_from_msg - 1:
+        return
+    seq = metadata.sequence_id
+    if metadata.HasField("highest_sequence_id"):
+        highest = metadata.highest_sequence_id
+    else:  # clients number the messages of a batch consecutively
+        highest = seq + max(1, metadata.num_messages_in_batch) - 1
+    dedup.replay(metadata.producer_name, seq, max(seq, highest))
 
 
 def _ledger_name(topic_name: TopicName) -> str:

@@ -1,0 +1,91 @@
+"""Namespace policies: retention, message TTL and backlog quota, over broker defaults.
+
+A namespace may set any of these (the admin layer will call ``set``); whatever it leaves
+unset falls back to the broker's ``broker.conf`` defaults, as in Pulsar. Policies live in the
+metadata store under ``policies/{tenant}/{namespace}`` so they survive restarts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+from magnetar.broker.config import BrokerConfig, ConfigError
+
+BACKLOG_POLICIES = ("producer_request_hold", "producer_exception", "consumer_backlog_eviction")
+
+
+@dataclass(frozen=True)
+class Policies:
+    """The effective policies of one namespace (-1 means unlimited, as in Pulsar)."""
+
+    retention_time_minutes: int
+    retention_size_mb: int
+    message_ttl_seconds: int
+    backlog_quota_limit_bytes: int
+    backlog_quota_limit_seconds: int
+    backlog_quota_policy: str
+
+    @property
+    def retention_time_seconds(self) -> int:
+        return self.retention_time_minutes * 60 if self.retention_time_minutes >= 0 else -1
+
+    @property
+    def retention_size_bytes(self) -> int:
+        return self.retention_size_mb * 1024 * 1024 if self.retention_size_mb >= 0 else -1
+
+
+def broker_defaults(config: BrokerConfig) -> Policies:
+    return Policies(
+        retention_time_minutes=config.defaultRetentionTimeInMinutes,
+        retention_size_mb=config.defaultRetentionSizeInMB,
+        message_ttl_seconds=config.ttlDurationDefaultInSeconds,
+        backlog_quota_limit_bytes=config.backlogQuotaDefaultLimitBytes,
+        backlog_quota_limit_seconds=config.backlogQuotaDefaultLimitSecond,
+        backlog_quota_policy=config.backlogQuotaDefaultRetentionPolicy,
+    )
+
+
+_FIELDS = {f.name for f in fields(Policies)}
+
+
+class PolicyStore:
+    """Reads and writes namespace policies; caches the effective values per namespace."""
+
+    def __init__(self, metadata: Any, config: BrokerConfig) -> None:
+        self.metadata = metadata
+        self.config = config
+        self._cache: dict[str, Policies] = {}
+
+    def overrides(self, namespace: str) -> dict[str, Any]:
+        """What the namespace itself sets (empty when it follows the broker defaults)."""
+        return dict(self.metadata.get(f"policies/{namespace}") or {})
+
+    def get(self, namespace: str) -> Policies:
+        cached = self._cache.get(namespace)
+        if cached is None:
+            values = asdict(broker_defaults(self.config))
+            values.update(self.overrides(namespace))
+            cached = self._cache[namespace] = Policies(**values)
+        return cached
+
+    def set(self, namespace: str, **changes: Any) -> Policies:
+        """Set (or, with value None, clear) namespace-level policies."""
+        unknown = set(changes) - _FIELDS
+        if unknown:
+            raise ConfigError(f"unknown namespace policies: {', '.join(sorted(unknown))}")
+        policy = changes.get("backlog_quota_policy")
+        if policy is not None and policy not in BACKLOG_POLICIES:
+            raise ConfigError(f"backlog_quota_policy must be one of {', '.join(BACKLOG_POLICIES)}")
+        current = self.overrides(namespace)
+        for key, value in changes.items():
+            if value is None:
+                current.pop(key, None)
+            else:
+                current[key] = value
+        if current:
+            self.metadata.put(f"policies/{namespace}", current)
+        else:
+            self.metadata.delete(f"policies/{namespace}")
+        self._cache.pop(namespace, None)
+        return self.get(namespace)
