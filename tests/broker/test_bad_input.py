@@ -115,6 +115,18 @@ def test_garbage_protobuf_closes(
     round_trip(client, topic)
 
 
+def test_command_type_outside_the_schema_closes(
+    broker: ThreadedBroker, client: pulsar.Client, topic: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    with RawClient.for_url(broker.url) as r:
+        r.connect()
+        body = b"\x08\xc8\x01"  # BaseCommand.type = 200: no such command
+        r.send_bytes(struct.pack(">II", 4 + len(body), len(body)) + body)
+        assert r.wait_closed(5)
+    assert logged(caplog, "malformed frame") == 1
+    round_trip(client, topic)
+
+
 # ---------------------------------------------------------------------- producers
 
 
