@@ -315,6 +315,65 @@ class BrokerService:
     def topic_stats(self, name: str) -> dict[str, Any]:
         return self.get_topic(name, create=False).stats()
 
+    # ------------------------------------------------------------------ cursor operations
+    # (what the admin API's subscription endpoints call)
+
+    def _durable_subscription(self, topic_name: str, subscription: str) -> PersistentSubscription:
+        topic = self.get_topic(topic_name, create=False)
+        sub = topic.subscriptions.get(subscription)
+        if not isinstance(sub, PersistentSubscription):
+            raise BrokerError(
+                pb.SubscriptionNotFound, f"subscription {subscription} not found on {topic_name}"
+            )
+        return sub
+
+    def create_subscription(self, topic_name: str, subscription: str, earliest: bool = False) -> None:
+        topic = self.get_topic(topic_name, create=False)
+        if not isinstance(topic, PersistentTopic):
+            raise BrokerError(pb.NotAllowedError, "only persistent topics keep subscriptions")
+        if subscription not in topic.subscriptions:
+            cursor = topic.ledger.open_cursor(subscription, "earliest" if earliest else "latest")
+            topic.subscriptions[subscription] = PersistentSubscription(topic, subscription, cursor, durable=True)
+
+    def reset_cursor(self, topic_name: str, subscription: str, ledger_id: int, entry_id: int) -> None:
+        """Move a subscription to a message id (its consumers reconnect, as on Seek)."""
+        sub = self._durable_subscription(topic_name, subscription)
+        sub.seek_to_id(ledger_id, entry_id)
+        sub.disconnect_consumers()
+
+    def reset_cursor_by_time(self, topic_name: str, subscription: str, publish_time_ms: int) -> None:
+        sub = self._durable_subscription(topic_name, subscription)
+        sub.seek_to_time(publish_time_ms)
+        sub.disconnect_consumers()
+
+    def skip_messages(self, topic_name: str, subscription: str, count: int) -> int:
+        """Acknowledge the next ``count`` unacknowledged entries; returns how many were skipped."""
+        sub = self._durable_subscription(topic_name, subscription)
+        skipped = []
+        for position in sub.cursor.unacked_positions():
+            if len(skipped) >= count:
+                break
+            skipped.append(position)
+        if skipped:
+            sub.cursor.delete(skipped)
+            if sub.dispatcher is not None:
+                sub.dispatcher.rewind()
+        return len(skipped)
+
+    def clear_backlog(self, topic_name: str, subscription: str) -> None:
+        sub = self._durable_subscription(topic_name, subscription)
+        last = sub.topic.ledger.last_confirmed()
+        if last is not None:
+            sub.cursor.mark_delete(last)
+            if sub.dispatcher is not None:
+                sub.dispatcher.rewind()
+
+    def delete_subscription(self, topic_name: str, subscription: str) -> None:
+        sub = self._durable_subscription(topic_name, subscription)
+        if sub.consumers:
+            raise BrokerError(pb.ConsumerBusy, f"subscription {subscription} has active consumers")
+        sub.topic.delete_subscription(subscription)
+
     # ------------------------------------------------------------------ producers
 
     def create_producer(self, cnx: ServerCnx, req: pb.CommandProducer) -> None:
