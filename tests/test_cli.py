@@ -151,11 +151,12 @@ def test_standalone_serves_stops_cleanly_and_keeps_data(tmp_path: Path, brokers:
     assert other.returncode == 1
     assert "in use" in other.stderr
 
-    client.close()
+    # SIGTERM while the client is still connected
     started = time.monotonic()
     assert first.terminate() == 0
     assert time.monotonic() - started < STOP_TIMEOUT
     assert "Traceback" not in first.stderr
+    client.close()
 
     second = Broker(*args, port=port)
     brokers.append(second)
