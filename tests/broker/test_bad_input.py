@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import struct
 import time
+from collections.abc import Iterator
 
 import pulsar
 import pytest
@@ -24,10 +25,10 @@ CNX_LOGGER = "magnetar.broker.server_cnx"
 
 
 @pytest.fixture
-def raw(broker: ThreadedBroker) -> RawClient:
+def raw(broker: ThreadedBroker) -> Iterator[RawClient]:
     r = RawClient.for_url(broker.url)
     r.connect()
-    yield r  # type: ignore[misc]
+    yield r
     r.close()
 
 
