@@ -35,6 +35,7 @@ class Producer:
         self.msg_in = 0
         self.bytes_in = 0
         self.epoch = 0
+        self.ready = True  # False while a WaitForExclusive producer waits for the topic
 
     def success_command(self, request_id: int, ready: bool = True) -> pb.BaseCommand:
         resp = pb.CommandProducerSuccess(

@@ -339,14 +339,16 @@ class ServerCnx(asyncio.Protocol):
         self.service.create_producer(self, req)
 
     def on_producer_ready(self, producer: Producer, request_id: int) -> None:
+        producer.ready = True
         self.producers[producer.producer_id] = producer
         self.send(producer.success_command(request_id))
 
     def handle_send(self, cmd: pb.BaseCommand, frame: Frame) -> None:
         send = cmd.send
         producer = self.producers.get(send.producer_id)
-        if producer is None:
-            self._protocol_violation(f"Send for unknown producer id {send.producer_id}")
+        if producer is None or not producer.ready:
+            state = "unknown" if producer is None else "not yet ready (waiting for exclusive access)"
+            self._protocol_violation(f"Send for {state} producer id {send.producer_id}")
             return
         payload = frame.payload_part
         if payload is None:

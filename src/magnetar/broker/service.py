@@ -393,6 +393,7 @@ class BrokerService:
             cnx.on_producer_ready(producer, req.request_id)
         else:
             cnx.producers[producer.producer_id] = producer
+            producer.ready = False
             cnx.send(producer.success_command(req.request_id, ready=False))
 
     # ------------------------------------------------------------------ deduplication
