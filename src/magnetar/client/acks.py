@@ -1,0 +1,82 @@
+"""Grouped acknowledgements: acks collect for ``ack_group_time`` and leave as one command.
+
+Individual acks of batch members are held per entry until every member delivered from
+that entry is acknowledged; then the entry itself is acknowledged (the official clients'
+behaviour without batch-index acks).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+from magnetar.protocol import command, encode_command, pb
+
+T = pb.BaseCommand
+EntryKey = tuple[int, int]
+
+
+class AckGroupingTracker:
+    def __init__(self, send: Callable[[bytes], None], consumer_id: Callable[[], int],
+                 group_time: float, max_size: int = 1000) -> None:
+        self._send = send
+        self._consumer_id = consumer_id
+        self._group_time = group_time
+        self._max = max_size
+        self._individual: dict[EntryKey, None] = {}
+        self._cumulative: EntryKey | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._batches: dict[EntryKey, set[int]] = {}
+
+    def track_batch(self, key: EntryKey, indexes: set[int]) -> None:
+        self._batches[key] = indexes
+
+    def individual(self, key: EntryKey, batch_index: int = -1) -> bool:
+        """Record an ack; True when the whole entry is now acknowledged."""
+        if batch_index >= 0:
+            left = self._batches.get(key)
+            if left is not None:
+                left.discard(batch_index)
+                if left:
+                    return False
+                del self._batches[key]
+        self._individual[key] = None
+        self._arm(len(self._individual) >= self._max)
+        return True
+
+    def cumulative(self, key: EntryKey) -> None:
+        if self._cumulative is None or key > self._cumulative:
+            self._cumulative = key
+        for k in [k for k in self._batches if k <= key]:
+            del self._batches[k]
+        self._arm(False)
+
+    def forget_batches(self) -> None:
+        self._batches.clear()
+
+    def _arm(self, now: bool) -> None:
+        if now or self._group_time <= 0:
+            self.flush()
+        elif self._timer is None:
+            self._timer = asyncio.get_running_loop().call_later(self._group_time, self.flush)
+
+    def flush(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        cid = self._consumer_id()
+        out = []
+        if self._cumulative is not None:
+            ledger, entry = self._cumulative
+            self._cumulative = None
+            out.append(encode_command(command(
+                T.ACK, consumer_id=cid, ack_type=pb.CommandAck.Cumulative,
+                message_id=[pb.MessageIdData(ledgerId=ledger, entryId=entry)])))
+        if self._individual:
+            ids = [pb.MessageIdData(ledgerId=ledger, entryId=entry)
+                   for ledger, entry in self._individual]
+            self._individual = {}
+            out.append(encode_command(command(
+                T.ACK, consumer_id=cid, ack_type=pb.CommandAck.Individual, message_id=ids)))
+        if out:
+            self._send(b"".join(out))

@@ -1,0 +1,45 @@
+"""Enumerations with the official client's names and values."""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class CompressionType(IntEnum):
+    NONE = 0
+    LZ4 = 1
+    ZLib = 2
+    ZSTD = 3
+    SNAPPY = 4
+
+
+class ConsumerType(IntEnum):
+    Exclusive = 0
+    Shared = 1
+    Failover = 2
+    KeyShared = 3
+
+
+class InitialPosition(IntEnum):
+    Latest = 0
+    Earliest = 1
+
+
+class PartitionsRoutingMode(IntEnum):
+    UseSinglePartition = 0
+    RoundRobinDistribution = 1
+    CustomPartition = 2
+
+
+class HashingScheme(IntEnum):
+    """How a message key picks a partition (``BoostHash`` is the Python client's default)."""
+
+    BoostHash = 0
+    JavaStringHash = 1
+    Murmur3_32Hash = 2
+
+
+class RegexSubscriptionMode(IntEnum):
+    PersistentOnly = 0
+    NonPersistentOnly = 1
+    AllTopics = 2

@@ -1,0 +1,92 @@
+"""Exceptions raised by the client, named after the official client's ``Result`` values."""
+
+from __future__ import annotations
+
+from magnetar.protocol import pb
+
+
+class PulsarException(Exception):
+    """Base class of every client error."""
+
+
+class Timeout(PulsarException):
+    """An operation did not complete within its time limit."""
+
+
+class ConnectError(PulsarException):
+    """The broker could not be reached or the handshake failed."""
+
+
+class AuthenticationError(PulsarException):
+    """The broker refused our credentials."""
+
+
+class AlreadyClosed(PulsarException):
+    """The client, producer or consumer is closed."""
+
+
+class ProducerQueueIsFull(PulsarException):
+    """The pending-message queue is full and ``block_if_queue_full`` is off."""
+
+
+class MessageTooBig(PulsarException):
+    """The message exceeds the broker's maximum size and chunking is off."""
+
+
+class LookupError(PulsarException):
+    """Topic lookup failed."""
+
+
+class NotConnected(PulsarException):
+    """The connection went away while an operation was in flight."""
+
+
+class ServerError(PulsarException):
+    """The broker answered with an ``Error`` command (or an error inside a response)."""
+
+    def __init__(self, code: int, message: str) -> None:
+        try:
+            name = pb.ServerError.Name(code)
+        except ValueError:
+            name = f"ServerError({code})"
+        super().__init__(f"{name}: {message}")
+        self.code = code
+        self.name = name
+
+
+class TopicNotFound(ServerError):
+    pass
+
+
+class ConsumerBusy(ServerError):
+    pass
+
+
+class ProducerBusy(ServerError):
+    pass
+
+
+class IncompatibleSchema(ServerError):
+    pass
+
+
+class TopicTerminated(ServerError):
+    pass
+
+
+_BY_CODE: dict[int, type[ServerError]] = {
+    pb.TopicNotFound: TopicNotFound,
+    pb.ConsumerBusy: ConsumerBusy,
+    pb.ProducerBusy: ProducerBusy,
+    pb.IncompatibleSchema: IncompatibleSchema,
+    pb.TopicTerminatedError: TopicTerminated,
+}
+
+#: Errors after which retrying (reconnecting) makes sense.
+RETRIABLE_CODES = frozenset({pb.ServiceNotReady, pb.MetadataError, pb.PersistenceError,
+                             pb.TooManyRequests, pb.UnknownError})
+
+
+def server_error(code: int, message: str) -> ServerError:
+    """Build the most specific ``ServerError`` subclass for a wire error code."""
+    return _BY_CODE.get(code, ServerError)(code, message)

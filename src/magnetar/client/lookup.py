@@ -1,0 +1,66 @@
+"""Binary-protocol service discovery: topic lookup (following redirects), partition
+metadata and namespace topic listings."""
+
+from __future__ import annotations
+
+import logging
+
+from magnetar.client.connection import Connection
+from magnetar.client.errors import LookupError, server_error
+from magnetar.client.pool import ConnectionPool
+from magnetar.protocol import pb
+
+log = logging.getLogger(__name__)
+T = pb.BaseCommand
+R = pb.CommandLookupTopicResponse
+MAX_REDIRECTS = 20
+
+
+class LookupService:
+    def __init__(self, pool: ConnectionPool, service_url: str, use_tls: bool,
+                 timeout: float) -> None:
+        self._pool = pool
+        self._service_url = service_url
+        self._tls = use_tls
+        self._timeout = timeout
+
+    async def _service_cnx(self) -> Connection:
+        return await self._pool.get(self._service_url)
+
+    async def lookup(self, topic: str) -> str:
+        """Address of the broker that owns ``topic``."""
+        address = self._service_url
+        authoritative = False
+        for _ in range(MAX_REDIRECTS):
+            cnx = await self._pool.get(address)
+            resp = await cnx.request(T.LOOKUP, timeout=self._timeout, topic=topic,
+                                     authoritative=authoritative)
+            if resp.response == R.Failed:
+                if resp.HasField("error"):
+                    raise server_error(resp.error, resp.message)
+                raise LookupError(f"lookup of {topic} failed: {resp.message}")
+            target = (resp.brokerServiceUrlTls if self._tls and resp.brokerServiceUrlTls
+                      else resp.brokerServiceUrl) or address
+            if resp.response == R.Connect:
+                if resp.proxy_through_service_url:
+                    return self._service_url
+                return target
+            authoritative = resp.authoritative
+            address = target
+            log.debug("lookup of %s redirected to %s", topic, address)
+        raise LookupError(f"too many redirects looking up {topic}")
+
+    async def partitions(self, topic: str) -> int:
+        """Number of partitions (0 for a non-partitioned topic)."""
+        cnx = await self._service_cnx()
+        resp = await cnx.request(T.PARTITIONED_METADATA, timeout=self._timeout, topic=topic)
+        if resp.HasField("response") and resp.response == \
+                pb.CommandPartitionedTopicMetadataResponse.Failed:
+            raise server_error(resp.error, resp.message)
+        return resp.partitions
+
+    async def topics_of_namespace(self, namespace: str, mode: int) -> list[str]:
+        cnx = await self._service_cnx()
+        resp = await cnx.request(T.GET_TOPICS_OF_NAMESPACE, timeout=self._timeout,
+                                 namespace=namespace, mode=mode)
+        return list(resp.topics)

@@ -1,0 +1,82 @@
+"""Connection pool: one shared, handshaken connection per broker address."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import ssl
+from urllib.parse import urlsplit
+
+from magnetar.client.auth import Authentication
+from magnetar.client.connection import Connection
+from magnetar.client.errors import ConnectError
+
+log = logging.getLogger(__name__)
+
+
+def split_address(url: str) -> tuple[str, int, bool]:
+    """``pulsar://h:p`` or ``pulsar+ssl://h:p`` -> (host, port, tls)."""
+    parts = urlsplit(url.split(",")[0] if "://" in url else "pulsar://" + url)
+    tls = parts.scheme in ("pulsar+ssl", "pulsars")
+    if parts.scheme not in ("pulsar", "pulsar+ssl", "pulsars"):
+        raise ValueError(f"unsupported service URL {url!r}")
+    return parts.hostname or "localhost", parts.port or (6651 if tls else 6650), tls
+
+
+class ConnectionPool:
+    """Opens connections on demand and forgets them when they close."""
+
+    def __init__(self, auth: Authentication | None, ssl_context: ssl.SSLContext | None,
+                 connection_timeout: float, tls_validate_hostname: bool = False) -> None:
+        self._auth = auth
+        self._ssl = ssl_context
+        self._timeout = connection_timeout
+        self._validate_hostname = tls_validate_hostname
+        self._conns: dict[str, asyncio.Future[Connection]] = {}
+        self.closed = False
+
+    async def get(self, address: str) -> Connection:
+        if self.closed:
+            raise ConnectError("client is closed")
+        fut = self._conns.get(address)
+        if fut is not None:
+            if not fut.done():
+                return await asyncio.shield(fut)
+            if fut.exception() is None and not fut.result().closed:
+                return fut.result()
+        fut = asyncio.get_running_loop().create_future()
+        self._conns[address] = fut
+        try:
+            cnx = await self._open(address)
+        except BaseException as exc:
+            self._conns.pop(address, None)
+            fut.set_exception(exc)
+            fut.exception()
+            raise
+        cnx.on_close.append(lambda c: self._forget(address, c))
+        fut.set_result(cnx)
+        return cnx
+
+    async def _open(self, address: str) -> Connection:
+        host, port, tls = split_address(address)
+        ctx = None
+        if tls:
+            ctx = self._ssl or ssl.create_default_context()
+        log.debug("connecting to %s", address)
+        return await Connection.open(host, port, address=address, auth=self._auth,
+                                     ssl_context=ctx, server_hostname=host,
+                                     timeout=self._timeout)
+
+    def _forget(self, address: str, cnx: Connection) -> None:
+        fut = self._conns.get(address)
+        if fut is not None and fut.done() and fut.exception() is None and fut.result() is cnx:
+            del self._conns[address]
+
+    def close(self) -> None:
+        self.closed = True
+        for fut in list(self._conns.values()):
+            if fut.done() and fut.exception() is None:
+                fut.result().close()
+            elif not fut.done():
+                fut.cancel()
+        self._conns.clear()

@@ -1,0 +1,118 @@
+"""``Producer``: the public producer, routing messages across a topic's partitions."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from typing import Any
+
+from magnetar.client.errors import AlreadyClosed, ProducerQueueIsFull
+from magnetar.client.message_id import MessageId
+from magnetar.client.routing import Router
+from magnetar.client.schema import Schema
+from magnetar.client.topic_producer import TopicProducer
+
+SendCallback = Callable[[BaseException | None, MessageId | None], Any]
+
+
+def _callback_adapter(cb: SendCallback) -> Callable[[asyncio.Future[MessageId]], None]:
+    def done(fut: asyncio.Future[MessageId]) -> None:
+        if fut.cancelled():
+            cb(asyncio.CancelledError(), None)
+        elif fut.exception() is not None:
+            cb(fut.exception(), None)
+        else:
+            cb(None, fut.result())
+
+    return done
+
+
+class Producer:
+    """Publishes messages; create with ``Client.create_producer``."""
+
+    def __init__(self, topic: str, parts: list[TopicProducer], router: Router | None,
+                 schema: Schema, block_if_queue_full: bool) -> None:
+        self._topic = topic
+        self._parts = parts
+        self._single = parts[0] if router is None else None
+        self._router = router
+        self._schema = schema
+        self._encode = None if type(schema).__name__ == "BytesSchema" else schema.encode
+        self._block = block_if_queue_full
+        self._loop = asyncio.get_running_loop()
+        self._closed = False
+
+    def topic(self) -> str:
+        return self._topic
+
+    def producer_name(self) -> str:
+        return self._parts[0].name or ""
+
+    def last_sequence_id(self) -> int:
+        return max(p.last_sequence_id for p in self._parts)
+
+    def is_connected(self) -> bool:
+        return not self._closed and all(p.connected for p in self._parts)
+
+    async def send(self, content: Any, properties: dict[str, str] | None = None,
+                   partition_key: str | None = None, ordering_key: bytes | None = None,
+                   sequence_id: int | None = None, event_timestamp: int | None = None,
+                   deliver_at: int | None = None, deliver_after: Any = None,
+                   **_ignored: Any) -> MessageId:
+        """Publish one message and wait for the broker's receipt."""
+        fut = await self.send_async(content, None, properties, partition_key, ordering_key,
+                                    sequence_id, event_timestamp, deliver_at, deliver_after)
+        return await fut
+
+    async def send_async(self, content: Any, callback: SendCallback | None = None,
+                         properties: dict[str, str] | None = None,
+                         partition_key: str | None = None, ordering_key: bytes | None = None,
+                         sequence_id: int | None = None, event_timestamp: int | None = None,
+                         deliver_at: int | None = None, deliver_after: Any = None,
+                         **_ignored: Any) -> asyncio.Future[MessageId]:
+        """Queue one message; returns a future for its ``MessageId``.
+
+        Awaiting ``send_async`` itself only waits for room in the pending queue (when
+        ``block_if_queue_full``); ``callback(exception_or_None, message_id)`` also fires.
+        """
+        if self._closed:
+            raise AlreadyClosed("producer is closed")
+        if self._encode is not None:
+            content = self._encode(content)
+        elif type(content) is not bytes:
+            content = bytes(content)
+        part = self._single
+        if part is None:
+            assert self._router is not None
+            part = self._parts[self._router.choose(partition_key, content)]
+        if part.pending >= part.conf.max_pending_messages:
+            if not self._block:
+                raise ProducerQueueIsFull(f"{part.pending} messages pending on {part.topic}")
+            await part.wait_space()
+        fut: asyncio.Future[MessageId] = self._loop.create_future()
+        if callback is not None:
+            fut.add_done_callback(_callback_adapter(callback))
+        if deliver_after is not None:
+            seconds = deliver_after.total_seconds() if hasattr(deliver_after, "total_seconds") \
+                else float(deliver_after) / 1000.0
+            deliver_at = int((time.time() + seconds) * 1000)
+        part.add(content, fut, properties, partition_key, ordering_key, event_timestamp,
+                 sequence_id, deliver_at)
+        return fut
+
+    async def flush(self) -> None:
+        """Send open batches now and wait for all pending receipts."""
+        await asyncio.gather(*(p.flush() for p in self._parts))
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        await asyncio.gather(*(p.close() for p in self._parts), return_exceptions=True)
+
+    async def __aenter__(self) -> Producer:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()

@@ -1,0 +1,467 @@
+"""Consumer on one topic or partition: subscribe, flow permits, message decoding,
+acks, redelivery and reconnection.
+
+Theory of operation: after ``Subscribe`` succeeds the consumer grants ``Flow`` permits for
+its whole receiver queue; each message the application takes returns one permit, and
+permits go back to the broker in one ``Flow`` once half the queue's worth has gathered.
+Decoded messages go into the parent ``Consumer``'s queue (shared by every partition of a
+multi-topic consumer). When the connection drops, queued messages from this consumer are
+discarded (the broker will redeliver them) and the consumer subscribes again with backoff.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import struct
+from typing import TYPE_CHECKING, Any
+
+from magnetar.client.acks import AckGroupingTracker
+from magnetar.client.backoff import Backoff
+from magnetar.client.chunks import ChunkAssembler
+from magnetar.client.connection import Connection
+from magnetar.client.errors import PulsarException
+from magnetar.client.framing import split_payload
+from magnetar.client.message import Message
+from magnetar.client.message_id import MessageId
+from magnetar.protocol import (
+    ProtocolError,
+    command,
+    decompress,
+    encode_command,
+    pb,
+)
+
+if TYPE_CHECKING:
+    from magnetar.client.consumer import Consumer
+
+log = logging.getLogger(__name__)
+T = pb.BaseCommand
+_U32 = struct.Struct(">I")
+_I64_MAX = (1 << 63) - 1
+
+
+def _signed(v: int) -> int:
+    return v - (1 << 64) if v > _I64_MAX else v
+
+
+def _fast_smm(data: bytes, start: int, end: int) -> tuple[int, int] | None:
+    """(payload_size, event_time) when the metadata holds only varint fields we know."""
+    pos = start
+    size = -1
+    event_time = 0
+    while pos < end:
+        tag = data[pos]
+        pos += 1
+        if tag & 7 != 0 or tag > 0x7F:
+            return None
+        value = 0
+        shift = 0
+        while True:
+            b = data[pos]
+            pos += 1
+            value |= (b & 0x7F) << shift
+            if b < 0x80:
+                break
+            shift += 7
+        field = tag >> 3
+        if field == 3:
+            size = value
+        elif field == 5:
+            event_time = value
+        elif field != 8:  # sequence_id is harmless; anything else takes the slow path
+            return None
+    return (size, event_time) if size >= 0 else None
+
+
+class TopicConsumer:
+    def __init__(self, parent: Consumer, topic: str, partition: int,
+                 start: MessageId | None = None) -> None:
+        self.parent = parent
+        self.topic = topic
+        self.partition = partition
+        client = parent._client
+        self._client = client
+        self._loop = asyncio.get_running_loop()
+        self.consumer_id = client._new_consumer_id()
+        self._cnx: Connection | None = None
+        self._closed = False
+        self._queue_size = max(1, parent._conf.receiver_queue_size)
+        self._permits = 0
+        self._threshold = max(1, self._queue_size // 2)
+        self._acks = AckGroupingTracker(self._write, lambda: self.consumer_id,
+                                        parent._conf.ack_group_time_ms / 1000.0)
+        self._chunks = ChunkAssembler(parent._conf.max_pending_chunked_message)
+        self._backoff = Backoff()
+        self._reconnecting: asyncio.Task[None] | None = None
+        self.start_id = start
+        self._filter: MessageId | None = None
+        self.start_inclusive = parent._conf.start_message_id_inclusive
+        self.min_publish_time = 0
+        self.last_dequeued: MessageId | None = None
+        self.end_of_topic = False
+        self._dlq_redelivery: dict[tuple[int, int], list[Message]] = {}
+        self.schema = parent._schema
+
+    # -------------------------------------------------------------- connecting
+    async def start(self) -> None:
+        await self._connect()
+
+    def _subscribe_fields(self) -> dict[str, Any]:
+        conf = self.parent._conf
+        fields: dict[str, Any] = {
+            "topic": self.topic, "subscription": conf.subscription_name,
+            "subType": int(conf.consumer_type), "consumer_id": self.consumer_id,
+            "durable": conf.durable, "initialPosition": int(conf.initial_position),
+            "read_compacted": conf.is_read_compacted,
+            "replicate_subscription_state": conf.replicate_subscription_state_enabled,
+            "force_topic_creation": True,
+        }
+        if conf.consumer_name:
+            fields["consumer_name"] = conf.consumer_name
+        if conf.properties:
+            fields["metadata"] = [pb.KeyValue(key=k, value=v) for k, v in conf.properties.items()]
+        info = self.schema.schema_info()
+        if info is not None:
+            fields["schema"] = info
+        if int(conf.consumer_type) == pb.CommandSubscribe.Key_Shared:
+            fields["keySharedMeta"] = pb.KeySharedMeta(keySharedMode=pb.AUTO_SPLIT)
+        if not conf.durable and self.start_id is not None:
+            fields["start_message_id"] = self.start_id.to_pb(with_batch=True)
+        return fields
+
+    async def _connect(self) -> None:
+        address = await self._client._lookup.lookup(self.topic)
+        cnx = await self._client._pool.get(address)
+        cnx.consumers[self.consumer_id] = self
+        try:
+            await cnx.request(T.SUBSCRIBE, timeout=self._client._op_timeout,
+                              **self._subscribe_fields())
+        except BaseException:
+            cnx.consumers.pop(self.consumer_id, None)
+            raise
+        self._cnx = cnx
+        self._backoff.reset()
+        self._permits = 0
+        conf = self.parent._conf
+        self._filter = None if conf.durable or self.start_id in (
+            MessageId.earliest, MessageId.latest) else self.start_id
+        if self._closed:
+            return
+        cnx.write(encode_command(command(T.FLOW, consumer_id=self.consumer_id,
+                                         messagePermits=self._queue_size)))
+
+    def _on_disconnect(self, cnx: Connection) -> None:
+        if cnx is not self._cnx:
+            return
+        self._cnx = None
+        self._discard_queued()
+        if self._closed or self._reconnecting is not None:
+            return
+        self._reconnecting = self._loop.create_task(self._reconnect())
+
+    def _discard_queued(self) -> None:
+        self.parent._drop_from(self)
+        self._chunks.clear()
+        self._acks.forget_batches()
+        if not self.parent._conf.durable and self.last_dequeued is not None:
+            self.start_id = self.last_dequeued
+            self.start_inclusive = False
+
+    async def _reconnect(self) -> None:
+        try:
+            while not self._closed:
+                await asyncio.sleep(self._backoff.next())
+                try:
+                    await self._connect()
+                    log.info("consumer on %s reconnected", self.topic)
+                    return
+                except (PulsarException, OSError) as exc:
+                    log.info("consumer on %s: reconnect failed: %s", self.topic, exc)
+        finally:
+            self._reconnecting = None
+
+    @property
+    def connected(self) -> bool:
+        return self._cnx is not None and not self._cnx.closed
+
+    def _write(self, data: bytes) -> None:
+        if self._cnx is not None:
+            self._cnx.write(data)
+
+    def _on_end_of_topic(self) -> None:
+        self.end_of_topic = True
+
+    # ---------------------------------------------------------------- messages
+    def _on_message(self, m: pb.CommandMessage, part: bytes) -> None:
+        mid = m.message_id
+        try:
+            meta, payload = split_payload(part)
+        except ProtocolError as exc:
+            log.warning("%s: discarding corrupt message %s:%s: %s", self.topic,
+                        mid.ledgerId, mid.entryId, exc)
+            self._reject(mid, pb.CommandAck.ChecksumMismatch)
+            return
+        if meta.num_chunks_from_msg > 1:
+            done = self._chunks.add(meta, mid, payload)
+            if done is None:
+                self.returned_permits(1)
+                return
+            if isinstance(done, list):
+                self._write(encode_command(command(
+                    T.ACK, consumer_id=self.consumer_id, ack_type=pb.CommandAck.Individual,
+                    message_id=done)))
+                self.returned_permits(1)
+                return
+            payload, chunk_ids = done
+            mid = chunk_ids[-1]
+        else:
+            chunk_ids = None
+        if meta.compression != pb.NONE:
+            try:
+                payload = decompress(meta.compression, payload, meta.uncompressed_size)
+            except ProtocolError as exc:
+                log.warning("%s: cannot decompress %s:%s: %s", self.topic, mid.ledgerId,
+                            mid.entryId, exc)
+                self._reject(mid, pb.CommandAck.DecompressionError)
+                return
+        ledger = _signed(mid.ledgerId)
+        entry = mid.entryId
+        redelivery = m.redelivery_count
+        topic = self.topic
+        schema = self.parent._value_schema
+        part_index = self.partition
+        filtering = self._filter is not None or self.min_publish_time
+        if not meta.HasField("num_messages_in_batch"):
+            msg_id = MessageId(part_index, ledger, entry)
+            msg_id._topic = topic
+            if chunk_ids is not None:
+                msg_id._chunk_ids = [MessageId(part_index, _signed(c.ledgerId), c.entryId)
+                                     for c in chunk_ids]
+            msg = Message(payload, meta, None, msg_id, topic, redelivery, schema, self)
+            if filtering and self._skip(msg_id, meta):
+                self.returned_permits(1)
+                self._acks.individual((ledger, entry))
+                return
+            self._track_dlq(msg, redelivery)
+            self.parent._enqueue(msg)
+            return
+        self._on_batch(meta, payload, ledger, entry, m, redelivery, topic, schema, part_index,
+                       filtering)
+
+    def _on_batch(self, meta: pb.MessageMetadata, payload: bytes, ledger: int, entry: int,
+                  m: pb.CommandMessage, redelivery: int, topic: str, schema: Any,
+                  part_index: int, filtering: Any) -> None:
+        n = meta.num_messages_in_batch
+        ack_set = list(m.ack_set)
+        out: list[Message] = []
+        delivered: set[int] = set()
+        pos = 0
+        size = len(payload)
+        skipped = 0
+        unpack = _U32.unpack_from
+        try:
+            for i in range(n):
+                (smm_size,) = unpack(payload, pos)
+                pos += 4
+                smm_end = pos + smm_size
+                fast = _fast_smm(payload, pos, smm_end)
+                if fast is not None:
+                    psize, event_time = fast
+                    smm = None
+                else:
+                    smm = pb.SingleMessageMetadata()
+                    smm.ParseFromString(payload[pos:smm_end])
+                    psize = smm.payload_size
+                    event_time = 0
+                pos = smm_end
+                end = pos + psize
+                if end > size:
+                    raise ProtocolError("batch payload runs past its end")
+                data = payload[pos:end]
+                pos = end
+                if smm is not None and smm.compacted_out:
+                    skipped += 1
+                    continue
+                if ack_set and not (ack_set[i >> 6] >> (i & 63)) & 1:
+                    skipped += 1
+                    continue
+                msg_id = MessageId(part_index, ledger, entry, i, n)
+                msg_id._topic = topic
+                msg = Message(data, meta, smm, msg_id, topic, redelivery, schema, self,
+                              event_time)
+                if filtering and self._skip(msg_id, meta):
+                    skipped += 1
+                    continue
+                delivered.add(i)
+                out.append(msg)
+        except (ProtocolError, struct.error, IndexError, ValueError) as exc:
+            log.warning("%s: bad batch %s:%s: %s", self.topic, ledger, entry, exc)
+            self._reject(m.message_id, pb.CommandAck.BatchDeSerializeError)
+            return
+        if skipped:
+            self.returned_permits(skipped)
+        if not delivered:
+            self._acks.individual((ledger, entry))
+            return
+        self._acks.track_batch((ledger, entry), delivered)
+        if redelivery and self.parent._dlq is not None:
+            for msg in out:
+                self._track_dlq(msg, redelivery)
+        self.parent._enqueue_many(out)
+
+    def _skip(self, mid: MessageId, meta: pb.MessageMetadata) -> bool:
+        if self.min_publish_time and meta.publish_time < self.min_publish_time:
+            return True
+        s = self._filter
+        if s is None:
+            return False
+        k = (mid._ledger_id, mid._entry_id)
+        sk = (s._ledger_id, s._entry_id)
+        if k != sk:
+            if k > sk:
+                self._filter = None  # past the start: stop checking
+            return k < sk
+        if s._batch_index < 0 or mid._batch_index < 0:
+            return not self.start_inclusive
+        if mid._batch_index != s._batch_index:
+            return mid._batch_index < s._batch_index
+        return not self.start_inclusive
+
+    def _reject(self, mid: pb.MessageIdData, reason: int) -> None:
+        self._write(encode_command(command(
+            T.ACK, consumer_id=self.consumer_id, ack_type=pb.CommandAck.Individual,
+            message_id=[pb.MessageIdData(ledgerId=mid.ledgerId, entryId=mid.entryId)],
+            validation_error=reason)))
+        self.returned_permits(1)
+
+    def _track_dlq(self, msg: Message, redelivery: int) -> None:
+        dlq = self.parent._dlq
+        if dlq is not None and redelivery >= dlq.max_redeliver_count:
+            key = (msg._id._ledger_id, msg._id._entry_id)
+            self._dlq_redelivery.setdefault(key, []).append(msg)
+
+    # ----------------------------------------------------------------- permits
+    def returned_permits(self, n: int) -> None:
+        self._permits += n
+        if self._permits >= self._threshold:
+            permits = self._permits
+            self._permits = 0
+            self._write(encode_command(command(T.FLOW, consumer_id=self.consumer_id,
+                                               messagePermits=permits)))
+
+    def on_dequeued(self, msg: Message) -> None:
+        self.last_dequeued = msg._id
+        self._permits += 1
+        if self._permits >= self._threshold:
+            permits = self._permits
+            self._permits = 0
+            self._write(encode_command(command(T.FLOW, consumer_id=self.consumer_id,
+                                               messagePermits=permits)))
+
+    # -------------------------------------------------------------------- acks
+    def ack(self, mid: MessageId) -> None:
+        key = (mid._ledger_id, mid._entry_id)
+        if mid._chunk_ids:
+            for c in mid._chunk_ids:
+                self._acks.individual((c._ledger_id, c._entry_id))
+        elif self._acks.individual(key, mid._batch_index):
+            self._dlq_redelivery.pop(key, None)
+
+    def ack_cumulative(self, mid: MessageId) -> None:
+        if mid._batch_index >= 0 and mid._batch_size and mid._batch_index < mid._batch_size - 1:
+            if mid._entry_id == 0:
+                return
+            key = (mid._ledger_id, mid._entry_id - 1)
+        else:
+            key = (mid._ledger_id, mid._entry_id)
+        self._acks.cumulative(key)
+        for k in [k for k in self._dlq_redelivery if k <= key]:
+            del self._dlq_redelivery[k]
+
+    def flush_acks(self) -> None:
+        self._acks.flush()
+
+    def redeliver(self, keys: list[tuple[int, int]]) -> None:
+        """Ask for these entries again (Shared/Key_Shared) or for all unacked otherwise."""
+        if not keys:
+            return
+        shared = int(self.parent._conf.consumer_type) in (
+            pb.CommandSubscribe.Shared, pb.CommandSubscribe.Key_Shared)
+        if shared:
+            ids = [pb.MessageIdData(ledgerId=ledger, entryId=entry) for ledger, entry in keys]
+            self._write(encode_command(command(
+                T.REDELIVER_UNACKNOWLEDGED_MESSAGES, consumer_id=self.consumer_id,
+                message_ids=ids)))
+        else:
+            self.redeliver_all()
+
+    def redeliver_all(self) -> None:
+        dropped = self.parent._drop_from(self)
+        self._acks.forget_batches()
+        self._write(encode_command(command(T.REDELIVER_UNACKNOWLEDGED_MESSAGES,
+                                           consumer_id=self.consumer_id)))
+        if dropped:
+            self.returned_permits(dropped)
+
+    def take_dlq(self, key: tuple[int, int]) -> list[Message] | None:
+        return self._dlq_redelivery.pop(key, None)
+
+    # -------------------------------------------------------------- operations
+    async def _request(self, kind: int, **fields: Any) -> Any:
+        cnx = self._cnx
+        if cnx is None:
+            from magnetar.client.errors import NotConnected
+
+            raise NotConnected(f"consumer on {self.topic} is not connected")
+        return await cnx.request(kind, timeout=self._client._op_timeout,
+                                 consumer_id=self.consumer_id, **fields)
+
+    async def seek(self, target: MessageId | int) -> None:
+        self._acks.flush()
+        if isinstance(target, MessageId):
+            await self._request(T.SEEK, message_id=pb.MessageIdData(
+                ledgerId=target._ledger_id & ((1 << 64) - 1),
+                entryId=target._entry_id & ((1 << 64) - 1)))
+            if not self.parent._conf.durable:
+                self.start_id = target
+                self.start_inclusive = True if target._batch_index >= 0 else \
+                    self.parent._conf.start_message_id_inclusive
+                self.last_dequeued = None
+                self.min_publish_time = 0
+        else:
+            await self._request(T.SEEK, message_publish_time=int(target))
+            if not self.parent._conf.durable:
+                self.start_id = MessageId.earliest
+                self.start_inclusive = True
+                self.last_dequeued = None
+                self.min_publish_time = int(target)
+        self.parent._drop_from(self)
+        self._acks.forget_batches()
+
+    async def get_last_message_id(self) -> MessageId:
+        resp = await self._request(T.GET_LAST_MESSAGE_ID)
+        mid = MessageId.from_pb(resp.last_message_id, partition=self.partition)
+        mid._topic = self.topic
+        return mid
+
+    async def unsubscribe(self) -> None:
+        await self._request(T.UNSUBSCRIBE)
+        await self.close(send_close=False)
+
+    async def close(self, send_close: bool = True) -> None:
+        if self._closed:
+            return
+        self._acks.flush()
+        self._closed = True
+        if self._reconnecting is not None:
+            self._reconnecting.cancel()
+        cnx = self._cnx
+        self._cnx = None
+        if cnx is not None and not cnx.closed:
+            cnx.consumers.pop(self.consumer_id, None)
+            if send_close:
+                with contextlib.suppress(PulsarException):
+                    await cnx.request(T.CLOSE_CONSUMER, timeout=self._client._op_timeout,
+                                      consumer_id=self.consumer_id)
