@@ -46,6 +46,9 @@ class BrokerConfig:
     defaultNumPartitions: int = 1
     brokerDeleteInactiveTopicsEnabled: bool = False
     brokerDeduplicationEnabled: bool = False
+    brokerDeduplicationEntriesInterval: int = 1000
+    brokerDeduplicationMaxNumberOfProducers: int = 10000
+    brokerDeduplicationProducerInactivityTimeoutMinutes: int = 360
     brokerEntryMetadataInterceptors: str = ""
     exposingBrokerEntryMetadataToClientEnabled: bool = False
     delayedDeliveryEnabled: bool = True

@@ -147,23 +147,20 @@ class BrokerService:
         backlog quotas, dedup snapshots (and forgetting long-gone producers), retention
         (deleting consumed segments). ``now`` (epoch seconds) is for tests."""
         now = time.time() if now is None else now
-        cfg = self.config
-        ttl = cfg.ttlDurationDefaultInSeconds
-        retention_time = cfg.defaultRetentionTimeInMinutes * 60
-        retention_size = cfg.defaultRetentionSizeInMB * 1024 * 1024
-        inactive_ms = cfg.brokerDeduplicationProducerInactivityTimeoutMinutes * 60_000
+        inactive_ms = self.config.brokerDeduplicationProducerInactivityTimeoutMinutes * 60_000
         for topic in list(self.topics.values()):
             if not isinstance(topic, PersistentTopic) or self.topics.get(topic.name) is not topic:
                 continue
             try:
-                if ttl > 0:
-                    self.expire_messages(topic, ttl, now)
+                policies = self.policies.get(topic.topic_name.namespace)
+                if policies.message_ttl_seconds > 0:
+                    self.expire_messages(topic, policies.message_ttl_seconds, now)
                 self.check_backlog_quota(topic)
                 if topic.dedup is not None:
                     if topic.dedup.purge_inactive(inactive_ms):
                         topic.dedup_unsaved += 1
                     self.save_dedup_snapshot(topic)  # before trim drops what replay would need
-                topic.ledger.trim(retention_time, retention_size)
+                topic.ledger.trim(policies.retention_time_seconds, policies.retention_size_bytes)
             except Exception:
                 log.exception("housekeeping of topic %s failed", topic.name)
 
@@ -489,8 +486,9 @@ class BrokerService:
 
     def backlog_quota_error(self, topic: PersistentTopic) -> tuple[int, str] | None:
         """The error for a new producer on a topic over its backlog quota, else None."""
-        limit = self.config.backlogQuotaDefaultLimitBytes
-        policy = self.config.backlogQuotaDefaultRetentionPolicy
+        policies = self.policies.get(topic.topic_name.namespace)
+        limit = policies.backlog_quota_limit_bytes
+        policy = policies.backlog_quota_policy
         if limit < 0 or policy == "consumer_backlog_eviction" or not topic.subscriptions:
             return None
         size, _ = self.backlog_bytes(topic)
@@ -503,13 +501,14 @@ class BrokerService:
 
     def check_backlog_quota(self, topic: PersistentTopic) -> None:
         """Enforce the size quota on a topic now (see above)."""
-        limit = self.config.backlogQuotaDefaultLimitBytes
+        policies = self.policies.get(topic.topic_name.namespace)
+        limit = policies.backlog_quota_limit_bytes
         if limit < 0:
             return
         size, slowest = self.backlog_bytes(topic)
         if size <= limit:
             return
-        policy = self.config.backlogQuotaDefaultRetentionPolicy
+        policy = policies.backlog_quota_policy
         if policy != "consumer_backlog_eviction":
             log.info("topic %s: backlog quota exceeded (%d > %d bytes): disconnecting producers",
                      topic.name, size, limit)

@@ -20,6 +20,8 @@ from magnetar.broker.errors import BrokerError
 from magnetar.broker.producer import Producer
 from magnetar.broker.topic_name import TopicName
 from magnetar.protocol import pb
+from magnetar.protocol.errors import ProtocolError
+from magnetar.protocol.frames import peek_metadata
 
 if TYPE_CHECKING:
     import asyncio
@@ -36,6 +38,20 @@ _U32 = struct.Struct(">I")
 ACCESS_SHARED = pb.Shared
 ACCESS_EXCLUSIVE = pb.Exclusive
 ACCESS_WAIT_FOR_EXCLUSIVE = pb.WaitForExclusive
+
+
+_NOT_CHUNKED = (-1, -1)
+
+
+def _chunk_of(payload: bytes) -> tuple[int, int]:
+    """(chunk_id, num_chunks) of a chunk's payload part (dedup only records last chunks)."""
+    try:
+        metadata = peek_metadata(payload)
+    except ProtocolError:
+        return _NOT_CHUNKED
+    if not metadata.HasField("chunk_id"):
+        return _NOT_CHUNKED
+    return metadata.chunk_id, metadata.num_chunks_from_msg
 
 
 def split_entry(data: bytes) -> tuple[bytes | None, bytes]:
@@ -134,6 +150,10 @@ class PersistentTopic(Topic):
         super().__init__(service, name)
         self.ledger = ledger
         self.terminated = ledger.is_terminated
+        # Dedup state reflects every entry up to dedup_position; the stored snapshot lags by
+        # dedup_unsaved entries (replayed from the ledger after a crash).
+        self.dedup_position: Position | None = None
+        self.dedup_unsaved = 0
         self.dedup = service.make_dedup(self) if service.config.brokerDeduplicationEnabled else None
         self.entry_index = service.load_entry_index(self) if service.config.entry_metadata_enabled else -1
         self.last_publish_error: str | None = None
@@ -143,18 +163,40 @@ class PersistentTopic(Topic):
             return -1
         return self.dedup.last_sequence_id(producer_name)
 
+    def add_producer(self, producer: Producer, request_id: int) -> bool:
+        if not self.terminated:
+            quota_error = self.service.backlog_quota_error(self)
+            if quota_error is not None:
+                raise BrokerError(*quota_error)
+        ready = super().add_producer(producer, request_id)
+        if self.dedup is not None:
+            self.dedup.producer_added(producer.name)
+        return ready
+
+    def remove_producer(self, producer: Producer) -> None:
+        super().remove_producer(producer)
+        if self.dedup is not None and producer.name not in self.producers:
+            self.dedup.producer_removed(producer.name)
+
     def publish(self, producer: Producer, send: pb.CommandSend, payload: bytes) -> None:
         seq = send.sequence_id
         highest = send.highest_sequence_id if send.HasField("highest_sequence_id") else seq
         if self.terminated:
             producer.send_error(seq, pb.TopicTerminatedError, f"topic {self.name} is terminated")
             return
-        quota_error = self.service.backlog_quota_error(self)
-        if quota_error is not None:
-            producer.send_error(seq, quota_error[0], quota_error[1])
-            return
+        num_messages = send.num_messages if send.HasField("num_messages") else 1
+        chunk = _NOT_CHUNKED
+        last_seq = highest
         if self.dedup is not None:
-            verdict = self.dedup.check(producer.name, seq, highest)
+            if send.is_chunk:
+                chunk = _chunk_of(payload)
+            if num_messages > 1 and not send.HasField("highest_sequence_id"):
+                # a batch from a client that numbers its messages consecutively (the C++
+                # client sends no highest_sequence_id and counts seq + n - 1 as published)
+                last_seq = seq + num_messages - 1
+            verdict = self.dedup.check(
+                producer.name, seq, last_seq, chunk_id=chunk[0], num_chunks=chunk[1]
+            )
             if verdict == "duplicate":
                 producer.send_receipt(seq, highest, -1, -1)
                 return
@@ -163,7 +205,6 @@ class PersistentTopic(Topic):
                     seq, pb.PersistenceError, "a message with this sequence id is still being stored"
                 )
                 return
-        num_messages = send.num_messages if send.HasField("num_messages") else 1
         self.msg_in += num_messages
         self.bytes_in += len(payload)
         data = payload
@@ -171,7 +212,7 @@ class PersistentTopic(Topic):
             self.entry_index += num_messages
             data = self._with_entry_metadata(payload, self.entry_index - 1)
         future = self.ledger.append(data)
-        future.add_done_callback(partial(self._persisted, producer, seq, highest))
+        future.add_done_callback(partial(self._persisted, producer, seq, highest, last_seq, chunk))
 
     def _with_entry_metadata(self, payload: bytes, index: int) -> bytes:
         bem = pb.BrokerEntryMetadata(broker_timestamp=int(time.time() * 1000), index=index)
@@ -179,7 +220,13 @@ class PersistentTopic(Topic):
         return b"".join((ENTRY_METADATA_MAGIC, _U32.pack(len(raw)), raw, payload))
 
     def _persisted(
-        self, producer: Producer, seq: int, highest: int, future: asyncio.Future[Position]
+        self,
+        producer: Producer,
+        seq: int,
+        highest: int,
+        last_seq: int,
+        chunk: tuple[int, int],
+        future: asyncio.Future[Position],
     ) -> None:
         exc = future.exception()
         if exc is not None:
@@ -191,10 +238,15 @@ class PersistentTopic(Topic):
             return
         position = future.result()
         if self.dedup is not None:
-            self.dedup.on_persisted(producer.name, seq, highest)
+            self.dedup.on_persisted(producer.name, seq, last_seq, chunk_id=chunk[0], num_chunks=chunk[1])
+            self.dedup_position = position
+            self.dedup_unsaved += 1
+            if self.dedup_unsaved >= self.service.config.brokerDeduplicationEntriesInterval:
+                self.service.save_dedup_snapshot(self)
         producer.send_receipt(seq, highest, position.ledger_id, position.entry_id)
         for sub in self.subscriptions.values():
-            sub.dispatcher.schedule()
+            if sub.dispatcher is not None:  # None: a stored subscription nobody joined yet
+                sub.dispatcher.schedule()
 
     def remove_subscription(self, name: str) -> None:
         """Forget a subscription that holds no state (a Reader's, once its consumer left)."""
