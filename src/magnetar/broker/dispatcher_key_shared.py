@@ -41,6 +41,7 @@ class KeySharedDispatcher(SharedDispatcher):
             StickySelector() if self.mode == pb.STICKY else AutoSplitSelector()
         )
         self._hash_of: dict[Position, int] = {}  # key hashes of entries in the replay set
+        self._waiting: set[int] | None = None  # hashes with entries held back (one turn)
 
     def add_consumer_with_meta(self, consumer: Consumer, meta: pb.KeySharedMeta | None) -> None:
         mode = meta.keySharedMode if meta is not None else pb.AUTO_SPLIT
@@ -82,6 +83,7 @@ class KeySharedDispatcher(SharedDispatcher):
             self.schedule()
 
     def dispatch(self) -> None:
+        self._waiting = None  # computed at most once per turn, then kept up to date
         for _ in range(64):  # bounded work per event-loop turn; reschedules itself if more
             if not self._available() or not self.has_more():
                 break
@@ -108,8 +110,12 @@ class KeySharedDispatcher(SharedDispatcher):
         for i, (position, data, metadata) in enumerate(entries):
             key_hash = metadata_key_hash(metadata)
             if i == replayed and self.replay and not self.allow_out_of_order:
-                # New entries must not overtake older ones of their key still held back.
-                waiting = self._waiting_hashes()
+                # New entries must not overtake older ones of their key still held back. The
+                # set may still hold hashes sent earlier in this turn: that only holds an
+                # entry back one more pass, never lets one through early.
+                if self._waiting is None:
+                    self._waiting = self._waiting_hashes()
+                waiting = self._waiting
             consumer = self.selector.select(key_hash)
             if (
                 consumer is None
@@ -121,6 +127,8 @@ class KeySharedDispatcher(SharedDispatcher):
                 blocked_hashes.add(key_hash)
                 self.replay.add(position)
                 self._hash_of[position] = key_hash
+                if self._waiting is not None:
+                    self._waiting.add(key_hash)
                 continue
             self.send(consumer, position, data, entry_num_messages(metadata))
             sent += 1
