@@ -10,111 +10,15 @@ from __future__ import annotations
 
 import json
 import random
-import signal
-import socket
 import sqlite3
-import subprocess
-import sys
 import threading
-import time
-import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pulsar
 import pytest
 
-#: Connection-refused warnings are expected while the broker is down: show errors only.
-SILENT = pulsar.ConsoleLogger(pulsar.LoggerLevel.Error)
-
-MsgId = tuple[int, int, int]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def wait_until(predicate: Callable[[], bool], timeout: float, what: str) -> None:
-    """Bounded poll: return once ``predicate()`` holds, fail after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.01)
-
-
-def mid_tuple(mid: pulsar.MessageId) -> MsgId:
-    return (mid.ledger_id(), mid.entry_id(), mid.batch_index())
-
-
-class BrokerProcess:
-    """``magnetar standalone`` as a child process on a fixed port and data directory."""
-
-    def __init__(self, root: Path, config: dict[str, str] | None = None) -> None:
-        self.root = root
-        self.data_dir = root / "data"
-        self.port = free_port()
-        self.log_path = root / "broker.log"
-        self.config_path: Path | None = None
-        if config:
-            self.config_path = root / "broker.conf"
-            self.config_path.write_text("".join(f"{k}={v}\n" for k, v in config.items()))
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.starts = 0
-
-    @property
-    def url(self) -> str:
-        return f"pulsar://127.0.0.1:{self.port}"
-
-    def _command(self) -> list[str]:
-        script = Path(sys.executable).with_name("magnetar")
-        cmd = [str(script)] if script.exists() else [sys.executable, "-m", "magnetar.cli.main"]
-        cmd += ["standalone", "--data-dir", str(self.data_dir), "--port", str(self.port),
-                "--http-port", "0", "--bind-address", "127.0.0.1"]
-        if self.config_path is not None:
-            cmd += ["--config", str(self.config_path)]
-        return cmd
-
-    def start(self, timeout: float = 30.0) -> None:
-        assert self.proc is None
-        self.starts += 1
-        with open(self.log_path, "ab") as log:
-            log.write(f"---- start #{self.starts}\n".encode())
-            log.flush()
-            self.proc = subprocess.Popen(self._command(), stdout=log, stderr=log)
-        deadline = time.monotonic() + timeout
-        while True:
-            if self.proc.poll() is not None:
-                raise AssertionError(f"broker exited with {self.proc.returncode}:\n{self.log()}")
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=0.5).close()
-                return
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise AssertionError(f"broker not listening after {timeout}s:\n{self.log()}") from None
-                time.sleep(0.02)
-
-    def kill9(self) -> None:
-        assert self.proc is not None
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(timeout=10)
-        self.proc = None
-
-    def stop(self) -> None:
-        if self.proc is None:
-            return
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(timeout=10)
-        self.proc = None
-
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace")[-4000:]
+from .brokerproc import SILENT, BrokerProcess, MsgId, mid_tuple, new_topic, read_all, wait_until
 
 
 @pytest.fixture
@@ -123,21 +27,6 @@ def broker_proc(tmp_path: Path) -> Iterator[BrokerProcess]:
     proc.start()
     yield proc
     proc.stop()
-
-
-def new_topic() -> str:
-    return f"persistent://public/default/dur-{uuid.uuid4().hex[:10]}"
-
-
-def read_all(client: pulsar.Client, topic: str) -> list[tuple[MsgId, bytes]]:
-    """Every stored message from the earliest, in order, with its message id."""
-    reader = client.create_reader(topic, pulsar.MessageId.earliest)
-    out = []
-    while reader.has_message_available():
-        msg = reader.read_next(timeout_millis=10000)
-        out.append((mid_tuple(msg.message_id()), msg.data()))
-    reader.close()
-    return out
 
 
 # ---------------------------------------------------------------------------------- kill -9
