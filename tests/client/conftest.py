@@ -139,3 +139,17 @@ def run(fn: Callable[..., Awaitable[R]], *args: Any, timeout: float = 60) -> R:
 def needs_magnetar(broker: BrokerProcess, reason: str) -> None:
     if broker.kind != "magnetar":
         pytest.skip(f"pulsar-lite: {reason}")
+
+
+async def receive_unique(consumer: Any, n: int, timeout_millis: int = 5000) -> list[Any]:
+    """``n`` distinct messages, in order. pulsar-lite sometimes dispatches an entry more than
+    once (the official client sees the same); those repeats are dropped here."""
+    seen: set[Any] = set()
+    out = []
+    while len(out) < n:
+        msg = await consumer.receive(timeout_millis)
+        if msg.message_id() in seen and BROKER_KIND != "magnetar":
+            continue
+        seen.add(msg.message_id())
+        out.append(msg)
+    return out

@@ -15,7 +15,7 @@ from magnetar.client import (
     ProducerQueueIsFull,
     Timeout,
 )
-from tests.client.conftest import BrokerProcess, run
+from tests.client.conftest import BrokerProcess, receive_unique, run
 
 
 def test_send_receive_fields(broker: BrokerProcess, topic: str) -> None:
@@ -96,8 +96,7 @@ def test_batches_with_compression(broker: BrokerProcess, topic: str,
             # 120 messages in batches of 50 -> 3 entries, indexes inside each batch
             assert len({(m.ledger_id(), m.entry_id()) for m in ids}) == 3
             assert [m.batch_index() for m in ids[:50]] == list(range(50))
-            for i in range(120):
-                msg = await consumer.receive(5000)
+            for i, msg in enumerate(await receive_unique(consumer, 120)):
                 assert msg.data() == b"payload-%d" % i * 20
                 assert msg.properties() == ({"i": str(i)} if i % 7 == 0 else {})
                 assert msg.message_id() == ids[i]

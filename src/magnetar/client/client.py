@@ -32,6 +32,10 @@ from magnetar.client.topic import full_name, namespace_of, partition_name
 from magnetar.client.topic_producer import ProducerConf, TopicProducer
 from magnetar.protocol import DEFAULT_MAX_FRAME_SIZE, pb
 
+#: Producer and consumer ids, unique in the process (some brokers mix up equal ids
+#: coming from different connections).
+_IDS = itertools.count(1)
+
 _REGEX_MODES = {
     RegexSubscriptionMode.PersistentOnly: pb.CommandGetTopicsOfNamespace.PERSISTENT,
     RegexSubscriptionMode.NonPersistentOnly: pb.CommandGetTopicsOfNamespace.NON_PERSISTENT,
@@ -77,16 +81,15 @@ class Client:
         self._op_timeout = float(operation_timeout_seconds)
         self._pool = ConnectionPool(authentication, ssl_context, connection_timeout_ms / 1000.0)
         self._lookup = LookupService(self._pool, self._service_url, tls, self._op_timeout)
-        self._ids = itertools.count(1)
         self._max_message_size = DEFAULT_MAX_FRAME_SIZE
         self._handles: set[Any] = set()
         self._closed = False
 
     def _new_producer_id(self) -> int:
-        return next(self._ids)
+        return next(_IDS)
 
     def _new_consumer_id(self) -> int:
-        return next(self._ids)
+        return next(_IDS)
 
     def _forget(self, handle: Any) -> None:
         self._handles.discard(handle)
