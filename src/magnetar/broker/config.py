@@ -85,6 +85,9 @@ class BrokerConfig:
     magnetarDataDir: str = "data/standalone"
     magnetarFsyncPolicy: str = "group"
     magnetarMaxOpenFiles: int = 512
+    # A topic without producers or consumers for this long is unloaded (closed, dropped
+    # from memory) and reloaded from storage on its next use; 0 keeps topics loaded.
+    magnetarTopicUnloadIdleSeconds: int = 300
 
     unknown_keys: list[str] = field(default_factory=list, repr=False)
 
@@ -116,6 +119,8 @@ class BrokerConfig:
             raise ConfigError("maxMessageSize must be positive")
         if self.defaultNumPartitions < 1:
             raise ConfigError("defaultNumPartitions must be at least 1")
+        if self.magnetarTopicUnloadIdleSeconds < 0:
+            raise ConfigError("magnetarTopicUnloadIdleSeconds must be >= 0 (0: never unload)")
         if self.keepAliveIntervalSeconds <= 0:
             raise ConfigError("keepAliveIntervalSeconds must be positive")
         if not 0 <= self.brokerServicePort <= 65535:

@@ -85,6 +85,8 @@ class BrokerService:
         self.schemas = SchemaRegistry(self.metadata)
         self.policies = PolicyStore(self.metadata, config)
         self.topics: dict[str, Topic] = {}
+        # monotonic time each loaded topic was last looked up or seen in use (idle unloading)
+        self._topic_used: dict[str, float] = {}
         self.connections: set[ServerCnx] = set()
         self.port = config.brokerServicePort
         self.instance = secrets.token_hex(3)
@@ -107,6 +109,8 @@ class BrokerService:
         self.port = sock.getsockname()[1]
         self._tasks.append(asyncio.create_task(self._keepalive_loop()))
         self._tasks.append(asyncio.create_task(self._housekeeping_loop()))
+        if self.config.magnetarTopicUnloadIdleSeconds > 0:
+            self._tasks.append(asyncio.create_task(self._unload_loop()))
         log.info("broker listening on %s:%d", self.config.bindAddress, self.port)
 
     async def stop(self) -> None:
@@ -141,6 +145,58 @@ class BrokerService:
                 self.run_housekeeping()
             except Exception:
                 log.exception("housekeeping failed")
+
+    async def _unload_loop(self) -> None:
+        idle = self.config.magnetarTopicUnloadIdleSeconds
+        interval = max(1.0, min(60.0, idle / 2))
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                self.unload_idle_topics()
+            except Exception:
+                log.exception("unloading idle topics failed")
+
+    def unload_idle_topics(self, now: float | None = None) -> int:
+        """Unload every topic that has had no producer and no consumer for
+        magnetarTopicUnloadIdleSeconds (``now``: time.monotonic(), for tests); returns how
+        many. An idle loaded topic costs memory (ledger index, cursors, dispatchers) and,
+        until its segments are evicted, file descriptors; unloaded, it costs nothing and
+        its next use reloads it from storage, as after a restart."""
+        idle = self.config.magnetarTopicUnloadIdleSeconds
+        if idle <= 0:
+            return 0
+        now = time.monotonic() if now is None else now
+        used = self._topic_used
+        unloaded = 0
+        for name, topic in list(self.topics.items()):
+            if topic.producers or topic.waiting_exclusive or any(
+                sub.consumers for sub in topic.subscriptions.values()
+            ):
+                used[name] = now
+            elif now - used.setdefault(name, now) >= idle:
+                try:
+                    self.unload_topic(topic)
+                except Exception:
+                    log.exception("unloading topic %s failed", name)
+                unloaded += 1
+        if unloaded:
+            log.info("unloaded %d idle topics (%d still loaded)", unloaded, len(self.topics))
+        return unloaded
+
+    def unload_topic(self, topic: Topic) -> None:
+        """Close a loaded topic and forget it (clients still attached are disconnected and
+        reconnect, as after Pulsar's topic unload); its next use loads it again."""
+        if self.topics.get(topic.name) is not topic:
+            return
+        del self.topics[topic.name]
+        self._topic_used.pop(topic.name, None)
+        topic.close_all()
+        for sub in topic.subscriptions.values():
+            if isinstance(sub, PersistentSubscription):
+                sub._close_dispatcher()
+        if isinstance(topic, PersistentTopic):
+            self.save_dedup_snapshot(topic)
+            topic.ledger.close()
 
     def run_housekeeping(self, now: float | None = None) -> None:
         """The periodic work on every loaded persistent topic, in this order: message TTL,
@@ -239,12 +295,14 @@ class BrokerService:
         key = str(topic_name)
         topic = self.topics.get(key)
         if topic is not None:
+            self._topic_used[key] = time.monotonic()
             return topic
         if not topic_name.is_persistent:
             if not create and not self.config.allowAutoTopicCreation:
                 raise BrokerError(pb.TopicNotFound, f"topic {key} does not exist")
             topic = NonPersistentTopic(self, topic_name)
             self.topics[key] = topic
+            self._topic_used[key] = time.monotonic()
             return topic
         known = self.metadata.get(f"topics/{key}") is not None
         if not known:
@@ -262,6 +320,7 @@ class BrokerService:
         ledger = self.storage.open(_ledger_name(topic_name))
         topic = PersistentTopic(self, topic_name, ledger)
         self.topics[key] = topic
+        self._topic_used[key] = time.monotonic()
         self._load_subscriptions(topic)
         return topic
 
@@ -302,6 +361,7 @@ class BrokerService:
         topic_name = self.check_topic_name(name)
         key = str(topic_name)
         topic = self.topics.pop(key, None)
+        self._topic_used.pop(key, None)
         if topic is not None:
             topic.close_all()
         if topic_name.is_persistent:

@@ -4,8 +4,10 @@ Every descriptor use goes through `use`; past ``max_open`` the least recently us
 segments are closed (and reopened on their next use). Clean segments go first; if only
 segments with unsynced writes are left, the oldest is fdatasynced inline before closing
 (only when the policy syncs at all), so the bound holds even with thousands of ledgers
-writing at once (at the price of blocking syncs when it is too small). Event loop
-thread only.
+writing at once (at the price of blocking syncs when it is too small). An evicted segment that is
+sealed, fully confirmed and has its index sidecar on disk also drops its in-memory offset
+index (8 bytes per entry; reloaded from the sidecar on next use), so an idle segment costs
+neither a descriptor nor memory proportional to its entries. Event loop thread only.
 """
 
 from __future__ import annotations
@@ -61,6 +63,7 @@ class FileLimiter:
         for seg in victims:
             del lru[seg]
             seg.close_fd()
+            _release_index(seg)
 
     def forget(self, seg: Segment) -> None:
         """Stop tracking ``seg`` (closing its descriptor)."""
@@ -74,3 +77,9 @@ class FileLimiter:
         for seg in list(self._lru):
             seg.close_fd()
         self._lru.clear()
+
+
+def _release_index(seg: Segment) -> None:
+    """Drop the offset index of a segment that can reload it from its sidecar."""
+    if seg.sealed and seg.index_written and seg.confirmed == seg.count and not seg.dirty:
+        seg._offsets = None  # the `offsets` property reloads it on next use
