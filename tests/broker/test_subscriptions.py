@@ -269,6 +269,48 @@ def test_key_shared_joining_consumer_waits_for_older_messages(client: pulsar.Cli
             assert v == sorted(v)
 
 
+def _keys_by_half(n: int) -> tuple[list[str], list[str]]:
+    """``n`` keys in the lower half of the hash range (where a second AUTO_SPLIT consumer
+    lands) and ``n`` in the upper half."""
+    low: list[str] = []
+    high: list[str] = []
+    i = 0
+    while len(low) < n or len(high) < n:
+        key = f"key-{i}"
+        side = low if sticky_key_hash(key.encode()) <= 32768 else high
+        if len(side) < n:
+            side.append(key)
+        i += 1
+    return low, high
+
+
+def test_key_shared_moved_keys_drain_before_the_new_owner_gets_them(client: pulsar.Client, topic: str) -> None:
+    low, high = _keys_by_half(4)
+    keys = low + high
+    client.subscribe(topic, "ks", consumer_type=pulsar.ConsumerType.KeyShared).close()
+    produce_keys = client.create_producer(topic, batching_enabled=False)
+    for i in range(48):
+        produce_keys.send(f"{i}".encode(), partition_key=keys[i % 8])
+    # `first` owns every key; it takes 8 messages (one per key), the rest is read and held back.
+    first = client.subscribe(topic, "ks", consumer_type=pulsar.ConsumerType.KeyShared,
+                             consumer_name="first", receiver_queue_size=8)
+    second = client.subscribe(topic, "ks", consumer_type=pulsar.ConsumerType.KeyShared,
+                              consumer_name="second")
+    # `second` now owns the `low` keys, but `first` still holds a message of each of them.
+    assert nothing_more(second)
+    held = receive_n(first, 8, ack=False)
+    assert [m.data() for m in held] == [f"{i}".encode() for i in range(8)]
+    for m in held:
+        first.acknowledge(m)
+    got_second = drain(second, timeout_ms=1000)
+    got_first = drain(first, timeout_ms=300)
+    assert {_key_of(m) for m in got_second} == set(low)
+    assert {_key_of(m) for m in got_first} == set(high)
+    for msgs in (got_first, got_second):
+        assert [int(m.data()) for m in msgs] == sorted(int(m.data()) for m in msgs)
+    assert len(got_first) + len(got_second) == 40
+
+
 def test_key_shared_leaving_consumer_hands_over_in_order(client: pulsar.Client, topic: str) -> None:
     a = client.subscribe(topic, "ks", consumer_type=pulsar.ConsumerType.KeyShared, consumer_name="a",
                          receiver_queue_size=10)

@@ -1,14 +1,16 @@
 """Consumer: one client consumer on a subscription, its permits and its unacknowledged entries.
 
 Permits are counted in messages, as the official clients expect: an entry holding a batch of
-N messages costs N permits. ``pending`` maps each entry sent and not yet acknowledged to its
-message count; it is what gets redelivered when the consumer goes away or asks for it.
+N messages costs N permits. ``pending`` (a ``PendingAcks``) maps each entry sent and not yet
+acknowledged to its message count; it is what gets redelivered when the consumer goes away
+or asks for it.
 """
 
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from magnetar.broker.topic import split_entry
 from magnetar.protocol import pb
@@ -21,6 +23,63 @@ if TYPE_CHECKING:
 
 T = pb.BaseCommand
 _U64 = 1 << 64
+_MISSING: Any = object()
+
+
+class PendingAcks(dict["Position", int]):
+    """Entries sent to one consumer and not yet acknowledged: position -> message count.
+
+    Key_Shared also records each entry's key hash (``add_hash``) and keeps a count per hash,
+    so that the dispatcher can tell whether this consumer still holds messages of a key;
+    ``on_release(hash)`` runs when the last of them is acknowledged or taken back. Removal
+    through ``pop``, ``del`` and ``clear`` keeps the counts right.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.key_hashes: dict[Position, int] = {}
+        self.hash_counts: dict[int, int] = {}
+        self.on_release: Callable[[int], None] | None = None
+
+    def add_hash(self, position: Position, key_hash: int) -> None:
+        if position in self.key_hashes:
+            return
+        self.key_hashes[position] = key_hash
+        self.hash_counts[key_hash] = self.hash_counts.get(key_hash, 0) + 1
+
+    def _forget(self, position: Position) -> None:
+        key_hash = self.key_hashes.pop(position, None)
+        if key_hash is None:
+            return
+        left = self.hash_counts[key_hash] - 1
+        if left:
+            self.hash_counts[key_hash] = left
+            return
+        del self.hash_counts[key_hash]
+        if self.on_release is not None:
+            self.on_release(key_hash)
+
+    def pop(self, position: Position, default: Any = _MISSING) -> Any:  # type: ignore[override]
+        if position in self:
+            value = super().pop(position)
+            self._forget(position)
+            return value
+        if default is _MISSING:
+            raise KeyError(position)
+        return default
+
+    def __delitem__(self, position: Position) -> None:
+        super().__delitem__(position)
+        self._forget(position)
+
+    def clear(self) -> None:
+        released = list(self.hash_counts)
+        super().clear()
+        self.key_hashes.clear()
+        self.hash_counts.clear()
+        if self.on_release is not None:
+            for key_hash in released:
+                self.on_release(key_hash)
 
 
 class Consumer:
@@ -44,7 +103,7 @@ class Consumer:
         self.sub_type = sub_type
         self.metadata = metadata
         self.permits = 0
-        self.pending: dict[Position, int] = {}
+        self.pending = PendingAcks()
         self.writable = True
         self.msg_out = 0
         self.bytes_out = 0
@@ -53,9 +112,6 @@ class Consumer:
         self.send_entry_metadata = (
             cnx.config.exposingBrokerEntryMetadataToClientEnabled and cnx.remote_protocol_version >= 18
         )
-        # Key_Shared: a consumer that joins late gets nothing at or past this position
-        # until everything before it is acknowledged (keeps per-key order).
-        self.max_read_position: Position | None = None
 
     @property
     def available(self) -> bool:

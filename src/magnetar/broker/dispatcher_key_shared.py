@@ -3,10 +3,10 @@
 Per-key order holds while consumers come and go:
 - an entry whose consumer has no permits is held back (replay), and so is every later entry
   of the same key hash in the same pass;
-- a consumer that joins while earlier entries are still unacknowledged gets a
-  ``max_read_position`` (the read position at its arrival): it receives nothing at or past
-  it until every entry before it is acknowledged, so keys moved to it cannot overtake
-  messages still held by others;
+- when a key hash changes hands (a consumer joins or leaves), the new owner gets nothing of
+  that hash while another consumer still holds unacknowledged messages of it (the hash is
+  *draining*, as in Pulsar 4): each consumer's ``PendingAcks`` counts its entries per hash,
+  and the dispatcher runs again when a draining hash is released;
 - new entries whose key hash still has entries waiting in the replay set are held back
   too, so a redelivered message is never overtaken by a later one of its key.
 """
@@ -42,6 +42,7 @@ class KeySharedDispatcher(SharedDispatcher):
         )
         self._hash_of: dict[Position, int] = {}  # key hashes of entries in the replay set
         self._waiting: set[int] | None = None  # hashes with entries held back (one turn)
+        self._draining: set[int] = set()  # hashes held back because another consumer has them
 
     def add_consumer_with_meta(self, consumer: Consumer, meta: pb.KeySharedMeta | None) -> None:
         mode = meta.keySharedMode if meta is not None else pb.AUTO_SPLIT
@@ -59,8 +60,7 @@ class KeySharedDispatcher(SharedDispatcher):
                 self.selector.add_consumer(consumer)
         except ValueError as exc:
             raise BrokerError(pb.ConsumerAssignError, str(exc)) from exc
-        if self.consumers and not self.allow_out_of_order and not self._acked_before(self.read_position):
-            consumer.max_read_position = self.read_position
+        consumer.pending.on_release = self._hash_released
         self.add_consumer(consumer)
         self.schedule()
 
@@ -68,19 +68,18 @@ class KeySharedDispatcher(SharedDispatcher):
         self.selector.remove_consumer(consumer)
         super().remove_consumer(consumer)
 
-    def _acked_before(self, position: Position) -> bool:
-        """True when every entry before ``position`` is acknowledged."""
-        first_unacked = self.cursor.read_position
-        return first_unacked is None or first_unacked >= position
-
-    def on_mark_delete(self, mark_delete: Position) -> None:
-        released = False
-        for c in self.consumers:
-            if c.max_read_position is not None and self._acked_before(c.max_read_position):
-                c.max_read_position = None
-                released = True
-        if released:
+    def _hash_released(self, key_hash: int) -> None:
+        """A consumer no longer holds messages of ``key_hash``: its new owner may go on."""
+        if key_hash in self._draining:
+            self._draining.discard(key_hash)
             self.schedule()
+
+    def _held_by_another(self, key_hash: int, owner: Consumer) -> bool:
+        for c in self.consumers:
+            if c is not owner and key_hash in c.pending.hash_counts:
+                self._draining.add(key_hash)
+                return True
+        return False
 
     def dispatch(self) -> None:
         self._waiting = None  # computed at most once per turn, then kept up to date
@@ -122,7 +121,7 @@ class KeySharedDispatcher(SharedDispatcher):
                 or key_hash in blocked_hashes
                 or (waiting is not None and key_hash in waiting)
                 or not consumer.available
-                or (consumer.max_read_position is not None and position >= consumer.max_read_position)
+                or (not self.allow_out_of_order and self._held_by_another(key_hash, consumer))
             ):
                 blocked_hashes.add(key_hash)
                 self.replay.add(position)
@@ -131,6 +130,7 @@ class KeySharedDispatcher(SharedDispatcher):
                     self._waiting.add(key_hash)
                 continue
             self.send(consumer, position, data, entry_num_messages(metadata))
+            consumer.pending.add_hash(position, key_hash)
             sent += 1
         return sent
 

@@ -139,8 +139,6 @@ class PersistentSubscription:
                         for other in self.consumers:
                             if other.pending.pop(p, None) is not None:
                                 break
-        if isinstance(self.dispatcher, KeySharedDispatcher):
-            self.dispatcher.on_mark_delete(cursor.mark_delete_position)
         self.check_end_of_topic()
 
     def _mark_delete(self, position: Position) -> None:
