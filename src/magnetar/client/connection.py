@@ -130,8 +130,7 @@ class Connection(asyncio.Protocol):
         return cnx
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self._transport = transport
+        self._transport = transport  # type: ignore[assignment]  # uvloop's is no subclass
         sock = transport.get_extra_info("socket")
         if sock is not None:
             import socket

@@ -239,13 +239,17 @@ class Consumer:
 
     async def acknowledge(self, message: Message | MessageId) -> None:
         """Acknowledge one message (sent grouped, within ``ack_group_time``)."""
-        mid = self._mid(message)
-        child = message._consumer if isinstance(message, Message) else self._child_for(mid)
-        key = (mid._ledger_id, mid._entry_id)
+        if isinstance(message, Message):
+            mid = message._id
+            child = message._consumer
+        else:
+            mid = message
+            child = self._child_for(mid)
         child.ack(mid)
         if self._unacked is not None:
-            self._unacked.remove((child, key))
-        self._nacks.remove((child, key))
+            self._unacked.remove((child, (mid._ledger_id, mid._entry_id)))
+        if self._nacks._due:
+            self._nacks.remove((child, (mid._ledger_id, mid._entry_id)))
 
     async def acknowledge_cumulative(self, message: Message | MessageId) -> None:
         """Acknowledge this message and everything before it on its topic/partition."""

@@ -254,37 +254,56 @@ class TopicConsumer:
                   m: pb.CommandMessage, redelivery: int, topic: str, schema: Any,
                   part_index: int, filtering: Any) -> None:
         n = meta.num_messages_in_batch
-        ack_set = list(m.ack_set)
+        ack_set = list(m.ack_set) if m.ack_set else None
         out: list[Message] = []
         delivered: set[int] = set()
         pos = 0
         size = len(payload)
         skipped = 0
         unpack = _U32.unpack_from
+        append = out.append
+        mark = delivered.add
         try:
             for i in range(n):
                 (smm_size,) = unpack(payload, pos)
                 pos += 4
                 smm_end = pos + smm_size
-                fast = _fast_smm(payload, pos, smm_end)
-                if fast is not None:
-                    psize, event_time = fast
-                    smm = None
-                else:
-                    smm = pb.SingleMessageMetadata()
-                    smm.ParseFromString(payload[pos:smm_end])
-                    psize = smm.payload_size
-                    event_time = 0
-                pos = smm_end
-                end = pos + psize
+                smm = None
+                event_time = 0
+                # fast path: ``payload_size`` (tag 0x18), maybe ``sequence_id`` (0x40)
+                q = -1
+                if payload[pos] == 0x18:
+                    b = payload[pos + 1]
+                    if b < 0x80:
+                        psize = b
+                        q = pos + 2
+                    else:
+                        b2 = payload[pos + 2]
+                        if b2 < 0x80:
+                            psize = (b & 0x7F) | (b2 << 7)
+                            q = pos + 3
+                    if q != smm_end and q > 0 and payload[q] == 0x40:
+                        q += 1
+                        while payload[q] & 0x80:
+                            q += 1
+                        q += 1
+                if q != smm_end:
+                    fast = _fast_smm(payload, pos, smm_end)
+                    if fast is not None:
+                        psize, event_time = fast
+                    else:
+                        smm = pb.SingleMessageMetadata()
+                        smm.ParseFromString(payload[pos:smm_end])
+                        psize = smm.payload_size
+                end = smm_end + psize
                 if end > size:
                     raise ProtocolError("batch payload runs past its end")
-                data = payload[pos:end]
+                data = payload[smm_end:end]
                 pos = end
                 if smm is not None and smm.compacted_out:
                     skipped += 1
                     continue
-                if ack_set and not (ack_set[i >> 6] >> (i & 63)) & 1:
+                if ack_set is not None and not (ack_set[i >> 6] >> (i & 63)) & 1:
                     skipped += 1
                     continue
                 msg_id = MessageId(part_index, ledger, entry, i, n)
@@ -294,8 +313,8 @@ class TopicConsumer:
                 if filtering and self._skip(msg_id, meta):
                     skipped += 1
                     continue
-                delivered.add(i)
-                out.append(msg)
+                mark(i)
+                append(msg)
         except (ProtocolError, struct.error, IndexError, ValueError) as exc:
             log.warning("%s: bad batch %s:%s: %s", self.topic, ledger, entry, exc)
             self._reject(m.message_id, pb.CommandAck.BatchDeSerializeError)
