@@ -215,3 +215,25 @@ def test_many_subscriptions_survive_restart(tmp_path: Path) -> None:
     finally:
         client.close()
         broker.stop()
+
+
+def test_background_unload_of_an_idle_topic(tmp_path: Path) -> None:
+    broker = start_broker(tmp_path, magnetarTopicUnloadIdleSeconds=1)
+    service = broker.service
+    assert service is not None
+    client = pulsar.Client(broker.url, operation_timeout_seconds=10, logger=QUIET)
+    try:
+        idle, busy = _name("bg", 0), _name("bg", 1)
+        consumer = client.subscribe(busy, "stays")
+        producer = client.create_producer(idle)
+        producer.send(b"kept")
+        producer.close()
+        deadline = time.monotonic() + 10
+        while broker.call(lambda: idle in service.topics) and time.monotonic() < deadline:
+            time.sleep(0.1)  # bounded poll: the unload runs on the broker's own timer
+        assert broker.call(set, service.topics) == {busy}
+        assert _read_first(client, idle, "after") == b"kept"
+        consumer.close()
+    finally:
+        client.close()
+        broker.stop()

@@ -35,3 +35,27 @@ def test_thousands_of_ledgers_bounded_fds(make_factory):
         assert ml.read_entries(Position(-1, -1), 2)[0][1] == b"entry %d" % j
     assert _fd_count() - before <= bound + 8
     assert len(f.list()) == n
+
+
+def test_evicted_sealed_segments_drop_their_index(make_factory):
+    """An idle sealed segment costs neither a descriptor nor its offset index in memory."""
+    f = make_factory(fsync="group", max_open_files=4, segment_max_entries=50, read_cache_bytes=0)
+
+    async def go():
+        ledgers = [f.open(f"persistent://public/default/ix{j}") for j in range(6)]
+        for j, ml in enumerate(ledgers):
+            # 120 entries: two sealed segments of 50 and an active one
+            await asyncio.gather(*(ml.append(b"%d-%d" % (j, k)) for k in range(120)))
+        return ledgers
+
+    ledgers = asyncio.run(go())
+    for _ in range(2):  # read everything twice: the LRU keeps evicting and reloading
+        for j, ml in enumerate(ledgers):
+            got = [d for _, d in ml.read_entries(Position(-1, -1), 200)]
+            assert got == [b"%d-%d" % (j, k) for k in range(120)]
+    segments = [s for ml in ledgers for s in ml._segments]
+    open_now = [s for s in segments if s.fd is not None]
+    assert len(open_now) <= 4
+    released = [s for s in segments if s._offsets is None]
+    assert released and all(s.sealed and s.fd is None for s in released)
+    assert len(released) >= len([s for s in segments if s.sealed]) - 4
