@@ -225,6 +225,30 @@ def test_ack_response_when_a_request_id_is_given(broker: ThreadedBroker, topic: 
         raw.close()
 
 
+def test_cumulative_ack_refused_on_shared(broker: ThreadedBroker, topic: str) -> None:
+    raw = rc.connected(broker.url)
+    try:
+        assert rc.subscribe(raw, topic, "s", 1, Sub.Shared).type == T.SUCCESS
+        assert raw.create_producer(topic, 1).type == T.PRODUCER_SUCCESS
+        raw.send_message(1, 0, b"x")
+        rc.expect(raw, lambda f: f.command.type == T.SEND_RECEIPT)
+        rc.flow(raw, 1, 10)
+        frame = rc.message(raw, 1)
+        assert frame is not None
+        mid = frame.command.message.message_id
+        raw.send("ACK", consumer_id=1, ack_type=pb.CommandAck.Cumulative,
+                 message_id=[pb.MessageIdData(ledgerId=mid.ledgerId, entryId=mid.entryId)], request_id=5)
+        resp = rc.reply_to(raw, 5)
+        assert resp.type == T.ACK_RESPONSE and resp.ackResponse.error == pb.NotAllowedError
+        # Nothing was acknowledged: the message comes back to the next consumer.
+        assert rc.close_consumer(raw, 1).type == T.SUCCESS
+        assert rc.subscribe(raw, topic, "s", 2, Sub.Shared).type == T.SUCCESS
+        rc.flow(raw, 2, 10)
+        assert rc.message(raw, 2) is not None
+    finally:
+        raw.close()
+
+
 # ------------------------------------------------------------------------------ unsubscribe
 
 

@@ -424,7 +424,14 @@ class ServerCnx(asyncio.Protocol):
             else:
                 log.warning("%s: Ack for unknown consumer id %d", self.peer, ack.consumer_id)
             return
-        consumer.subscription.acknowledge(consumer, ack)
+        try:
+            consumer.subscription.acknowledge(consumer, ack)
+        except BrokerError as exc:
+            if not ack.HasField("request_id"):
+                log.warning("%s: Ack refused: %s", self.peer, exc)
+                return
+            self._ack_response(ack, exc.code, str(exc))
+            return
         if ack.HasField("request_id"):
             self._ack_response(ack, None, "")
 

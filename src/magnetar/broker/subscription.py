@@ -110,6 +110,12 @@ class PersistentSubscription:
     def acknowledge(self, consumer: Consumer, ack: pb.CommandAck) -> None:
         cursor = self.cursor
         if ack.ack_type == pb.CommandAck.Cumulative:
+            if consumer.sub_type not in (SubType.Exclusive, SubType.Failover):
+                raise BrokerError(
+                    pb.NotAllowedError,
+                    f"cumulative acknowledgement is not allowed on a "
+                    f"{SubType.SubType.Name(consumer.sub_type)} subscription",
+                )
             for mid in ack.message_id:
                 position = Position(mid.ledgerId, mid.entryId)
                 words = list(mid.ack_set)
