@@ -52,9 +52,13 @@ class Reader:
                 start_key = (start._ledger_id, start._entry_id)
                 if last_key > start_key:
                     return True
-                if last_key == start_key and (child.start_inclusive or (
-                        start._batch_index >= 0 and last._batch_index > start._batch_index)):
-                    return True
+                if last_key == start_key:
+                    if child.start_inclusive or (
+                            start._batch_index >= 0 and last._batch_index > start._batch_index):
+                        return True
+                    if start._batch_index >= 0 and last._batch_index < 0 and \
+                            await self._settle(child, last_key):
+                        return True  # the broker gave no batch index: look at the entry
                 continue
             ref_key = (ref._ledger_id, ref._entry_id)
             if last_key > ref_key:
@@ -62,6 +66,11 @@ class Reader:
             if last_key == ref_key and last._batch_index > ref._batch_index >= 0:
                 return True
         return bool(c._queue)
+
+    async def _settle(self, child: object, key: tuple[int, int]) -> bool:
+        """The broker will deliver entry ``key``: wait for it, then look at the queue."""
+        await child.wait_entry(key, self._consumer._client._op_timeout)  # type: ignore[attr-defined]
+        return bool(self._consumer._queue)
 
     async def seek(self, message_id: MessageId | int) -> None:
         await self._consumer.seek(message_id)

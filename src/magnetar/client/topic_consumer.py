@@ -102,6 +102,10 @@ class TopicConsumer:
         self.last_dequeued: MessageId | None = None
         self.end_of_topic = False
         self._dlq_redelivery: dict[tuple[int, int], list[Message]] = {}
+        self.subscription = parent._conf.subscription_name
+        self._generation = 0
+        self.seen_entry: tuple[int, int] = (-2, -2)
+        self._entry_waiters: list[tuple[tuple[int, int], asyncio.Future[None]]] = []
         self.schema = parent._schema
 
     # -------------------------------------------------------------- connecting
@@ -111,7 +115,7 @@ class TopicConsumer:
     def _subscribe_fields(self) -> dict[str, Any]:
         conf = self.parent._conf
         fields: dict[str, Any] = {
-            "topic": self.topic, "subscription": conf.subscription_name,
+            "topic": self.topic, "subscription": self.subscription,
             "subType": int(conf.consumer_type), "consumer_id": self.consumer_id,
             "durable": conf.durable, "initialPosition": int(conf.initial_position),
             "read_compacted": conf.is_read_compacted,
@@ -195,6 +199,13 @@ class TopicConsumer:
 
     # ---------------------------------------------------------------- messages
     def _on_message(self, m: pb.CommandMessage, part: bytes) -> None:
+        mid = m.message_id
+        try:
+            self._decode(m, part)
+        finally:
+            self._mark_seen((_signed(mid.ledgerId), _signed(mid.entryId)))
+
+    def _decode(self, m: pb.CommandMessage, part: bytes) -> None:
         mid = m.message_id
         try:
             meta, payload = split_payload(part)
@@ -438,26 +449,73 @@ class TopicConsumer:
                                  consumer_id=self.consumer_id, **fields)
 
     async def seek(self, target: MessageId | int) -> None:
+        """Durable: ``Seek`` then a fresh subscription; non-durable: resubscribe there."""
         self._acks.flush()
-        if isinstance(target, MessageId):
-            await self._request(T.SEEK, message_id=pb.MessageIdData(
-                ledgerId=target._ledger_id & ((1 << 64) - 1),
-                entryId=target._entry_id & ((1 << 64) - 1)))
-            if not self.parent._conf.durable:
-                self.start_id = target
-                self.start_inclusive = True if target._batch_index >= 0 else \
-                    self.parent._conf.start_message_id_inclusive
-                self.last_dequeued = None
-                self.min_publish_time = 0
+        durable = self.parent._conf.durable
+        if durable:
+            if isinstance(target, MessageId):
+                await self._request(T.SEEK, message_id=pb.MessageIdData(
+                    ledgerId=target._ledger_id & ((1 << 64) - 1),
+                    entryId=target._entry_id & ((1 << 64) - 1)))
+            else:
+                await self._request(T.SEEK, message_publish_time=int(target))
         else:
-            await self._request(T.SEEK, message_publish_time=int(target))
-            if not self.parent._conf.durable:
+            self.last_dequeued = None
+            if isinstance(target, MessageId):
+                self.start_id = target
+                self.start_inclusive = True  # like a durable seek: the id itself is next
+                self.min_publish_time = 0
+            else:
                 self.start_id = MessageId.earliest
                 self.start_inclusive = True
-                self.last_dequeued = None
                 self.min_publish_time = int(target)
+        await self._resubscribe()
+
+    async def _resubscribe(self) -> None:
+        """Close and re-create the subscription on this connection (queue discarded)."""
+        cnx = self._cnx
         self.parent._drop_from(self)
         self._acks.forget_batches()
+        self._chunks.clear()
+        if cnx is None or cnx.consumers.get(self.consumer_id) is not self:
+            return  # the broker closed us already; the reconnection is under way
+        cnx.consumers.pop(self.consumer_id, None)
+        self._cnx = None
+        with contextlib.suppress(PulsarException):
+            await cnx.request(T.CLOSE_CONSUMER, timeout=self._client._op_timeout,
+                              consumer_id=self.consumer_id)
+        if not self.parent._conf.durable:
+            # a fresh non-durable subscription: some brokers keep the old one's position
+            self._generation += 1
+            self.subscription = f"{self.parent._conf.subscription_name}-{self._generation}"
+        if self._reconnecting is not None or self._closed:
+            return
+        try:
+            await self._connect()
+        except (PulsarException, OSError):
+            self._reconnecting = self._loop.create_task(self._reconnect())
+
+    async def wait_entry(self, key: tuple[int, int], timeout: float) -> None:
+        """Wait until an entry at or past ``key`` has been received and decoded."""
+        if self.seen_entry >= key:
+            return
+        fut = self._loop.create_future()
+        self._entry_waiters.append((key, fut))
+        async with asyncio.timeout(timeout):
+            await fut
+
+    def _mark_seen(self, key: tuple[int, int]) -> None:
+        if key > self.seen_entry:
+            self.seen_entry = key
+        if self._entry_waiters:
+            keep = []
+            for k, fut in self._entry_waiters:
+                if k <= key:
+                    if not fut.done():
+                        fut.set_result(None)
+                else:
+                    keep.append((k, fut))
+            self._entry_waiters = keep
 
     async def get_last_message_id(self) -> MessageId:
         resp = await self._request(T.GET_LAST_MESSAGE_ID)
