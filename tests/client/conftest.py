@@ -114,6 +114,17 @@ def partitioned_broker() -> Iterator[BrokerProcess]:
     b.stop()
 
 
+@pytest.fixture(scope="session")
+def small_broker() -> Iterator[BrokerProcess]:
+    """A broker with a 64 KiB message size limit (magnetar only: pulsar-lite does not
+    announce its limit in Connected)."""
+    if BROKER_KIND != "magnetar":
+        pytest.skip("pulsar-lite does not send max_message_size in Connected")
+    b = BrokerProcess(BROKER_KIND, maxMessageSize=64 * 1024)
+    yield b
+    b.stop()
+
+
 @pytest.fixture
 def topic() -> str:
     return f"persistent://public/default/t-{uuid.uuid4().hex[:12]}"
