@@ -378,11 +378,12 @@ def test_small_receiver_queue_with_batches_gets_everything(client: pulsar.Client
     assert nothing_more(consumer)
 
 
-def test_flow_permits_are_counted_in_messages(broker: ThreadedBroker, topic: str) -> None:
+@pytest.mark.parametrize("sub_type", [Sub.Exclusive, Sub.Shared, Sub.Failover, Sub.Key_Shared])
+def test_flow_permits_are_counted_in_messages(broker: ThreadedBroker, topic: str, sub_type: int) -> None:
     producer = rc.connected(broker.url)
     consumer = rc.connected(broker.url)
     try:
-        assert rc.subscribe(consumer, topic, "flow", 1, Sub.Shared, earliest=True).type == T.SUCCESS
+        assert rc.subscribe(consumer, topic, "flow", 1, sub_type, earliest=True).type == T.SUCCESS
         assert producer.create_producer(topic, 1).type == T.PRODUCER_SUCCESS
         for seq in range(3):
             receipt = rc.publish_batch(producer, 1, seq, [f"{seq}-{i}".encode() for i in range(10)])
