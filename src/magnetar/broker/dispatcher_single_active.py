@@ -3,7 +3,8 @@
 Failover picks the active consumer by priority level, then consumer name; on a partitioned
 topic the partition index chooses among them (``index % count``) so that partitions spread
 over consumers. When the active consumer changes, every consumer is told
-(ActiveConsumerChange) and the read position rewinds to the first unacknowledged entry.
+(ActiveConsumerChange) and the read position rewinds to the first unacknowledged entry; a
+consumer that joins without changing the active one is told only about itself.
 """
 
 from __future__ import annotations
