@@ -138,17 +138,22 @@ class AvroSchema(Schema):
 _OFFICIAL_TYPES = {"STRING": pb.Schema.String, "JSON": pb.Schema.Json, "AVRO": pb.Schema.Avro}
 
 
+def _value(attr: Any) -> Any:
+    return attr() if callable(attr) else attr
+
+
 class _OfficialSchema(Schema):
     """Adapter for a ``pulsar.schema`` object: its own encode/decode and schema info."""
 
     def __init__(self, official: Any) -> None:
         self._s = official
         info = official.schema_info()
-        type_name = str(info.schema_type).rsplit(".", 1)[-1].upper()
+        type_name = str(_value(info.schema_type)).rsplit(".", 1)[-1].upper()
         self._bytes = type_name in ("BYTES", "NONE")
         self.type = _OFFICIAL_TYPES.get(type_name, 0)
-        self.name = info.name
-        self._definition = info.schema.encode() if info.schema else b""
+        self.name = _value(info.name)
+        definition = _value(info.schema)
+        self._definition = definition.encode() if definition else b""
 
     def definition(self) -> bytes:
         return self._definition

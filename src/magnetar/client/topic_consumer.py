@@ -417,6 +417,7 @@ class TopicConsumer:
         """Ask for these entries again (Shared/Key_Shared) or for all unacked otherwise."""
         if not keys:
             return
+        self._acks.flush()  # the broker must not resend what we already acknowledged
         shared = int(self.parent._conf.consumer_type) in (
             pb.CommandSubscribe.Shared, pb.CommandSubscribe.Key_Shared)
         if shared:
@@ -428,6 +429,7 @@ class TopicConsumer:
             self.redeliver_all()
 
     def redeliver_all(self) -> None:
+        self._acks.flush()
         dropped = self.parent._drop_from(self)
         self._acks.forget_batches()
         self._write(encode_command(command(T.REDELIVER_UNACKNOWLEDGED_MESSAGES,
