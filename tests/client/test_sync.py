@@ -1,0 +1,45 @@
+"""The blocking facade ``magnetar.sync``: same calls as the official client, no await."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from magnetar.client import CompressionType, InitialPosition, MessageId, Timeout
+from magnetar.sync import Client
+from tests.client.conftest import BrokerProcess
+
+
+def test_sync_roundtrip(broker: BrokerProcess, topic: str) -> None:
+    with Client(broker.url) as client:
+        consumer = client.subscribe(topic, "s", initial_position=InitialPosition.Earliest)
+        producer = client.create_producer(topic, batching_enabled=True,
+                                          compression_type=CompressionType.ZSTD)
+        assert isinstance(producer.send(b"one", properties={"k": "v"}), MessageId)
+        done = threading.Event()
+        seen = []
+
+        def cb(exc: object, mid: object) -> None:
+            seen.append((exc, mid))
+            if len(seen) == 10:
+                done.set()
+
+        futs = [producer.send_async(b"m%d" % i, cb) for i in range(10)]
+        producer.flush()
+        assert done.wait(10)
+        assert [f.result(5) for f in futs] == [m for _, m in seen]
+        msgs = [consumer.receive(5000) for _ in range(11)]
+        assert [m.data() for m in msgs] == [b"one"] + [b"m%d" % i for i in range(10)]
+        assert msgs[0].properties() == {"k": "v"}
+        for m in msgs:
+            consumer.acknowledge(m)
+        with pytest.raises(Timeout):
+            consumer.receive(50)
+        reader = client.create_reader(topic, MessageId.earliest)
+        n = 0
+        while reader.has_message_available():
+            reader.read_next(5000)
+            n += 1
+        assert n == 11
+        assert client.get_topic_partitions(topic) == [topic]
