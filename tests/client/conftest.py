@@ -76,12 +76,21 @@ class BrokerProcess:
             conf.write_text(text)
             cmd = [str(binary), "--config", str(conf), "--addr", f"127.0.0.1:{self.port}",
                    "--db-path", str(self.dir / "db"), "--log-level", "warn"]
-        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT)
+        self.cmd = cmd
+        self.start()
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen(self.cmd, stdout=self.log, stderr=subprocess.STDOUT)
         try:
             wait_listening(self.port, self.proc)
         except RuntimeError:
             self.stop()
             raise
+
+    def kill(self) -> None:
+        """Stop the process abruptly, keeping its data for ``start``."""
+        self.proc.kill()
+        self.proc.wait()
 
     @property
     def url(self) -> str:
@@ -121,6 +130,14 @@ def small_broker() -> Iterator[BrokerProcess]:
     if BROKER_KIND != "magnetar":
         pytest.skip("pulsar-lite does not send max_message_size in Connected")
     b = BrokerProcess(BROKER_KIND, maxMessageSize=64 * 1024)
+    yield b
+    b.stop()
+
+
+@pytest.fixture
+def own_broker() -> Iterator[BrokerProcess]:
+    """A broker for this test alone (it may be killed and restarted)."""
+    b = BrokerProcess(BROKER_KIND, brokerDeduplicationEnabled="true")
     yield b
     b.stop()
 

@@ -428,8 +428,9 @@ class TopicProducer:
     async def close(self) -> None:
         if self._closed:
             return
-        with contextlib.suppress(TimeoutError, PulsarException):
-            await asyncio.wait_for(self.flush(), self._client._op_timeout)
+        if self.connected:
+            with contextlib.suppress(TimeoutError, PulsarException):
+                await asyncio.wait_for(self.flush(), self._client._op_timeout)
         self._closed = True
         if self._reconnecting is not None:
             self._reconnecting.cancel()
