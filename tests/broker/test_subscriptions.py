@@ -253,7 +253,7 @@ def test_key_shared_joining_consumer_waits_for_older_messages(client: pulsar.Cli
         producer.send(f"{i}".encode(), partition_key=keys[i % 16])
     # Keys that moved to `second` must wait: `first` still holds older messages of them.
     assert nothing_more(second)
-    later_first = drain(first, ack=False, timeout_ms=300)
+    later_first = drain(first, ack=False, timeout_ms=1000)
     assert len(later_first) < 32  # some keys did move
     for msg in early + later_first:
         first.acknowledge(msg)
@@ -303,7 +303,7 @@ def test_key_shared_moved_keys_drain_before_the_new_owner_gets_them(client: puls
     for m in held:
         first.acknowledge(m)
     got_second = drain(second, timeout_ms=1000)
-    got_first = drain(first, timeout_ms=300)
+    got_first = drain(first, timeout_ms=1000)
     assert {_key_of(m) for m in got_second} == set(low)
     assert {_key_of(m) for m in got_first} == set(high)
     for msgs in (got_first, got_second):
