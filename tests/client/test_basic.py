@@ -15,6 +15,7 @@ from magnetar.client import (
     ProducerQueueIsFull,
     Timeout,
 )
+from magnetar.protocol import FrameDecoder, pb
 from tests.client.conftest import BrokerProcess, receive_unique, run
 
 
@@ -209,5 +210,41 @@ def test_unsubscribe(broker: BrokerProcess, topic: str) -> None:
             c2 = await client.subscribe(topic, "gone", initial_position=InitialPosition.Latest)
             await producer.send(b"later")
             assert (await c2.receive(5000)).data() == b"later"
+
+    run(main)
+
+
+def test_flow_refill_and_grouped_acks(broker: BrokerProcess, topic: str) -> None:
+    """A 10-message receiver queue must be refilled (at half) to get 100 messages; acks
+    inside one group time leave as one command."""
+    async def main() -> None:
+        async with Client(broker.url) as client:
+            consumer = await client.subscribe(topic, "s", receiver_queue_size=10,
+                                              ack_group_time_ms=10_000)
+            child = consumer._children[0]
+            writes: list[bytes] = []
+            cnx = child._cnx
+            real_write = cnx.write
+
+            def spy(data: bytes) -> None:
+                writes.append(data)
+                real_write(data)
+
+            cnx.write = spy  # type: ignore[method-assign]
+            p = await client.create_producer(topic)
+            for i in range(100):
+                await p.send_async(b"f%d" % i)
+            await p.flush()
+            msgs = await receive_unique(consumer, 100)
+            assert [m.data() for m in msgs] == [b"f%d" % i for i in range(100)]
+            flows = [f for w in writes for f in FrameDecoder().feed(w)
+                     if f.command.type == pb.BaseCommand.FLOW]
+            assert len(flows) >= 18  # 5 permits at a time
+            writes.clear()
+            for m in msgs:
+                await consumer.acknowledge(m)
+            assert writes == []  # grouped: nothing sent yet
+            child.flush_acks()
+            assert len(writes) == 1
 
     run(main)
