@@ -193,6 +193,30 @@ def test_many_subscriptions_survive_restart(tmp_path: Path) -> None:
         assert broker.service is not None
         subs = broker.call(lambda: set(broker.service.get_topic(topic).subscriptions))
         assert subs == {f"sub-{i}" for i in range(n)}
+
+        # publishing with one live consumer: the 500 idle subscriptions are not woken per entry
+        live = client.subscribe(topic, "live")
+        woken: list[str] = []
+
+        def watch_idle() -> int:
+            watched = 0
+            for name, sub in broker.service.get_topic(topic).subscriptions.items():
+                if name != "live" and sub.dispatcher is not None:
+                    sub.dispatcher.schedule = lambda name=name: woken.append(name)
+                    watched += 1
+            return watched
+
+        assert broker.call(watch_idle) == n  # their dispatchers outlive their consumers
+        producer = client.create_producer(topic)
+        for k in range(20):
+            producer.send_async(b"more %d" % k, None)
+        producer.flush()
+        producer.close()
+        assert [live.receive(timeout_millis=5000).data() for _ in range(20)] == [
+            b"more %d" % k for k in range(20)]
+        live.unsubscribe()
+        live.close()
+        assert woken == []
     finally:
         client.close()
         broker.stop()
