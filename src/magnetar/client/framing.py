@@ -23,14 +23,27 @@ MAGIC_BEM = 0x0E02
 
 
 class ClientFrameDecoder:
-    __slots__ = ("_buf", "max_frame_size")
+    """Incremental splitter. Partial input is kept as a list of chunks and joined once the
+    frame it belongs to is complete, so a large frame costs one copy, not one per read."""
+
+    __slots__ = ("_have", "_need", "_parts", "max_frame_size")
 
     def __init__(self, max_frame_size: int) -> None:
         self.max_frame_size = max_frame_size
-        self._buf = b""
+        self._parts: list[bytes] = []
+        self._have = 0
+        self._need = 0
 
     def feed(self, data: bytes) -> list[tuple[pb.BaseCommand, bytes | None]]:
-        buf = self._buf + data if self._buf else data
+        if self._parts:
+            self._parts.append(data)
+            self._have += len(data)
+            if self._have < self._need:
+                return []
+            buf = b"".join(self._parts)
+            self._parts = []
+        else:
+            buf = data
         out: list[tuple[pb.BaseCommand, bytes | None]] = []
         pos = 0
         size = len(buf)
@@ -53,7 +66,13 @@ class ClientFrameDecoder:
                 raise MalformedFrame(f"undecodable command: {exc}") from None
             out.append((cmd, buf[cmd_end:end] if cmd_end < end else None))
             pos = end
-        self._buf = buf[pos:] if pos < size else b""
+        if pos < size:
+            rest = buf[pos:]
+            self._parts = [rest]
+            self._have = len(rest)
+            self._need = max(8, unpack(rest, 0)[0] + 4) if self._have >= 4 else 8
+        else:
+            self._need = 0
         return out
 
 
