@@ -40,8 +40,10 @@ class AckGroupingTracker:
                 if left:
                     return False
                 del self._batches[key]
-        self._individual[key] = None
-        self._arm(len(self._individual) >= self._max)
+        individual = self._individual
+        individual[key] = None
+        if self._timer is None or len(individual) >= self._max:
+            self._arm(len(individual) >= self._max)
         return True
 
     def cumulative(self, key: EntryKey) -> None:

@@ -140,7 +140,11 @@ class Consumer:
     def _take(self) -> Message:
         msg = self._queue.popleft()
         child: TopicConsumer = msg._consumer
-        child.on_dequeued(msg)
+        # inlined ``child.on_dequeued(msg)``: this runs once per message
+        child.last_dequeued = msg._id
+        child._permits += 1
+        if child._permits >= child._threshold:
+            child.send_flow()
         if self._unacked is not None:
             self._unacked.add((child, (msg._id._ledger_id, msg._id._entry_id)))
         return msg

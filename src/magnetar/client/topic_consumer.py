@@ -376,19 +376,20 @@ class TopicConsumer:
     def returned_permits(self, n: int) -> None:
         self._permits += n
         if self._permits >= self._threshold:
-            permits = self._permits
-            self._permits = 0
-            self._write(encode_command(command(T.FLOW, consumer_id=self.consumer_id,
-                                               messagePermits=permits)))
+            self.send_flow()
 
     def on_dequeued(self, msg: Message) -> None:
+        """The application took ``msg``: one permit comes back (see ``Consumer._take``)."""
         self.last_dequeued = msg._id
         self._permits += 1
         if self._permits >= self._threshold:
-            permits = self._permits
-            self._permits = 0
-            self._write(encode_command(command(T.FLOW, consumer_id=self.consumer_id,
-                                               messagePermits=permits)))
+            self.send_flow()
+
+    def send_flow(self) -> None:
+        permits = self._permits
+        self._permits = 0
+        self._write(encode_command(command(T.FLOW, consumer_id=self.consumer_id,
+                                           messagePermits=permits)))
 
     # -------------------------------------------------------------------- acks
     def ack(self, mid: MessageId) -> None:
@@ -396,7 +397,7 @@ class TopicConsumer:
         if mid._chunk_ids:
             for c in mid._chunk_ids:
                 self._acks.individual((c._ledger_id, c._entry_id))
-        elif self._acks.individual(key, mid._batch_index):
+        elif self._acks.individual(key, mid._batch_index) and self._dlq_redelivery:
             self._dlq_redelivery.pop(key, None)
 
     def ack_cumulative(self, mid: MessageId) -> None:
