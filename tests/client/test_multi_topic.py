@@ -62,3 +62,24 @@ def test_regex_subscription(broker: BrokerProcess) -> None:
                 await consumer.receive(200)
 
     run(main)
+
+
+def test_regex_discovers_new_topics(broker: BrokerProcess) -> None:
+    needs_magnetar(broker, "GetTopicsOfNamespace is never answered")
+    tag = uuid.uuid4().hex[:8]
+
+    async def main() -> None:
+        async with Client(broker.url) as client:
+            first = f"persistent://public/default/disc-{tag}-a"
+            p = await client.create_producer(first)
+            consumer = await client.subscribe(
+                re.compile(f"persistent://public/default/disc-{tag}-.*"), "s",
+                pattern_auto_discovery_period=0.1,
+                initial_position=InitialPosition.Earliest)
+            late = await client.create_producer(f"persistent://public/default/disc-{tag}-b")
+            await late.send(b"late")
+            await p.send(b"first")
+            got = {(await consumer.receive(10000)).data() for _ in range(2)}
+            assert got == {b"late", b"first"}
+
+    run(main)
