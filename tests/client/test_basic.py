@@ -248,3 +248,19 @@ def test_flow_refill_and_grouped_acks(broker: BrokerProcess, topic: str) -> None
             assert len(writes) == 1
 
     run(main)
+
+
+def test_concurrent_receivers(broker: BrokerProcess, topic: str) -> None:
+    """Several coroutines blocked in ``receive`` all get served by one batch."""
+    async def main() -> None:
+        async with Client(broker.url) as client:
+            consumer = await client.subscribe(topic, "s")
+            receivers = [asyncio.ensure_future(consumer.receive(5000)) for _ in range(4)]
+            producer = await client.create_producer(topic, batching_enabled=True)
+            futs = [await producer.send_async(b"c%d" % i) for i in range(4)]
+            await producer.flush()
+            await asyncio.gather(*futs)
+            got = await asyncio.gather(*receivers)
+            assert sorted(m.data() for m in got) == [b"c0", b"c1", b"c2", b"c3"]
+
+    run(main)

@@ -121,14 +121,15 @@ class Consumer:
     def _enqueue_many(self, msgs: list[Message]) -> None:
         self._queue.extend(msgs)
         if self._waiters:
-            self._wake()
+            self._wake(len(msgs))
 
-    def _wake(self) -> None:
-        while self._waiters:
+    def _wake(self, n: int = 1) -> None:
+        """Wake up to ``n`` receivers waiting for a message."""
+        while self._waiters and n > 0:
             w = self._waiters.popleft()
             if not w.done():
                 w.set_result(None)
-                return
+                n -= 1
 
     def _drop_from(self, child: TopicConsumer) -> int:
         """Remove the queued messages of ``child``; returns how many."""
