@@ -183,3 +183,17 @@ def test_many_chunks_with_small_limit(small_broker: BrokerProcess, topic: str) -
         assert theirs.receive(10000).data() == payload[::-1]
     finally:
         official.close()
+
+
+def test_message_id_serialization_interop() -> None:
+    from magnetar.client import MessageId
+
+    ours = MessageId(partition=2, ledger_id=17, entry_id=42, batch_index=3, batch_size=5)
+    theirs = pulsar.MessageId.deserialize(ours.serialize())
+    assert (theirs.ledger_id(), theirs.entry_id(), theirs.partition(), theirs.batch_index()) \
+        == (17, 42, 2, 3)
+    back = MessageId.deserialize(pulsar.MessageId(1, 9, 8, -1).serialize())
+    assert (back.partition(), back.ledger_id(), back.entry_id(), back.batch_index()) == \
+        (1, 9, 8, -1)
+    assert MessageId.deserialize(pulsar.MessageId.earliest.serialize()) == MessageId.earliest
+    assert MessageId.deserialize(pulsar.MessageId.latest.serialize()) == MessageId.latest

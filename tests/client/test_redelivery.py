@@ -179,3 +179,21 @@ def test_batch_message_acked_when_all_members_are(broker: BrokerProcess, topic: 
                 del m
 
     run(main)
+
+
+def test_ack_timeout_with_partly_acked_batch(broker: BrokerProcess, topic: str) -> None:
+    async def main() -> None:
+        async with Client(broker.url) as client:
+            consumer = await client.subscribe(topic, "s", consumer_type=ConsumerType.Shared,
+                                              unacked_messages_timeout_ms=200)
+            p = await client.create_producer(topic, batching_enabled=True)
+            futs = [await p.send_async(b"x%d" % i) for i in range(3)]
+            await p.flush()
+            await asyncio.gather(*futs)
+            msgs = [await consumer.receive(5000) for _ in range(3)]
+            await consumer.acknowledge(msgs[0])
+            # the entry is not fully acknowledged: it comes back (the whole batch)
+            again = await consumer.receive(5000)
+            assert again.redelivery_count() >= 1
+
+    run(main)

@@ -250,10 +250,10 @@ class Consumer:
         else:
             mid = message
             child = self._child_for(mid)
-        child.ack(mid)
-        if self._unacked is not None:
+        whole_entry = child.ack(mid)
+        if self._unacked is not None and whole_entry:
             self._unacked.remove((child, (mid._ledger_id, mid._entry_id)))
-        if self._nacks._due:
+        if self._nacks._due and whole_entry:
             self._nacks.remove((child, (mid._ledger_id, mid._entry_id)))
 
     async def acknowledge_cumulative(self, message: Message | MessageId) -> None:

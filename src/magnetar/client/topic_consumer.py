@@ -392,13 +392,18 @@ class TopicConsumer:
                                            messagePermits=permits)))
 
     # -------------------------------------------------------------------- acks
-    def ack(self, mid: MessageId) -> None:
+    def ack(self, mid: MessageId) -> bool:
+        """Record an individual ack; True once the message's whole entry is acknowledged."""
         key = (mid._ledger_id, mid._entry_id)
         if mid._chunk_ids:
             for c in mid._chunk_ids:
                 self._acks.individual((c._ledger_id, c._entry_id))
-        elif self._acks.individual(key, mid._batch_index) and self._dlq_redelivery:
-            self._dlq_redelivery.pop(key, None)
+            return True
+        if self._acks.individual(key, mid._batch_index):
+            if self._dlq_redelivery:
+                self._dlq_redelivery.pop(key, None)
+            return True
+        return False
 
     def ack_cumulative(self, mid: MessageId) -> None:
         if mid._batch_index >= 0 and mid._batch_size and mid._batch_index < mid._batch_size - 1:
