@@ -36,15 +36,14 @@ def housekeeping(broker: ThreadedBroker, now: float | None = None) -> None:
     broker.call(broker.service.run_housekeeping, now)  # type: ignore[union-attr]
 
 
-def drain(consumer: pulsar.Consumer, timeout_ms: int = 1000) -> list[bytes]:
-    got = []
-    while True:
-        try:
-            msg = consumer.receive(timeout_millis=timeout_ms)
-        except pulsar.Timeout:
-            return got
+def drain(consumer: pulsar.Consumer, last: bytes) -> list[bytes]:
+    """Receive and acknowledge everything up to the message ``last`` (inclusive)."""
+    got: list[bytes] = []
+    while not got or got[-1] != last:
+        msg = consumer.receive(timeout_millis=5000)
         got.append(msg.data())
         consumer.acknowledge(msg)
+    return got
 
 
 @pytest.fixture
@@ -84,7 +83,7 @@ def test_ttl_expires_old_backlog_only(make_broker) -> None:
     housekeeping(broker, boundary + 0.001 + 60)  # the "old" ones are now past the TTL
     assert subscription_stats(broker, topic, "ttl")["msgBacklog"] == 5
     consumer = client.subscribe(topic, "ttl")
-    assert drain(consumer) == [b"new-%d" % i for i in range(5)]
+    assert drain(consumer, b"new-4") == [b"new-%d" % i for i in range(5)]
     housekeeping(broker, time.time() + 3600)
     assert subscription_stats(broker, topic, "ttl")["msgBacklog"] == 0
     client.close()
@@ -135,7 +134,7 @@ def test_consumed_segments_outside_retention_are_deleted(make_broker) -> None:
     assert all(not p.exists() for p in before[:3])
     assert all(not p.with_suffix(".idx").exists() for p in before[:3])
     consumer = client.subscribe(topic, "sub")
-    assert drain(consumer) == [b"%d" % i for i in range(32, 55)]
+    assert drain(consumer, b"54") == [b"%d" % i for i in range(32, 55)]
     reader = client.create_reader(topic, pulsar.MessageId.earliest)
     assert reader.read_next(timeout_millis=5000).data() == b"30"  # 0-29 are gone
     client.close()
@@ -170,13 +169,14 @@ def test_unconsumed_data_is_kept_outside_retention(make_broker) -> None:
     housekeeping(broker)
     assert segment_files(broker) == before
     consumer = client.subscribe(topic, "lagging")
-    assert drain(consumer) == [b"%d" % i for i in range(35)]
+    assert drain(consumer, b"34") == [b"%d" % i for i in range(35)]
     client.close()
 
 
 # --------------------------------------------------------------------------- backlog quotas
 
 QUOTA = 2000  # bytes; 40 entries of ~100-byte payloads are well over it
+LAST = b"039" + b"." * 97  # the last message _fill_backlog sends
 
 
 def _fill_backlog(client: pulsar.Client, topic: str, count: int = 40) -> pulsar.Producer:
@@ -201,7 +201,7 @@ def test_quota_producer_request_hold(make_broker) -> None:
         producer.send(b"held")
     # once the backlog is consumed, the held producer gets through again
     consumer = client.subscribe(topic, "slow")
-    assert len(drain(consumer)) >= 40
+    assert len(drain(consumer, LAST)) == 40
 
     def send_succeeds() -> bool:
         try:
@@ -228,8 +228,10 @@ def test_quota_producer_exception(make_broker) -> None:
     with pytest.raises(pulsar.ProducerBlockedQuotaExceededException):
         producer.send(b"refused")
     consumer = client.subscribe(topic, "slow")
-    got = drain(consumer)
+    got = drain(consumer, LAST)
     assert len(got) == 40 and b"refused" not in got
+    wait_until(lambda: subscription_stats(broker, topic, "slow")["msgBacklog"] == 0, 10,
+               "the acknowledgements")
     client.create_producer(topic).send(b"ok again")
     client.close()
 
@@ -256,7 +258,7 @@ def test_quota_consumer_backlog_eviction(make_broker) -> None:
     topic = new_topic()
     fast = client.subscribe(topic, "fast")
     producer = _fill_backlog(client, topic)
-    assert len(drain(fast)) == 40
+    assert len(drain(fast, LAST)) == 40
     housekeeping(broker)
     # producers are untouched; the slow subscription lost its oldest backlog
     producer.send(b"040" + b"." * 97)
@@ -266,7 +268,7 @@ def test_quota_consumer_backlog_eviction(make_broker) -> None:
     size = broker.call(lambda: broker.service.backlog_bytes(broker.service.topics[topic])[0])  # type: ignore[union-attr]
     assert size <= QUOTA
     slow = client.subscribe(topic, "slow")
-    got = [int(m[:3]) for m in drain(slow)]
+    got = [int(m[:3]) for m in drain(slow, b"040" + b"." * 97)]
     assert got == list(range(41 - backlog, 41)), "not the newest messages, in order"
     assert got[0] > 0
     client.close()

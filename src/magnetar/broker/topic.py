@@ -40,6 +40,8 @@ ACCESS_WAIT_FOR_EXCLUSIVE = pb.WaitForExclusive
 
 
 _NOT_CHUNKED = (-1, -1)
+_FENCE_MIN_S = 0.5
+_FENCE_MAX_S = 30.0
 
 
 def _chunk_of(payload: bytes) -> tuple[int, int]:
@@ -157,6 +159,10 @@ class PersistentTopic(Topic):
         self.entry_index = service.load_entry_index(self) if service.config.entry_metadata_enabled else -1
         self.last_publish_error: str | None = None
         self._notify_scheduled = False
+        # After a failed append (disk full, I/O error) new producers are refused until
+        # fenced_until (monotonic), backing off while the failures go on; see _storage_failed.
+        self.fenced_until = 0.0
+        self._fence_backoff = 0.0
 
     def last_sequence_id(self, producer_name: str) -> int:
         if self.dedup is None:
@@ -164,6 +170,11 @@ class PersistentTopic(Topic):
         return self.dedup.last_sequence_id(producer_name)
 
     def add_producer(self, producer: Producer, request_id: int) -> bool:
+        if self.fenced_until and time.monotonic() < self.fenced_until:
+            raise BrokerError(
+                pb.ServiceNotReady,
+                f"storage of topic {self.name} is failing ({self.last_publish_error}); retry later",
+            )
         if not self.terminated:
             quota_error = self.service.backlog_quota_error(self)
             if quota_error is not None:
@@ -230,12 +241,13 @@ class PersistentTopic(Topic):
     ) -> None:
         exc = future.exception()
         if exc is not None:
-            self.last_publish_error = str(exc)
-            log.error("topic %s: append failed: %s", self.name, exc)
+            self._storage_failed(exc)
             if self.dedup is not None:
                 self.dedup.reset_pushed()
             producer.send_error(seq, pb.PersistenceError, f"could not store the message: {exc}")
             return
+        if self._fence_backoff:
+            self._fence_backoff = 0.0
         position = future.result()
         if self.dedup is not None:
             self.dedup.on_persisted(producer.name, seq, last_seq, chunk_id=chunk[0], num_chunks=chunk[1])
@@ -257,6 +269,21 @@ class PersistentTopic(Topic):
             dispatcher = sub.dispatcher  # None: a stored subscription nobody joined yet
             if dispatcher is not None and dispatcher.consumers:
                 dispatcher.schedule()
+
+    def _storage_failed(self, exc: BaseException) -> None:
+        """An append failed: the send gets a SendError (on which clients drop the connection,
+        reconnect and resend) and, for a back-off that doubles while failures go on, the
+        producers' reconnections are refused with ServiceNotReady. Without that pause a
+        client would resend at once, forever: its send timeout restarts with every
+        reconnection, so the application would never hear of the failure."""
+        self.last_publish_error = str(exc)
+        now = time.monotonic()
+        if now < self.fenced_until:
+            return  # same failure period: already logged
+        self._fence_backoff = min(_FENCE_MAX_S, max(_FENCE_MIN_S, self._fence_backoff * 2))
+        self.fenced_until = now + self._fence_backoff
+        log.error("topic %s: append failed (%s); producers refused for %.1f s",
+                  self.name, exc, self._fence_backoff)
 
     def remove_subscription(self, name: str) -> None:
         """Forget a subscription that holds no state (a Reader's, once its consumer left)."""
