@@ -197,3 +197,25 @@ def test_ack_timeout_with_partly_acked_batch(broker: BrokerProcess, topic: str) 
             assert again.redelivery_count() >= 1
 
     run(main)
+
+
+def test_batch_index_ack(broker: BrokerProcess, topic: str) -> None:
+    needs_magnetar(broker, "a batch acknowledged with an ack_set is never redelivered")
+
+    async def main() -> None:
+        async with Client(broker.url) as client:
+            c1 = await client.subscribe(topic, "s", consumer_type=ConsumerType.Shared,
+                                        batch_index_ack_enabled=True)
+            p = await client.create_producer(topic, batching_enabled=True)
+            futs = [await p.send_async(b"i%d" % i) for i in range(5)]
+            await p.flush()
+            await asyncio.gather(*futs)
+            msgs = [await c1.receive(5000) for _ in range(5)]
+            for m in (msgs[0], msgs[2], msgs[3]):
+                await c1.acknowledge(m)
+            await c1.close()
+            c2 = await client.subscribe(topic, "s", consumer_type=ConsumerType.Shared)
+            again = sorted([(await c2.receive(5000)).data() for _ in range(2)])
+            assert again == [b"i1", b"i4"]
+
+    run(main)

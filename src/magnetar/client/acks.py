@@ -2,7 +2,8 @@
 
 Individual acks of batch members are held per entry until every member delivered from
 that entry is acknowledged; then the entry itself is acknowledged (the official clients'
-behaviour without batch-index acks).
+behaviour without batch-index acks). With ``batch_index_ack_enabled`` a partly acknowledged
+entry is also sent, with an ``ack_set`` whose set bits are the members still unacknowledged.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ EntryKey = tuple[int, int]
 
 class AckGroupingTracker:
     def __init__(self, send: Callable[[bytes], None], consumer_id: Callable[[], int],
-                 group_time: float, max_size: int = 1000) -> None:
+                 group_time: float, max_size: int = 1000,
+                 batch_index_ack: bool = False) -> None:
         self._send = send
         self._consumer_id = consumer_id
         self._group_time = group_time
@@ -27,6 +29,8 @@ class AckGroupingTracker:
         self._cumulative: EntryKey | None = None
         self._timer: asyncio.TimerHandle | None = None
         self._batches: dict[EntryKey, set[int]] = {}
+        self._batch_index_ack = batch_index_ack
+        self._partial: dict[EntryKey, list[int]] = {}
 
     def track_batch(self, key: EntryKey, indexes: set[int]) -> None:
         self._batches[key] = indexes
@@ -38,8 +42,13 @@ class AckGroupingTracker:
             if left is not None:
                 left.discard(batch_index)
                 if left:
+                    if self._batch_index_ack:
+                        self._partial[key] = _ack_set(left)
+                        if self._timer is None:
+                            self._arm(False)
                     return False
                 del self._batches[key]
+                self._partial.pop(key, None)
         individual = self._individual
         individual[key] = None
         if self._timer is None or len(individual) >= self._max:
@@ -55,6 +64,7 @@ class AckGroupingTracker:
 
     def forget_batches(self) -> None:
         self._batches.clear()
+        self._partial.clear()
 
     def _arm(self, now: bool) -> None:
         if now or self._group_time <= 0:
@@ -74,11 +84,22 @@ class AckGroupingTracker:
             out.append(encode_command(command(
                 T.ACK, consumer_id=cid, ack_type=pb.CommandAck.Cumulative,
                 message_id=[pb.MessageIdData(ledgerId=ledger, entryId=entry)])))
-        if self._individual:
+        if self._individual or self._partial:
             ids = [pb.MessageIdData(ledgerId=ledger, entryId=entry)
                    for ledger, entry in self._individual]
+            ids += [pb.MessageIdData(ledgerId=ledger, entryId=entry, ack_set=words)
+                    for (ledger, entry), words in self._partial.items()]
             self._individual = {}
+            self._partial = {}
             out.append(encode_command(command(
                 T.ACK, consumer_id=cid, ack_type=pb.CommandAck.Individual, message_id=ids)))
         if out:
             self._send(b"".join(out))
+
+
+def _ack_set(unacked: set[int]) -> list[int]:
+    """Bitset words (signed 64-bit, as on the wire) with a bit set per unacked index."""
+    words = [0] * (max(unacked) // 64 + 1)
+    for i in unacked:
+        words[i >> 6] |= 1 << (i & 63)
+    return [w - (1 << 64) if w >= 1 << 63 else w for w in words]

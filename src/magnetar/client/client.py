@@ -177,7 +177,7 @@ class Client:
         batch_receive_policy: ConsumerBatchReceivePolicy | None = None,
         dead_letter_policy: ConsumerDeadLetterPolicy | None = None,
         regex_subscription_mode: RegexSubscriptionMode = RegexSubscriptionMode.PersistentOnly,
-        ack_group_time_ms: int = 100,
+        ack_group_time_ms: int = 100, batch_index_ack_enabled: bool = False,
         **_ignored: Any,
     ) -> Consumer:
         """Subscribe to a topic, a list of topics or a regex pattern (``re.compile``)."""
@@ -194,6 +194,7 @@ class Client:
             start_message_id_inclusive=start_message_id_inclusive,
             batch_receive_policy=batch_receive_policy, dead_letter_policy=dead_letter_policy,
             ack_group_time_ms=ack_group_time_ms,
+            batch_index_ack_enabled=batch_index_ack_enabled,
             pattern_auto_discovery_period=pattern_auto_discovery_period,
         )
         sch = as_schema(schema)

@@ -50,6 +50,7 @@ class ConsumerConf:
     dead_letter_policy: ConsumerDeadLetterPolicy | None = None
     durable: bool = True
     ack_group_time_ms: int = 100
+    batch_index_ack_enabled: bool = False
     pattern_auto_discovery_period: float = 60
 
 

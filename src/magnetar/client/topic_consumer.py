@@ -91,7 +91,8 @@ class TopicConsumer:
         self._permits = 0
         self._threshold = max(1, self._queue_size // 2)
         self._acks = AckGroupingTracker(self._write, lambda: self.consumer_id,
-                                        parent._conf.ack_group_time_ms / 1000.0)
+                                        parent._conf.ack_group_time_ms / 1000.0,
+                                        batch_index_ack=parent._conf.batch_index_ack_enabled)
         self._chunks = ChunkAssembler(parent._conf.max_pending_chunked_message)
         self._backoff = Backoff()
         self._reconnecting: asyncio.Task[None] | None = None
