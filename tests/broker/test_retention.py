@@ -14,6 +14,8 @@ from pathlib import Path
 import pulsar
 import pytest
 
+from magnetar.protocol import pb
+
 from .brokerproc import new_topic, wait_until
 from .conftest import QUIET, ThreadedBroker, start_broker
 
@@ -271,4 +273,42 @@ def test_quota_consumer_backlog_eviction(make_broker) -> None:
     got = [int(m[:3]) for m in drain(slow, b"040" + b"." * 97)]
     assert got == list(range(41 - backlog, 41)), "not the newest messages, in order"
     assert got[0] > 0
+    client.close()
+
+
+def test_time_quota_eviction_expires_old_backlog(make_broker) -> None:
+    broker = make_broker(
+        backlogQuotaDefaultLimitSecond=100,
+        backlogQuotaDefaultRetentionPolicy="consumer_backlog_eviction",
+    )
+    client = pulsar.Client(broker.url, operation_timeout_seconds=10, logger=QUIET)
+    topic = new_topic()
+    _fill_backlog(client, topic, count=10)
+    sent = time.time()
+    housekeeping(broker, sent + 50)  # within the quota
+    assert subscription_stats(broker, topic, "slow")["msgBacklog"] == 10
+    housekeeping(broker, sent + 101)  # over it: older than 90 s goes
+    assert subscription_stats(broker, topic, "slow")["msgBacklog"] == 0
+    client.close()
+
+
+def test_time_quota_holds_producers(make_broker) -> None:
+    broker = make_broker(
+        backlogQuotaDefaultLimitSecond=100,
+        backlogQuotaDefaultRetentionPolicy="producer_request_hold",
+    )
+    client = pulsar.Client(broker.url, operation_timeout_seconds=10, logger=QUIET)
+    topic = new_topic()
+    _fill_backlog(client, topic, count=3)
+    sent = time.time()
+    service = broker.service
+    assert service is not None
+
+    def quota_error(now: float) -> tuple[int, str] | None:
+        return broker.call(service.backlog_quota_error, service.topics[topic], now)
+
+    assert quota_error(sent + 50) is None
+    error = quota_error(sent + 101)
+    assert error is not None and error[0] == pb.ProducerBlockedQuotaExceededError
+    assert "100-second quota" in error[1]
     client.close()

@@ -218,7 +218,7 @@ class BrokerService:
                 policies = self.policies.get(topic.topic_name.namespace)
                 if policies.message_ttl_seconds > 0:
                     self.expire_messages(topic, policies.message_ttl_seconds, now)
-                self.check_backlog_quota(topic)
+                self.check_backlog_quota(topic, now)
                 if topic.dedup is not None:
                     if topic.dedup.purge_inactive(inactive_ms):
                         topic.dedup_unsaved += 1
@@ -527,13 +527,16 @@ class BrokerService:
     # ------------------------------------------------------------------ backlog quotas
     #
     # As in Pulsar: the size quota (backlogQuotaDefaultLimitBytes) bounds the estimated
-    # backlog of the slowest durable subscription. It is checked when a producer connects
+    # backlog of the slowest durable subscription, the time quota
+    # (backlogQuotaDefaultLimitSecond) the age of the oldest unacknowledged message; the
+    # namespace policies can override both. They are checked when a producer connects
     # (refused with ProducerBlockedQuotaExceededError for producer_request_hold: the client
     # keeps retrying and its sends wait; ProducerBlockedQuotaExceededException for
     # producer_exception: the client fails its pending sends) and by housekeeping every
     # backlogQuotaCheckIntervalInSeconds, which disconnects the producers of a topic over
     # quota (they reconnect and meet the check above) or, for consumer_backlog_eviction,
-    # moves the slowest cursors forward until the backlog is back under 90% of the limit.
+    # moves the slowest cursors forward until the backlog is back under 90% of the limit
+    # (size) or expires the messages older than 90% of it (time).
 
     def backlog_bytes(self, topic: PersistentTopic) -> tuple[int, PersistentSubscription | None]:
         """Estimated backlog bytes of the slowest durable subscription, and that subscription."""
@@ -551,38 +554,77 @@ class BrokerService:
         average = ledger.size_bytes() / count if count else 0.0
         return int(entries * average), slowest
 
-    def backlog_quota_error(self, topic: PersistentTopic) -> tuple[int, str] | None:
-        """The error for a new producer on a topic over its backlog quota, else None."""
+    def backlog_age(self, topic: PersistentTopic, now: float) -> float:
+        """Seconds since the oldest message some durable subscription has not acknowledged
+        was published (0 without backlog)."""
+        from magnetar.broker.dispatcher import entry_metadata
+
+        oldest: Position | None = None
+        for sub in topic.subscriptions.values():
+            if isinstance(sub, PersistentSubscription) and sub.durable:
+                first = sub.cursor.read_position
+                if first is not None and (oldest is None or first < oldest):
+                    oldest = first
+        if oldest is None:
+            return 0.0
+        metadata = entry_metadata(topic.ledger.read(oldest))
+        return 0.0 if metadata is None else max(0.0, now - metadata.publish_time / 1000)
+
+    def _over_quota(self, topic: PersistentTopic, now: float) -> tuple[bool, bool, str]:
+        """(size quota exceeded, time quota exceeded, why)."""
         policies = self.policies.get(topic.topic_name.namespace)
         limit = policies.backlog_quota_limit_bytes
+        size = self.backlog_bytes(topic)[0] if limit >= 0 else 0
+        over_size = limit >= 0 and size > limit
+        seconds = policies.backlog_quota_limit_seconds
+        age = self.backlog_age(topic, now) if seconds > 0 else 0.0
+        over_time = seconds > 0 and age > seconds
+        why = (f"backlog of {size} bytes over the {limit}-byte quota" if over_size else
+               f"unacknowledged messages {age:.0f} s old, over the {seconds}-second quota")
+        return over_size, over_time, why
+
+    def backlog_quota_error(self, topic: PersistentTopic, now: float | None = None) -> tuple[int, str] | None:
+        """The error for a new producer on a topic over its backlog quota, else None."""
+        policies = self.policies.get(topic.topic_name.namespace)
         policy = policies.backlog_quota_policy
-        if limit < 0 or policy == "consumer_backlog_eviction" or not topic.subscriptions:
+        if policy == "consumer_backlog_eviction" or not topic.subscriptions:
             return None
-        size, _ = self.backlog_bytes(topic)
-        if size <= limit:
+        if policies.backlog_quota_limit_bytes < 0 and policies.backlog_quota_limit_seconds <= 0:
             return None
-        why = f"backlog quota exceeded on {topic.name}: {size} bytes over the {limit}-byte limit"
+        over_size, over_time, why = self._over_quota(topic, time.time() if now is None else now)
+        if not (over_size or over_time):
+            return None
+        why = f"{topic.name}: {why}"
         if policy == "producer_exception":
             return pb.ProducerBlockedQuotaExceededException, why
         return pb.ProducerBlockedQuotaExceededError, why + "; producers are on hold"
 
-    def check_backlog_quota(self, topic: PersistentTopic) -> None:
-        """Enforce the size quota on a topic now (see above)."""
+    def check_backlog_quota(self, topic: PersistentTopic, now: float | None = None) -> None:
+        """Enforce the size and time quotas on a topic now (see above)."""
         policies = self.policies.get(topic.topic_name.namespace)
         limit = policies.backlog_quota_limit_bytes
-        if limit < 0:
+        seconds = policies.backlog_quota_limit_seconds
+        if limit < 0 and seconds <= 0:
             return
-        size, slowest = self.backlog_bytes(topic)
-        if size <= limit:
+        now = time.time() if now is None else now
+        over_size, over_time, why = self._over_quota(topic, now)
+        if not (over_size or over_time):
             return
-        policy = policies.backlog_quota_policy
-        if policy != "consumer_backlog_eviction":
-            log.info("topic %s: backlog quota exceeded (%d > %d bytes): disconnecting producers",
-                     topic.name, size, limit)
+        if policies.backlog_quota_policy != "consumer_backlog_eviction":
+            log.info("topic %s: %s: disconnecting producers", topic.name, why)
             for producer in list(topic.producers.values()):
                 producer.close_by_broker()
                 topic.remove_producer(producer)
             return
+        if over_time:  # as Pulsar: expire what is older than 90% of the time quota
+            log.info("topic %s: %s: expiring older messages", topic.name, why)
+            self.expire_messages(topic, seconds * 0.9, now)
+        if over_size:
+            self._evict_to_size(topic, limit)
+
+    def _evict_to_size(self, topic: PersistentTopic, limit: int) -> None:
+        """Move the slowest cursors forward until the backlog is under 90% of ``limit``."""
+        size, slowest = self.backlog_bytes(topic)
         target = int(limit * 0.9)
         previous = None
         while size > target and slowest is not None and slowest is not previous:
