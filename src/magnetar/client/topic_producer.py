@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from magnetar.client.backoff import Backoff
-from magnetar.client.batching import BatchContainer, full_header, plain_header
+from magnetar.client.batching import _HEADER_CACHE, BatchContainer, full_header, plain_header
 from magnetar.client.connection import Connection
 from magnetar.client.errors import (
     AlreadyClosed,
@@ -221,19 +221,28 @@ class TopicProducer:
             if seq > self._seq:
                 self._seq = seq
         self.pending += 1
-        if (self._batching and deliver_at is None
-                and len(payload) < self._max_batch_bytes):
-            batch = self._batch
+        size = len(payload)
+        if self._batching and deliver_at is None and size < self._max_batch_bytes:
             if properties or partition_key is not None or ordering_key is not None \
                     or event_time:
-                header = full_header(len(payload), properties, partition_key, ordering_key,
+                header = full_header(size, properties, partition_key, ordering_key,
                                      event_time)
             else:
-                header = plain_header(len(payload))
-            if batch.futures and batch.size + len(payload) > self._max_batch_bytes:
+                header = _HEADER_CACHE.get(size) or plain_header(size)
+            batch = self._batch
+            futures = batch.futures
+            if futures and batch.size + size > self._max_batch_bytes:
                 self._flush_batch()
-            batch.add(header, payload, fut, seq)
-            if len(batch.futures) >= self._max_batch_n or batch.size >= self._max_batch_bytes:
+                futures = batch.futures
+            # inlined ``batch.add``: this runs once per message
+            if not futures:
+                batch.first_seq = seq
+            parts = batch.parts
+            parts.append(header)
+            parts.append(payload)
+            futures.append(fut)
+            batch.size += size
+            if len(futures) >= self._max_batch_n or batch.size >= self._max_batch_bytes:
                 self._flush_batch()
             elif self._batch_timer is None:
                 self._batch_timer = self._loop.call_later(self._delay, self._on_batch_timer)
