@@ -21,6 +21,8 @@ from pathlib import Path
 import pulsar
 import pytest
 
+from magnetar.broker.errors import BrokerError
+from magnetar.protocol import pb
 from magnetar.storage.segment import Segment
 
 from .brokerproc import SILENT, BrokerProcess, MsgId, mid_tuple, new_topic, read_all, wait_until
@@ -347,6 +349,32 @@ def test_full_disk_fails_sends_but_topic_stays_readable(
         assert consumer.receive(timeout_millis=5000).data() == b"ok-6"
         assert [data for _, data in read_all(client, topic)] == [b"ok-%d" % i for i in range(7)]
         readers.close()
+        client.close()
+    finally:
+        broker.stop()
+
+
+def test_deleting_a_partitioned_topic_deletes_every_partition(tmp_path: Path) -> None:
+    broker = start_broker(tmp_path)
+    service = broker.service
+    assert service is not None
+    try:
+        client = pulsar.Client(broker.url, operation_timeout_seconds=10, logger=QUIET)
+        topic = new_topic()
+        broker.call(service.create_partitioned_topic, topic, 3)
+        producer = client.create_producer(topic, batching_enabled=False)
+        for i in range(9):
+            producer.send(b"%d" % i)
+        producer.close()
+        partitions = [f"{topic}-partition-{i}" for i in range(3)]
+        assert all(broker.call(lambda p=p: service.topics[p].ledger.entry_count()) for p in partitions)
+        broker.call(service.delete_topic, topic)
+        assert broker.call(service.partitioned_metadata, topic) == 0
+        assert not any(p in service.topics for p in partitions)
+        assert not list(Path(broker.config.magnetarDataDir, "ledgers").glob("*/*.seg"))
+        with pytest.raises(BrokerError) as info:
+            broker.call(service.delete_topic, topic)
+        assert info.value.code == pb.TopicNotFound
         client.close()
     finally:
         broker.stop()

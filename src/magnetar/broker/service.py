@@ -365,16 +365,36 @@ class BrokerService:
         return topic.terminate()
 
     def delete_topic(self, name: str) -> None:
+        """Delete a topic with its data, subscriptions and dedup state (clients still
+        attached are disconnected). A partitioned topic's name deletes every partition
+        and the partitioned metadata. TopicNotFound if there is no such topic."""
         topic_name = self.check_topic_name(name)
         key = str(topic_name)
+        partitioned = self.metadata.get(f"partitioned/{key}")
+        if partitioned is not None:
+            for i in range(int(partitioned["partitions"])):
+                partition = f"{key}-partition-{i}"
+                if partition in self.topics or self.metadata.get(f"topics/{partition}") is not None:
+                    self.delete_topic(partition)
+            self.metadata.delete(f"partitioned/{key}")
+            return
         topic = self.topics.pop(key, None)
         self._topic_used.pop(key, None)
         if topic is not None:
             topic.close_all()
-        if topic_name.is_persistent:
-            self.storage.delete(_ledger_name(topic_name))
-            self.metadata.delete(f"topics/{key}")
-            self.metadata.delete(f"dedup/{key}")
+            for sub in topic.subscriptions.values():
+                if isinstance(sub, PersistentSubscription):
+                    sub._close_dispatcher()
+        if not topic_name.is_persistent:
+            if topic is None:
+                raise BrokerError(pb.TopicNotFound, f"topic {key} does not exist")
+            return
+        ledger = _ledger_name(topic_name)
+        known = self.metadata.delete(f"topics/{key}")
+        if topic is None and not known and not self.storage.exists(ledger):
+            raise BrokerError(pb.TopicNotFound, f"topic {key} does not exist")
+        self.storage.delete(ledger)
+        self.metadata.delete(f"dedup/{key}")
 
     def topic_stats(self, name: str) -> dict[str, Any]:
         return self.get_topic(name, create=False).stats()
