@@ -76,13 +76,22 @@ class Producer:
         Awaiting ``send_async`` itself only waits for room in the pending queue (when
         ``block_if_queue_full``); ``callback(exception_or_None, message_id)`` also fires.
         """
+        part = self._single
+        if (part is not None and type(content) is bytes and callback is None
+                and properties is None and partition_key is None and ordering_key is None
+                and sequence_id is None and event_timestamp is None and deliver_at is None
+                and deliver_after is None and self._encode is None and not self._closed
+                and part.pending < part.max_pending and part.batching):
+            # the common case, kept short: one plain message into the open batch
+            fut: asyncio.Future[MessageId] = self._loop.create_future()
+            part.add_plain(content, fut)
+            return fut
         if self._closed:
             raise AlreadyClosed("producer is closed")
         if self._encode is not None:
             content = self._encode(content)
         elif type(content) is not bytes:
             content = bytes(content)
-        part = self._single
         if part is None:
             assert self._router is not None
             part = self._parts[self._router.choose(partition_key, content)]
@@ -90,7 +99,7 @@ class Producer:
             if not self._block:
                 raise ProducerQueueIsFull(f"{part.pending} messages pending on {part.topic}")
             await part.wait_space()
-        fut: asyncio.Future[MessageId] = self._loop.create_future()
+        fut = self._loop.create_future()
         if callback is not None:
             fut.add_done_callback(_callback_adapter(callback))
         if deliver_after is not None:

@@ -114,6 +114,8 @@ class TopicProducer:
         self._backoff = Backoff()
         self._compression = int(conf.compression_type)
         self._batching = conf.batching_enabled
+        self.batching = conf.batching_enabled
+        self.max_pending = conf.max_pending_messages
         self._max_batch_n = max(1, conf.batching_max_messages)
         self._max_batch_bytes = conf.batching_max_allowed_size_in_bytes
         self._delay = conf.batching_max_publish_delay_ms / 1000.0
@@ -208,6 +210,32 @@ class TopicProducer:
             w = waiters.popleft()
             if not w.done():
                 w.set_result(None)
+
+    def add_plain(self, payload: bytes, fut: asyncio.Future[Any]) -> None:
+        """``add`` for a message without properties, key or times (batching on)."""
+        size = len(payload)
+        if size >= self._max_batch_bytes:
+            self.add(payload, fut, None, None, None, None, None, None)
+            return
+        self._seq += 1
+        self.pending += 1
+        header = _HEADER_CACHE.get(size) or plain_header(size)
+        batch = self._batch
+        futures = batch.futures
+        if futures and batch.size + size > self._max_batch_bytes:
+            self._flush_batch()
+            futures = batch.futures
+        if not futures:
+            batch.first_seq = self._seq
+        parts = batch.parts
+        parts.append(header)
+        parts.append(payload)
+        futures.append(fut)
+        batch.size += size
+        if len(futures) >= self._max_batch_n or batch.size >= self._max_batch_bytes:
+            self._flush_batch()
+        elif self._batch_timer is None:
+            self._batch_timer = self._loop.call_later(self._delay, self._on_batch_timer)
 
     def add(self, payload: bytes, fut: asyncio.Future[Any], properties: dict[str, str] | None,
             partition_key: str | None, ordering_key: bytes | None, event_time: int | None,
