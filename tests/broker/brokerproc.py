@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import random
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -119,3 +121,59 @@ def read_all(client: pulsar.Client, topic: str) -> list[tuple[MsgId, bytes]]:
         out.append((mid_tuple(msg.message_id()), msg.data()))
     reader.close()
     return out
+
+
+class KillLoop:
+    """Producers publish continuously (``send_async``, messages ``b"<n>"`` numbered across
+    producers) while the broker is SIGKILLed at random moments and restarted; ``acked``
+    maps each message whose receipt arrived to the message id of that receipt."""
+
+    def __init__(self, broker: BrokerProcess, client: pulsar.Client, topic: str, seed: int) -> None:
+        self.broker = broker
+        self.client = client
+        self.topic = topic
+        self.seed = seed
+        self.rng = random.Random(seed)
+        self.acked: dict[int, MsgId] = {}
+        self.failed: list[tuple[int, str]] = []
+        self.sent = 0
+        self._lock = threading.Lock()
+
+    def _callback(self, i: int) -> Callable[[pulsar.Result, pulsar.MessageId], None]:
+        def done(res: pulsar.Result, mid: pulsar.MessageId) -> None:
+            with self._lock:
+                if res == pulsar.Result.Ok:
+                    self.acked[i] = mid_tuple(mid)
+                else:
+                    self.failed.append((i, str(res)))
+
+        return done
+
+    def run(self, producer: pulsar.Producer, kills: int, max_receipts_between: int) -> None:
+        """Kill and restart the broker ``kills`` times while ``producer`` publishes, then
+        flush it (every message sent by then has its receipt or has failed)."""
+        for _ in range(kills):
+            stop = threading.Event()
+
+            def pump(stop: threading.Event = stop) -> None:
+                while not stop.is_set():
+                    i = self.sent
+                    self.sent += 1
+                    producer.send_async(b"%d" % i, self._callback(i))
+
+            pumper = threading.Thread(target=pump, daemon=True)
+            pumper.start()
+            # kill at a random moment: after a random number of further receipts
+            target = len(self.acked) + self.rng.randint(20, max_receipts_between)
+            wait_until(lambda t=target: len(self.acked) >= t, 60,
+                       f"{target} receipts (seed {self.seed})")
+            self.broker.kill9()
+            before_restart = len(self.acked)
+            self.broker.start()
+            # the producer reconnects by itself and its resent messages get receipts
+            wait_until(lambda b=before_restart: len(self.acked) > b + 50, 60,
+                       f"receipts after restart #{self.broker.starts} (seed {self.seed})")
+            stop.set()
+            pumper.join(timeout=30)
+            assert not pumper.is_alive()
+        producer.flush()

@@ -15,7 +15,7 @@ import os
 import random
 import sqlite3
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pulsar
@@ -25,7 +25,7 @@ from magnetar.broker.errors import BrokerError
 from magnetar.protocol import pb
 from magnetar.storage.segment import Segment
 
-from .brokerproc import SILENT, BrokerProcess, MsgId, mid_tuple, new_topic, read_all, wait_until
+from .brokerproc import SILENT, BrokerProcess, KillLoop, new_topic, read_all, wait_until
 from .conftest import QUIET, start_broker
 
 
@@ -48,24 +48,9 @@ def test_kill9_keeps_every_acknowledged_message(broker_proc: BrokerProcess) -> N
     receipt may be missing or stored twice: the client resends them after reconnecting and
     deduplication is off here.)"""
     seed = random.randrange(2**32)
-    rng = random.Random(seed)
     topic = new_topic()
-    acked: dict[int, MsgId] = {}
-    failed: list[tuple[int, str]] = []
-    lock = threading.Lock()
     client = pulsar.Client(broker_proc.url, operation_timeout_seconds=30, logger=SILENT)
-    counter = iter(range(10**9))
-
-    def on_sent(i: int) -> Callable[[pulsar.Result, pulsar.MessageId], None]:
-        def callback(res: pulsar.Result, mid: pulsar.MessageId) -> None:
-            with lock:
-                if res == pulsar.Result.Ok:
-                    acked[i] = mid_tuple(mid)
-                else:
-                    failed.append((i, str(res)))
-
-        return callback
-
+    loop = KillLoop(broker_proc, client, topic, seed)
     try:
         for batching in (True, False):
             producer = client.create_producer(
@@ -73,36 +58,14 @@ def test_kill9_keeps_every_acknowledged_message(broker_proc: BrokerProcess) -> N
                 batching_max_messages=100, block_if_queue_full=True, max_pending_messages=500,
                 send_timeout_millis=120_000,
             )
-            for _ in range(3):
-                stop = threading.Event()
-
-                def pump(producer: pulsar.Producer = producer, stop: threading.Event = stop) -> None:
-                    while not stop.is_set():
-                        i = next(counter)
-                        producer.send_async(b"%d" % i, on_sent(i))
-
-                pumper = threading.Thread(target=pump, daemon=True)
-                pumper.start()
-                # kill at a random moment: after a random number of further receipts
-                target = len(acked) + rng.randint(20, 3000 if batching else 800)
-                wait_until(lambda t=target: len(acked) >= t, 60, f"{target} receipts (seed {seed})")
-                broker_proc.kill9()
-                before_restart = len(acked)
-                broker_proc.start()
-                # the producer reconnects by itself and its resent messages get receipts
-                wait_until(lambda b=before_restart: len(acked) > b + 50, 60,
-                           f"receipts after restart #{broker_proc.starts} (seed {seed})")
-                stop.set()
-                pumper.join(timeout=30)
-                assert not pumper.is_alive()
-            producer.flush()
+            loop.run(producer, kills=3, max_receipts_between=3000 if batching else 800)
             producer.close()
         assert broker_proc.starts == 7
-        assert not failed, f"sends failed (seed {seed}): {failed[:5]}"
-
+        assert not loop.failed, f"sends failed (seed {seed}): {loop.failed[:5]}"
         stored = read_all(client, topic)
     finally:
         client.close()
+    acked = loop.acked
     by_id = dict(stored)
     assert len(by_id) == len(stored), "two stored messages share a message id"
     missing = [(i, mid) for i, mid in sorted(acked.items()) if by_id.get(mid) != b"%d" % i]
