@@ -42,7 +42,7 @@ def broker_proc(tmp_path: Path) -> Iterator[BrokerProcess]:
 
 def test_kill9_keeps_every_acknowledged_message(broker_proc: BrokerProcess) -> None:
     """Producers (batched, then unbatched) publish continuously while the broker is killed
-    with SIGKILL at random moments and restarted on the same data directory, six times.
+    with SIGKILL at random moments and restarted on the same data directory, eight times.
     Every message whose SendReceipt reached the client must afterwards be stored at the
     message id of that receipt, and receipts must follow send order. (Messages without a
     receipt may be missing or stored twice: the client resends them after reconnecting and
@@ -58,9 +58,9 @@ def test_kill9_keeps_every_acknowledged_message(broker_proc: BrokerProcess) -> N
                 batching_max_messages=100, block_if_queue_full=True, max_pending_messages=500,
                 send_timeout_millis=120_000,
             )
-            loop.run(producer, kills=3, max_receipts_between=3000 if batching else 800)
+            loop.run(producer, kills=4, max_receipts_between=3000 if batching else 800)
             producer.close()
-        assert broker_proc.starts == 7
+        assert broker_proc.starts == 9
         assert not loop.failed, f"sends failed (seed {seed}): {loop.failed[:5]}"
         stored = read_all(client, topic)
     finally:
