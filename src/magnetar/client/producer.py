@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from collections.abc import Callable
 from typing import Any
@@ -41,6 +42,8 @@ class Producer:
         self._encode = None if type(schema).__name__ == "BytesSchema" else schema.encode
         self._block = block_if_queue_full
         self._loop = asyncio.get_running_loop()
+        # the C future type, built without the loop's Python-level ``create_future``
+        self._new_future = functools.partial(asyncio.Future, loop=self._loop)
         self._closed = False
 
     def topic(self) -> str:
@@ -83,7 +86,7 @@ class Producer:
                 and deliver_after is None and self._encode is None and not self._closed
                 and part.pending < part.max_pending and part.batching):
             # the common case, kept short: one plain message into the open batch
-            fut: asyncio.Future[MessageId] = self._loop.create_future()
+            fut: asyncio.Future[MessageId] = self._new_future()
             part.add_plain(content, fut)
             return fut
         if self._closed:
