@@ -142,7 +142,7 @@ class Consumer:
     def _take(self) -> Message:
         msg = self._queue.popleft()
         child: TopicConsumer = msg._consumer
-        # inlined ``child.on_dequeued(msg)``: this runs once per message
+        # the message's permit goes back to its consumer (Flow once half the queue is due)
         child.last_dequeued = msg._id
         child._permits += 1
         if child._permits >= child._threshold:

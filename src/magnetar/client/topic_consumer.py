@@ -379,13 +379,6 @@ class TopicConsumer:
         if self._permits >= self._threshold:
             self.send_flow()
 
-    def on_dequeued(self, msg: Message) -> None:
-        """The application took ``msg``: one permit comes back (see ``Consumer._take``)."""
-        self.last_dequeued = msg._id
-        self._permits += 1
-        if self._permits >= self._threshold:
-            self.send_flow()
-
     def send_flow(self) -> None:
         permits = self._permits
         self._permits = 0

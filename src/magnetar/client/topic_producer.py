@@ -120,7 +120,6 @@ class TopicProducer:
         self._max_batch_bytes = conf.batching_max_allowed_size_in_bytes
         self._delay = conf.batching_max_publish_delay_ms / 1000.0
         self._send_timeout = conf.send_timeout_millis / 1000.0
-        self._ready = asyncio.Event()
 
     # -------------------------------------------------------------- connecting
     async def start(self) -> None:
@@ -162,13 +161,11 @@ class TopicProducer:
             return
         if self._ops:
             cnx.write(b"".join(op.frame for op in self._ops))
-        self._ready.set()
 
     def _on_disconnect(self, cnx: Connection) -> None:
         if cnx is not self._cnx:
             return
         self._cnx = None
-        self._ready.clear()
         if self._closed or self._reconnecting is not None:
             return
         self._reconnecting = self._loop.create_task(self._reconnect())
@@ -191,9 +188,6 @@ class TopicProducer:
         return self._cnx is not None and not self._cnx.closed
 
     # ----------------------------------------------------------------- sending
-    def has_space(self) -> bool:
-        return self.pending < self.conf.max_pending_messages
-
     async def wait_space(self) -> None:
         while self.pending >= self.conf.max_pending_messages:
             if self._closed:
@@ -262,7 +256,7 @@ class TopicProducer:
             if futures and batch.size + size > self._max_batch_bytes:
                 self._flush_batch()
                 futures = batch.futures
-            # inlined ``batch.add``: this runs once per message
+            # appended in place (no method call): this runs once per message
             if not futures:
                 batch.first_seq = seq
             parts = batch.parts
