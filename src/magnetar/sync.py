@@ -197,8 +197,20 @@ class Client:
         return Producer(self._lt, self._lt.run(self._client.create_producer(topic, **kwargs)))
 
     def subscribe(self, topic: Any, subscription_name: str, **kwargs: Any) -> Consumer:
-        return Consumer(self._lt, self._lt.run(
+        """As ``pulsar.Client.subscribe``; a ``message_listener(consumer, message)`` runs
+        in a worker thread, so it may call this consumer's blocking methods."""
+        listener = kwargs.pop("message_listener", None)
+        consumer = Consumer(self._lt, self._lt.run(
             self._client.subscribe(topic, subscription_name, **kwargs)))
+        if listener is not None:
+            async def call(_: object, msg: Message) -> None:
+                await asyncio.to_thread(listener, consumer, msg)
+
+            async def start() -> None:
+                consumer._c._start_listener(call, consumer)
+
+            self._lt.run(start())
+        return consumer
 
     def create_reader(self, topic: str, start_message_id: MessageId, **kwargs: Any) -> Reader:
         return Reader(self._lt, self._lt.run(

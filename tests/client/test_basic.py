@@ -264,3 +264,22 @@ def test_concurrent_receivers(broker: BrokerProcess, topic: str) -> None:
             assert sorted(m.data() for m in got) == [b"c0", b"c1", b"c2", b"c3"]
 
     run(main)
+
+
+def test_message_listener(broker: BrokerProcess, topic: str) -> None:
+    async def main() -> None:
+        async with Client(broker.url) as client:
+            got: asyncio.Queue[bytes] = asyncio.Queue()
+
+            async def listener(consumer: object, msg: object) -> None:
+                await consumer.acknowledge(msg)  # type: ignore[attr-defined]
+                got.put_nowait(msg.data())  # type: ignore[attr-defined]
+
+            await client.subscribe(topic, "s", message_listener=listener)
+            p = await client.create_producer(topic)
+            for i in range(3):
+                await p.send(b"l%d" % i)
+            assert [await asyncio.wait_for(got.get(), 5) for _ in range(3)] == \
+                [b"l0", b"l1", b"l2"]
+
+    run(main)

@@ -43,3 +43,20 @@ def test_sync_roundtrip(broker: BrokerProcess, topic: str) -> None:
             n += 1
         assert n == 11
         assert client.get_topic_partitions(topic) == [topic]
+
+
+def test_sync_message_listener(broker: BrokerProcess, topic: str) -> None:
+    import queue
+
+    got: queue.Queue[bytes] = queue.Queue()
+
+    def listener(consumer: object, msg: object) -> None:
+        consumer.acknowledge(msg)  # type: ignore[attr-defined]  # blocking call is fine here
+        got.put(msg.data())  # type: ignore[attr-defined]
+
+    with Client(broker.url) as client:
+        client.subscribe(topic, "s", message_listener=listener)
+        producer = client.create_producer(topic)
+        for i in range(3):
+            producer.send(b"s%d" % i)
+        assert [got.get(timeout=5) for _ in range(3)] == [b"s0", b"s1", b"s2"]

@@ -178,9 +178,14 @@ class Client:
         dead_letter_policy: ConsumerDeadLetterPolicy | None = None,
         regex_subscription_mode: RegexSubscriptionMode = RegexSubscriptionMode.PersistentOnly,
         ack_group_time_ms: int = 100, batch_index_ack_enabled: bool = False,
+        message_listener: Any = None,
         **_ignored: Any,
     ) -> Consumer:
-        """Subscribe to a topic, a list of topics or a regex pattern (``re.compile``)."""
+        """Subscribe to a topic, a list of topics or a regex pattern (``re.compile``).
+
+        ``message_listener(consumer, message)`` (a function or coroutine function) makes the
+        consumer push every message to it instead of waiting for ``receive`` calls.
+        """
         self._check_open()
         conf = ConsumerConf(
             subscription_name=subscription_name, consumer_type=consumer_type,
@@ -214,6 +219,8 @@ class Client:
                                 conf, sch)
             await consumer._add_topics(await self._expand(names))
         self._handles.add(consumer)
+        if message_listener is not None:
+            consumer._start_listener(message_listener, consumer)
         return consumer
 
     async def _expand(self, topics: list[str]) -> list[tuple[str, int]]:
@@ -231,7 +238,8 @@ class Client:
         self, topic: str, start_message_id: MessageId, schema: Any = None,
         receiver_queue_size: int = 1000, reader_name: str | None = None,
         subscription_role_prefix: str | None = None, is_read_compacted: bool = False,
-        start_message_id_inclusive: bool = False, **_ignored: Any,
+        start_message_id_inclusive: bool = False, reader_listener: Any = None,
+        **_ignored: Any,
     ) -> Reader:
         """A reader positioned at ``start_message_id`` (or ``MessageId.earliest/latest``)."""
         self._check_open()
@@ -248,7 +256,10 @@ class Client:
         consumer = Consumer(self, topic, conf, as_schema(schema))
         await consumer._add_topics(await self._expand([topic]), start=start_message_id)
         self._handles.add(consumer)
-        return Reader(consumer, start_message_id, start_message_id_inclusive)
+        reader = Reader(consumer, start_message_id, start_message_id_inclusive)
+        if reader_listener is not None:
+            consumer._start_listener(reader_listener, reader)
+        return reader
 
     # ------------------------------------------------------------------ close
     async def close(self) -> None:

@@ -78,6 +78,26 @@ class Consumer:
         self._nacks = RedeliveryTimer(conf.negative_ack_redelivery_delay_ms / 1000.0,
                                       self._redeliver)
         self._discovery: asyncio.Task[None] | None = None
+        self._listener_task: asyncio.Task[None] | None = None
+
+    def _start_listener(self, listener: Any, target: Any) -> None:
+        """Call ``listener(target, message)`` for every message (``message_listener``);
+        a coroutine function is awaited. Errors are logged, not raised."""
+
+        async def loop() -> None:
+            while not self._closed:
+                try:
+                    msg = await self.receive()
+                except AlreadyClosed:
+                    return
+                try:
+                    result = listener(target, msg)
+                    if asyncio.iscoroutine(result):
+                        await result
+                except Exception:
+                    log.exception("message listener failed")
+
+        self._listener_task = asyncio.get_running_loop().create_task(loop())
 
     # ------------------------------------------------------------- children
     async def _add_topics(self, topics: list[tuple[str, int]],
@@ -370,6 +390,9 @@ class Consumer:
         self._closed = True
         if self._discovery is not None:
             self._discovery.cancel()
+        if self._listener_task is not None and \
+                self._listener_task is not asyncio.current_task():
+            self._listener_task.cancel()
         if self._unacked is not None:
             self._unacked.clear()
         self._nacks.clear()
