@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import functools
 import threading
+from collections import deque
 from collections.abc import Callable, Coroutine, Iterator
 from typing import Any, TypeVar
 
@@ -55,9 +57,18 @@ class _LoopThread:
 
 
 class Producer:
-    def __init__(self, lt: _LoopThread, producer: AsyncProducer) -> None:
+    """Blocking producer. ``send_async`` hands messages to the loop in bulk: they are
+    buffered and drained by one task per burst, so the per-message cost is an append."""
+
+    def __init__(self, lt: _LoopThread, producer: AsyncProducer, buffer_limit: int) -> None:
         self._lt = lt
         self._p = producer
+        self._buf: deque[tuple[Any, Any, dict[str, Any], concurrent.futures.Future[Any]]] = \
+            deque()
+        self._lock = threading.Lock()
+        self._draining = False
+        self._space = threading.Semaphore(max(1, buffer_limit))
+        self._drain_task: asyncio.Task[None] | None = None
 
     def topic(self) -> str:
         return self._p.topic()
@@ -72,34 +83,64 @@ class Producer:
         return self._p.is_connected()
 
     def send(self, content: Any, **kwargs: Any) -> MessageId:
-        return self._lt.run(self._p.send(content, **kwargs))
+        """Publish and wait for the receipt (after anything ``send_async`` queued)."""
+        return self.send_async(content, None, **kwargs).result()
 
     def send_async(self, content: Any, callback: Callable[..., Any] | None = None,
                    **kwargs: Any) -> concurrent.futures.Future[MessageId]:
-        """Queue a message; returns a ``concurrent.futures.Future`` of its id."""
+        """Queue a message; returns a ``concurrent.futures.Future`` of its id. Blocks only
+        while ``buffer_limit`` messages wait to be handed to the event loop."""
         out: concurrent.futures.Future[MessageId] = concurrent.futures.Future()
-
-        async def enqueue() -> None:
-            fut = await self._p.send_async(content, callback, **kwargs)
-
-            def done(f: asyncio.Future[MessageId]) -> None:
-                if f.cancelled():
-                    out.cancel()
-                elif f.exception() is not None:
-                    out.set_exception(f.exception())  # type: ignore[arg-type]
-                else:
-                    out.set_result(f.result())
-
-            fut.add_done_callback(done)
-
-        self._lt.run(enqueue())
+        self._space.acquire()
+        with self._lock:
+            self._buf.append((content, callback, kwargs, out))
+            schedule = not self._draining
+            self._draining = True
+        if schedule:
+            self._lt.loop.call_soon_threadsafe(self._start_drain)
         return out
 
+    def _start_drain(self) -> None:
+        self._drain_task = self._lt.loop.create_task(self._drain())
+
+    async def _drain(self) -> None:
+        while True:
+            with self._lock:
+                if not self._buf:
+                    self._draining = False
+                    return
+                items = list(self._buf)
+                self._buf.clear()
+            for content, callback, kwargs, out in items:
+                self._space.release()
+                try:
+                    fut = await self._p.send_async(content, callback, **kwargs)
+                except Exception as exc:
+                    out.set_exception(exc)
+                    continue
+                fut.add_done_callback(functools.partial(_settle, out))
+
+    async def _flush(self) -> None:
+        task = self._drain_task
+        if task is not None and not task.done():
+            await asyncio.shield(task)
+        await self._p.flush()
+
     def flush(self) -> None:
-        self._lt.run(self._p.flush())
+        self._lt.run(self._flush())
 
     def close(self) -> None:
+        self.flush()
         self._lt.run(self._p.close())
+
+
+def _settle(out: concurrent.futures.Future[Any], fut: asyncio.Future[Any]) -> None:
+    if fut.cancelled():
+        out.cancel()
+    elif fut.exception() is not None:
+        out.set_exception(fut.exception())  # type: ignore[arg-type]
+    else:
+        out.set_result(fut.result())
 
 
 class Consumer:
@@ -194,7 +235,9 @@ class Client:
         self._closed = False
 
     def create_producer(self, topic: str, **kwargs: Any) -> Producer:
-        return Producer(self._lt, self._lt.run(self._client.create_producer(topic, **kwargs)))
+        limit = kwargs.get("max_pending_messages", 1000)
+        return Producer(self._lt, self._lt.run(self._client.create_producer(topic, **kwargs)),
+                        limit)
 
     def subscribe(self, topic: Any, subscription_name: str, **kwargs: Any) -> Consumer:
         """As ``pulsar.Client.subscribe``; a ``message_listener(consumer, message)`` runs

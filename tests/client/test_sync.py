@@ -60,3 +60,13 @@ def test_sync_message_listener(broker: BrokerProcess, topic: str) -> None:
         for i in range(3):
             producer.send(b"s%d" % i)
         assert [got.get(timeout=5) for _ in range(3)] == [b"s0", b"s1", b"s2"]
+
+
+def test_sync_send_async_keeps_order(broker: BrokerProcess, topic: str) -> None:
+    with Client(broker.url) as client:
+        producer = client.create_producer(topic, batching_enabled=True,
+                                          max_pending_messages=100, block_if_queue_full=True)
+        futs = [producer.send_async(b"o%d" % i) for i in range(3000)]
+        last = producer.send(b"last")
+        ids = [f.result(10) for f in futs]
+        assert ids == sorted(ids) and len(set(ids)) == 3000 and ids[-1] < last
