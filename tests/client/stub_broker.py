@@ -21,6 +21,9 @@ class StubBroker:
         self.connects: list[pb.CommandConnect] = []
         self.auth_responses: list[pb.CommandAuthResponse] = []
         self.lookups: list[pb.CommandLookupTopic] = []
+        self.pongs = 0
+        self.pings = 0
+        self.ping_on_connect = False
         self.sent: list[bytes] = []
         self.server: asyncio.Server | None = None
         self.port = 0
@@ -59,6 +62,8 @@ class StubBroker:
                                  protocol_version=21)
                         else:
                             send(T.CONNECTED, server_version="stub", protocol_version=21)
+                        if self.ping_on_connect:
+                            send(T.PING)
                     elif cmd.type == T.AUTH_RESPONSE:
                         self.auth_responses.append(cmd.authResponse)
                         send(T.CONNECTED, server_version="stub", protocol_version=21)
@@ -86,7 +91,10 @@ class StubBroker:
                     elif cmd.type == T.CLOSE_PRODUCER:
                         send(T.SUCCESS, request_id=cmd.close_producer.request_id)
                     elif cmd.type == T.PING:
+                        self.pings += 1
                         send(T.PONG)
+                    elif cmd.type == T.PONG:
+                        self.pongs += 1
                 await writer.drain()
         except (ConnectionError, asyncio.IncompleteReadError):
             pass

@@ -106,3 +106,21 @@ def test_lookup_redirect() -> None:
         await front.stop()
 
     run(main)
+
+
+def test_keepalive_ping_pong_and_listener_name() -> None:
+    async def main() -> None:
+        stub = await StubBroker().start()
+        stub.ping_on_connect = True
+        async with Client(stub.url, keep_alive_interval_seconds=0.05,
+                          listener_name="internal") as client:
+            p = await client.create_producer("ka-topic")
+            await p.send(b"x")
+            # our pings go out on the keep-alive interval; the stub's ping was answered
+            while stub.pings < 2:
+                await p.send(b"y")
+            assert stub.pongs == 1
+        assert stub.lookups[0].advertised_listener_name == "internal"
+        await stub.stop()
+
+    run(main)

@@ -69,7 +69,8 @@ class Client:
                  tls_validate_hostname: bool = False,
                  tls_private_key_file_path: str | None = None,
                  tls_certificate_file_path: str | None = None,
-                 ssl_context: ssl.SSLContext | None = None,
+                 ssl_context: ssl.SSLContext | None = None, listener_name: str | None = None,
+                 keep_alive_interval_seconds: float = 30,
                  **_ignored: Any) -> None:
         host, port, tls = split_address(service_url)
         tls = tls or use_tls
@@ -79,8 +80,10 @@ class Client:
                                        tls_validate_hostname, tls_certificate_file_path,
                                        tls_private_key_file_path)
         self._op_timeout = float(operation_timeout_seconds)
-        self._pool = ConnectionPool(authentication, ssl_context, connection_timeout_ms / 1000.0)
-        self._lookup = LookupService(self._pool, self._service_url, tls, self._op_timeout)
+        self._pool = ConnectionPool(authentication, ssl_context, connection_timeout_ms / 1000.0,
+                                    keepalive=keep_alive_interval_seconds)
+        self._lookup = LookupService(self._pool, self._service_url, tls, self._op_timeout,
+                                     listener_name)
         self._max_message_size = DEFAULT_MAX_FRAME_SIZE
         self._handles: set[Any] = set()
         self._closed = False

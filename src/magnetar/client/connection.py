@@ -115,12 +115,12 @@ class Connection(asyncio.Protocol):
                    auth: Authentication | None = None,
                    ssl_context: ssl.SSLContext | None = None,
                    server_hostname: str | None = None,
-                   timeout: float = 10.0) -> Connection:
+                   timeout: float = 10.0, keepalive: float = 30.0) -> Connection:
         loop = asyncio.get_running_loop()
         try:
             async with asyncio.timeout(timeout):
                 _, cnx = await loop.create_connection(
-                    lambda: cls(address, auth), host, port, ssl=ssl_context,
+                    lambda: cls(address, auth, keepalive), host, port, ssl=ssl_context,
                     server_hostname=server_hostname if ssl_context else None)
                 await cnx._connected
         except TimeoutError:

@@ -18,8 +18,9 @@ MAX_REDIRECTS = 20
 
 class LookupService:
     def __init__(self, pool: ConnectionPool, service_url: str, use_tls: bool,
-                 timeout: float) -> None:
+                 timeout: float, listener_name: str | None = None) -> None:
         self._pool = pool
+        self._listener = listener_name
         self._service_url = service_url
         self._tls = use_tls
         self._timeout = timeout
@@ -33,8 +34,9 @@ class LookupService:
         authoritative = False
         for _ in range(MAX_REDIRECTS):
             cnx = await self._pool.get(address)
+            extra = {"advertised_listener_name": self._listener} if self._listener else {}
             resp = await cnx.request(T.LOOKUP, timeout=self._timeout, topic=topic,
-                                     authoritative=authoritative)
+                                     authoritative=authoritative, **extra)
             if resp.response == R.Failed:
                 if resp.HasField("error"):
                     raise server_error(resp.error, resp.message)

@@ -27,11 +27,11 @@ class ConnectionPool:
     """Opens connections on demand and forgets them when they close."""
 
     def __init__(self, auth: Authentication | None, ssl_context: ssl.SSLContext | None,
-                 connection_timeout: float, tls_validate_hostname: bool = False) -> None:
+                 connection_timeout: float, keepalive: float = 30.0) -> None:
         self._auth = auth
+        self._keepalive = keepalive
         self._ssl = ssl_context
         self._timeout = connection_timeout
-        self._validate_hostname = tls_validate_hostname
         self._conns: dict[str, asyncio.Future[Connection]] = {}
         self.closed = False
 
@@ -65,7 +65,7 @@ class ConnectionPool:
         log.debug("connecting to %s", address)
         return await Connection.open(host, port, address=address, auth=self._auth,
                                      ssl_context=ctx, server_hostname=host,
-                                     timeout=self._timeout)
+                                     timeout=self._timeout, keepalive=self._keepalive)
 
     def _forget(self, address: str, cnx: Connection) -> None:
         fut = self._conns.get(address)
