@@ -72,3 +72,30 @@ def test_send_timeout(own_broker: BrokerProcess, topic: str) -> None:
             assert 0.25 <= loop.time() - t0 < 5
 
     run(main)
+
+
+def test_create_retries_until_the_broker_is_up(own_broker: BrokerProcess, topic: str) -> None:
+    async def main() -> None:
+        await asyncio.to_thread(own_broker.kill)
+        async with Client(own_broker.url, operation_timeout_seconds=20) as client:
+            producer_task = asyncio.ensure_future(client.create_producer(topic))
+            consumer_task = asyncio.ensure_future(client.subscribe(topic, "s"))
+            await asyncio.to_thread(own_broker.start)
+            producer = await producer_task
+            consumer = await consumer_task
+            await producer.send(b"hello")
+            assert (await consumer.receive(5000)).data() == b"hello"
+
+    run(main)
+
+
+def test_create_gives_up_after_operation_timeout(own_broker: BrokerProcess, topic: str) -> None:
+    from magnetar.client import ConnectError
+
+    async def main() -> None:
+        await asyncio.to_thread(own_broker.kill)
+        async with Client(own_broker.url, operation_timeout_seconds=0.5) as client:
+            with pytest.raises(ConnectError):
+                await client.create_producer(topic)
+
+    run(main)

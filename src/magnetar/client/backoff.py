@@ -1,8 +1,22 @@
-"""Exponential reconnection backoff with jitter."""
+"""Exponential reconnection backoff with jitter, and retrying a first connection."""
 
 from __future__ import annotations
 
+import asyncio
 import random
+import time
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+from magnetar.client.errors import (
+    RETRIABLE_CODES,
+    ConnectError,
+    NotConnected,
+    ServerError,
+    Timeout,
+)
+
+R = TypeVar("R")
 
 
 class Backoff:
@@ -18,3 +32,25 @@ class Backoff:
 
     def reset(self) -> None:
         self._next = self._initial
+
+
+def retriable(exc: BaseException) -> bool:
+    """Worth another try: the broker was unreachable, busy or not ready yet."""
+    if isinstance(exc, ServerError):
+        return exc.code in RETRIABLE_CODES
+    return isinstance(exc, ConnectError | NotConnected | Timeout | OSError)
+
+
+async def with_retries(attempt: Callable[[], Awaitable[R]], budget: float) -> R:
+    """Run ``attempt`` until it succeeds, retrying retriable failures with backoff for
+    up to ``budget`` seconds (the client's operation timeout)."""
+    deadline = time.monotonic() + budget
+    backoff = Backoff()
+    while True:
+        try:
+            return await attempt()
+        except Exception as exc:
+            delay = backoff.next()
+            if not retriable(exc) or time.monotonic() + delay > deadline:
+                raise
+        await asyncio.sleep(delay)

@@ -10,6 +10,7 @@ import uuid
 from typing import Any
 
 from magnetar.client.auth import Authentication
+from magnetar.client.backoff import with_retries
 from magnetar.client.consumer import Consumer, ConsumerConf
 from magnetar.client.enums import (
     CompressionType,
@@ -107,10 +108,13 @@ class Client:
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
+    async def _partitions(self, topic: str) -> int:
+        return await with_retries(lambda: self._lookup.partitions(topic), self._op_timeout)
+
     async def get_topic_partitions(self, topic: str) -> list[str]:
         """Partition topic names, or ``[topic]`` for a non-partitioned topic."""
         topic = full_name(topic)
-        n = await self._lookup.partitions(topic)
+        n = await self._partitions(topic)
         return [partition_name(topic, i) for i in range(n)] if n else [topic]
 
     # --------------------------------------------------------------- producer
@@ -147,7 +151,7 @@ class Client:
             access_mode=int(access_mode), schema_info=sch.schema_info(),
             initial_subscription_name=initial_subscription_name,
         )
-        n = await self._lookup.partitions(topic)
+        n = await self._partitions(topic)
         if n:
             parts = [TopicProducer(self, partition_name(topic, i), i, conf) for i in range(n)]
             router: Router | None = Router(
@@ -227,7 +231,7 @@ class Client:
         return consumer
 
     async def _expand(self, topics: list[str]) -> list[tuple[str, int]]:
-        counts = await asyncio.gather(*(self._lookup.partitions(t) for t in topics))
+        counts = await asyncio.gather(*(self._partitions(t) for t in topics))
         out: list[tuple[str, int]] = []
         for t, n in zip(topics, counts, strict=True):
             if n:

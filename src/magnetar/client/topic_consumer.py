@@ -18,7 +18,7 @@ import struct
 from typing import TYPE_CHECKING, Any
 
 from magnetar.client.acks import AckGroupingTracker
-from magnetar.client.backoff import Backoff
+from magnetar.client.backoff import Backoff, with_retries
 from magnetar.client.chunks import ChunkAssembler
 from magnetar.client.connection import Connection
 from magnetar.client.errors import PulsarException
@@ -111,7 +111,7 @@ class TopicConsumer:
 
     # -------------------------------------------------------------- connecting
     async def start(self) -> None:
-        await self._connect()
+        await with_retries(self._connect, self._client._op_timeout)
 
     def _subscribe_fields(self) -> dict[str, Any]:
         conf = self.parent._conf

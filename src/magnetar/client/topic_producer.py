@@ -20,7 +20,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from magnetar.client.backoff import Backoff
+from magnetar.client.backoff import Backoff, with_retries
 from magnetar.client.batching import _HEADER_CACHE, BatchContainer, full_header, plain_header
 from magnetar.client.connection import Connection
 from magnetar.client.errors import (
@@ -123,7 +123,7 @@ class TopicProducer:
 
     # -------------------------------------------------------------- connecting
     async def start(self) -> None:
-        await self._connect(first=True)
+        await with_retries(lambda: self._connect(first=True), self._client._op_timeout)
 
     async def _connect(self, first: bool = False) -> None:
         address = await self._client._lookup.lookup(self.topic)
