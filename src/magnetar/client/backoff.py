@@ -14,6 +14,7 @@ from magnetar.client.errors import (
     NotConnected,
     ServerError,
     Timeout,
+    TlsError,
 )
 
 R = TypeVar("R")
@@ -38,6 +39,8 @@ def retriable(exc: BaseException) -> bool:
     """Worth another try: the broker was unreachable, busy or not ready yet."""
     if isinstance(exc, ServerError):
         return exc.code in RETRIABLE_CODES
+    if isinstance(exc, TlsError):
+        return False
     return isinstance(exc, ConnectError | NotConnected | Timeout | OSError)
 
 

@@ -25,6 +25,7 @@ from magnetar.client.errors import (
     ConnectError,
     NotConnected,
     Timeout,
+    TlsError,
     server_error,
 )
 from magnetar.client.framing import ClientFrameDecoder
@@ -125,6 +126,8 @@ class Connection(asyncio.Protocol):
                 await cnx._connected
         except TimeoutError:
             raise ConnectError(f"timed out connecting to {address}") from None
+        except ssl.SSLError as exc:
+            raise TlsError(f"TLS handshake with {address} failed: {exc}") from None
         except OSError as exc:
             raise ConnectError(f"cannot connect to {address}: {exc}") from None
         return cnx

@@ -17,6 +17,10 @@ class ConnectError(PulsarException):
     """The broker could not be reached or the handshake failed."""
 
 
+class TlsError(ConnectError):
+    """The TLS handshake failed (certificate not trusted, wrong host name...)."""
+
+
 class AuthenticationError(PulsarException):
     """The broker refused our credentials."""
 
