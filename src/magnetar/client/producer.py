@@ -98,7 +98,7 @@ class Producer:
         if part is None:
             assert self._router is not None
             part = self._parts[self._router.choose(partition_key, content)]
-        if part.pending >= part.conf.max_pending_messages:
+        if part.pending >= part.max_pending:
             if not self._block:
                 raise ProducerQueueIsFull(f"{part.pending} messages pending on {part.topic}")
             await part.wait_space()

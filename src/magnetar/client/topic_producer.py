@@ -115,7 +115,9 @@ class TopicProducer:
         self._compression = int(conf.compression_type)
         self._batching = conf.batching_enabled
         self.batching = conf.batching_enabled
-        self.max_pending = conf.max_pending_messages
+        # 0 or less: no limit, as in the official client
+        self.max_pending = conf.max_pending_messages if conf.max_pending_messages > 0 \
+            else 1 << 62
         self._max_batch_n = max(1, conf.batching_max_messages)
         self._max_batch_bytes = conf.batching_max_allowed_size_in_bytes
         self._delay = conf.batching_max_publish_delay_ms / 1000.0
@@ -189,7 +191,7 @@ class TopicProducer:
 
     # ----------------------------------------------------------------- sending
     async def wait_space(self) -> None:
-        while self.pending >= self.conf.max_pending_messages:
+        while self.pending >= self.max_pending:
             if self._closed:
                 raise AlreadyClosed("producer is closed")
             if self._batch:
@@ -200,7 +202,7 @@ class TopicProducer:
 
     def _wake(self) -> None:
         waiters = self._space_waiters
-        while waiters and self.pending < self.conf.max_pending_messages:
+        while waiters and self.pending < self.max_pending:
             w = waiters.popleft()
             if not w.done():
                 w.set_result(None)
