@@ -1,5 +1,17 @@
-"""Pure-Python asyncio Pulsar client, API-compatible with the official ``pulsar`` module
-(add ``await``). See ``magnetar.sync`` for a blocking facade."""
+"""Pure-Python asyncio Pulsar client, API-compatible with the official ``pulsar`` module:
+same class, method and keyword names; add ``await``. ``magnetar.sync`` is the blocking facade.
+
+    async with magnetar.Client("pulsar://localhost:6650") as client:
+        producer = await client.create_producer("my-topic", batching_enabled=True)
+        msg_id = await producer.send(b"hello")
+        consumer = await client.subscribe("my-topic", "my-sub")
+        msg = await consumer.receive(timeout_millis=1000)
+        await consumer.acknowledge(msg)
+
+Differences worth knowing: ``send_async`` is awaited (only to wait for room when
+``block_if_queue_full``) and returns an ``asyncio.Future``; callbacks receive
+``(exception_or_None, message_id)`` instead of ``(Result, message_id)``.
+"""
 
 from magnetar.client.auth import (
     AuthBasic,
@@ -20,12 +32,14 @@ from magnetar.client.enums import (
 )
 from magnetar.client.errors import (
     AlreadyClosed,
+    AuthenticationError,
     ConnectError,
     MessageTooBig,
     ProducerQueueIsFull,
     PulsarException,
     ServerError,
     Timeout,
+    TlsError,
 )
 from magnetar.client.message import Message
 from magnetar.client.message_id import MessageId
@@ -40,6 +54,7 @@ __all__ = [
     "AuthToken",
     "Authentication",
     "AuthenticationBasic",
+    "AuthenticationError",
     "AuthenticationToken",
     "AvroSchema",
     "BytesSchema",
@@ -66,4 +81,5 @@ __all__ = [
     "ServerError",
     "StringSchema",
     "Timeout",
+    "TlsError",
 ]
