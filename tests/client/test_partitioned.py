@@ -102,3 +102,30 @@ def test_consume_partitioned_and_official_interop(partitioned_broker: BrokerProc
         assert got == {b"p%d" % i for i in range(30)}
     finally:
         official.close()
+
+
+def test_official_partitioned_batches_to_us(partitioned_broker: BrokerProcess,
+                                            topic: str) -> None:
+    official = pulsar.Client(partitioned_broker.url, logger=QUIET)
+    try:
+        producer = official.create_producer(topic, batching_enabled=True,
+                                            compression_type=pulsar.CompressionType.LZ4)
+        sent = {}
+        for i in range(30):
+            sent[b"o%d" % i] = None
+            producer.send_async(b"o%d" % i, None, partition_key=f"key-{i % 6}")
+        producer.flush()
+    finally:
+        official.close()
+
+    async def main() -> None:
+        async with Client(partitioned_broker.url) as client:
+            consumer = await client.subscribe(topic, "ours",
+                                              initial_position=InitialPosition.Earliest)
+            msgs = await receive_unique(consumer, 30)
+            assert {m.data() for m in msgs} == set(sent)
+            for m in msgs:
+                key = m.partition_key()
+                assert m.topic_name() == f"{topic}-partition-{boost_hash(key) % 3}"
+
+    run(main)
