@@ -129,3 +129,20 @@ def test_official_partitioned_batches_to_us(partitioned_broker: BrokerProcess,
                 assert m.topic_name() == f"{topic}-partition-{boost_hash(key) % 3}"
 
     run(main)
+
+
+def test_reader_over_partitions(partitioned_broker: BrokerProcess, topic: str) -> None:
+    from magnetar.client import MessageId
+
+    async def main() -> None:
+        async with Client(partitioned_broker.url) as client:
+            p = await client.create_producer(topic)
+            for i in range(9):
+                await p.send(b"r%d" % i)
+            reader = await client.create_reader(topic, MessageId.earliest)
+            got = set()
+            while await reader.has_message_available():
+                got.add((await reader.read_next(5000)).data())
+            assert got == {b"r%d" % i for i in range(9)}
+
+    run(main)
