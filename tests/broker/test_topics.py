@@ -13,7 +13,7 @@ import pulsar
 import pytest
 from pulsar.schema import AvroSchema, JsonSchema, Record, String, StringSchema
 
-from magnetar.protocol import FrameDecoder, command, encode_command, pb
+from magnetar.protocol import Frame, FrameDecoder, command, encode_command, pb
 
 from .conftest import QUIET, ThreadedBroker, start_broker
 
@@ -157,11 +157,36 @@ def test_terminated_topic(client: pulsar.Client, broker: ThreadedBroker, topic: 
     producer.send(b"last")
     sock, decoder = _raw_subscribe(broker, topic)
     broker.call(broker.service.terminate_topic, topic)
-    kinds = _read_kinds(sock, decoder, until=pb.BaseCommand.REACHED_END_OF_TOPIC)
-    assert pb.BaseCommand.MESSAGE in kinds and kinds[-1] == pb.BaseCommand.REACHED_END_OF_TOPIC
+    # Pulsar announces the end only once everything is acknowledged: a Pong answered after
+    # the termination comes with the message, and without ReachedEndOfTopic
+    sock.sendall(encode_command(command("PING")))
+    frames = _read_frames(sock, decoder, until=pb.BaseCommand.PONG)
+    kinds = [f.command.type for f in frames]
+    assert pb.BaseCommand.MESSAGE in kinds and pb.BaseCommand.REACHED_END_OF_TOPIC not in kinds
+    message = next(f.command.message for f in frames if f.command.type == pb.BaseCommand.MESSAGE)
+    sock.sendall(encode_command(command(
+        "ACK", consumer_id=1, ack_type=pb.CommandAck.Individual, message_id=[message.message_id])))
+    _read_frames(sock, decoder, until=pb.BaseCommand.REACHED_END_OF_TOPIC)
     with pytest.raises(pulsar.TopicTerminated):
         client.create_producer(topic)
     sock.close()
+
+
+def test_official_reader_reads_a_terminated_topic_to_its_end(
+    client: pulsar.Client, broker: ThreadedBroker, topic: str
+) -> None:
+    """pulsar-client 3.13 (C++ 4.2) drops the connection on ReachedEndOfTopic, so the
+    broker leaves it out for that client: the reader stays connected after the last message."""
+    producer = client.create_producer(topic, batching_enabled=False)
+    for i in range(3):
+        producer.send(b"%d" % i)
+    broker.call(broker.service.terminate_topic, topic)
+    reader = client.create_reader(topic, pulsar.MessageId.earliest)
+    connections = broker.call(lambda: set(broker.service.connections))  # type: ignore[union-attr]
+    assert [reader.read_next(5000).data() for _ in range(3)] == [b"0", b"1", b"2"]
+    assert reader.has_message_available() is False  # a GetLastMessageId round trip
+    assert broker.call(lambda: set(broker.service.connections)) == connections  # type: ignore[union-attr]
+    reader.close()
 
 
 def _raw_subscribe(broker: ThreadedBroker, topic: str) -> tuple[socket.socket, FrameDecoder]:
@@ -169,26 +194,34 @@ def _raw_subscribe(broker: ThreadedBroker, topic: str) -> tuple[socket.socket, F
     sock = socket.create_connection(("127.0.0.1", broker.service.port), timeout=5)
     decoder = FrameDecoder()
     sock.sendall(encode_command(command("CONNECT", client_version="raw", protocol_version=21)))
-    _read_kinds(sock, decoder, until=pb.BaseCommand.CONNECTED)
+    _read_frames(sock, decoder, until=pb.BaseCommand.CONNECTED)
     sock.sendall(encode_command(command(
         "SUBSCRIBE", topic=topic, subscription="raw", subType=pb.CommandSubscribe.Exclusive,
         consumer_id=1, request_id=1, initialPosition=pb.CommandSubscribe.Earliest)))
-    _read_kinds(sock, decoder, until=pb.BaseCommand.SUCCESS)
+    _read_frames(sock, decoder, until=pb.BaseCommand.SUCCESS)
     sock.sendall(encode_command(command("FLOW", consumer_id=1, messagePermits=100)))
     return sock, decoder
 
 
-def _read_kinds(sock: socket.socket, decoder: FrameDecoder, until: int) -> list[int]:
-    kinds: list[int] = []
+def _read_frames(sock: socket.socket, decoder: FrameDecoder, until: int) -> list[Frame]:
+    """Frames up to and including the first of type ``until`` (later ones in the same read
+    are kept for the next call)."""
+    frames: list[Frame] = list(_PENDING.pop(id(decoder), []))
     deadline = time.time() + 5
-    while time.time() < deadline:
+    while True:
+        for i, frame in enumerate(frames):
+            if frame.command.type == until:
+                _PENDING[id(decoder)] = frames[i + 1:]
+                return frames[: i + 1]
+        if time.time() > deadline:
+            kinds = [pb.BaseCommand.Type.Name(f.command.type) for f in frames]
+            raise AssertionError(f"no {pb.BaseCommand.Type.Name(until)} within 5 s; got {kinds}")
         data = sock.recv(65536)
         assert data, "connection closed"
-        for frame in decoder.feed(data):
-            kinds.append(frame.command.type)
-            if frame.command.type == until:
-                return kinds
-    raise AssertionError(f"no {pb.BaseCommand.Type.Name(until)} within 5 s; got {kinds}")
+        frames.extend(decoder.feed(data))
+
+
+_PENDING: dict[int, list[Frame]] = {}
 
 
 def test_producer_names_and_exclusive_access(client: pulsar.Client, topic: str) -> None:
@@ -228,7 +261,7 @@ def test_consumer_stats_and_get_schema(client: pulsar.Client, broker: ThreadedBr
     for _ in range(3):
         producer.send(Point(x="a", y="b"))
     sock, decoder = _raw_subscribe(broker, topic)
-    _read_kinds(sock, decoder, until=pb.BaseCommand.MESSAGE)
+    _read_frames(sock, decoder, until=pb.BaseCommand.MESSAGE)
     sock.sendall(encode_command(command("CONSUMER_STATS", request_id=7, consumer_id=1)))
     frames = _read_frames(sock, decoder, until=pb.BaseCommand.CONSUMER_STATS_RESPONSE)
     stats = frames[-1].command.consumerStatsResponse
@@ -241,15 +274,3 @@ def test_consumer_stats_and_get_schema(client: pulsar.Client, broker: ThreadedBr
     assert resp.schema_version == (0).to_bytes(8, "big")
     sock.close()
 
-
-def _read_frames(sock: socket.socket, decoder: FrameDecoder, until: int) -> list:
-    frames = []
-    deadline = time.time() + 5
-    while time.time() < deadline:
-        data = sock.recv(65536)
-        assert data, "connection closed"
-        for frame in decoder.feed(data):
-            frames.append(frame)
-            if frame.command.type == until:
-                return frames
-    raise AssertionError(f"no {pb.BaseCommand.Type.Name(until)} within 5 s")

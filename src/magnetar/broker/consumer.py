@@ -152,6 +152,8 @@ class Consumer:
         self.cnx.send(T(type=T.ACTIVE_CONSUMER_CHANGE, active_consumer_change=change))
 
     def reached_end_of_topic(self) -> None:
+        if not self.cnx.understands_end_of_topic:
+            return  # the peer would drop the connection; it learns of the end when it reads
         end = pb.CommandReachedEndOfTopic(consumer_id=self.consumer_id)
         self.cnx.send(T(type=T.REACHED_END_OF_TOPIC, reachedEndOfTopic=end))
 

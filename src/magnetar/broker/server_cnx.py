@@ -27,6 +27,7 @@ from magnetar.protocol.frames import (
     encode_payload_command,
     verify_checksum,
 )
+from magnetar.protocol.peers import understands_reached_end_of_topic
 from magnetar.protocol.version import PROTOCOL_VERSION
 
 if TYPE_CHECKING:
@@ -53,6 +54,7 @@ class ServerCnx(asyncio.Protocol):
         self.connected = False
         self.closed = False
         self.client_version = ""
+        self.understands_end_of_topic = True
         self.remote_protocol_version = 0
         self.principal: str | None = None
         self.supports_entry_metadata = False
@@ -235,6 +237,9 @@ class ServerCnx(asyncio.Protocol):
             return
         self.client_version = connect.client_version
         self.remote_protocol_version = connect.protocol_version
+        self.understands_end_of_topic = understands_reached_end_of_topic(
+            connect.client_version, connect.protocol_version
+        )
         self.supports_entry_metadata = bool(
             connect.HasField("feature_flags")
             and connect.feature_flags.supports_broker_entry_metadata

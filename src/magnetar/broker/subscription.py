@@ -219,8 +219,8 @@ class PersistentSubscription:
     def check_end_of_topic(self) -> None:
         if not self.topic.terminated or self.dispatcher is None:
             return
-        if self.dispatcher.has_more():
-            return
+        if self.dispatcher.has_more() or self.cursor.backlog() > 0:
+            return  # as Pulsar: only once everything was read and acknowledged
         for consumer in self.consumers:
             if id(consumer) not in self.ended_consumers:
                 self.ended_consumers.add(id(consumer))
