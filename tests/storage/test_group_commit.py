@@ -35,7 +35,7 @@ class SyncRecorder:
 def test_futures_resolve_in_order_after_fsync(make_factory, monkeypatch):
     rec = SyncRecorder(hold_first=True)
     monkeypatch.setattr(os, "fdatasync", rec)
-    f = make_factory(fsync="group")
+    f = make_factory(fsync="group", inline_sync_when_idle=False)  # every sync on the thread
     ml = f.open("t")
     resolved: list[tuple[Position, int]] = []
 
@@ -65,6 +65,53 @@ def test_futures_resolve_in_order_after_fsync(make_factory, monkeypatch):
     # the first batch was covered by the held fsync, the second needed a later one
     assert all(calls_for[p] >= 1 for p in first)
     assert all(calls_for[p] >= 2 for p in second)
+
+
+def test_idle_flusher_lets_the_loop_sync_a_lone_batch(make_factory, monkeypatch):
+    threads: list[int] = []
+    real = os.fdatasync
+
+    def record(fd: int) -> None:
+        threads.append(threading.get_ident())
+        real(fd)
+
+    monkeypatch.setattr(os, "fdatasync", record)
+    f = make_factory(fsync="group")
+    ml = f.open("t")
+
+    async def go():
+        loop_thread = threading.get_ident()
+        for i in range(5):  # one send at a time, as an unbatched producer does
+            before = len(threads)
+            fut = ml.append(b"x%d" % i)
+            assert not fut.done()  # written and synced at the end of the loop iteration
+            await fut
+            assert threads[before:] == [loop_thread]  # one fdatasync, on the loop thread
+            assert ml.last_confirmed() == fut.result()
+
+    run(go())
+
+
+def test_concurrent_batches_still_go_to_the_flusher_thread(make_factory, monkeypatch):
+    rec = SyncRecorder()
+    threads: list[int] = []
+
+    def record(fd: int) -> None:
+        threads.append(threading.get_ident())
+        rec(fd)
+
+    monkeypatch.setattr(os, "fdatasync", record)
+    f = make_factory(fsync="group")
+    ledgers = [f.open(f"t{i}") for i in range(3)]
+
+    async def go():
+        loop_thread = threading.get_ident()
+        futs = [ml.append(b"y") for ml in ledgers]  # three batches in one loop iteration
+        await asyncio.gather(*futs)
+        assert threads.count(loop_thread) == 1  # at most one inline sync per iteration
+        assert len(threads) == 3
+
+    run(go())
 
 
 def test_one_fsync_covers_many_appends(make_factory, monkeypatch):

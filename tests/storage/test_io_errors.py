@@ -132,7 +132,7 @@ def test_appends_behind_a_failed_fsync_fail_too(make_factory, monkeypatch):
         return real(fd)
 
     monkeypatch.setattr(os, "fdatasync", held_failing_sync)
-    f = make_factory(fsync="group", segment_max_entries=3)
+    f = make_factory(fsync="group", segment_max_entries=3, inline_sync_when_idle=False)
     ml = f.open("t")
 
     async def go():
@@ -151,3 +151,29 @@ def test_appends_behind_a_failed_fsync_fail_too(make_factory, monkeypatch):
     f.close()
     ml = make_factory(segment_max_entries=3).open("t")
     assert [(p, d) for p, d in ml.read_entries(Position(-1, -1), 10)] == [(ok, b"c")]
+
+
+def test_a_failed_inline_fsync_fails_its_batch_and_the_ledger_goes_on(make_factory, monkeypatch):
+    """The loop thread syncs a lone batch itself when the flusher idles: a failure there
+    fails that batch, hides its entries, and later appends go to a new segment."""
+    real = os.fdatasync
+    calls = []
+
+    def first_fails(fd):
+        calls.append(threading.get_ident())
+        if len(calls) == 1:
+            raise OSError(errno.EIO, "I/O error")
+        return real(fd)
+
+    monkeypatch.setattr(os, "fdatasync", first_fails)
+    f = make_factory(fsync="group")
+    ml = f.open("t")
+
+    async def go():
+        failed = await asyncio.gather(ml.append(b"lost"), return_exceptions=True)
+        return failed, await ml.append(b"kept")
+
+    (failed,), _ = run(go())
+    assert isinstance(failed, StorageError)
+    assert calls[0] == threading.get_ident()  # it was the inline path that failed
+    assert [d for _, d in ml.read_entries(Position(-1, -1), 10)] == [b"kept"]

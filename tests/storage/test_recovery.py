@@ -106,3 +106,30 @@ def test_segment_with_torn_file_header_is_discarded(tmp_path):
     assert ml.entry_count() == 0 and ml.segment_ids() == []
     assert run(append_all(ml, [b"b"]))[0].ledger_id > pos.ledger_id
     f.close()
+
+
+def test_space_reserved_ahead_is_cut_quietly_after_a_crash(tmp_path, caplog):
+    """Segments reserve space ahead of their writes; a crash leaves that tail as zeros.
+    Recovery keeps every entry, cuts the reserve without calling it corruption, and a
+    clean close leaves no reserve behind."""
+    data = tmp_path / "data"
+    f = ManagedLedgerFactory(StorageConfig(data))
+    ml = f.open("t")
+    pos = run(append_all(ml, PAYLOADS))
+    seg = ml._segments[0]
+    if seg.allocated == 0:
+        pytest.skip("this file system does not reserve space")
+    assert os.path.getsize(seg.path) > seg.end  # reserved past the last record
+    crashed = tmp_path / "crashed"
+    shutil.copytree(data, crashed)  # the files as a kill -9 would leave them
+    f.close()
+    assert os.path.getsize(seg.path) == seg.end  # a clean close gives the reserve back
+
+    caplog.set_level("DEBUG", logger="magnetar.storage")
+    f = ManagedLedgerFactory(StorageConfig(crashed))
+    ml = f.open("t")
+    assert [p for p, _ in ml.read_entries(Position(-1, -1), 10)] == pos
+    assert [d for _, d in ml.read_entries(Position(-1, -1), 10)] == PAYLOADS
+    assert not [r for r in caplog.records if r.levelname == "WARNING"]
+    assert os.path.getsize(os.path.join(crashed, os.path.relpath(seg.path, data))) == seg.end
+    f.close()

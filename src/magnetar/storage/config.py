@@ -16,6 +16,8 @@ class StorageConfig:
       - ``"group"`` (default): appends are written from the event loop thread once per loop
         iteration; one background thread per factory fdatasyncs every dirty segment and then
         resolves, in order, every append that was written before that fdatasync started.
+        While that thread is idle, one batch per loop iteration is synced on the loop
+        thread instead (``inline_sync_when_idle``): same guarantee, no thread hand-off.
       - ``"always"``: every append is written and fdatasynced before `append` returns
         (simple and slow: it blocks the event loop for one fdatasync per entry).
       - ``"never"``: the future resolves as soon as the entry is written to the OS.
@@ -39,6 +41,8 @@ class StorageConfig:
     cursor_max_persisted_ranges: int = 10_000
     #: A write buffer is handed to the OS before the end of the loop iteration past this size.
     write_buffer_bytes: int = 4 * 1024 * 1024
+    #: ``group`` only: sync a lone batch on the loop thread while the flusher thread idles.
+    inline_sync_when_idle: bool = True
 
     def __post_init__(self) -> None:
         if self.fsync not in FSYNC_POLICIES:

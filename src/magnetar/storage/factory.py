@@ -69,7 +69,7 @@ class ManagedLedgerFactory:
         )
         self._cache = ReadCache(config.read_cache_bytes)
         self._files = FileLimiter(config.max_open_files, config.fsync != "never")
-        self._flusher = Flusher()
+        self._flusher = Flusher(inline=config.inline_sync_when_idle)
         self._ledgers: dict[str, ManagedLedger] = {}
         ids = self._store.get("ids") or {}
         self._next_id = int(ids.get("limit", 0))

@@ -235,8 +235,11 @@ class ManagedLedger:
             self._on_batch_done(batch, error)
             return
         self._pending.append(batch)
+        flusher = self._factory._flusher
+        if len(self._pending) == 1 and flusher.try_inline(batch):
+            return
         try:
-            self._factory._flusher.submit(batch)
+            flusher.submit(batch)
         except RuntimeError:
             self._pending.pop()
             self._on_batch_done(batch, LedgerClosedError("storage is shutting down"))
@@ -332,6 +335,7 @@ class ManagedLedger:
 
     def _seal(self, seg: Segment) -> None:
         seg.sealed = True
+        seg.cut_reserve()
         if seg.confirmed == seg.count and not seg.dirty and not seg.index_written:
             seg.write_index()
 
