@@ -23,6 +23,7 @@ from magnetar.client.auth import (
 from magnetar.client.client import Client
 from magnetar.client.consumer import Consumer
 from magnetar.client.enums import (
+    BatchingType,
     CompressionType,
     ConsumerType,
     HashingScheme,
@@ -57,6 +58,7 @@ __all__ = [
     "AuthenticationError",
     "AuthenticationToken",
     "AvroSchema",
+    "BatchingType",
     "BytesSchema",
     "Client",
     "CompressionType",

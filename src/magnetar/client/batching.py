@@ -1,4 +1,7 @@
-"""Batch container: many messages behind one ``MessageMetadata``, built with one join.
+"""Batch containers: many messages behind one ``MessageMetadata``, built with one join.
+
+``BatchContainer`` is the ``BatchingType.Default`` batch (messages in send order);
+``KeyedBatches`` holds one ``KeyedBatch`` per key for ``BatchingType.KeyBased``.
 
 Each message becomes ``size(4) + SingleMessageMetadata + payload``. For the common case
 (no properties, key or event time) the ``SingleMessageMetadata`` is only ``payload_size``
@@ -83,3 +86,63 @@ class BatchContainer:
         self.size = 0
         self.first_seq = -1
         return payload, futures, first
+
+
+class KeyedBatch:
+    """The open batch of one key: its messages, and the first message's keys, which become
+    the batch's ``MessageMetadata`` keys (what a Key_Shared dispatcher routes by)."""
+
+    __slots__ = ("first_seq", "futures", "last_seq", "ordering_key", "partition_key", "parts")
+
+    def __init__(self, partition_key: str | None, ordering_key: bytes | None,
+                 first_seq: int) -> None:
+        self.partition_key = partition_key
+        self.ordering_key = ordering_key
+        self.first_seq = first_seq
+        self.last_seq = first_seq
+        self.parts: list[bytes] = []
+        self.futures: list[asyncio.Future[Any]] = []
+
+
+class KeyedBatches:
+    """Open batches of a ``KeyBased`` producer, one per key (the ordering key if the message
+    has one, else its partition key; unkeyed messages share one batch). ``n`` and ``size``
+    count every batch: the count and byte limits apply to all of them together, as in the
+    official clients, and a flush sends them all."""
+
+    __slots__ = ("groups", "n", "size")
+
+    def __init__(self) -> None:
+        self.groups: dict[bytes | str | None, KeyedBatch] = {}
+        self.n = 0
+        self.size = 0
+
+    def __len__(self) -> int:
+        return self.n
+
+    def add(self, header: bytes, payload: bytes, fut: asyncio.Future[Any], seq: int,
+            partition_key: str | None, ordering_key: bytes | None) -> None:
+        key = ordering_key if ordering_key is not None else partition_key
+        batch = self.groups.get(key)
+        if batch is None:
+            batch = self.groups[key] = KeyedBatch(partition_key, ordering_key, seq)
+        batch.parts.append(header)
+        batch.parts.append(payload)
+        batch.futures.append(fut)
+        if seq > batch.last_seq:
+            batch.last_seq = seq
+        self.n += 1
+        self.size += len(payload)
+
+    def take(self) -> list[KeyedBatch]:
+        """Every open batch, by first sequence id (the order they must be sent in); the
+        container empties."""
+        batches = sorted(self.groups.values(), key=_first_seq)
+        self.groups = {}
+        self.n = 0
+        self.size = 0
+        return batches
+
+
+def _first_seq(batch: KeyedBatch) -> int:
+    return batch.first_seq

@@ -13,6 +13,7 @@ from magnetar.client.auth import Authentication
 from magnetar.client.backoff import with_retries
 from magnetar.client.consumer import Consumer, ConsumerConf
 from magnetar.client.enums import (
+    BatchingType,
     CompressionType,
     ConsumerType,
     HashingScheme,
@@ -30,7 +31,7 @@ from magnetar.client.reader import Reader
 from magnetar.client.routing import Router
 from magnetar.client.schema import as_schema
 from magnetar.client.topic import full_name, namespace_of, partition_name
-from magnetar.client.topic_producer import ProducerConf, TopicProducer
+from magnetar.client.topic_producer import KeyedTopicProducer, ProducerConf, TopicProducer
 from magnetar.protocol import DEFAULT_MAX_FRAME_SIZE, pb
 
 #: Producer and consumer ids, unique in the process (some brokers mix up equal ids
@@ -127,6 +128,7 @@ class Client:
         batching_max_messages: int = 1000,
         batching_max_allowed_size_in_bytes: int = 128 * 1024,
         batching_max_publish_delay_ms: float = 10, chunking_enabled: bool = False,
+        batching_type: BatchingType = BatchingType.Default,
         message_routing_mode: PartitionsRoutingMode =
             PartitionsRoutingMode.RoundRobinDistribution,
         lazy_start_partitioned_producers: bool = False,
@@ -136,7 +138,11 @@ class Client:
         initial_subscription_name: str | None = None,
         **_ignored: Any,
     ) -> Producer:
-        """Create a producer (keyword arguments as in ``pulsar.Client.create_producer``)."""
+        """Create a producer (keyword arguments as in ``pulsar.Client.create_producer``).
+
+        ``batching_type=BatchingType.KeyBased`` (with ``batching_enabled``) batches
+        messages per key, so each batch holds one key.
+        """
         self._check_open()
         topic = full_name(topic)
         sch = as_schema(schema)
@@ -147,19 +153,21 @@ class Client:
             batching_enabled=batching_enabled, batching_max_messages=batching_max_messages,
             batching_max_allowed_size_in_bytes=batching_max_allowed_size_in_bytes,
             batching_max_publish_delay_ms=batching_max_publish_delay_ms,
-            chunking_enabled=chunking_enabled, properties=dict(properties or {}),
+            batching_type=int(batching_type), chunking_enabled=chunking_enabled, properties=dict(properties or {}),
             access_mode=int(access_mode), schema_info=sch.schema_info(),
             initial_subscription_name=initial_subscription_name,
         )
+        kind = KeyedTopicProducer if batching_enabled \
+            and batching_type == BatchingType.KeyBased else TopicProducer
         n = await self._partitions(topic)
         if n:
-            parts = [TopicProducer(self, partition_name(topic, i), i, conf) for i in range(n)]
+            parts = [kind(self, partition_name(topic, i), i, conf) for i in range(n)]
             router: Router | None = Router(
                 n, message_routing_mode if message_router is None
                 else PartitionsRoutingMode.CustomPartition,
                 hashing_scheme, batching_enabled, batching_max_messages, message_router)
         else:
-            parts = [TopicProducer(self, topic, -1, conf)]
+            parts = [kind(self, topic, -1, conf)]
             router = None
         results = await asyncio.gather(*(p.start() for p in parts), return_exceptions=True)
         errors = [r for r in results if isinstance(r, BaseException)]

@@ -31,6 +31,18 @@ class PartitionsRoutingMode(IntEnum):
     CustomPartition = 2
 
 
+class BatchingType(IntEnum):
+    """How a batching producer groups messages (``pulsar.BatchingType``).
+
+    ``Default`` puts messages into batches in send order; ``KeyBased`` keeps one open batch
+    per key (ordering key, else partition key), so every batch holds a single key and
+    Key_Shared subscriptions can dispatch it to the consumer owning that key.
+    """
+
+    Default = 0
+    KeyBased = 1
+
+
 class HashingScheme(IntEnum):
     """How a message key picks a partition (``BoostHash`` is the Python client's default)."""
 

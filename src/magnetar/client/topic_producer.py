@@ -7,6 +7,9 @@ order and kept in ``_ops`` until the broker's receipt for their sequence id arri
 the connection drops, the producer looks the topic up again, re-creates itself under the
 same id and name, and rewrites every pending frame in one write; sequence ids resume from
 the broker's ``last_sequence_id`` on first creation.
+
+``KeyedTopicProducer`` is the ``BatchingType.KeyBased`` variant: one open batch per key,
+each flushed as its own frame; the Default hot path in ``TopicProducer`` is untouched.
 """
 
 from __future__ import annotations
@@ -21,7 +24,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from magnetar.client.backoff import Backoff, with_retries
-from magnetar.client.batching import _HEADER_CACHE, BatchContainer, full_header, plain_header
+from magnetar.client.batching import (
+    _HEADER_CACHE,
+    BatchContainer,
+    KeyedBatches,
+    full_header,
+    plain_header,
+)
 from magnetar.client.connection import Connection
 from magnetar.client.errors import (
     AlreadyClosed,
@@ -55,6 +64,7 @@ class ProducerConf:
     batching_max_messages: int = 1000
     batching_max_allowed_size_in_bytes: int = 128 * 1024
     batching_max_publish_delay_ms: float = 10
+    batching_type: int = 0
     chunking_enabled: bool = False
     properties: dict[str, str] = field(default_factory=dict)
     access_mode: int = 0
@@ -63,13 +73,15 @@ class ProducerConf:
 
 
 class _Op:
-    """One Send frame in flight."""
+    """One Send frame in flight (``seq``: its sequence id, ``last``: its highest one)."""
 
-    __slots__ = ("batch", "chunk", "created", "frame", "futures", "n", "seq")
+    __slots__ = ("batch", "chunk", "created", "frame", "futures", "last", "n", "seq")
 
     def __init__(self, seq: int, frame: bytes, futures: list[asyncio.Future[Any]], n: int,
-                 chunk: _ChunkState | None = None, batch: bool = False) -> None:
+                 chunk: _ChunkState | None = None, batch: bool = False,
+                 last: int = -1) -> None:
         self.seq = seq
+        self.last = last if last >= 0 else (seq + n - 1 if n > 1 else seq)
         self.batch = batch
         self.frame = frame
         self.futures = futures
@@ -420,8 +432,8 @@ class TopicProducer:
             for i, f in enumerate(futures):
                 if not f.done():
                     f.set_result(MessageId(part, ledger, entry, i, n))
-        if op.seq > self.last_sequence_id:
-            self.last_sequence_id = op.seq + max(op.n, 1) - 1
+        if op.last > self.last_sequence_id:
+            self.last_sequence_id = op.last
         self.pending -= op.n
         if self._space_waiters:
             self._wake()
@@ -443,6 +455,10 @@ class TopicProducer:
         else:
             self._timeout_timer = self._loop.call_later(expired_at - now, self._check_timeout)
 
+    def _take_open(self) -> list[asyncio.Future[Any]]:
+        """Empty the open batch; its messages' futures."""
+        return self._batch.take()[1]
+
     def _fail_all(self, exc: BaseException) -> None:
         ops, self._ops = self._ops, deque()
         for op in ops:
@@ -450,7 +466,7 @@ class TopicProducer:
                 if not f.done():
                     f.set_exception(exc)
             self.pending -= op.n
-        _, futures, _ = self._batch.take()
+        futures = self._take_open()
         for f in futures:
             if not f.done():
                 f.set_exception(exc)
@@ -481,3 +497,77 @@ class TopicProducer:
         for w in self._space_waiters:
             if not w.done():
                 w.set_exception(AlreadyClosed("producer closed"))
+
+
+class KeyedTopicProducer(TopicProducer):
+    """``BatchingType.KeyBased``: messages wait in one batch per key (ordering key, else
+    partition key) and every batch goes out as its own ``Send``, with the key in its
+    ``MessageMetadata``, so a Key_Shared subscription hands each batch to the consumer
+    owning that key. The count, byte and delay limits apply to all open batches together;
+    reaching one flushes them all, in first-sequence-id order, so receipts still arrive in
+    ``_ops`` order. Sequence ids inside a batch are not consecutive: each message carries
+    its own in ``SingleMessageMetadata``, and the batch its highest."""
+
+    def __init__(self, client: Client, topic: str, partition: int, conf: ProducerConf) -> None:
+        super().__init__(client, topic, partition, conf)
+        self._keyed = KeyedBatches()
+        self._batch = self._keyed  # type: ignore[assignment]  # same len() protocol
+        # ``Producer``'s fast path appends to a Default batch: route everything via ``add``
+        self.batching = False
+
+    def add_plain(self, payload: bytes, fut: asyncio.Future[Any]) -> None:
+        self.add(payload, fut, None, None, None, None, None, None)
+
+    def add(self, payload: bytes, fut: asyncio.Future[Any], properties: dict[str, str] | None,
+            partition_key: str | None, ordering_key: bytes | None, event_time: int | None,
+            sequence_id: int | None, deliver_at: int | None) -> None:
+        size = len(payload)
+        if deliver_at is not None or size >= self._max_batch_bytes:
+            # not batched: the base class flushes the open batches, then sends it alone
+            super().add(payload, fut, properties, partition_key, ordering_key, event_time,
+                        sequence_id, deliver_at)
+            return
+        if sequence_id is None:
+            self._seq += 1
+            seq = self._seq
+        else:
+            seq = sequence_id
+            if seq > self._seq:
+                self._seq = seq
+        self.pending += 1
+        header = full_header(size, properties, partition_key, ordering_key, event_time, seq)
+        batches = self._keyed
+        if batches.n and batches.size + size > self._max_batch_bytes:
+            self._flush_batch()
+        batches.add(header, payload, fut, seq, partition_key, ordering_key)
+        if batches.n >= self._max_batch_n or batches.size >= self._max_batch_bytes:
+            self._flush_batch()
+        elif self._batch_timer is None:
+            self._batch_timer = self._loop.call_later(self._delay, self._on_batch_timer)
+
+    def _flush_batch(self) -> None:
+        if self._batch_timer is not None:
+            self._batch_timer.cancel()
+            self._batch_timer = None
+        for b in self._keyed.take():
+            n = len(b.futures)
+            first = b.first_seq
+            last = b.last_seq
+            meta = self._metadata(first)
+            meta.num_messages_in_batch = n
+            if b.partition_key is not None:
+                meta.partition_key = b.partition_key
+            if b.ordering_key is not None:
+                meta.ordering_key = b.ordering_key
+            if last != first:
+                meta.highest_sequence_id = last
+            body = self._compress(meta, b"".join(b.parts))
+            cmd = command(T.SEND, producer_id=self.producer_id, sequence_id=first,
+                          num_messages=n)
+            if last != first:
+                cmd.send.highest_sequence_id = last
+            frame = encode_payload_command(cmd, build_payload_part(meta, body))
+            self._push(_Op(first, frame, b.futures, n, batch=True, last=last))
+
+    def _take_open(self) -> list[asyncio.Future[Any]]:
+        return [f for b in self._keyed.take() for f in b.futures]

@@ -1,0 +1,223 @@
+"""Key-based batching (``BatchingType.KeyBased``),
+against a real broker over TCP, with the official client on the other side where it counts."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections import defaultdict
+from typing import Any
+
+import pulsar
+
+from magnetar.client import (
+    BatchingType,
+    Client,
+    ConsumerType,
+    InitialPosition,
+)
+from magnetar.protocol import boost_hash
+from tests.client.conftest import BrokerProcess, receive_unique, run
+
+KEYS = [f"key-{i}" for i in range(16)]
+#: long enough that only the count/byte limits or an explicit flush close a batch
+NEVER_MS = 60_000
+
+
+def _entry(mid: Any) -> tuple[int, int, int]:
+    return (mid.partition(), mid.ledger_id(), mid.entry_id())
+
+
+def _keys_of(pairs: list[tuple[int, int, int] | Any]) -> dict[Any, set[str]]:
+    per_entry: dict[Any, set[str]] = defaultdict(set)
+    for entry, key in pairs:
+        per_entry[entry].add(key)
+    return per_entry
+
+
+async def _send_interleaved(producer: Any, n: int, keys: list[str]) -> list[Any]:
+    futs = [await producer.send_async(b"m%d" % i, partition_key=keys[i % len(keys)])
+            for i in range(n)]
+    await producer.flush()
+    return list(await asyncio.gather(*futs))
+
+
+def test_enum_mirrors_official() -> None:
+    assert {m.name: m.value for m in BatchingType} == {
+        "Default": pulsar.BatchingType.Default.value,
+        "KeyBased": pulsar.BatchingType.KeyBased.value,
+    }
+
+
+def test_key_based_batches_hold_one_key(broker: BrokerProcess, topic: str) -> None:
+    """Interleaved keys: every stored entry holds one key, several messages each, and
+    messages of a key keep their order."""
+
+    async def main() -> None:
+        async with Client(broker.url) as client:
+            consumer = await client.subscribe(topic, "s",
+                                              initial_position=InitialPosition.Earliest)
+            producer = await client.create_producer(
+                topic, batching_enabled=True, batching_type=BatchingType.KeyBased,
+                batching_max_messages=1000, batching_max_publish_delay_ms=NEVER_MS)
+            ids = await _send_interleaved(producer, 96, KEYS[:6])
+            assert producer.last_sequence_id() == 95
+            # receipts: each entry one key, batch indexes numbered inside the key's batch
+            per_entry = _keys_of([(_entry(mid), KEYS[i % 6]) for i, mid in enumerate(ids)])
+            assert len(per_entry) == 6
+            assert all(len(keys) == 1 for keys in per_entry.values())
+            assert sorted(mid.batch_index() for mid in ids[:96:6]) == list(range(16))
+
+            msgs = await receive_unique(consumer, 96)
+            seen = _keys_of([(_entry(m.message_id()), m.partition_key()) for m in msgs])
+            assert all(len(keys) == 1 for keys in seen.values()) and len(seen) == 6
+            by_key: dict[str, list[int]] = defaultdict(list)
+            for m in msgs:
+                by_key[m.partition_key()].append(int(m.data()[1:]))
+            assert all(v == sorted(v) and len(v) == 16 for v in by_key.values())
+
+    run(main)
+
+
+def test_default_batching_mixes_keys(broker: BrokerProcess, topic: str) -> None:
+    """The control for the test above: Default batching puts all keys in one entry."""
+
+    async def main() -> None:
+        async with Client(broker.url) as client:
+            producer = await client.create_producer(
+                topic, batching_enabled=True, batching_max_publish_delay_ms=NEVER_MS)
+            ids = await _send_interleaved(producer, 12, KEYS[:6])
+            assert len({_entry(mid) for mid in ids}) == 1
+
+    run(main)
+
+
+def test_ordering_key_groups_before_partition_key(broker: BrokerProcess, topic: str) -> None:
+    """The batch key is the ordering key when there is one (as in the official clients);
+    unkeyed messages share a batch; each message keeps its own keys and properties."""
+
+    async def main() -> None:
+        async with Client(broker.url) as client:
+            consumer = await client.subscribe(topic, "s",
+                                              initial_position=InitialPosition.Earliest)
+            producer = await client.create_producer(
+                topic, batching_enabled=True, batching_type=BatchingType.KeyBased,
+                batching_max_publish_delay_ms=NEVER_MS)
+            futs = []
+            for i in range(12):
+                kw: dict[str, Any] = {"properties": {"i": str(i)}}
+                if i % 3 == 0:
+                    kw["ordering_key"] = b"ok"
+                    kw["partition_key"] = f"pk-{i}"
+                elif i % 3 == 1:
+                    kw["partition_key"] = "plain"
+                futs.append(await producer.send_async(b"v%d" % i, **kw))
+            await producer.flush()
+            ids = await asyncio.gather(*futs)
+            groups = {i % 3: {_entry(ids[j]) for j in range(i % 3, 12, 3)} for i in range(3)}
+            assert all(len(g) == 1 for g in groups.values())
+            assert len(set().union(*groups.values())) == 3
+            msgs = {m.properties()["i"]: m for m in await receive_unique(consumer, 12)}
+            assert msgs["3"].partition_key() == "pk-3" and msgs["3"].ordering_key() == b"ok"
+            assert msgs["4"].partition_key() == "plain" and msgs["5"].partition_key() == ""
+
+    run(main)
+
+
+def test_key_based_limits_and_unbatched_messages(broker: BrokerProcess, topic: str) -> None:
+    """The count limit covers all open batches together; a message too big for a batch
+    and a delayed one go alone, after the open batches, and sequence ids stay ordered."""
+
+    async def main() -> None:
+        async with Client(broker.url) as client:
+            consumer = await client.subscribe(topic, "s", consumer_type=ConsumerType.Shared,
+                                              initial_position=InitialPosition.Earliest)
+            producer = await client.create_producer(
+                topic, batching_enabled=True, batching_type=BatchingType.KeyBased,
+                batching_max_messages=4, batching_max_allowed_size_in_bytes=1024,
+                batching_max_publish_delay_ms=NEVER_MS)
+            # 4 messages over 2 keys reach the count limit: both batches are sent
+            first = [await producer.send_async(b"a", partition_key=k)
+                     for k in ("x", "y", "x", "y")]
+            ids = await asyncio.wait_for(asyncio.gather(*first), 10)
+            assert len({_entry(m) for m in ids}) == 2
+            small = await producer.send_async(b"b", partition_key="x")
+            big = await producer.send_async(b"B" * 2048, partition_key="x")
+            later = await producer.send_async(b"d", partition_key="x", deliver_after=0)
+            got = await asyncio.wait_for(asyncio.gather(small, big, later), 10)
+            assert got[0] < got[1] < got[2]
+            assert got[1].batch_index() == -1 and got[2].batch_index() == -1
+            assert producer.last_sequence_id() == 6
+            assert len(await receive_unique(consumer, 7)) == 7
+
+    run(main)
+
+
+def test_key_based_to_official_key_shared(broker: BrokerProcess, official: pulsar.Client,
+                                          topic: str) -> None:
+    """Our KeyBased producer -> two official Key_Shared consumers: every key reaches one
+    consumer only, and both consumers get keys (Default batches carry no key, so the
+    broker would send all of them to one consumer)."""
+    consumers = [official.subscribe(topic, "ks", consumer_type=pulsar.ConsumerType.KeyShared,
+                                    consumer_name=f"c{i}") for i in range(2)]
+    total = 160
+
+    async def produce() -> None:
+        async with Client(broker.url) as client:
+            producer = await client.create_producer(
+                topic, batching_enabled=True, batching_type=BatchingType.KeyBased,
+                batching_max_messages=40, batching_max_publish_delay_ms=NEVER_MS)
+            await _send_interleaved(producer, total, KEYS)
+
+    run(produce)
+    seen: dict[str, set[int]] = defaultdict(set)
+    entries: dict[tuple[int, int], set[str]] = defaultdict(set)
+    datas: set[bytes] = set()
+    lock = threading.Lock()
+
+    def drain(idx: int) -> None:
+        c = consumers[idx]
+        end = time.monotonic() + 30
+        while time.monotonic() < end:
+            with lock:
+                if len(datas) >= total:
+                    return
+            try:
+                msg = c.receive(200)
+            except pulsar.Timeout:
+                continue
+            c.acknowledge(msg)
+            mid = msg.message_id()
+            with lock:
+                datas.add(msg.data())
+                seen[msg.partition_key()].add(idx)
+                entries[(mid.ledger_id(), mid.entry_id())].add(msg.partition_key())
+
+    threads = [threading.Thread(target=drain, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(datas) == total
+    assert all(len(owners) == 1 for owners in seen.values()), seen
+    assert {next(iter(o)) for o in seen.values()} == {0, 1}
+    assert all(len(keys) == 1 for keys in entries.values())
+
+
+def test_key_based_on_partitions(partitioned_broker: BrokerProcess, topic: str) -> None:
+    """Partitioned: keys route by hash as before, and each partition's entries hold one
+    key each."""
+
+    async def main() -> None:
+        async with Client(partitioned_broker.url) as client:
+            producer = await client.create_producer(
+                topic, batching_enabled=True, batching_type=BatchingType.KeyBased,
+                batching_max_publish_delay_ms=NEVER_MS)
+            ids = await _send_interleaved(producer, 64, KEYS[:8])
+            for i, mid in enumerate(ids):
+                assert mid.partition() == boost_hash(KEYS[i % 8]) % 3
+            per_entry = _keys_of([(_entry(mid), KEYS[i % 8]) for i, mid in enumerate(ids)])
+            assert len(per_entry) == 8 and all(len(k) == 1 for k in per_entry.values())
+
+    run(main)
