@@ -1,24 +1,28 @@
-"""Key-based batching (``BatchingType.KeyBased``),
+"""Key-based batching (``BatchingType.KeyBased``) and the pending limit across partitions,
 against a real broker over TCP, with the official client on the other side where it counts."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import time
+import uuid
 from collections import defaultdict
 from typing import Any
 
 import pulsar
+import pytest
 
 from magnetar.client import (
     BatchingType,
     Client,
     ConsumerType,
     InitialPosition,
+    ProducerQueueIsFull,
 )
 from magnetar.protocol import boost_hash
-from tests.client.conftest import BrokerProcess, receive_unique, run
+from tests.client.conftest import QUIET, BrokerProcess, receive_unique, run
 
 KEYS = [f"key-{i}" for i in range(16)]
 #: long enough that only the count/byte limits or an explicit flush close a batch
@@ -219,5 +223,90 @@ def test_key_based_on_partitions(partitioned_broker: BrokerProcess, topic: str) 
                 assert mid.partition() == boost_hash(KEYS[i % 8]) % 3
             per_entry = _keys_of([(_entry(mid), KEYS[i % 8]) for i, mid in enumerate(ids)])
             assert len(per_entry) == 8 and all(len(k) == 1 for k in per_entry.values())
+
+    run(main)
+
+
+# ------------------------------------------------------ max_pending_messages_across_partitions
+def _keys_on(partition: int, n: int) -> list[str]:
+    return [k for k in (f"k{i}" for i in range(1000)) if boost_hash(k) % 3 == partition][:n]
+
+
+def _official_accepted(url: str, topic: str, keys: list[str]) -> int:
+    client = pulsar.Client(url, logger=QUIET)
+    try:
+        producer = client.create_producer(
+            topic, max_pending_messages_across_partitions=6, batching_enabled=True,
+            batching_max_publish_delay_ms=NEVER_MS, block_if_queue_full=False)
+        results: list[pulsar.Result] = []
+        for k in keys:
+            producer.send_async(b"o", lambda res, _mid: results.append(res), partition_key=k)
+        producer.flush()
+        return sum(1 for r in results if r == pulsar.Result.Ok)
+    finally:
+        client.close()
+
+
+@pytest.mark.parametrize("spread", [False, True])
+def test_across_partitions_limit_raises(partitioned_broker: BrokerProcess, spread: bool) -> None:
+    """6 across 3 partitions: 2 pending per partition, 6 in all; the next one raises
+    ``ProducerQueueIsFull`` while the first ones wait in open batches. The official client
+    accepts exactly as many."""
+    topic = f"persistent://public/default/across-{uuid.uuid4().hex[:10]}"
+    keys = [k for p in range(3) for k in _keys_on(p, 3)] if spread else _keys_on(0, 5)
+
+    async def main() -> int:
+        async with Client(partitioned_broker.url) as client:
+            producer = await client.create_producer(
+                topic, max_pending_messages_across_partitions=6, batching_enabled=True,
+                batching_max_publish_delay_ms=NEVER_MS, block_if_queue_full=False)
+            accepted = []
+            for k in keys:
+                with contextlib.suppress(ProducerQueueIsFull):
+                    accepted.append(await producer.send_async(b"m", partition_key=k))
+            await producer.flush()
+            assert all(not f.exception() for f in accepted)
+            return len(accepted)
+
+    ours = run(main)
+    assert ours == (6 if spread else 2)
+    assert ours == _official_accepted(partitioned_broker.url, topic, keys)
+
+
+def test_across_partitions_limit_blocks(partitioned_broker: BrokerProcess, topic: str) -> None:
+    """With ``block_if_queue_full`` sends wait for room: the pending total over all
+    partitions never passes the limit, and every message is published."""
+
+    async def main() -> None:
+        async with Client(partitioned_broker.url) as client:
+            producer = await client.create_producer(
+                topic, max_pending_messages_across_partitions=9, batching_enabled=True,
+                batching_max_publish_delay_ms=NEVER_MS, block_if_queue_full=True)
+            parts = producer._parts
+            futs, peak = [], 0
+            for i in range(90):
+                futs.append(await producer.send_async(b"b%d" % i, partition_key=KEYS[i % 16]))
+                peak = max(peak, sum(p.pending for p in parts))
+            await asyncio.wait_for(producer.flush(), 20)
+            ids = [f.result() for f in futs]
+            assert peak == 9
+            assert len(set(ids)) == 90
+
+    run(main)
+
+
+def test_across_partitions_not_below_max_pending(partitioned_broker: BrokerProcess,
+                                                 topic: str) -> None:
+    """``max_pending_messages`` stays the limit when it is the smaller one; 0 or less
+    across partitions means no shared bound."""
+
+    async def main() -> None:
+        async with Client(partitioned_broker.url) as client:
+            small = await client.create_producer(topic, max_pending_messages=2,
+                                                 max_pending_messages_across_partitions=600)
+            unbounded = await client.create_producer(
+                topic, max_pending_messages=0, max_pending_messages_across_partitions=0)
+            assert {p.max_pending for p in small._parts} == {2}
+            assert {p.max_pending for p in unbounded._parts} == {1 << 62}
 
     run(main)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import re
 import ssl
@@ -141,7 +142,12 @@ class Client:
         """Create a producer (keyword arguments as in ``pulsar.Client.create_producer``).
 
         ``batching_type=BatchingType.KeyBased`` (with ``batching_enabled``) batches
-        messages per key, so each batch holds one key.
+        messages per key, so each batch holds one key. On a partitioned topic each
+        partition may hold ``min(max_pending_messages, max_pending_messages_across_partitions
+        // partitions)`` pending messages, as in the official clients, which bounds the
+        total over all partitions by ``max_pending_messages_across_partitions`` (0 or less:
+        no such bound); ``block_if_queue_full`` then waits for room instead of raising
+        ``ProducerQueueIsFull``.
         """
         self._check_open()
         topic = full_name(topic)
@@ -161,6 +167,10 @@ class Client:
             and batching_type == BatchingType.KeyBased else TopicProducer
         n = await self._partitions(topic)
         if n:
+            if max_pending_messages_across_partitions > 0:
+                share = max(1, max_pending_messages_across_partitions // n)
+                if max_pending_messages <= 0 or share < max_pending_messages:
+                    conf = dataclasses.replace(conf, max_pending_messages=share)
             parts = [kind(self, partition_name(topic, i), i, conf) for i in range(n)]
             router: Router | None = Router(
                 n, message_routing_mode if message_router is None
