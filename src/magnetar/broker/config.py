@@ -88,6 +88,15 @@ class BrokerConfig:
     # A topic without producers or consumers for this long is unloaded (closed, dropped
     # from memory) and reloaded from storage on its next use; 0 keeps topics loaded.
     magnetarTopicUnloadIdleSeconds: int = 300
+    # Retention, message TTL and backlog-quota eviction also apply to topics that are not
+    # loaded: every this many seconds a sweep loads, in turn, the unloaded persistent
+    # topics that may have work due, applies the same housekeeping as to loaded topics and
+    # unloads them again; 0 turns the sweep off (unloaded topics then keep their data and
+    # backlog until their next use, as in Pulsar).
+    magnetarIdleTopicSweepIntervalSeconds: int = 60
+    # At most this many topics are loaded per sweep (the rest wait for the next one, in
+    # round-robin order); topics known to have nothing due are skipped without loading.
+    magnetarIdleTopicSweepMaxTopics: int = 500
 
     unknown_keys: list[str] = field(default_factory=list, repr=False)
 
@@ -121,6 +130,10 @@ class BrokerConfig:
             raise ConfigError("defaultNumPartitions must be at least 1")
         if self.magnetarTopicUnloadIdleSeconds < 0:
             raise ConfigError("magnetarTopicUnloadIdleSeconds must be >= 0 (0: never unload)")
+        if self.magnetarIdleTopicSweepIntervalSeconds < 0:
+            raise ConfigError("magnetarIdleTopicSweepIntervalSeconds must be >= 0 (0: no sweep)")
+        if self.magnetarIdleTopicSweepMaxTopics < 1:
+            raise ConfigError("magnetarIdleTopicSweepMaxTopics must be at least 1")
         if self.keepAliveIntervalSeconds <= 0:
             raise ConfigError("keepAliveIntervalSeconds must be positive")
         if not 0 <= self.brokerServicePort <= 65535:

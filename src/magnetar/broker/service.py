@@ -33,6 +33,7 @@ from magnetar.broker.subscription import (
     PersistentSubscription,
     position_from_wire,
 )
+from magnetar.broker.sweep import IdleTopicSweeper
 from magnetar.broker.topic import NonPersistentTopic, PersistentTopic, Topic
 from magnetar.broker.topic_name import TopicName
 from magnetar.protocol import pb
@@ -87,6 +88,8 @@ class BrokerService:
         self.topics: dict[str, Topic] = {}
         # monotonic time each loaded topic was last looked up or seen in use (idle unloading)
         self._topic_used: dict[str, float] = {}
+        # housekeeping of the persistent topics that are not loaded (retention, TTL)
+        self.sweeper = IdleTopicSweeper(self)
         self.connections: set[ServerCnx] = set()
         self.port = config.brokerServicePort
         self.instance = secrets.token_hex(3)
@@ -111,6 +114,8 @@ class BrokerService:
         self._tasks.append(asyncio.create_task(self._housekeeping_loop()))
         if self.config.magnetarTopicUnloadIdleSeconds > 0:
             self._tasks.append(asyncio.create_task(self._unload_loop()))
+        if self.config.magnetarIdleTopicSweepIntervalSeconds > 0:
+            self._tasks.append(asyncio.create_task(self._sweep_loop()))
         log.info("broker listening on %s:%d", self.config.bindAddress, self.port)
 
     async def stop(self) -> None:
@@ -152,12 +157,22 @@ class BrokerService:
         while True:
             await asyncio.sleep(interval)
             names = list(self.topics)
-            for i in range(0, len(names), 256):  # unloading costs ~0.1 ms a topic: yield often
+            # unloading costs ~0.1 ms a topic, plus its housekeeping: yield often
+            for i in range(0, len(names), 64):
                 try:
-                    self.unload_idle_topics(names=names[i : i + 256])
+                    self.unload_idle_topics(names=names[i : i + 64])
                 except Exception:
                     log.exception("unloading idle topics failed")
                 await asyncio.sleep(0)
+
+    async def _sweep_loop(self) -> None:
+        interval = self.config.magnetarIdleTopicSweepIntervalSeconds
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                await self.sweeper.run_pass()
+            except Exception:
+                log.exception("sweeping unloaded topics failed")
 
     def unload_idle_topics(self, now: float | None = None, names: list[str] | None = None) -> int:
         """Unload every topic (of ``names``, default all loaded ones) that has had no
@@ -165,7 +180,8 @@ class BrokerService:
         time.monotonic(), for tests); returns how many. An idle loaded topic costs memory
         (ledger index, cursors, dispatchers) and, until its segments are evicted, file
         descriptors; unloaded, it costs nothing and its next use reloads it from storage,
-        as after a restart."""
+        as after a restart. Each is housekept (TTL, quotas, retention) just before, which
+        also tells the idle-topic sweep when it next needs a look."""
         idle = self.config.magnetarTopicUnloadIdleSeconds
         if idle <= 0:
             return 0
@@ -182,7 +198,7 @@ class BrokerService:
                 used[name] = now
             elif now - used.setdefault(name, now) >= idle:
                 try:
-                    self.unload_topic(topic)
+                    self.unload_topic(topic, housekeep=True)
                 except Exception:
                     log.exception("unloading topic %s failed", name)
                 unloaded += 1
@@ -190,11 +206,23 @@ class BrokerService:
             log.debug("unloaded %d idle topics (%d still loaded)", unloaded, len(self.topics))
         return unloaded
 
-    def unload_topic(self, topic: Topic) -> None:
+    def unload_topic(self, topic: Topic, housekeep: bool = False, now: float | None = None) -> None:
         """Close a loaded topic and forget it (clients still attached are disconnected and
-        reconnect, as after Pulsar's topic unload); its next use loads it again."""
+        reconnect, as after Pulsar's topic unload); its next use loads it again. With
+        ``housekeep``, a persistent topic is housekept first (``now``: epoch seconds) and the
+        idle-topic sweep learns when it next needs a look; otherwise the sweep will look."""
         if self.topics.get(topic.name) is not topic:
             return
+        if housekeep and isinstance(topic, PersistentTopic):
+            now = time.time() if now is None else now
+            self.housekeep_topic(topic, now)
+            try:
+                self.sweeper.record(topic, now)
+            except Exception:
+                log.exception("topic %s: computing its next housekeeping time failed", topic.name)
+                self.sweeper.forget(topic.name)
+        else:
+            self.sweeper.forget(topic.name)
         del self.topics[topic.name]
         self._topic_used.pop(topic.name, None)
         topic.close_all()
@@ -206,26 +234,31 @@ class BrokerService:
             topic.ledger.close()
 
     def run_housekeeping(self, now: float | None = None) -> None:
-        """The periodic work on every loaded persistent topic, in this order: message TTL,
-        backlog quotas, dedup snapshots (and forgetting long-gone producers), retention
-        (deleting consumed segments). ``now`` (epoch seconds) is for tests."""
+        """The periodic work on every loaded persistent topic (see `housekeep_topic`;
+        unloaded ones are the idle-topic sweep's). ``now`` (epoch seconds) is for tests."""
+        now = time.time() if now is None else now
+        for topic in list(self.topics.values()):
+            if isinstance(topic, PersistentTopic) and self.topics.get(topic.name) is topic:
+                self.housekeep_topic(topic, now)
+
+    def housekeep_topic(self, topic: PersistentTopic, now: float | None = None) -> None:
+        """One topic's periodic work, in this order: message TTL, backlog quotas, dedup
+        snapshot (and forgetting long-gone producers), retention (deleting consumed
+        segments). Errors are logged, never raised."""
         now = time.time() if now is None else now
         inactive_ms = self.config.brokerDeduplicationProducerInactivityTimeoutMinutes * 60_000
-        for topic in list(self.topics.values()):
-            if not isinstance(topic, PersistentTopic) or self.topics.get(topic.name) is not topic:
-                continue
-            try:
-                policies = self.policies.get(topic.topic_name.namespace)
-                if policies.message_ttl_seconds > 0:
-                    self.expire_messages(topic, policies.message_ttl_seconds, now)
-                self.check_backlog_quota(topic, now)
-                if topic.dedup is not None:
-                    if topic.dedup.purge_inactive(inactive_ms):
-                        topic.dedup_unsaved += 1
-                    self.save_dedup_snapshot(topic)  # before trim drops what replay would need
-                topic.ledger.trim(policies.retention_time_seconds, policies.retention_size_bytes)
-            except Exception:
-                log.exception("housekeeping of topic %s failed", topic.name)
+        try:
+            policies = self.policies.get(topic.topic_name.namespace)
+            if policies.message_ttl_seconds > 0:
+                self.expire_messages(topic, policies.message_ttl_seconds, now)
+            self.check_backlog_quota(topic, now)
+            if topic.dedup is not None:
+                if topic.dedup.purge_inactive(inactive_ms):
+                    topic.dedup_unsaved += 1
+                self.save_dedup_snapshot(topic)  # before trim drops what replay would need
+            topic.ledger.trim(policies.retention_time_seconds, policies.retention_size_bytes)
+        except Exception:
+            log.exception("housekeeping of topic %s failed", topic.name)
 
     def expire_messages(self, topic: PersistentTopic, ttl_seconds: float, now: float | None = None) -> None:
         """Message TTL: acknowledge, on every subscription, the entries published more than
@@ -380,6 +413,7 @@ class BrokerService:
             return
         topic = self.topics.pop(key, None)
         self._topic_used.pop(key, None)
+        self.sweeper.forget(key)
         if topic is not None:
             topic.close_all()
             for sub in topic.subscriptions.values():
