@@ -182,6 +182,12 @@ class Consumer:
     def redeliver_unacknowledged_messages(self) -> None:
         self._lt.run(self._c.redeliver_unacknowledged_messages())
 
+    def pause_message_listener(self) -> None:
+        self._lt.loop.call_soon_threadsafe(self._c.pause_message_listener)
+
+    def resume_message_listener(self) -> None:
+        self._lt.loop.call_soon_threadsafe(self._c.resume_message_listener)
+
     def seek(self, message_id: MessageId | int) -> None:
         self._lt.run(self._c.seek(message_id))
 

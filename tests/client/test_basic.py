@@ -283,3 +283,30 @@ def test_message_listener(broker: BrokerProcess, topic: str) -> None:
                 [b"l0", b"l1", b"l2"]
 
     run(main)
+
+
+def test_pause_and_resume_message_listener(broker: BrokerProcess, topic: str) -> None:
+    async def main() -> None:
+        async with Client(broker.url) as client:
+            got: asyncio.Queue[bytes] = asyncio.Queue()
+
+            def listener(consumer: object, msg: object) -> None:
+                got.put_nowait(msg.data())  # type: ignore[attr-defined]
+
+            consumer = await client.subscribe(topic, "s", message_listener=listener)
+            consumer.pause_message_listener()
+            p = await client.create_producer(topic)
+            for i in range(3):
+                await p.send(b"p%d" % i)
+            # the listener task holds at most one message; the others wait in the queue
+            end = asyncio.get_running_loop().time() + 5
+            while len(consumer._queue) < 2 and asyncio.get_running_loop().time() < end:
+                await asyncio.sleep(0.01)  # bounded poll
+            for _ in range(10):
+                await asyncio.sleep(0)  # let a (wrongly) running listener take them
+            assert len(consumer._queue) >= 2 and got.empty()
+            consumer.resume_message_listener()
+            assert [await asyncio.wait_for(got.get(), 5) for _ in range(3)] == \
+                [b"p0", b"p1", b"p2"]
+
+    run(main)

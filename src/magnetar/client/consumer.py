@@ -79,17 +79,24 @@ class Consumer:
                                       self._redeliver)
         self._discovery: asyncio.Task[None] | None = None
         self._listener_task: asyncio.Task[None] | None = None
+        self._listener_gate = asyncio.Event()
+        self._listener_gate.set()
 
     def _start_listener(self, listener: Any, target: Any) -> None:
         """Call ``listener(target, message)`` for every message (``message_listener``);
         a coroutine function is awaited. Errors are logged, not raised."""
 
+        gate = self._listener_gate
+
         async def loop() -> None:
             while not self._closed:
+                await gate.wait()
                 try:
                     msg = await self.receive()
                 except AlreadyClosed:
                     return
+                # paused while waiting: the message is held until resumed
+                await gate.wait()
                 try:
                     result = listener(target, msg)
                     if asyncio.iscoroutine(result):
@@ -98,6 +105,15 @@ class Consumer:
                     log.exception("message listener failed")
 
         self._listener_task = asyncio.get_running_loop().create_task(loop())
+
+    def pause_message_listener(self) -> None:
+        """Stop handing messages to the ``message_listener`` until resumed (they stay in
+        the receiver queue; at most one is held back by the listener)."""
+        self._listener_gate.clear()
+
+    def resume_message_listener(self) -> None:
+        """Resume handing messages to the ``message_listener``."""
+        self._listener_gate.set()
 
     # ------------------------------------------------------------- children
     async def _add_topics(self, topics: list[tuple[str, int]],
