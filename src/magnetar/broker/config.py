@@ -78,6 +78,7 @@ class BrokerConfig:
     managedLedgerMaxSizePerLedgerMbytes: int = 2048
     managedLedgerMaxLedgerRolloverTimeMinutes: int = 240
     managedLedgerCacheSizeMB: int = 256
+    managedLedgerCacheEvictionTimeThresholdMillis: int = 1000
     managedLedgerCursorPositionFlushSeconds: int = 1
     journalSyncData: bool = True
 
@@ -85,6 +86,9 @@ class BrokerConfig:
     magnetarDataDir: str = "data/standalone"
     magnetarFsyncPolicy: str = "group"
     magnetarMaxOpenFiles: int = 512
+    # group policy: while the flusher thread idles, the event loop fdatasyncs a lone batch
+    # itself (fewer thread hand-offs per unbatched send); false: always the thread
+    magnetarSyncOnLoopWhenIdle: bool = True
     # A topic without producers or consumers for this long is unloaded (closed, dropped
     # from memory) and reloaded from storage on its next use; 0 keeps topics loaded.
     magnetarTopicUnloadIdleSeconds: int = 300

@@ -78,8 +78,10 @@ class BrokerService:
                 segment_max_entries=config.managedLedgerMaxEntriesPerLedger,
                 segment_max_age_s=config.managedLedgerMaxLedgerRolloverTimeMinutes * 60.0,
                 read_cache_bytes=config.managedLedgerCacheSizeMB * 1024 * 1024,
+                read_cache_max_age_s=config.managedLedgerCacheEvictionTimeThresholdMillis / 1000,
                 max_open_files=config.magnetarMaxOpenFiles,
                 cursor_persist_interval_s=float(config.managedLedgerCursorPositionFlushSeconds),
+                inline_sync_when_idle=config.magnetarSyncOnLoopWhenIdle,
             )
         )
         self.metadata = self.storage.metadata
@@ -112,6 +114,8 @@ class BrokerService:
         self.port = sock.getsockname()[1]
         self._tasks.append(asyncio.create_task(self._keepalive_loop()))
         self._tasks.append(asyncio.create_task(self._housekeeping_loop()))
+        if self.config.managedLedgerCacheEvictionTimeThresholdMillis > 0:
+            self._tasks.append(asyncio.create_task(self._cache_eviction_loop()))
         if self.config.magnetarTopicUnloadIdleSeconds > 0:
             self._tasks.append(asyncio.create_task(self._unload_loop()))
         if self.config.magnetarIdleTopicSweepIntervalSeconds > 0:
@@ -138,6 +142,14 @@ class BrokerService:
             await asyncio.sleep(interval)
             for cnx in list(self.connections):
                 cnx.keepalive_tick()
+
+    async def _cache_eviction_loop(self) -> None:
+        """Entries past managedLedgerCacheEvictionTimeThresholdMillis leave the read cache
+        even when no append comes to push them out."""
+        age = self.config.managedLedgerCacheEvictionTimeThresholdMillis / 1000
+        while True:
+            await asyncio.sleep(age)
+            self.storage.evict_expired_cache()
 
     async def _housekeeping_loop(self) -> None:
         cfg = self.config

@@ -33,6 +33,8 @@ class StorageConfig:
     segment_max_age_s: float = 4 * 3600.0
     #: Read cache shared by every ledger of the factory (bytes of entry payload).
     read_cache_bytes: int = 64 * 1024 * 1024
+    #: Entries older than this leave the read cache (seconds; 0: no age limit).
+    read_cache_max_age_s: float = 1.0
     #: Bound on the open segment file descriptors of the factory (LRU; idle ones are closed).
     max_open_files: int = 512
     #: Dirty cursors are persisted at most this long after a change (and on close).

@@ -67,7 +67,7 @@ class ManagedLedgerFactory:
         self.metadata: MetadataStore = metadata or SqliteMetadataStore(
             os.path.join(root, "metadata.db")
         )
-        self._cache = ReadCache(config.read_cache_bytes)
+        self._cache = ReadCache(config.read_cache_bytes, config.read_cache_max_age_s)
         self._files = FileLimiter(config.max_open_files, config.fsync != "never")
         self._flusher = Flusher(inline=config.inline_sync_when_idle)
         self._ledgers: dict[str, ManagedLedger] = {}
@@ -221,6 +221,10 @@ class ManagedLedgerFactory:
         self._store.close()
         if self._owns_metadata:
             self.metadata.close()
+
+    def evict_expired_cache(self) -> None:
+        """Drop read-cache entries past their age limit (call periodically)."""
+        self._cache.evict_expired()
 
     def open_file_count(self) -> int:
         """Segment file descriptors currently open."""

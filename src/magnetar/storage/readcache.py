@@ -1,26 +1,42 @@
-"""`ReadCache`: recently appended entries, bounded in bytes, shared by a factory's ledgers.
+"""`ReadCache`: recently appended entries, bounded in bytes and in age, shared by a
+factory's ledgers.
 
 Keys are positions (ledger ids are unique per factory, so no ledger name is needed).
 Appends insert; eviction is first-in first-out, which is what tail readers want: the
-newest entries stay, consumers that keep up never read the disk. Event loop thread only.
+newest entries stay, consumers that keep up never read the disk. As in Pulsar
+(``managedLedgerCacheEvictionTimeThresholdMillis``), entries older than ``max_age_s`` are
+dropped too: a consumer that far behind reads from the segment files (one pread per
+range, usually from the OS page cache), and the broker does not hold hundreds of MB of
+payloads that nobody will read from memory. Event loop thread only.
+
+Ages are tracked without a timestamp per entry: at most every ``_TICK_S`` a put records a
+checkpoint (time, position). Once a checkpoint is older than ``max_age_s``, its entry and
+every entry inserted before it go; entries inserted after it wait for a later checkpoint
+(so an entry can outlive the limit by the gap between two checkpoints, never less).
 """
 
 from __future__ import annotations
 
-from collections import OrderedDict
+from collections import OrderedDict, deque
+from time import monotonic
 
 from .position import Position
 
+_TICK_S = 0.01
+
 
 class ReadCache:
-    """FIFO cache of entry payloads bounded by total payload bytes."""
+    """FIFO cache of entry payloads bounded by total payload bytes and entry age."""
 
-    __slots__ = ("_data", "hits", "max_bytes", "misses", "size")
+    __slots__ = ("_checkpoints", "_data", "_next_tick", "hits", "max_age_s", "max_bytes", "misses", "size")
 
-    def __init__(self, max_bytes: int) -> None:
+    def __init__(self, max_bytes: int, max_age_s: float = 0.0) -> None:
         self.max_bytes = max_bytes
+        self.max_age_s = max_age_s  # 0: no age limit
         self.size = 0
         self._data: OrderedDict[Position, bytes] = OrderedDict()
+        self._checkpoints: deque[tuple[float, Position]] = deque()
+        self._next_tick = 0.0
         self.hits = 0
         self.misses = 0
 
@@ -35,6 +51,35 @@ class ReadCache:
             pop = d.popitem
             while self.size > self.max_bytes:
                 self.size -= len(pop(last=False)[1])
+        if self.max_age_s > 0:
+            now = monotonic()
+            if now >= self._next_tick:
+                self._next_tick = now + _TICK_S
+                self._checkpoints.append((now, pos))
+                self.evict_older_than(now - self.max_age_s)
+
+    def evict_older_than(self, limit: float) -> None:
+        """Drop every entry inserted up to the newest checkpoint taken before ``limit``."""
+        cps = self._checkpoints
+        d = self._data
+        while cps and cps[0][0] < limit:
+            _, mark = cps.popleft()
+            if cps and cps[0][0] < limit:
+                continue  # a later checkpoint is old enough too: use that one
+            if mark not in d:
+                return  # evicted (or discarded) already: nothing older is left
+            pop = d.popitem
+            while d:  # FIFO: everything up to the mark was inserted by then
+                key, data = pop(last=False)
+                self.size -= len(data)
+                if key == mark:
+                    break
+            return
+
+    def evict_expired(self) -> None:
+        """Apply the age limit now (for a periodic timer: puts alone stop when idle)."""
+        if self.max_age_s > 0:
+            self.evict_older_than(monotonic() - self.max_age_s)
 
     def get(self, pos: Position) -> bytes | None:
         return self._data.get(pos)
