@@ -209,6 +209,50 @@ def test_key_based_to_official_key_shared(broker: BrokerProcess, official: pulsa
     assert all(len(keys) == 1 for keys in entries.values())
 
 
+def test_default_batch_carries_first_key_like_official(broker: BrokerProcess,
+                                                      official: pulsar.Client,
+                                                      topic: str) -> None:
+    """Default batching: the batch takes its first message's key, as the official client's
+    does, so a Key_Shared subscription routes our mixed batch where it routes theirs."""
+    consumers = [official.subscribe(topic, "ks", consumer_type=pulsar.ConsumerType.KeyShared,
+                                    consumer_name=f"c{i}") for i in range(2)]
+    firsts = KEYS[:10]
+    theirs = official.create_producer(topic, batching_enabled=True,
+                                      batching_max_publish_delay_ms=NEVER_MS)
+    for k in firsts:
+        for j, key in enumerate([k, "other-a", "other-b"]):
+            theirs.send_async(b"o:%s:%d" % (k.encode(), j), None, partition_key=key)
+        theirs.flush()
+
+    async def produce() -> None:
+        async with Client(broker.url) as client:
+            ours = await client.create_producer(topic, batching_enabled=True,
+                                                batching_max_publish_delay_ms=NEVER_MS)
+            for k in firsts:
+                for j, key in enumerate([k, "other-a", "other-b"]):
+                    await ours.send_async(b"m:%s:%d" % (k.encode(), j), partition_key=key)
+                await ours.flush()
+
+    run(produce)
+    owner: dict[bytes, set[int]] = defaultdict(set)
+    datas: set[bytes] = set()
+    end = time.monotonic() + 20
+    while len(datas) < 60 and time.monotonic() < end:
+        for idx, c in enumerate(consumers):
+            try:
+                msg = c.receive(50)
+            except pulsar.Timeout:
+                continue
+            c.acknowledge(msg)
+            datas.add(msg.data())
+            who, first, _ = msg.data().split(b":")
+            owner[who + b":" + first].add(idx)
+    assert len(datas) == 60
+    assert all(len(v) == 1 for v in owner.values()), owner
+    for k in firsts:
+        assert owner[b"o:" + k.encode()] == owner[b"m:" + k.encode()], k
+
+
 def test_key_based_on_partitions(partitioned_broker: BrokerProcess, topic: str) -> None:
     """Partitioned: keys route by hash as before, and each partition's entries hold one
     key each."""

@@ -64,7 +64,7 @@ class BatchContainer:
     """Messages waiting to go out together (``TopicProducer`` appends to ``parts`` and
     ``futures`` directly on its hot path); ``take`` hands them over and resets."""
 
-    __slots__ = ("callbacks", "first_seq", "futures", "parts", "size")
+    __slots__ = ("callbacks", "first_keys", "first_seq", "futures", "parts", "size")
 
     def __init__(self) -> None:
         self.parts: list[bytes] = []
@@ -72,6 +72,9 @@ class BatchContainer:
         self.callbacks: list[Any] | None = None
         self.size = 0
         self.first_seq = -1
+        #: (partition key, ordering key) of the first message, when it has one: the batch's
+        #: own keys, as the official clients copy them (Key_Shared routes the batch by them)
+        self.first_keys: tuple[str | None, bytes | None] | None = None
 
     def __len__(self) -> int:
         return len(self.futures)
@@ -85,6 +88,7 @@ class BatchContainer:
         self.futures = []
         self.size = 0
         self.first_seq = -1
+        self.first_keys = None
         return payload, futures, first
 
 

@@ -273,6 +273,8 @@ class TopicProducer:
             # appended in place (no method call): this runs once per message
             if not futures:
                 batch.first_seq = seq
+                if partition_key is not None or ordering_key is not None:
+                    batch.first_keys = (partition_key, ordering_key)
             parts = batch.parts
             parts.append(header)
             parts.append(payload)
@@ -356,11 +358,17 @@ class TopicProducer:
         if self._batch_timer is not None:
             self._batch_timer.cancel()
             self._batch_timer = None
+        keys = self._batch.first_keys
         payload, futures, first = self._batch.take()
         n = len(futures)
         last = first + n - 1
         meta = self._metadata(first)
         meta.num_messages_in_batch = n
+        if keys is not None:
+            if keys[0] is not None:
+                meta.partition_key = keys[0]
+            if keys[1] is not None:
+                meta.ordering_key = keys[1]
         if n > 1:
             meta.highest_sequence_id = last
         body = self._compress(meta, payload)
