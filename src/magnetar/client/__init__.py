@@ -8,6 +8,10 @@ same class, method and keyword names; add ``await``. ``magnetar.sync`` is the bl
         msg = await consumer.receive(timeout_millis=1000)
         await consumer.acknowledge(msg)
 
+``batching_type=BatchingType.KeyBased`` (with ``batching_enabled``) keeps one batch per
+key, for Key_Shared subscriptions; ``max_pending_messages_across_partitions`` bounds a
+partitioned producer's total as the official clients do (``// partitions`` each).
+
 Differences worth knowing: ``send_async`` is awaited (only to wait for room when
 ``block_if_queue_full``) and returns an ``asyncio.Future``; callbacks receive
 ``(exception_or_None, message_id)`` instead of ``(Result, message_id)``.
