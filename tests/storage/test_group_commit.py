@@ -92,6 +92,25 @@ def test_idle_flusher_lets_the_loop_sync_a_lone_batch(make_factory, monkeypatch)
     run(go())
 
 
+def test_a_big_batch_goes_to_the_flusher_thread_even_when_idle(make_factory, monkeypatch):
+    threads: list[int] = []
+    real = os.fdatasync
+
+    def record(fd: int) -> None:
+        threads.append(threading.get_ident())
+        real(fd)
+
+    monkeypatch.setattr(os, "fdatasync", record)
+    f = make_factory(fsync="group")
+    ml = f.open("t")
+
+    async def go():
+        await asyncio.gather(*[ml.append(b"z") for _ in range(256)])  # a stream, not a lone send
+        assert threads and threading.get_ident() not in threads
+
+    run(go())
+
+
 def test_concurrent_batches_still_go_to_the_flusher_thread(make_factory, monkeypatch):
     rec = SyncRecorder()
     threads: list[int] = []

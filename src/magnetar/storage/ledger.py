@@ -56,6 +56,13 @@ _HS = record.HEADER_SIZE
 _monotonic = time.monotonic
 
 
+#: A batch this small may be synced on the loop thread while the flusher idles (a lone
+#: send waiting for its receipt). Bigger ones are a stream: the flusher thread syncs them
+#: while the loop goes on writing the next.
+_INLINE_MAX_ENTRIES = 8
+_INLINE_MAX_BYTES = 1024 * 1024
+
+
 def _fail(fut: asyncio.Future[Any], exc: BaseException) -> None:
     if not fut.done():
         with contextlib.suppress(RuntimeError):  # event loop closed: nobody is waiting
@@ -216,7 +223,7 @@ class ManagedLedger:
             return
         seg = self._wseg
         assert seg is not None
-        futs, poss = self._wfuts, self._wpos
+        futs, poss, nbytes = self._wfuts, self._wpos, self._wbytes
         self._wbuf, self._wfuts, self._wpos, self._wbytes = [], [], [], 0
         first = poss[0].entry_id
         error: BaseException | None = None
@@ -236,7 +243,12 @@ class ManagedLedger:
             return
         self._pending.append(batch)
         flusher = self._factory._flusher
-        if len(self._pending) == 1 and flusher.try_inline(batch):
+        if (
+            len(self._pending) == 1
+            and len(futs) <= _INLINE_MAX_ENTRIES
+            and nbytes <= _INLINE_MAX_BYTES
+            and flusher.try_inline(batch)
+        ):
             return
         try:
             flusher.submit(batch)
