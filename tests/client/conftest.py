@@ -1,7 +1,8 @@
 """Fixtures: a real broker process on a free port, for the asyncio client's tests.
 
-The broker is pulsar-lite by default; ``MAGNETAR_TEST_BROKER=magnetar`` runs
-``magnetar standalone`` instead. Readiness is a bounded TCP-connect poll, never a sleep.
+The broker is ``magnetar standalone`` by default; ``MAGNETAR_TEST_BROKER=pulsar-lite`` runs
+pulsar-lite (a Rust broker, ``pip install pulsar-lite``, in the bench extras) instead, to
+check the client against a broker that is not ours. Readiness is a bounded TCP-connect poll, never a sleep.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import pulsar
 import pytest
 
 R = TypeVar("R")
-BROKER_KIND = os.environ.get("MAGNETAR_TEST_BROKER", "pulsar-lite")
+BROKER_KIND = os.environ.get("MAGNETAR_TEST_BROKER", "magnetar")
 QUIET = pulsar.ConsoleLogger(pulsar.LoggerLevel.Warn)
 
 
