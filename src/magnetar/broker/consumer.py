@@ -4,10 +4,17 @@ Permits are counted in messages, as the official clients expect: an entry holdin
 N messages costs N permits. ``pending`` (a ``PendingAcks``) maps each entry sent and not yet
 acknowledged to its message count; it is what gets redelivered when the consumer goes away
 or asks for it.
+
+``maxUnackedMessagesPerConsumer`` (Shared and Key_Shared consumers of durable subscriptions
+on persistent topics, as in Pulsar): once a consumer holds that many unacknowledged
+messages it is *blocked* (``blocked_on_unacked``) and gets nothing more, whatever its
+permits, until acknowledgements bring it down to half the limit or it asks for a
+redelivery. 0 turns the limit off.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -21,6 +28,8 @@ if TYPE_CHECKING:
     from magnetar.broker.subscription import Subscription
     from magnetar.storage import Position
 
+log = logging.getLogger(__name__)
+
 T = pb.BaseCommand
 _U64 = 1 << 64
 _MISSING: Any = object()
@@ -32,7 +41,9 @@ class PendingAcks(dict["Position", int]):
     Key_Shared also records each entry's key hash (``add_hash``) and keeps a count per hash,
     so that the dispatcher can tell whether this consumer still holds messages of a key;
     ``on_release(hash)`` runs when the last of them is acknowledged or taken back. Removal
-    through ``pop``, ``del`` and ``clear`` keeps the counts right.
+    through ``pop``, ``del`` and ``clear`` keeps the counts right, and ``messages`` (the
+    sum of the values: the consumer's unacknowledged messages) too; the one writer,
+    ``Consumer.send_entry``, adds to it itself.
     """
 
     def __init__(self) -> None:
@@ -40,6 +51,18 @@ class PendingAcks(dict["Position", int]):
         self.key_hashes: dict[Position, int] = {}
         self.hash_counts: dict[int, int] = {}
         self.on_release: Callable[[int], None] | None = None
+        # the sum of the values, kept up to date (the sender adds, removals subtract)
+        self.messages = 0
+        # once ``messages`` drops to ``drained_at`` or below, ``on_drained`` runs (once)
+        self.drained_at = -1
+        self.on_drained: Callable[[], None] | None = None
+
+    def _removed(self, count: int) -> None:
+        self.messages -= count
+        if self.messages <= self.drained_at:
+            self.drained_at = -1
+            if self.on_drained is not None:
+                self.on_drained()
 
     def add_hash(self, position: Position, key_hash: int) -> None:
         if position in self.key_hashes:
@@ -63,14 +86,17 @@ class PendingAcks(dict["Position", int]):
         if position in self:
             value = super().pop(position)
             self._forget(position)
+            self._removed(value)
             return value
         if default is _MISSING:
             raise KeyError(position)
         return default
 
     def __delitem__(self, position: Position) -> None:
+        value = self[position]
         super().__delitem__(position)
         self._forget(position)
+        self._removed(value)
 
     def clear(self) -> None:
         released = list(self.hash_counts)
@@ -80,6 +106,7 @@ class PendingAcks(dict["Position", int]):
         if self.on_release is not None:
             for key_hash in released:
                 self.on_release(key_hash)
+        self._removed(self.messages)
 
 
 class Consumer:
@@ -104,6 +131,12 @@ class Consumer:
         self.metadata = metadata
         self.permits = 0
         self.pending = PendingAcks()
+        # Pulsar counts unacknowledged messages (and blocks on them) only for individual
+        # acknowledgements on durable subscriptions of persistent topics
+        limit = cnx.config.maxUnackedMessagesPerConsumer
+        individual = sub_type in (pb.CommandSubscribe.Shared, pb.CommandSubscribe.Key_Shared)
+        self.max_unacked = limit if limit > 0 and individual and subscription.durable else 0
+        self.blocked_on_unacked = False
         self.writable = True
         self.msg_out = 0
         self.bytes_out = 0
@@ -115,11 +148,39 @@ class Consumer:
 
     @property
     def available(self) -> bool:
-        return self.permits > 0 and self.writable and not self.cnx.closed
+        return (
+            self.permits > 0 and self.writable and not self.blocked_on_unacked and not self.cnx.closed
+        )
 
     @property
     def unacked_messages(self) -> int:
-        return sum(self.pending.values())
+        return self.pending.messages
+
+    def _block_on_unacked(self) -> None:
+        self.blocked_on_unacked = True
+        self.pending.drained_at = self.max_unacked // 2
+        self.pending.on_drained = self.unblock_on_unacked
+        log.debug("consumer %s on %s blocked: %d unacknowledged messages", self.name,
+                  self.subscription.name, self.pending.messages)
+
+    def unblock_on_unacked(self) -> None:
+        """Dispatch to this consumer again (acks brought it to half the limit, or it asked
+        for a redelivery)."""
+        if not self.blocked_on_unacked:
+            return
+        self.blocked_on_unacked = False
+        self.pending.drained_at = -1
+        dispatcher = self.subscription.dispatcher
+        if dispatcher is not None:
+            dispatcher.schedule()
+
+    @property
+    def dispatch_budget(self) -> int:
+        """How many messages this consumer may get now: its permits, and no more than it
+        may hold unacknowledged."""
+        if self.max_unacked:
+            return max(0, min(self.permits, self.max_unacked - self.pending.messages))
+        return self.permits
 
     def flow(self, permits: int) -> None:
         self.permits += permits
@@ -137,7 +198,11 @@ class Consumer:
         """Push one stored entry to the client (payload bytes as stored, unparsed)."""
         entry_metadata, payload = split_entry(data)
         if track:
-            self.pending[position] = num_messages
+            pending = self.pending
+            pending.messages += num_messages - pending.get(position, 0)
+            pending[position] = num_messages
+            if self.max_unacked and pending.messages >= self.max_unacked and not self.blocked_on_unacked:
+                self._block_on_unacked()
         self.permits -= num_messages
         self.msg_out += num_messages
         self.bytes_out += len(payload)
@@ -165,6 +230,7 @@ class Consumer:
             "consumerName": self.name,
             "availablePermits": self.permits,
             "unackedMessages": self.unacked_messages,
+            "blockedConsumerOnUnackedMsgs": self.blocked_on_unacked,
             "msgOutCounter": self.msg_out,
             "bytesOutCounter": self.bytes_out,
             "msgRedeliverCounter": self.msg_redelivered,
@@ -189,5 +255,5 @@ class Consumer:
             connectedSince=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.connected_since)),
             type=pb.CommandSubscribe.SubType.Name(self.sub_type),
             msgBacklog=self.subscription.backlog(),
-            blockedConsumerOnUnackedMsgs=False,
+            blockedConsumerOnUnackedMsgs=self.blocked_on_unacked,
         )

@@ -84,7 +84,7 @@ class SharedDispatcher(Dispatcher):
             available = self._available()
             if not available or not self.has_more():
                 break
-            budget = min(sum(c.permits for c in available), self.max_read())
+            budget = max(1, min(sum(c.dispatch_budget for c in available), self.max_read()))
             entries = self.read_for_dispatch(budget)
             if entries:  # none: all acknowledged or delayed; the next pass reads further
                 self.assign(entries)

@@ -156,6 +156,8 @@ class PersistentSubscription:
     def redeliver(self, consumer: Consumer, ids: list[tuple[int, int]]) -> None:
         if self.dispatcher is None:
             return
+        # as in Pulsar, any redelivery request lifts the block on unacknowledged messages
+        consumer.unblock_on_unacked()
         if not ids or consumer.sub_type in (SubType.Exclusive, SubType.Failover):
             self.dispatcher.redeliver_all(consumer)
             return
