@@ -4,7 +4,8 @@ Theory of operation: a dispatcher keeps a *read position* (the next entry of the
 not yet sent to anyone) and a *replay set* (entries to send again: redeliveries, entries
 held back). ``schedule()`` asks for one dispatch pass at the next event-loop turn, however
 many times it is called meanwhile; a pass reads at most ``dispatcherMaxReadBatchSize``
-entries (replay first, in position order), skips what the cursor already deleted, and
+entries and, per read, at most ``dispatcherMaxReadSizeBytes`` (but always one entry)
+(replay first, in position order), skips what the cursor already deleted, and
 gives the rest to consumers by the rules of the subclass. Passes repeat while consumers
 have permits and entries remain.
 """
@@ -141,24 +142,36 @@ class Dispatcher:
         return last is not None and self.read_position <= last
 
     def read_replay(self, max_entries: int) -> list[Entry]:
+        """Up to ``max_entries`` entries of the replay set, in position order, stopping
+        before ``dispatcherMaxReadSizeBytes`` (at least one entry)."""
         if not self.replay:
             return []
         out: list[Entry] = []
+        budget = self.config.dispatcherMaxReadSizeBytes
         for p in sorted(self.replay)[:max_entries]:
-            self.replay.discard(p)
             if self.cursor.is_deleted(p):
+                self.replay.discard(p)
                 continue
             try:
-                out.append((p, self.ledger.read(p)))
+                data = self.ledger.read(p)
             except Exception as exc:  # trimmed or unreadable: drop it from the replay set
+                self.replay.discard(p)
                 log.warning("cannot re-read %s on %s: %s", p, self.sub.topic.name, exc)
+                continue
+            if len(data) > budget and out:
+                break  # stays in the replay set for the next read
+            budget -= len(data)
+            self.replay.discard(p)
+            out.append((p, data))
         return out
 
     def read_new(self, max_entries: int) -> list[Entry]:
         last = self.ledger.last_confirmed()
         if last is None or self.read_position > last:
             return []
-        entries = self.ledger.read_entries(self.read_position, max_entries)
+        entries = self.ledger.read_entries(
+            self.read_position, max_entries, self.config.dispatcherMaxReadSizeBytes
+        )
         if not entries:
             return []
         tail = entries[-1][0]
