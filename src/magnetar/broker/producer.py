@@ -48,25 +48,28 @@ class Producer:
             resp.schema_version = self.schema_version
         return pb.BaseCommand(type=pb.BaseCommand.PRODUCER_SUCCESS, producer_success=resp)
 
-    def publish(self, send: pb.CommandSend, payload: bytes) -> None:
+    def publish(self, send: pb.CommandSend, payload: bytes, size: int) -> None:
+        """Publish one Send; ``size`` is ``len(payload)``, handed back with its answer."""
         self.msg_in += send.num_messages if send.HasField("num_messages") else 1
-        self.bytes_in += len(payload)
-        self.topic.publish(self, send, payload)
+        self.bytes_in += size
+        self.topic.publish(self, send, payload, size)
 
     def send_receipt(
-        self, sequence_id: int, highest_sequence_id: int, ledger_id: int, entry_id: int
+        self, sequence_id: int, highest_sequence_id: int, ledger_id: int, entry_id: int, size: int
     ) -> None:
+        """Answer a send of ``size`` payload bytes with its receipt."""
         self.cnx.write(
             send_receipt_frame(self.producer_id, sequence_id, ledger_id, entry_id, highest_sequence_id)
         )
-        self.cnx.on_send_done()
+        self.cnx.on_send_done(size)
 
-    def send_error(self, sequence_id: int, code: int, message: str) -> None:
+    def send_error(self, sequence_id: int, code: int, message: str, size: int) -> None:
+        """Answer a send of ``size`` payload bytes with a SendError."""
         err = pb.CommandSendError(
             producer_id=self.producer_id, sequence_id=sequence_id, error=code, message=message
         )
         self.cnx.send(pb.BaseCommand(type=pb.BaseCommand.SEND_ERROR, send_error=err))
-        self.cnx.on_send_done()
+        self.cnx.on_send_done(size)
 
     def close_by_broker(self) -> None:
         self.cnx.producer_closed_by_broker(self)

@@ -18,6 +18,11 @@ pass ``compatibility=`` or subclass to check more. An incompatible schema raises
 :class:`IncompatibleSchemaError`, which the broker reports as
 ``ServerError.IncompatibleSchema``.
 
+``allow_auto_update=False`` (the broker's ``isAllowAutoUpdateSchemaEnabled=false``) stores
+nothing new: as in Pulsar's ``AbstractTopic.addSchema``, a schema that is not already
+stored for the topic is refused with :class:`IncompatibleSchemaError`, whether or not the
+topic has a schema yet (schemas then come from the admin API).
+
 On the wire a schema version is 8 bytes, a big-endian signed long (Pulsar's
 ``LongSchemaVersion``): see :func:`encode_version` / :func:`decode_version`.
 
@@ -124,9 +129,11 @@ class SchemaRegistry:
         self,
         store: SchemaStore,
         compatibility: Callable[[SchemaRecord, SchemaRecord], bool] | None = None,
+        allow_auto_update: bool = True,
     ) -> None:
         self._store = store
         self._compatibility = compatibility or _always_compatible
+        self.allow_auto_update = allow_auto_update
         self._cache: dict[str, list[SchemaRecord]] = {}
 
     @staticmethod
@@ -154,11 +161,16 @@ class SchemaRegistry:
         return None
 
     def get_or_create(self, topic_base: str, schema: SchemaRecord) -> int:
-        """Version of an identical stored schema, else store ``schema`` as a new version."""
+        """Version of an identical stored schema, else store ``schema`` as a new version
+        (unless auto-update is off: then :class:`IncompatibleSchemaError`)."""
         records = self._load(topic_base)
         for rec in records:
             if rec.same_schema(schema) and rec.version is not None:
                 return rec.version
+        if not self.allow_auto_update:
+            raise IncompatibleSchemaError(
+                f"Schema not found and schema auto updating is disabled (topic {topic_base})"
+            )
         if records and not self.is_compatible(records[-1], schema):
             raise IncompatibleSchemaError(
                 f"Schema of type {schema.type} is incompatible with version "

@@ -6,8 +6,13 @@ they queue encoded frames with ``send``; everything queued during one event-loop
 out in a single ``transport.write`` (``_flush`` runs once per turn). The handshake state
 lives only here (``self.connected``): any command before Connect closes the connection.
 
-Backpressure: once more than ``maxPendingPublishRequestsPerConnection`` sends wait for
-their receipts, the connection stops reading until half of them are answered.
+Backpressure, as in Pulsar: once ``maxPendingPublishRequestsPerConnection`` sends wait for
+their receipts, the connection stops reading until half of them are answered (0: no limit).
+Across the broker, once the payload bytes of the sends not yet answered reach
+``maxMessagePublishBufferSizeInMB`` (``PublishBuffer``), every connection with producers
+stops reading until they drop below half of that (0 or less: no limit). A connection reads
+again only when neither reason holds. The cost per send is one addition on the way in and
+one subtraction on the way out, each followed by an integer comparison.
 """
 
 from __future__ import annotations
@@ -42,6 +47,40 @@ FRAME_OVERHEAD = 10 * 1024
 SERVER_VERSION = "Magnetar-Broker-v0.1.0"
 
 
+class PublishBuffer:
+    """Broker-wide count of the payload bytes of sends not yet answered
+    (``maxMessagePublishBufferSizeInMB``), and the connections it stopped reading."""
+
+    def __init__(self, limit_mb: int) -> None:
+        self.bytes = 0
+        self.limit = limit_mb * 1024 * 1024 if limit_mb > 0 else _NO_LIMIT
+        self.resume_below = self.limit // 2
+        self.paused: list[ServerCnx] = []
+
+    def pause(self, connections: set[ServerCnx]) -> None:
+        """Stop reading from every connection that has producers."""
+        for cnx in connections:
+            if cnx.producers and not cnx.buffer_paused and not cnx.closed:
+                cnx.buffer_paused = True
+                self.paused.append(cnx)
+                if not cnx.reading_paused and cnx.transport is not None:
+                    cnx.transport.pause_reading()
+        log.info("publish buffer full (%d bytes pending, limit %d): %d connections paused",
+                 self.bytes, self.limit, len(self.paused))
+
+    def resume(self) -> None:
+        paused, self.paused = self.paused, []
+        for cnx in paused:
+            cnx.buffer_paused = False
+            if not cnx.reading_paused and not cnx.closed and cnx.transport is not None:
+                cnx.transport.resume_reading()
+        log.info("publish buffer below %d bytes: %d connections resumed",
+                 self.resume_below, len(paused))
+
+
+_NO_LIMIT = 1 << 62
+
+
 class ServerCnx(asyncio.Protocol):
     """Serves one client connection; owns its producers and consumers by client-given id."""
 
@@ -61,7 +100,11 @@ class ServerCnx(asyncio.Protocol):
         self.producers: dict[int, Producer] = {}
         self.consumers: dict[int, Consumer] = {}
         self.pending_sends = 0
-        self.reading_paused = False
+        max_pending = self.config.maxPendingPublishRequestsPerConnection
+        self.max_pending_sends = max_pending if max_pending > 0 else _NO_LIMIT
+        self.reading_paused = False  # too many sends pending on this connection
+        self.buffer_paused = False  # the broker's publish buffer is full
+        self.publish_buffer: PublishBuffer = service.publish_buffer
         self.last_received = time.monotonic()
         self.ping_outstanding = False
         self.peer = "?"
@@ -270,7 +313,7 @@ class ServerCnx(asyncio.Protocol):
             if silent:
                 self._protocol_violation("no Connect within the keep-alive interval")
             return
-        if self.ping_outstanding and silent and not self.reading_paused:
+        if self.ping_outstanding and silent and not (self.reading_paused or self.buffer_paused):
             # (while reading is paused for backpressure, the Pong may be waiting unread)
             self._protocol_violation("peer did not answer Ping")
             return
@@ -363,18 +406,32 @@ class ServerCnx(asyncio.Protocol):
             self._reply_error(cmd, pb.ChecksumError, "checksum of the message does not match its content")
             return
         self.pending_sends += 1
-        if self.pending_sends >= self.config.maxPendingPublishRequestsPerConnection and not self.reading_paused:
+        if self.pending_sends >= self.max_pending_sends and not self.reading_paused:
             self.reading_paused = True
-            if self.transport is not None:
+            if self.transport is not None and not self.buffer_paused:
                 self.transport.pause_reading()
-        producer.publish(send, payload)
+        size = len(payload)
+        buffer = self.publish_buffer
+        buffer.bytes += size
+        if buffer.bytes >= buffer.limit and not self.buffer_paused:
+            buffer.pause(self.service.connections)
+        try:
+            producer.publish(send, payload, size)
+        except BaseException:  # no answer will come for this send: release what it holds
+            self.on_send_done(size)
+            raise
 
-    def on_send_done(self) -> None:
+    def on_send_done(self, size: int) -> None:
+        """A send was answered (receipt or error): it no longer counts against the limits."""
         self.pending_sends -= 1
-        if self.reading_paused and self.pending_sends <= self.config.maxPendingPublishRequestsPerConnection // 2:
+        if self.reading_paused and self.pending_sends <= self.max_pending_sends // 2:
             self.reading_paused = False
-            if self.transport is not None and not self.closed:
+            if self.transport is not None and not self.closed and not self.buffer_paused:
                 self.transport.resume_reading()
+        buffer = self.publish_buffer
+        buffer.bytes -= size
+        if buffer.bytes < buffer.resume_below and buffer.paused:
+            buffer.resume()
 
     def handle_close_producer(self, cmd: pb.BaseCommand, frame: Frame) -> None:
         req = cmd.close_producer

@@ -27,7 +27,7 @@ from magnetar.broker.errors import BrokerError
 from magnetar.broker.policies import PolicyStore
 from magnetar.broker.producer import Producer
 from magnetar.broker.schema_registry import SchemaRecord, SchemaRegistry
-from magnetar.broker.server_cnx import ServerCnx
+from magnetar.broker.server_cnx import PublishBuffer, ServerCnx
 from magnetar.broker.subscription import (
     NonPersistentSubscription,
     PersistentSubscription,
@@ -85,7 +85,11 @@ class BrokerService:
             )
         )
         self.metadata = self.storage.metadata
-        self.schemas = SchemaRegistry(self.metadata)
+        self.schemas = SchemaRegistry(
+            self.metadata, allow_auto_update=config.isAllowAutoUpdateSchemaEnabled
+        )
+        # payload bytes of sends not yet answered, broker-wide (maxMessagePublishBufferSizeInMB)
+        self.publish_buffer = PublishBuffer(config.maxMessagePublishBufferSizeInMB)
         self.policies = PolicyStore(self.metadata, config)
         self.topics: dict[str, Topic] = {}
         # monotonic time each loaded topic was last looked up or seen in use (idle unloading)
@@ -712,7 +716,7 @@ class BrokerService:
         if sub_type == pb.CommandSubscribe.Key_Shared and not self.config.subscriptionKeySharedEnable:
             raise BrokerError(pb.NotAllowedError, "Key_Shared subscriptions are disabled on this broker")
         if req.HasField("schema") and len(req.schema.schema_data) > 0:
-            self.get_or_create_schema(req.topic, req.schema)
+            self.consumer_schema(topic, req.schema)
         sub = topic.subscriptions.get(req.subscription)
         if sub is None:
             sub = self._new_subscription(topic, req)
@@ -785,6 +789,22 @@ class BrokerService:
             properties=[pb.KeyValue(key=k, value=v) for k, v in record.properties.items()],
         )
         return schema, _VERSION.pack(record.version or 0)
+
+    def consumer_schema(self, topic: Topic, schema: pb.Schema) -> None:
+        """The schema a consumer brings. With ``isAllowAutoUpdateSchemaEnabled=false`` this
+        follows Pulsar's ``addSchemaIfIdleOrCheckCompatible``: on a topic that has a schema,
+        or has producers, consumers or data, the consumer's schema is only checked for
+        compatibility (ALWAYS_COMPATIBLE here) and not stored; on an idle topic without a
+        schema it would be stored, which auto-update forbids, so it is refused."""
+        if not self.config.isAllowAutoUpdateSchemaEnabled:
+            in_use = (
+                bool(topic.producers)
+                or any(sub.consumers for sub in topic.subscriptions.values())
+                or (isinstance(topic, PersistentTopic) and topic.ledger.size_bytes() > 0)
+            )
+            if in_use or self.schemas.get(topic.topic_name.schema_name) is not None:
+                return
+        self.get_or_create_schema(topic.name, schema)
 
     def get_or_create_schema(self, topic: str, schema: pb.Schema) -> bytes:
         base = self.check_topic_name(topic).schema_name

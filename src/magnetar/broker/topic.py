@@ -128,7 +128,7 @@ class Topic:
 
     # -- publishing ----------------------------------------------------------------
 
-    def publish(self, producer: Producer, send: pb.CommandSend, payload: bytes) -> None:
+    def publish(self, producer: Producer, send: pb.CommandSend, payload: bytes, size: int) -> None:
         raise NotImplementedError
 
     def stats(self) -> dict[str, Any]:
@@ -189,11 +189,11 @@ class PersistentTopic(Topic):
         if self.dedup is not None and producer.name not in self.producers:
             self.dedup.producer_removed(producer.name)
 
-    def publish(self, producer: Producer, send: pb.CommandSend, payload: bytes) -> None:
+    def publish(self, producer: Producer, send: pb.CommandSend, payload: bytes, size: int) -> None:
         seq = send.sequence_id
         highest = send.highest_sequence_id if send.HasField("highest_sequence_id") else seq
         if self.terminated:
-            producer.send_error(seq, pb.TopicTerminatedError, f"topic {self.name} is terminated")
+            producer.send_error(seq, pb.TopicTerminatedError, f"topic {self.name} is terminated", size)
             return
         num_messages = send.num_messages if send.HasField("num_messages") else 1
         chunk = _NOT_CHUNKED
@@ -209,21 +209,22 @@ class PersistentTopic(Topic):
                 producer.name, seq, last_seq, chunk_id=chunk[0], num_chunks=chunk[1]
             )
             if verdict == "duplicate":
-                producer.send_receipt(seq, highest, -1, -1)
+                producer.send_receipt(seq, highest, -1, -1, size)
                 return
             if verdict == "unknown":
                 producer.send_error(
-                    seq, pb.PersistenceError, "a message with this sequence id is still being stored"
+                    seq, pb.PersistenceError, "a message with this sequence id is still being stored",
+                    size,
                 )
                 return
         self.msg_in += num_messages
-        self.bytes_in += len(payload)
+        self.bytes_in += size
         data = payload
         if self.entry_index >= 0:
             self.entry_index += num_messages
             data = self._with_entry_metadata(payload, self.entry_index - 1)
         future = self.ledger.append(data)
-        future.add_done_callback(partial(self._persisted, producer, seq, highest, last_seq, chunk))
+        future.add_done_callback(partial(self._persisted, producer, seq, highest, last_seq, chunk, size))
 
     def _with_entry_metadata(self, payload: bytes, index: int) -> bytes:
         bem = pb.BrokerEntryMetadata(broker_timestamp=int(time.time() * 1000), index=index)
@@ -237,6 +238,7 @@ class PersistentTopic(Topic):
         highest: int,
         last_seq: int,
         chunk: tuple[int, int],
+        size: int,
         future: asyncio.Future[Position],
     ) -> None:
         exc = future.exception()
@@ -244,7 +246,7 @@ class PersistentTopic(Topic):
             self._storage_failed(exc)
             if self.dedup is not None:
                 self.dedup.reset_pushed()
-            producer.send_error(seq, pb.PersistenceError, f"could not store the message: {exc}")
+            producer.send_error(seq, pb.PersistenceError, f"could not store the message: {exc}", size)
             return
         if self._fence_backoff:
             self._fence_backoff = 0.0
@@ -255,7 +257,7 @@ class PersistentTopic(Topic):
             self.dedup_unsaved += 1
             if self.dedup_unsaved >= self.service.config.brokerDeduplicationEntriesInterval:
                 self.service.save_dedup_snapshot(self)
-        producer.send_receipt(seq, highest, position.ledger_id, position.entry_id)
+        producer.send_receipt(seq, highest, position.ledger_id, position.entry_id, size)
         if not self._notify_scheduled:
             self._notify_scheduled = True
             asyncio.get_running_loop().call_soon(self._notify_subscriptions)
@@ -326,18 +328,18 @@ class NonPersistentTopic(Topic):
         self.next_entry_id = 0
         self.msg_dropped = 0
 
-    def publish(self, producer: Producer, send: pb.CommandSend, payload: bytes) -> None:
+    def publish(self, producer: Producer, send: pb.CommandSend, payload: bytes, size: int) -> None:
         seq = send.sequence_id
         highest = send.highest_sequence_id if send.HasField("highest_sequence_id") else seq
         num_messages = send.num_messages if send.HasField("num_messages") else 1
         self.msg_in += num_messages
-        self.bytes_in += len(payload)
+        self.bytes_in += size
         entry_id = self.next_entry_id
         self.next_entry_id += 1
         for sub in self.subscriptions.values():
             if not sub.dispatcher.offer(entry_id, payload, num_messages):
                 self.msg_dropped += num_messages
-        producer.send_receipt(seq, highest, -1, -1)
+        producer.send_receipt(seq, highest, -1, -1, size)
 
 
 TopicFactory = Callable[[TopicName], Topic]
