@@ -37,14 +37,16 @@ class BrokerConfig:
     clusterName: str = "standalone"
     keepAliveIntervalSeconds: int = 30
     maxMessageSize: int = 5 * 1024 * 1024
-    maxPendingPublishRequestsPerConnection: int = 1000
+    maxPendingPublishRequestsPerConnection: int = 1000  # 0: no limit
+    # broker-wide; Pulsar's default is half the JVM's direct memory; 0 or less: no limit
     maxMessagePublishBufferSizeInMB: int = 256
 
     # Topics
     allowAutoTopicCreation: bool = True
     allowAutoTopicCreationType: str = "non-partitioned"
     defaultNumPartitions: int = 1
-    brokerDeleteInactiveTopicsEnabled: bool = False
+    # (brokerDeleteInactiveTopicsEnabled is not implemented: Pulsar's default, true, deletes
+    # topics without producers and subscriptions; here topics stay until deleted.)
     brokerDeduplicationEnabled: bool = False
     brokerDeduplicationEntriesInterval: int = 1000
     brokerDeduplicationMaxNumberOfProducers: int = 10000
@@ -58,8 +60,8 @@ class BrokerConfig:
 
     # Dispatch
     dispatcherMaxReadBatchSize: int = 100
-    dispatcherMaxReadSizeBytes: int = 5 * 1024 * 1024
-    maxUnackedMessagesPerConsumer: int = 50000
+    dispatcherMaxReadSizeBytes: int = 5 * 1024 * 1024  # per read, at least one entry
+    maxUnackedMessagesPerConsumer: int = 50000  # Shared and Key_Shared; 0: no limit
 
     # Retention, TTL and backlog quotas (namespace defaults)
     defaultRetentionTimeInMinutes: int = 0
@@ -130,6 +132,10 @@ class BrokerConfig:
             )
         if self.maxMessageSize <= 0:
             raise ConfigError("maxMessageSize must be positive")
+        if self.dispatcherMaxReadSizeBytes <= 0:
+            raise ConfigError("dispatcherMaxReadSizeBytes must be positive")
+        if self.maxUnackedMessagesPerConsumer < 0:
+            raise ConfigError("maxUnackedMessagesPerConsumer must be >= 0 (0: no limit)")
         if self.defaultNumPartitions < 1:
             raise ConfigError("defaultNumPartitions must be at least 1")
         if self.magnetarTopicUnloadIdleSeconds < 0:
