@@ -29,6 +29,7 @@ import pulsar
 import pytest
 from pulsar.schema import Integer, JsonSchema, Record, String
 
+from magnetar.broker.config import BrokerConfig
 from magnetar.protocol import pb
 
 from . import rawconsumer as rc
@@ -526,3 +527,15 @@ def test_schema_auto_update_disabled(tmp_path: Path) -> None:
         client.close()
     finally:
         broker.stop()
+
+
+# ---------------------------------------------------------------- brokerDeleteInactiveTopicsEnabled
+
+
+def test_inactive_topic_deletion_is_reported_as_not_implemented(tmp_path: Path) -> None:
+    """Not implemented (topics stay until deleted), so the key is unknown, not silently kept."""
+    conf = tmp_path / "broker.conf"
+    conf.write_text("brokerDeleteInactiveTopicsEnabled=true\nmaxUnackedMessagesPerConsumer=7\n")
+    config = BrokerConfig.load(conf)
+    assert config.unknown_keys == ["brokerDeleteInactiveTopicsEnabled"]
+    assert config.maxUnackedMessagesPerConsumer == 7
