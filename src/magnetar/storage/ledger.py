@@ -105,6 +105,7 @@ class ManagedLedger:
         self._wbytes = 0
         self._wseg: Segment | None = None
         self._wloop: asyncio.AbstractEventLoop | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None  # the loop of the last append
         self._wstart = 0
         self._write_scheduled = False
         self._pending: deque[Batch] = deque()
@@ -140,7 +141,9 @@ class ManagedLedger:
     def append(self, data: bytes) -> asyncio.Future[Position]:
         """Append one entry; the future resolves to its position once it is durable per
         the fsync policy (in append order), or fails with `StorageError`."""
-        loop = _get_loop()
+        loop = self._loop
+        if loop is None or loop.is_closed():  # get_running_loop costs a getpid syscall
+            loop = self._loop = _get_loop()
         fut: asyncio.Future[Position] = loop.create_future()
         if self._state != "open":
             fut.set_exception(LedgerClosedError(f"ledger {self.name} is {self._state}"))
