@@ -260,7 +260,7 @@ class PersistentTopic(Topic):
         producer.send_receipt(seq, highest, position.ledger_id, position.entry_id, size)
         if not self._notify_scheduled:
             self._notify_scheduled = True
-            asyncio.get_running_loop().call_soon(self._notify_subscriptions)
+            future.get_loop().call_soon(self._notify_subscriptions)  # no getpid syscall
 
     def _notify_subscriptions(self) -> None:
         """New entries are readable: a dispatch pass for every subscription with consumers,
