@@ -115,7 +115,8 @@ def test_space_reserved_ahead_is_cut_quietly_after_a_crash(tmp_path, caplog):
     data = tmp_path / "data"
     f = ManagedLedgerFactory(StorageConfig(data))
     ml = f.open("t")
-    pos = run(append_all(ml, PAYLOADS))
+    padding = [b"p" * 1000] * 70  # past the size from which a segment reserves space
+    pos = run(append_all(ml, padding + PAYLOADS))
     seg = ml._segments[0]
     if seg.allocated == 0:
         pytest.skip("this file system does not reserve space")
@@ -128,8 +129,18 @@ def test_space_reserved_ahead_is_cut_quietly_after_a_crash(tmp_path, caplog):
     caplog.set_level("DEBUG", logger="magnetar.storage")
     f = ManagedLedgerFactory(StorageConfig(crashed))
     ml = f.open("t")
-    assert [p for p, _ in ml.read_entries(Position(-1, -1), 10)] == pos
-    assert [d for _, d in ml.read_entries(Position(-1, -1), 10)] == PAYLOADS
+    assert [p for p, _ in ml.read_entries(Position(-1, -1), 100)] == pos
+    assert [d for _, d in ml.read_entries(Position(-1, -1), 100)] == padding + PAYLOADS
     assert not [r for r in caplog.records if r.levelname == "WARNING"]
     assert os.path.getsize(os.path.join(crashed, os.path.relpath(seg.path, data))) == seg.end
+    f.close()
+
+
+def test_small_segments_reserve_nothing(tmp_path):
+    """Quiet topics (10,000 of them) cost no disk space beyond their records."""
+    f = ManagedLedgerFactory(StorageConfig(tmp_path / "data"))
+    ml = f.open("t")
+    run(append_all(ml, PAYLOADS))
+    seg = ml._segments[0]
+    assert seg.allocated == 0 and os.path.getsize(seg.path) == seg.end
     f.close()
