@@ -9,7 +9,7 @@ one being written when the process stopped) is scanned on open and a torn or cor
 is truncated. If the sidecar is valid but the file is longer (records whose append failed),
 the file is truncated to the sidecar's end, so a failed append never reappears.
 
-Space is reserved ahead of the writes once a segment holds 64 KiB (``posix_fallocate``,
+Space is reserved ahead of small writes once a segment holds 64 KiB (``posix_fallocate``,
 growing with the segment: as much as is written, at most 4 MiB at a time), so most fdatasyncs
 only flush data and do not also commit a file-size change to the journal; that saves a
 third of an fdatasync's cost on ext4. A segment is cut back to its last record when it is
@@ -49,6 +49,10 @@ _IOV_MAX = 1024
 _RESERVE_FROM = 64 * 1024
 _RESERVE_MIN = 64 * 1024
 _RESERVE_MAX = 4 * 1024 * 1024
+#: Only small writes reserve: they are the ones each followed by an fdatasync, where the
+#: size change costs as much as the data; a big write amortises it (and reserving ahead of
+#: a stream of 4 MiB writes measured ~20% slower).
+_RESERVE_WRITES_BELOW = 256 * 1024
 #: Cleared for the process when the file system cannot reserve space.
 _reserve_supported = hasattr(os, "posix_fallocate")
 
@@ -298,7 +302,7 @@ class Segment:
         fd = self.open_fd()
         total = sum(map(len, bufs))
         end = offset + total
-        if end > self.allocated and end > _RESERVE_FROM and _reserve_supported:
+        if end > self.allocated and end > _RESERVE_FROM and total < _RESERVE_WRITES_BELOW and _reserve_supported:
             self._reserve(fd, end)
         if len(bufs) > _IOV_MAX or total == 0:
             chunks = [bufs[i : i + _IOV_MAX] for i in range(0, len(bufs), _IOV_MAX)]
