@@ -627,18 +627,8 @@ class BrokerService:
     def backlog_age(self, topic: PersistentTopic, now: float) -> float:
         """Seconds since the oldest message some durable subscription has not acknowledged
         was published (0 without backlog)."""
-        from magnetar.broker.dispatcher import entry_metadata
-
-        oldest: Position | None = None
-        for sub in topic.subscriptions.values():
-            if isinstance(sub, PersistentSubscription) and sub.durable:
-                first = sub.cursor.read_position
-                if first is not None and (oldest is None or first < oldest):
-                    oldest = first
-        if oldest is None:
-            return 0.0
-        metadata = entry_metadata(topic.ledger.read(oldest))
-        return 0.0 if metadata is None else max(0.0, now - metadata.publish_time / 1000)
+        published = topic.oldest_backlog_publish_time()
+        return 0.0 if published is None else max(0.0, now - published)
 
     def _over_quota(self, topic: PersistentTopic, now: float) -> tuple[bool, bool, str]:
         """(size quota exceeded, time quota exceeded, why)."""

@@ -44,7 +44,6 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from magnetar.broker.errors import BrokerError
 from magnetar.broker.policies import Policies
-from magnetar.broker.subscription import PersistentSubscription
 from magnetar.broker.topic import PersistentTopic
 from magnetar.broker.topic_name import TopicName
 from magnetar.storage import Position, StorageError
@@ -121,25 +120,16 @@ def next_due(topic: PersistentTopic, policies: Policies, now: float) -> float:
     """When housekeeping may next change something on ``topic`` if nothing is published or
     acknowledged meanwhile: the oldest backlog reaching its TTL or time quota, or the oldest
     consumed segment leaving the retention window. Call right after housekeeping it."""
-    from magnetar.broker.dispatcher import entry_metadata
-
     due = math.inf
     ledger = topic.ledger
     ages = _expiry_seconds(policies)
     if ages:
-        oldest: Position | None = None
-        for sub in topic.subscriptions.values():
-            if isinstance(sub, PersistentSubscription) and sub.durable:
-                first = sub.cursor.read_position
-                if first is not None and (oldest is None or first < oldest):
-                    oldest = first
-        if oldest is not None:
-            try:
-                metadata = entry_metadata(ledger.read(oldest))
-            except StorageError:
-                metadata = None
-            if metadata is not None:
-                due = min(due, metadata.publish_time / 1000 + min(ages))
+        try:
+            published = topic.oldest_backlog_publish_time()
+        except StorageError:
+            published = None
+        if published is not None:
+            due = min(due, published + min(ages))
     retention_s = policies.retention_time_seconds
     ids = ledger.segment_ids()
     if retention_s > 0 and len(ids) >= 2:

@@ -82,6 +82,24 @@ class Topic:
 
     # -- producers ---------------------------------------------------------------
 
+    def oldest_backlog_publish_time(self) -> float | None:
+        """Publish time (epoch seconds) of the oldest message some durable subscription has
+        not acknowledged; None without backlog (or without its metadata). The read may
+        raise StorageError."""
+        from magnetar.broker.dispatcher import entry_metadata
+        from magnetar.broker.subscription import PersistentSubscription
+
+        oldest: Position | None = None
+        for sub in self.subscriptions.values():
+            if isinstance(sub, PersistentSubscription) and sub.durable:
+                first = sub.cursor.read_position
+                if first is not None and (oldest is None or first < oldest):
+                    oldest = first
+        if oldest is None:
+            return None
+        metadata = entry_metadata(self.ledger.read(oldest))
+        return None if metadata is None else metadata.publish_time / 1000
+
     def last_sequence_id(self, producer_name: str) -> int:
         return -1
 
