@@ -67,7 +67,8 @@ def test_futures_resolve_in_order_after_fsync(make_factory, monkeypatch):
     assert all(calls_for[p] >= 2 for p in second)
 
 
-def test_idle_flusher_lets_the_loop_sync_a_lone_batch(make_factory, monkeypatch):
+def _record_sync_threads(monkeypatch) -> list[int]:
+    """Replace os.fdatasync by one that notes the calling thread of each call."""
     threads: list[int] = []
     real = os.fdatasync
 
@@ -76,6 +77,11 @@ def test_idle_flusher_lets_the_loop_sync_a_lone_batch(make_factory, monkeypatch)
         real(fd)
 
     monkeypatch.setattr(os, "fdatasync", record)
+    return threads
+
+
+def test_idle_flusher_lets_the_loop_sync_a_lone_batch(make_factory, monkeypatch):
+    threads = _record_sync_threads(monkeypatch)
     f = make_factory(fsync="group")
     ml = f.open("t")
 
@@ -93,14 +99,7 @@ def test_idle_flusher_lets_the_loop_sync_a_lone_batch(make_factory, monkeypatch)
 
 
 def test_a_big_batch_goes_to_the_flusher_thread_even_when_idle(make_factory, monkeypatch):
-    threads: list[int] = []
-    real = os.fdatasync
-
-    def record(fd: int) -> None:
-        threads.append(threading.get_ident())
-        real(fd)
-
-    monkeypatch.setattr(os, "fdatasync", record)
+    threads = _record_sync_threads(monkeypatch)
     f = make_factory(fsync="group")
     ml = f.open("t")
 
@@ -112,14 +111,7 @@ def test_a_big_batch_goes_to_the_flusher_thread_even_when_idle(make_factory, mon
 
 
 def test_concurrent_batches_still_go_to_the_flusher_thread(make_factory, monkeypatch):
-    rec = SyncRecorder()
-    threads: list[int] = []
-
-    def record(fd: int) -> None:
-        threads.append(threading.get_ident())
-        rec(fd)
-
-    monkeypatch.setattr(os, "fdatasync", record)
+    threads = _record_sync_threads(monkeypatch)
     f = make_factory(fsync="group")
     ledgers = [f.open(f"t{i}") for i in range(3)]
 

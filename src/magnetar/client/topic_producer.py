@@ -245,17 +245,20 @@ class TopicProducer:
         elif self._batch_timer is None:
             self._batch_timer = self._loop.call_later(self._delay, self._on_batch_timer)
 
+    def _take_sequence_id(self, sequence_id: int | None) -> int:
+        """The next sequence id, or the user's (which later ids then follow)."""
+        if sequence_id is None:
+            self._seq += 1
+            return self._seq
+        if sequence_id > self._seq:
+            self._seq = sequence_id
+        return sequence_id
+
     def add(self, payload: bytes, fut: asyncio.Future[Any], properties: dict[str, str] | None,
             partition_key: str | None, ordering_key: bytes | None, event_time: int | None,
             sequence_id: int | None, deliver_at: int | None) -> None:
         """Queue one message; ``fut`` gets its ``MessageId`` (or an exception)."""
-        if sequence_id is None:
-            self._seq += 1
-            seq = self._seq
-        else:
-            seq = sequence_id
-            if seq > self._seq:
-                self._seq = seq
+        seq = self._take_sequence_id(sequence_id)
         self.pending += 1
         size = len(payload)
         if self._batching and deliver_at is None and size < self._max_batch_bytes:
@@ -535,13 +538,7 @@ class KeyedTopicProducer(TopicProducer):
             super().add(payload, fut, properties, partition_key, ordering_key, event_time,
                         sequence_id, deliver_at)
             return
-        if sequence_id is None:
-            self._seq += 1
-            seq = self._seq
-        else:
-            seq = sequence_id
-            if seq > self._seq:
-                self._seq = seq
+        seq = self._take_sequence_id(sequence_id)
         self.pending += 1
         header = full_header(size, properties, partition_key, ordering_key, event_time, seq)
         batches = self._keyed
