@@ -76,6 +76,21 @@ def start_broker(tmp_path: Path, **settings: Any) -> ThreadedBroker:
     return ThreadedBroker(tmp_path / "data", **settings).start()
 
 
+@pytest.fixture
+def make_broker(tmp_path: Path) -> Iterator[Callable[..., ThreadedBroker]]:
+    """``make(**settings)`` starts a broker on a fresh data dir; all are stopped at teardown."""
+    started: list[ThreadedBroker] = []
+
+    def make(**settings: Any) -> ThreadedBroker:
+        b = start_broker(tmp_path / f"b{len(started)}", **settings)
+        started.append(b)
+        return b
+
+    yield make
+    for b in started:
+        b.stop()
+
+
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ThreadedBroker]:
     b = start_broker(tmp_path_factory.mktemp("broker"))

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pulsar
@@ -21,24 +21,20 @@ from magnetar.broker.service import BrokerService
 from magnetar.broker.sweep import SweepStats
 
 from .brokerproc import new_topic, wait_until
-from .conftest import QUIET, ThreadedBroker, start_broker
+from .conftest import QUIET, ThreadedBroker
 
 HOURS = 3600.0
 
 
 @pytest.fixture
-def make_broker(tmp_path: Path) -> Iterator:
-    started: list[ThreadedBroker] = []
+def make_broker(make_broker: Callable[..., ThreadedBroker]) -> Callable[..., ThreadedBroker]:
+    """The shared factory, with sweep passes run on demand instead of on a timer."""
 
     def make(**settings: object) -> ThreadedBroker:
-        settings.setdefault("magnetarIdleTopicSweepIntervalSeconds", 0)  # passes run on demand
-        broker = start_broker(tmp_path / f"b{len(started)}", **settings)
-        started.append(broker)
-        return broker
+        settings.setdefault("magnetarIdleTopicSweepIntervalSeconds", 0)
+        return make_broker(**settings)
 
-    yield make
-    for broker in started:
-        broker.stop()
+    return make
 
 
 def service_of(broker: ThreadedBroker) -> BrokerService:

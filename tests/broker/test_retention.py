@@ -8,7 +8,6 @@ waiting for its timer; ``now`` moves the clock forward for TTL.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pulsar
@@ -17,7 +16,7 @@ import pytest
 from magnetar.protocol import pb
 
 from .brokerproc import new_topic, wait_until
-from .conftest import QUIET, ThreadedBroker, start_broker
+from .conftest import QUIET, ThreadedBroker
 
 
 def segment_files(broker: ThreadedBroker) -> list[Path]:
@@ -46,20 +45,6 @@ def drain(consumer: pulsar.Consumer, last: bytes) -> list[bytes]:
         got.append(msg.data())
         consumer.acknowledge(msg)
     return got
-
-
-@pytest.fixture
-def make_broker(tmp_path: Path) -> Iterator:
-    started: list[ThreadedBroker] = []
-
-    def make(**settings: object) -> ThreadedBroker:
-        broker = start_broker(tmp_path / f"b{len(started)}", **settings)
-        started.append(broker)
-        return broker
-
-    yield make
-    for broker in started:
-        broker.stop()
 
 
 # ------------------------------------------------------------------------------------ TTL
