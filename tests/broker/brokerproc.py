@@ -112,6 +112,16 @@ def new_topic() -> str:
     return f"persistent://public/default/dur-{uuid.uuid4().hex[:10]}"
 
 
+def drain(consumer: pulsar.Consumer, last: bytes) -> list[bytes]:
+    """Receive and acknowledge everything up to the message ``last`` (inclusive)."""
+    got: list[bytes] = []
+    while not got or got[-1] != last:
+        msg = consumer.receive(timeout_millis=5000)
+        got.append(msg.data())
+        consumer.acknowledge(msg)
+    return got
+
+
 def read_all(client: pulsar.Client, topic: str) -> list[tuple[MsgId, bytes]]:
     """Every stored message from the earliest, in order, with its message id."""
     reader = client.create_reader(topic, pulsar.MessageId.earliest)

@@ -20,7 +20,7 @@ import pytest
 from magnetar.broker.service import BrokerService
 from magnetar.broker.sweep import SweepStats
 
-from .brokerproc import new_topic, wait_until
+from .brokerproc import drain, new_topic, wait_until
 from .conftest import QUIET, ThreadedBroker
 
 HOURS = 3600.0
@@ -73,15 +73,6 @@ def backlog(broker: ThreadedBroker, topic: str, sub: str) -> int:
     """The subscription's backlog (this loads the topic)."""
     service = service_of(broker)
     return broker.call(lambda: service.topic_stats(topic)["subscriptions"][sub]["msgBacklog"])
-
-
-def drain(consumer: pulsar.Consumer, last: bytes) -> list[bytes]:
-    got: list[bytes] = []
-    while not got or got[-1] != last:
-        msg = consumer.receive(timeout_millis=5000)
-        got.append(msg.data())
-        consumer.acknowledge(msg)
-    return got
 
 
 def produce_and_consume(broker: ThreadedBroker, topic: str, total: int) -> None:

@@ -15,7 +15,7 @@ import pytest
 
 from magnetar.protocol import pb
 
-from .brokerproc import new_topic, wait_until
+from .brokerproc import drain, new_topic, wait_until
 from .conftest import QUIET, ThreadedBroker
 
 
@@ -35,16 +35,6 @@ def mark_delete(broker: ThreadedBroker, topic: str, sub: str) -> tuple[int, int]
 
 def housekeeping(broker: ThreadedBroker, now: float | None = None) -> None:
     broker.call(broker.service.run_housekeeping, now)  # type: ignore[union-attr]
-
-
-def drain(consumer: pulsar.Consumer, last: bytes) -> list[bytes]:
-    """Receive and acknowledge everything up to the message ``last`` (inclusive)."""
-    got: list[bytes] = []
-    while not got or got[-1] != last:
-        msg = consumer.receive(timeout_millis=5000)
-        got.append(msg.data())
-        consumer.acknowledge(msg)
-    return got
 
 
 # ------------------------------------------------------------------------------------ TTL
