@@ -16,8 +16,9 @@ class StorageConfig:
       - ``"group"`` (default): appends are written from the event loop thread once per loop
         iteration; one background thread per factory fdatasyncs every dirty segment and then
         resolves, in order, every append that was written before that fdatasync started.
-        While that thread is idle, one batch per loop iteration is synced on the loop
-        thread instead (``inline_sync_when_idle``): same guarantee, no thread hand-off.
+        While that thread is idle, a small batch (at most 8 entries and 1 MiB; at most one
+        per loop iteration) is synced on the loop thread instead (``inline_sync_when_idle``):
+        same guarantee, no thread hand-off.
       - ``"always"``: every append is written and fdatasynced before `append` returns
         (simple and slow: it blocks the event loop for one fdatasync per entry).
       - ``"never"``: the future resolves as soon as the entry is written to the OS.
@@ -43,7 +44,7 @@ class StorageConfig:
     cursor_max_persisted_ranges: int = 10_000
     #: A write buffer is handed to the OS before the end of the loop iteration past this size.
     write_buffer_bytes: int = 4 * 1024 * 1024
-    #: ``group`` only: sync a lone batch on the loop thread while the flusher thread idles.
+    #: ``group`` only: sync a small lone batch on the loop thread while the flusher idles.
     inline_sync_when_idle: bool = True
 
     def __post_init__(self) -> None:

@@ -8,8 +8,8 @@ written before that round's fdatasync started, so a batch is never reported dura
 early. Batches that already failed at write time travel the same queue, so the owner
 sees outcomes strictly in append order.
 
-When the thread is idle, `try_inline` lets the event loop sync one batch itself, at most
-once per loop iteration: a lone send then costs one fdatasync and no thread hand-offs
+When the thread is idle, `try_inline` lets the event loop sync one small batch itself (the
+ledger decides what is small), at most once per loop iteration: a lone send then costs one fdatasync and no thread hand-offs
 (two context switches and a wake-up of the loop fewer, the bulk of an unbatched send's
 CPU on a virtual machine). Under load the thread is busy and takes every batch, so the
 loop keeps reading and writing while the disk syncs.
