@@ -200,3 +200,17 @@ def test_persist_timer_fires(make_factory):
     run(go())
     other = make_factory(data_dir=f.config.data_dir).open("t")
     assert other.cursors()["c"].mark_delete_position == pos[2]
+
+
+def test_mark_delete_at_the_end_of_a_ledger_absorbs_the_range_beyond_it(make_factory):
+    """Found by the model test: entries (L1, last) and (L2, 0) acknowledged individually,
+    then mark-delete at (L1, last): the range must fold in, up to (L2, 0)."""
+    f = make_factory(segment_max_entries=5, fsync="never")
+    ml = f.open("t")
+    pos = run(append_all(ml, [b"%d" % i for i in range(12)]))
+    c = ml.open_cursor("c", "earliest")
+    c.delete([pos[4], pos[5]])  # the last of the first ledger, the first of the next
+    c.mark_delete(pos[4])
+    assert c.mark_delete_position == pos[5]
+    assert c.individually_deleted == []
+    assert c.backlog() == 6

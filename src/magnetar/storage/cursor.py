@@ -140,7 +140,10 @@ class ManagedCursor:
             next_of = self.ledger.next_position
             while ranges:
                 start, end = ranges.first()
-                if start <= md or next_of(md) == start:
+                # remove_through may leave a start that names no entry (md's entry id + 1
+                # when md ends its ledger): compare by order, not equality
+                following = next_of(md)
+                if start <= md or (following is not None and start <= following):
                     md = end
                     ranges.pop_first()
                 else:
