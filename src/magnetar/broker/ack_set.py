@@ -37,6 +37,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from magnetar.protocol.ids import to_signed64, to_unsigned64
+
 __all__ = [
     "and_words",
     "clear_index",
@@ -55,18 +57,6 @@ __all__ = [
 
 _WORD_BITS = 64
 _MASK64 = (1 << 64) - 1
-_SIGN_BIT = 1 << 63
-
-
-def to_signed64(value: int) -> int:
-    """Reinterpret the low 64 bits of ``value`` as a signed int64 (protobuf ``int64``)."""
-    value &= _MASK64
-    return value - (1 << 64) if value & _SIGN_BIT else value
-
-
-def to_unsigned64(value: int) -> int:
-    """Reinterpret a signed (or unsigned) 64-bit word as an unsigned one."""
-    return value & _MASK64
 
 
 def to_int(words: Iterable[int]) -> int:

@@ -23,6 +23,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from magnetar.broker.errors import BrokerError
+from magnetar.broker.subscription import position_of
 from magnetar.protocol import pb
 from magnetar.protocol.errors import ChecksumMismatch, FrameTooLarge, ProtocolError
 from magnetar.protocol.frames import (
@@ -513,7 +514,7 @@ class ServerCnx(asyncio.Protocol):
         if consumer is None:
             log.warning("%s: redelivery for unknown consumer id %d", self.peer, req.consumer_id)
             return
-        ids = [(m.ledgerId, m.entryId) for m in req.message_ids]
+        ids = [position_of(m) for m in req.message_ids]
         consumer.subscription.redeliver(consumer, ids)
 
     def handle_close_consumer(self, cmd: pb.BaseCommand, frame: Frame) -> None:
@@ -541,7 +542,7 @@ class ServerCnx(asyncio.Protocol):
         req = cmd.seek
         consumer = self._consumer(req.consumer_id)
         if req.HasField("message_id"):
-            consumer.subscription.seek_to_id(req.message_id.ledgerId, req.message_id.entryId)
+            consumer.subscription.seek_to_id(position_of(req.message_id))
         elif req.HasField("message_publish_time"):
             consumer.subscription.seek_to_time(req.message_publish_time)
         else:

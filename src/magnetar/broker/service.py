@@ -31,7 +31,7 @@ from magnetar.broker.server_cnx import PublishBuffer, ServerCnx
 from magnetar.broker.subscription import (
     NonPersistentSubscription,
     PersistentSubscription,
-    position_from_wire,
+    position_of,
 )
 from magnetar.broker.sweep import IdleTopicSweeper
 from magnetar.broker.topic import NonPersistentTopic, PersistentTopic, Topic
@@ -472,7 +472,7 @@ class BrokerService:
     def reset_cursor(self, topic_name: str, subscription: str, ledger_id: int, entry_id: int) -> None:
         """Move a subscription to a message id (its consumers reconnect, as on Seek)."""
         sub = self._durable_subscription(topic_name, subscription)
-        sub.seek_to_id(ledger_id, entry_id)
+        sub.seek_to_id(Position(ledger_id, entry_id))
         sub.disconnect_consumers()
 
     def reset_cursor_by_time(self, topic_name: str, subscription: str, publish_time_ms: int) -> None:
@@ -756,7 +756,7 @@ class BrokerService:
             if earliest or last is None:
                 return before_first
             return last
-        start = position_from_wire(req.start_message_id.ledgerId, req.start_message_id.entryId)
+        start = position_of(req.start_message_id)
         if start[0] < 0:
             return before_first
         if last is None or start > last:

@@ -19,6 +19,7 @@ from magnetar.broker.dispatcher_shared import SharedDispatcher
 from magnetar.broker.dispatcher_single_active import SingleActiveDispatcher
 from magnetar.broker.errors import BrokerError
 from magnetar.protocol import pb
+from magnetar.protocol.ids import message_id_data, wire_position
 from magnetar.storage import Position
 
 if TYPE_CHECKING:
@@ -29,23 +30,11 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 SubType = pb.CommandSubscribe
-UINT64_MAX = 2**64 - 1
-INT64_MAX = 2**63 - 1
 
 
-def position_from_wire(ledger_id: int, entry_id: int) -> Position:
-    """Client message ids are uint64 on the wire; -1 arrives as 2**64-1."""
-    if ledger_id >= 2**63:
-        ledger_id -= 2**64
-    if entry_id >= 2**63:
-        entry_id -= 2**64
-    return Position(ledger_id, entry_id)
-
-
-def message_id_data(ledger_id: int, entry_id: int, batch_index: int = -1) -> pb.MessageIdData:
-    return pb.MessageIdData(
-        ledgerId=ledger_id % 2**64, entryId=entry_id % 2**64, batch_index=batch_index
-    )
+def position_of(mid: pb.MessageIdData) -> Position:
+    """The storage position a wire message id names (entry id -1: before the ledger's first)."""
+    return Position(*wire_position(mid))
 
 
 class PersistentSubscription:
@@ -117,7 +106,7 @@ class PersistentSubscription:
                     f"{SubType.SubType.Name(consumer.sub_type)} subscription",
                 )
             for mid in ack.message_id:
-                position = Position(mid.ledgerId, mid.entryId)
+                position = position_of(mid)
                 words = list(mid.ack_set)
                 if words and not ack_sets.is_all_acked(words):
                     self._mark_delete(Position(position[0], position[1] - 1))
@@ -129,7 +118,7 @@ class PersistentSubscription:
         else:
             deleted = []
             for mid in ack.message_id:
-                position = Position(mid.ledgerId, mid.entryId)
+                position = position_of(mid)
                 words = list(mid.ack_set)
                 if words and not ack_sets.is_all_acked(words):
                     cursor.set_batch_ack(position, words)
@@ -153,7 +142,7 @@ class PersistentSubscription:
             for p in [p for p in self.redelivery_counts if p <= position]:
                 del self.redelivery_counts[p]
 
-    def redeliver(self, consumer: Consumer, ids: list[tuple[int, int]]) -> None:
+    def redeliver(self, consumer: Consumer, ids: list[Position]) -> None:
         if self.dispatcher is None:
             return
         # as in Pulsar, any redelivery request lifts the block on unacknowledged messages
@@ -161,15 +150,14 @@ class PersistentSubscription:
         if not ids or consumer.sub_type in (SubType.Exclusive, SubType.Failover):
             self.dispatcher.redeliver_all(consumer)
             return
-        positions = [Position(lid, eid) for lid, eid in ids if Position(lid, eid) in consumer.pending]
+        positions = [p for p in ids if p in consumer.pending]
         for p in positions:
             consumer.pending.pop(p, None)
         self.dispatcher.redeliver_positions(positions, consumer)
 
     # -- seeking -----------------------------------------------------------------------
 
-    def seek_to_id(self, ledger_id: int, entry_id: int) -> None:
-        target = position_from_wire(ledger_id, entry_id)
+    def seek_to_id(self, target: Position) -> None:
         first = self.topic.ledger.first_position()
         last = self.topic.ledger.last_confirmed()
         if target[0] < 0 or first is None or target < first:
@@ -323,10 +311,10 @@ class NonPersistentSubscription:
     def acknowledge(self, consumer: Consumer, ack: pb.CommandAck) -> None:
         """Nothing is kept, so acknowledgements change nothing."""
 
-    def redeliver(self, consumer: Consumer, ids: list[tuple[int, int]]) -> None:
+    def redeliver(self, consumer: Consumer, ids: list[Position]) -> None:
         """Nothing is kept, so there is nothing to redeliver."""
 
-    def seek_to_id(self, ledger_id: int, entry_id: int) -> None:
+    def seek_to_id(self, target: Position) -> None:
         raise BrokerError(pb.NotAllowedError, "seek is not supported on non-persistent topics")
 
     seek_to_time = seek_to_id  # type: ignore[assignment]

@@ -12,6 +12,7 @@ import asyncio
 from collections.abc import Callable
 
 from magnetar.protocol import command, encode_command, pb
+from magnetar.protocol.ids import to_signed64
 
 T = pb.BaseCommand
 EntryKey = tuple[int, int]
@@ -102,4 +103,4 @@ def _ack_set(unacked: set[int]) -> list[int]:
     words = [0] * (max(unacked) // 64 + 1)
     for i in unacked:
         words[i >> 6] |= 1 << (i & 63)
-    return [w - (1 << 64) if w >= 1 << 63 else w for w in words]
+    return [to_signed64(w) for w in words]

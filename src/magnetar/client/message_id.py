@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import ClassVar
 
 from magnetar.protocol import pb
+from magnetar.protocol.ids import to_unsigned64, wire_position
 
-_U64 = (1 << 64) - 1
 _I64_MAX = (1 << 63) - 1
 
 
@@ -54,7 +54,8 @@ class MessageId:
         return (self._partition, self._ledger_id, self._entry_id)
 
     def to_pb(self, with_batch: bool = True) -> pb.MessageIdData:
-        mid = pb.MessageIdData(ledgerId=self._ledger_id & _U64, entryId=self._entry_id & _U64)
+        mid = pb.MessageIdData(ledgerId=to_unsigned64(self._ledger_id),
+                               entryId=to_unsigned64(self._entry_id))
         if self._partition >= 0:
             mid.partition = self._partition
         if with_batch and self._batch_index >= 0:
@@ -66,12 +67,7 @@ class MessageId:
     @classmethod
     def from_pb(cls, data: pb.MessageIdData, partition: int = -1,
                 batch_index: int | None = None, batch_size: int = 0) -> MessageId:
-        ledger = data.ledgerId
-        entry = data.entryId
-        if ledger > _I64_MAX:
-            ledger -= 1 << 64
-        if entry > _I64_MAX:
-            entry -= 1 << 64
+        ledger, entry = wire_position(data)
         part = data.partition if data.HasField("partition") else partition
         bi = data.batch_index if batch_index is None else batch_index
         return cls(part, ledger, entry, bi, batch_size or data.batch_size)

@@ -32,6 +32,7 @@ from magnetar.protocol import (
     encode_command,
     pb,
 )
+from magnetar.protocol.ids import message_id_data, to_signed64
 
 if TYPE_CHECKING:
     from magnetar.client.consumer import Consumer
@@ -39,11 +40,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 T = pb.BaseCommand
 _U32 = struct.Struct(">I")
-_I64_MAX = (1 << 63) - 1
-
-
-def _signed(v: int) -> int:
-    return v - (1 << 64) if v > _I64_MAX else v
 
 
 def _fast_smm(data: bytes, start: int, end: int) -> tuple[int, int] | None:
@@ -204,7 +200,7 @@ class TopicConsumer:
         try:
             self._decode(m, part)
         finally:
-            self._mark_seen((_signed(mid.ledgerId), _signed(mid.entryId)))
+            self._mark_seen((to_signed64(mid.ledgerId), to_signed64(mid.entryId)))
 
     def _decode(self, m: pb.CommandMessage, part: bytes) -> None:
         mid = m.message_id
@@ -238,7 +234,7 @@ class TopicConsumer:
                             mid.entryId, exc)
                 self._reject(mid, pb.CommandAck.DecompressionError)
                 return
-        ledger = _signed(mid.ledgerId)
+        ledger = to_signed64(mid.ledgerId)
         entry = mid.entryId
         redelivery = m.redelivery_count
         topic = self.topic
@@ -249,7 +245,7 @@ class TopicConsumer:
             msg_id = MessageId(part_index, ledger, entry)
             msg_id._topic = topic
             if chunk_ids is not None:
-                msg_id._chunk_ids = [MessageId(part_index, _signed(c.ledgerId), c.entryId)
+                msg_id._chunk_ids = [MessageId(part_index, to_signed64(c.ledgerId), c.entryId)
                                      for c in chunk_ids]
             msg = Message(payload, meta, None, msg_id, topic, redelivery, schema, self)
             if filtering and self._skip(msg_id, meta):
@@ -456,9 +452,8 @@ class TopicConsumer:
         durable = self.parent._conf.durable
         if durable:
             if isinstance(target, MessageId):
-                await self._request(T.SEEK, message_id=pb.MessageIdData(
-                    ledgerId=target._ledger_id & ((1 << 64) - 1),
-                    entryId=target._entry_id & ((1 << 64) - 1)))
+                await self._request(T.SEEK, message_id=message_id_data(
+                    target._ledger_id, target._entry_id))
             else:
                 await self._request(T.SEEK, message_publish_time=int(target))
         else:
