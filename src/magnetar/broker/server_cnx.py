@@ -547,8 +547,11 @@ class ServerCnx(asyncio.Protocol):
             consumer.subscription.seek_to_time(req.message_publish_time)
         else:
             raise BrokerError(pb.MetadataError, "Seek needs a message id or a publish time")
-        self.send_success(req.request_id)
+        # As Pulsar does: the consumers are closed before the seek is answered, so a client
+        # takes the seek's reconnection path (it drops what it holds and any filter it
+        # kept from an earlier seek) instead of treating the close as an ordinary one.
         consumer.subscription.disconnect_consumers()
+        self.send_success(req.request_id)
 
     def handle_get_last_message_id(self, cmd: pb.BaseCommand, frame: Frame) -> None:
         req = cmd.getLastMessageId

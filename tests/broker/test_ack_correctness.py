@@ -1,0 +1,86 @@
+"""Regressions of issue 7 with the official client: nothing acknowledged that was not consumed.
+
+- A cumulative ack of a message inside a batch, with batch-index acks off, is sent as "the
+  entry before this one"; for the first entry of a ledger that is entry id -1, which must mean
+  "before that ledger's first entry" and not 2**64-1 (which acknowledged the whole topic).
+- Every seek resets what the consumer holds, whatever came before it (a seek by time after a
+  seek by id gave a stale message).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pulsar
+import pytest
+
+from .conftest import QUIET, ThreadedBroker
+from .test_acks import nothing_more
+
+
+def produce_batches(client: pulsar.Client, topic: str, batches: int, size: int) -> None:
+    """``batches`` entries of ``size`` messages each, ``b-i`` for batch b, index i."""
+    producer = client.create_producer(
+        topic, batching_enabled=True, batching_max_messages=size,
+        batching_max_publish_delay_ms=60_000,
+    )
+    for b in range(batches):
+        for i in range(size):
+            producer.send_async(f"{b}-{i}".encode(), None)
+        producer.flush()
+    producer.close()
+
+
+def drain(consumer: pulsar.Consumer, n: int) -> list[bytes]:
+    out = [consumer.receive(timeout_millis=5000).data() for _ in range(n)]
+    assert nothing_more(consumer)
+    return out
+
+
+@pytest.mark.parametrize(
+    ("entries_per_ledger", "received", "expected_back"),
+    [
+        (50_000, 4, 30),  # inside the first entry of the only ledger: nothing is acknowledged
+        (3, 4, 30),
+        (1, 15, 20),  # inside the first entry of ledger 1: ledger 0 (10 messages) is acknowledged
+        (1, 25, 10),
+    ],
+)
+def test_cumulative_ack_inside_a_batch_keeps_what_was_not_consumed(
+    make_broker: Callable[..., ThreadedBroker], entries_per_ledger: int, received: int,
+    expected_back: int,
+) -> None:
+    broker = make_broker(managedLedgerMaxEntriesPerLedger=entries_per_ledger)
+    client = pulsar.Client(broker.url, operation_timeout_seconds=10, logger=QUIET)
+    try:
+        topic = "persistent://public/default/cumulative-in-batch"
+        consumer = client.subscribe(topic, "s")
+        produce_batches(client, topic, 3, 10)
+        msgs = [consumer.receive(timeout_millis=5000) for _ in range(received)]
+        consumer.acknowledge_cumulative(msgs[-1])
+        consumer.close()  # flushes the grouped acks
+        again = client.subscribe(topic, "s")
+        back = drain(again, expected_back)
+        first_whole_batch = 3 - expected_back // 10
+        assert back == [f"{b}-{i}".encode() for b in range(first_whole_batch, 3) for i in range(10)]
+    finally:
+        client.close()
+
+
+def test_seek_by_time_after_seek_by_id(client: pulsar.Client, topic: str) -> None:
+    consumer = client.subscribe(topic, "s", consumer_type=pulsar.ConsumerType.Shared)
+    producer = client.create_producer(topic, batching_enabled=False)
+    ids = [producer.send(str(i).encode(), event_timestamp=1000 + i) for i in range(80)]
+    msgs = [consumer.receive(timeout_millis=5000) for _ in range(80)]
+    for m in msgs:
+        consumer.acknowledge(m)
+    times = [m.publish_timestamp() for m in msgs]
+    consumer.seek(ids[50])
+    assert consumer.receive(timeout_millis=5000).data() == b"51"
+    # the publish time of #20 (several messages may share a millisecond: take the first)
+    target = times[20]
+    first = times.index(target)
+    consumer.seek(target)
+    assert consumer.receive(timeout_millis=5000).data() == str(first).encode()
+    consumer.seek(ids[10])
+    assert consumer.receive(timeout_millis=5000).data() == b"11"
