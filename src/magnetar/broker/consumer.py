@@ -137,7 +137,6 @@ class Consumer:
         individual = sub_type in (pb.CommandSubscribe.Shared, pb.CommandSubscribe.Key_Shared)
         self.max_unacked = limit if limit > 0 and individual and subscription.durable else 0
         self.blocked_on_unacked = False
-        self.writable = True
         self.msg_out = 0
         self.bytes_out = 0
         self.msg_redelivered = 0
@@ -149,7 +148,8 @@ class Consumer:
     @property
     def available(self) -> bool:
         return (
-            self.permits > 0 and self.writable and not self.blocked_on_unacked and not self.cnx.closed
+            self.permits > 0 and not self.blocked_on_unacked and self.cnx.writable
+            and not self.cnx.closed
         )
 
     @property

@@ -30,6 +30,9 @@ log = logging.getLogger(__name__)
 
 Entry = tuple["Position", bytes]
 
+#: Reads one dispatch pass makes at most before it yields the event loop to others.
+MAX_READS_PER_PASS = 64
+
 
 def entry_metadata(data: bytes) -> pb.MessageMetadata | None:
     """The producer's MessageMetadata of a stored entry (None if it cannot be parsed)."""

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from magnetar.broker.dispatcher import Entry, entry_metadata, entry_num_messages
+from magnetar.broker.dispatcher import MAX_READS_PER_PASS, Entry, entry_metadata, entry_num_messages
 from magnetar.broker.dispatcher_shared import SharedDispatcher
 from magnetar.broker.errors import BrokerError
 from magnetar.broker.key_shared import AutoSplitSelector, StickySelector, sticky_key
@@ -83,7 +83,7 @@ class KeySharedDispatcher(SharedDispatcher):
 
     def dispatch(self) -> None:
         self._waiting = None  # computed at most once per turn, then kept up to date
-        for _ in range(64):  # bounded work per event-loop turn; reschedules itself if more
+        for _ in range(MAX_READS_PER_PASS):  # bounded work per turn; reschedules itself if more
             if not self._available() or not self.has_more():
                 break
             entries = self.read_replay(self.max_read())

@@ -10,7 +10,13 @@ import time
 from typing import TYPE_CHECKING
 
 from magnetar.broker.delayed_delivery import DelayedDeliveryTracker
-from magnetar.broker.dispatcher import Dispatcher, Entry, entry_metadata, entry_num_messages
+from magnetar.broker.dispatcher import (
+    MAX_READS_PER_PASS,
+    Dispatcher,
+    Entry,
+    entry_metadata,
+    entry_num_messages,
+)
 from magnetar.storage import Position
 
 if TYPE_CHECKING:
@@ -80,7 +86,7 @@ class SharedDispatcher(Dispatcher):
         self.schedule()
 
     def dispatch(self) -> None:
-        for _ in range(64):  # bounded work per event-loop turn; reschedules itself if more
+        for _ in range(MAX_READS_PER_PASS):  # bounded work per turn; reschedules itself if more
             available = self._available()
             if not available or not self.has_more():
                 break

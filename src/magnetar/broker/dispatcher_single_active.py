@@ -11,7 +11,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from magnetar.broker.dispatcher import Dispatcher, entry_metadata, entry_num_messages
+from magnetar.broker.dispatcher import (
+    MAX_READS_PER_PASS,
+    Dispatcher,
+    entry_metadata,
+    entry_num_messages,
+)
 from magnetar.broker.errors import BrokerError
 from magnetar.protocol import pb
 
@@ -76,10 +81,14 @@ class SingleActiveDispatcher(Dispatcher):
 
     def dispatch(self) -> None:
         consumer = self.active
-        while consumer is not None and consumer.available and self.has_more():
+        for _ in range(MAX_READS_PER_PASS):  # bounded work per turn; reschedules itself if more
+            if consumer is None or not consumer.available or not self.has_more():
+                break
             entries = self.read_replay(self.max_read()) or self.read_new(min(consumer.permits, self.max_read()))
             if not entries:
                 break
             for position, data in entries:
                 self.send(consumer, position, data, entry_num_messages(entry_metadata(data)))
+        else:
+            self.schedule()
         self.sub.check_end_of_topic()

@@ -45,6 +45,9 @@ log = logging.getLogger(__name__)
 
 T = pb.BaseCommand
 FRAME_OVERHEAD = 10 * 1024
+#: Bytes of messages one connection queues in an event-loop turn before its dispatchers wait
+#: for the next turn (then for the transport to drain, if its buffer is above high water).
+OUT_BUFFER_LIMIT = 1 << 20
 SERVER_VERSION = "Magnetar-Broker-v0.1.0"
 
 
@@ -110,7 +113,10 @@ class ServerCnx(asyncio.Protocol):
         self.ping_outstanding = False
         self.peer = "?"
         self._out: list[bytes] = []
+        self._out_bytes = 0  # queued in _out, not yet handed to the transport
         self._flush_scheduled = False
+        self._transport_paused = False  # the transport's buffer is above its high-water mark
+        self._dispatch_held = False  # a dispatcher stopped because this connection was full
         self.handlers = {
             T.CONNECT: self.handle_connect,
             T.PING: self.handle_ping,
@@ -186,14 +192,34 @@ class ServerCnx(asyncio.Protocol):
                 log.exception("%s: failed to handle %s", self.peer, T.Type.Name(kind))
                 self._reply_error(cmd, pb.UnknownError, "internal broker error")
 
-    def pause_writing(self) -> None:  # the client reads slower than we dispatch
-        for consumer in self.consumers.values():
-            consumer.writable = False
+    # ------------------------------------------------------------------ backpressure
+
+    @property
+    def writable(self) -> bool:
+        """Whether dispatchers may queue more messages for this connection: not while the
+        transport's buffer is above its high-water mark (the client reads slower than we
+        dispatch), nor while this turn's output already holds ``OUT_BUFFER_LIMIT`` bytes.
+        A flood of permits thus costs at most about one read and one buffer per connection."""
+        if self._transport_paused:
+            return False
+        if self._out_bytes >= OUT_BUFFER_LIMIT:
+            self._dispatch_held = True
+            return False
+        return True
+
+    def pause_writing(self) -> None:
+        self._transport_paused = True
 
     def resume_writing(self) -> None:
-        for consumer in self.consumers.values():
-            consumer.writable = True
-            consumer.subscription.dispatcher.schedule()
+        self._transport_paused = False
+        self._wake_dispatchers()
+
+    def _wake_dispatchers(self) -> None:
+        self._dispatch_held = False
+        for consumer in list(self.consumers.values()):
+            dispatcher = consumer.subscription.dispatcher
+            if dispatcher is not None:
+                dispatcher.schedule()
 
     # ------------------------------------------------------------------ output
 
@@ -204,6 +230,7 @@ class ServerCnx(asyncio.Protocol):
         if self.closed:
             return
         self._out.append(data)
+        self._out_bytes += len(data)
         if not self._flush_scheduled:
             self._flush_scheduled = True
             self.loop.call_soon(self._flush)
@@ -213,7 +240,11 @@ class ServerCnx(asyncio.Protocol):
         if self._out and self.transport is not None and not self.closed:
             out = self._out
             self._out = []
+            self._out_bytes = 0
             self.transport.write(out[0] if len(out) == 1 else b"".join(out))
+            # a dispatcher that stopped on a full buffer goes on once the transport took it
+            if self._dispatch_held and not self._transport_paused:
+                self._wake_dispatchers()
 
     def send_message(
         self, cmd: pb.BaseCommand, payload: bytes, entry_metadata: bytes | None = None
