@@ -16,6 +16,8 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING
 
+from sortedcontainers import SortedSet
+
 from magnetar.broker.topic import split_entry
 from magnetar.protocol.errors import ProtocolError
 from magnetar.protocol.frames import peek_metadata
@@ -58,7 +60,7 @@ class Dispatcher:
         self.cursor = subscription.cursor
         self.config = subscription.topic.service.config
         self.consumers: list[Consumer] = []
-        self.replay: set[Position] = set()
+        self.replay: SortedSet = SortedSet()  # kept in position order
         self.read_position: Position = self.start_position()
         self._scheduled = False
         self._loop = asyncio.get_event_loop()
@@ -151,7 +153,7 @@ class Dispatcher:
             return []
         out: list[Entry] = []
         budget = self.config.dispatcherMaxReadSizeBytes
-        for p in sorted(self.replay)[:max_entries]:
+        for p in list(self.replay.islice(0, max_entries)):
             if self.cursor.is_deleted(p):
                 self.replay.discard(p)
                 continue

@@ -259,26 +259,39 @@ class PersistentTopic(Topic):
         size: int,
         future: asyncio.Future[Position],
     ) -> None:
-        exc = future.exception()
-        if exc is not None:
-            self._storage_failed(exc)
+        """The append of one send finished: answer it, exactly once, whatever fails here
+        (an unanswered send would keep its pending-send slot and publish-buffer bytes)."""
+        answered = False
+        try:
+            exc = None if future.cancelled() else future.exception()
+            if future.cancelled() or exc is not None:
+                self._storage_failed(exc or RuntimeError("append cancelled"))
+                if self.dedup is not None:
+                    self.dedup.reset_pushed()
+                answered = True
+                producer.send_error(seq, pb.PersistenceError, f"could not store the message: {exc}", size)
+                return
+            if self._fence_backoff:
+                self._fence_backoff = 0.0
+            position = future.result()
             if self.dedup is not None:
-                self.dedup.reset_pushed()
-            producer.send_error(seq, pb.PersistenceError, f"could not store the message: {exc}", size)
-            return
-        if self._fence_backoff:
-            self._fence_backoff = 0.0
-        position = future.result()
-        if self.dedup is not None:
-            self.dedup.on_persisted(producer.name, seq, last_seq, chunk_id=chunk[0], num_chunks=chunk[1])
-            self.dedup_position = position
-            self.dedup_unsaved += 1
-            if self.dedup_unsaved >= self.service.config.brokerDeduplicationEntriesInterval:
+                self.dedup.on_persisted(producer.name, seq, last_seq, chunk_id=chunk[0], num_chunks=chunk[1])
+                self.dedup_position = position
+                self.dedup_unsaved += 1
+            answered = True
+            producer.send_receipt(seq, highest, position.ledger_id, position.entry_id, size)
+            if not self._notify_scheduled:
+                self._notify_scheduled = True
+                future.get_loop().call_soon(self._notify_subscriptions)  # no getpid syscall
+            if self.dedup is not None and (
+                self.dedup_unsaved >= self.service.config.brokerDeduplicationEntriesInterval
+            ):
                 self.service.save_dedup_snapshot(self)
-        producer.send_receipt(seq, highest, position.ledger_id, position.entry_id, size)
-        if not self._notify_scheduled:
-            self._notify_scheduled = True
-            future.get_loop().call_soon(self._notify_subscriptions)  # no getpid syscall
+        except Exception:
+            log.exception("topic %s: failed to complete send %d of producer %s",
+                          self.name, seq, producer.name)
+            if not answered:
+                producer.send_error(seq, pb.UnknownError, "internal broker error", size)
 
     def _notify_subscriptions(self) -> None:
         """New entries are readable: a dispatch pass for every subscription with consumers,
