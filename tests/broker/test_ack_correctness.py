@@ -14,6 +14,10 @@ from collections.abc import Callable
 import pulsar
 import pytest
 
+from magnetar.protocol import pb
+from magnetar.storage import Position
+
+from . import rawconsumer as rc
 from .conftest import QUIET, ThreadedBroker
 from .test_acks import nothing_more
 
@@ -84,3 +88,35 @@ def test_seek_by_time_after_seek_by_id(client: pulsar.Client, topic: str) -> Non
     assert consumer.receive(timeout_millis=5000).data() == str(first).encode()
     consumer.seek(ids[10])
     assert consumer.receive(timeout_millis=5000).data() == b"11"
+
+
+def test_batch_ack_sets_are_bounded_to_entries_that_exist(broker: ThreadedBroker, topic: str) -> None:
+    """Ack sets for positions that name no entry keep nothing, and a set longer than its
+    batch is cut to the batch's words (a client cannot grow the cursor at will)."""
+    raw = rc.connected(broker.url)
+    try:
+        raw.create_producer(topic)
+        receipt = rc.publish_batch(raw, 1, 0, [b"m%d" % i for i in range(10)])
+        assert receipt.type == pb.BaseCommand.SEND_RECEIPT
+        lid = receipt.send_receipt.message_id.ledgerId
+        eid = receipt.send_receipt.message_id.entryId
+        assert rc.subscribe(raw, topic, "bounded", 7, rc.Sub.Shared, earliest=True).type == pb.BaseCommand.SUCCESS
+        rc.flow(raw, 7, 100)
+        assert rc.message(raw, 7) is not None
+        huge = [-1] * 10_000  # every bit "still unacknowledged" ...
+        huge[0] = -2  # ... but index 0
+        ids = [
+            pb.MessageIdData(ledgerId=lid, entryId=eid, ack_set=huge),
+            pb.MessageIdData(ledgerId=lid, entryId=eid + 5, ack_set=[-2]),  # no such entry
+            pb.MessageIdData(ledgerId=lid + 3, entryId=0, ack_set=[-2]),  # no such ledger
+        ]
+        request_id = raw.next_request_id()
+        raw.send("ACK", consumer_id=7, ack_type=pb.CommandAck.Individual, message_id=ids,
+                 request_id=request_id)
+        rc.reply_to(raw, request_id)
+        service = broker.service
+        assert service is not None
+        sets = broker.call(lambda: dict(service.topics[topic].subscriptions["bounded"].cursor.batch_ack_sets))
+        assert sets == {Position(lid, eid): [-2]}
+    finally:
+        raw.close()

@@ -13,7 +13,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from magnetar.broker import ack_set as ack_sets
-from magnetar.broker.dispatcher import entry_metadata
+from magnetar.broker.dispatcher import entry_metadata, entry_num_messages
 from magnetar.broker.dispatcher_key_shared import KeySharedDispatcher
 from magnetar.broker.dispatcher_shared import SharedDispatcher
 from magnetar.broker.dispatcher_single_active import SingleActiveDispatcher
@@ -107,7 +107,7 @@ class PersistentSubscription:
                 )
             for mid in ack.message_id:
                 position = position_of(mid)
-                words = list(mid.ack_set)
+                words = self._ack_words(consumer, position, mid.ack_set)
                 if words and not ack_sets.is_all_acked(words):
                     self._mark_delete(Position(position[0], position[1] - 1))
                     cursor.set_batch_ack(position, words)
@@ -119,7 +119,7 @@ class PersistentSubscription:
             deleted = []
             for mid in ack.message_id:
                 position = position_of(mid)
-                words = list(mid.ack_set)
+                words = self._ack_words(consumer, position, mid.ack_set)
                 if words and not ack_sets.is_all_acked(words):
                     cursor.set_batch_ack(position, words)
                     if cursor.is_deleted(position):
@@ -135,6 +135,20 @@ class PersistentSubscription:
                             if other.pending.pop(p, None) is not None:
                                 break
         self.check_end_of_topic()
+
+    def _ack_words(self, consumer: Consumer, position: Position, ack_set: Any) -> list[int]:
+        """A batch-index ack set cut to the words its entry's batch can use: a client cannot
+        make the cursor keep more than the entry has messages (the count comes from what the
+        consumer was sent, else from the stored entry; an entry that is gone keeps nothing)."""
+        if not ack_set:
+            return []
+        count = consumer.pending.get(position)
+        if count is None:
+            ledger = self.topic.ledger
+            if not ledger.contains(position):
+                return []
+            count = entry_num_messages(entry_metadata(ledger.read(position)))
+        return list(ack_set[: (count + 63) // 64])
 
     def _mark_delete(self, position: Position) -> None:
         if position > self.cursor.mark_delete_position:

@@ -100,9 +100,10 @@ class ManagedCursor:
     def set_batch_ack(self, p: Position, ack_set: list[int]) -> None:
         """Record a partial acknowledgement of batch entry ``p``. Merged with what was
         recorded before by AND (a cleared bit = acknowledged; bits never come back).
-        Once every bit is clear the entry is acknowledged as a whole."""
+        Once every bit is clear the entry is acknowledged as a whole. A position that
+        names no stored entry is ignored (nothing is kept for it)."""
         p = Position(*p)
-        if self.is_deleted(p):
+        if not self.ledger.contains(p) or self.is_deleted(p):
             return
         old = self.batch_ack_sets.get(p)
         words = (

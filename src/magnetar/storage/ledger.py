@@ -382,6 +382,11 @@ class ManagedLedger:
             return None
         return Position(self._segments[loc[0]].ledger_id, loc[1])
 
+    def contains(self, p: Position) -> bool:
+        """Whether ``p`` names a confirmed entry that is still stored."""
+        seg = self._by_id.get(p[0])
+        return seg is not None and 0 <= p[1] < seg.confirmed
+
     def first_position(self) -> Position | None:
         """The oldest confirmed entry."""
         loc = self._locate(EARLIEST)
