@@ -62,6 +62,9 @@ class BrokerConfig:
     dispatcherMaxReadBatchSize: int = 100
     dispatcherMaxReadSizeBytes: int = 5 * 1024 * 1024  # per read, at least one entry
     maxUnackedMessagesPerConsumer: int = 50000  # Shared and Key_Shared; 0: no limit
+    # an entry that fails its checksum on read: skip it (acknowledged for every reader of
+    # it, one error log, counted) rather than retry it with a back-off until an operator acts
+    autoSkipNonRecoverableData: bool = False
 
     # Retention, TTL and backlog quotas (namespace defaults)
     defaultRetentionTimeInMinutes: int = 0

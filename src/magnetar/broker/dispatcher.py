@@ -8,12 +8,19 @@ entries and, per read, at most ``dispatcherMaxReadSizeBytes`` (but always one en
 (replay first, in position order), skips what the cursor already deleted, and
 gives the rest to consumers by the rules of the subclass. Passes repeat while consumers
 have permits and entries remain.
+
+An entry that fails its checksum when read for the first time stops the pass. With
+``autoSkipNonRecoverableData`` it is skipped (acknowledged for this subscription, one
+error log, counted in the subscription's stats); otherwise dispatch retries it with a
+doubling back-off up to a minute, logging once a minute, so that an operator can act
+while the subscription's other work and every other subscription go on.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import TYPE_CHECKING
 
 from sortedcontainers import SortedSet
@@ -21,6 +28,7 @@ from sortedcontainers import SortedSet
 from magnetar.broker.topic import split_entry
 from magnetar.protocol.errors import ProtocolError
 from magnetar.protocol.frames import peek_metadata
+from magnetar.storage import CorruptEntryError
 
 if TYPE_CHECKING:
     from magnetar.broker.consumer import Consumer
@@ -34,6 +42,10 @@ Entry = tuple["Position", bytes]
 
 #: Reads one dispatch pass makes at most before it yields the event loop to others.
 MAX_READS_PER_PASS = 64
+#: Back-off of the retries of an unreadable entry, in seconds (doubling), and log interval.
+CORRUPT_RETRY_MIN_S = 0.1
+CORRUPT_RETRY_MAX_S = 60.0
+CORRUPT_LOG_INTERVAL_S = 60.0
 
 
 def entry_metadata(data: bytes) -> pb.MessageMetadata | None:
@@ -64,6 +76,9 @@ class Dispatcher:
         self.read_position: Position = self.start_position()
         self._scheduled = False
         self._loop = asyncio.get_event_loop()
+        self._retry_delay = 0.0  # > 0 while an unreadable entry is being retried
+        self._retry_timer: asyncio.TimerHandle | None = None
+        self._corrupt_logged_at = -CORRUPT_LOG_INTERVAL_S
 
     # -- scheduling ------------------------------------------------------------------
 
@@ -76,10 +91,41 @@ class Dispatcher:
         self._scheduled = False
         if not self.consumers:
             return
+        if self._retry_timer is not None:
+            return  # an unreadable entry waits for its retry timer
         try:
             self.dispatch()
+        except CorruptEntryError as exc:
+            self._unreadable_entry(exc)
+            return
         except Exception:
             log.exception("dispatch failed on %s/%s", self.sub.topic.name, self.sub.name)
+        self._retry_delay = 0.0
+
+    def _unreadable_entry(self, exc: CorruptEntryError) -> None:
+        where = f"{self.sub.topic.name}/{self.sub.name}"
+        if self.config.autoSkipNonRecoverableData and exc.position is not None:
+            position = type(self.read_position)(*exc.position)
+            log.error("%s: skipping unreadable entry %s:%s (autoSkipNonRecoverableData): %s",
+                      where, position[0], position[1], exc)
+            self.sub.skipped_entries += 1
+            self.cursor.delete([position])
+            self.replay.discard(position)
+            if self.read_position <= position:
+                self.read_position = type(position)(position[0], position[1] + 1)
+            self.schedule()
+            return
+        self._retry_delay = min(CORRUPT_RETRY_MAX_S, max(CORRUPT_RETRY_MIN_S, self._retry_delay * 2))
+        now = time.monotonic()
+        if now - self._corrupt_logged_at >= CORRUPT_LOG_INTERVAL_S:
+            self._corrupt_logged_at = now
+            log.error("%s: cannot read the next entry (%s); retrying with back-off. Set "
+                      "autoSkipNonRecoverableData=true to skip unreadable entries.", where, exc)
+        self._retry_timer = self._loop.call_later(self._retry_delay, self._retry)
+
+    def _retry(self) -> None:
+        self._retry_timer = None
+        self.schedule()
 
     def dispatch(self) -> None:
         raise NotImplementedError

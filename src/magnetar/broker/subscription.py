@@ -46,6 +46,7 @@ class PersistentSubscription:
         self.dispatcher: Dispatcher | None = None
         self.redelivery_counts: dict[Position, int] = {}
         self.ended_consumers: set[int] = set()
+        self.skipped_entries = 0  # unreadable entries skipped (autoSkipNonRecoverableData)
 
     # -- consumers ---------------------------------------------------------------------
 
@@ -251,6 +252,7 @@ class PersistentSubscription:
             "readPosition": str(self.dispatcher.read_position) if self.dispatcher else None,
             "unackedMessages": sum(c.unacked_messages for c in self.consumers),
             "msgOutCounter": sum(c.msg_out for c in self.consumers),
+            "nonRecoverableEntriesSkipped": self.skipped_entries,
             "consumers": [c.stats() for c in self.consumers],
         }
 

@@ -18,4 +18,8 @@ class EntryNotFoundError(StorageError):
 
 
 class CorruptEntryError(StorageError):
-    """An entry read from disk failed its checksum."""
+    """An entry read from disk failed its checksum (``position``: which one, when known)."""
+
+    def __init__(self, message: str, position: tuple[int, int] | None = None) -> None:
+        super().__init__(message)
+        self.position = position

@@ -34,6 +34,7 @@ import crc32c
 from . import record
 from .cursor import ManagedCursor
 from .errors import (
+    CorruptEntryError,
     EntryNotFoundError,
     LedgerClosedError,
     LedgerTerminatedError,
@@ -508,7 +509,9 @@ class ManagedLedger:
         self, seg: Segment, first: int, last: int, budget: int, out: list[tuple[Position, bytes]]
     ) -> tuple[int, int]:
         """Append ``first..last`` of ``seg`` to ``out`` (fewer if ``budget`` >= 0 bytes
-        runs out; at least one if ``out`` is empty), in one pread. Returns (entries, bytes)."""
+        runs out; at least one if ``out`` is empty), in one pread. Returns (entries, bytes).
+        A corrupt entry ends the read before it; it raises only as the read's first entry,
+        so a reader gets every good entry before it and then learns which one is bad."""
         offs = seg.offsets
         base = offs[first]
         if budget >= 0:
@@ -521,7 +524,15 @@ class ManagedLedger:
         self._files.use(seg)
         lid = seg.ledger_id
         nbytes = 0
-        records = seg.read_records(first, last)
+        try:
+            records = seg.read_records(first, last)
+        except CorruptEntryError as exc:
+            bad = exc.position[1] if exc.position is not None else first
+            if bad <= first:
+                if out:
+                    return 0, 0
+                raise
+            records = seg.read_records(first, bad - 1)
         for k, data in enumerate(records):
             out.append((Position(lid, first + k), data))
             nbytes += len(data)

@@ -394,7 +394,9 @@ class Segment:
             end = offs[eid + 1] - base
             n, crc = unpack(mv, start)
             if n != end - start - hs or record.checksum(mv[start + hs : end], n) != crc:
-                raise CorruptEntryError(f"{self.path}: entry {eid} fails its checksum")
+                raise CorruptEntryError(
+                    f"{self.path}: entry {eid} fails its checksum", (self.ledger_id, eid)
+                )
             out.append(buf[start + hs : end])
         return out
 
