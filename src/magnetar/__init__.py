@@ -17,6 +17,7 @@ from magnetar.client import InitialPosition as InitialPosition
 from magnetar.client import JsonSchema as JsonSchema
 from magnetar.client import MessageId as MessageId
 from magnetar.client import PartitionsRoutingMode as PartitionsRoutingMode
+from magnetar.client import ProducerAccessMode as ProducerAccessMode
 from magnetar.client import PulsarException as PulsarException
 from magnetar.client import RegexSubscriptionMode as RegexSubscriptionMode
 from magnetar.client import StringSchema as StringSchema

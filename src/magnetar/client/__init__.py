@@ -33,6 +33,7 @@ from magnetar.client.enums import (
     HashingScheme,
     InitialPosition,
     PartitionsRoutingMode,
+    ProducerAccessMode,
     RegexSubscriptionMode,
 )
 from magnetar.client.errors import (
@@ -79,6 +80,7 @@ __all__ = [
     "MessageTooBig",
     "PartitionsRoutingMode",
     "Producer",
+    "ProducerAccessMode",
     "ProducerQueueIsFull",
     "PulsarException",
     "Reader",

@@ -20,7 +20,9 @@ from magnetar.client.enums import (
     HashingScheme,
     InitialPosition,
     PartitionsRoutingMode,
+    ProducerAccessMode,
     RegexSubscriptionMode,
+    enum_argument,
 )
 from magnetar.client.errors import AlreadyClosed
 from magnetar.client.lookup import LookupService
@@ -135,7 +137,8 @@ class Client:
         lazy_start_partitioned_producers: bool = False,
         properties: dict[str, str] | None = None,
         hashing_scheme: HashingScheme = HashingScheme.BoostHash,
-        message_router: Any = None, access_mode: int = 0,
+        message_router: Any = None,
+        access_mode: ProducerAccessMode = ProducerAccessMode.Shared,
         initial_subscription_name: str | None = None,
         **_ignored: Any,
     ) -> Producer:
@@ -150,6 +153,12 @@ class Client:
         ``ProducerQueueIsFull``.
         """
         self._check_open()
+        compression_type = enum_argument(CompressionType, compression_type, "compression_type")
+        batching_type = enum_argument(BatchingType, batching_type, "batching_type")
+        message_routing_mode = enum_argument(
+            PartitionsRoutingMode, message_routing_mode, "message_routing_mode")
+        hashing_scheme = enum_argument(HashingScheme, hashing_scheme, "hashing_scheme")
+        access_mode = enum_argument(ProducerAccessMode, access_mode, "access_mode")
         topic = full_name(topic)
         sch = as_schema(schema)
         conf = ProducerConf(
@@ -212,6 +221,10 @@ class Client:
         consumer push every message to it instead of waiting for ``receive`` calls.
         """
         self._check_open()
+        consumer_type = enum_argument(ConsumerType, consumer_type, "consumer_type")
+        initial_position = enum_argument(InitialPosition, initial_position, "initial_position")
+        regex_subscription_mode = enum_argument(
+            RegexSubscriptionMode, regex_subscription_mode, "regex_subscription_mode")
         conf = ConsumerConf(
             subscription_name=subscription_name, consumer_type=consumer_type,
             receiver_queue_size=receiver_queue_size, consumer_name=consumer_name,
@@ -233,7 +246,7 @@ class Client:
             full_pattern = pattern_src if "://" in pattern_src else full_name(pattern_src)
             pattern = re.compile(full_pattern)
             ns = namespace_of(full_pattern)
-            mode = _REGEX_MODES[RegexSubscriptionMode(regex_subscription_mode)]
+            mode = _REGEX_MODES[regex_subscription_mode]
             consumer = Consumer(self, full_pattern, conf, sch)
             topics = await self._lookup.topics_of_namespace(ns, mode)
             await consumer._add_topics([(t, -1) for t in topics if pattern.match(t)])

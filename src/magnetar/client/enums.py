@@ -3,6 +3,29 @@
 from __future__ import annotations
 
 from enum import IntEnum
+from typing import Any, TypeVar
+
+E = TypeVar("E", bound=IntEnum)
+
+
+def enum_argument(kind: type[E], value: Any, argument: str) -> E:
+    """``value`` as a member of ``kind``: a member, its integer value (the official client's
+    enums are integers too), or its name as a string in any case (``"zstd"``). Anything
+    else raises ``ValueError`` naming the argument and what it accepts."""
+    if isinstance(value, kind):
+        return value
+    if isinstance(value, str):
+        for member in kind:
+            if member.name.lower() == value.strip().lower():
+                return member
+    elif hasattr(type(value), "__int__") and not isinstance(value, (bool, float)):
+        try:
+            return kind(int(value))
+        except ValueError:
+            pass
+    allowed = ", ".join(f"{kind.__name__}.{m.name}" for m in kind)
+    names = ", ".join(repr(m.name) for m in kind)
+    raise ValueError(f"{argument} must be one of {allowed} (or a name: {names}), not {value!r}")
 
 
 class CompressionType(IntEnum):
@@ -41,6 +64,15 @@ class BatchingType(IntEnum):
 
     Default = 0
     KeyBased = 1
+
+
+class ProducerAccessMode(IntEnum):
+    """Who may produce to a topic at once (``pulsar.ProducerAccessMode``)."""
+
+    Shared = 0
+    Exclusive = 1
+    WaitForExclusive = 2
+    ExclusiveWithFencing = 3
 
 
 class HashingScheme(IntEnum):
