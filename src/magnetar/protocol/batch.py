@@ -56,7 +56,7 @@ def decode_batch(
             raise MalformedFrame(f"batch message {index}: metadata runs past the end")
         smm = pb.SingleMessageMetadata()
         try:
-            smm.ParseFromString(view[pos : pos + meta_size])
+            smm.ParseFromString(view[pos : pos + meta_size])  # type: ignore[arg-type]
         except (DecodeError, ValueError, TypeError) as exc:
             raise MalformedFrame(f"batch message {index}: bad metadata: {exc}") from None
         if not smm.IsInitialized():

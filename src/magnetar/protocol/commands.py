@@ -50,12 +50,13 @@ def command(kind: int | str, /, **fields: Any) -> pb.BaseCommand:
     Nested messages may be given as message instances or dicts.
     """
     type_value = _resolve_type(kind)
-    return pb.BaseCommand(type=type_value, **{FIELD_BY_TYPE[type_value]: fields})
+    return pb.BaseCommand(type=type_value, **{FIELD_BY_TYPE[type_value]: fields})  # type: ignore[arg-type]
 
 
 def command_body(cmd: pb.BaseCommand) -> Message:
     """The sub-message that ``cmd.type`` designates (e.g. ``cmd.send`` for SEND)."""
-    return getattr(cmd, FIELD_BY_TYPE[cmd.type])
+    body: Message = getattr(cmd, FIELD_BY_TYPE[cmd.type])
+    return body
 
 
 def type_name(kind: int) -> str:

@@ -53,7 +53,7 @@ def compress(kind: int, data: bytes | bytearray | memoryview) -> bytes:
     if kind == pb.NONE:
         return bytes(data)
     if kind == pb.LZ4:
-        return lz4.block.compress(data, store_size=False)
+        return bytes(lz4.block.compress(data, store_size=False))
     if kind == pb.ZLIB:
         return zlib.compress(data)
     if kind == pb.ZSTD:
@@ -65,7 +65,7 @@ def compress(kind: int, data: bytes | bytearray | memoryview) -> bytes:
 
 def _inflate(kind: int, data: bytes, size: int) -> bytes:
     if kind == pb.LZ4:
-        return lz4.block.decompress(data, uncompressed_size=size)
+        return bytes(lz4.block.decompress(data, uncompressed_size=size))
     if kind == pb.ZLIB:
         dec = zlib.decompressobj()
         # max_length=0 would mean "unbounded": ask for one byte so excess shows up

@@ -94,7 +94,7 @@ class Frame:
 def _parse_command(data: bytes | memoryview) -> pb.BaseCommand:
     cmd = pb.BaseCommand()
     try:
-        cmd.ParseFromString(data)
+        cmd.ParseFromString(data)  # type: ignore[arg-type]  # upb takes any buffer
     except (DecodeError, ValueError, TypeError) as exc:
         raise MalformedFrame(f"undecodable BaseCommand: {exc}") from None
     # upb does not enforce proto2 ``required`` on parse; an unknown ``type`` value also
@@ -275,13 +275,14 @@ def verify_checksum(part: bytes | memoryview) -> bool:
     if len(part) < _PART_HEADER.size or _U16.unpack_from(part, 0)[0] != MAGIC_CRC32C:
         return False
     (expected,) = _U32.unpack_from(part, 2)
-    return _crc32c.crc32c(memoryview(part)[6:]) == expected
+    return bool(_crc32c.crc32c(memoryview(part)[6:]) == expected)
 
 
 def _parse_metadata(part: bytes, meta_size: int) -> pb.MessageMetadata:
     metadata = pb.MessageMetadata()
     try:
-        metadata.ParseFromString(memoryview(part)[_PART_HEADER.size : _PART_HEADER.size + meta_size])
+        view = memoryview(part)[_PART_HEADER.size : _PART_HEADER.size + meta_size]
+        metadata.ParseFromString(view)  # type: ignore[arg-type]  # upb takes any buffer
     except (DecodeError, ValueError, TypeError) as exc:
         raise MalformedFrame(f"undecodable MessageMetadata: {exc}") from None
     if not metadata.IsInitialized():

@@ -14,6 +14,7 @@ before any id of the block is used, so ids never repeat, even after a power loss
 from __future__ import annotations
 
 import asyncio
+import builtins
 import contextlib
 import hashlib
 import logging
@@ -174,7 +175,7 @@ class ManagedLedgerFactory:
         if self._dirty_cursors:
             self._persist_cursors(list(self._dirty_cursors))
 
-    def _persist_cursors(self, cursors: list[ManagedCursor]) -> None:
+    def _persist_cursors(self, cursors: builtins.list[ManagedCursor]) -> None:
         cap = self.config.cursor_max_persisted_ranges
         items = {}
         for c in cursors:

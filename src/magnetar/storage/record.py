@@ -6,6 +6,7 @@ payload and a zero-filled tail all fail the check (an all-zero header is never v
 
 from __future__ import annotations
 
+import mmap
 import struct
 
 import crc32c
@@ -28,7 +29,7 @@ def encode_header(data: bytes) -> bytes:
     return HEADER.pack(n, crc32c.crc32c(data, _SEED ^ n))
 
 
-def scan(buf: bytes | memoryview, start: int, offsets: list[int]) -> int:
+def scan(buf: bytes | memoryview | mmap.mmap, start: int, offsets: list[int]) -> int:
     """Walk valid records in ``buf`` from ``start``; append each record's end offset to
     ``offsets``. Returns the offset just past the last valid record (where a torn or
     corrupt tail, if any, begins)."""

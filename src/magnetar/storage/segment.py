@@ -93,7 +93,7 @@ class Segment:
         self.idx_path = self.path[:-4] + ".idx"
         self.fd: int | None = None
         self.lock = threading.Lock()
-        self._offsets: array | None = None
+        self._offsets: array[int] | None = None
         self.count = 0  # entries in the index
         self.confirmed = 0  # entries readable (durable per policy)
         self.end = FILE_HEADER.size  # offset just past the last indexed record
@@ -229,7 +229,7 @@ class Segment:
 
     # ------------------------------------------------------------------ index
     @property
-    def offsets(self) -> array:
+    def offsets(self) -> array[int]:
         """The offset index, loaded from the sidecar (or rebuilt) on first use."""
         offs = self._offsets
         if offs is None:
