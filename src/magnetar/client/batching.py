@@ -16,25 +16,17 @@ import struct
 from typing import Any
 
 from magnetar.protocol import pb
+from magnetar.protocol.varint import encode_varint
 
 _U32 = struct.Struct(">I")
 _HEADER_CACHE: dict[int, bytes] = {}
-
-
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while n > 0x7F:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
 
 
 def plain_header(size: int) -> bytes:
     """Length prefix + ``SingleMessageMetadata(payload_size=size)``, serialized by hand."""
     h = _HEADER_CACHE.get(size)
     if h is None:
-        smm = b"\x18" + _varint(size)
+        smm = b"\x18" + encode_varint(size)
         h = _U32.pack(len(smm)) + smm
         if len(_HEADER_CACHE) < 4096:
             _HEADER_CACHE[size] = h

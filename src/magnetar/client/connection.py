@@ -1,7 +1,8 @@
 """One TCP (or TLS) connection to a broker: handshake, request/response, dispatch.
 
 Theory of operation: the connection is an ``asyncio.Protocol``. Bytes go through
-``ClientFrameDecoder`` (see ``framing``); each frame is dispatched by command type. Responses that carry
+the protocol's ``FrameDecoder`` (payloads left raw for ``split_message``); each frame is
+dispatched by command type. Responses that carry
 a ``request_id`` resolve the future registered by ``request``; producer and consumer
 traffic (receipts, messages, close notices) goes to the handler registered under its id.
 When the connection drops, every pending request fails with ``NotConnected`` and every
@@ -28,7 +29,6 @@ from magnetar.client.errors import (
     TlsError,
     server_error,
 )
-from magnetar.client.framing import ClientFrameDecoder
 from magnetar.protocol import (
     DEFAULT_MAX_FRAME_SIZE,
     PROTOCOL_VERSION,
@@ -37,7 +37,7 @@ from magnetar.protocol import (
     encode_command,
     pb,
 )
-from magnetar.protocol.frames import FRAME_PADDING
+from magnetar.protocol.frames import FRAME_PADDING, FrameDecoder
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +81,7 @@ class Connection(asyncio.Protocol):
         self._auth = auth
         self._loop = asyncio.get_running_loop()
         self._transport: asyncio.Transport | None = None
-        self._decoder = ClientFrameDecoder(DEFAULT_MAX_FRAME_SIZE + FRAME_PADDING)
+        self._decoder = FrameDecoder(DEFAULT_MAX_FRAME_SIZE + FRAME_PADDING, raw_payload=True)
         self._requests: dict[int, asyncio.Future[Any]] = {}
         self._next_request = 0
         self.producers: dict[int, ProducerHandler] = {}
@@ -197,11 +197,12 @@ class Connection(asyncio.Protocol):
             self.close()
             return
         dispatch = self._dispatch
-        for cmd, payload in frames:
+        for frame in frames:
+            cmd = frame.command
             kind = cmd.type
             handler = dispatch.get(kind)
             if handler is not None:
-                handler(cmd, payload)
+                handler(cmd, frame.payload_part)
             elif kind in _RESPONSES:
                 self._h_response(cmd, _RESPONSES[kind])
             else:

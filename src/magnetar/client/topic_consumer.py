@@ -22,7 +22,6 @@ from magnetar.client.backoff import Backoff, with_retries
 from magnetar.client.chunks import ChunkAssembler
 from magnetar.client.connection import Connection
 from magnetar.client.errors import PulsarException
-from magnetar.client.framing import split_payload
 from magnetar.client.message import Message
 from magnetar.client.message_id import MessageId
 from magnetar.protocol import (
@@ -32,7 +31,9 @@ from magnetar.protocol import (
     encode_command,
     pb,
 )
+from magnetar.protocol.frames import split_message
 from magnetar.protocol.ids import message_id_data, to_signed64
+from magnetar.protocol.varint import decode_varint
 
 if TYPE_CHECKING:
     from magnetar.client.consumer import Consumer
@@ -52,15 +53,7 @@ def _fast_smm(data: bytes, start: int, end: int) -> tuple[int, int] | None:
         pos += 1
         if tag & 7 != 0 or tag > 0x7F:
             return None
-        value = 0
-        shift = 0
-        while True:
-            b = data[pos]
-            pos += 1
-            value |= (b & 0x7F) << shift
-            if b < 0x80:
-                break
-            shift += 7
+        value, pos = decode_varint(data, pos)
         field = tag >> 3
         if field == 3:
             size = value
@@ -205,7 +198,7 @@ class TopicConsumer:
     def _decode(self, m: pb.CommandMessage, part: bytes) -> None:
         mid = m.message_id
         try:
-            meta, payload = split_payload(part)
+            meta, payload = split_message(part)
         except ProtocolError as exc:
             log.warning("%s: discarding corrupt message %s:%s: %s", self.topic,
                         mid.ledgerId, mid.entryId, exc)

@@ -23,6 +23,7 @@ import zstandard
 
 from magnetar.protocol import pulsar_pb2 as pb
 from magnetar.protocol.errors import CompressionError
+from magnetar.protocol.varint import decode_varint
 
 __all__ = ["MAX_UNCOMPRESSED_SIZE", "ZSTD_LEVEL", "compress", "decompress"]
 
@@ -88,12 +89,10 @@ def _inflate(kind: int, data: bytes, size: int) -> bytes:
 
 def _snappy_preamble(data: bytes) -> int:
     """The uncompressed length a raw Snappy block starts with (a little-endian varint)."""
-    value = 0
-    for i, byte in enumerate(data[:5]):
-        value |= (byte & 0x7F) << (7 * i)
-        if not byte & 0x80:
-            return value
-    raise CompressionError("snappy block without a valid length preamble")
+    try:
+        return decode_varint(data, 0, limit=5)[0]
+    except ValueError:
+        raise CompressionError("snappy block without a valid length preamble") from None
 
 
 def decompress(kind: int, data: bytes | bytearray | memoryview, uncompressed_size: int) -> bytes:

@@ -11,27 +11,14 @@ from __future__ import annotations
 
 import struct
 
+from magnetar.protocol.varint import encode_varint as _varint
+
 _TWO_U32 = struct.Struct(">II")
-_U64 = 1 << 64
 
 # BaseCommand.type (field 1, varint) values, and the tag of the sub-message field
 # (field number == type value, wire type 2).
 _SEND_RECEIPT_HEAD = bytes((0x08, 7, (7 << 3) | 2))
 _MESSAGE_HEAD = bytes((0x08, 9, (9 << 3) | 2))
-
-
-def _varint(value: int) -> bytes:
-    """Protobuf varint of a non-negative value; negatives as their 64-bit two's complement."""
-    if value < 0:
-        value += _U64
-    if value < 0x80:
-        return bytes((value,))
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
 
 
 def _message_id(ledger_id: int, entry_id: int) -> bytes:

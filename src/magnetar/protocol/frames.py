@@ -15,6 +15,12 @@ there. A *payload* frame (SEND, MESSAGE) continues with, in order:
 The broker stores the payload part exactly as received and hands the same bytes out on
 delivery, so ``Frame.payload_part`` is kept as one ``bytes`` object and never rebuilt.
 
+Pulsar makes the ``0x0e01`` magic and checksum optional: some brokers (pulsar-lite) leave
+them out on delivery, and the official clients accept that. The broker's decoder insists on
+them for what producers send (``Frame.payload_part`` is stored as is); a client's decoder,
+``FrameDecoder(raw_payload=True)``, hands over the tail after the command untouched and
+:func:`split_message` takes it apart, checksum or not.
+
 ``FrameDecoder`` is incremental: ``feed`` accepts any chunking of the stream (one byte at
 a time, many frames at once) and returns the frames completed so far. Its buffer is a
 ``bytearray`` that is trimmed once per ``feed`` call, so a large frame arriving in many
@@ -50,6 +56,7 @@ __all__ = [
     "encode_payload_command",
     "parse_payload_part",
     "peek_metadata",
+    "split_message",
     "verify_checksum",
 ]
 
@@ -113,20 +120,24 @@ class FrameDecoder:
     With ``verify_checksums`` the CRC32C of every payload part is checked
     while decoding (``ChecksumMismatch``); otherwise callers use ``verify_checksum``
     themselves, e.g. to answer a bad SEND with a ``ChecksumError`` instead of a hang-up.
+    With ``raw_payload`` (a client's decoder) a payload frame's ``payload_part`` is
+    everything after the command, unchecked: see :func:`split_message`.
     """
 
-    __slots__ = ("_buf", "_failed", "_frame_limit", "_verify")
+    __slots__ = ("_buf", "_failed", "_frame_limit", "_raw", "_verify")
 
     def __init__(
         self,
         max_frame_size: int = DEFAULT_MAX_FRAME_SIZE + FRAME_PADDING,
         *,
         verify_checksums: bool = False,
+        raw_payload: bool = False,
     ) -> None:
         if max_frame_size <= 0:
             raise ValueError("max_frame_size must be positive")
         self._frame_limit = max_frame_size
         self._verify = verify_checksums
+        self._raw = raw_payload
         self._buf = bytearray()
         self._failed: ProtocolError | None = None
 
@@ -134,6 +145,12 @@ class FrameDecoder:
     def max_frame_size(self) -> int:
         """Largest ``total_size`` accepted."""
         return self._frame_limit
+
+    @max_frame_size.setter
+    def max_frame_size(self, value: int) -> None:
+        if value <= 0:
+            raise ValueError("max_frame_size must be positive")
+        self._frame_limit = value
 
     @property
     def buffered(self) -> int:
@@ -187,6 +204,8 @@ class FrameDecoder:
         cmd = _parse_command(view[start + 4 : cmd_end])
         if cmd_end == end:
             return Frame(cmd)
+        if self._raw:
+            return Frame(cmd, bytes(view[cmd_end:end]))
 
         pos = cmd_end
         broker_entry_metadata = None
@@ -299,6 +318,36 @@ def parse_payload_part(
         _verify_or_raise(part)
     metadata = _parse_metadata(part, meta_size)
     return metadata, part[_PART_HEADER.size + meta_size :]
+
+
+def split_message(tail: bytes, verify: bool = True) -> tuple[pb.MessageMetadata, bytes]:
+    """``(metadata, payload)`` of what follows a payload command (a raw ``payload_part``):
+    optional broker entry metadata, optional magic and CRC32C (checked when present and
+    ``verify``: ``ChecksumMismatch``), metadata size, metadata, payload (``MalformedFrame``
+    when the layout does not hold)."""
+    pos = 0
+    size = len(tail)
+    if size >= 6 and _U16.unpack_from(tail, 0)[0] == MAGIC_BROKER_ENTRY_METADATA:
+        pos = 6 + _U32.unpack_from(tail, 2)[0]
+    if size - pos >= 6 and _U16.unpack_from(tail, pos)[0] == MAGIC_CRC32C:
+        if verify:
+            (expected,) = _U32.unpack_from(tail, pos + 2)
+            actual = _crc32c.crc32c(memoryview(tail)[pos + 6 :])
+            if actual != expected:
+                raise ChecksumMismatch(expected, actual)
+        pos += 6
+    if size - pos < 4:
+        raise MalformedFrame("payload frame too short for its metadata size")
+    (meta_size,) = _U32.unpack_from(tail, pos)
+    pos += 4
+    if meta_size > size - pos:
+        raise MalformedFrame("metadata runs past the end of the frame")
+    metadata = pb.MessageMetadata()
+    try:
+        metadata.ParseFromString(tail[pos : pos + meta_size])
+    except (DecodeError, ValueError, TypeError) as exc:
+        raise MalformedFrame(f"undecodable MessageMetadata: {exc}") from None
+    return metadata, tail[pos + meta_size :]
 
 
 def peek_metadata(part: bytes) -> pb.MessageMetadata:

@@ -1,5 +1,5 @@
-"""The client's frame splitter: any chunking of the stream, frames with and without
-checksums, broker entry metadata."""
+"""The client's use of the frame decoder (``raw_payload``): any chunking of the stream, and
+``split_message`` on payloads with and without checksums and broker entry metadata."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import struct
 
 import pytest
 
-from magnetar.client.framing import ClientFrameDecoder, split_payload
 from magnetar.protocol import (
     ChecksumMismatch,
+    FrameDecoder,
     FrameTooLarge,
     build_payload_part,
     command,
@@ -18,6 +18,7 @@ from magnetar.protocol import (
     encode_payload_command,
     pb,
 )
+from magnetar.protocol.frames import split_message as split_payload
 
 META = pb.MessageMetadata(producer_name="p", sequence_id=1, publish_time=1)
 
@@ -33,16 +34,16 @@ def _stream() -> bytes:
 def test_any_chunking(seed: int) -> None:
     rng = random.Random(seed)
     stream = _stream()
-    decoder = ClientFrameDecoder(1 << 24)
+    decoder = FrameDecoder(1 << 24, raw_payload=True)
     out = []
     pos = 0
     while pos < len(stream):
         n = rng.choice([1, 2, 7, 100, 65536, 400_000])
         out += decoder.feed(stream[pos:pos + n])
         pos += n
-    assert [c.type for c, _ in out] == [pb.BaseCommand.PING, pb.BaseCommand.MESSAGE,
+    assert [f.command.type for f in out] == [pb.BaseCommand.PING, pb.BaseCommand.MESSAGE,
                                         pb.BaseCommand.PONG] * 4
-    meta, payload = split_payload(out[1][1])
+    meta, payload = split_payload(out[1].payload_part)
     assert meta.producer_name == "p" and payload == b"x" * 300_000
 
 
@@ -61,4 +62,4 @@ def test_without_checksum_and_with_entry_metadata() -> None:
 
 def test_frame_too_large() -> None:
     with pytest.raises(FrameTooLarge):
-        ClientFrameDecoder(100).feed(struct.pack(">II", 1000, 4) + b"xxxx")
+        FrameDecoder(100, raw_payload=True).feed(struct.pack(">II", 1000, 4) + b"xxxx")
