@@ -327,3 +327,30 @@ def test_close_after_the_event_loop_is_gone(make_factory):
     f.close()  # no running loop here
     ml = make_factory().open("t")
     assert [d for _, d in ml.read_entries(Position(-1, -1), 100)] == [b"%d" % i for i in range(50)]
+
+
+def test_read_cached_and_read_cold(make_factory):
+    """``read_cached`` gives only the cached run from a position; ``read_cold`` reads the
+    same entries as ``read_entries`` on a reader thread, one segment at a time, and stops
+    before a corrupt entry (raising only when it is the first)."""
+    f = make_factory(segment_max_entries=6, read_cache_bytes=300)
+    ml = f.open("t")
+    data = payloads(10, 50)
+    pos = run(append_all(ml, data))
+    cached = ml.read_cached(pos[0], 100)
+    assert cached == [] and ml.read_cached(pos[-1], 100) == [(pos[-1], data[-1])]
+
+    async def cold(start, n, max_bytes=None):
+        return await ml.read_cold(start, n, max_bytes)
+
+    assert run(cold(pos[0], 100)) == list(zip(pos[:6], data[:6], strict=True))  # one segment
+    assert run(cold(pos[6], 100)) == list(zip(pos[6:], data[6:], strict=True))
+    assert run(cold(pos[1], 100, max_bytes=120)) == list(zip(pos[1:3], data[1:3], strict=True))
+    seg = ml._segments[0]
+    start, _ = seg.entry_span(3)
+    with open(seg.path, "r+b") as fh:
+        fh.seek(start + 3)
+        fh.write(b"X")
+    assert run(cold(pos[0], 100)) == list(zip(pos[:3], data[:3], strict=True))
+    with pytest.raises(StorageError):
+        run(cold(pos[3], 100))

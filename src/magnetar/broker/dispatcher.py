@@ -76,6 +76,8 @@ class Dispatcher:
         self.read_position: Position = self.start_position()
         self._scheduled = False
         self._loop = asyncio.get_event_loop()
+        # a read from disk under way: (its start position, its future)
+        self._cold_read: tuple[Position, asyncio.Future[list[Entry]]] | None = None
         self._retry_delay = 0.0  # > 0 while an unreadable entry is being retried
         self._retry_timer: asyncio.TimerHandle | None = None
         self._corrupt_logged_at = -CORRUPT_LOG_INTERVAL_S
@@ -100,7 +102,6 @@ class Dispatcher:
             return
         except Exception:
             log.exception("dispatch failed on %s/%s", self.sub.topic.name, self.sub.name)
-        self._retry_delay = 0.0
 
     def _unreadable_entry(self, exc: CorruptEntryError) -> None:
         where = f"{self.sub.topic.name}/{self.sub.name}"
@@ -189,6 +190,8 @@ class Dispatcher:
     def has_more(self) -> bool:
         if self.replay:
             return True
+        if self._cold_read is not None and not self._cold_read[1].done():
+            return False  # dispatch goes on when the read from disk is done
         last = self.ledger.last_confirmed()
         return last is not None and self.read_position <= last
 
@@ -217,18 +220,48 @@ class Dispatcher:
         return out
 
     def read_new(self, max_entries: int) -> list[Entry]:
+        """Entries from the read position: from the read cache at once, else from disk on
+        the storage's reader threads (this returns nothing meanwhile and the dispatcher
+        runs again when the read is done), so a slow disk holds up only this subscription."""
         last = self.ledger.last_confirmed()
         if last is None or self.read_position > last:
             return []
-        entries = self.ledger.read_entries(
-            self.read_position, max_entries, self.config.dispatcherMaxReadSizeBytes
-        )
+        entries = self._take_cold_read()
+        if entries is None:
+            entries = self.ledger.read_cached(
+                self.read_position, max_entries, self.config.dispatcherMaxReadSizeBytes
+            )
+            if not entries:
+                self._start_cold_read(max_entries)
+                return []
         if not entries:
             return []
+        self._retry_delay = 0.0  # whatever was unreadable before, reading goes on
         tail = entries[-1][0]
         self.read_position = type(tail)(tail[0], tail[1] + 1)
         is_deleted = self.cursor.is_deleted
         return [e for e in entries if not is_deleted(e[0])]
+
+    def _start_cold_read(self, max_entries: int) -> None:
+        if self._cold_read is not None:
+            return  # one read from disk at a time per subscription
+        start = self.read_position
+        future = self.ledger.read_cold(start, max_entries, self.config.dispatcherMaxReadSizeBytes)
+        self._cold_read = (start, future)
+        future.add_done_callback(lambda _f: self.schedule())
+
+    def _take_cold_read(self) -> list[Entry] | None:
+        """The finished disk read that starts at the read position (None: there is none;
+        a read of a position the dispatcher moved away from, by a seek or a rewind, is
+        dropped). Its error, if it failed, is raised here."""
+        pending = self._cold_read
+        if pending is None or not pending[1].done():
+            return None
+        self._cold_read = None
+        start, future = pending
+        if future.cancelled() or start != self.read_position:
+            return None
+        return future.result()
 
     def send(self, consumer: Consumer, position: Position, data: bytes, num_messages: int) -> None:
         consumer.send_entry(

@@ -20,6 +20,7 @@ import hashlib
 import logging
 import os
 import shutil
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 from urllib.parse import quote
 
@@ -71,6 +72,8 @@ class ManagedLedgerFactory:
         self._cache = ReadCache(config.read_cache_bytes, config.read_cache_max_age_s)
         self._files = FileLimiter(config.max_open_files, config.fsync != "never")
         self._flusher = Flusher(inline=config.inline_sync_when_idle)
+        # reads that miss the cache run here, so a slow disk never holds up the event loop
+        self.readers = ThreadPoolExecutor(max_workers=4, thread_name_prefix="magnetar-read")
         self._ledgers: dict[str, ManagedLedger] = {}
         ids = self._store.get("ids") or {}
         self._next_id = int(ids.get("limit", 0))
@@ -217,6 +220,7 @@ class ManagedLedgerFactory:
             except Exception:
                 log.exception("closing ledger %s failed", ml.name)
         self._persist_dirty()
+        self.readers.shutdown(wait=False, cancel_futures=True)
         self._flusher.stop()
         self._files.close_all()
         self._store.close()

@@ -42,7 +42,7 @@ from .errors import (
 )
 from .flusher import Batch
 from .position import EARLIEST, Position
-from .segment import Segment
+from .segment import Segment, read_span
 
 if TYPE_CHECKING:
     from .factory import ManagedLedgerFactory
@@ -504,6 +504,66 @@ class ManagedLedger:
             i += 1
             eid = 0
         return out
+
+    def read_cached(
+        self, start: Position, max_entries: int, max_bytes: int | None = None
+    ) -> list[tuple[Position, bytes]]:
+        """Like ``read_entries``, but only the run of entries from ``start`` that the read
+        cache holds (empty when the first one is not cached): never touches the disk."""
+        out: list[tuple[Position, bytes]] = []
+        loc = self._locate(start) if max_entries > 0 else None
+        if loc is None:
+            return out
+        i, eid = loc
+        segs = self._segments
+        cache_get = self._cache.get
+        budget = -1 if max_bytes is None else max_bytes
+        while i < len(segs) and len(out) < max_entries:
+            seg = segs[i]
+            lid = seg.ledger_id
+            while eid < seg.confirmed and len(out) < max_entries:
+                data = cache_get(Position(lid, eid))
+                if data is None:
+                    return out
+                if budget >= 0:
+                    if len(data) > budget and out:
+                        return out
+                    budget -= len(data)
+                out.append((Position(lid, eid), data))
+                eid += 1
+            i += 1
+            eid = 0
+        return out
+
+    def read_cold(
+        self, start: Position, max_entries: int, max_bytes: int | None = None
+    ) -> asyncio.Future[list[tuple[Position, bytes]]]:
+        """Entries from ``start`` (as ``read_entries``) read from disk on the factory's
+        reader threads: at most one segment's worth, at least one entry when one exists.
+        The event loop only plans the read (positions and offsets); the thread opens the
+        file itself, so nothing the loop owns is touched there."""
+        loop = asyncio.get_running_loop()
+        loc = self._locate(start) if max_entries > 0 else None
+        if loc is None:
+            done: asyncio.Future[list[tuple[Position, bytes]]] = loop.create_future()
+            done.set_result([])
+            return done
+        i, first = loc
+        seg = self._segments[i]
+        last = min(seg.confirmed - 1, first + max_entries - 1)
+        offs = seg.offsets
+        if max_bytes is not None:
+            j = first
+            while j < last and offs[j + 2] - offs[first] - _HS * (j + 2 - first) <= max_bytes:
+                j += 1
+            last = j
+        span = seg.span(first, last)
+        lid = seg.ledger_id
+
+        def read() -> list[tuple[Position, bytes]]:
+            return [(Position(lid, first + k), data) for k, data in enumerate(read_span(span))]
+
+        return loop.run_in_executor(self._factory.readers, read)
 
     def _read_disk(
         self, seg: Segment, first: int, last: int, budget: int, out: list[tuple[Position, bytes]]

@@ -31,6 +31,7 @@ import struct
 import threading
 import time
 from array import array
+from dataclasses import dataclass
 
 import crc32c
 
@@ -55,6 +56,57 @@ _RESERVE_MAX = 4 * 1024 * 1024
 _RESERVE_WRITES_BELOW = 256 * 1024
 #: Cleared for the process when the file system cannot reserve space.
 _reserve_supported = hasattr(os, "posix_fallocate")
+
+
+@dataclass(frozen=True, slots=True)
+class ColdSpan:
+    """A run of records to read off the event loop: the file, its ledger id, the first
+    entry id and the record offsets (one more than entries). ``read_span`` reads it."""
+
+    path: str
+    ledger_id: int
+    first: int
+    offsets: list[int]
+
+
+def read_span(span: ColdSpan) -> list[bytes]:
+    """Read and check the records of ``span`` with a descriptor of its own (worker thread:
+    no shared state is touched, so the LRU may close the segment's descriptor meanwhile).
+    Stops before a corrupt record, raising ``CorruptEntryError`` if it is the first; a
+    file that is gone (trimmed meanwhile) reads as nothing."""
+    offs = span.offsets
+    base = offs[0]
+    try:
+        fd = os.open(span.path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        return []
+    try:
+        size = offs[-1] - base
+        buf = os.pread(fd, size, base)
+        while len(buf) < size:
+            more = os.pread(fd, size - len(buf), base + len(buf))
+            if not more:
+                raise CorruptEntryError(f"{span.path}: short read at {base + len(buf)}")
+            buf += more
+    finally:
+        os.close(fd)
+    mv = memoryview(buf)
+    out: list[bytes] = []
+    unpack = record.HEADER.unpack_from
+    hs = record.HEADER_SIZE
+    for k in range(len(offs) - 1):
+        start = offs[k] - base
+        end = offs[k + 1] - base
+        n, crc = unpack(mv, start)
+        if n != end - start - hs or record.checksum(mv[start + hs : end], n) != crc:
+            if out:
+                break
+            raise CorruptEntryError(
+                f"{span.path}: entry {span.first + k} fails its checksum",
+                (span.ledger_id, span.first + k),
+            )
+        out.append(buf[start + hs : end])
+    return out
 
 
 def segment_name(ledger_id: int) -> str:
@@ -378,6 +430,10 @@ class Segment:
                 raise CorruptEntryError(f"{self.path}: short read at {start}")
             data += more
         return data
+
+    def span(self, first: int, last: int) -> ColdSpan:
+        """What a worker thread needs to read entries ``first..last`` (event loop thread)."""
+        return ColdSpan(self.path, self.ledger_id, first, list(self.offsets[first : last + 2]))
 
     def read_records(self, first: int, last: int) -> list[bytes]:
         """Payloads of entries ``first..last`` (inclusive) in one pread, each checked

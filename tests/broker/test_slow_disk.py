@@ -1,0 +1,89 @@
+"""A slow disk holds up only the subscriptions that read from it (issue 9): reads that miss
+the cache run on the storage's reader threads, so while one topic's read stalls, another
+topic on the same broker keeps its latency, and the stalled one catches up afterwards."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+
+import pulsar
+import pytest
+
+from magnetar.storage import ledger as ledger_module
+from magnetar.storage import segment as segment_module
+
+from .conftest import QUIET, ThreadedBroker
+
+SLOW = "persistent://public/default/on-a-slow-disk"
+FAST = "persistent://public/default/elsewhere"
+
+
+@pytest.fixture
+def stalled_reads(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[set[str], threading.Event]]:
+    """Reads of files under the directories in the set wait for the event (30 s at most),
+    whether they run on a reader thread or, as before, on the event loop."""
+    slow_dirs: set[str] = set()
+    release = threading.Event()
+
+    def stalled(path: str) -> bool:
+        return any(path.startswith(d) for d in slow_dirs)
+
+    real_span = ledger_module.read_span
+    real_records = segment_module.Segment.read_records
+
+    def slow_span(span: segment_module.ColdSpan) -> list[bytes]:
+        if stalled(span.path):
+            release.wait(30)
+        return real_span(span)
+
+    def slow_records(self: segment_module.Segment, first: int, last: int) -> list[bytes]:
+        if stalled(self.path):
+            release.wait(30)
+        return real_records(self, first, last)
+
+    monkeypatch.setattr(ledger_module, "read_span", slow_span)
+    monkeypatch.setattr(segment_module.Segment, "read_records", slow_records)
+    yield slow_dirs, release
+    release.set()
+
+
+def test_a_stalled_read_does_not_delay_other_topics(
+    make_broker: Callable[..., ThreadedBroker], stalled_reads: tuple[set[str], threading.Event]
+) -> None:
+    slow_dirs, release = stalled_reads
+    broker = make_broker(managedLedgerCacheSizeMB=0)  # every read goes to the disk
+    client = pulsar.Client(broker.url, operation_timeout_seconds=10, logger=QUIET)
+    try:
+        producer = client.create_producer(SLOW, batching_enabled=False)
+        for i in range(20):
+            producer.send(b"slow-%d" % i)
+        service = broker.service
+        assert service is not None
+        slow_dirs.add(broker.call(lambda: service.topics[SLOW].ledger.directory))
+
+        stalled = client.subscribe(SLOW, "s", initial_position=pulsar.InitialPosition.Earliest)
+        with pytest.raises(pulsar.Timeout):
+            stalled.receive(timeout_millis=200)  # its read is stuck on the slow disk
+
+        began = time.monotonic()
+        consumer = client.subscribe(FAST, "s")
+        fast = client.create_producer(FAST, batching_enabled=False)
+        worst = 0.0
+        for i in range(20):
+            started = time.monotonic()
+            fast.send(b"fast-%d" % i)
+            assert consumer.receive(timeout_millis=5000).data() == b"fast-%d" % i
+            worst = max(worst, time.monotonic() - started)
+        whole = time.monotonic() - began
+        assert not release.is_set()
+        assert worst < 1.0, f"a round trip on another topic took {worst:.2f}s during the stall"
+        assert whole < 5.0, f"subscribing and 20 round trips on another topic took {whole:.2f}s"
+
+        release.set()
+        got = [stalled.receive(timeout_millis=10_000).data() for _ in range(20)]
+        assert got == [b"slow-%d" % i for i in range(20)]
+    finally:
+        release.set()
+        client.close()
