@@ -486,7 +486,11 @@ class V1(Record):
 
 class V2(Record):
     a = Integer()
-    b = String()
+    b = String(required_default=True)  # FULL-compatible with V1
+
+
+class V1Text(Record):
+    a = String()
 
 
 def test_schema_auto_update_disabled(tmp_path: Path) -> None:
@@ -514,11 +518,14 @@ def test_schema_auto_update_disabled(tmp_path: Path) -> None:
         # nor is a first schema (Pulsar: "Schema not found and schema auto updating is disabled")
         with pytest.raises(pulsar.IncompatibleSchema):
             client.create_producer(fresh, schema=JsonSchema(V1))
-        # a consumer's schema is only checked against a topic that has one (ALWAYS_COMPATIBLE)
+        # a consumer's schema is only checked against a topic that has one (FULL: it must
+        # read the latest version), not stored
         consumer = client.subscribe(
             topic, "s", schema=JsonSchema(V2), initial_position=pulsar.InitialPosition.Earliest
         )
         assert b'"a"' in consumer.receive(timeout_millis=5000).data()  # V1's JSON
+        with pytest.raises(pulsar.IncompatibleSchema):
+            client.subscribe(topic, "t", schema=JsonSchema(V1Text))
         # on an idle topic without a schema it would have to be registered: refused
         with pytest.raises(pulsar.IncompatibleSchema):
             client.subscribe(fresh, "s", schema=JsonSchema(V1))

@@ -87,8 +87,10 @@ def test_schemas_round_trip(client: pulsar.Client, topic: str, schema) -> None:
 def test_schema_versions_kept_per_topic(client: pulsar.Client, broker: ThreadedBroker, topic: str) -> None:
     client.create_producer(topic, schema=JsonSchema(Point)).close()
 
-    class Other(Record):
-        z = String()
+    class Other(Record):  # a FULL-compatible evolution: the new field has a default
+        x = String()
+        y = String()
+        z = String(required_default=True)
 
     client.create_producer(topic, schema=JsonSchema(Other)).close()
     client.create_producer(topic, schema=JsonSchema(Point)).close()

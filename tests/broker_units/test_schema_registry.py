@@ -18,6 +18,8 @@ from magnetar.broker.schema_registry import (
 AVRO = 4
 JSON = 2
 STRING = 1
+#: these tests store junk definitions: no compatibility check (see test_schema_compat)
+LOOSE = "ALWAYS_COMPATIBLE"
 
 
 class FakeStore:
@@ -49,7 +51,7 @@ def rec(data: bytes, type_: int = AVRO, **props: str) -> SchemaRecord:
 
 def test_versions_start_at_zero_and_identical_is_reused() -> None:
     store = FakeStore()
-    reg = SchemaRegistry(store)
+    reg = SchemaRegistry(store, strategy=LOOSE)
     assert reg.get("t/n/x") is None
     assert reg.versions("t/n/x") == []
     assert reg.get_or_create("t/n/x", rec(b'{"a":1}')) == 0
@@ -69,7 +71,7 @@ def test_versions_start_at_zero_and_identical_is_reused() -> None:
 
 def test_key_scheme_and_json_layout() -> None:
     store = FakeStore()
-    reg = SchemaRegistry(store)
+    reg = SchemaRegistry(store, strategy=LOOSE)
     reg.get_or_create("t/n/x", rec(b"\x00\xffbin", STRING, a="b"))
     assert list(store.data) == ["schemas/t/n/x/0000000000"]
     stored = json.loads(store.data["schemas/t/n/x/0000000000"])
@@ -84,7 +86,7 @@ def test_key_scheme_and_json_layout() -> None:
 
 
 def test_get_latest_and_specific() -> None:
-    reg = SchemaRegistry(FakeStore())
+    reg = SchemaRegistry(FakeStore(), strategy=LOOSE)
     reg.get_or_create("t", rec(b"v0"))
     reg.get_or_create("t", rec(b"v1", k="1"))
     latest = reg.get("t")
@@ -101,10 +103,10 @@ def test_get_latest_and_specific() -> None:
 
 def test_new_registry_reads_back_from_store() -> None:
     store = FakeStore()
-    reg = SchemaRegistry(store)
+    reg = SchemaRegistry(store, strategy=LOOSE)
     reg.get_or_create("t/n/x", rec(b"a"))
     reg.get_or_create("t/n/x", rec(b"b"))
-    fresh = SchemaRegistry(store)
+    fresh = SchemaRegistry(store, strategy=LOOSE)
     assert fresh.versions("t/n/x") == [0, 1]
     got = fresh.get("t/n/x", 1)
     assert got is not None and got.data == b"b" and got.type == AVRO
@@ -114,7 +116,7 @@ def test_new_registry_reads_back_from_store() -> None:
 
 def test_reads_are_cached() -> None:
     store = FakeStore()
-    reg = SchemaRegistry(store)
+    reg = SchemaRegistry(store, strategy=LOOSE)
     reg.get_or_create("t", rec(b"a"))
     before = store.reads
     for _ in range(10):
@@ -125,10 +127,10 @@ def test_reads_are_cached() -> None:
 
 def test_topics_with_shared_prefix_are_separate() -> None:
     store = FakeStore()
-    reg = SchemaRegistry(store)
+    reg = SchemaRegistry(store, strategy=LOOSE)
     reg.get_or_create("t/n/x", rec(b"x"))
     reg.get_or_create("t/n/xy", rec(b"xy"))
-    fresh = SchemaRegistry(store)
+    fresh = SchemaRegistry(store, strategy=LOOSE)
     assert fresh.versions("t/n/x") == [0]
     got = fresh.get("t/n/x")
     assert got is not None and got.data == b"x"
@@ -136,7 +138,7 @@ def test_topics_with_shared_prefix_are_separate() -> None:
 
 def test_delete() -> None:
     store = FakeStore()
-    reg = SchemaRegistry(store)
+    reg = SchemaRegistry(store, strategy=LOOSE)
     reg.get_or_create("t/n/x", rec(b"a"))
     reg.get_or_create("t/n/x", rec(b"b"))
     reg.get_or_create("t/n/other", rec(b"o"))
@@ -148,41 +150,49 @@ def test_delete() -> None:
     assert reg.delete("nothing") == 0
 
 
-def test_compatibility_hook() -> None:
-    seen: list[tuple[int | None, bytes]] = []
+def avro(*fields: tuple[str, str]) -> bytes:
+    return json.dumps({"type": "record", "name": "R",
+                       "fields": [{"name": n, "type": t} for n, t in fields]}).encode()
 
-    def same_type_only(existing: SchemaRecord, new: SchemaRecord) -> bool:
-        seen.append((existing.version, new.data))
-        return existing.type == new.type
 
-    reg = SchemaRegistry(FakeStore(), compatibility=same_type_only)
-    assert reg.get_or_create("t", rec(b"a")) == 0  # first schema: nothing to check
-    assert seen == []
-    assert reg.get_or_create("t", rec(b"b")) == 1
-    assert seen == [(0, b"b")]  # checked against the latest
-    with pytest.raises(IncompatibleSchemaError):
-        reg.get_or_create("t", rec(b"c", JSON))
-    assert reg.versions("t") == [0, 1]
-    # an identical existing schema needs no compatibility check
-    assert reg.get_or_create("t", rec(b"a")) == 0
+def test_default_strategy_is_full() -> None:
+    reg = SchemaRegistry(FakeStore())
+    assert reg.strategy == "FULL"
+    reg.get_or_create("t", rec(avro(("a", "int"))))
+    with pytest.raises(IncompatibleSchemaError, match="field b"):
+        reg.get_or_create("t", rec(avro(("a", "int"), ("b", "int"))))  # no default: not BACKWARD
+    with pytest.raises(IncompatibleSchemaError, match="type STRING differs from AVRO"):
+        reg.get_or_create("t", rec(b"", STRING))
+    assert reg.versions("t") == [0]
+    # an identical existing schema needs no check, whatever the strategy
+    assert reg.get_or_create("t", rec(avro(("a", "int"))), "ALWAYS_INCOMPATIBLE") == 0
     assert isinstance(IncompatibleSchemaError("x"), ValueError)
 
 
-def test_subclass_hook() -> None:
-    class Strict(SchemaRegistry):
-        def is_compatible(self, existing: SchemaRecord, new: SchemaRecord) -> bool:
-            return False
-
-    reg = Strict(FakeStore())
-    reg.get_or_create("t", rec(b"a"))
+def test_strategy_per_call_and_per_registry() -> None:
+    reg = SchemaRegistry(FakeStore(), strategy="backward")
+    assert reg.strategy == "BACKWARD"
+    reg.get_or_create("t", rec(avro(("a", "int"), ("b", "int"))))
+    assert reg.get_or_create("t", rec(avro(("a", "long")))) == 1  # BACKWARD: drop b, widen a
     with pytest.raises(IncompatibleSchemaError):
-        reg.get_or_create("t", rec(b"b"))
+        reg.get_or_create("t", rec(avro(("a", "string"))), "FORWARD")  # v1 reads a as long
+    assert reg.get_or_create("t", rec(b"x", STRING), "ALWAYS_COMPATIBLE") == 2
+    with pytest.raises(ValueError, match="unknown schema compatibility strategy"):
+        SchemaRegistry(FakeStore(), strategy="SOMETIMES")
 
 
-def test_default_is_always_compatible() -> None:
-    reg = SchemaRegistry(FakeStore())
-    reg.get_or_create("t", rec(b"a", AVRO))
-    assert reg.get_or_create("t", rec(b"zzz", STRING)) == 1
+def test_check_consumer_stores_nothing() -> None:
+    store = FakeStore()
+    reg = SchemaRegistry(store)
+    with pytest.raises(IncompatibleSchemaError, match="no schema"):
+        reg.check_consumer("t", rec(avro(("a", "int"))))
+    reg.get_or_create("t", rec(avro(("a", "int"))))
+    keys = dict(store.data)
+    reg.check_consumer("t", rec(avro(("a", "long"))))  # reads the latest: fine
+    with pytest.raises(IncompatibleSchemaError, match="consumer's schema cannot read"):
+        reg.check_consumer("t", rec(avro(("a", "string"))))
+    reg.check_consumer("t", rec(avro(("a", "string"))), "ALWAYS_COMPATIBLE")
+    assert store.data == keys and reg.versions("t") == [0]
 
 
 def test_version_wire_encoding() -> None:

@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from magnetar.broker.schema_compat import validate_strategy
+
 log = logging.getLogger(__name__)
 
 
@@ -56,6 +58,10 @@ class BrokerConfig:
     delayedDeliveryEnabled: bool = True
     delayedDeliveryTickTimeMillis: int = 1000
     isAllowAutoUpdateSchemaEnabled: bool = True
+    # namespace default; one of schema_compat.STRATEGIES (case-insensitive)
+    schemaCompatibilityStrategy: str = "FULL"
+    # true: a producer without a schema may not connect to a topic that has one
+    isSchemaValidationEnforced: bool = False
     subscriptionKeySharedEnable: bool = True
 
     # Dispatch
@@ -133,6 +139,10 @@ class BrokerConfig:
             raise ConfigError(
                 f"backlogQuotaDefaultRetentionPolicy must be one of {', '.join(policies)}"
             )
+        try:
+            self.schemaCompatibilityStrategy = validate_strategy(self.schemaCompatibilityStrategy)
+        except ValueError as exc:
+            raise ConfigError(f"schemaCompatibilityStrategy: {exc}") from None
         if self.maxMessageSize <= 0:
             raise ConfigError("maxMessageSize must be positive")
         if self.dispatcherMaxReadSizeBytes <= 0:

@@ -129,6 +129,8 @@ class Consumer:
         self.priority_level = priority_level
         self.sub_type = sub_type
         self.metadata = metadata
+        # subscribed with an AUTO_CONSUME schema (does not make the topic "in use" for schemas)
+        self.auto_consume_schema = False
         self.permits = 0
         self.pending = PendingAcks()
         # Pulsar counts unacknowledged messages (and blocks on them) only for individual

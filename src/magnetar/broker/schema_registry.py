@@ -8,15 +8,17 @@ numbered from 0, as in Pulsar. A version is stored under
 ``schemas/{topic_base}/{version:010d}`` as JSON: ``name``, ``type`` (the value of
 Pulsar's ``Schema.Type`` enum), ``data`` (base64), ``properties``, ``version``.
 
-:meth:`SchemaRegistry.get_or_create` is what a producer or consumer connecting with a
-schema needs: if a stored version has the same type, data and properties, its number is
-returned; otherwise the new schema must pass :meth:`SchemaRegistry.is_compatible`
-against the latest version and is stored as the next version. (Pulsar's own lookup
-compares type and data only; properties count here as well, so a schema whose
-properties changed gets a new version.) The default policy is ALWAYS_COMPATIBLE;
-pass ``compatibility=`` or subclass to check more. An incompatible schema raises
-:class:`IncompatibleSchemaError`, which the broker reports as
-``ServerError.IncompatibleSchema``.
+A producer's schema goes through :meth:`SchemaRegistry.get_or_create`: if a stored
+version has the same type, data and properties, its number is returned (no check, as in
+Pulsar's ``putSchemaIfAbsent``); otherwise the new schema must pass the topic's
+compatibility strategy against the stored versions (:func:`schema_compat.check_new_version`)
+and is stored as the next version. (Pulsar's own lookup compares type and data only;
+properties count here as well, so a schema whose properties changed gets a new version.)
+A consumer's schema on a topic that has one goes through :meth:`SchemaRegistry.check_consumer`
+(:func:`schema_compat.check_consumer`) and is never stored. Both take the strategy as an
+argument (the broker looks it up per namespace), defaulting to the registry's ``strategy``.
+An incompatible schema raises :class:`IncompatibleSchemaError`, which the broker reports
+as ``ServerError.IncompatibleSchema``.
 
 ``allow_auto_update=False`` (the broker's ``isAllowAutoUpdateSchemaEnabled=false``) stores
 nothing new: as in Pulsar's ``AbstractTopic.addSchema``, a schema that is not already
@@ -35,9 +37,16 @@ from __future__ import annotations
 
 import base64
 import struct
-from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
+
+from magnetar.broker.schema_compat import (
+    DEFAULT_STRATEGY,
+    IncompatibleSchemaError,
+    check_consumer,
+    check_new_version,
+    validate_strategy,
+)
 
 __all__ = [
     "IncompatibleSchemaError",
@@ -50,10 +59,6 @@ __all__ = [
 
 KEY_ROOT = "schemas"
 _VERSION = struct.Struct(">q")
-
-
-class IncompatibleSchemaError(ValueError):
-    """The new schema is not compatible with the topic's latest schema."""
 
 
 class SchemaStore(Protocol):
@@ -118,31 +123,23 @@ class SchemaRecord:
         )
 
 
-def _always_compatible(existing: SchemaRecord, new: SchemaRecord) -> bool:
-    return True
-
-
 class SchemaRegistry:
     """Versioned schemas per topic over a :class:`SchemaStore`."""
 
     def __init__(
         self,
         store: SchemaStore,
-        compatibility: Callable[[SchemaRecord, SchemaRecord], bool] | None = None,
         allow_auto_update: bool = True,
+        strategy: str = DEFAULT_STRATEGY,
     ) -> None:
         self._store = store
-        self._compatibility = compatibility or _always_compatible
         self.allow_auto_update = allow_auto_update
+        self.strategy = validate_strategy(strategy)
         self._cache: dict[str, list[SchemaRecord]] = {}
 
     @staticmethod
     def key(topic_base: str, version: int) -> str:
         return f"{KEY_ROOT}/{topic_base}/{version:010d}"
-
-    def is_compatible(self, existing: SchemaRecord, new: SchemaRecord) -> bool:
-        """Compatibility hook: may ``new`` follow ``existing``? Default: always."""
-        return self._compatibility(existing, new)
 
     def versions(self, topic_base: str) -> list[int]:
         """Stored version numbers, ascending."""
@@ -160,9 +157,9 @@ class SchemaRegistry:
                 return replace(rec, properties=dict(rec.properties))
         return None
 
-    def get_or_create(self, topic_base: str, schema: SchemaRecord) -> int:
-        """Version of an identical stored schema, else store ``schema`` as a new version
-        (unless auto-update is off: then :class:`IncompatibleSchemaError`)."""
+    def get_or_create(self, topic_base: str, schema: SchemaRecord, strategy: str | None = None) -> int:
+        """Version of an identical stored schema, else store ``schema`` as a new version if
+        ``strategy`` allows it (unless auto-update is off: then :class:`IncompatibleSchemaError`)."""
         records = self._load(topic_base)
         for rec in records:
             if rec.same_schema(schema) and rec.version is not None:
@@ -171,11 +168,10 @@ class SchemaRegistry:
             raise IncompatibleSchemaError(
                 f"Schema not found and schema auto updating is disabled (topic {topic_base})"
             )
-        if records and not self.is_compatible(records[-1], schema):
-            raise IncompatibleSchemaError(
-                f"Schema of type {schema.type} is incompatible with version "
-                f"{records[-1].version} of topic {topic_base}"
-            )
+        try:
+            check_new_version(records, schema, strategy or self.strategy)
+        except IncompatibleSchemaError as exc:
+            raise IncompatibleSchemaError(f"Incompatible schema for topic {topic_base}: {exc}") from None
         version = self._next_version(records)
         stored = SchemaRecord(
             name=schema.name,
@@ -187,6 +183,16 @@ class SchemaRegistry:
         self._store.put(self.key(topic_base, version), stored.to_json())
         records.append(stored)
         return version
+
+    def check_consumer(self, topic_base: str, schema: SchemaRecord, strategy: str | None = None) -> None:
+        """Raise :class:`IncompatibleSchemaError` unless a consumer with ``schema`` may read
+        the topic's stored versions under ``strategy`` (nothing is stored)."""
+        try:
+            check_consumer(self._load(topic_base), schema, strategy or self.strategy)
+        except IncompatibleSchemaError as exc:
+            raise IncompatibleSchemaError(
+                f"Trying to subscribe to topic {topic_base} with an incompatible schema: {exc}"
+            ) from None
 
     def delete(self, topic_base: str) -> int:
         """Remove every version of the topic's schema; returns how many were removed."""

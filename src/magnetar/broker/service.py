@@ -87,7 +87,9 @@ class BrokerService:
         )
         self.metadata = self.storage.metadata
         self.schemas = SchemaRegistry(
-            self.metadata, allow_auto_update=config.isAllowAutoUpdateSchemaEnabled
+            self.metadata,
+            allow_auto_update=config.isAllowAutoUpdateSchemaEnabled,
+            strategy=config.schemaCompatibilityStrategy,
         )
         # payload bytes of sends not yet answered, broker-wide (maxMessagePublishBufferSizeInMB)
         self.publish_buffer = PublishBuffer(config.maxMessagePublishBufferSizeInMB)
@@ -520,8 +522,13 @@ class BrokerService:
         user_named = req.HasField("producer_name") and bool(req.producer_name)
         name = req.producer_name if user_named else f"{self.config.clusterName}-{self.instance}-{next(self._names)}"
         schema_version = None
-        if req.HasField("schema"):
+        if _has_schema(req):
             schema_version = self.get_or_create_schema(req.topic, req.schema)
+        elif (self.config.isSchemaValidationEnforced
+              and self.schemas.get(topic.topic_name.schema_name) is not None):
+            raise BrokerError(pb.IncompatibleSchema, "Producers cannot connect or send message "
+                              "without a schema to topics with a schema if SchemaValidationEnforced "
+                              "is enabled")
         producer = Producer(
             cnx, topic, req.producer_id, name,
             req.producer_access_mode if req.HasField("producer_access_mode") else pb.Shared,
@@ -710,7 +717,7 @@ class BrokerService:
         sub_type = req.subType
         if sub_type == pb.CommandSubscribe.Key_Shared and not self.config.subscriptionKeySharedEnable:
             raise BrokerError(pb.NotAllowedError, "Key_Shared subscriptions are disabled on this broker")
-        if req.HasField("schema") and len(req.schema.schema_data) > 0:
+        if _has_schema(req):
             self.consumer_schema(topic, req.schema)
         sub = topic.subscriptions.get(req.subscription)
         if sub is None:
@@ -721,6 +728,9 @@ class BrokerService:
             req.priority_level if req.HasField("priority_level") else 0,
             sub_type,
             {kv.key: kv.value for kv in req.metadata},
+        )
+        consumer.auto_consume_schema = (
+            req.HasField("schema") and req.schema.type == pb.Schema.AutoConsume
         )
         try:
             sub.add_consumer(consumer, req.keySharedMeta if req.HasField("keySharedMeta") else None)
@@ -785,30 +795,44 @@ class BrokerService:
         )
         return schema, _VERSION.pack(record.version or 0)
 
+    def schema_strategy(self, topic: str | TopicName) -> str:
+        """The schema compatibility strategy of the topic's namespace: its policy when one
+        is set (``schema_compatibility_strategy``), else ``schemaCompatibilityStrategy``."""
+        name = topic if isinstance(topic, TopicName) else self.check_topic_name(topic)
+        policies = self.policies.get(name.namespace)
+        value = getattr(policies, "schema_compatibility_strategy", None)
+        return str(value) if value else self.config.schemaCompatibilityStrategy
+
     def consumer_schema(self, topic: Topic, schema: pb.Schema) -> None:
-        """The schema a consumer brings. With ``isAllowAutoUpdateSchemaEnabled=false`` this
-        follows Pulsar's ``addSchemaIfIdleOrCheckCompatible``: on a topic that has a schema,
-        or has producers, consumers or data, the consumer's schema is only checked for
-        compatibility (ALWAYS_COMPATIBLE here) and not stored; on an idle topic without a
-        schema it would be stored, which auto-update forbids, so it is refused."""
-        if not self.config.isAllowAutoUpdateSchemaEnabled:
-            in_use = (
-                bool(topic.producers)
-                or any(sub.consumers for sub in topic.subscriptions.values())
-                or (isinstance(topic, PersistentTopic) and topic.ledger.size_bytes() > 0)
-            )
-            if in_use or self.schemas.get(topic.topic_name.schema_name) is not None:
-                return
+        """The schema a consumer brings, as Pulsar's ``addSchemaIfIdleOrCheckCompatible``:
+        on a topic that has a schema, or has producers, consumers or data, the consumer's
+        schema is checked with the namespace's strategy (PIP-44: it must read the latest
+        version, or every version for the ``BACKWARD``/``FULL`` transitive strategies) and
+        not stored; a topic in use without a schema refuses it, as in Pulsar. On an idle
+        topic without a schema it is stored like a producer's (unless auto-update is off)."""
+        base = topic.topic_name.schema_name
+        in_use = (
+            bool(topic.producers)
+            or any(not c.auto_consume_schema
+                   for sub in topic.subscriptions.values() for c in sub.consumers)
+            or (isinstance(topic, PersistentTopic) and topic.ledger.size_bytes() > 0)
+        )
+        if in_use or self.schemas.get(base) is not None:
+            try:
+                self.schemas.check_consumer(base, _record_of(schema), self.schema_strategy(topic.topic_name))
+            except ValueError as exc:
+                raise BrokerError(pb.IncompatibleSchema, str(exc)) from exc
+            return
         self.get_or_create_schema(topic.name, schema)
 
     def get_or_create_schema(self, topic: str, schema: pb.Schema) -> bytes:
-        base = self.check_topic_name(topic).schema_name
-        record = SchemaRecord(
-            name=schema.name, type=schema.type, data=bytes(schema.schema_data),
-            properties={kv.key: kv.value for kv in schema.properties},
-        )
+        """Version of a producer's schema, stored if new and compatible with the namespace's
+        strategy (IncompatibleSchema otherwise)."""
+        name = self.check_topic_name(topic)
         try:
-            version = self.schemas.get_or_create(base, record)
+            version = self.schemas.get_or_create(
+                name.schema_name, _record_of(schema), self.schema_strategy(name)
+            )
         except ValueError as exc:
             raise BrokerError(pb.IncompatibleSchema, str(exc)) from exc
         return _VERSION.pack(version)
@@ -816,6 +840,23 @@ class BrokerService:
 
 _RE2_QUIET = re2.Options()
 _RE2_QUIET.log_errors = False  # a client's bad pattern is its own business, not the log's
+
+
+def _has_schema(req: pb.CommandProducer | pb.CommandSubscribe) -> bool:
+    """Whether a producer or consumer declares a schema to check. Type ``None`` (0) stands
+    for bytes (Pulsar's Java and C++ clients omit the field then); an ``AutoConsume``
+    client adapts to the topic's schema (AUTO_PRODUCE producers send the topic's own schema
+    or none). Neither is checked or stored, as in Pulsar."""
+    if not req.HasField("schema"):
+        return False
+    return req.schema.type not in (0, pb.Schema.AutoConsume)
+
+
+def _record_of(schema: pb.Schema) -> SchemaRecord:
+    return SchemaRecord(
+        name=schema.name, type=schema.type, data=bytes(schema.schema_data),
+        properties={kv.key: kv.value for kv in schema.properties},
+    )
 
 
 def _position_after(ledger: Any, start: Position, n: int) -> Position:
