@@ -87,3 +87,39 @@ def test_a_stalled_read_does_not_delay_other_topics(
     finally:
         release.set()
         client.close()
+
+
+def test_a_seek_by_time_on_a_slow_disk_does_not_delay_other_topics(
+    make_broker: Callable[..., ThreadedBroker], stalled_reads: tuple[set[str], threading.Event]
+) -> None:
+    slow_dirs, release = stalled_reads
+    broker = make_broker(managedLedgerCacheSizeMB=0)
+    client = pulsar.Client(broker.url, operation_timeout_seconds=20, logger=QUIET)
+    try:
+        seeker = client.subscribe(SLOW, "s", initial_position=pulsar.InitialPosition.Earliest)
+        producer = client.create_producer(SLOW, batching_enabled=False)
+        ids = [producer.send(b"slow-%d" % i) for i in range(20)]
+        got = [seeker.receive(timeout_millis=5000) for _ in range(20)]
+        assert [m.message_id() for m in got] == ids
+        service = broker.service
+        assert service is not None
+        slow_dirs.add(broker.call(lambda: service.topics[SLOW].ledger.directory))
+
+        seeking = threading.Thread(target=seeker.seek, args=(got[10].publish_timestamp(),))
+        seeking.start()  # its search reads the slow disk
+        consumer = client.subscribe(FAST, "s")
+        fast = client.create_producer(FAST, batching_enabled=False)
+        began = time.monotonic()
+        for i in range(10):
+            fast.send(b"fast-%d" % i)
+            assert consumer.receive(timeout_millis=5000).data() == b"fast-%d" % i
+        assert time.monotonic() - began < 5.0
+        assert seeking.is_alive() and not release.is_set()
+        release.set()
+        seeking.join(20)
+        assert not seeking.is_alive()
+        first = next(i for i, m in enumerate(got) if m.publish_timestamp() >= got[10].publish_timestamp())
+        assert seeker.receive(timeout_millis=10_000).data() == b"slow-%d" % first
+    finally:
+        release.set()
+        client.close()

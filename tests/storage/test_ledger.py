@@ -354,3 +354,16 @@ def test_read_cached_and_read_cold(make_factory):
     assert run(cold(pos[0], 100)) == list(zip(pos[:3], data[:3], strict=True))
     with pytest.raises(StorageError):
         run(cold(pos[3], 100))
+
+
+def test_find_position_async_matches_find_position(make_factory):
+    f = make_factory(segment_max_entries=7)
+    ml = f.open("t")
+    pos = run(append_all(ml, [b"%05d" % i for i in range(40)]))
+
+    async def find(pred):
+        return await ml.find_position_async(pred)
+
+    for k in (0, 1, 6, 7, 23, 39):
+        assert run(find(lambda d, k=k: int(d) >= k)) == pos[k] == ml.find_position(lambda d, k=k: int(d) >= k)
+    assert run(find(lambda d: False)) is None

@@ -574,15 +574,30 @@ class ServerCnx(asyncio.Protocol):
         consumer = self._consumer(req.consumer_id)
         if req.HasField("message_id"):
             consumer.subscription.seek_to_id(position_of(req.message_id))
+            self._seek_done(consumer, req.request_id)
         elif req.HasField("message_publish_time"):
-            consumer.subscription.seek_to_time(req.message_publish_time)
+            # the search reads the ledger: it runs off the event loop, then the seek ends
+            task = asyncio.ensure_future(
+                consumer.subscription.seek_to_time_async(req.message_publish_time))
+            task.add_done_callback(lambda t: self._seek_done(consumer, req.request_id, t))
         else:
             raise BrokerError(pb.MetadataError, "Seek needs a message id or a publish time")
+
+    def _seek_done(self, consumer: Consumer, request_id: int, task: Any = None) -> None:
+        if task is not None:
+            exc = task.exception() if not task.cancelled() else BrokerError(
+                pb.ServiceNotReady, "seek cancelled: the broker is stopping")
+            if exc is not None:
+                code = exc.code if isinstance(exc, BrokerError) else pb.UnknownError
+                if not isinstance(exc, BrokerError):
+                    log.error("%s: seek by time failed: %r", self.peer, exc)
+                self.send_error(request_id, code, str(exc))
+                return
         # As Pulsar does: the consumers are closed before the seek is answered, so a client
         # takes the seek's reconnection path (it drops what it holds and any filter it
         # kept from an earlier seek) instead of treating the close as an ordinary one.
         consumer.subscription.disconnect_consumers()
-        self.send_success(req.request_id)
+        self.send_success(request_id)
 
     def handle_get_last_message_id(self, cmd: pb.BaseCommand, frame: Frame) -> None:
         req = cmd.getLastMessageId

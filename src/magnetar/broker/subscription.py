@@ -10,6 +10,7 @@ position. ``NonPersistentSubscription`` has no cursor: it pushes or drops.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from magnetar.broker import ack_set as ack_sets
@@ -182,15 +183,19 @@ class PersistentSubscription:
         self._reset(target)
 
     def seek_to_time(self, publish_time_ms: int) -> None:
+        """Seek to the first entry published at or after the time (searched on the loop:
+        for the admin API; clients' seeks use ``seek_to_time_async``)."""
+        self._seek_to_found(self.topic.ledger.find_position(_published_since(publish_time_ms)))
+
+    async def seek_to_time_async(self, publish_time_ms: int) -> None:
+        """``seek_to_time`` with the search on the storage's reader threads."""
         ledger = self.topic.ledger
+        found = await ledger.find_position_async(_published_since(publish_time_ms))
+        self._seek_to_found(found)
 
-        def published_since(data: bytes) -> bool:
-            metadata = entry_metadata(data)
-            return metadata is not None and metadata.publish_time >= publish_time_ms
-
-        target = ledger.find_position(published_since)
-        if target is None:
-            last = ledger.last_confirmed()
+    def _seek_to_found(self, target: Position | None) -> None:
+        if target is None:  # nothing that recent: after the last entry
+            last = self.topic.ledger.last_confirmed()
             target = Position(last[0], last[1] + 1) if last is not None else Position(0, 0)
         self._reset(target)
 
@@ -255,6 +260,16 @@ class PersistentSubscription:
             "nonRecoverableEntriesSkipped": self.skipped_entries,
             "consumers": [c.stats() for c in self.consumers],
         }
+
+
+def _published_since(publish_time_ms: int) -> Callable[[bytes], bool]:
+    """Whether a stored entry was published at or after ``publish_time_ms`` (thread-safe)."""
+
+    def published_since(data: bytes) -> bool:
+        metadata = entry_metadata(data)
+        return metadata is not None and metadata.publish_time >= publish_time_ms
+
+    return published_since
 
 
 class NonPersistentDispatcher:
@@ -334,6 +349,9 @@ class NonPersistentSubscription:
         raise BrokerError(pb.NotAllowedError, "seek is not supported on non-persistent topics")
 
     seek_to_time = seek_to_id  # type: ignore[assignment]
+
+    async def seek_to_time_async(self, publish_time_ms: int) -> None:
+        self.seek_to_id(Position(0, 0))  # refused the same way
 
     def last_message_id(self) -> tuple[pb.MessageIdData, pb.MessageIdData | None]:
         return message_id_data(0, self.topic.next_entry_id - 1), None

@@ -42,7 +42,7 @@ from .errors import (
 )
 from .flusher import Batch
 from .position import EARLIEST, Position
-from .segment import Segment, read_span
+from .segment import ColdSpan, Segment, read_span
 
 if TYPE_CHECKING:
     from .factory import ManagedLedgerFactory
@@ -637,6 +637,44 @@ class ManagedLedger:
             else:
                 lo = mid + 1
         return at(lo) if lo < total else None
+
+    def find_position_async(
+        self, predicate: Callable[[bytes], bool]
+    ) -> asyncio.Future[Position | None]:
+        """``find_position`` on the factory's reader threads (for searches a client asks
+        for, such as a seek by publish time): the loop takes a snapshot of the confirmed
+        entries' offsets, the thread reads each probe with its own descriptor."""
+        loop = asyncio.get_running_loop()
+        segs = [(s.path, s.ledger_id, s.offsets, s.confirmed) for s in self._segments if s.confirmed]
+        starts: list[int] = []
+        total = 0
+        for *_, confirmed in segs:
+            starts.append(total)
+            total += confirmed
+
+        def at(k: int) -> tuple[int, int]:
+            i = bisect_left(starts, k + 1) - 1
+            return i, k - starts[i]
+
+        def search() -> Position | None:
+            lo, hi = 0, total
+            while lo < hi:
+                mid = (lo + hi) // 2
+                i, eid = at(mid)
+                path, lid, offs, _ = segs[i]
+                records = read_span(ColdSpan(path, lid, eid, [offs[eid], offs[eid + 1]]))
+                if not records:  # trimmed meanwhile: what is left starts later
+                    lo = mid + 1
+                elif predicate(records[0]):
+                    hi = mid
+                else:
+                    lo = mid + 1
+            if lo >= total:
+                return None
+            i, eid = at(lo)
+            return Position(segs[i][1], eid)
+
+        return loop.run_in_executor(self._factory.readers, search)
 
     # ------------------------------------------------------------------ cursors
     def open_cursor(self, name: str, initial_position: str = "latest") -> ManagedCursor:
