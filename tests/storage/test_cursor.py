@@ -214,3 +214,34 @@ def test_mark_delete_at_the_end_of_a_ledger_absorbs_the_range_beyond_it(make_fac
     assert c.mark_delete_position == pos[5]
     assert c.individually_deleted == []
     assert c.backlog() == 6
+
+
+def test_periodic_cursor_writes_run_off_the_event_loop(make_factory):
+    """The timer's SQLite write of dirty cursors happens on the metadata writer thread."""
+    import asyncio
+    import threading
+
+    f = make_factory(cursor_persist_interval_s=0.01)
+    ml = f.open("t")
+    threads: list[str] = []
+    real = f._store.put_many
+
+    def recording(items, **kwargs):
+        threads.append(threading.current_thread().name)
+        return real(items, **kwargs)
+
+    async def go() -> None:
+        pos = [await ml.append(b"%d" % i) for i in range(3)]
+        cursor = ml.open_cursor("c", "earliest")  # written at once, on the loop
+        f._store.put_many = recording
+        cursor.mark_delete(pos[1])
+        for _ in range(500):  # bounded poll for the timer's write
+            if threads:
+                return
+            await asyncio.sleep(0.01)
+
+    asyncio.run(go())
+    assert threads and threads[0].startswith("magnetar-meta"), threads
+    f.close()
+    reopened = make_factory(cursor_persist_interval_s=0.01).open("t")
+    assert reopened.cursors()["c"].mark_delete_position.entry_id == 1

@@ -74,6 +74,8 @@ class ManagedLedgerFactory:
         self._flusher = Flusher(inline=config.inline_sync_when_idle)
         # reads that miss the cache run here, so a slow disk never holds up the event loop
         self.readers = ThreadPoolExecutor(max_workers=4, thread_name_prefix="magnetar-read")
+        # the periodic cursor writes go to SQLite from this one thread, in order
+        self._meta_writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="magnetar-meta")
         self._ledgers: dict[str, ManagedLedger] = {}
         ids = self._store.get("ids") or {}
         self._next_id = int(ids.get("limit", 0))
@@ -141,6 +143,7 @@ class ManagedLedgerFactory:
         self._forget_ledger(ml.name)
 
     def _forget_ledger(self, name: str) -> None:
+        self._drain_writes()
         self._store.delete_prefix(self._cursor_key(name, ""))
         self._store.delete(_LEDGER + name)
 
@@ -174,35 +177,69 @@ class ManagedLedgerFactory:
             )
 
     def _persist_dirty(self) -> None:
+        """The timer's write: the dirty cursors' states are taken on the loop and written
+        to SQLite on the metadata writer thread."""
         self._persist_handle = None
-        if self._dirty_cursors:
-            self._persist_cursors(list(self._dirty_cursors))
+        if not self._dirty_cursors:
+            return
+        cursors, items = self._take_states(list(self._dirty_cursors))
+        if not items:
+            return
+        loop = self._persist_loop
+        future = self._meta_writer.submit(self._store.put_many, items)
 
-    def _persist_cursors(self, cursors: builtins.list[ManagedCursor]) -> None:
+        def written(f: Any) -> None:
+            if f.exception() is not None and loop is not None and not loop.is_closed():
+                loop.call_soon_threadsafe(self._persist_failed, cursors, f.exception())
+
+        future.add_done_callback(written)
+
+    def _take_states(
+        self, cursors: builtins.list[ManagedCursor]
+    ) -> tuple[builtins.list[ManagedCursor], dict[str, Any]]:
         cap = self.config.cursor_max_persisted_ranges
         items = {}
+        taken = []
         for c in cursors:
             if c.closed:
                 continue
             items[self._cursor_key(c.ledger.name, c.name)] = c.to_state(cap)
             c.dirty = False
             self._dirty_cursors.pop(c, None)
+            taken.append(c)
+        return taken, items
+
+    def _persist_failed(self, cursors: builtins.list[ManagedCursor], exc: BaseException) -> None:
+        log.error("persisting %d cursors failed: %s", len(cursors), exc)
+        for c in cursors:
+            if not c.closed:
+                c.dirty = False
+                c._changed()  # dirty again: the next timer tries once more
+
+    def _persist_cursors(self, cursors: builtins.list[ManagedCursor]) -> None:
+        """Write the cursors' states now, after any write still queued (so nothing older
+        lands after them)."""
+        taken, items = self._take_states(cursors)
         if not items:
             return
+        self._drain_writes()
         try:
             self._store.put_many(items)
         except StorageError as exc:
-            log.error("persisting %d cursors failed: %s", len(items), exc)
-            for c in cursors:
-                c.dirty = False
-                c._changed()
+            self._persist_failed(taken, exc)
+
+    def _drain_writes(self) -> None:
+        """Wait for the metadata writer thread to finish what it was given."""
+        with contextlib.suppress(RuntimeError):  # already shut down: nothing is queued
+            self._meta_writer.submit(lambda: None).result()
 
     def _forget_cursor(self, cursor: ManagedCursor) -> None:
         self._dirty_cursors.pop(cursor, None)
+        self._drain_writes()  # a queued write of its old state must not outlive the delete
 
     def persist_cursors(self) -> None:
         """Persist every dirty cursor now."""
-        self._persist_dirty()
+        self._persist_cursors(list(self._dirty_cursors))
 
     # ------------------------------------------------------------------ lifecycle
     def close(self) -> None:
@@ -219,7 +256,8 @@ class ManagedLedgerFactory:
                 ml.close()
             except Exception:
                 log.exception("closing ledger %s failed", ml.name)
-        self._persist_dirty()
+        self._persist_cursors(list(self._dirty_cursors))
+        self._meta_writer.shutdown(wait=True)
         self.readers.shutdown(wait=False, cancel_futures=True)
         self._flusher.stop()
         self._files.close_all()
