@@ -15,7 +15,7 @@ import uuid
 from typing import Any
 
 from magnetar.client import InitialPosition, MessageId
-from magnetar.client.topic import base_name
+from magnetar.client.topic import base_name, partition_index
 from magnetar.spark.offsets import EARLIEST, Bound, before
 from magnetar.spark.session import Session
 
@@ -63,7 +63,9 @@ async def _by_time(session: Session, partitions: list[str], ms: int,
     async def one(topic: str) -> tuple[str, Bound]:
         if last[topic][1] < 0:
             return topic, last[topic]
-        tail = await client.create_reader(topic, MessageId.latest,
+        ledger, entry, _ = last[topic]
+        tail = await client.create_reader(topic,
+                                          MessageId(partition_index(topic), ledger, entry),
                                           start_message_id_inclusive=True,
                                           receiver_queue_size=1)
         try:

@@ -25,6 +25,8 @@ log = logging.getLogger(__name__)
 
 #: Messages per Arrow record batch.
 CHUNK = 8192
+#: How long to wait for a message before asking whether any is left to come.
+POLL_MS = 2000
 
 
 class DataLossError(RuntimeError):
@@ -40,7 +42,19 @@ class RangePartition(InputPartition):
 
     @property
     def empty(self) -> bool:
-        return self.upto <= self.after
+        # entry -1: the broker's "last id" of a topic without entries
+        return self.upto <= self.after or self.upto[1] < 0
+
+
+def _lost(r: RangePartition, seen: Bound, last: Bound, fail: bool) -> None:
+    """The topic ends before the range does: its messages were removed."""
+    if seen >= r.upto:
+        return
+    what = (f"{r.topic}: messages after {seen} up to {r.upto} were planned but the topic "
+            f"now ends at {last} (removed by retention, TTL or deletion)")
+    if fail:
+        raise DataLossError(what + "; set failOnDataLoss=false to skip them")
+    log.warning("%s; skipping them (failOnDataLoss=false)", what)
 
 
 def _start_id(r: RangePartition) -> tuple[MessageId, bool]:
@@ -60,23 +74,25 @@ def read_range(session: Session, r: RangePartition, reader_kwargs: dict[str, Any
     reader = session.run(session.client.create_reader(
         r.topic, start, start_message_id_inclusive=inclusive, **kwargs))
     after, upto = r.after, r.upto
+    seen = after
+    waited = 0
     try:
         while True:
             try:
-                msgs = session.run(take(reader, chunk, timeout_ms))
+                msgs = session.run(take(reader, chunk, min(POLL_MS, timeout_ms)))
             except Timeout:
+                # nothing came: is there anything left to wait for?
                 last = session.run(reader.get_last_message_id())
                 last_key = (last.ledger_id(), last.entry_id(), last.batch_index())
-                what = (f"{r.topic}: messages up to {upto} were planned but the topic now "
-                        f"ends at {last_key}")
-                if last_key < upto:
-                    if fail_on_data_loss:
-                        raise DataLossError(what + " (set failOnDataLoss=false to skip)") \
-                            from None
-                    log.warning("%s; skipping them (failOnDataLoss=false)", what)
+                if last_key <= seen or last_key[1] < 0:
+                    _lost(r, seen, last_key, fail_on_data_loss)
                     return
-                raise DataLossError(f"{r.topic}: no message within {timeout_ms} ms while "
-                                    f"reading up to {upto}") from None
+                waited += POLL_MS
+                if waited >= timeout_ms:
+                    raise DataLossError(f"{r.topic}: no message within {timeout_ms} ms while "
+                                        f"reading up to {upto}") from None
+                continue
+            waited = 0
             out = []
             done = False
             for m in msgs:
@@ -88,6 +104,7 @@ def read_range(session: Session, r: RangePartition, reader_kwargs: dict[str, Any
                     done = True
                     break
                 out.append(m)
+                seen = key
                 if key == upto:
                     done = True
                     break

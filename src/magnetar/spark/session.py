@@ -97,6 +97,17 @@ class Session:
         if not self.loop.is_running():
             self.loop.close()
 
+    def abandon(self) -> None:
+        """Drop the client without a graceful close: producers' open batches are not
+        flushed (a failed write task must not publish a batch cut short by the failure:
+        its retry cuts the same rows into whole batches, see ``writer``)."""
+        if self._thread is not None:
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self._thread.join(timeout=10)
+        self.client._pool.close()  # client internals: drop the sockets as they are
+        if not self.loop.is_running():
+            self.loop.close()
+
     # ------------------------------------------------------------ discovery
     def partitions_of(self, topics: tuple[str, ...], pattern: str | None) -> list[str]:
         """The topic partitions (or non-partitioned topics) to read, sorted."""

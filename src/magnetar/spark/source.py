@@ -20,9 +20,6 @@ from magnetar.spark.options import (
     PulsarOptionError,
     SinkOptions,
     SourceOptions,
-    lower,
-    parse_client,
-    parse_subject,
 )
 from magnetar.spark.schema import (
     ValueFormat,
@@ -65,11 +62,16 @@ class PulsarDataSource(DataSource):
         return self._fmt
 
     def schema(self) -> StructType:
-        # batch or stream is not known yet: only what the schema depends on is checked
-        opts = lower(self.options)
-        topics, pattern = parse_subject(opts)
-        subject = SourceOptions(client=parse_client(opts), topics=topics, pattern=pattern)
-        return default_schema(self._value_format(subject))
+        # batch or stream is not known yet: the options must make sense for one of them
+        # (``reader`` / ``streamReader`` check them again for their own mode)
+        try:
+            opts = SourceOptions.parse(self.options)
+        except PulsarOptionError as batch_error:
+            try:
+                opts = SourceOptions.parse(self.options, streaming=True)
+            except PulsarOptionError:
+                raise batch_error from None
+        return default_schema(self._value_format(opts))
 
     def _checked(self, schema: StructType, opts: SourceOptions) -> ValueFormat:
         fmt = self._value_format(opts)

@@ -76,8 +76,10 @@ def write_task(opts: SinkOptions, prefix: str, base: int,
     session = Session(opts.client)
     try:
         rows = session.run(_publish(session, opts, name, base, batches))
-    finally:
-        session.close()
+    except BaseException:
+        session.abandon()
+        raise
+    session.close()
     return WriteResult(partition, rows)
 
 
@@ -103,6 +105,7 @@ async def _publish(session: Session, opts: SinkOptions, name: str, base: int,
                                                                 **conf)
         return p
 
+    ok = False
     try:
         for batch in batches:
             cols = {n: batch.column(i).to_pylist() for i, n in enumerate(batch.schema.names)
@@ -135,8 +138,11 @@ async def _publish(session: Session, opts: SinkOptions, name: str, base: int,
                     futures.clear()
         await asyncio.gather(*(p.flush() for p in producers.values()))
         await asyncio.gather(*futures)
+        ok = True
     finally:
-        await asyncio.gather(*(p.close() for p in producers.values()), return_exceptions=True)
+        if ok:
+            await asyncio.gather(*(p.close() for p in producers.values()),
+                                 return_exceptions=True)
     return row
 
 
