@@ -1,0 +1,169 @@
+"""Spark data source figures, on ``local[2]`` against a ``magnetar standalone`` child:
+
+* batch read rows/s of N messages of 100 B on 4 partitions (produced batched), with the
+  ``pulsar`` source (Arrow batches) and, in the same run, with the simplest alternative a
+  user would write: a Python data source reading each partition with the official
+  ``pulsar-client`` Reader and yielding tuples;
+* batch write rows/s (a DataFrame of N rows of 100 B written with ``format("pulsar")``);
+* streaming end-to-end latency: messages published at a fixed rate, a query with a
+  100 ms processing-time trigger appending ``now - __publishTime`` to a memory sink.
+
+    python bench/spark_bench.py [--messages 1000000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import pulsar
+from pyspark.sql import SparkSession
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+
+from tests.broker.brokerproc import BrokerProcess
+
+
+class NaiveSource(DataSource):
+    """What a user writes first: the official Reader, one tuple per message."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "naive_pulsar"
+
+    def schema(self) -> str:
+        return "value binary, __key string, __publishTime timestamp"
+
+    def reader(self, schema):  # type: ignore[no-untyped-def]
+        return NaiveReader(self.options)
+
+
+class NaiveReader(DataSourceReader):
+    def __init__(self, options) -> None:  # type: ignore[no-untyped-def]
+        self.url = options["service.url"]
+        self.topic = options["topic"]
+        self.parts = int(options["partitions"])
+
+    def partitions(self):  # type: ignore[no-untyped-def]
+        return [InputPartition(i) for i in range(self.parts)]
+
+    def read(self, partition):  # type: ignore[no-untyped-def]
+        import datetime as dt
+
+        import pulsar as pc
+
+        client = pc.Client(self.url, logger=pc.ConsoleLogger(pc.LoggerLevel.Error))
+        topic = f"{self.topic}-partition-{partition.value}"
+        reader = client.create_reader(topic, pc.MessageId.earliest, receiver_queue_size=10000)
+        try:
+            while reader.has_message_available():
+                m = reader.read_next()
+                yield (m.data(), m.partition_key() or None,
+                       dt.datetime.fromtimestamp(m.publish_timestamp() / 1000, dt.UTC))
+        finally:
+            reader.close()
+            client.close()
+
+
+def produce(url: str, topic: str, n: int) -> None:
+    client = pulsar.Client(url, logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error))
+    p = client.create_producer(topic, batching_enabled=True, batching_max_messages=1000,
+                               block_if_queue_full=True, max_pending_messages=20000,
+                               message_routing_mode=pulsar.PartitionsRoutingMode.RoundRobinDistribution)
+    payload = b"x" * 100
+    for _ in range(n):
+        p.send_async(payload, None)
+    p.flush()
+    client.close()
+
+
+def timed(fn) -> float:  # type: ignore[no-untyped-def]
+    t = time.perf_counter()
+    fn()
+    return time.perf_counter() - t
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--messages", type=int, default=1_000_000)
+    args = ap.parse_args()
+    n = args.messages
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    with tempfile.TemporaryDirectory() as tmp:
+        broker = BrokerProcess(Path(tmp), {"allowAutoTopicCreationType": "partitioned",
+                                           "defaultNumPartitions": "4",
+                                           "magnetarFsyncPolicy": "never"})
+        broker.start()
+        try:
+            run(broker.url, n, Path(tmp))
+        finally:
+            broker.stop()
+
+
+def run(url: str, n: int, tmp: Path) -> None:
+    topic = "persistent://public/default/bench-read"
+    t = timed(lambda: produce(url, topic, n))
+    print(f"produced {n:,} x 100 B on 4 partitions in {t:.1f}s")
+    spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
+             .config("spark.sql.shuffle.partitions", "2").getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    spark.dataSource.register(NaiveSource)
+
+    def count(fmt: str) -> None:
+        df = spark.read.format(fmt).option("service.url", url).option("topic", topic) \
+            .option("partitions", "4") if fmt == "naive_pulsar" else \
+            spark.read.format(fmt).option("service.url", url).option("topic", topic)
+        got = df.load().selectExpr("sum(length(value))").collect()[0][0]
+        assert got == 100 * n, got
+
+    count("pulsar")  # warm-up: python workers started
+    ours = [n / timed(lambda: count("pulsar")) for _ in range(2)]
+    naive = [n / timed(lambda: count("naive_pulsar")) for _ in range(1)]
+    print(f"batch read rows/s: pulsar source {max(ours):,.0f}  naive official-Reader "
+          f"tuples {max(naive):,.0f}  ratio {max(ours) / max(naive):.1f}x")
+
+    wn = n // 2
+    df = spark.range(wn).selectExpr("unhex(repeat('78', 100)) AS value").repartition(2)
+    df.cache().count()
+    out = "persistent://public/default/bench-write"
+    t = timed(lambda: df.write.format("pulsar").option("service.url", url)
+              .option("topic", out).mode("append").save())
+    print(f"batch write rows/s: {wn / t:,.0f} ({wn:,} rows of 100 B, 2 tasks, 4 partitions)")
+
+    lat_topic = "persistent://public/default/bench-latency"
+    client = pulsar.Client(url, logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error))
+    prod = client.create_producer(lat_topic, batching_enabled=False)
+    prod.send(b"warm")
+    q = (spark.readStream.format("pulsar").option("service.url", url)
+         .option("topic", lat_topic).option("startingOffsets", "latest").load()
+         .selectExpr("(unix_micros(current_timestamp()) - unix_micros(__publishTime)) / 1000"
+                     " AS ms")
+         .writeStream.format("memory").queryName("lat")
+         .option("checkpointLocation", str(tmp / "lat-ckpt"))
+         .trigger(processingTime="100 milliseconds").start())
+    rate = 200
+    end = time.monotonic() + 15
+    while time.monotonic() < end:
+        prod.send_async(b"y" * 100, None)
+        time.sleep(1 / rate)  # a fixed publishing rate, not synchronisation
+    prod.flush()
+    q.processAllAvailable()
+    q.stop()
+    lats = sorted(r.ms for r in spark.sql("SELECT ms FROM lat").collect())
+    if lats:
+        p50 = statistics.median(lats)
+        p99 = lats[int(len(lats) * 0.99) - 1]
+        print(f"streaming end-to-end latency at {rate} msg/s, 100 ms trigger: p50 {p50:.0f} ms "
+              f"p99 {p99:.0f} ms ({len(lats)} messages; includes Spark's batch planning)")
+    client.close()
+    spark.stop()
+
+
+if __name__ == "__main__":
+    main()
