@@ -152,7 +152,7 @@ class BrokerConfig(SecurityConfig):
             raise ConfigError("magnetarIdleTopicSweepMaxTopics must be at least 1")
         if self.keepAliveIntervalSeconds <= 0:
             raise ConfigError("keepAliveIntervalSeconds must be positive")
-        if not 0 <= self.brokerServicePort <= 65535:
+        if not -1 <= self.brokerServicePort <= 65535:
             raise ConfigError(f"brokerServicePort must be a TCP port, not {self.brokerServicePort}")
         try:
             self.validate_security()

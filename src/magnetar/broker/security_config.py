@@ -102,6 +102,9 @@ class SecurityConfig:
             )
         if self.tls_port is not None and self.tls_port > 65535:
             raise SecurityConfigError(f"brokerServicePortTls must be a TCP port, not {self.tls_port}")
+        if self.brokerServicePort < 0 and self.tls_port is None:  # type: ignore[attr-defined]
+            raise SecurityConfigError(
+                "brokerServicePort=-1 (no plain-text listener) needs brokerServicePortTls")
         if self.tlsCertRefreshCheckDurationSec < 0:
             raise SecurityConfigError("tlsCertRefreshCheckDurationSec must be >= 0 (0: never)")
         for key in ("brokerMaxConnections", "brokerMaxConnectionsPerIp", "maxProducersPerTopic",

@@ -400,20 +400,23 @@ class ServerCnx(asyncio.Protocol):
 
     # ------------------------------------------------------------------ discovery
 
-    def _advertised_url(self) -> str:
+    def _advertised_host(self) -> str:
         host = self.config.advertisedAddress
         if not host and self.transport is not None:
             sock = self.transport.get_extra_info("sockname")
             host = sock[0] if sock else "localhost"
             if ":" in host:
                 host = f"[{host}]"
-        return f"pulsar://{host}:{self.service.port}"
+        return host
+
+    def _advertised_url(self) -> str:
+        if self.service.port < 0:  # TLS only
+            return self._advertised_tls_url() or ""
+        return f"pulsar://{self._advertised_host()}:{self.service.port}"
 
     def _advertised_tls_url(self) -> str | None:
         tls_port = self.security.tls_port
-        if tls_port is None:
-            return None
-        return self._advertised_url().rsplit(":", 1)[0].replace("pulsar://", "pulsar+ssl://", 1) + f":{tls_port}"
+        return None if tls_port is None else f"pulsar+ssl://{self._advertised_host()}:{tls_port}"
 
     def handle_lookup(self, cmd: pb.BaseCommand, frame: Frame) -> None:
         lookup = cmd.lookupTopic

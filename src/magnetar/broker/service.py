@@ -111,15 +111,16 @@ class BrokerService:
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(
-            lambda: ServerCnx(self),
-            host=self.config.bindAddress,
-            port=self.config.brokerServicePort,
-            reuse_address=True,
-            backlog=1024,
-        )
-        sock = self._server.sockets[0]
-        self.port = sock.getsockname()[1]
+        if self.config.brokerServicePort >= 0:  # -1: TLS only (brokerServicePortTls)
+            self._server = await loop.create_server(
+                lambda: ServerCnx(self),
+                host=self.config.bindAddress,
+                port=self.config.brokerServicePort,
+                reuse_address=True,
+                backlog=1024,
+            )
+            sock = self._server.sockets[0]
+            self.port = sock.getsockname()[1]
         await self.security.start()
         self._tasks.append(asyncio.create_task(self._keepalive_loop()))
         self._tasks.append(asyncio.create_task(self._housekeeping_loop()))
