@@ -15,6 +15,7 @@ import random
 import socket
 import struct
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,11 +23,13 @@ from google.protobuf.descriptor import FieldDescriptor
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from magnetar.cli.tokens import create_token
 from magnetar.protocol import pb
 from tests.broker.brokerproc import wait_until
 from tests.broker.conftest import ThreadedBroker, start_broker
 from tests.broker.rawclient import RawClient
 
+from .conftest import file_url, token_settings
 from .test_authentication import round_trip
 
 T = pb.BaseCommand
@@ -132,19 +135,31 @@ class InternalErrors(logging.Handler):
 
 
 def test_fuzz_command_handlers(fuzz_broker: ThreadedBroker) -> None:
+    fuzz(fuzz_broker, {}, 150)
+
+
+def test_fuzz_command_handlers_with_token_auth(make_broker: Any, keys: dict[str, Path]) -> None:
+    broker = make_broker(**token_settings(keys, authenticationRefreshCheckSeconds=1,
+                                          authorizationEnabled=True, superUserRoles="fuzzer"))
+    token = create_token("fuzzer", secret_key=file_url(keys["secret"]), expiry_seconds=3600)
+    fuzz(broker, {"auth_method_name": "token", "auth_data": token.encode()}, 60)
+
+
+def fuzz(broker: ThreadedBroker, connect: dict[str, Any], max_examples: int) -> None:
+    """Send random commands on fresh connections; the broker must keep serving."""
     errors = InternalErrors()
     logging.getLogger("magnetar.broker").addHandler(errors)
-    watcher = RawClient.for_url(fuzz_broker.url, timeout=10)
-    watcher.connect()
+    watcher = RawClient.for_url(broker.url, timeout=10)
+    watcher.connect(**connect)
     examples = [0]
 
-    @settings(max_examples=150, deadline=None, derandomize=True, database=None,
+    @settings(max_examples=max_examples, deadline=None, derandomize=True, database=None,
               suppress_health_check=list(HealthCheck))
     @given(st.lists(commands(), min_size=1, max_size=4))
     def run(frames: list[bytes]) -> None:
         examples[0] += 1
-        with RawClient.for_url(fuzz_broker.url, timeout=10) as raw:
-            raw.connect()
+        with RawClient.for_url(broker.url, timeout=10) as raw:
+            raw.connect(**connect)
             for frame in frames:
                 try:
                     raw.send_bytes(frame)
@@ -172,8 +187,9 @@ def test_fuzz_command_handlers(fuzz_broker: ThreadedBroker) -> None:
         watcher.close()
     internal = [r.getMessage() for r in errors.records if "failed to handle" in r.getMessage()]
     assert not internal, internal[:5]
-    assert examples[0] >= 100
-    round_trip(fuzz_broker.url, None)
+    assert examples[0] >= max_examples * 2 // 3
+    if not connect:
+        round_trip(broker.url, None)
 
 
 def test_random_bytes_and_lying_sizes(fuzz_broker: ThreadedBroker) -> None:

@@ -80,6 +80,14 @@ def test_mutual_tls_role_is_the_certificate_cn(make_broker: Any, pki: Pki, other
     # a normal client still works
     round_trip(tls_url(broker), pulsar.AuthenticationTLS(str(cert), str(key)),
                tls_trust_certs_file_path=str(pki.ca_file))
+    # our client: the client certificate alone authenticates (method tls)
+    ours = sync.Client(tls_url(broker), tls_trust_certs_file_path=str(pki.ca_file),
+                       tls_certificate_file_path=str(cert), tls_private_key_file_path=str(key))
+    try:
+        ours.create_producer(new_topic()).send(b"mtls")
+        assert any(c.principal == "alice" for c in list(broker.service.connections))
+    finally:
+        ours.close()
 
 
 def test_token_over_tls(make_broker: Any, pki: Pki, keys: dict[str, Path]) -> None:
