@@ -63,6 +63,13 @@ def test_permissions_grant_revoke(make_broker: Any, keys: dict[str, Path]) -> No
         broker.call(authz.revoke_namespace, NS, "alice")
         with pytest.raises(pulsar.AuthorizationError):
             alice.subscribe(topic, "s2")
+        # listing the namespace's topics needs some permission on it
+        with RawClient.for_url(broker.url) as raw:
+            raw.connect(auth_method_name="token", auth_data=create_token(
+                "alice", secret_key=file_url(keys["secret"])).encode())
+            raw.send("GET_TOPICS_OF_NAMESPACE", namespace=NS, request_id=3)
+            reply = raw.read_reply()
+            assert reply.type == T.ERROR and reply.error.error == pb.AuthorizationError
         # the superuser needs no grant
         admin.create_producer(other).send(b"admin")
         admin.subscribe(other, "s")

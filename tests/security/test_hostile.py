@@ -14,6 +14,7 @@ import logging
 import random
 import socket
 import struct
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -221,7 +222,9 @@ def test_half_open_connections_that_never_speak(fuzz_broker: ThreadedBroker) -> 
     try:
         for _ in range(500):
             silent.append(socket.create_connection(("127.0.0.1", port), timeout=10))
+        start = time.monotonic()
         round_trip(fuzz_broker.url, None)  # served while 500 sockets sit idle
+        assert time.monotonic() - start < 20
         # the handshake timeout (2 s here) closes every one of them
         wait_until(lambda: limits.total == 0, 60, "the silent connections to be closed")
         for sock in silent[:20]:
@@ -230,3 +233,24 @@ def test_half_open_connections_that_never_speak(fuzz_broker: ThreadedBroker) -> 
         for sock in silent:
             sock.close()
     round_trip(fuzz_broker.url, None)
+
+
+def test_producer_that_never_reads_its_receipts(fuzz_broker: ThreadedBroker) -> None:
+    """2000 sends without reading a byte back: others are served meanwhile, and every send
+    gets its receipt once the producer reads."""
+    topic = "persistent://public/default/never-reads"
+    with RawClient.for_url(fuzz_broker.url, timeout=30) as raw:
+        raw.connect()
+        assert raw.create_producer(topic).type == T.PRODUCER_SUCCESS
+        payload = b"x" * 1024
+        for seq in range(2000):
+            raw.send_message(1, seq, payload)
+        start = time.monotonic()
+        round_trip(fuzz_broker.url, None)
+        assert time.monotonic() - start < 20  # latency for others stays bounded
+        receipts = set()
+        while len(receipts) < 2000:
+            cmd = raw.read_reply(30)
+            assert cmd.type == T.SEND_RECEIPT, cmd
+            receipts.add(cmd.send_receipt.sequence_id)
+        assert receipts == set(range(2000))
