@@ -3,6 +3,7 @@ admin layer will call (``authenticate_http``)."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 from pathlib import Path
 
@@ -85,6 +86,8 @@ def test_authenticate_http(tmp_path: Path) -> None:
     assert service.authenticate_http({"Authorization": f"Bearer {token}"}).role == "bob"
     basic = base64.b64encode(b"ann:pw").decode()
     assert service.authenticate_http({"authorization": f"Basic {basic}"}).principal == "ann"
+    identity = asyncio.run(service.authenticate_http_async({"Authorization": f"Basic {basic}"}))
+    assert identity.role == "ann"
     with pytest.raises(AuthenticationError):
         service.authenticate_http({"Authorization": "Basic " + base64.b64encode(b"ann:no").decode()})
     with pytest.raises(AuthenticationError):

@@ -1,7 +1,7 @@
 """Connection and per-topic limits, each refused the way Pulsar refuses it.
 
 - ``brokerMaxConnections`` / ``brokerMaxConnectionsPerIp``: a connection past either is
-  closed as soon as it is accepted (logged, once a minute at most per reason).
+  closed as soon as it is accepted (logged at most once a minute, with a running count).
 - ``magnetarHandshakeTimeoutSeconds``: a connection that has not completed Connect (and its
   authentication) that long after it was accepted is closed.
 - ``maxProducersPerTopic`` (ProducerBusy), ``maxConsumersPerTopic`` and

@@ -144,6 +144,12 @@ class AuthenticationService:
             raise AuthenticationError(
                 "original_principal may only be given by a connection with a proxy role")
 
+    async def authenticate_http_async(self, headers: Mapping[str, str],
+                                      peer_certificate: Any = None, peer: str = "?") -> Identity:
+        """``authenticate_http`` with the provider's work (a bcrypt check) off the event loop:
+        what an asyncio HTTP handler should call."""
+        return await asyncio.to_thread(self.authenticate_http, headers, peer_certificate, peer)
+
     def authenticate_http(self, headers: Mapping[str, str], peer_certificate: Any = None,
                           peer: str = "?") -> Identity:
         """The identity of an HTTP request (for the admin layer). Raises
