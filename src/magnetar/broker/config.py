@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from magnetar.broker.schema_compat import validate_strategy
+from magnetar.broker.security_config import SecurityConfig, SecurityConfigError
 
 log = logging.getLogger(__name__)
 
@@ -28,8 +29,9 @@ class ConfigError(ValueError):
 
 
 @dataclass
-class BrokerConfig:
-    """Every broker setting, named as in Pulsar's broker.conf (camelCase keys map 1:1)."""
+class BrokerConfig(SecurityConfig):
+    """Every broker setting, named as in Pulsar's broker.conf (camelCase keys map 1:1);
+    security and connection limits are inherited from ``SecurityConfig``."""
 
     # Network
     bindAddress: str = "0.0.0.0"
@@ -159,8 +161,12 @@ class BrokerConfig:
             raise ConfigError("magnetarIdleTopicSweepMaxTopics must be at least 1")
         if self.keepAliveIntervalSeconds <= 0:
             raise ConfigError("keepAliveIntervalSeconds must be positive")
-        if not 0 <= self.brokerServicePort <= 65535:
+        if not -1 <= self.brokerServicePort <= 65535:
             raise ConfigError(f"brokerServicePort must be a TCP port, not {self.brokerServicePort}")
+        try:
+            self.validate_security()
+        except SecurityConfigError as exc:
+            raise ConfigError(str(exc)) from None
 
     def set(self, key: str, raw: str, where: str = "") -> bool:
         """Set ``key`` from its text form; returns False for a key we do not implement."""

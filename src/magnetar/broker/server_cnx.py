@@ -22,6 +22,8 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
+from magnetar.broker.auth import binary as auth_binary
+from magnetar.broker.authorization import CONSUME, LOOKUP, PRODUCE
 from magnetar.broker.errors import BrokerError
 from magnetar.broker.subscription import position_of
 from magnetar.protocol import pb
@@ -37,6 +39,7 @@ from magnetar.protocol.peers import understands_reached_end_of_topic
 from magnetar.protocol.version import PROTOCOL_VERSION
 
 if TYPE_CHECKING:
+    from magnetar.broker.auth.service import Identity
     from magnetar.broker.consumer import Consumer
     from magnetar.broker.producer import Producer
     from magnetar.broker.service import BrokerService
@@ -100,6 +103,15 @@ class ServerCnx(asyncio.Protocol):
         self.understands_end_of_topic = True
         self.remote_protocol_version = 0
         self.principal: str | None = None
+        # security (broker/security.py): who the peer is, credentials refresh, limits
+        self.security = service.security
+        self.identity: Identity | None = None
+        self.auth_task: asyncio.Task[None] | None = None
+        self.auth_challenge_pending = False
+        self.supports_auth_refresh = False
+        self.server_version = SERVER_VERSION
+        self.counted_ip: str | None = None
+        self.handshake_timer: asyncio.TimerHandle | None = None
         self.supports_entry_metadata = False
         self.producers: dict[int, Producer] = {}
         self.consumers: dict[int, Consumer] = {}
@@ -138,6 +150,7 @@ class ServerCnx(asyncio.Protocol):
             T.GET_TOPICS_OF_NAMESPACE: self.handle_get_topics_of_namespace,
             T.GET_SCHEMA: self.handle_get_schema,
             T.GET_OR_CREATE_SCHEMA: self.handle_get_or_create_schema,
+            T.AUTH_RESPONSE: self.handle_auth_response,
         }
 
     # ------------------------------------------------------------------ transport events
@@ -146,12 +159,19 @@ class ServerCnx(asyncio.Protocol):
         self.transport = transport  # type: ignore[assignment]  # uvloop's is not a subclass
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        if not self.security.limits.admit(self, peer[0] if peer else "?"):
+            self.closed = True
+            transport.abort()
+            return
         self.service.connections.add(self)
         log.debug("connection from %s", self.peer)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         self.service.connections.discard(self)
+        self.security.limits.release(self)
+        if self.auth_task is not None:
+            self.auth_task.cancel()
         for producer in list(self.producers.values()):
             producer.topic.remove_producer(producer)
         for consumer in list(self.consumers.values()):
@@ -300,16 +320,29 @@ class ServerCnx(asyncio.Protocol):
     # ------------------------------------------------------------------ handshake & liveness
 
     def handle_connect(self, cmd: pb.BaseCommand, frame: Frame) -> None:
-        if self.connected:
+        if self.connected or self.auth_task is not None:
             self._protocol_violation("second Connect on one connection")
             return
         connect = cmd.connect
+        if self.security.authentication.enabled:
+            self.supports_auth_refresh = bool(
+                connect.HasField("feature_flags") and connect.feature_flags.supports_auth_refresh)
+            auth_binary.start_connect(self, connect, lambda ident: self._connected(connect, ident))
+            return
         try:
             self.principal = self.service.authenticate(connect)
         except BrokerError as exc:
             self.send_error(0, exc.code, str(exc))
             self.close()
             return
+        self._connected(connect, None)
+
+    def _connected(self, connect: pb.CommandConnect, identity: Identity | None) -> None:
+        """The Connect is accepted (authenticated as ``identity`` when auth is on)."""
+        if identity is not None:
+            self.identity = identity
+            self.principal = identity.principal
+        self.security.limits.handshake_done(self)
         self.client_version = connect.client_version
         self.remote_protocol_version = connect.protocol_version
         self.understands_end_of_topic = understands_reached_end_of_topic(
@@ -325,10 +358,21 @@ class ServerCnx(asyncio.Protocol):
             protocol_version=min(PROTOCOL_VERSION, connect.protocol_version),
             max_message_size=self.config.maxMessageSize,
         )
-        connected.feature_flags.supports_auth_refresh = False
+        connected.feature_flags.supports_auth_refresh = self.identity is not None
         connected.feature_flags.supports_broker_entry_metadata = True
         connected.feature_flags.supports_partial_producer = True
         self.send(T(type=T.CONNECTED, connected=connected))
+
+    def handle_auth_response(self, cmd: pb.BaseCommand, frame: Frame) -> None:
+        auth_binary.handle_auth_response(self, cmd)
+
+    def authorize(self, topic: str, action: str) -> None:
+        """Raise AuthorizationError unless this connection's role may ``action`` on ``topic``."""
+        authz = self.security.authorization
+        if authz.enabled:
+            identity = self.identity
+            authz.check(identity.role if identity else None,
+                        identity.original_principal if identity else None, topic, action, self.peer)
 
     def handle_ping(self, cmd: pb.BaseCommand, frame: Frame) -> None:
         self.send(T(type=T.PONG, pong=pb.CommandPong()))
@@ -356,18 +400,28 @@ class ServerCnx(asyncio.Protocol):
 
     # ------------------------------------------------------------------ discovery
 
-    def _advertised_url(self) -> str:
+    def _advertised_host(self) -> str:
         host = self.config.advertisedAddress
         if not host and self.transport is not None:
             sock = self.transport.get_extra_info("sockname")
             host = sock[0] if sock else "localhost"
             if ":" in host:
                 host = f"[{host}]"
-        return f"pulsar://{host}:{self.service.port}"
+        return host
+
+    def _advertised_url(self) -> str:
+        if self.service.port < 0:  # TLS only
+            return self._advertised_tls_url() or ""
+        return f"pulsar://{self._advertised_host()}:{self.service.port}"
+
+    def _advertised_tls_url(self) -> str | None:
+        tls_port = self.security.tls_port
+        return None if tls_port is None else f"pulsar+ssl://{self._advertised_host()}:{tls_port}"
 
     def handle_lookup(self, cmd: pb.BaseCommand, frame: Frame) -> None:
         lookup = cmd.lookupTopic
         self.service.check_topic_name(lookup.topic)
+        self.authorize(lookup.topic, LOOKUP)
         response = pb.CommandLookupTopicResponse(
             request_id=lookup.request_id,
             response=pb.CommandLookupTopicResponse.Connect,
@@ -375,11 +429,16 @@ class ServerCnx(asyncio.Protocol):
             authoritative=True,
             proxy_through_service_url=False,
         )
+        tls_url = self._advertised_tls_url()
+        if tls_url is not None:
+            response.brokerServiceUrlTls = tls_url
         self.send(T(type=T.LOOKUP_RESPONSE, lookupTopicResponse=response))
 
     def handle_partitioned_metadata(self, cmd: pb.BaseCommand, frame: Frame) -> None:
         req = cmd.partitionMetadata
         try:
+            self.service.check_topic_name(req.topic)
+            self.authorize(req.topic, LOOKUP)
             partitions = self.service.partitioned_metadata(req.topic)
         except BrokerError as exc:
             resp = pb.CommandPartitionedTopicMetadataResponse(
@@ -398,6 +457,11 @@ class ServerCnx(asyncio.Protocol):
 
     def handle_get_topics_of_namespace(self, cmd: pb.BaseCommand, frame: Frame) -> None:
         req = cmd.getTopicsOfNamespace
+        if self.security.authorization.enabled:
+            identity = self.identity
+            self.security.authorization.check_namespace(
+                identity.role if identity else None,
+                identity.original_principal if identity else None, req.namespace, self.peer)
         topics, filtered = self.service.topics_of_namespace(
             req.namespace, req.mode, req.topics_pattern if req.HasField("topics_pattern") else None
         )
@@ -416,6 +480,9 @@ class ServerCnx(asyncio.Protocol):
                 self.send(existing.success_command(req.request_id))
                 return
             raise BrokerError(pb.ProducerBusy, f"producer id {req.producer_id} is already in use on this connection")
+        self.service.check_topic_name(req.topic)
+        self.authorize(req.topic, PRODUCE)
+        self.security.limits.check_producer(self, req.topic)
         self.service.create_producer(self, req)
 
     def on_producer_ready(self, producer: Producer, request_id: int) -> None:
@@ -495,6 +562,9 @@ class ServerCnx(asyncio.Protocol):
                 self.send_success(req.request_id)
                 return
             raise BrokerError(pb.ConsumerBusy, f"consumer id {req.consumer_id} is already in use on this connection")
+        self.service.check_topic_name(req.topic)
+        self.authorize(req.topic, CONSUME)
+        self.security.limits.check_consumer(self, req.topic, req.subscription)
         self.service.subscribe(self, req)
 
     def on_consumer_ready(self, consumer: Consumer, request_id: int) -> None:

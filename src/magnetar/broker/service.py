@@ -28,6 +28,7 @@ from magnetar.broker.errors import BrokerError
 from magnetar.broker.policies import PolicyStore
 from magnetar.broker.producer import Producer
 from magnetar.broker.schema_registry import SchemaRecord, SchemaRegistry
+from magnetar.broker.security import BrokerSecurity
 from magnetar.broker.server_cnx import PublishBuffer, ServerCnx
 from magnetar.broker.subscription import (
     NonPersistentSubscription,
@@ -94,6 +95,8 @@ class BrokerService:
         # payload bytes of sends not yet answered, broker-wide (maxMessagePublishBufferSizeInMB)
         self.publish_buffer = PublishBuffer(config.maxMessagePublishBufferSizeInMB)
         self.policies = PolicyStore(self.metadata, config)
+        # authentication, authorization, the TLS listener, connection limits
+        self.security = BrokerSecurity(self)
         self.topics: dict[str, Topic] = {}
         # monotonic time each loaded topic was last looked up or seen in use (idle unloading)
         self._topic_used: dict[str, float] = {}
@@ -110,15 +113,17 @@ class BrokerService:
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(
-            lambda: ServerCnx(self),
-            host=self.config.bindAddress,
-            port=self.config.brokerServicePort,
-            reuse_address=True,
-            backlog=1024,
-        )
-        sock = self._server.sockets[0]
-        self.port = sock.getsockname()[1]
+        if self.config.brokerServicePort >= 0:  # -1: TLS only (brokerServicePortTls)
+            self._server = await loop.create_server(
+                lambda: ServerCnx(self),
+                host=self.config.bindAddress,
+                port=self.config.brokerServicePort,
+                reuse_address=True,
+                backlog=1024,
+            )
+            sock = self._server.sockets[0]
+            self.port = sock.getsockname()[1]
+        await self.security.start()
         self._tasks.append(asyncio.create_task(self._keepalive_loop()))
         self._tasks.append(asyncio.create_task(self._housekeeping_loop()))
         if self.config.managedLedgerCacheEvictionTimeThresholdMillis > 0:
@@ -137,6 +142,7 @@ class BrokerService:
                 self.save_dedup_snapshot(topic)
         if self._server is not None:
             self._server.close()
+        self.security.stop()
         for cnx in list(self.connections):
             cnx.close()
         if self._server is not None:

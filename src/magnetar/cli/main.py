@@ -19,6 +19,7 @@ Quick start:
   magnetar standalone --data-dir /var/lib/magnetar --port 6651
   magnetar standalone --config standalone.conf         # Pulsar broker.conf key names
   magnetar standalone --help                           # every option
+  magnetar tokens --help                               # keys and tokens for authentication
 """
 
 
@@ -89,6 +90,9 @@ directory held by another broker), 2 for a bad option or configuration value."""
         choices=["always", "group", "never"],
         help="durability of SendReceipts (default group: one fsync per batch of arrivals)",
     )
+    from magnetar.cli.tokens import add_parser as add_tokens_parser
+
+    add_tokens_parser(sub, [log_level])
     return parser
 
 
@@ -103,6 +107,10 @@ def main(argv: list[str] | None = None) -> int:
         from magnetar.cli.standalone import run_standalone
 
         return run_standalone(args)
+    if args.command == "tokens":
+        from magnetar.cli.tokens import run_tokens
+
+        return run_tokens(args)
     parser.error(f"unknown command {args.command}")
     return 2
 

@@ -75,7 +75,11 @@ def run_standalone(args: argparse.Namespace) -> int:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):  # a signal during start-up stops after it
             loop.add_signal_handler(sig, stop.set)
-        service = BrokerService(config)
+        try:
+            service = BrokerService(config)
+        except ValueError as exc:  # security settings that cannot be used (keys, TLS files)
+            print(f"magnetar: {exc}", file=sys.stderr)
+            return
         try:
             await service.start()
         except OSError as exc:
@@ -88,9 +92,13 @@ def run_standalone(args: argparse.Namespace) -> int:
             )
             return
         started = True
+        host = config.advertisedAddress or "localhost"
+        urls = [f"pulsar://{host}:{service.port}"] if service.port >= 0 else []
+        if service.security.tls_port is not None:
+            urls.append(f"pulsar+ssl://{host}:{service.security.tls_port}")
         print(
-            f"magnetar standalone: serving pulsar://{config.advertisedAddress or 'localhost'}:"
-            f"{service.port} (data in {config.magnetarDataDir}, fsync {config.fsync_policy})",
+            f"magnetar standalone: serving {' and '.join(urls)} "
+            f"(data in {config.magnetarDataDir}, fsync {config.fsync_policy})",
             file=sys.stderr,
             flush=True,
         )

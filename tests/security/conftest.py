@@ -1,0 +1,68 @@
+"""Fixtures for the security tests: brokers with security settings, keys, certificates."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from magnetar.cli.tokens import create_key_pair, create_secret_key
+from tests.broker.conftest import ThreadedBroker, start_broker
+from tests.security.pki import Pki
+
+
+@pytest.fixture
+def make_broker(tmp_path: Path) -> Iterator[Callable[..., ThreadedBroker]]:
+    """``make(**settings)`` starts a broker on a fresh data dir; all are stopped at teardown."""
+    started: list[ThreadedBroker] = []
+
+    def make(**settings: Any) -> ThreadedBroker:
+        b = start_broker(tmp_path / f"b{len(started)}", **settings)
+        started.append(b)
+        return b
+
+    yield make
+    for b in started:
+        b.stop()
+
+
+@pytest.fixture(scope="session")
+def keys(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """A secret key (raw bytes), an RSA and an EC key pair (DER), as `tokens` writes them."""
+    d = tmp_path_factory.mktemp("keys")
+    out = {"secret": d / "secret.key", "other-secret": d / "other.key"}
+    out["secret"].write_bytes(create_secret_key())
+    out["other-secret"].write_bytes(create_secret_key())
+    for alg in ("RS256", "ES256"):
+        private, public = create_key_pair(alg)
+        out[f"{alg}-private"] = d / f"{alg}.private.der"
+        out[f"{alg}-public"] = d / f"{alg}.public.der"
+        out[f"{alg}-private"].write_bytes(private)
+        out[f"{alg}-public"].write_bytes(public)
+    return out
+
+
+@pytest.fixture(scope="session")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
+    return Pki(tmp_path_factory.mktemp("pki"))
+
+
+@pytest.fixture(scope="session")
+def other_pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
+    return Pki(tmp_path_factory.mktemp("pki-other"), "other")
+
+
+def file_url(path: Path) -> str:
+    return f"file://{path}"
+
+
+def token_settings(keys: dict[str, Path], **extra: Any) -> dict[str, Any]:
+    return {
+        "authenticationEnabled": True,
+        "authenticationProviders":
+            "org.apache.pulsar.broker.authentication.AuthenticationProviderToken",
+        "tokenSecretKey": file_url(keys["secret"]),
+        **extra,
+    }
