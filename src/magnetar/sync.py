@@ -16,7 +16,7 @@ from collections import deque
 from collections.abc import Callable, Coroutine, Iterator
 from typing import Any, TypeVar
 
-from magnetar.client import Message, MessageId
+from magnetar.client import AlreadyClosed, Message, MessageId, TopicSchema
 from magnetar.client.client import Client as AsyncClient
 from magnetar.client.consumer import Consumer as AsyncConsumer
 from magnetar.client.producer import Producer as AsyncProducer
@@ -129,9 +129,25 @@ class Producer:
     def flush(self) -> None:
         self._lt.run(self._flush())
 
-    def close(self) -> None:
-        self.flush()
-        self._lt.run(self._p.close())
+    def close(self, flush: bool = True) -> None:
+        """Close; ``flush=False`` fails what is not sent yet instead of sending it."""
+        if flush:
+            self.flush()
+            self._lt.run(self._p.close())
+            return
+        self._lt.run(self._close_unflushed())
+
+    async def _close_unflushed(self) -> None:
+        with self._lock:
+            items = list(self._buf)
+            self._buf.clear()
+        for *_, out in items:
+            self._space.release()
+            out.set_exception(AlreadyClosed("producer closed without flushing"))
+        task = self._drain_task
+        if task is not None and not task.done():
+            await asyncio.shield(task)
+        await self._p.close(flush=False)
 
 
 def _settle(out: concurrent.futures.Future[Any], fut: asyncio.Future[Any]) -> None:
@@ -212,6 +228,9 @@ class Reader:
     def read_next(self, timeout_millis: int | None = None) -> Message:
         return self._lt.run(self._r.read_next(timeout_millis))
 
+    def read_batch(self, max_messages: int, timeout_millis: int | None = None) -> list[Message]:
+        return self._lt.run(self._r.read_batch(max_messages, timeout_millis))
+
     def has_message_available(self) -> bool:
         return self._lt.run(self._r.has_message_available())
 
@@ -267,6 +286,12 @@ class Client:
 
     def get_topic_partitions(self, topic: str) -> list[str]:
         return self._lt.run(self._client.get_topic_partitions(topic))
+
+    def get_topics_of_namespace(self, namespace: str, mode: Any = 0) -> list[str]:
+        return self._lt.run(self._client.get_topics_of_namespace(namespace, mode))
+
+    def get_schema(self, topic: str) -> TopicSchema | None:
+        return self._lt.run(self._client.get_schema(topic))
 
     def close(self) -> None:
         if self._closed:

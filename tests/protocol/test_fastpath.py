@@ -40,3 +40,24 @@ def test_message_matches_protobuf(consumer_id, ledger, entry, redelivery, ack_se
     part = b"\x0e\x01\x00\x00\x00\x00\x00\x00\x00\x00"
     assert message_frame(fast, part, None) == encode_payload_command(cmd, part)
     assert message_frame(fast, part, b"\x08\x01") == encode_payload_command(cmd, part, b"\x08\x01")
+
+
+@given(
+    st.integers(min_value=-1, max_value=2**63 - 1), st.integers(min_value=-1, max_value=2**63 - 1),
+    st.integers(min_value=-1, max_value=10_000), st.integers(min_value=-1, max_value=10_000),
+    st.integers(min_value=0, max_value=10_000),
+)
+def test_message_id_bytes_match_protobuf(ledger, entry, partition, batch_index, batch_size):
+    from magnetar.protocol.fastpath import message_id_bytes, message_id_prefix
+
+    mid = pb.MessageIdData(ledgerId=ledger & (2**64 - 1), entryId=entry & (2**64 - 1))
+    if partition >= 0:
+        mid.partition = partition
+    if batch_index >= 0:
+        mid.batch_index = batch_index
+        if batch_size:
+            mid.batch_size = batch_size
+    expected = mid.SerializeToString()
+    assert message_id_bytes(ledger, entry, partition, batch_index, batch_size) == expected
+    prefix = message_id_prefix(ledger, entry, partition)
+    assert message_id_bytes(ledger, entry, partition, batch_index, batch_size, prefix) == expected

@@ -52,7 +52,14 @@ from magnetar.client.message_id import MessageId
 from magnetar.client.policies import ConsumerBatchReceivePolicy, ConsumerDeadLetterPolicy
 from magnetar.client.producer import Producer
 from magnetar.client.reader import Reader
-from magnetar.client.schema import AvroSchema, BytesSchema, JsonSchema, Schema, StringSchema
+from magnetar.client.schema import (
+    AvroSchema,
+    BytesSchema,
+    JsonSchema,
+    Schema,
+    StringSchema,
+    TopicSchema,
+)
 
 __all__ = [
     "AlreadyClosed",
@@ -90,4 +97,5 @@ __all__ = [
     "StringSchema",
     "Timeout",
     "TlsError",
+    "TopicSchema",
 ]

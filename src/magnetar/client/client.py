@@ -32,7 +32,7 @@ from magnetar.client.pool import ConnectionPool, split_address
 from magnetar.client.producer import Producer
 from magnetar.client.reader import Reader
 from magnetar.client.routing import Router
-from magnetar.client.schema import as_schema
+from magnetar.client.schema import TopicSchema, as_schema
 from magnetar.client.topic import full_name, namespace_of, partition_name
 from magnetar.client.topic_producer import KeyedTopicProducer, ProducerConf, TopicProducer
 from magnetar.protocol import DEFAULT_MAX_FRAME_SIZE, pb
@@ -299,14 +299,40 @@ class Client:
             consumer._start_listener(reader_listener, reader)
         return reader
 
+    # --------------------------------------------------------------- metadata
+    async def get_topics_of_namespace(
+        self, namespace: str,
+        mode: RegexSubscriptionMode = RegexSubscriptionMode.PersistentOnly,
+    ) -> list[str]:
+        """The topics of ``namespace`` (``tenant/namespace``): persistent ones by default;
+        partitioned topics are listed as their partitions."""
+        self._check_open()
+        mode = enum_argument(RegexSubscriptionMode, mode, "mode")
+        return await self._lookup.topics_of_namespace(namespace, _REGEX_MODES[mode])
+
+    async def get_schema(self, topic: str) -> TopicSchema | None:
+        """The latest schema stored for ``topic`` (None when it has none)."""
+        self._check_open()
+        schema = await self._lookup.get_schema(full_name(topic))
+        if schema is None:
+            return None
+        return TopicSchema(
+            type=pb.Schema.Type.Name(schema.type), definition=bytes(schema.schema_data),
+            properties={kv.key: kv.value for kv in schema.properties}, name=schema.name,
+        )
+
     # ------------------------------------------------------------------ close
-    async def close(self) -> None:
+    async def close(self, flush: bool = True) -> None:
+        """Close every producer, consumer and reader, then the connections; ``flush=False``
+        drops producers' unsent messages instead of sending them first."""
         if self._closed:
             return
         self._closed = True
         handles = list(self._handles)
         self._handles.clear()
-        await asyncio.gather(*(h.close() for h in handles), return_exceptions=True)
+        await asyncio.gather(
+            *(h.close(flush) if isinstance(h, Producer) else h.close() for h in handles),
+            return_exceptions=True)
         self._pool.close()
 
     async def shutdown(self) -> None:

@@ -187,6 +187,15 @@ class Consumer:
             self._unacked.add((child, (msg._id._ledger_id, msg._id._entry_id)))
         return msg
 
+    def take_queued(self, max_messages: int) -> list[Message]:
+        """Up to ``max_messages`` of the messages already received, without waiting."""
+        out: list[Message] = []
+        take = self._take
+        queue = self._queue
+        while queue and len(out) < max_messages:
+            out.append(take())
+        return out
+
     async def _wait(self, timeout: float | None) -> None:
         if self._closed:
             raise AlreadyClosed("consumer is closed")

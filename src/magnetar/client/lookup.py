@@ -8,6 +8,7 @@ import logging
 from magnetar.client.connection import Connection
 from magnetar.client.errors import LookupError, server_error
 from magnetar.client.pool import ConnectionPool
+from magnetar.client.topic import base_name
 from magnetar.protocol import pb
 
 log = logging.getLogger(__name__)
@@ -60,6 +61,14 @@ class LookupService:
                 pb.CommandPartitionedTopicMetadataResponse.Failed:
             raise server_error(resp.error, resp.message)
         return resp.partitions
+
+    async def get_schema(self, topic: str) -> pb.Schema | None:
+        """The latest schema of ``topic`` (of its partitioned base), None when it has none."""
+        cnx = await self._service_cnx()
+        resp = await cnx.request(T.GET_SCHEMA, timeout=self._timeout, topic=base_name(topic))
+        if resp.HasField("error_code") or not resp.HasField("schema"):
+            return None
+        return resp.schema
 
     async def topics_of_namespace(self, namespace: str, mode: int) -> list[str]:
         cnx = await self._service_cnx()

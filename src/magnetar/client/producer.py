@@ -117,11 +117,15 @@ class Producer:
         """Send open batches now and wait for all pending receipts."""
         await asyncio.gather(*(p.flush() for p in self._parts))
 
-    async def close(self) -> None:
+    async def close(self, flush: bool = True) -> None:
+        """Close the producer. By default pending messages are sent and acknowledged first;
+        ``flush=False`` fails the ones not sent yet instead (their batches never go out:
+        for a task that must not publish part of its work, e.g. a failed Spark write task
+        whose retry writes the same rows again)."""
         if self._closed:
             return
         self._closed = True
-        await asyncio.gather(*(p.close() for p in self._parts), return_exceptions=True)
+        await asyncio.gather(*(p.close(flush) for p in self._parts), return_exceptions=True)
 
     async def __aenter__(self) -> Producer:
         return self

@@ -23,6 +23,18 @@ class Reader:
         await self._consumer.acknowledge_cumulative(msg)
         return msg
 
+    async def read_batch(self, max_messages: int, timeout_millis: int | None = None) -> list[Message]:
+        """Up to ``max_messages`` messages at once: waits ``timeout_millis`` for the first
+        (``Timeout`` if none comes), then takes what is already queued, with one cumulative
+        acknowledgement for all of them (``read_next`` acknowledges each)."""
+        consumer = self._consumer
+        out = [await consumer.receive(timeout_millis)]
+        take = consumer.take_queued
+        if max_messages > 1:
+            out.extend(take(max_messages - 1))
+        await consumer.acknowledge_cumulative(out[-1])
+        return out
+
     def __aiter__(self) -> Reader:
         return self
 

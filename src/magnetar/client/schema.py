@@ -13,11 +13,24 @@ from __future__ import annotations
 import enum
 import io
 import json
+from dataclasses import dataclass, field
 from typing import Any
 
 from magnetar.protocol import pb
 
 _RESERVED = ("_default", "_required", "_required_default")
+
+
+@dataclass(frozen=True)
+class TopicSchema:
+    """A schema as stored for a topic (``Client.get_schema``): its type name as in
+    ``pb.Schema.Type`` (``"Avro"``, ``"Json"``, ``"String"``...), its definition (an Avro
+    record definition as JSON text for Avro and JSON), properties and name."""
+
+    type: str
+    definition: bytes
+    properties: dict[str, str] = field(default_factory=dict)
+    name: str = ""
 
 
 class Schema:

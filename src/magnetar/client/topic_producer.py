@@ -485,10 +485,14 @@ class TopicProducer:
         self._wake()
 
     # ----------------------------------------------------------------- closing
-    async def close(self) -> None:
+    async def close(self, flush: bool = True) -> None:
+        """Close; with ``flush`` (the default) wait for what is pending first, without it
+        fail what was not sent yet (open batches never go out)."""
         if self._closed:
             return
-        if self.connected:
+        if not flush:
+            self._fail_all(AlreadyClosed("producer closed without flushing"))
+        elif self.connected:
             with contextlib.suppress(TimeoutError, PulsarException):
                 await asyncio.wait_for(self.flush(), self._client._op_timeout)
         self._closed = True

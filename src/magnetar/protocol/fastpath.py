@@ -13,6 +13,8 @@ import struct
 
 from magnetar.protocol.varint import encode_varint as _varint
 
+_MASK64 = (1 << 64) - 1
+
 _TWO_U32 = struct.Struct(">II")
 
 # BaseCommand.type (field 1, varint) values, and the tag of the sub-message field
@@ -72,3 +74,25 @@ def message_frame(command_bytes: bytes, payload_part: bytes, entry_metadata: byt
         entry_metadata,
         payload_part,
     ))
+
+
+def message_id_prefix(ledger_id: int, entry_id: int, partition: int = -1) -> bytes:
+    """The start of a serialized ``MessageIdData`` (ledger, entry, partition when >= 0):
+    what every message of one entry shares."""
+    head = b"".join((b"\x08", _varint(ledger_id & _MASK64), b"\x10", _varint(entry_id & _MASK64)))
+    return head + (b"\x18" + _varint(partition) if partition >= 0 else b"")
+
+
+def message_id_bytes(
+    ledger_id: int, entry_id: int, partition: int = -1, batch_index: int = -1,
+    batch_size: int = 0, prefix: bytes | None = None,
+) -> bytes:
+    """A serialized ``MessageIdData`` as the official client's ``MessageId.serialize()``
+    writes it (batch index when >= 0, batch size when set); ``prefix`` may pass the
+    ``message_id_prefix`` of the same entry to save building it again."""
+    out = prefix if prefix is not None else message_id_prefix(ledger_id, entry_id, partition)
+    if batch_index >= 0:
+        out += b"\x20" + _varint(batch_index)
+        if batch_size:
+            out += b"\x30" + _varint(batch_size)
+    return out

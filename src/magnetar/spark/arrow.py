@@ -16,33 +16,14 @@ import pyarrow as pa
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
+from magnetar.protocol.fastpath import message_id_bytes, message_id_prefix
 from magnetar.spark.schema import ValueFormat, decoder
-
-
-def _varint(v: int) -> bytes:
-    v &= (1 << 64) - 1
-    out = bytearray()
-    while v >= 0x80:
-        out.append((v & 0x7F) | 0x80)
-        v >>= 7
-    out.append(v)
-    return bytes(out)
-
-
-def entry_prefix(ledger: int, entry: int, partition: int) -> bytes:
-    head = b"\x08" + _varint(ledger) + b"\x10" + _varint(entry)
-    return head + (b"\x18" + _varint(partition) if partition >= 0 else b"")
 
 
 def serialize_id(ledger: int, entry: int, partition: int, batch_index: int,
                  batch_size: int) -> bytes:
     """Same bytes as ``MessageId.serialize()`` of the official and Magnetar clients."""
-    out = entry_prefix(ledger, entry, partition)
-    if batch_index >= 0:
-        out += b"\x20" + _varint(batch_index)
-        if batch_size:
-            out += b"\x30" + _varint(batch_size)
-    return out
+    return message_id_bytes(ledger, entry, partition, batch_index, batch_size)
 
 
 def _sequence_id(msg: Any) -> int:
@@ -82,15 +63,9 @@ class BatchBuilder:
             key = (mid._ledger_id, mid._entry_id)
             if key != self._prefix_key:
                 self._prefix_key = key
-                self._prefix = entry_prefix(key[0], key[1], part)
-            bi = mid._batch_index
-            if bi >= 0:
-                tail = b"\x20" + _varint(bi)
-                if mid._batch_size:
-                    tail += b"\x30" + _varint(mid._batch_size)
-                append(self._prefix + tail)
-            else:
-                append(self._prefix)
+                self._prefix = message_id_prefix(key[0], key[1], part)
+            append(message_id_bytes(key[0], key[1], part, mid._batch_index, mid._batch_size,
+                                    self._prefix))
         return out
 
     def column(self, name: str, msgs: list[Any], records: list[Any] | None) -> list[Any]:

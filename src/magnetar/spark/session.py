@@ -6,9 +6,9 @@ calls the data source needs (topic discovery, last message ids, topic schemas).
 on the driver, whose stream reader lives across triggers, ``threaded=True`` keeps the loop
 running in a daemon thread so keep-alives are answered between triggers.
 
-This module is also the one place that reaches below the client's public API (marked
-``# client internals``): listing a namespace's topics, fetching a topic's schema, and
-taking messages from a reader's queue in bulk. Each would be a small public client call.
+Only the client's public API is used: ``get_topics_of_namespace``, ``get_schema``,
+``Reader.read_batch`` (many messages per call, one acknowledgement) and
+``Client.close(flush=False)``.
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ from collections.abc import Coroutine
 from typing import Any, TypeVar
 
 from magnetar.client import AuthenticationBasic, AuthenticationToken, Client, MessageId
-from magnetar.client.errors import Timeout
 from magnetar.client.reader import Reader
 from magnetar.client.topic import base_name, full_name, namespace_of
 from magnetar.protocol import pb
@@ -98,13 +97,16 @@ class Session:
             self.loop.close()
 
     def abandon(self) -> None:
-        """Drop the client without a graceful close: producers' open batches are not
-        flushed (a failed write task must not publish a batch cut short by the failure:
-        its retry cuts the same rows into whole batches, see ``writer``)."""
+        """Close without flushing producers: their open batches are not sent (a failed
+        write task must not publish a batch cut short by the failure: its retry cuts the
+        same rows into whole batches, see ``writer``)."""
+        try:
+            self.run(self.client.close(flush=False))
+        except Exception as exc:
+            log.info("closing the client without flushing failed: %s", exc)
         if self._thread is not None:
             self.loop.call_soon_threadsafe(self.loop.stop)
             self._thread.join(timeout=10)
-        self.client._pool.close()  # client internals: drop the sockets as they are
         if not self.loop.is_running():
             self.loop.close()
 
@@ -117,9 +119,7 @@ class Session:
         if pattern is not None:
             full = pattern if "://" in pattern else full_name(pattern)
             regex = re.compile(full)
-            # client internals: GetTopicsOfNamespace (persistent topics)
-            found = await self.client._lookup.topics_of_namespace(
-                namespace_of(full), pb.CommandGetTopicsOfNamespace.PERSISTENT)
+            found = await self.client.get_topics_of_namespace(namespace_of(full))
             return sorted({t for t in found if regex.fullmatch(t) or
                            regex.fullmatch(base_name(t))})
         names = await asyncio.gather(*(self.client.get_topic_partitions(t) for t in topics))
@@ -127,13 +127,10 @@ class Session:
 
     async def topic_schema(self, topic: str) -> tuple[int, bytes] | None:
         """(schema type, definition) of a topic, or None when it has no schema."""
-        # client internals: GetSchema on the service connection
-        cnx = await self.client._lookup._service_cnx()
-        resp = await cnx.request(pb.BaseCommand.GET_SCHEMA, timeout=self.client._op_timeout,
-                                 topic=base_name(full_name(topic)))
-        if resp.HasField("error_code") or not resp.HasField("schema"):
+        found = await self.client.get_schema(topic)
+        if found is None:
             return None
-        return int(resp.schema.type), bytes(resp.schema.schema_data)
+        return pb.Schema.Type.Value(found.type), found.definition
 
     # ------------------------------------------------------------ last ids
     def last_ids(self, partitions: list[str]) -> dict[str, tuple[int, int, int]]:
@@ -154,19 +151,5 @@ class Session:
 
 
 async def take(reader: Reader, max_n: int, timeout_ms: int) -> list[Any]:
-    """Up to ``max_n`` queued messages of a reader, waiting ``timeout_ms`` for the first.
-
-    Messages are taken from the reader's consumer (client internals: ``Reader._consumer``)
-    without the per-message cumulative ack ``Reader.read_next`` sends: a Spark range
-    reader's subscription is non-durable and thrown away afterwards.
-    """
-    consumer = reader._consumer
-    out = [await consumer.receive(timeout_ms)]
-    append = out.append
-    receive = consumer.receive
-    try:
-        while len(out) < max_n:
-            append(await receive(0))
-    except Timeout:
-        pass
-    return out
+    """Up to ``max_n`` messages of a reader, waiting ``timeout_ms`` for the first."""
+    return await reader.read_batch(max_n, timeout_ms)
