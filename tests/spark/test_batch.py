@@ -183,6 +183,23 @@ def test_retried_write_task_is_deduplicated(broker, official):
     assert got == [b"r%d" % i for i in range(2100)]
 
 
+def test_write_task_of_more_than_one_receipt_window(broker, official):
+    """A task writes past the 50,000 rows after which it waits for receipts: its open
+    batches (never cut by time) are flushed first, else it waited for ever."""
+    topic = new_topic("big-task")
+    from pyspark.sql.types import BinaryType, StructField, StructType
+
+    schema = StructType([StructField("value", BinaryType())])
+    writer = PulsarBatchWriter(SinkOptions.parse({"service.url": broker.url,
+                                                  "topic": topic}), schema)
+    n = 60_500
+    batches = [pa.RecordBatch.from_pydict({"value": [b"%d" % i for i in range(k, min(k + 10_000, n))]})
+               for k in range(0, n, 10_000)]
+    assert writer.write(iter(batches)).rows == n
+    got = read_back(official, topic)
+    assert len(got) == n and got[-1].data() == b"%d" % (n - 1)
+
+
 @pytest.mark.parametrize(("options", "message"), [
     ({"topic": "t"}, "service.url"),
     ({"service.url": "pulsar://x:1"}, "exactly one of"),

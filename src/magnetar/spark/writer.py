@@ -134,6 +134,10 @@ async def _publish(session: Session, opts: SinkOptions, name: str, base: int,
                 futures.append(await p.send_async(value, **kwargs))
                 row += 1
                 if len(futures) >= 50_000:
+                    # the open batches must go out first: they are never cut by time, so
+                    # their receipts would never come (a flush every 50,000 rows is still
+                    # a deterministic cut: a retried task cuts the same batches)
+                    await asyncio.gather(*(p.flush() for p in producers.values()))
                     await asyncio.gather(*futures)
                     futures.clear()
         await asyncio.gather(*(p.flush() for p in producers.values()))
