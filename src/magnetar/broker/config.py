@@ -41,6 +41,9 @@ class BrokerConfig:
     # broker-wide; Pulsar's default is half the JVM's direct memory; 0 or less: no limit
     maxMessagePublishBufferSizeInMB: int = 256
 
+    # admin HTTP service: how often message rates (stats, metrics) are recomputed
+    statsUpdateFrequencyInSecs: int = 60
+
     # Topics
     allowAutoTopicCreation: bool = True
     allowAutoTopicCreationType: str = "non-partitioned"
@@ -146,6 +149,10 @@ class BrokerConfig:
             raise ConfigError("magnetarIdleTopicSweepMaxTopics must be at least 1")
         if self.keepAliveIntervalSeconds <= 0:
             raise ConfigError("keepAliveIntervalSeconds must be positive")
+        if self.statsUpdateFrequencyInSecs <= 0:
+            raise ConfigError("statsUpdateFrequencyInSecs must be positive")
+        if not -1 <= self.webServicePort <= 65535:
+            raise ConfigError(f"webServicePort must be a TCP port (or -1: none), not {self.webServicePort}")
         if not 0 <= self.brokerServicePort <= 65535:
             raise ConfigError(f"brokerServicePort must be a TCP port, not {self.brokerServicePort}")
 

@@ -24,6 +24,7 @@ from magnetar.broker.config import BrokerConfig
 from magnetar.broker.consumer import Consumer
 from magnetar.broker.dedup import MessageDeduplication
 from magnetar.broker.errors import BrokerError
+from magnetar.broker.namespaces import NamespaceRegistry
 from magnetar.broker.policies import PolicyStore
 from magnetar.broker.producer import Producer
 from magnetar.broker.schema_registry import SchemaRecord, SchemaRegistry
@@ -91,6 +92,12 @@ class BrokerService:
         # payload bytes of sends not yet answered, broker-wide (maxMessagePublishBufferSizeInMB)
         self.publish_buffer = PublishBuffer(config.maxMessagePublishBufferSizeInMB)
         self.policies = PolicyStore(self.metadata, config)
+        # tenants and namespaces: a topic of a namespace that does not exist is not found
+        self.namespaces = NamespaceRegistry(self.metadata, config.clusterName)
+        self.namespaces.adopt(
+            [key.split("/", 1)[1] for key in self.metadata.list("topics/")]
+            + [key.split("/", 1)[1] for key in self.metadata.list("partitioned/")]
+        )
         self.topics: dict[str, Topic] = {}
         # monotonic time each loaded topic was last looked up or seen in use (idle unloading)
         self._topic_used: dict[str, float] = {}
@@ -276,9 +283,11 @@ class BrokerService:
         except Exception:
             log.exception("housekeeping of topic %s failed", topic.name)
 
-    def expire_messages(self, topic: PersistentTopic, ttl_seconds: float, now: float | None = None) -> None:
-        """Message TTL: acknowledge, on every subscription, the entries published more than
-        ``ttl_seconds`` ago (found by binary search on publish time, not by a scan)."""
+    def expire_messages(self, topic: PersistentTopic, ttl_seconds: float, now: float | None = None,
+                        subscription: str | None = None) -> None:
+        """Message TTL: acknowledge, on every subscription (or only ``subscription``), the
+        entries published more than ``ttl_seconds`` ago (found by binary search on publish
+        time, not by a scan)."""
         from magnetar.broker.dispatcher import entry_metadata
 
         now = time.time() if now is None else now
@@ -298,6 +307,8 @@ class BrokerService:
         else:
             expire_to = Position(first_fresh.ledger_id, first_fresh.entry_id - 1)
         for sub in list(topic.subscriptions.values()):
+            if subscription is not None and sub.name != subscription:
+                continue
             if isinstance(sub, PersistentSubscription) and sub.cursor.mark_delete_position < expire_to:
                 self._skip_to(sub, expire_to)
 
@@ -318,10 +329,16 @@ class BrokerService:
     # ------------------------------------------------------------------ topics
 
     def check_topic_name(self, name: str) -> TopicName:
+        """The parsed name of a topic whose namespace exists (InvalidTopicName, TopicNotFound)."""
         try:
-            return TopicName.parse(name)
+            topic_name = TopicName.parse(name)
         except ValueError as exc:
             raise BrokerError(pb.InvalidTopicName, str(exc)) from exc
+        if not self.namespaces.exists(topic_name.namespace):
+            raise BrokerError(
+                pb.TopicNotFound, f"namespace {topic_name.namespace} of topic {name} does not exist"
+            )
+        return topic_name
 
     def partitioned_metadata(self, name: str) -> int:
         topic_name = self.check_topic_name(name)
@@ -331,12 +348,13 @@ class BrokerService:
         meta = self.metadata.get(key)
         if meta is not None:
             return int(meta["partitions"])
+        policies = self.policies.get(topic_name.namespace)
         if (
-            self.config.allowAutoTopicCreation
-            and self.config.allowAutoTopicCreationType == "partitioned"
+            policies.allow_auto_topic_creation
+            and policies.auto_topic_creation_type == "partitioned"
             and self.metadata.get(f"topics/{topic_name}") is None
         ):
-            return self.create_partitioned_topic(str(topic_name), self.config.defaultNumPartitions)
+            return self.create_partitioned_topic(str(topic_name), policies.default_num_partitions)
         return 0
 
     def create_partitioned_topic(self, name: str, partitions: int) -> int:
@@ -346,6 +364,13 @@ class BrokerService:
         self.metadata.put(f"partitioned/{topic_name}", {"partitions": partitions})
         return partitions
 
+    def create_topic(self, name: str) -> Topic:
+        """Create a non-partitioned topic on request (admin API), whatever auto-creation says."""
+        topic_name = self.check_topic_name(name)
+        if topic_name.is_persistent and self.metadata.get(f"topics/{topic_name}") is None:
+            self.metadata.put(f"topics/{topic_name}", {"created": time.time()})
+        return self.get_topic(str(topic_name), create=True)
+
     def get_topic(self, name: str, create: bool = True) -> Topic:
         topic_name = self.check_topic_name(name)
         key = str(topic_name)
@@ -353,8 +378,9 @@ class BrokerService:
         if topic is not None:
             self._topic_used[key] = time.monotonic()
             return topic
+        auto_create = self.policies.get(topic_name.namespace).allow_auto_topic_creation
         if not topic_name.is_persistent:
-            if not create and not self.config.allowAutoTopicCreation:
+            if not create and not auto_create:
                 raise BrokerError(pb.TopicNotFound, f"topic {key} does not exist")
             topic = NonPersistentTopic(self, topic_name)
             self.topics[key] = topic
@@ -362,7 +388,7 @@ class BrokerService:
             return topic
         known = self.metadata.get(f"topics/{key}") is not None
         if not known:
-            if not (create and self.config.allowAutoTopicCreation):
+            if not (create and auto_create):
                 raise BrokerError(
                     pb.TopicNotFound,
                     f"topic {key} does not exist; create it or set allowAutoTopicCreation=true",
@@ -512,6 +538,9 @@ class BrokerService:
 
     def create_producer(self, cnx: ServerCnx, req: pb.CommandProducer) -> None:
         topic = self.get_topic(req.topic)
+        limit = self.policies.get(topic.topic_name.namespace).max_producers_per_topic
+        if limit > 0 and len(topic.producers) >= limit:
+            raise BrokerError(pb.ProducerBusy, f"Topic {topic.name} reached max producers limit")
         user_named = req.HasField("producer_name") and bool(req.producer_name)
         name = req.producer_name if user_named else f"{self.config.clusterName}-{self.instance}-{next(self._names)}"
         schema_version = None
@@ -707,6 +736,9 @@ class BrokerService:
             raise BrokerError(pb.NotAllowedError, "Key_Shared subscriptions are disabled on this broker")
         if req.HasField("schema") and len(req.schema.schema_data) > 0:
             self.consumer_schema(topic, req.schema)
+        limit = self.policies.get(topic.topic_name.namespace).max_consumers_per_topic
+        if limit > 0 and sum(len(s.consumers) for s in topic.subscriptions.values()) >= limit:
+            raise BrokerError(pb.ConsumerBusy, f"Topic {topic.name} reached max consumers limit")
         sub = topic.subscriptions.get(req.subscription)
         if sub is None:
             sub = self._new_subscription(topic, req)

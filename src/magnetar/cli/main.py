@@ -78,7 +78,14 @@ directory held by another broker), 2 for a bad option or configuration value."""
     standalone.add_argument(
         "--http-port",
         type=int,
-        help="admin HTTP port (default 8080, webServicePort; 0 disables it)",
+        help="admin HTTP port: REST admin API, HTTP lookup, /metrics (default 8080, "
+        "webServicePort; 0 picks a free port, -1 disables it)",
+    )
+    standalone.add_argument(
+        "--ready-file",
+        metavar="PATH",
+        help="once serving, write {\"brokerServiceUrl\", \"webServiceUrl\", \"pid\"} as JSON "
+        "to PATH (for scripts and tests that start a broker on free ports: --port 0 --http-port 0)",
     )
     standalone.add_argument("--config", metavar="FILE", help="a Pulsar-style broker.conf file")
     standalone.add_argument(
