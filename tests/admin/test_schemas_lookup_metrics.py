@@ -103,5 +103,10 @@ def test_metrics_scrape(api: Api, client: pulsar.Client, name: str) -> None:
         return value("pulsar_rate_in", **mine) > 0
 
     wait_until(rate_in, 20, "a non-zero pulsar_rate_in")
+    # Magnetar's own: every SendReceipt above came after an fdatasync (fsync group)
+    fsyncs = {s.labels.get("le"): s.value for s in _scrape(api)["magnetar_fsync_latency_seconds"]
+              if s.name.endswith("_bucket")}
+    assert fsyncs["+Inf"] > 0
+    assert "magnetar_group_commit_size" in _scrape(api)
     producer.close()
     consumer.close()

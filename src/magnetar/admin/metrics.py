@@ -7,8 +7,9 @@ Per topic (labels ``cluster``, ``namespace``, ``topic``): ``pulsar_rate_in``,
 ``pulsar_subscriptions_count``; per subscription (plus ``subscription``):
 ``pulsar_subscription_back_log``, ``pulsar_subscription_consumers_count``,
 ``pulsar_subscription_msg_rate_out``; per broker: ``pulsar_topics_count``,
-``pulsar_active_connections``, ``pulsar_connection_created_total_count`` (as currently
-open), and Magnetar's own ``magnetar_loaded_topics`` and ``magnetar_publish_buffer_bytes``.
+``pulsar_active_connections``, and Magnetar's own ``magnetar_loaded_topics``,
+``magnetar_publish_buffer_bytes``, and the storage histograms ``magnetar_fsync_latency_seconds``
+and ``magnetar_group_commit_size`` (write batches covered by one fdatasync round).
 The values are read from the live broker at scrape time (rates: last stats interval).
 """
 
@@ -18,7 +19,12 @@ from collections.abc import Iterator
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.registry import Collector
 
@@ -26,6 +32,7 @@ from magnetar.admin.routing import RATES, SERVICE, RouteTable
 from magnetar.broker.service import BrokerService
 from magnetar.broker.stats import RateTracker
 from magnetar.broker.topic import PersistentTopic
+from magnetar.storage import metrics as storage_metrics
 
 routes = RouteTable("metrics")
 
@@ -103,6 +110,16 @@ class BrokerCollector(Collector):
         ):
             family = GaugeMetricFamily(name, doc, labels=["cluster"])
             family.add_metric(broker, value)
+            yield family
+        for name, doc, histogram in (
+            ("magnetar_fsync_latency_seconds", "time of each fdatasync of a segment",
+             storage_metrics.fsync_seconds),
+            ("magnetar_group_commit_size", "write batches made durable by one fdatasync round",
+             storage_metrics.group_commit_batches),
+        ):
+            buckets, total = histogram.snapshot()
+            family = HistogramMetricFamily(name, doc, labels=["cluster"])
+            family.add_metric(broker, buckets, total)
             yield family
 
 

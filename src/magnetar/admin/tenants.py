@@ -14,7 +14,6 @@ from magnetar.admin.routing import (
     json_body,
     no_content,
 )
-from magnetar.broker.service import BrokerService
 
 routes = RouteTable("clusters, brokers, tenants")
 
@@ -56,8 +55,7 @@ async def get_cluster(request: web.Request) -> web.Response:
 
 @routes.route("GET", "/admin/v2/brokers/health", "Broker health check: 200 'ok' when serving.")
 async def health(request: web.Request) -> web.Response:
-    service: BrokerService = request.app[SERVICE]
-    if service._server is None or not service._server.is_serving():
+    if not request.app[SERVICE].serving():
         raise RestError(503, "the broker is not serving")
     return web.Response(text="ok")
 

@@ -346,12 +346,7 @@ async def delete_subscription(request: web.Request) -> web.Response:
     if not force and any(sub.consumers for _, sub in found):
         raise RestError(412, "Subscription has active connected consumers")
     for part, sub in found:
-        if sub.consumers:
-            sub.disconnect_consumers()
-            sub._close_dispatcher()
-            sub.topic.delete_subscription(sub.name)
-        else:
-            service.delete_subscription(part, sub.name)
+        service.delete_subscription(part, sub.name, force=force)
     return no_content()
 
 

@@ -133,6 +133,10 @@ class BrokerService:
             self._tasks.append(asyncio.create_task(self._sweep_loop()))
         log.info("broker listening on %s:%d", self.config.bindAddress, self.port)
 
+    def serving(self) -> bool:
+        """Whether the binary-protocol listener accepts connections (health checks)."""
+        return self._server is not None and self._server.is_serving()
+
     async def stop(self) -> None:
         for task in self._tasks:
             task.cancel()
@@ -528,10 +532,14 @@ class BrokerService:
             if sub.dispatcher is not None:
                 sub.dispatcher.rewind()
 
-    def delete_subscription(self, topic_name: str, subscription: str) -> None:
+    def delete_subscription(self, topic_name: str, subscription: str, force: bool = False) -> None:
+        """Delete a durable subscription; with ``force``, its consumers are disconnected first."""
         sub = self._durable_subscription(topic_name, subscription)
-        if sub.consumers:
+        if sub.consumers and not force:
             raise BrokerError(pb.ConsumerBusy, f"subscription {subscription} has active consumers")
+        if sub.consumers:
+            sub.disconnect_consumers()
+            sub._close_dispatcher()
         sub.topic.delete_subscription(subscription)
 
     # ------------------------------------------------------------------ producers
