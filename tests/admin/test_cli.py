@@ -121,5 +121,5 @@ def test_perf_produce_and_consume(broker: StandaloneBroker, capsys: pytest.Captu
     # the consumer starts from the latest message: produce while it runs, bounded by -m
     code, out, _ = run(capsys, "perf", *url, "consume", topic, "-s", "ps", "--time", "0.5", "-i", "0.2")
     assert code == 0 and "Aggregated received" in out
-    code, out, _ = run(capsys, "perf", *url, "produce", topic, "--rate", "200", "--time", "0.6", "-i", "0.2")
+    code, out, _ = run(capsys, "perf", *url, "produce", topic, "--rate", "2000", "-m", "400", "-i", "0.05")
     assert code == 0 and "Throughput produced" in out and "Aggregated produced" in out

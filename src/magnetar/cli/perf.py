@@ -172,6 +172,7 @@ def run(args: argparse.Namespace) -> int:
 
 async def _until_done(args: argparse.Namespace, meter: Meter, stop: asyncio.Event) -> None:
     """Print a line every interval; set ``stop`` at the time limit or on a signal."""
+    meter.started = meter.interval_start = time.monotonic()  # the load starts now
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         with contextlib.suppress(NotImplementedError):
