@@ -15,12 +15,14 @@ routes = RouteTable("lookup")
 
 
 @routes.route("GET", "/lookup/v2/topic/{domain:persistent|non-persistent}/{tenant}/{namespace}/{topic}",
-              "Which broker serves a topic: brokerUrl (pulsar://) and httpUrl.")
+              "Which broker serves a topic: brokerUrl (pulsar://) and httpUrl (?listenerName=...).")
 async def lookup(request: web.Request) -> web.Response:
     namespace_of(request)
     m = request.match_info
     request.app[SERVICE].check_topic_name(f"{m['domain']}://{m['tenant']}/{m['namespace']}/{m['topic']}")
-    broker_url = broker_service_url(request)
+    # Pulsar takes the listener name from a query parameter or a header
+    listener = request.query.get("listenerName") or request.headers.get("X-Pulsar-ListenerName")
+    broker_url = request.app[SERVICE].listeners.broker_url(listener, broker_service_url(request))
     return web.json_response({
         "brokerUrl": broker_url,
         "brokerUrlTls": "",

@@ -51,6 +51,7 @@ _STATUS = {
     pb.MetadataError: 412,
     pb.IncompatibleSchema: 409,
     pb.TopicTerminatedError: 412,
+    pb.ServiceNotReady: 503,
 }
 _NAMESPACE_STATUS: dict[type[Exception], int] = {
     ns_errors.NotFound: 404,

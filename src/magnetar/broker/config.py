@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from magnetar.broker.listeners import ListenerConfigError, Listeners
+
 log = logging.getLogger(__name__)
 
 
@@ -32,6 +34,9 @@ class BrokerConfig:
     # Network
     bindAddress: str = "0.0.0.0"
     advertisedAddress: str = ""
+    # name:pulsar://host:port,... (lookups pick one by the client's listener name)
+    advertisedListeners: str = ""
+    internalListenerName: str = ""
     brokerServicePort: int = 6650
     webServicePort: int = 8080
     clusterName: str = "standalone"
@@ -149,6 +154,10 @@ class BrokerConfig:
             raise ConfigError("magnetarIdleTopicSweepMaxTopics must be at least 1")
         if self.keepAliveIntervalSeconds <= 0:
             raise ConfigError("keepAliveIntervalSeconds must be positive")
+        try:
+            Listeners(self.advertisedListeners, self.internalListenerName)
+        except ListenerConfigError as exc:
+            raise ConfigError(str(exc)) from None
         if self.statsUpdateFrequencyInSecs <= 0:
             raise ConfigError("statsUpdateFrequencyInSecs must be positive")
         if not -1 <= self.webServicePort <= 65535:

@@ -336,10 +336,11 @@ class ServerCnx(asyncio.Protocol):
     def handle_lookup(self, cmd: pb.BaseCommand, frame: Frame) -> None:
         lookup = cmd.lookupTopic
         self.service.check_topic_name(lookup.topic)
+        listener = lookup.advertised_listener_name if lookup.HasField("advertised_listener_name") else None
         response = pb.CommandLookupTopicResponse(
             request_id=lookup.request_id,
             response=pb.CommandLookupTopicResponse.Connect,
-            brokerServiceUrl=self._advertised_url(),
+            brokerServiceUrl=self.service.listeners.broker_url(listener, self._advertised_url()),
             authoritative=True,
             proxy_through_service_url=False,
         )

@@ -24,6 +24,7 @@ from magnetar.broker.config import BrokerConfig
 from magnetar.broker.consumer import Consumer
 from magnetar.broker.dedup import MessageDeduplication
 from magnetar.broker.errors import BrokerError
+from magnetar.broker.listeners import Listeners
 from magnetar.broker.namespaces import NamespaceRegistry
 from magnetar.broker.policies import PolicyStore
 from magnetar.broker.producer import Producer
@@ -94,6 +95,8 @@ class BrokerService:
         self.policies = PolicyStore(self.metadata, config)
         # tenants and namespaces: a topic of a namespace that does not exist is not found
         self.namespaces = NamespaceRegistry(self.metadata, config.clusterName)
+        # advertisedListeners: which URL a lookup answers with, by listener name
+        self.listeners = Listeners(config.advertisedListeners, config.internalListenerName)
         self.namespaces.adopt(
             [key.split("/", 1)[1] for key in self.metadata.list("topics/")]
             + [key.split("/", 1)[1] for key in self.metadata.list("partitioned/")]

@@ -63,9 +63,9 @@ class StandaloneBroker:
         return int(self.process.returncode)
 
 
-def _command(data_dir: Path, ready: Path, config: Path | None) -> list[str]:
+def _command(data_dir: Path, ready: Path, config: Path | None, port: int) -> list[str]:
     cmd = [sys.executable, "-m", "magnetar.cli.main", "standalone", "--data-dir", str(data_dir),
-           "--port", "0", "--http-port", "0", "--bind-address", "127.0.0.1",
+           "--port", str(port), "--http-port", "0", "--bind-address", "127.0.0.1",
            "--ready-file", str(ready)]
     if config is not None:
         cmd += ["--config", str(config)]
@@ -77,12 +77,14 @@ def standalone(
     settings: dict[str, object] | None = None,
     data_dir: str | Path | None = None,
     timeout: float = 60.0,
+    broker_port: int = 0,
 ) -> Iterator[StandaloneBroker]:
     """Run a broker for the duration of the ``with`` block.
 
     ``settings``: broker.conf keys (``{"brokerDeduplicationEnabled": True}``);
     ``data_dir``: keep the data there instead of a temporary directory (kept afterwards);
-    ``timeout``: seconds to wait for the broker to listen.
+    ``timeout``: seconds to wait for the broker to listen; ``broker_port``: the binary
+    protocol's port (0: a free one), for settings that must name it (advertisedListeners).
     """
     with contextlib.ExitStack() as stack:
         root = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="magnetar-")))
@@ -98,7 +100,7 @@ def standalone(
         src = str(Path(__file__).resolve().parent.parent.parent)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (src, env.get("PYTHONPATH")) if p)
         with open(log_path, "wb") as out:
-            proc = subprocess.Popen(_command(data, ready, config), stdout=out, stderr=out, env=env)
+            proc = subprocess.Popen(_command(data, ready, config, broker_port), stdout=out, stderr=out, env=env)
         deadline = time.monotonic() + timeout
         while not ready.exists():
             if proc.poll() is not None or time.monotonic() > deadline:
