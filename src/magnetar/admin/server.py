@@ -12,7 +12,16 @@ import logging
 
 from aiohttp import web
 
-from magnetar.admin import lookup, metrics, namespaces, openapi, schemas, tenants, topics
+from magnetar.admin import (
+    lookup,
+    metrics,
+    namespaces,
+    openapi,
+    schemas,
+    subscriptions,
+    tenants,
+    topics,
+)
 from magnetar.admin.routing import RATES, SERVICE, RouteTable, error_middleware
 from magnetar.broker.service import BrokerService
 from magnetar.broker.stats import RateTracker
@@ -21,7 +30,8 @@ log = logging.getLogger(__name__)
 
 #: every route table, in matching order
 TABLES: list[RouteTable] = [
-    openapi.routes, tenants.routes, namespaces.routes, topics.routes, schemas.routes,
+    openapi.routes, tenants.routes, namespaces.routes, topics.routes, subscriptions.routes,
+    schemas.routes,
     lookup.routes, metrics.routes,
 ]
 
