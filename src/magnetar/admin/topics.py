@@ -2,7 +2,8 @@
 
 List, create (non-partitioned with ``PUT .../{topic}``, partitioned with
 ``PUT .../{topic}/partitions``), delete, partitions (get, update), stats, internalStats,
-partitioned-stats, terminate, unload, lastMessageId. The broker's own operations
+partitioned-stats, terminate, unload, lastMessageId, compaction (trigger, status).
+The broker's own operations
 (BrokerService) do the work; this module parses requests, checks existence and shapes the
 answers. Subscriptions are in ``subscriptions.py``.
 """
@@ -276,3 +277,19 @@ async def last_message_id(request: web.Request) -> web.Response:
         if metadata is not None and metadata.HasField("num_messages_in_batch"):
             doc["batchIndex"] = metadata.num_messages_in_batch - 1
     return web.json_response(doc)
+
+
+@routes.route("PUT", T + "/compaction", "Start compacting the topic (latest message per key).")
+async def compact(request: web.Request) -> web.Response:
+    service = request.app[SERVICE]
+    topic = persistent(service, topic_of(request))
+    if not service.compactor.trigger(topic):
+        raise RestError(409, f"Compaction already in progress on {topic.name}")
+    return no_content()
+
+
+@routes.route("GET", T + "/compaction", "Compaction status: NOT_RUN, RUNNING, SUCCESS or ERROR.")
+async def compaction_status(request: web.Request) -> web.Response:
+    service = request.app[SERVICE]
+    topic = persistent(service, topic_of(request))
+    return web.json_response(service.compactor.status(topic.name).to_json())

@@ -66,6 +66,10 @@ class BrokerConfig:
     isAllowAutoUpdateSchemaEnabled: bool = True
     subscriptionKeySharedEnable: bool = True
 
+    # Compaction: start one when a topic has more than this many bytes past its compacted
+    # view (0: only when asked through the admin API)
+    brokerServiceCompactionThresholdInBytes: int = 0
+
     # Dispatch
     dispatcherMaxReadBatchSize: int = 100
     dispatcherMaxReadSizeBytes: int = 5 * 1024 * 1024  # per read, at least one entry

@@ -20,6 +20,7 @@ import struct
 import time
 from typing import TYPE_CHECKING, Any
 
+from magnetar.broker.compaction import CompactedView, Compactor
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.consumer import Consumer
 from magnetar.broker.dedup import MessageDeduplication
@@ -95,6 +96,8 @@ class BrokerService:
         self.policies = PolicyStore(self.metadata, config)
         # tenants and namespaces: a topic of a namespace that does not exist is not found
         self.namespaces = NamespaceRegistry(self.metadata, config.clusterName)
+        # topic compaction and the compacted views read_compacted subscriptions read
+        self.compactor = Compactor(self)
         # advertisedListeners: which URL a lookup answers with, by listener name
         self.listeners = Listeners(config.advertisedListeners, config.internalListenerName)
         self.namespaces.adopt(
@@ -255,6 +258,7 @@ class BrokerService:
             self.sweeper.forget(topic.name)
         del self.topics[topic.name]
         self._topic_used.pop(topic.name, None)
+        self.compactor.forget(topic.name)
         topic.close_all()
         for sub in topic.subscriptions.values():
             if isinstance(sub, PersistentSubscription):
@@ -287,6 +291,7 @@ class BrokerService:
                     topic.dedup_unsaved += 1
                 self.save_dedup_snapshot(topic)  # before trim drops what replay would need
             topic.ledger.trim(policies.retention_time_seconds, policies.retention_size_bytes)
+            self.compactor.maybe_trigger(topic, self.config.brokerServiceCompactionThresholdInBytes)
         except Exception:
             log.exception("housekeeping of topic %s failed", topic.name)
 
@@ -463,6 +468,7 @@ class BrokerService:
         topic = self.topics.pop(key, None)
         self._topic_used.pop(key, None)
         self.sweeper.forget(key)
+        self.compactor.forget(key, delete=True)
         if topic is not None:
             topic.close_all()
             for sub in topic.subscriptions.values():
@@ -753,6 +759,7 @@ class BrokerService:
         sub = topic.subscriptions.get(req.subscription)
         if sub is None:
             sub = self._new_subscription(topic, req)
+        view = self._compacted_view(topic, sub, req)
         consumer = Consumer(
             cnx, sub, req.consumer_id,
             req.consumer_name or f"consumer-{next(self._names)}",
@@ -766,10 +773,24 @@ class BrokerService:
             if not sub.consumers and not sub.durable:
                 topic.subscriptions.pop(req.subscription, None)
             raise
+        if view is not None and sub.dispatcher is not None:
+            sub.dispatcher.ledger = view  # read_compacted: the dispatcher reads the view too
         cnx.on_consumer_ready(consumer, req.request_id)
         if sub.dispatcher is not None:
             sub.dispatcher.schedule()
             sub.check_end_of_topic()
+
+    def _compacted_view(self, topic: Topic, sub: Any, req: pb.CommandSubscribe) -> CompactedView | None:
+        """For a read_compacted subscriber of a compacted topic, the view its subscription
+        reads (the cursor is switched to it while no other consumer is attached)."""
+        if not req.read_compacted or not isinstance(sub, PersistentSubscription):
+            return None
+        view = self.compactor.view(topic)
+        if view is None:
+            return None
+        if sub.cursor.ledger is not view and not sub.consumers:
+            sub.cursor.ledger = view
+        return view if sub.cursor.ledger is view else None
 
     def _new_subscription(self, topic: Topic, req: pb.CommandSubscribe) -> Any:
         if isinstance(topic, NonPersistentTopic):
@@ -783,8 +804,10 @@ class BrokerService:
             cursor = ledger.open_cursor(req.subscription, "earliest" if earliest else "latest")
             sub = PersistentSubscription(topic, req.subscription, cursor, durable=True)
         else:
-            start = self._reader_start(ledger, req, earliest)
-            cursor = NonDurableCursor(ledger, req.subscription, start)
+            view = self.compactor.view(topic) if req.read_compacted else None
+            source = view if view is not None else ledger
+            start = self._reader_start(source, req, earliest)
+            cursor = NonDurableCursor(source, req.subscription, start)
             sub = PersistentSubscription(topic, req.subscription, cursor, durable=False)
         topic.subscriptions[req.subscription] = sub
         return sub

@@ -168,6 +168,10 @@ def add_parser(sub: argparse._SubParsersAction, common: list[argparse.ArgumentPa
     _cmd(tp, "terminate", ops.topics_get("/terminate", "POST"), "stop a topic taking messages",
          f"{ex} terminate my-topic", TOPIC)
     _cmd(tp, "unload", ops.topics_get("/unload", "PUT"), "unload a topic", f"{ex} unload my-topic", TOPIC)
+    _cmd(tp, "compact", ops.topics_get("/compaction", "PUT"), "start compacting a topic",
+         f"{ex} compact my-topic", TOPIC)
+    _cmd(tp, "compaction-status", ops.topics_get("/compaction"), "show the compaction status",
+         f"{ex} compaction-status my-topic", TOPIC)
     _cmd(tp, "last-message-id", ops.topics_get("/lastMessageId"), "show the last message id",
          f"{ex} last-message-id my-topic", TOPIC)
 
