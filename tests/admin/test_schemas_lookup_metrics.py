@@ -7,6 +7,7 @@ import json
 import uuid
 
 import pulsar
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from magnetar.testing import StandaloneBroker
@@ -110,3 +111,19 @@ def test_metrics_scrape(api: Api, client: pulsar.Client, name: str) -> None:
     assert "magnetar_group_commit_size" in _scrape(api)
     producer.close()
     consumer.close()
+
+
+def test_schema_compatibility_follows_the_namespace_strategy(api: Api) -> None:
+    pytest.importorskip("magnetar.broker.schema_compat")  # the broker's strategy-aware check
+    ns = f"public/compat-{uuid.uuid4().hex[:8]}"
+    api.ok("PUT", f"/admin/v2/namespaces/{ns}")
+    S = f"/admin/v2/schemas/{ns}/t"
+    api.ok("POST", f"{S}/schema", {"type": "AVRO", "schema": AVRO})
+    changed = json.dumps({"type": "record", "name": "R", "fields": [{"name": "a", "type": "string"}]})
+    body = {"type": "AVRO", "schema": changed}
+    check = api.ok("POST", f"{S}/compatibility", body)
+    assert check == {"isCompatible": False, "schemaCompatibilityStrategy": "FULL"}
+    assert api.post(f"{S}/schema", body)[0] == 409
+    api.ok("PUT", f"/admin/v2/namespaces/{ns}/schemaCompatibilityStrategy", "ALWAYS_COMPATIBLE")
+    assert api.ok("POST", f"{S}/compatibility", body)["isCompatible"] is True
+    assert api.ok("POST", f"{S}/schema", body) == {"version": {"version": 1}}

@@ -10,6 +10,7 @@ Pulsar's REST form of a schema is ``{"type": "AVRO", "schema": "<definition>",
 
 from __future__ import annotations
 
+import inspect
 import re
 from typing import Any
 
@@ -20,6 +21,11 @@ from magnetar.admin.routing import SERVICE, RestError, RouteTable, expect, int_p
 from magnetar.broker.schema_registry import IncompatibleSchemaError, SchemaRecord
 from magnetar.broker.service import BrokerService
 from magnetar.protocol import pb
+
+try:  # the strategy-aware check, where the broker has it
+    from magnetar.broker.schema_compat import check_new_version as _check_new_version
+except ImportError:  # pragma: no cover - brokers before the compatibility checks
+    _check_new_version = None
 
 routes = RouteTable("schemas")
 
@@ -68,16 +74,42 @@ def record_from(body: Any) -> SchemaRecord:
         str(k): str(v) for k, v in properties.items()})
 
 
-def is_compatible(service: BrokerService, base: str, record: SchemaRecord) -> bool:
-    """The one place the admin API asks the broker whether a schema may follow the
-    topic's latest (the broker's SchemaRegistry decides; true without a schema)."""
-    latest = service.schemas.get(base)
-    return latest is None or latest.same_schema(record) or service.schemas.is_compatible(latest, record)
-
-
 def strategy(service: BrokerService, base: str) -> str:
+    """The compatibility strategy of the topic's namespace (its policy, else the broker's)."""
     namespace = base.rsplit("/", 1)[0]
-    return service.policies.get(namespace).schema_compatibility_strategy or "FULL"
+    chosen = service.policies.get(namespace).schema_compatibility_strategy
+    return chosen or getattr(service.config, "schemaCompatibilityStrategy", "FULL")
+
+
+def is_compatible(service: BrokerService, base: str, record: SchemaRecord) -> bool:
+    """The one place the admin API asks the broker whether ``record`` may follow the
+    topic's schemas (true without a schema, or for one already stored). It uses the
+    broker's strategy-aware check (``schema_compat.check_new_version``) where the broker
+    has one, else the registry's ``is_compatible`` hook."""
+    registry = service.schemas
+    history = [r for v in registry.versions(base) if (r := registry.get(base, v)) is not None]
+    if not history or any(r.same_schema(record) for r in history):
+        return True
+    if _check_new_version is None:
+        return bool(registry.is_compatible(history[-1], record))
+    try:
+        _check_new_version(history, record, strategy(service, base))
+    except IncompatibleSchemaError:
+        return False
+    return True
+
+
+def store(service: BrokerService, base: str, record: SchemaRecord) -> int:
+    """Store an uploaded schema (an explicit upload: allowed even with auto-update off),
+    checked with the namespace's strategy where the registry takes one."""
+    registry = service.schemas
+    auto_update, registry.allow_auto_update = registry.allow_auto_update, True
+    try:
+        if "strategy" in inspect.signature(registry.get_or_create).parameters:
+            return int(registry.get_or_create(base, record, strategy(service, base)))
+        return int(registry.get_or_create(base, record))
+    finally:
+        registry.allow_auto_update = auto_update
 
 
 @routes.route("GET", S + "/schema", "The topic's latest schema (404 without one).")
@@ -113,14 +145,10 @@ async def post_schema(request: web.Request) -> web.Response:
     record = record_from(await json_body(request))
     if not is_compatible(service, base, record):
         raise RestError(409, f"Incompatible schema for {base} (strategy {strategy(service, base)})")
-    registry = service.schemas
-    auto_update, registry.allow_auto_update = registry.allow_auto_update, True  # an explicit upload
     try:
-        version = registry.get_or_create(base, record)
+        version = store(service, base, record)
     except IncompatibleSchemaError as exc:
         raise RestError(409, str(exc)) from None
-    finally:
-        registry.allow_auto_update = auto_update
     return web.json_response({"version": {"version": version}})
 
 
