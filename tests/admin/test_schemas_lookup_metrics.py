@@ -27,7 +27,9 @@ def test_schema_upload_get_versions_delete(api: Api, name: str) -> None:
     # the same schema again is the same version; another one is the next
     assert api.ok("POST", f"{S}/schema", {"type": "AVRO", "schema": AVRO, "properties": {"k": "v"}}) == {
         "version": {"version": 0}}
-    api.ok("POST", f"{S}/schema", {"type": "STRING", "schema": ""})
+    evolved = json.dumps({"type": "record", "name": "R", "fields": [
+        {"name": "a", "type": "int"}, {"name": "b", "type": "string", "default": ""}]})
+    api.ok("POST", f"{S}/schema", {"type": "AVRO", "schema": evolved})  # compatible under FULL
     assert [d["version"] for d in api.ok("GET", f"{S}/schemas")["getSchemaResponses"]] == [0, 1]
     assert api.ok("GET", f"{S}/schema/0")["type"] == "AVRO"
     assert api.get(f"{S}/schema/7")[0] == 404

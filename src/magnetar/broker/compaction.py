@@ -145,6 +145,25 @@ class CompactedView:
         rest = self.ledger.read_entries(start, max_entries - len(out), budget)
         return out + [(p, bytes(d)) for p, d in rest]
 
+    def read_cached(self, start: Position, max_entries: int, max_bytes: int | None = None
+                    ) -> list[tuple[Position, bytes]]:
+        """For dispatchers that read the cache first and the disk off the loop: the
+        compacted part is read at once (from the compacted ledger), the tail as the topic's."""
+        if self.horizon is not None and start <= self.horizon:
+            return self.read_entries(start, max_entries, max_bytes)
+        return list(self.ledger.read_cached(start, max_entries, max_bytes))
+
+    def read_cold(self, start: Position, max_entries: int, max_bytes: int | None = None
+                  ) -> asyncio.Future[list[tuple[Position, bytes]]]:
+        if self.horizon is not None and start <= self.horizon:
+            done: asyncio.Future[list[tuple[Position, bytes]]] = (
+                asyncio.get_running_loop().create_future())
+            done.set_result(self.read_entries(start, max_entries, max_bytes))
+            return done
+        future: asyncio.Future[list[tuple[Position, bytes]]] = self.ledger.read_cold(
+            start, max_entries, max_bytes)
+        return future
+
     def last_confirmed(self) -> Position | None:
         last = self.ledger.last_confirmed()
         if self.horizon is None or (last is not None and last > self.horizon):
