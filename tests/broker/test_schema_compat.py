@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Iterator
-from types import SimpleNamespace
 
 import pulsar
 import pytest
@@ -284,19 +283,13 @@ def test_namespace_policy_overrides_broker_default(broker: ThreadedBroker) -> No
     assert service is not None
     topic = new_topic()
     assert broker.call(service.schema_strategy, topic) == "FULL"
-    real_get = service.policies.get
-
-    def with_policy(namespace: str) -> object:
-        policies = real_get(namespace)
-        return SimpleNamespace(**vars(policies), schema_compatibility_strategy="BACKWARD")
-
-    def without_value(namespace: str) -> object:
-        return SimpleNamespace(**vars(real_get(namespace)), schema_compatibility_strategy=None)
-
     try:
-        broker.call(setattr, service.policies, "get", with_policy)
+        broker.call(lambda: service.policies.set(
+            "public/default", schema_compatibility_strategy="BACKWARD"))
         assert broker.call(service.schema_strategy, topic) == "BACKWARD"
-        broker.call(setattr, service.policies, "get", without_value)
+        broker.call(lambda: service.policies.set(
+            "public/default", schema_compatibility_strategy=None))
         assert broker.call(service.schema_strategy, topic) == "FULL"
     finally:
-        broker.call(setattr, service.policies, "get", real_get)
+        broker.call(lambda: service.policies.set(
+            "public/default", schema_compatibility_strategy=None))

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from magnetar.broker.listeners import ListenerConfigError, Listeners
 from magnetar.broker.schema_compat import validate_strategy
 from magnetar.broker.security_config import SecurityConfig, SecurityConfigError
 
@@ -36,6 +37,9 @@ class BrokerConfig(SecurityConfig):
     # Network
     bindAddress: str = "0.0.0.0"
     advertisedAddress: str = ""
+    # name:pulsar://host:port,... (lookups pick one by the client's listener name)
+    advertisedListeners: str = ""
+    internalListenerName: str = ""
     brokerServicePort: int = 6650
     webServicePort: int = 8080
     clusterName: str = "standalone"
@@ -44,6 +48,9 @@ class BrokerConfig(SecurityConfig):
     maxPendingPublishRequestsPerConnection: int = 1000  # 0: no limit
     # broker-wide; Pulsar's default is half the JVM's direct memory; 0 or less: no limit
     maxMessagePublishBufferSizeInMB: int = 256
+
+    # admin HTTP service: how often message rates (stats, metrics) are recomputed
+    statsUpdateFrequencyInSecs: int = 60
 
     # Topics
     allowAutoTopicCreation: bool = True
@@ -65,6 +72,10 @@ class BrokerConfig(SecurityConfig):
     # true: a producer without a schema may not connect to a topic that has one
     isSchemaValidationEnforced: bool = False
     subscriptionKeySharedEnable: bool = True
+
+    # Compaction: start one when a topic has more than this many bytes past its compacted
+    # view (0: only when asked through the admin API)
+    brokerServiceCompactionThresholdInBytes: int = 0
 
     # Dispatch
     dispatcherMaxReadBatchSize: int = 100
@@ -161,6 +172,14 @@ class BrokerConfig(SecurityConfig):
             raise ConfigError("magnetarIdleTopicSweepMaxTopics must be at least 1")
         if self.keepAliveIntervalSeconds <= 0:
             raise ConfigError("keepAliveIntervalSeconds must be positive")
+        try:
+            Listeners(self.advertisedListeners, self.internalListenerName)
+        except ListenerConfigError as exc:
+            raise ConfigError(str(exc)) from None
+        if self.statsUpdateFrequencyInSecs <= 0:
+            raise ConfigError("statsUpdateFrequencyInSecs must be positive")
+        if not -1 <= self.webServicePort <= 65535:
+            raise ConfigError(f"webServicePort must be a TCP port (or -1: none), not {self.webServicePort}")
         if not -1 <= self.brokerServicePort <= 65535:
             raise ConfigError(f"brokerServicePort must be a TCP port, not {self.brokerServicePort}")
         try:

@@ -1,6 +1,7 @@
-"""Namespace policies: retention, message TTL and backlog quota, over broker defaults.
+"""Namespace policies over broker defaults: retention, message TTL, backlog quota,
+deduplication, auto topic creation, producer and consumer limits, schema compatibility.
 
-A namespace may set any of these (the admin layer will call ``set``); whatever it leaves
+A namespace may set any of these (the admin layer calls ``set``); whatever it leaves
 unset falls back to the broker's ``broker.conf`` defaults, as in Pulsar. Policies live in the
 metadata store under ``policies/{tenant}/{namespace}`` so they survive restarts.
 """
@@ -13,6 +14,11 @@ from typing import Any
 from magnetar.broker.config import BrokerConfig, ConfigError
 
 BACKLOG_POLICIES = ("producer_request_hold", "producer_exception", "consumer_backlog_eviction")
+TOPIC_TYPES = ("non-partitioned", "partitioned")
+SCHEMA_COMPATIBILITY_STRATEGIES = (
+    "UNDEFINED", "ALWAYS_INCOMPATIBLE", "ALWAYS_COMPATIBLE", "BACKWARD", "FORWARD", "FULL",
+    "BACKWARD_TRANSITIVE", "FORWARD_TRANSITIVE", "FULL_TRANSITIVE",
+)
 
 
 @dataclass(frozen=True)
@@ -25,6 +31,14 @@ class Policies:
     backlog_quota_limit_bytes: int
     backlog_quota_limit_seconds: int
     backlog_quota_policy: str
+    deduplication_enabled: bool = False
+    allow_auto_topic_creation: bool = True
+    auto_topic_creation_type: str = "non-partitioned"
+    default_num_partitions: int = 1
+    max_producers_per_topic: int = 0  # 0: no limit
+    max_consumers_per_topic: int = 0  # 0: no limit
+    # None: the broker's default strategy (read by the schema compatibility check)
+    schema_compatibility_strategy: str | None = None
 
     @property
     def retention_time_seconds(self) -> int:
@@ -43,6 +57,10 @@ def broker_defaults(config: BrokerConfig) -> Policies:
         backlog_quota_limit_bytes=config.backlogQuotaDefaultLimitBytes,
         backlog_quota_limit_seconds=config.backlogQuotaDefaultLimitSecond,
         backlog_quota_policy=config.backlogQuotaDefaultRetentionPolicy,
+        deduplication_enabled=config.brokerDeduplicationEnabled,
+        allow_auto_topic_creation=config.allowAutoTopicCreation,
+        auto_topic_creation_type=config.allowAutoTopicCreationType,
+        default_num_partitions=config.defaultNumPartitions,
     )
 
 
@@ -77,6 +95,15 @@ class PolicyStore:
         policy = changes.get("backlog_quota_policy")
         if policy is not None and policy not in BACKLOG_POLICIES:
             raise ConfigError(f"backlog_quota_policy must be one of {', '.join(BACKLOG_POLICIES)}")
+        kind = changes.get("auto_topic_creation_type")
+        if kind is not None and kind not in TOPIC_TYPES:
+            raise ConfigError(f"auto_topic_creation_type must be one of {', '.join(TOPIC_TYPES)}")
+        strategy = changes.get("schema_compatibility_strategy")
+        if strategy is not None and strategy not in SCHEMA_COMPATIBILITY_STRATEGIES:
+            raise ConfigError(
+                "schema_compatibility_strategy must be one of "
+                + ", ".join(SCHEMA_COMPATIBILITY_STRATEGIES)
+            )
         current = self.overrides(namespace)
         for key, value in changes.items():
             if value is None:
@@ -89,3 +116,8 @@ class PolicyStore:
             self.metadata.delete(f"policies/{namespace}")
         self._cache.pop(namespace, None)
         return self.get(namespace)
+
+    def clear(self, namespace: str) -> None:
+        """Forget every namespace-level policy (the namespace was deleted)."""
+        self.metadata.delete(f"policies/{namespace}")
+        self._cache.pop(namespace, None)

@@ -422,10 +422,11 @@ class ServerCnx(asyncio.Protocol):
         lookup = cmd.lookupTopic
         self.service.check_topic_name(lookup.topic)
         self.authorize(lookup.topic, LOOKUP)
+        listener = lookup.advertised_listener_name if lookup.HasField("advertised_listener_name") else None
         response = pb.CommandLookupTopicResponse(
             request_id=lookup.request_id,
             response=pb.CommandLookupTopicResponse.Connect,
-            brokerServiceUrl=self._advertised_url(),
+            brokerServiceUrl=self.service.listeners.broker_url(listener, self._advertised_url()),
             authoritative=True,
             proxy_through_service_url=False,
         )

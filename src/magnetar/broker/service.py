@@ -21,10 +21,13 @@ from typing import TYPE_CHECKING, Any
 
 import re2
 
+from magnetar.broker.compaction import CompactedView, Compactor
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.consumer import Consumer
 from magnetar.broker.dedup import MessageDeduplication
 from magnetar.broker.errors import BrokerError
+from magnetar.broker.listeners import Listeners
+from magnetar.broker.namespaces import NamespaceRegistry
 from magnetar.broker.policies import PolicyStore
 from magnetar.broker.producer import Producer
 from magnetar.broker.schema_registry import SchemaRecord, SchemaRegistry
@@ -97,6 +100,16 @@ class BrokerService:
         self.policies = PolicyStore(self.metadata, config)
         # authentication, authorization, the TLS listener, connection limits
         self.security = BrokerSecurity(self)
+        # tenants and namespaces: a topic of a namespace that does not exist is not found
+        self.namespaces = NamespaceRegistry(self.metadata, config.clusterName)
+        # topic compaction and the compacted views read_compacted subscriptions read
+        self.compactor = Compactor(self)
+        # advertisedListeners: which URL a lookup answers with, by listener name
+        self.listeners = Listeners(config.advertisedListeners, config.internalListenerName)
+        self.namespaces.adopt(
+            [key.split("/", 1)[1] for key in self.metadata.list("topics/")]
+            + [key.split("/", 1)[1] for key in self.metadata.list("partitioned/")]
+        )
         self.topics: dict[str, Topic] = {}
         # monotonic time each loaded topic was last looked up or seen in use (idle unloading)
         self._topic_used: dict[str, float] = {}
@@ -133,6 +146,10 @@ class BrokerService:
         if self.config.magnetarIdleTopicSweepIntervalSeconds > 0:
             self._tasks.append(asyncio.create_task(self._sweep_loop()))
         log.info("broker listening on %s:%d", self.config.bindAddress, self.port)
+
+    def serving(self) -> bool:
+        """Whether the binary-protocol listener accepts connections (health checks)."""
+        return self._server is not None and self._server.is_serving()
 
     async def stop(self) -> None:
         for task in self._tasks:
@@ -250,6 +267,7 @@ class BrokerService:
             self.sweeper.forget(topic.name)
         del self.topics[topic.name]
         self._topic_used.pop(topic.name, None)
+        self.compactor.forget(topic.name)
         topic.close_all()
         for sub in topic.subscriptions.values():
             if isinstance(sub, PersistentSubscription):
@@ -282,12 +300,15 @@ class BrokerService:
                     topic.dedup_unsaved += 1
                 self.save_dedup_snapshot(topic)  # before trim drops what replay would need
             topic.ledger.trim(policies.retention_time_seconds, policies.retention_size_bytes)
+            self.compactor.maybe_trigger(topic, self.config.brokerServiceCompactionThresholdInBytes)
         except Exception:
             log.exception("housekeeping of topic %s failed", topic.name)
 
-    def expire_messages(self, topic: PersistentTopic, ttl_seconds: float, now: float | None = None) -> None:
-        """Message TTL: acknowledge, on every subscription, the entries published more than
-        ``ttl_seconds`` ago (found by binary search on publish time, not by a scan)."""
+    def expire_messages(self, topic: PersistentTopic, ttl_seconds: float, now: float | None = None,
+                        subscription: str | None = None) -> None:
+        """Message TTL: acknowledge, on every subscription (or only ``subscription``), the
+        entries published more than ``ttl_seconds`` ago (found by binary search on publish
+        time, not by a scan)."""
         from magnetar.broker.dispatcher import entry_metadata
 
         now = time.time() if now is None else now
@@ -307,6 +328,8 @@ class BrokerService:
         else:
             expire_to = Position(first_fresh.ledger_id, first_fresh.entry_id - 1)
         for sub in list(topic.subscriptions.values()):
+            if subscription is not None and sub.name != subscription:
+                continue
             if isinstance(sub, PersistentSubscription) and sub.cursor.mark_delete_position < expire_to:
                 self._skip_to(sub, expire_to)
 
@@ -327,10 +350,16 @@ class BrokerService:
     # ------------------------------------------------------------------ topics
 
     def check_topic_name(self, name: str) -> TopicName:
+        """The parsed name of a topic whose namespace exists (InvalidTopicName, TopicNotFound)."""
         try:
-            return TopicName.parse(name)
+            topic_name = TopicName.parse(name)
         except ValueError as exc:
             raise BrokerError(pb.InvalidTopicName, str(exc)) from exc
+        if not self.namespaces.exists(topic_name.namespace):
+            raise BrokerError(
+                pb.TopicNotFound, f"namespace {topic_name.namespace} of topic {name} does not exist"
+            )
+        return topic_name
 
     def partitioned_metadata(self, name: str) -> int:
         topic_name = self.check_topic_name(name)
@@ -340,12 +369,13 @@ class BrokerService:
         meta = self.metadata.get(key)
         if meta is not None:
             return int(meta["partitions"])
+        policies = self.policies.get(topic_name.namespace)
         if (
-            self.config.allowAutoTopicCreation
-            and self.config.allowAutoTopicCreationType == "partitioned"
+            policies.allow_auto_topic_creation
+            and policies.auto_topic_creation_type == "partitioned"
             and self.metadata.get(f"topics/{topic_name}") is None
         ):
-            return self.create_partitioned_topic(str(topic_name), self.config.defaultNumPartitions)
+            return self.create_partitioned_topic(str(topic_name), policies.default_num_partitions)
         return 0
 
     def create_partitioned_topic(self, name: str, partitions: int) -> int:
@@ -355,6 +385,13 @@ class BrokerService:
         self.metadata.put(f"partitioned/{topic_name}", {"partitions": partitions})
         return partitions
 
+    def create_topic(self, name: str) -> Topic:
+        """Create a non-partitioned topic on request (admin API), whatever auto-creation says."""
+        topic_name = self.check_topic_name(name)
+        if topic_name.is_persistent and self.metadata.get(f"topics/{topic_name}") is None:
+            self.metadata.put(f"topics/{topic_name}", {"created": time.time()})
+        return self.get_topic(str(topic_name), create=True)
+
     def get_topic(self, name: str, create: bool = True) -> Topic:
         topic_name = self.check_topic_name(name)
         key = str(topic_name)
@@ -362,8 +399,9 @@ class BrokerService:
         if topic is not None:
             self._topic_used[key] = time.monotonic()
             return topic
+        auto_create = self.policies.get(topic_name.namespace).allow_auto_topic_creation
         if not topic_name.is_persistent:
-            if not create and not self.config.allowAutoTopicCreation:
+            if not create and not auto_create:
                 raise BrokerError(pb.TopicNotFound, f"topic {key} does not exist")
             topic = NonPersistentTopic(self, topic_name)
             self.topics[key] = topic
@@ -371,7 +409,7 @@ class BrokerService:
             return topic
         known = self.metadata.get(f"topics/{key}") is not None
         if not known:
-            if not (create and self.config.allowAutoTopicCreation):
+            if not (create and auto_create):
                 raise BrokerError(
                     pb.TopicNotFound,
                     f"topic {key} does not exist; create it or set allowAutoTopicCreation=true",
@@ -443,6 +481,7 @@ class BrokerService:
         topic = self.topics.pop(key, None)
         self._topic_used.pop(key, None)
         self.sweeper.forget(key)
+        self.compactor.forget(key, delete=True)
         if topic is not None:
             topic.close_all()
             for sub in topic.subscriptions.values():
@@ -515,16 +554,23 @@ class BrokerService:
             if sub.dispatcher is not None:
                 sub.dispatcher.rewind()
 
-    def delete_subscription(self, topic_name: str, subscription: str) -> None:
+    def delete_subscription(self, topic_name: str, subscription: str, force: bool = False) -> None:
+        """Delete a durable subscription; with ``force``, its consumers are disconnected first."""
         sub = self._durable_subscription(topic_name, subscription)
-        if sub.consumers:
+        if sub.consumers and not force:
             raise BrokerError(pb.ConsumerBusy, f"subscription {subscription} has active consumers")
+        if sub.consumers:
+            sub.disconnect_consumers()
+            sub._close_dispatcher()
         sub.topic.delete_subscription(subscription)
 
     # ------------------------------------------------------------------ producers
 
     def create_producer(self, cnx: ServerCnx, req: pb.CommandProducer) -> None:
         topic = self.get_topic(req.topic)
+        limit = self.policies.get(topic.topic_name.namespace).max_producers_per_topic
+        if limit > 0 and len(topic.producers) >= limit:
+            raise BrokerError(pb.ProducerBusy, f"Topic {topic.name} reached max producers limit")
         user_named = req.HasField("producer_name") and bool(req.producer_name)
         name = req.producer_name if user_named else f"{self.config.clusterName}-{self.instance}-{next(self._names)}"
         schema_version = None
@@ -725,9 +771,13 @@ class BrokerService:
             raise BrokerError(pb.NotAllowedError, "Key_Shared subscriptions are disabled on this broker")
         if _has_schema(req):
             self.consumer_schema(topic, req.schema)
+        limit = self.policies.get(topic.topic_name.namespace).max_consumers_per_topic
+        if limit > 0 and sum(len(s.consumers) for s in topic.subscriptions.values()) >= limit:
+            raise BrokerError(pb.ConsumerBusy, f"Topic {topic.name} reached max consumers limit")
         sub = topic.subscriptions.get(req.subscription)
         if sub is None:
             sub = self._new_subscription(topic, req)
+        view = self._compacted_view(topic, sub, req)
         consumer = Consumer(
             cnx, sub, req.consumer_id,
             req.consumer_name or f"consumer-{next(self._names)}",
@@ -744,10 +794,24 @@ class BrokerService:
             if not sub.consumers and not sub.durable:
                 topic.subscriptions.pop(req.subscription, None)
             raise
+        if view is not None and sub.dispatcher is not None:
+            sub.dispatcher.ledger = view  # read_compacted: the dispatcher reads the view too
         cnx.on_consumer_ready(consumer, req.request_id)
         if sub.dispatcher is not None:
             sub.dispatcher.schedule()
             sub.check_end_of_topic()
+
+    def _compacted_view(self, topic: Topic, sub: Any, req: pb.CommandSubscribe) -> CompactedView | None:
+        """For a read_compacted subscriber of a compacted topic, the view its subscription
+        reads (the cursor is switched to it while no other consumer is attached)."""
+        if not req.read_compacted or not isinstance(sub, PersistentSubscription):
+            return None
+        view = self.compactor.view(topic)
+        if view is None:
+            return None
+        if sub.cursor.ledger is not view and not sub.consumers:
+            sub.cursor.ledger = view
+        return view if sub.cursor.ledger is view else None
 
     def _new_subscription(self, topic: Topic, req: pb.CommandSubscribe) -> Any:
         if isinstance(topic, NonPersistentTopic):
@@ -761,8 +825,10 @@ class BrokerService:
             cursor = ledger.open_cursor(req.subscription, "earliest" if earliest else "latest")
             sub = PersistentSubscription(topic, req.subscription, cursor, durable=True)
         else:
-            start = self._reader_start(ledger, req, earliest)
-            cursor = NonDurableCursor(ledger, req.subscription, start)
+            view = self.compactor.view(topic) if req.read_compacted else None
+            source = view if view is not None else ledger
+            start = self._reader_start(source, req, earliest)
+            cursor = NonDurableCursor(source, req.subscription, start)
             sub = PersistentSubscription(topic, req.subscription, cursor, durable=False)
         topic.subscriptions[req.subscription] = sub
         return sub

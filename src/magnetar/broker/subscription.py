@@ -209,7 +209,7 @@ class PersistentSubscription:
     # -- queries -----------------------------------------------------------------------
 
     def last_message_id(self) -> tuple[pb.MessageIdData, pb.MessageIdData | None]:
-        ledger = self.topic.ledger
+        ledger = self.cursor.ledger  # the topic's, or its compacted view (read_compacted)
         last = ledger.last_confirmed()
         if last is None:
             ids = ledger.segment_ids()

@@ -173,7 +173,7 @@ class PersistentTopic(Topic):
         # dedup_unsaved entries (replayed from the ledger after a crash).
         self.dedup_position: Position | None = None
         self.dedup_unsaved = 0
-        self.dedup = service.make_dedup(self) if service.config.brokerDeduplicationEnabled else None
+        self.dedup = service.make_dedup(self) if service.policies.get(name.namespace).deduplication_enabled else None
         self.entry_index = service.load_entry_index(self) if service.config.entry_metadata_enabled else -1
         self.last_publish_error: str | None = None
         self._notify_scheduled = False

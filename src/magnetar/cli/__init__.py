@@ -1,1 +1,1 @@
-"""Command-line entry points: ``magnetar standalone | produce | consume | perf``."""
+"""Command-line entry points: ``magnetar standalone | admin | client | perf``."""

@@ -15,11 +15,15 @@ Any Pulsar client (for instance the official `pulsar-client` package) can point 
 pulsar://localhost:6650 once `magnetar standalone` runs.
 
 Quick start:
-  magnetar standalone                                  # data in ./data/standalone, port 6650
+  magnetar standalone                                  # pulsar://localhost:6650, http://localhost:8080
   magnetar standalone --data-dir /var/lib/magnetar --port 6651
   magnetar standalone --config standalone.conf         # Pulsar broker.conf key names
-  magnetar standalone --help                           # every option
   magnetar tokens --help                               # keys and tokens for authentication
+  magnetar admin topics create-partitioned-topic my-topic -p 4   # like pulsar-admin
+  magnetar client produce my-topic -m hello -n 10      # like pulsar-client
+  magnetar client consume my-topic -s sub -n 10
+  magnetar perf produce my-topic --rate 1000 --time 30 # like pulsar-perf
+  magnetar COMMAND --help                              # every option, with examples
 """
 
 
@@ -45,6 +49,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
+    output = argparse.ArgumentParser(add_help=False)
+    output.add_argument(
+        "--output", "-o", choices=["table", "json"], default="table",
+        help="table (for people, the default) or json (for scripts)",
+    )
+    from magnetar.cli import admin, client_cmd, perf
+
+    admin.add_parser(sub, [log_level, output])
+    client_cmd.add_parser(sub, [log_level, output])
+    perf.add_parser(sub, [log_level, output])
 
     standalone = sub.add_parser(
         "standalone",
@@ -79,7 +93,14 @@ directory held by another broker), 2 for a bad option or configuration value."""
     standalone.add_argument(
         "--http-port",
         type=int,
-        help="admin HTTP port (default 8080, webServicePort; 0 disables it)",
+        help="admin HTTP port: REST admin API, HTTP lookup, /metrics (default 8080, "
+        "webServicePort; 0 picks a free port, -1 disables it)",
+    )
+    standalone.add_argument(
+        "--ready-file",
+        metavar="PATH",
+        help="once serving, write {\"brokerServiceUrl\", \"webServiceUrl\", \"pid\"} as JSON "
+        "to PATH (for scripts and tests that start a broker on free ports: --port 0 --http-port 0)",
     )
     standalone.add_argument("--config", metavar="FILE", help="a Pulsar-style broker.conf file")
     standalone.add_argument(
@@ -111,6 +132,18 @@ def main(argv: list[str] | None = None) -> int:
         from magnetar.cli.tokens import run_tokens
 
         return run_tokens(args)
+    if args.command == "admin":
+        from magnetar.cli.admin import run
+
+        return run(args)
+    if args.command == "client":
+        from magnetar.cli.client_cmd import run as run_client
+
+        return run_client(args)
+    if args.command == "perf":
+        from magnetar.cli.perf import run as run_perf
+
+        return run_perf(args)
     parser.error(f"unknown command {args.command}")
     return 2
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import fcntl
+import json
 import os
 import signal
 import sys
@@ -44,6 +45,14 @@ def lock_data_dir(data_dir: str) -> IO[str] | None:
     handle.write(f"{os.getpid()}\n")
     handle.flush()
     return handle
+
+
+def write_ready_file(path: str, urls: dict[str, str | None]) -> None:
+    """Write the broker's URLs as JSON, atomically (a reader sees all of it or no file)."""
+    tmp = f"{path}.tmp"
+    with open(tmp, "w") as handle:
+        json.dump({**urls, "pid": os.getpid()}, handle)
+    os.replace(tmp, path)
 
 
 def run_standalone(args: argparse.Namespace) -> int:
@@ -91,18 +100,42 @@ def run_standalone(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             return
+        admin = None
+        if config.webServicePort >= 0:
+            from magnetar.admin import AdminServer
+
+            admin = AdminServer(service, config.bindAddress, config.webServicePort)
+            try:
+                await admin.start()
+            except OSError as exc:
+                await admin.stop()
+                await service.stop()
+                reason = os.strerror(exc.errno) if exc.errno else str(exc)
+                print(
+                    f"magnetar: cannot listen on {config.bindAddress}:{config.webServicePort} "
+                    f"(HTTP): {reason}. Pick another --http-port (-1: none).",
+                    file=sys.stderr,
+                )
+                return
         started = True
         host = config.advertisedAddress or "localhost"
-        urls = [f"pulsar://{host}:{service.port}"] if service.port >= 0 else []
-        if service.security.tls_port is not None:
-            urls.append(f"pulsar+ssl://{host}:{service.security.tls_port}")
+        urls = {
+            "brokerServiceUrl": f"pulsar://{host}:{service.port}" if service.port >= 0 else None,
+            "brokerServiceUrlTls": f"pulsar+ssl://{host}:{service.security.tls_port}"
+            if service.security.tls_port is not None else None,
+            "webServiceUrl": f"http://{host}:{admin.port}" if admin is not None else None,
+        }
         print(
-            f"magnetar standalone: serving {' and '.join(urls)} "
+            f"magnetar standalone: serving {' and '.join(u for u in urls.values() if u)} "
             f"(data in {config.magnetarDataDir}, fsync {config.fsync_policy})",
             file=sys.stderr,
             flush=True,
         )
+        if getattr(args, "ready_file", None):
+            write_ready_file(args.ready_file, urls)
         await stop.wait()
+        if admin is not None:
+            await admin.stop()
         await service.stop()
 
     try:

@@ -25,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import metrics
 from .segment import Segment
 
 log = logging.getLogger(__name__)
@@ -83,6 +84,7 @@ class Flusher:
                 log.error("fdatasync of %s failed: %s", batch.segment.path, exc)
                 error = exc
         self.inline_rounds += 1
+        metrics.group_commit_batches.observe(1)
         _complete([(batch, error)])
         return True
 
@@ -129,6 +131,7 @@ class Flusher:
                     log.exception("fdatasync of %s failed", seg.path)
                     errors[seg] = exc
             self.rounds += 1
+            metrics.group_commit_batches.observe(len(batches))
             by_loop: dict[asyncio.AbstractEventLoop, list[tuple[Batch, BaseException | None]]] = {}
             for b in batches:
                 err = b.error if b.error is not None else errors.get(b.segment)

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 import crc32c
 
-from . import record
+from . import metrics, record
 from .errors import CorruptEntryError
 
 log = logging.getLogger(__name__)
@@ -414,7 +414,9 @@ class Segment:
                     self.dir_sync.pop(0)
                 if self.fd is None:
                     raise OSError(9, "segment closed with unsynced data")
+                started = time.perf_counter()
                 os.fdatasync(self.fd)
+                metrics.fsync_seconds.observe(time.perf_counter() - started)
             except OSError as exc:
                 self.sync_error = exc
                 raise

@@ -1,0 +1,32 @@
+"""HTTP topic lookup, ``/lookup/v2/topic/{domain}/{tenant}/{namespace}/{topic}``: with it
+(and the partitions endpoint in ``topics.py``) a client given ``http://host:8080`` as its
+service URL finds the binary-protocol address of any topic. One broker owns every topic,
+so the answer is always this broker, on the host name the client used to reach it."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from magnetar.admin.namespaces import namespace_of
+from magnetar.admin.routing import SERVICE, RouteTable
+from magnetar.admin.tenants import broker_service_url, web_service_url
+
+routes = RouteTable("lookup")
+
+
+@routes.route("GET", "/lookup/v2/topic/{domain:persistent|non-persistent}/{tenant}/{namespace}/{topic}",
+              "Which broker serves a topic: brokerUrl (pulsar://) and httpUrl (?listenerName=...).")
+async def lookup(request: web.Request) -> web.Response:
+    namespace_of(request)
+    m = request.match_info
+    request.app[SERVICE].check_topic_name(f"{m['domain']}://{m['tenant']}/{m['namespace']}/{m['topic']}")
+    # Pulsar takes the listener name from a query parameter or a header
+    listener = request.query.get("listenerName") or request.headers.get("X-Pulsar-ListenerName")
+    broker_url = request.app[SERVICE].listeners.broker_url(listener, broker_service_url(request))
+    return web.json_response({
+        "brokerUrl": broker_url,
+        "brokerUrlTls": "",
+        "httpUrl": web_service_url(request),
+        "httpUrlTls": "",
+        "nativeUrl": broker_url,
+    })

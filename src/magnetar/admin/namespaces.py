@@ -1,0 +1,351 @@
+"""Namespaces and their policies: ``/admin/v2/namespaces/{tenant}[/{namespace}[/...]]``.
+
+Reading a policy answers what applies to the namespace's topics (its own value, else the
+broker default); setting one stores it in the broker's PolicyStore, where housekeeping,
+producers, consumers and topic auto-creation read it. A change of deduplication unloads the
+namespace's loaded topics so that they reload with it (their clients reconnect).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiohttp import web
+
+from magnetar.admin.routing import (
+    SERVICE,
+    RestError,
+    RouteTable,
+    expect,
+    json_body,
+    no_content,
+    query_flag,
+)
+from magnetar.broker.policies import Policies
+from magnetar.broker.service import BrokerService
+from magnetar.protocol import pb
+
+routes = RouteTable("namespaces")
+
+NS = "/admin/v2/namespaces/{tenant}/{namespace}"
+_MODES = {"PERSISTENT": pb.CommandGetTopicsOfNamespace.PERSISTENT,
+          "NON_PERSISTENT": pb.CommandGetTopicsOfNamespace.NON_PERSISTENT,
+          "ALL": pb.CommandGetTopicsOfNamespace.ALL}
+
+
+def namespace_of(request: web.Request) -> str:
+    """``tenant/namespace`` of the request, which must exist (404 otherwise)."""
+    namespace = f"{request.match_info['tenant']}/{request.match_info['namespace']}"
+    request.app[SERVICE].namespaces.require(namespace)
+    return namespace
+
+
+def all_topics(service: BrokerService, namespace: str) -> list[str]:
+    """Every topic of a namespace, persistent and not, partitions included."""
+    return service.topics_of_namespace(namespace, pb.CommandGetTopicsOfNamespace.ALL, None)[0]
+
+
+def unload_namespace(service: BrokerService, namespace: str) -> int:
+    """Unload the namespace's loaded topics (their clients reconnect); returns how many."""
+    prefix_ok = [t for t in list(service.topics.values()) if t.topic_name.namespace == namespace]
+    for topic in prefix_ok:
+        service.unload_topic(topic, housekeep=True)
+    return len(prefix_ok)
+
+
+# ---------------------------------------------------------------------- policy documents
+
+def retention_doc(p: Policies) -> dict[str, int]:
+    return {"retentionTimeInMinutes": p.retention_time_minutes,
+            "retentionSizeInMB": p.retention_size_mb}
+
+
+def backlog_quota_doc(p: Policies) -> dict[str, Any]:
+    quotas: dict[str, Any] = {}
+    if p.backlog_quota_limit_bytes >= 0:
+        quotas["destination_storage"] = {"limitSize": p.backlog_quota_limit_bytes,
+                                         "limitTime": -1, "policy": p.backlog_quota_policy}
+    if p.backlog_quota_limit_seconds > 0:
+        quotas["message_age"] = {"limitSize": -1, "limitTime": p.backlog_quota_limit_seconds,
+                                 "policy": p.backlog_quota_policy}
+    return quotas
+
+
+def auto_topic_creation_doc(p: Policies) -> dict[str, Any]:
+    doc: dict[str, Any] = {"allowAutoTopicCreation": p.allow_auto_topic_creation,
+                           "topicType": p.auto_topic_creation_type}
+    if p.auto_topic_creation_type == "partitioned":
+        doc["defaultNumPartitions"] = p.default_num_partitions
+    return doc
+
+
+def policies_doc(service: BrokerService, namespace: str) -> dict[str, Any]:
+    """Pulsar's Policies document of a namespace (the values that apply)."""
+    p = service.policies.get(namespace)
+    return {
+        "replication_clusters": [service.config.clusterName],
+        "bundles": {"boundaries": ["0x00000000", "0xffffffff"], "numBundles": 1},
+        "backlog_quota_map": backlog_quota_doc(p),
+        "message_ttl_in_seconds": p.message_ttl_seconds,
+        "retention_policies": retention_doc(p),
+        "deduplicationEnabled": p.deduplication_enabled,
+        "autoTopicCreationOverride": auto_topic_creation_doc(p),
+        "schema_compatibility_strategy": p.schema_compatibility_strategy or "UNDEFINED",
+        "max_producers_per_topic": p.max_producers_per_topic,
+        "max_consumers_per_topic": p.max_consumers_per_topic,
+        "deleted": False,
+    }
+
+
+def _set(request: web.Request, **changes: Any) -> web.Response:
+    service = request.app[SERVICE]
+    namespace = namespace_of(request)
+    service.policies.set(namespace, **changes)
+    if "deduplication_enabled" in changes:
+        unload_namespace(service, namespace)
+    return no_content()
+
+
+def _int(value: Any, what: str) -> int:
+    return int(expect(value, int, what))
+
+
+# ---------------------------------------------------------------------- namespaces
+
+@routes.route("GET", "/admin/v2/namespaces/{tenant}", "List a tenant's namespaces.")
+async def list_namespaces(request: web.Request) -> web.Response:
+    return web.json_response(request.app[SERVICE].namespaces.namespaces(request.match_info["tenant"]))
+
+
+@routes.route("PUT", NS, "Create a namespace (409 if it exists, 404 for an unknown tenant).",
+              body="Policies (optional): retention_policies, message_ttl_in_seconds, "
+                   "deduplicationEnabled, max_producers_per_topic, max_consumers_per_topic")
+async def create_namespace(request: web.Request) -> web.Response:
+    service = request.app[SERVICE]
+    body = await json_body(request, required=False)
+    namespace = f"{request.match_info['tenant']}/{request.match_info['namespace']}"
+    changes: dict[str, Any] = {}
+    if body is not None:
+        expect(body, dict, "policies")
+        retention = body.get("retention_policies")
+        if retention:
+            changes["retention_time_minutes"] = _int(retention.get("retentionTimeInMinutes", 0), "retentionTimeInMinutes")
+            changes["retention_size_mb"] = _int(retention.get("retentionSizeInMB", 0), "retentionSizeInMB")
+        for key, name in (("message_ttl_in_seconds", "message_ttl_seconds"),
+                          ("max_producers_per_topic", "max_producers_per_topic"),
+                          ("max_consumers_per_topic", "max_consumers_per_topic")):
+            if body.get(key) is not None:
+                changes[name] = _int(body[key], key)
+        if body.get("deduplicationEnabled") is not None:
+            changes["deduplication_enabled"] = bool(expect(body["deduplicationEnabled"], bool, "deduplicationEnabled"))
+    service.namespaces.create_namespace(namespace)
+    service.policies.clear(namespace)
+    if changes:
+        service.policies.set(namespace, **changes)
+    return no_content()
+
+
+@routes.route("GET", NS, "The namespace's policies (what applies to its topics).")
+async def get_namespace(request: web.Request) -> web.Response:
+    return web.json_response(policies_doc(request.app[SERVICE], namespace_of(request)))
+
+
+@routes.route("DELETE", NS, "Delete an empty namespace (409 if it has topics; ?force=true "
+              "deletes its topics first).")
+async def delete_namespace(request: web.Request) -> web.Response:
+    service = request.app[SERVICE]
+    namespace = namespace_of(request)
+    if query_flag(request, "force"):
+        for topic in all_topics(service, namespace):
+            name = topic
+            base = service.check_topic_name(topic).partitioned_base
+            if service.metadata.get(f"partitioned/{base}") is not None:
+                name = base
+            try:
+                service.delete_topic(name)
+            except Exception:  # a partition already gone with its partitioned topic
+                continue
+    service.namespaces.delete_namespace(namespace, lambda n: all_topics(service, n))
+    service.policies.clear(namespace)
+    return no_content()
+
+
+@routes.route("GET", NS + "/topics", "The namespace's topics (?mode=PERSISTENT|NON_PERSISTENT|ALL).")
+async def namespace_topics(request: web.Request) -> web.Response:
+    namespace = namespace_of(request)
+    mode = _MODES.get(request.query.get("mode", "PERSISTENT").upper())
+    if mode is None:
+        raise RestError(400, "mode must be PERSISTENT, NON_PERSISTENT or ALL")
+    return web.json_response(request.app[SERVICE].topics_of_namespace(namespace, mode, None)[0])
+
+
+@routes.route("PUT", NS + "/unload", "Unload every loaded topic of the namespace.")
+async def unload(request: web.Request) -> web.Response:
+    unload_namespace(request.app[SERVICE], namespace_of(request))
+    return no_content()
+
+
+# ---------------------------------------------------------------------- policies
+
+def _policies(request: web.Request) -> Policies:
+    return request.app[SERVICE].policies.get(namespace_of(request))
+
+
+@routes.route("GET", NS + "/retention", "Retention: time (minutes) and size (MB); -1 is unlimited.")
+async def get_retention(request: web.Request) -> web.Response:
+    return web.json_response(retention_doc(_policies(request)))
+
+
+@routes.route("POST", NS + "/retention", "Set retention.",
+              body='{"retentionTimeInMinutes": int, "retentionSizeInMB": int}')
+async def set_retention(request: web.Request) -> web.Response:
+    body = expect(await json_body(request), dict, "retention")
+    return _set(request,
+                retention_time_minutes=_int(body.get("retentionTimeInMinutes", 0), "retentionTimeInMinutes"),
+                retention_size_mb=_int(body.get("retentionSizeInMB", 0), "retentionSizeInMB"))
+
+
+@routes.route("DELETE", NS + "/retention", "Back to the broker's default retention.")
+async def remove_retention(request: web.Request) -> web.Response:
+    return _set(request, retention_time_minutes=None, retention_size_mb=None)
+
+
+@routes.route("GET", NS + "/messageTTL", "Message TTL in seconds (0: none).")
+async def get_ttl(request: web.Request) -> web.Response:
+    return web.json_response(_policies(request).message_ttl_seconds)
+
+
+@routes.route("POST", NS + "/messageTTL", "Set the message TTL.", body="int: seconds")
+async def set_ttl(request: web.Request) -> web.Response:
+    return _set(request, message_ttl_seconds=_int(await json_body(request), "messageTTL"))
+
+
+@routes.route("DELETE", NS + "/messageTTL", "Back to the broker's default TTL.")
+async def remove_ttl(request: web.Request) -> web.Response:
+    return _set(request, message_ttl_seconds=None)
+
+
+@routes.route("GET", NS + "/deduplication", "Whether message deduplication is on.")
+async def get_dedup(request: web.Request) -> web.Response:
+    return web.json_response(_policies(request).deduplication_enabled)
+
+
+@routes.route("POST", NS + "/deduplication", "Turn deduplication on or off (topics reload).",
+              body="bool")
+async def set_dedup(request: web.Request) -> web.Response:
+    enabled = expect(await json_body(request), bool, "deduplication")
+    return _set(request, deduplication_enabled=enabled)
+
+
+@routes.route("DELETE", NS + "/deduplication", "Back to brokerDeduplicationEnabled.")
+async def remove_dedup(request: web.Request) -> web.Response:
+    return _set(request, deduplication_enabled=None)
+
+
+@routes.route("GET", NS + "/backlogQuotaMap", "Backlog quotas by type (destination_storage, message_age).")
+async def get_backlog_quota(request: web.Request) -> web.Response:
+    return web.json_response(backlog_quota_doc(_policies(request)))
+
+
+@routes.route("POST", NS + "/backlogQuota",
+              "Set a backlog quota (?backlogQuotaType=destination_storage|message_age).",
+              body='{"limitSize": bytes, "limitTime": seconds, "policy": '
+                   '"producer_request_hold"|"producer_exception"|"consumer_backlog_eviction"}')
+async def set_backlog_quota(request: web.Request) -> web.Response:
+    body = expect(await json_body(request), dict, "backlog quota")
+    kind = request.query.get("backlogQuotaType", "destination_storage")
+    changes: dict[str, Any] = {}
+    if "policy" in body:
+        changes["backlog_quota_policy"] = expect(body["policy"], str, "policy")
+    if kind == "destination_storage":
+        limit = body.get("limitSize", body.get("limit", -1))
+        changes["backlog_quota_limit_bytes"] = _int(limit, "limitSize")
+    elif kind == "message_age":
+        changes["backlog_quota_limit_seconds"] = _int(body.get("limitTime", -1), "limitTime")
+    else:
+        raise RestError(400, "backlogQuotaType must be destination_storage or message_age")
+    return _set(request, **changes)
+
+
+@routes.route("DELETE", NS + "/backlogQuota", "Remove a backlog quota (?backlogQuotaType=...).")
+async def remove_backlog_quota(request: web.Request) -> web.Response:
+    kind = request.query.get("backlogQuotaType", "destination_storage")
+    if kind == "message_age":
+        return _set(request, backlog_quota_limit_seconds=None)
+    return _set(request, backlog_quota_limit_bytes=None, backlog_quota_policy=None)
+
+
+@routes.route("GET", NS + "/autoTopicCreation", "The namespace's topic auto-creation.")
+async def get_auto_creation(request: web.Request) -> web.Response:
+    return web.json_response(auto_topic_creation_doc(_policies(request)))
+
+
+@routes.route("POST", NS + "/autoTopicCreation", "Override topic auto-creation.",
+              body='{"allowAutoTopicCreation": bool, "topicType": "non-partitioned"|"partitioned", '
+                   '"defaultNumPartitions": int}')
+async def set_auto_creation(request: web.Request) -> web.Response:
+    body = expect(await json_body(request), dict, "autoTopicCreation")
+    changes: dict[str, Any] = {
+        "allow_auto_topic_creation": expect(body.get("allowAutoTopicCreation"), bool, "allowAutoTopicCreation"),
+        "auto_topic_creation_type": body.get("topicType", "non-partitioned"),
+    }
+    if changes["auto_topic_creation_type"] == "partitioned":
+        partitions = _int(body.get("defaultNumPartitions", 1), "defaultNumPartitions")
+        if partitions < 1:
+            raise RestError(412, "defaultNumPartitions must be at least 1")
+        changes["default_num_partitions"] = partitions
+    return _set(request, **changes)
+
+
+@routes.route("DELETE", NS + "/autoTopicCreation", "Back to the broker's auto-creation settings.")
+async def remove_auto_creation(request: web.Request) -> web.Response:
+    return _set(request, allow_auto_topic_creation=None, auto_topic_creation_type=None,
+                default_num_partitions=None)
+
+
+@routes.route("GET", NS + "/schemaCompatibilityStrategy", "The schema compatibility strategy.")
+async def get_schema_strategy(request: web.Request) -> web.Response:
+    return web.json_response(_policies(request).schema_compatibility_strategy or "UNDEFINED")
+
+
+@routes.route("PUT", NS + "/schemaCompatibilityStrategy", "Set the schema compatibility strategy.",
+              body='string: "FULL", "BACKWARD", "FORWARD", "ALWAYS_COMPATIBLE", ...')
+async def set_schema_strategy(request: web.Request) -> web.Response:
+    strategy = expect(await json_body(request), str, "strategy")
+    return _set(request, schema_compatibility_strategy=None if strategy == "UNDEFINED" else strategy)
+
+
+@routes.route("GET", NS + "/maxProducersPerTopic", "Producers allowed per topic (0: no limit).")
+async def get_max_producers(request: web.Request) -> web.Response:
+    return web.json_response(_policies(request).max_producers_per_topic)
+
+
+@routes.route("POST", NS + "/maxProducersPerTopic", "Limit the producers per topic.", body="int")
+async def set_max_producers(request: web.Request) -> web.Response:
+    value = _int(await json_body(request), "maxProducersPerTopic")
+    if value < 0:
+        raise RestError(412, "maxProducersPerTopic must be 0 or more")
+    return _set(request, max_producers_per_topic=value)
+
+
+@routes.route("DELETE", NS + "/maxProducersPerTopic", "Remove the producer limit.")
+async def remove_max_producers(request: web.Request) -> web.Response:
+    return _set(request, max_producers_per_topic=None)
+
+
+@routes.route("GET", NS + "/maxConsumersPerTopic", "Consumers allowed per topic (0: no limit).")
+async def get_max_consumers(request: web.Request) -> web.Response:
+    return web.json_response(_policies(request).max_consumers_per_topic)
+
+
+@routes.route("POST", NS + "/maxConsumersPerTopic", "Limit the consumers per topic.", body="int")
+async def set_max_consumers(request: web.Request) -> web.Response:
+    value = _int(await json_body(request), "maxConsumersPerTopic")
+    if value < 0:
+        raise RestError(412, "maxConsumersPerTopic must be 0 or more")
+    return _set(request, max_consumers_per_topic=value)
+
+
+@routes.route("DELETE", NS + "/maxConsumersPerTopic", "Remove the consumer limit.")
+async def remove_max_consumers(request: web.Request) -> web.Response:
+    return _set(request, max_consumers_per_topic=None)

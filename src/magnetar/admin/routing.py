@@ -1,0 +1,168 @@
+"""The admin API's route table, request helpers and error replies.
+
+Every endpoint is declared once, with ``RouteTable.route``: method, path (aiohttp syntax,
+``{name}`` or ``{name:regex}``), a one-line summary and, where it takes one, what its JSON
+body is. The same declarations install the aiohttp routes and produce the OpenAPI
+description (``openapi.py``), so a route cannot exist without being described.
+
+Errors follow Pulsar's REST conventions: a JSON body ``{"reason": "..."}`` with the
+status Pulsar gives (404 unknown tenant/namespace/topic/subscription, 409 already exists
+or not empty, 412 precondition failed, 405 not allowed, 400 bad JSON). Broker and
+namespace errors raised by a handler are mapped here, in ``error_middleware``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+
+from magnetar.broker import namespaces as ns_errors
+from magnetar.broker.config import ConfigError
+from magnetar.broker.errors import BrokerError
+from magnetar.broker.service import BrokerService
+from magnetar.broker.stats import RateTracker
+from magnetar.protocol import pb
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+SERVICE: web.AppKey[BrokerService] = web.AppKey("service", BrokerService)
+RATES: web.AppKey[RateTracker] = web.AppKey("rates", RateTracker)
+
+
+def rates_of(request: web.Request) -> RateTracker:
+    """The message and byte rates of the last stats interval."""
+    return request.app[RATES]
+
+#: Pulsar ServerError codes as HTTP statuses (anything else: 500)
+_STATUS = {
+    pb.TopicNotFound: 404,
+    pb.SubscriptionNotFound: 404,
+    pb.ConsumerBusy: 412,
+    pb.ProducerBusy: 412,
+    pb.NotAllowedError: 405,
+    pb.InvalidTopicName: 412,
+    pb.MetadataError: 412,
+    pb.IncompatibleSchema: 409,
+    pb.TopicTerminatedError: 412,
+    pb.ServiceNotReady: 503,
+}
+_NAMESPACE_STATUS: dict[type[Exception], int] = {
+    ns_errors.NotFound: 404,
+    ns_errors.AlreadyExists: 409,
+    ns_errors.NotEmpty: 409,
+    ns_errors.InvalidName: 412,
+}
+
+
+class RestError(Exception):
+    """An HTTP error reply with Pulsar's ``{"reason": ...}`` body."""
+
+    def __init__(self, status: int, reason: str) -> None:
+        super().__init__(reason)
+        self.status = status
+        self.reason = reason
+
+
+def error_response(status: int, reason: str) -> web.Response:
+    return web.json_response({"reason": reason}, status=status)
+
+
+@web.middleware
+async def error_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Turn the errors handlers raise into Pulsar-style JSON replies."""
+    try:
+        return await handler(request)
+    except RestError as exc:
+        return error_response(exc.status, exc.reason)
+    except BrokerError as exc:
+        return error_response(_STATUS.get(exc.code, 500), str(exc))
+    except ns_errors.NamespaceError as exc:
+        return error_response(_NAMESPACE_STATUS.get(type(exc), 500), str(exc))
+    except ConfigError as exc:
+        return error_response(412, str(exc))
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise
+        reason = "Method Not Allowed" if exc.status == 405 else exc.reason
+        headers = {"Allow": exc.headers["Allow"]} if "Allow" in exc.headers else None
+        return web.json_response({"reason": reason}, status=exc.status, headers=headers)
+    except Exception:
+        log.exception("admin request %s %s failed", request.method, request.path)
+        return error_response(500, "internal error (see the broker log)")
+
+
+async def json_body(request: web.Request, required: bool = True) -> Any:
+    """The request's JSON body (400 when it is not JSON; None when empty and optional)."""
+    text = await request.text()
+    if not text.strip():
+        if required:
+            raise RestError(400, "a JSON request body is required")
+        return None
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise RestError(400, f"Invalid JSON body: {exc}") from None
+
+
+def expect(value: Any, kind: type | tuple[type, ...], what: str) -> Any:
+    """``value`` if it is of ``kind`` (bool is not an int here), else 400."""
+    if isinstance(value, bool) and kind in (int, float, (int, float)):
+        raise RestError(400, f"{what} must be a number")
+    if not isinstance(value, kind):
+        raise RestError(400, f"{what}: unexpected JSON value {value!r}")
+    return value
+
+
+def int_param(request: web.Request, name: str) -> int:
+    raw = request.match_info[name]
+    try:
+        return int(raw)
+    except ValueError:
+        raise RestError(400, f"{name} must be an integer, not {raw!r}") from None
+
+
+def query_flag(request: web.Request, name: str) -> bool:
+    return request.query.get(name, "false").lower() == "true"
+
+
+def no_content() -> web.Response:
+    return web.Response(status=204)
+
+
+@dataclass
+class Endpoint:
+    """One declared endpoint: what the OpenAPI description says about it."""
+
+    method: str
+    path: str
+    handler: Handler
+    summary: str
+    body: str | None = None
+    tag: str = "admin"
+
+
+@dataclass
+class RouteTable:
+    """Endpoints of one part of the API, in declaration (= matching) order."""
+
+    tag: str
+    endpoints: list[Endpoint] = field(default_factory=list)
+
+    def route(self, method: str, path: str, summary: str, body: str | None = None
+              ) -> Callable[[Handler], Handler]:
+        def register(handler: Handler) -> Handler:
+            self.endpoints.append(Endpoint(method, path, handler, summary, body, self.tag))
+            return handler
+
+        return register
+
+    def install(self, app: web.Application) -> None:
+        for e in self.endpoints:
+            app.router.add_route(e.method, e.path, e.handler)

@@ -1,0 +1,90 @@
+"""AdminServer: the broker's HTTP service (aiohttp) on ``webServicePort``, in the broker's
+event loop: the admin API under ``/admin/v2``, HTTP lookup under ``/lookup/v2``,
+``/metrics`` and the OpenAPI description. Handlers call the BrokerService directly (same
+loop, no locking); a background task samples message rates every
+``statsUpdateFrequencyInSecs`` for stats and metrics."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+
+from aiohttp import web
+
+from magnetar.admin import (
+    lookup,
+    metrics,
+    namespaces,
+    openapi,
+    schemas,
+    subscriptions,
+    tenants,
+    topics,
+)
+from magnetar.admin.routing import RATES, SERVICE, RouteTable, error_middleware
+from magnetar.broker.service import BrokerService
+from magnetar.broker.stats import RateTracker
+
+log = logging.getLogger(__name__)
+
+#: every route table, in matching order
+TABLES: list[RouteTable] = [
+    openapi.routes, tenants.routes, namespaces.routes, topics.routes, subscriptions.routes,
+    schemas.routes,
+    lookup.routes, metrics.routes,
+]
+
+
+def build_app(service: BrokerService, rates: RateTracker | None = None) -> web.Application:
+    """The aiohttp application serving the admin API for ``service``."""
+    app = web.Application(middlewares=[error_middleware], client_max_size=16 * 1024 * 1024)
+    app[SERVICE] = service
+    app[RATES] = rates or RateTracker()
+    app[openapi.OPENAPI] = openapi.document(TABLES)
+    metrics.install_registry(app)
+    for table in TABLES:
+        table.install(app)
+    return app
+
+
+class AdminServer:
+    """Runs the admin HTTP service of one broker; ``port`` is known after ``start``."""
+
+    def __init__(self, service: BrokerService, host: str, port: int,
+                 stats_interval: float | None = None) -> None:
+        self.service = service
+        self.host = host
+        self.port = port
+        self.rates = RateTracker()
+        interval = service.config.statsUpdateFrequencyInSecs if stats_interval is None else stats_interval
+        self.stats_interval = max(0.1, float(interval))
+        self.app = build_app(service, self.rates)
+        self._runner: web.AppRunner | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        self._runner = web.AppRunner(self.app, access_log=None, handle_signals=False)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.host, self.port, reuse_address=True)
+        await site.start()
+        self.port = int(self._runner.addresses[0][1])
+        self.rates.sample(self.service)
+        self._task = asyncio.create_task(self._sample_loop())
+        log.info("admin HTTP service on http://%s:%d", self.host, self.port)
+
+    async def _sample_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.stats_interval)
+            try:
+                self.rates.sample(self.service)
+            except Exception:
+                log.exception("sampling topic rates failed")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        if self._runner is not None:
+            await self._runner.cleanup()

@@ -1,0 +1,295 @@
+"""Topics: ``/admin/v2/{persistent|non-persistent}/{tenant}/{ns}/...``.
+
+List, create (non-partitioned with ``PUT .../{topic}``, partitioned with
+``PUT .../{topic}/partitions``), delete, partitions (get, update), stats, internalStats,
+partitioned-stats, terminate, unload, lastMessageId, compaction (trigger, status).
+The broker's own operations
+(BrokerService) do the work; this module parses requests, checks existence and shapes the
+answers. Subscriptions are in ``subscriptions.py``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiohttp import web
+
+from magnetar.admin.namespaces import namespace_of
+from magnetar.admin.routing import (
+    SERVICE,
+    RestError,
+    RouteTable,
+    expect,
+    json_body,
+    no_content,
+    query_flag,
+    rates_of,
+)
+from magnetar.broker import stats as broker_stats
+from magnetar.broker.dispatcher import entry_metadata
+from magnetar.broker.service import BrokerService
+from magnetar.broker.topic import PersistentTopic, Topic
+from magnetar.protocol import pb
+from magnetar.storage import Position
+
+routes = RouteTable("topics")
+
+NS = "/admin/v2/{domain:persistent|non-persistent}/{tenant}/{namespace}"
+T = NS + "/{topic}"
+SUB = T + "/subscription/{subscription}"
+
+
+def topic_of(request: web.Request) -> str:
+    """The full topic name of the request; its namespace must exist (404)."""
+    namespace_of(request)
+    m = request.match_info
+    return f"{m['domain']}://{m['tenant']}/{m['namespace']}/{m['topic']}"
+
+
+def partitions_of(service: BrokerService, name: str) -> int:
+    """The partition count of a partitioned topic, 0 for any other name."""
+    meta = service.metadata.get(f"partitioned/{service.check_topic_name(name)}")
+    return int(meta["partitions"]) if meta is not None else 0
+
+
+def exists(service: BrokerService, name: str) -> bool:
+    """Whether a non-partitioned topic (or a partition) exists."""
+    topic_name = service.check_topic_name(name)
+    if not topic_name.is_persistent:
+        return str(topic_name) in service.topics
+    return service.metadata.get(f"topics/{topic_name}") is not None or str(topic_name) in service.topics
+
+
+def loaded(service: BrokerService, name: str) -> Topic:
+    """The (loaded, or loaded now) non-partitioned topic; 404 when it does not exist."""
+    if not exists(service, name):
+        raise RestError(404, f"Topic {name} not found")
+    return service.get_topic(name, create=False)
+
+
+def persistent(service: BrokerService, name: str) -> PersistentTopic:
+    topic = loaded(service, name)
+    if not isinstance(topic, PersistentTopic):
+        raise RestError(405, "this operation needs a persistent topic")
+    return topic
+
+
+def targets(service: BrokerService, name: str) -> list[str]:
+    """The partitions of a partitioned topic, else the topic itself (404 if unknown)."""
+    n = partitions_of(service, name)
+    if n:
+        return [f"{name}-partition-{i}" for i in range(n)]
+    if not exists(service, name):
+        raise RestError(404, f"Topic {name} not found")
+    return [name]
+
+
+def message_id_doc(position: Position | None, partition: int = -1) -> dict[str, int]:
+    if position is None:
+        return {"ledgerId": -1, "entryId": -1, "partitionIndex": partition}
+    return {"ledgerId": position[0], "entryId": position[1], "partitionIndex": partition}
+
+
+# ---------------------------------------------------------------------- topics
+
+@routes.route("GET", NS, "List the namespace's topics of this domain (partitions included).")
+async def list_topics(request: web.Request) -> web.Response:
+    service = request.app[SERVICE]
+    namespace = namespace_of(request)
+    mode = (pb.CommandGetTopicsOfNamespace.PERSISTENT if request.match_info["domain"] == "persistent"
+            else pb.CommandGetTopicsOfNamespace.NON_PERSISTENT)
+    return web.json_response(service.topics_of_namespace(namespace, mode, None)[0])
+
+
+@routes.route("GET", NS + "/partitioned", "List the namespace's partitioned topics.")
+async def list_partitioned(request: web.Request) -> web.Response:
+    service = request.app[SERVICE]
+    namespace = namespace_of(request)
+    prefix = f"partitioned/{request.match_info['domain']}://{namespace}/"
+    return web.json_response(sorted(k[len("partitioned/"):] for k in service.metadata.list(prefix)))
+
+
+@routes.route("PUT", T, "Create a non-partitioned topic (409 if it exists).")
+async def create_topic(request: web.Request) -> web.Response:
+    service = request.app[SERVICE]
+    name = topic_of(request)
+    if partitions_of(service, name) or exists(service, name):
+        raise RestError(409, f"This topic already exists: {name}")
+    service.create_topic(name)
+    return no_content()
+
+
+@routes.route("DELETE", T, "Delete a topic (412 while clients are attached, unless ?force=true).")
+async def delete_topic(request: web.Request) -> web.Response:
+    service = request.app[SERVICE]
+    name = topic_of(request)
+    names = targets(service, name)
+    if not query_flag(request, "force"):
+        for part in names:
+            topic = service.topics.get(part)
+            if topic is not None and (topic.producers or any(s.consumers for s in topic.subscriptions.values())):
+                raise RestError(412, f"Topic {part} has active producers/subscriptions")
+    service.delete_topic(name)
+    return no_content()
+
+
+async def _partition_count(request: web.Request) -> int:
+    count = expect(await json_body(request), int, "number of partitions")
+    if count < 1:
+        raise RestError(412, "The number of partitions must be at least 1")
+    return count
+
+
+@routes.route("PUT", T + "/partitions", "Create a partitioned topic (409 if it exists).",
+              body="int: number of partitions")
+async def create_partitioned(request: web.Request) -> web.Response:
+    service = request.app[SERVICE]
+    name = topic_of(request)
+    count = await _partition_count(request)
+    if service.check_topic_name(name).is_partition:
+        raise RestError(412, "a partition cannot itself be partitioned")
+    if partitions_of(service, name) or exists(service, name):
+        raise RestError(409, f"This topic already exists: {name}")
+    service.create_partitioned_topic(name, count)
+    for i in range(count):
+        service.create_topic(f"{name}-partition-{i}")
+    return no_content()
+
+
+@routes.route("POST", T + "/partitions", "Increase the partitions of a partitioned topic.",
+              body="int: the new number of partitions")
+async def update_partitions(request: web.Request) -> web.Response:
+    service = request.app[SERVICE]
+    name = topic_of(request)
+    count = await _partition_count(request)
+    current = partitions_of(service, name)
+    if not current:
+        raise RestError(404, f"Partitioned topic {name} does not exist")
+    if count <= current:
+        raise RestError(422, f"The number of partitions must be more than the current {current}")
+    service.create_partitioned_topic(name, count)
+    for i in range(current, count):
+        service.create_topic(f"{name}-partition-{i}")
+    return no_content()
+
+
+@routes.route("GET", T + "/partitions",
+              "Partitioned metadata: {\"partitions\": N}, 0 for a non-partitioned topic.")
+async def get_partitions(request: web.Request) -> web.Response:
+    service = request.app[SERVICE]
+    name = topic_of(request)
+    if query_flag(request, "checkAllowAutoCreation"):
+        count = service.partitioned_metadata(name)  # auto-creates as the binary protocol does
+    else:
+        count = partitions_of(service, name)
+    return web.json_response({"partitions": count})
+
+
+@routes.route("DELETE", T + "/partitions", "Delete a partitioned topic and all its partitions.")
+async def delete_partitioned(request: web.Request) -> web.Response:
+    service = request.app[SERVICE]
+    name = topic_of(request)
+    if not partitions_of(service, name):
+        raise RestError(404, f"Partitioned topic {name} does not exist")
+    return await delete_topic(request)
+
+
+@routes.route("GET", T + "/stats", "Topic stats (msgRateIn, msgBacklog, storageSize, publishers, "
+              "subscriptions...).")
+async def topic_stats(request: web.Request) -> web.Response:
+    service = request.app[SERVICE]
+    name = topic_of(request)
+    if partitions_of(service, name):
+        raise RestError(404, f"{name} is a partitioned topic: use partitioned-stats")
+    return web.json_response(broker_stats.topic_stats(loaded(service, name), rates_of(request)))
+
+
+@routes.route("GET", T + "/internalStats", "Managed-ledger stats: ledgers, cursors, positions.")
+async def internal_stats(request: web.Request) -> web.Response:
+    service = request.app[SERVICE]
+    return web.json_response(broker_stats.internal_stats(persistent(service, topic_of(request))))
+
+
+_SUMMED = ("msgRateIn", "msgThroughputIn", "msgRateOut", "msgThroughputOut", "bytesInCounter",
+           "msgInCounter", "bytesOutCounter", "msgOutCounter", "storageSize", "backlogSize",
+           "msgBacklog")
+_SUB_SUMMED = ("msgRateOut", "msgThroughputOut", "bytesOutCounter", "msgOutCounter",
+               "msgBacklog", "msgBacklogNoDelayed", "unackedMessages")
+
+
+@routes.route("GET", T + "/partitioned-stats",
+              "Stats summed over the partitions (?perPartition=true adds each one's).")
+async def partitioned_stats(request: web.Request) -> web.Response:
+    service = request.app[SERVICE]
+    name = topic_of(request)
+    count = partitions_of(service, name)
+    if not count:
+        raise RestError(404, f"Partitioned topic {name} does not exist")
+    rates = rates_of(request)
+    total: dict[str, Any] = {key: 0 for key in _SUMMED}
+    total.update(publishers=[], subscriptions={}, metadata={"partitions": count}, partitions={})
+    for i in range(count):
+        part = f"{name}-partition-{i}"
+        if not exists(service, part):
+            continue
+        stats = broker_stats.topic_stats(service.get_topic(part, create=False), rates)
+        for key in _SUMMED:
+            total[key] += stats[key]
+        total["publishers"].extend(stats["publishers"])
+        for sub_name, sub in stats["subscriptions"].items():
+            merged = total["subscriptions"].setdefault(
+                sub_name, {**{k: 0 for k in _SUB_SUMMED}, "type": sub["type"], "consumers": []})
+            for key in _SUB_SUMMED:
+                merged[key] += sub[key]
+            merged["consumers"].extend(sub["consumers"])
+        if query_flag(request, "perPartition"):
+            total["partitions"][part] = stats
+    return web.json_response(total)
+
+
+@routes.route("POST", T + "/terminate",
+              "Terminate a topic: no more messages; returns the last message id.")
+async def terminate(request: web.Request) -> web.Response:
+    service = request.app[SERVICE]
+    name = topic_of(request)
+    persistent(service, name)
+    return web.json_response(message_id_doc(service.terminate_topic(name)))
+
+
+@routes.route("PUT", T + "/unload", "Unload a topic (its clients reconnect and reload it).")
+async def unload(request: web.Request) -> web.Response:
+    service = request.app[SERVICE]
+    for part in targets(service, topic_of(request)):
+        topic = service.topics.get(part)
+        if topic is not None:
+            service.unload_topic(topic, housekeep=True)
+    return no_content()
+
+
+@routes.route("GET", T + "/lastMessageId", "The id of the last message stored.")
+async def last_message_id(request: web.Request) -> web.Response:
+    service = request.app[SERVICE]
+    topic = persistent(service, topic_of(request))
+    last = topic.ledger.last_confirmed()
+    doc = message_id_doc(last, topic.topic_name.partition_index)
+    if last is not None:
+        metadata = entry_metadata(topic.ledger.read(last))
+        if metadata is not None and metadata.HasField("num_messages_in_batch"):
+            doc["batchIndex"] = metadata.num_messages_in_batch - 1
+    return web.json_response(doc)
+
+
+@routes.route("PUT", T + "/compaction", "Start compacting the topic (latest message per key).")
+async def compact(request: web.Request) -> web.Response:
+    service = request.app[SERVICE]
+    topic = persistent(service, topic_of(request))
+    if not service.compactor.trigger(topic):
+        raise RestError(409, f"Compaction already in progress on {topic.name}")
+    return no_content()
+
+
+@routes.route("GET", T + "/compaction", "Compaction status: NOT_RUN, RUNNING, SUCCESS or ERROR.")
+async def compaction_status(request: web.Request) -> web.Response:
+    service = request.app[SERVICE]
+    topic = persistent(service, topic_of(request))
+    return web.json_response(service.compactor.status(topic.name).to_json())

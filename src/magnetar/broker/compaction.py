@@ -1,0 +1,366 @@
+"""Topic compaction, as in Pulsar: the latest message per key, read with ``read_compacted``.
+
+Compacting a topic reads it (its previous compacted view, then what came after that view's
+*horizon*, the last position compacted), keeps for each message key only its latest
+message (a message with an empty payload deletes its key; messages without a key are
+dropped, as Pulsar's default ``topicCompactionRetainNullKey=false`` does) and writes the
+surviving entries to a separate managed ledger, each prefixed with its original position:
+the compacted view keeps the original message ids. A batch entry that keeps only some of
+its messages is rewritten with those alone (the official C++ client delivers messages
+marked ``compacted_out``, so they are left out rather than marked); their batch indexes
+then count within the rewritten batch.
+
+``CompactedView`` is that view as a ledger: positions up to the horizon are the compacted
+entries, later ones the topic's own ledger. A ``read_compacted`` subscription's cursor and
+dispatcher read through it, so consumers see the compacted part followed by the tail; the
+topic's own data and retention are untouched. Metadata: ``compaction/<topic>`` =
+``{"horizon": [l, e], "ledger": name, "entries": n, "at": epoch s}``; compacted ledgers are
+named ``<topic ledger>~c0`` / ``~c1`` alternately, so a new view is complete before the
+old one is dropped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import struct
+import time
+from bisect import bisect_left, bisect_right
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from magnetar.broker.topic import split_entry
+from magnetar.protocol.batch import decode_batch, encode_batch
+from magnetar.protocol.compression import compress, decompress
+from magnetar.protocol.frames import build_payload_part, parse_payload_part
+from magnetar.storage import EntryNotFoundError, Position
+
+log = logging.getLogger(__name__)
+
+_HEADER = struct.Struct(">qq")  # original (ledger id, entry id) before each compacted entry
+_YIELD_EVERY = 256  # entries read between two event-loop yields while compacting
+
+
+@dataclass
+class CompactionStatus:
+    """Pulsar's LongRunningProcessStatus: NOT_RUN, RUNNING, SUCCESS or ERROR."""
+
+    status: str = "NOT_RUN"
+    last_error: str = ""
+
+    def to_json(self) -> dict[str, str]:
+        return {"status": self.status, "lastError": self.last_error}
+
+
+def entry_messages(data: bytes) -> list[tuple[str | None, bool]]:
+    """(key, deletes the key) of each message of a stored entry, in batch order."""
+    _, part = split_entry(data)
+    metadata, payload = parse_payload_part(part, verify=False)
+    if not metadata.HasField("num_messages_in_batch"):
+        key = metadata.partition_key if metadata.HasField("partition_key") else None
+        return [(key, len(payload) == 0 or metadata.null_value)]
+    raw = decompress(metadata.compression, payload, metadata.uncompressed_size)
+    out = []
+    for single, body in decode_batch(raw, metadata.num_messages_in_batch):
+        key = single.partition_key if single.HasField("partition_key") else None
+        gone = single.compacted_out or single.null_value or len(body) == 0
+        out.append((None if single.compacted_out else key, gone))
+    return out
+
+
+def keep_only(data: bytes, keep: set[int]) -> bytes:
+    """A batch entry with only the messages whose batch index is in ``keep`` (in order);
+    the broker-entry-metadata prefix stays as it was."""
+    _, part = split_entry(data)
+    prefix = data[: len(data) - len(part)]
+    metadata, payload = parse_payload_part(part, verify=False)
+    raw = decompress(metadata.compression, payload, metadata.uncompressed_size)
+    messages = [m for i, m in enumerate(decode_batch(raw, metadata.num_messages_in_batch))
+                if i in keep]
+    batch = encode_batch(messages)
+    metadata.num_messages_in_batch = len(messages)
+    metadata.uncompressed_size = len(batch)
+    return prefix + build_payload_part(metadata, compress(metadata.compression, batch))
+
+
+class CompactedView:
+    """A topic's ledger as ``read_compacted`` readers see it (see the module docstring).
+    It offers the read API cursors and dispatchers use; anything else goes to the ledger."""
+
+    def __init__(self, ledger: Any) -> None:
+        self.ledger = ledger
+        self.horizon: Position | None = None
+        self.compacted: Any = None  # the managed ledger of compacted entries
+        self._positions: list[Position] = []  # original positions kept, ascending
+        self._where: dict[Position, Position] = {}  # original -> compacted-ledger position
+
+    def install(self, horizon: Position | None, compacted: Any,
+                index: list[tuple[Position, Position]]) -> None:
+        """Switch to a new compacted state: ``index`` maps original to compacted positions."""
+        self.horizon = horizon
+        self.compacted = compacted
+        self._positions = [orig for orig, _ in index]
+        self._where = dict(index)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.ledger, name)
+
+    def _after_horizon(self) -> Position:
+        h = self.horizon
+        assert h is not None
+        return Position(h[0], h[1] + 1)
+
+    def kept_positions(self) -> list[Position]:
+        return list(self._positions)
+
+    # -- the read API --------------------------------------------------------------
+
+    def read(self, p: Position) -> bytes:
+        if self.horizon is not None and p <= self.horizon:
+            where = self._where.get(Position(*p))
+            if where is None:
+                raise EntryNotFoundError(f"{p} was compacted away")
+            return bytes(self.compacted.read(where))[_HEADER.size:]
+        return bytes(self.ledger.read(p))
+
+    def read_entries(self, start: Position, max_entries: int, max_bytes: int | None = None
+                     ) -> list[tuple[Position, bytes]]:
+        out: list[tuple[Position, bytes]] = []
+        budget = max_bytes
+        if self.horizon is not None and start <= self.horizon:
+            i = bisect_left(self._positions, start)
+            while i < len(self._positions) and len(out) < max_entries:
+                p = self._positions[i]
+                data = self.read(p)
+                out.append((p, data))
+                i += 1
+                if budget is not None:
+                    budget -= len(data)
+                    if budget <= 0:
+                        return out
+            if len(out) >= max_entries:
+                return out
+            start = self._after_horizon()
+        rest = self.ledger.read_entries(start, max_entries - len(out), budget)
+        return out + [(p, bytes(d)) for p, d in rest]
+
+    def read_cached(self, start: Position, max_entries: int, max_bytes: int | None = None
+                    ) -> list[tuple[Position, bytes]]:
+        """For dispatchers that read the cache first and the disk off the loop: the
+        compacted part is read at once (from the compacted ledger), the tail as the topic's."""
+        if self.horizon is not None and start <= self.horizon:
+            return self.read_entries(start, max_entries, max_bytes)
+        return list(self.ledger.read_cached(start, max_entries, max_bytes))
+
+    def read_cold(self, start: Position, max_entries: int, max_bytes: int | None = None
+                  ) -> asyncio.Future[list[tuple[Position, bytes]]]:
+        if self.horizon is not None and start <= self.horizon:
+            done: asyncio.Future[list[tuple[Position, bytes]]] = (
+                asyncio.get_running_loop().create_future())
+            done.set_result(self.read_entries(start, max_entries, max_bytes))
+            return done
+        future: asyncio.Future[list[tuple[Position, bytes]]] = self.ledger.read_cold(
+            start, max_entries, max_bytes)
+        return future
+
+    def last_confirmed(self) -> Position | None:
+        last = self.ledger.last_confirmed()
+        if self.horizon is None or (last is not None and last > self.horizon):
+            return last
+        return self._positions[-1] if self._positions else None
+
+    def first_position(self) -> Position | None:
+        if self.horizon is None:
+            return self.ledger.first_position()
+        if self._positions:
+            return self._positions[0]
+        return self.ledger.next_position(self.horizon)
+
+    def next_position(self, p: Position) -> Position | None:
+        if self.horizon is None or p >= self.horizon:
+            return self.ledger.next_position(p)
+        i = bisect_right(self._positions, p)
+        if i < len(self._positions):
+            return self._positions[i]
+        return self.ledger.next_position(self.horizon)
+
+    def count_after(self, p: Position) -> int:
+        if self.horizon is None or p >= self.horizon:
+            return int(self.ledger.count_after(p))
+        kept = len(self._positions) - bisect_right(self._positions, p)
+        return kept + int(self.ledger.count_after(self.horizon))
+
+    def count_between(self, start: Position, end: Position) -> int:
+        if self.horizon is None or start > self.horizon:
+            return int(self.ledger.count_between(start, end))
+        top = min(end, self.horizon)
+        kept = bisect_right(self._positions, top) - bisect_left(self._positions, start)
+        if end > self.horizon:
+            kept += int(self.ledger.count_between(self._after_horizon(), end))
+        return max(0, kept)
+
+    def iterate(self, last: Position) -> Iterator[tuple[Position, bytes]]:
+        """Every entry of the view up to ``last`` (inclusive), in order."""
+        p = self.first_position()
+        while p is not None and p <= last:
+            batch = self.read_entries(p, 64)
+            if not batch:
+                return
+            for position, data in batch:
+                if position > last:
+                    return
+                yield position, data
+            p = self.next_position(batch[-1][0])
+
+
+class Compactor:
+    """Compacts topics and keeps their compacted views (one per loaded topic)."""
+
+    def __init__(self, service: Any) -> None:
+        self.service = service
+        self._views: dict[str, CompactedView] = {}
+        self._status: dict[str, CompactionStatus] = {}
+        self._running: dict[str, asyncio.Task[None]] = {}
+
+    def view(self, topic: Any) -> CompactedView | None:
+        """The topic's compacted view (None if it was never compacted)."""
+        view = self._views.get(topic.name)
+        if view is not None and view.ledger is topic.ledger:
+            return view
+        meta = self.service.metadata.get(f"compaction/{topic.name}")
+        if meta is None:
+            return None
+        view = CompactedView(topic.ledger)
+        compacted = self.service.storage.open(meta["ledger"])
+        index = []
+        for cpos, data in _all_entries(compacted):
+            lid, eid = _HEADER.unpack_from(data)
+            index.append((Position(lid, eid), cpos))
+        view.install(Position(*meta["horizon"]), compacted, index)
+        self._views[topic.name] = view
+        return view
+
+    def status(self, topic_name: str) -> CompactionStatus:
+        return self._status.get(topic_name, CompactionStatus())
+
+    def trigger(self, topic: Any) -> bool:
+        """Start compacting ``topic`` in the background; False if it already runs."""
+        running = self._running.get(topic.name)
+        if running is not None and not running.done():
+            return False
+        self._status[topic.name] = CompactionStatus("RUNNING")
+        self._running[topic.name] = asyncio.ensure_future(self._run(topic))
+        return True
+
+    async def _run(self, topic: Any) -> None:
+        try:
+            await self.compact(topic)
+        except Exception as exc:
+            log.exception("compaction of %s failed", topic.name)
+            self._status[topic.name] = CompactionStatus("ERROR", str(exc))
+        else:
+            self._status[topic.name] = CompactionStatus("SUCCESS")
+        finally:
+            self._running.pop(topic.name, None)
+
+    async def compact(self, topic: Any) -> int:
+        """Compact ``topic`` now; returns the number of entries in the new view."""
+        ledger = topic.ledger
+        last = ledger.last_confirmed()
+        if last is None:
+            return 0
+        view = self.view(topic) or CompactedView(ledger)
+        latest: dict[str, tuple[Position, int]] = {}
+        seen = 0
+        for position, data in view.iterate(last):  # phase 1: the latest message of each key
+            for i, (key, gone) in enumerate(_messages_or_none(data)):
+                if key is None:
+                    continue
+                if gone:
+                    latest.pop(key, None)
+                else:
+                    latest[key] = (position, i)
+            seen += 1
+            if seen % _YIELD_EVERY == 0:
+                await asyncio.sleep(0)
+        keep: dict[Position, set[int]] = {}
+        for position, i in latest.values():
+            keep.setdefault(position, set()).add(i)
+        meta = self.service.metadata.get(f"compaction/{topic.name}")
+        old_name = meta["ledger"] if meta else None
+        base = old_name.rsplit("~", 1)[0] if old_name else f"{ledger.name}"
+        name = f"{base}~c1" if old_name and old_name.endswith("~c0") else f"{base}~c0"
+        storage = self.service.storage
+        if storage.exists(name):
+            storage.delete(name)
+        compacted = storage.open(name)
+        pending = []
+        index: list[tuple[Position, int]] = []
+        for position, data in view.iterate(last):  # phase 2: write what stays
+            wanted = keep.get(position)
+            if not wanted:
+                continue
+            messages = _messages_or_none(data)
+            if len(wanted) < len(messages) or any(gone for _, gone in messages):
+                data = keep_only(data, wanted)
+            pending.append(compacted.append(_HEADER.pack(*position) + data))
+            index.append((position, len(pending) - 1))
+            if len(pending) % _YIELD_EVERY == 0:
+                await asyncio.sleep(0)
+        positions = await asyncio.gather(*pending)
+        self.service.metadata.put(f"compaction/{topic.name}", {
+            "horizon": list(last), "ledger": name, "entries": len(index), "at": time.time()})
+        view.install(last, compacted, [(orig, positions[i]) for orig, i in index])
+        self._views[topic.name] = view
+        if old_name and old_name != name:
+            storage.delete(old_name)
+        log.info("topic %s compacted up to %s: %d of %d entries kept", topic.name, last,
+                 len(index), seen)
+        return len(index)
+
+    def maybe_trigger(self, topic: Any, threshold_bytes: int) -> bool:
+        """Automatic compaction (``brokerServiceCompactionThresholdInBytes``): start one when
+        the bytes after the compaction horizon (estimated) exceed ``threshold_bytes``."""
+        if threshold_bytes <= 0:
+            return False
+        ledger = topic.ledger
+        count = ledger.entry_count()
+        if not count:
+            return False
+        view = self.view(topic)
+        after = ledger.count_after(view.horizon) if view is not None and view.horizon else count
+        if after * ledger.size_bytes() / count <= threshold_bytes:
+            return False
+        return self.trigger(topic)
+
+    def forget(self, topic_name: str, delete: bool = False) -> None:
+        """Drop a topic's view from memory (unloaded); with ``delete``, its data too."""
+        view = self._views.pop(topic_name, None)
+        if view is not None and view.compacted is not None:
+            view.compacted.close()
+        if delete:
+            meta = self.service.metadata.get(f"compaction/{topic_name}")
+            if meta is not None:
+                if self.service.storage.exists(meta["ledger"]):
+                    self.service.storage.delete(meta["ledger"])
+                self.service.metadata.delete(f"compaction/{topic_name}")
+            self._status.pop(topic_name, None)
+
+
+def _messages_or_none(data: bytes) -> list[tuple[str | None, bool]]:
+    try:
+        return entry_messages(data)
+    except Exception:  # an entry we cannot parse has no key for compaction
+        return [(None, False)]
+
+
+def _all_entries(ledger: Any) -> Iterator[tuple[Position, bytes]]:
+    first = ledger.first_position()
+    last = ledger.last_confirmed()
+    if first is None or last is None:
+        return iter(())
+    return iter(ledger.read_range(first, last))
+
+
+__all__ = ["CompactedView", "CompactionStatus", "Compactor", "entry_messages", "keep_only"]

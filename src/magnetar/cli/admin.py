@@ -1,0 +1,219 @@
+"""``magnetar admin``: pulsar-admin's everyday commands over the admin REST API.
+
+Groups and commands keep pulsar-admin's names (``topics create-partitioned-topic T -p 4``,
+``namespaces set-retention NS --time 1h --size 1G``...); this module builds the parser
+(every command's help carries an example) and runs the chosen command, whose work is in
+``admin_ops.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from magnetar.cli import admin_ops as ops
+from magnetar.cli.admin_ops import Command
+from magnetar.cli.http import AdminClient, AdminError
+from magnetar.cli.output import add_late_options, emit
+
+GROUPS = {
+    "tenants": "create, list and delete tenants",
+    "namespaces": "create, list and delete namespaces; read and set their policies",
+    "topics": "create, list, delete, inspect and manage topics",
+    "subscriptions": "create, delete, skip, reset and peek subscriptions",
+    "schemas": "read, upload, delete and check topic schemas",
+}
+
+EXAMPLES = {
+    "tenants": "magnetar admin tenants create acme\n  magnetar admin tenants list",
+    "namespaces": "magnetar admin namespaces create acme/orders\n"
+                  "  magnetar admin namespaces set-retention acme/orders --time 1d --size 10G\n"
+                  "  magnetar admin namespaces set-message-ttl acme/orders --messageTTL 1h\n"
+                  "  magnetar admin namespaces policies acme/orders",
+    "topics": "magnetar admin topics create-partitioned-topic acme/orders/new -p 4\n"
+              "  magnetar admin topics list public/default\n"
+              "  magnetar admin topics stats my-topic --output json",
+    "subscriptions": "magnetar admin subscriptions list my-topic\n"
+                     "  magnetar admin subscriptions reset-cursor my-topic -s sub --time 10m\n"
+                     "  magnetar admin subscriptions peek my-topic -s sub -n 3",
+    "schemas": "magnetar admin schemas upload my-topic -f schema.json\n"
+               "  magnetar admin schemas get my-topic",
+}
+
+
+def _cmd(group: argparse._SubParsersAction, name: str, fn: Command, help_text: str,
+         example: str, *args: tuple[tuple[str, ...], dict[str, Any]]) -> None:
+    p = group.add_parser(name, help=help_text, description=f"{help_text}\n\nExample:\n  {example}",
+                         formatter_class=argparse.RawDescriptionHelpFormatter)
+    for flags, kwargs in args:
+        p.add_argument(*flags, **kwargs)
+    add_late_options(p, "--admin-url", "the broker's web service URL")
+    p.set_defaults(admin_fn=fn)
+
+
+def A(*flags: str, **kwargs: Any) -> tuple[tuple[str, ...], dict[str, Any]]:
+    return flags, kwargs
+
+
+TOPIC = A("topic", help="topic name (short names are persistent://public/default/NAME)")
+NS = A("namespace", help="tenant/namespace")
+SUBN = A("-s", "--subscription", required=True, help="subscription name")
+FORCE = A("-f", "--force", action="store_true", help="even while clients are connected")
+
+
+def add_parser(sub: argparse._SubParsersAction, common: list[argparse.ArgumentParser]) -> None:
+    admin = sub.add_parser(
+        "admin", parents=common, help="administer a broker over its REST API (like pulsar-admin)",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Administer tenants, namespaces, topics, subscriptions and schemas over the "
+                    "broker's admin REST API.\n\nExamples:\n  " + "\n  ".join(EXAMPLES.values()))
+    admin.add_argument("--admin-url", default="http://localhost:8080",
+                       help="the broker's web service URL (default http://localhost:8080)")
+    groups = admin.add_subparsers(dest="group", metavar="GROUP")
+    groups.required = True
+    g: dict[str, argparse._SubParsersAction] = {}
+    for name, help_text in GROUPS.items():
+        p = groups.add_parser(name, help=help_text, formatter_class=argparse.RawDescriptionHelpFormatter,
+                              description=f"{help_text}.\n\nExamples:\n  {EXAMPLES[name]}")
+        g[name] = p.add_subparsers(dest="admin_command", metavar="COMMAND")
+        g[name].required = True
+
+    t = g["tenants"]
+    _cmd(t, "list", ops.tenants_list, "list the tenants", "magnetar admin tenants list")
+    _cmd(t, "get", ops.tenants_get, "show a tenant", "magnetar admin tenants get public", A("tenant"))
+    _cmd(t, "create", ops.tenants_create, "create a tenant", "magnetar admin tenants create acme",
+         A("tenant"), A("-r", "--admin-roles", help="comma-separated admin roles"),
+         A("-c", "--allowed-clusters", help="comma-separated clusters (default: this one)"))
+    _cmd(t, "delete", ops.tenants_delete, "delete a tenant without namespaces",
+         "magnetar admin tenants delete acme", A("tenant"))
+
+    n = g["namespaces"]
+    ex = "magnetar admin namespaces"
+    _cmd(n, "list", ops.ns_list, "list a tenant's namespaces", f"{ex} list public", A("tenant"))
+    _cmd(n, "create", ops.ns_create, "create a namespace", f"{ex} create acme/orders", NS)
+    _cmd(n, "delete", ops.ns_delete, "delete a namespace", f"{ex} delete acme/orders", NS, FORCE)
+    _cmd(n, "policies", ops.ns_policies, "show every policy", f"{ex} policies public/default", NS)
+    _cmd(n, "topics", ops.ns_topics, "list the namespace's topics", f"{ex} topics public/default", NS)
+    _cmd(n, "unload", ops.ns_unload, "unload the namespace's topics", f"{ex} unload public/default", NS)
+    _cmd(n, "set-retention", ops.ns_set_retention, "set retention (time and size; -1 = unlimited)",
+         f"{ex} set-retention public/default --time 1d --size 10G", NS,
+         A("-t", "--time", type=ops.seconds, required=True, help="e.g. 60m, 1d, -1"),
+         A("-s", "--size", type=ops.size_bytes, required=True, help="e.g. 512M, 10G, -1"))
+    _cmd(n, "get-retention", ops.ns_get("/retention"), "show retention", f"{ex} get-retention public/default", NS)
+    _cmd(n, "remove-retention", ops.ns_remove("/retention"), "back to the broker default",
+         f"{ex} remove-retention public/default", NS)
+    _cmd(n, "set-message-ttl", ops.ns_set_ttl, "set the message TTL", f"{ex} set-message-ttl public/default --messageTTL 1h",
+         NS, A("-ttl", "--messageTTL", dest="ttl", type=ops.seconds, required=True, help="e.g. 3600, 1h"))
+    _cmd(n, "get-message-ttl", ops.ns_get("/messageTTL"), "show the message TTL",
+         f"{ex} get-message-ttl public/default", NS)
+    _cmd(n, "remove-message-ttl", ops.ns_remove("/messageTTL"), "back to the broker default",
+         f"{ex} remove-message-ttl public/default", NS)
+    _cmd(n, "set-deduplication", ops.ns_set_dedup, "turn deduplication on or off",
+         f"{ex} set-deduplication public/default --enable", NS,
+         A("--enable", "-e", dest="enable", action="store_true", default=True),
+         A("--disable", "-d", dest="enable", action="store_false"))
+    _cmd(n, "get-deduplication", ops.ns_get("/deduplication"), "show deduplication",
+         f"{ex} get-deduplication public/default", NS)
+    _cmd(n, "set-backlog-quota", ops.ns_set_backlog_quota, "set the backlog quota (size and/or age)",
+         f"{ex} set-backlog-quota public/default --limit 10G --policy producer_exception", NS,
+         A("-l", "--limit", type=ops.size_bytes, help="size limit, e.g. 10G"),
+         A("-lt", "--limitTime", dest="limit_time", type=ops.seconds, help="age limit, e.g. 1d"),
+         A("-p", "--policy", default="producer_request_hold",
+           choices=["producer_request_hold", "producer_exception", "consumer_backlog_eviction"]))
+    _cmd(n, "get-backlog-quotas", ops.ns_get("/backlogQuotaMap"), "show the backlog quotas",
+         f"{ex} get-backlog-quotas public/default", NS)
+    _cmd(n, "set-auto-topic-creation", ops.ns_set_auto_topic_creation, "override topic auto-creation",
+         f"{ex} set-auto-topic-creation public/default --enable --type partitioned --num-partitions 4", NS,
+         A("--enable", "-e", dest="enable", action="store_true", default=True),
+         A("--disable", "-d", dest="enable", action="store_false"),
+         A("-t", "--type", default="non-partitioned", choices=["non-partitioned", "partitioned"]),
+         A("-n", "--num-partitions", type=int, default=1))
+    _cmd(n, "get-auto-topic-creation", ops.ns_get("/autoTopicCreation"), "show topic auto-creation",
+         f"{ex} get-auto-topic-creation public/default", NS)
+    _cmd(n, "set-schema-compatibility-strategy", ops.ns_set_strategy, "set the schema compatibility strategy",
+         f"{ex} set-schema-compatibility-strategy public/default --compatibility FULL", NS,
+         A("-c", "--compatibility", required=True))
+    _cmd(n, "get-schema-compatibility-strategy", ops.ns_get("/schemaCompatibilityStrategy"),
+         "show the schema compatibility strategy",
+         f"{ex} get-schema-compatibility-strategy public/default", NS)
+    _cmd(n, "set-max-producers-per-topic", ops.ns_set_max_producers, "limit producers per topic (0: none)",
+         f"{ex} set-max-producers-per-topic public/default --max-producers-per-topic 10", NS,
+         A("-p", "--max-producers-per-topic", dest="max", type=int, required=True))
+    _cmd(n, "set-max-consumers-per-topic", ops.ns_set_max_consumers, "limit consumers per topic (0: none)",
+         f"{ex} set-max-consumers-per-topic public/default --max-consumers-per-topic 10", NS,
+         A("-c", "--max-consumers-per-topic", dest="max", type=int, required=True))
+
+    tp = g["topics"]
+    ex = "magnetar admin topics"
+    _cmd(tp, "list", ops.topics_list, "list a namespace's topics", f"{ex} list public/default", NS)
+    _cmd(tp, "create", ops.topics_create, "create a non-partitioned topic", f"{ex} create my-topic", TOPIC)
+    _cmd(tp, "create-partitioned-topic", ops.topics_create_partitioned, "create a partitioned topic",
+         f"{ex} create-partitioned-topic my-topic -p 4", TOPIC,
+         A("-p", "--partitions", type=int, required=True))
+    _cmd(tp, "update-partitioned-topic", ops.topics_update_partitioned, "add partitions",
+         f"{ex} update-partitioned-topic my-topic -p 8", TOPIC,
+         A("-p", "--partitions", type=int, required=True))
+    _cmd(tp, "get-partitioned-topic-metadata", ops.topics_metadata, "show the number of partitions",
+         f"{ex} get-partitioned-topic-metadata my-topic", TOPIC)
+    _cmd(tp, "delete", ops.topics_delete, "delete a topic", f"{ex} delete my-topic -f", TOPIC, FORCE)
+    _cmd(tp, "delete-partitioned-topic", ops.topics_delete_partitioned, "delete a partitioned topic",
+         f"{ex} delete-partitioned-topic my-topic", TOPIC, FORCE)
+    _cmd(tp, "stats", ops.topics_get("/stats"), "show a topic's stats", f"{ex} stats my-topic", TOPIC)
+    _cmd(tp, "stats-internal", ops.topics_get("/internalStats"), "show a topic's storage stats",
+         f"{ex} stats-internal my-topic", TOPIC)
+    _cmd(tp, "partitioned-stats", ops.topics_partitioned_stats, "stats summed over partitions",
+         f"{ex} partitioned-stats my-topic --per-partition", TOPIC,
+         A("--per-partition", action="store_true"))
+    _cmd(tp, "terminate", ops.topics_get("/terminate", "POST"), "stop a topic taking messages",
+         f"{ex} terminate my-topic", TOPIC)
+    _cmd(tp, "unload", ops.topics_get("/unload", "PUT"), "unload a topic", f"{ex} unload my-topic", TOPIC)
+    _cmd(tp, "compact", ops.topics_get("/compaction", "PUT"), "start compacting a topic",
+         f"{ex} compact my-topic", TOPIC)
+    _cmd(tp, "compaction-status", ops.topics_get("/compaction"), "show the compaction status",
+         f"{ex} compaction-status my-topic", TOPIC)
+    _cmd(tp, "last-message-id", ops.topics_get("/lastMessageId"), "show the last message id",
+         f"{ex} last-message-id my-topic", TOPIC)
+
+    s = g["subscriptions"]
+    ex = "magnetar admin subscriptions"
+    _cmd(s, "list", ops.topics_get("/subscriptions"), "list a topic's subscriptions", f"{ex} list my-topic", TOPIC)
+    _cmd(s, "create", ops.subs_create, "create a subscription", f"{ex} create my-topic -s sub -m earliest",
+         TOPIC, SUBN, A("-m", "--messageId", dest="message_id", default="latest",
+                        help="latest, earliest or LEDGER:ENTRY"))
+    _cmd(s, "delete", ops.subs_delete, "delete a subscription", f"{ex} delete my-topic -s sub", TOPIC, SUBN, FORCE)
+    _cmd(s, "skip", ops.subs_skip, "skip N messages", f"{ex} skip my-topic -s sub -n 10", TOPIC, SUBN,
+         A("-n", "--count", type=int, required=True))
+    _cmd(s, "clear-backlog", ops.subs_clear_backlog, "skip every message", f"{ex} clear-backlog my-topic -s sub",
+         TOPIC, SUBN)
+    _cmd(s, "reset-cursor", ops.subs_reset_cursor, "move a subscription back in time or to an id",
+         f"{ex} reset-cursor my-topic -s sub --time 10m", TOPIC, SUBN,
+         A("-t", "--time", type=ops.seconds, help="how far back, e.g. 10m"),
+         A("-m", "--messageId", dest="message_id", help="LEDGER:ENTRY"))
+    _cmd(s, "expire-messages", ops.subs_expire, "acknowledge messages older than a time",
+         f"{ex} expire-messages my-topic -s sub -t 1h", TOPIC, SUBN,
+         A("-t", "--expireTime", dest="expire_time", type=ops.seconds, required=True))
+    _cmd(s, "peek", ops.subs_peek, "show the next N unacknowledged messages",
+         f"{ex} peek my-topic -s sub -n 3", TOPIC, SUBN, A("-n", "--count", type=int, default=1))
+
+    sc = g["schemas"]
+    ex = "magnetar admin schemas"
+    _cmd(sc, "get", ops.schemas_get, "show a topic's schema", f"{ex} get my-topic", TOPIC,
+         A("--version", type=int))
+    _cmd(sc, "upload", ops.schemas_upload, "upload a schema", f"{ex} upload my-topic -f schema.json",
+         TOPIC, A("-f", "--filename", required=True,
+                  help='JSON file: {"type": "AVRO", "schema": "...", "properties": {}}'))
+    _cmd(sc, "delete", ops.schemas_delete, "delete a topic's schema", f"{ex} delete my-topic", TOPIC)
+    _cmd(sc, "compatibility", ops.schemas_compatibility, "check a schema against the topic's",
+         f"{ex} compatibility my-topic -f schema.json", TOPIC, A("-f", "--filename", required=True))
+
+
+def run(args: argparse.Namespace) -> int:
+    api = AdminClient(args.admin_url)
+    try:
+        result = args.admin_fn(args, api)
+    except AdminError as exc:
+        print(f"magnetar admin: {exc}", file=sys.stderr)
+        return 1
+    emit(result, args.output)
+    return 0

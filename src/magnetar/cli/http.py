@@ -1,0 +1,60 @@
+"""A small blocking HTTP client for the admin API (urllib: nothing to install), used by
+``magnetar admin``. Errors come back as ``AdminError`` carrying the status and Pulsar's
+``reason``."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from typing import Any
+
+
+class AdminError(Exception):
+    """A non-2xx answer (or no answer) from the admin API."""
+
+    def __init__(self, status: int, reason: str) -> None:
+        super().__init__(f"{status} {reason}" if status else reason)
+        self.status = status
+        self.reason = reason
+
+
+class AdminClient:
+    """``call(method, path, body)`` against ``http://host:port`` (the web service URL)."""
+
+    def __init__(self, url: str, timeout: float = 30.0) -> None:
+        self.url = url.rstrip("/")
+        self.timeout = timeout
+
+    def call(self, method: str, path: str, body: Any = None) -> Any:
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(self.url + path, data=data, method=method,
+                                     headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+                return _decode(resp.read(), resp.headers.get("Content-Type", ""), resp.headers)
+        except urllib.error.HTTPError as exc:
+            raw = exc.read()
+            try:
+                reason = json.loads(raw).get("reason", raw.decode(errors="replace"))
+            except (ValueError, AttributeError):
+                reason = raw.decode(errors="replace") or exc.reason
+            raise AdminError(exc.code, str(reason)) from None
+        except (urllib.error.URLError, OSError) as exc:
+            reason = getattr(exc, "reason", exc)
+            raise AdminError(0, f"cannot reach {self.url}: {reason}") from None
+
+
+def _decode(data: bytes, content_type: str, headers: Any) -> Any:
+    if not data:
+        return None
+    if "json" in content_type:
+        return json.loads(data)
+    if "octet-stream" in content_type:  # a peeked message: headers + payload
+        meta = {k: v for k, v in headers.items() if k.lower().startswith("x-pulsar")}
+        try:
+            payload: Any = data.decode()
+        except UnicodeDecodeError:
+            payload = data.hex()
+        return {**meta, "payload": payload}
+    return data.decode(errors="replace")
