@@ -34,6 +34,8 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 SERVICE: web.AppKey[BrokerService] = web.AppKey("service", BrokerService)
 RATES: web.AppKey[RateTracker] = web.AppKey("rates", RateTracker)
+#: the HTTPS port of the admin service (webServicePortTls), set when it listens
+WEB_TLS_PORT: web.AppKey[int] = web.AppKey("web_tls_port", int)
 
 
 def rates_of(request: web.Request) -> RateTracker:
