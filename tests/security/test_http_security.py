@@ -6,6 +6,7 @@ superusers, tenant admins and granted roles, the permission endpoints, HTTPS on
 
 from __future__ import annotations
 
+import base64
 import json
 import ssl
 import subprocess
@@ -20,6 +21,7 @@ from typing import Any
 import pulsar
 import pytest
 
+from magnetar.broker.auth.passwords import md5_crypt
 from magnetar.cli.tokens import create_secret_key, create_token
 from magnetar.testing import StandaloneBroker, standalone
 from tests.security.pki import Pki
@@ -76,6 +78,8 @@ def secured(tmp_path_factory: pytest.TempPathFactory, pki: Pki) -> Iterator[Secu
     d = tmp_path_factory.mktemp("httpsec")
     key = d / "secret.key"
     key.write_bytes(create_secret_key())
+    users = d / "users.conf"
+    users.write_text(f"basic-user:{md5_crypt(b'right password', 'saltsalt')}\n")
     cert, cert_key = pki.issue("localhost", server=True, stem="httpsec-broker")
     settings = {
         "brokerServicePortTls": 0,
@@ -86,10 +90,13 @@ def secured(tmp_path_factory: pytest.TempPathFactory, pki: Pki) -> Iterator[Secu
         "authenticationEnabled": True,
         "authenticationProviders":
             "org.apache.pulsar.broker.authentication.AuthenticationProviderToken,"
-            "org.apache.pulsar.broker.authentication.AuthenticationProviderTls",
+            "org.apache.pulsar.broker.authentication.AuthenticationProviderTls,"
+            "org.apache.pulsar.broker.authentication.AuthenticationProviderBasic",
         "tokenSecretKey": f"file://{key}",
+        "basicAuthConf": users,
         "authorizationEnabled": True,
-        "superUserRoles": "admin,cert-admin",
+        "superUserRoles": "admin,cert-admin,proxy",
+        "proxyRoles": "proxy",
     }
     with standalone(settings) as broker:
         yield Secured(broker, key, pki)
@@ -114,9 +121,20 @@ def test_without_credentials_every_path_is_401(secured: Secured, path: str) -> N
     status, answer = secured.call("GET", path, headers={"Authorization": "Bearer not-a-jwt"})
     assert status == 401 and answer["reason"]
     other = create_token("admin", secret_key="data:;base64,"
-                         + __import__("base64").b64encode(create_secret_key()).decode())
+                         + base64.b64encode(create_secret_key()).decode())
     status, _ = secured.call("GET", path, headers={"Authorization": f"Bearer {other}"})
     assert status == 401
+    wrong = base64.b64encode(b"basic-user:wrong password").decode()
+    assert secured.call("GET", path, headers={"Authorization": f"Basic {wrong}"})[0] == 401
+
+
+def test_basic_credentials_over_http(secured: Secured) -> None:
+    right = base64.b64encode(b"basic-user:right password").decode()
+    status, _ = secured.call("GET", "/metrics", headers={"Authorization": f"Basic {right}"})
+    assert status == 200
+    status, answer = secured.call("GET", "/admin/v2/tenants", tls=True,
+                                  headers={"Authorization": f"Basic {right}"})
+    assert status == 403 and "basic-user" in answer["reason"]
 
 
 def test_superuser_may_do_everything_others_are_403(secured: Secured) -> None:
@@ -265,7 +283,11 @@ def test_cli_grants_over_https_with_a_token(secured: Secured, tmp_path: Path) ->
                 "--actions", "consume").returncode == 0
     done = _cli(s, token_file, "topics", "permissions", topic, "--output", "json")
     assert json.loads(done.stdout) == {"app": ["consume", "produce"], "reader": ["consume"]}
-    assert _cli(s, token_file, "topics", "revoke-permission", topic, "--role", "reader").returncode == 0
+    done = subprocess.run([*MAGNETAR, "admin", "topics", "revoke-permission", topic, "--role",
+                           "reader", "--admin-url", s.https, "--token-file", str(token_file),
+                           "--tls-trust-certs-file-path", str(s.pki.ca_file)],
+                          capture_output=True, text=True, timeout=60)  # options after the command
+    assert done.returncode == 0, done.stderr
     assert _cli(s, token_file, "namespaces", "revoke-permission", ns, "--role", "app").returncode == 0
     assert json.loads(_cli(s, token_file, "topics", "permissions", topic, "-o", "json").stdout) == {}
     done = _cli(s, None, "namespaces", "permissions", ns)
@@ -275,3 +297,20 @@ def test_cli_grants_over_https_with_a_token(secured: Secured, tmp_path: Path) ->
                            str(s.pki.ca_file), "tenants", "list"],
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 1 and "403" in done.stderr
+
+
+def test_a_proxy_acts_for_its_client(secured: Secured) -> None:
+    s = secured
+    tenant = _tenant(s, ["alice"])
+    s.ok("POST", f"/admin/v2/namespaces/{tenant}/ns/permissions/app", "alice", ["consume"])
+    lookup = f"/lookup/v2/topic/persistent/{tenant}/ns/t"
+    assert s.call("GET", lookup, "proxy", headers={"X-Original-Principal": "app"})[0] == 200
+    status, answer = s.call("GET", lookup, "proxy", headers={"X-Original-Principal": "other"})
+    assert status == 403 and "other" in answer["reason"]
+    # the superuser proxy does not make its client one
+    assert s.call("GET", "/admin/v2/tenants", "proxy",
+                  headers={"X-Original-Principal": "app"})[0] == 403
+    assert s.call("GET", "/admin/v2/tenants", "proxy",
+                  headers={"X-Original-Principal": "admin"})[0] == 200
+    # only a proxy role may name another principal
+    assert s.call("GET", lookup, "app", headers={"X-Original-Principal": "admin"})[0] == 401

@@ -51,6 +51,7 @@ def _cmd(group: argparse._SubParsersAction, name: str, fn: Command, help_text: s
     for flags, kwargs in args:
         p.add_argument(*flags, **kwargs)
     add_late_options(p, "--admin-url", "the broker's web service URL")
+    add_security_options(p, late=True)
     p.set_defaults(admin_fn=fn)
 
 
@@ -68,10 +69,14 @@ SECURITY_EXAMPLE = ("magnetar admin --admin-url https://localhost:8443 --token-f
                     "--tls-trust-certs-file-path ca.pem tenants list")
 
 
-def add_security_options(parser: argparse.ArgumentParser) -> None:
-    """Credentials and TLS trust for a secured broker (pulsar-admin's names where it has them)."""
+def add_security_options(parser: argparse.ArgumentParser, late: bool = False) -> None:
+    """Credentials and TLS trust for a secured broker (pulsar-admin's names where it has them).
+    ``late``: on a leaf command too, so they may follow its arguments (given earlier, they
+    still count)."""
     g = parser.add_argument_group(
         "security", f"for a broker with authentication or TLS, e.g.\n  {SECURITY_EXAMPLE}")
+    if late:
+        g.argument_default = argparse.SUPPRESS
     g.add_argument("--token", help="a JWT sent as 'Authorization: Bearer' "
                    "(e.g. --token $(cat admin.jwt)); also --auth-params token:JWT")
     g.add_argument("--token-file", help="a file holding the JWT (e.g. --token-file admin.jwt)")
