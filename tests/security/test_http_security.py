@@ -193,6 +193,7 @@ def test_lookup_and_topic_reads_need_a_permission(secured: Secured) -> None:
     status, answer = s.call("GET", lookup, "carol", tls=True)
     assert status == 200 and answer["brokerUrlTls"].startswith("pulsar+ssl://127.0.0.1:")
     assert answer["httpUrlTls"] == s.https
+    assert answer["httpUrl"] == s.http  # the plain one, even when asked over HTTPS
     assert s.call("GET", f"/admin/v2/persistent/{topic}/partitions", "carol")[0] == 200
     assert s.call("GET", f"/admin/v2/namespaces/{tenant}/ns/topics", "carol")[0] == 200
     # consume covers subscriptions, not administration
@@ -314,3 +315,12 @@ def test_a_proxy_acts_for_its_client(secured: Secured) -> None:
                   headers={"X-Original-Principal": "admin"})[0] == 200
     # only a proxy role may name another principal
     assert s.call("GET", lookup, "app", headers={"X-Original-Principal": "admin"})[0] == 401
+
+
+def test_webservice_tls_port_needs_a_certificate(tmp_path: Path) -> None:
+    conf = tmp_path / "broker.conf"
+    conf.write_text("webServicePortTls=0\n")
+    done = subprocess.run([*MAGNETAR, "standalone", "--config", str(conf), "--data-dir",
+                           str(tmp_path / "data"), "--port", "0", "--http-port", "0"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode != 0 and "webServicePortTls" in done.stderr

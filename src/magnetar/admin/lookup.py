@@ -8,7 +8,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from magnetar.admin.namespaces import namespace_of
-from magnetar.admin.routing import SERVICE, WEB_TLS_PORT, RouteTable
+from magnetar.admin.routing import SERVICE, WEB_PORT, WEB_TLS_PORT, RouteTable
 from magnetar.admin.tenants import broker_service_url, host_of, web_service_url
 
 routes = RouteTable("lookup")
@@ -27,10 +27,12 @@ async def lookup(request: web.Request) -> web.Response:
     host = host_of(request)
     tls_port = service.security.tls_port
     web_tls_port = request.app.get(WEB_TLS_PORT)
+    web_port = request.app.get(WEB_PORT)
+    http_url = f"http://{host}:{web_port}" if web_port is not None else web_service_url(request)
     return web.json_response({
         "brokerUrl": broker_url,
         "brokerUrlTls": f"pulsar+ssl://{host}:{tls_port}" if tls_port is not None else "",
-        "httpUrl": web_service_url(request),
+        "httpUrl": http_url,
         "httpUrlTls": f"https://{host}:{web_tls_port}" if web_tls_port is not None else "",
         "nativeUrl": broker_url,
     })

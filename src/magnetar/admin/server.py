@@ -24,7 +24,14 @@ from magnetar.admin import (
     topics,
 )
 from magnetar.admin.auth import security_middleware
-from magnetar.admin.routing import RATES, SERVICE, WEB_TLS_PORT, RouteTable, error_middleware
+from magnetar.admin.routing import (
+    RATES,
+    SERVICE,
+    WEB_PORT,
+    WEB_TLS_PORT,
+    RouteTable,
+    error_middleware,
+)
 from magnetar.broker.service import BrokerService
 from magnetar.broker.stats import RateTracker
 
@@ -76,6 +83,7 @@ class AdminServer:
             site = web.TCPSite(self._runner, self.host, self.port, reuse_address=True)
             await site.start()
             self.port = int(self._runner.addresses[-1][1])
+            self.app[WEB_PORT] = self.port
             log.info("admin HTTP service on http://%s:%d", self.host, self.port)
         if self.tls_port is not None:
             tls = self.service.security.tls
