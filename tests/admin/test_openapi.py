@@ -30,6 +30,7 @@ BODIES: dict[tuple[str, str], Any] = {
     ("POST", "/schema"): {"type": "STRING", "schema": ""},
     ("POST", "/compatibility"): {"type": "STRING", "schema": ""},
     ("POST", "/resetcursor"): {"ledgerId": -1, "entryId": -1},
+    ("POST", "/permissions/{role}"): ["produce", "consume"],
 }
 
 
@@ -53,7 +54,8 @@ def _fresh(api: Api, client: pulsar.Client) -> dict[str, str]:
     tag = uuid.uuid4().hex[:8]
     values = {"tenant": f"oa-{tag}", "namespace": "ns", "topic": "t", "subscription": "s",
               "cluster": "standalone", "domain": "persistent", "count": "1",
-              "timestamp": "0", "seconds": "0", "n": "1", "version": "0"}
+              "timestamp": "0", "seconds": "0", "n": "1", "version": "0",
+              "role": "some-role"}
     api.ok("PUT", f"/admin/v2/tenants/oa-{tag}")
     api.ok("PUT", f"/admin/v2/namespaces/oa-{tag}/ns")
     topic = f"persistent://oa-{tag}/ns/t"

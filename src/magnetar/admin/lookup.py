@@ -8,8 +8,8 @@ from __future__ import annotations
 from aiohttp import web
 
 from magnetar.admin.namespaces import namespace_of
-from magnetar.admin.routing import SERVICE, RouteTable
-from magnetar.admin.tenants import broker_service_url, web_service_url
+from magnetar.admin.routing import SERVICE, WEB_PORT, WEB_TLS_PORT, RouteTable
+from magnetar.admin.tenants import broker_service_url, host_of, web_service_url
 
 routes = RouteTable("lookup")
 
@@ -22,11 +22,17 @@ async def lookup(request: web.Request) -> web.Response:
     request.app[SERVICE].check_topic_name(f"{m['domain']}://{m['tenant']}/{m['namespace']}/{m['topic']}")
     # Pulsar takes the listener name from a query parameter or a header
     listener = request.query.get("listenerName") or request.headers.get("X-Pulsar-ListenerName")
-    broker_url = request.app[SERVICE].listeners.broker_url(listener, broker_service_url(request))
+    service = request.app[SERVICE]
+    broker_url = service.listeners.broker_url(listener, broker_service_url(request))
+    host = host_of(request)
+    tls_port = service.security.tls_port
+    web_tls_port = request.app.get(WEB_TLS_PORT)
+    web_port = request.app.get(WEB_PORT)
+    http_url = f"http://{host}:{web_port}" if web_port is not None else web_service_url(request)
     return web.json_response({
         "brokerUrl": broker_url,
-        "brokerUrlTls": "",
-        "httpUrl": web_service_url(request),
-        "httpUrlTls": "",
+        "brokerUrlTls": f"pulsar+ssl://{host}:{tls_port}" if tls_port is not None else "",
+        "httpUrl": http_url,
+        "httpUrlTls": f"https://{host}:{web_tls_port}" if web_tls_port is not None else "",
         "nativeUrl": broker_url,
     })

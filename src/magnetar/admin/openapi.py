@@ -42,11 +42,17 @@ def _operation(e: Endpoint) -> dict[str, Any]:
             "200": {"description": "OK"},
             "204": {"description": "done"},
             "400": {"description": "bad request (e.g. malformed JSON)"},
+            "401": {"description": "not authenticated (authenticationEnabled)"},
+            "403": {"description": "not authorized (authorizationEnabled)"},
             "404": {"description": "unknown tenant, namespace, topic or subscription"},
             "409": {"description": "already exists, or not empty"},
             "412": {"description": "precondition failed"},
         },
     }
+    # who may call it when authorizationEnabled=true (see magnetar.admin.auth)
+    from magnetar.admin.auth import access_rule
+
+    op["x-magnetar-access"] = access_rule(e.method, openapi_path(e.path))
     if e.body is not None:
         op["requestBody"] = {"description": e.body, "content": {"application/json": {}}}
     return op

@@ -34,6 +34,10 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 SERVICE: web.AppKey[BrokerService] = web.AppKey("service", BrokerService)
 RATES: web.AppKey[RateTracker] = web.AppKey("rates", RateTracker)
+#: the HTTP and HTTPS ports of the admin service (webServicePort, webServicePortTls), set
+#: when they listen
+WEB_PORT: web.AppKey[int] = web.AppKey("web_port", int)
+WEB_TLS_PORT: web.AppKey[int] = web.AppKey("web_tls_port", int)
 
 
 def rates_of(request: web.Request) -> RateTracker:

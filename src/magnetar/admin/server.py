@@ -17,12 +17,21 @@ from magnetar.admin import (
     metrics,
     namespaces,
     openapi,
+    permissions,
     schemas,
     subscriptions,
     tenants,
     topics,
 )
-from magnetar.admin.routing import RATES, SERVICE, RouteTable, error_middleware
+from magnetar.admin.auth import security_middleware
+from magnetar.admin.routing import (
+    RATES,
+    SERVICE,
+    WEB_PORT,
+    WEB_TLS_PORT,
+    RouteTable,
+    error_middleware,
+)
 from magnetar.broker.service import BrokerService
 from magnetar.broker.stats import RateTracker
 
@@ -31,14 +40,15 @@ log = logging.getLogger(__name__)
 #: every route table, in matching order
 TABLES: list[RouteTable] = [
     openapi.routes, tenants.routes, namespaces.routes, topics.routes, subscriptions.routes,
-    schemas.routes,
+    schemas.routes, permissions.routes,
     lookup.routes, metrics.routes,
 ]
 
 
 def build_app(service: BrokerService, rates: RateTracker | None = None) -> web.Application:
     """The aiohttp application serving the admin API for ``service``."""
-    app = web.Application(middlewares=[error_middleware], client_max_size=16 * 1024 * 1024)
+    app = web.Application(middlewares=[error_middleware, security_middleware],
+                          client_max_size=16 * 1024 * 1024)
     app[SERVICE] = service
     app[RATES] = rates or RateTracker()
     app[openapi.OPENAPI] = openapi.document(TABLES)
@@ -49,13 +59,16 @@ def build_app(service: BrokerService, rates: RateTracker | None = None) -> web.A
 
 
 class AdminServer:
-    """Runs the admin HTTP service of one broker; ``port`` is known after ``start``."""
+    """Runs the admin HTTP service of one broker: plain HTTP on ``port`` (None: not) and
+    HTTPS on ``tls_port`` (None: not), with the broker's TLS context (``webServicePortTls``);
+    the actual ports are known after ``start``."""
 
-    def __init__(self, service: BrokerService, host: str, port: int,
-                 stats_interval: float | None = None) -> None:
+    def __init__(self, service: BrokerService, host: str, port: int | None,
+                 stats_interval: float | None = None, tls_port: int | None = None) -> None:
         self.service = service
         self.host = host
         self.port = port
+        self.tls_port = tls_port
         self.rates = RateTracker()
         interval = service.config.statsUpdateFrequencyInSecs if stats_interval is None else stats_interval
         self.stats_interval = max(0.1, float(interval))
@@ -66,12 +79,24 @@ class AdminServer:
     async def start(self) -> None:
         self._runner = web.AppRunner(self.app, access_log=None, handle_signals=False)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, self.port, reuse_address=True)
-        await site.start()
-        self.port = int(self._runner.addresses[0][1])
+        if self.port is not None:
+            site = web.TCPSite(self._runner, self.host, self.port, reuse_address=True)
+            await site.start()
+            self.port = int(self._runner.addresses[-1][1])
+            self.app[WEB_PORT] = self.port
+            log.info("admin HTTP service on http://%s:%d", self.host, self.port)
+        if self.tls_port is not None:
+            tls = self.service.security.tls
+            if tls is None:
+                raise ValueError("webServicePortTls needs the broker's TLS settings")
+            site = web.TCPSite(self._runner, self.host, self.tls_port, reuse_address=True,
+                               ssl_context=tls.context)
+            await site.start()
+            self.tls_port = int(self._runner.addresses[-1][1])
+            self.app[WEB_TLS_PORT] = self.tls_port
+            log.info("admin HTTPS service on https://%s:%d", self.host, self.tls_port)
         self.rates.sample(self.service)
         self._task = asyncio.create_task(self._sample_loop())
-        log.info("admin HTTP service on http://%s:%d", self.host, self.port)
 
     async def _sample_loop(self) -> None:
         while True:

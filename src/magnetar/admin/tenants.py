@@ -19,10 +19,15 @@ routes = RouteTable("clusters, brokers, tenants")
 
 
 def web_service_url(request: web.Request) -> str:
-    """``http://host:port`` of this admin service as the client reached it."""
+    """``http://host:port`` (or ``https://``) of this admin service as the client reached it."""
     service = request.app[SERVICE]
     host = service.config.advertisedAddress or request.url.host or "localhost"
-    return f"http://{host}:{request.url.port}"
+    return f"{'https' if request.secure else 'http'}://{host}:{request.url.port}"
+
+
+def host_of(request: web.Request) -> str:
+    """The host name clients should use: advertisedAddress, else the one they reached."""
+    return request.app[SERVICE].config.advertisedAddress or request.url.host or "localhost"
 
 
 def broker_service_url(request: web.Request) -> str:

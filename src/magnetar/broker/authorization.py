@@ -92,6 +92,11 @@ class AuthorizationService:
             self.metadata.put(_key(name.namespace), record)
             log.info("topic %s: revoked the permissions of role %s", name, role)
 
+    def topic_level_permissions(self, topic: str) -> dict[str, list[str]]:
+        """The grants made on the topic itself (not its namespace's)."""
+        name = TopicName.parse(topic)
+        return dict(self._record(name.namespace)["topics"].get(str(name), {}))
+
     def topic_permissions(self, topic: str) -> dict[str, list[str]]:
         """The effective grants on a topic: its namespace's, its partitioned topic's and its own."""
         name = TopicName.parse(topic)

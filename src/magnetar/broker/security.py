@@ -33,7 +33,7 @@ class BrokerSecurity:
         self.authorization = AuthorizationService(service.metadata, config)
         self.limits = Limits(config)
         self.tls: TlsContextManager | None = (
-            TlsContextManager(config) if config.tls_port is not None else None)
+            TlsContextManager(config) if config.needs_tls_context else None)
         self.tls_port: int | None = None
         self._server: asyncio.AbstractServer | None = None
         self._tasks: list[asyncio.Task[None]] = []
@@ -44,7 +44,7 @@ class BrokerSecurity:
 
         loop = asyncio.get_running_loop()
         service = self.service
-        if self.tls is not None:
+        if self.tls is not None and self.config.tls_port is not None:
             self._server = await loop.create_server(
                 lambda: ServerCnx(service),
                 host=self.config.bindAddress,
@@ -56,8 +56,8 @@ class BrokerSecurity:
             )
             self.tls_port = self._server.sockets[0].getsockname()[1]
             log.info("broker listening for TLS on %s:%d", self.config.bindAddress, self.tls_port)
-            if self.config.tlsCertRefreshCheckDurationSec > 0:
-                self._tasks.append(asyncio.create_task(self._tls_reload_loop()))
+        if self.tls is not None and self.config.tlsCertRefreshCheckDurationSec > 0:
+            self._tasks.append(asyncio.create_task(self._tls_reload_loop()))
         if self.authentication.enabled:
             self._tasks.append(asyncio.create_task(self._refresh_loop()))
 

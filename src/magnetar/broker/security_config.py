@@ -47,6 +47,8 @@ class SecurityConfig:
     # TLS (brokerServicePortTls: -1 (blank in Pulsar) means no TLS listener; 0 any free port)
     brokerServicePortTls: int = -1
     tlsEnabled: bool = False
+    # the admin HTTP service over TLS (https://); -1: none, 0: any free port
+    webServicePortTls: int = -1
     tlsCertificateFilePath: str = ""
     tlsKeyFilePath: str = ""
     tlsTrustCertsFilePath: str = ""
@@ -88,6 +90,11 @@ class SecurityConfig:
             return self.brokerServicePortTls
         return 6651 if self.tlsEnabled else None
 
+    @property
+    def needs_tls_context(self) -> bool:
+        """A TLS listener (binary or HTTP) is configured."""
+        return self.tls_port is not None or self.webServicePortTls >= 0
+
     def validate_security(self) -> None:
         if self.authenticationRefreshCheckSeconds <= 0:
             raise SecurityConfigError("authenticationRefreshCheckSeconds must be positive")
@@ -100,6 +107,11 @@ class SecurityConfig:
             raise SecurityConfigError(
                 "a TLS listener (brokerServicePortTls) needs tlsCertificateFilePath and tlsKeyFilePath"
             )
+        if self.webServicePortTls >= 0 and not (self.tlsCertificateFilePath and self.tlsKeyFilePath):
+            raise SecurityConfigError(
+                "webServicePortTls needs tlsCertificateFilePath and tlsKeyFilePath")
+        if self.webServicePortTls > 65535:
+            raise SecurityConfigError(f"webServicePortTls must be a TCP port, not {self.webServicePortTls}")
         if self.tls_port is not None and self.tls_port > 65535:
             raise SecurityConfigError(f"brokerServicePortTls must be a TCP port, not {self.tls_port}")
         if self.brokerServicePort < 0 and self.tls_port is None:  # type: ignore[attr-defined]

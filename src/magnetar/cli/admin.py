@@ -30,7 +30,9 @@ EXAMPLES = {
     "namespaces": "magnetar admin namespaces create acme/orders\n"
                   "  magnetar admin namespaces set-retention acme/orders --time 1d --size 10G\n"
                   "  magnetar admin namespaces set-message-ttl acme/orders --messageTTL 1h\n"
-                  "  magnetar admin namespaces policies acme/orders",
+                  "  magnetar admin namespaces policies acme/orders\n"
+                  "  magnetar admin namespaces grant-permission acme/orders --role app "
+                  "--actions produce,consume",
     "topics": "magnetar admin topics create-partitioned-topic acme/orders/new -p 4\n"
               "  magnetar admin topics list public/default\n"
               "  magnetar admin topics stats my-topic --output json",
@@ -49,6 +51,7 @@ def _cmd(group: argparse._SubParsersAction, name: str, fn: Command, help_text: s
     for flags, kwargs in args:
         p.add_argument(*flags, **kwargs)
     add_late_options(p, "--admin-url", "the broker's web service URL")
+    add_security_options(p, late=True)
     p.set_defaults(admin_fn=fn)
 
 
@@ -62,14 +65,61 @@ SUBN = A("-s", "--subscription", required=True, help="subscription name")
 FORCE = A("-f", "--force", action="store_true", help="even while clients are connected")
 
 
+SECURITY_EXAMPLE = ("magnetar admin --admin-url https://localhost:8443 --token-file admin.jwt "
+                    "--tls-trust-certs-file-path ca.pem tenants list")
+
+
+def add_security_options(parser: argparse.ArgumentParser, late: bool = False) -> None:
+    """Credentials and TLS trust for a secured broker (pulsar-admin's names where it has them).
+    ``late``: on a leaf command too, so they may follow its arguments (given earlier, they
+    still count)."""
+    g = parser.add_argument_group(
+        "security", f"for a broker with authentication or TLS, e.g.\n  {SECURITY_EXAMPLE}")
+    if late:
+        g.argument_default = argparse.SUPPRESS
+    g.add_argument("--token", help="a JWT sent as 'Authorization: Bearer' "
+                   "(e.g. --token $(cat admin.jwt)); also --auth-params token:JWT")
+    g.add_argument("--token-file", help="a file holding the JWT (e.g. --token-file admin.jwt)")
+    g.add_argument("--auth-params", help="pulsar-admin style: token:JWT or file:///path/to/jwt")
+    g.add_argument("--tls-trust-certs-file-path", dest="tls_trust_certs",
+                   help="PEM file of the CAs the broker's certificate must chain to "
+                        "(e.g. --tls-trust-certs-file-path ca.pem)")
+    g.add_argument("--tls-cert-file", help="client certificate for TLS authentication "
+                   "(e.g. --tls-cert-file admin.cert.pem --tls-key-file admin.key.pem)")
+    g.add_argument("--tls-key-file", help="the client certificate's private key")
+    g.add_argument("--tls-allow-insecure", action="store_true",
+                   help="do not verify the broker's certificate (testing only)")
+
+
+def token_of(args: argparse.Namespace) -> str | None:
+    """The token from --token, --token-file or --auth-params (token:JWT, file:///path)."""
+    if getattr(args, "token", None):
+        return str(args.token).strip()
+    if getattr(args, "token_file", None):
+        with open(args.token_file) as f:
+            return f.read().strip()
+    params = getattr(args, "auth_params", None)
+    if params:
+        if params.startswith("token:"):
+            return str(params.removeprefix("token:")).strip()
+        if params.startswith("file://"):
+            with open(params.removeprefix("file://")) as f:
+                return f.read().strip()
+        return str(params).strip()
+    return None
+
+
 def add_parser(sub: argparse._SubParsersAction, common: list[argparse.ArgumentParser]) -> None:
     admin = sub.add_parser(
         "admin", parents=common, help="administer a broker over its REST API (like pulsar-admin)",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Administer tenants, namespaces, topics, subscriptions and schemas over the "
-                    "broker's admin REST API.\n\nExamples:\n  " + "\n  ".join(EXAMPLES.values()))
+                    "broker's admin REST API.\n\nExamples:\n  " + "\n  ".join(EXAMPLES.values())
+                    + "\n\nA broker with a token and TLS:\n  " + SECURITY_EXAMPLE)
     admin.add_argument("--admin-url", default="http://localhost:8080",
-                       help="the broker's web service URL (default http://localhost:8080)")
+                       help="the broker's web service URL (default http://localhost:8080; "
+                            "https://host:8443 for webServicePortTls)")
+    add_security_options(admin)
     groups = admin.add_subparsers(dest="group", metavar="GROUP")
     groups.required = True
     g: dict[str, argparse._SubParsersAction] = {}
@@ -144,8 +194,27 @@ def add_parser(sub: argparse._SubParsersAction, common: list[argparse.ArgumentPa
          f"{ex} set-max-consumers-per-topic public/default --max-consumers-per-topic 10", NS,
          A("-c", "--max-consumers-per-topic", dest="max", type=int, required=True))
 
+    _cmd(n, "permissions", ops.ns_permissions, "show the roles granted actions on the namespace",
+         f"{ex} permissions acme/orders", NS)
+    _cmd(n, "grant-permission", ops.ns_grant, "grant a role actions on the namespace",
+         f"{ex} grant-permission acme/orders --role app --actions produce,consume", NS,
+         A("--role", required=True, help="the role (a token's subject, a certificate's CN)"),
+         A("--actions", required=True, help="comma-separated: produce, consume (functions, "
+           "sources, sinks, packages are stored only)"))
+    _cmd(n, "revoke-permission", ops.ns_revoke, "revoke a role's actions on the namespace",
+         f"{ex} revoke-permission acme/orders --role app", NS, A("--role", required=True))
+
     tp = g["topics"]
     ex = "magnetar admin topics"
+    _cmd(tp, "permissions", ops.topics_permissions,
+         "show the roles allowed actions on a topic (namespace grants included)",
+         f"{ex} permissions acme/orders/new", TOPIC)
+    _cmd(tp, "grant-permission", ops.topics_grant, "grant a role actions on a topic",
+         f"{ex} grant-permission acme/orders/new --role app --actions consume", TOPIC,
+         A("--role", required=True, help="the role (a token's subject, a certificate's CN)"),
+         A("--actions", required=True, help="comma-separated: produce, consume"))
+    _cmd(tp, "revoke-permission", ops.topics_revoke, "revoke a role's actions on a topic",
+         f"{ex} revoke-permission acme/orders/new --role app", TOPIC, A("--role", required=True))
     _cmd(tp, "list", ops.topics_list, "list a namespace's topics", f"{ex} list public/default", NS)
     _cmd(tp, "create", ops.topics_create, "create a non-partitioned topic", f"{ex} create my-topic", TOPIC)
     _cmd(tp, "create-partitioned-topic", ops.topics_create_partitioned, "create a partitioned topic",
@@ -209,7 +278,13 @@ def add_parser(sub: argparse._SubParsersAction, common: list[argparse.ArgumentPa
 
 
 def run(args: argparse.Namespace) -> int:
-    api = AdminClient(args.admin_url)
+    try:
+        api = AdminClient(args.admin_url, token=token_of(args),
+                          trust_certs=args.tls_trust_certs, cert_file=args.tls_cert_file,
+                          key_file=args.tls_key_file, allow_insecure=args.tls_allow_insecure)
+    except (OSError, ValueError) as exc:
+        print(f"magnetar admin: {exc}", file=sys.stderr)
+        return 2
     try:
         result = args.admin_fn(args, api)
     except AdminError as exc:

@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from magnetar.broker.topic_name import TopicName
 from magnetar.cli.http import AdminClient, AdminError
@@ -284,3 +285,34 @@ def schemas_delete(a: argparse.Namespace, api: AdminClient) -> Any:
 
 def schemas_compatibility(a: argparse.Namespace, api: AdminClient) -> Any:
     return api.call("POST", schema_path(a.topic) + "/compatibility", _schema_file(a.filename))
+
+
+# ---------------------------------------------------------------- permissions
+
+
+def _action_list(text: str) -> list[str]:
+    return [a.strip() for a in text.split(",") if a.strip()]
+
+
+def ns_permissions(a: argparse.Namespace, api: AdminClient) -> Any:
+    return api.call("GET", _ns(a) + "/permissions")
+
+
+def ns_grant(a: argparse.Namespace, api: AdminClient) -> Any:
+    return api.call("POST", f"{_ns(a)}/permissions/{quote(a.role, safe='')}", _action_list(a.actions))
+
+
+def ns_revoke(a: argparse.Namespace, api: AdminClient) -> Any:
+    return api.call("DELETE", f"{_ns(a)}/permissions/{quote(a.role, safe='')}")
+
+
+def topics_permissions(a: argparse.Namespace, api: AdminClient) -> Any:
+    return api.call("GET", _t(a) + "/permissions")
+
+
+def topics_grant(a: argparse.Namespace, api: AdminClient) -> Any:
+    return api.call("POST", f"{_t(a)}/permissions/{quote(a.role, safe='')}", _action_list(a.actions))
+
+
+def topics_revoke(a: argparse.Namespace, api: AdminClient) -> Any:
+    return api.call("DELETE", f"{_t(a)}/permissions/{quote(a.role, safe='')}")

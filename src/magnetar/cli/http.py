@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import json
+import ssl
 import urllib.error
 import urllib.request
 from typing import Any
@@ -20,18 +21,35 @@ class AdminError(Exception):
 
 
 class AdminClient:
-    """``call(method, path, body)`` against ``http://host:port`` (the web service URL)."""
+    """``call(method, path, body)`` against ``http://host:port`` or ``https://host:port``
+    (the web service URL). ``token``: sent as ``Authorization: Bearer``; ``trust_certs``: a
+    PEM file of the CAs the broker's certificate must chain to (default: the system's);
+    ``cert_file``/``key_file``: a client certificate (TLS authentication);
+    ``allow_insecure``: do not check the broker's certificate."""
 
-    def __init__(self, url: str, timeout: float = 30.0) -> None:
+    def __init__(self, url: str, timeout: float = 30.0, token: str | None = None,
+                 trust_certs: str | None = None, cert_file: str | None = None,
+                 key_file: str | None = None, allow_insecure: bool = False) -> None:
         self.url = url.rstrip("/")
         self.timeout = timeout
+        self.token = token
+        self.context: ssl.SSLContext | None = None
+        if self.url.startswith("https://"):
+            self.context = ssl.create_default_context(cafile=trust_certs)
+            if allow_insecure:
+                self.context.check_hostname = False
+                self.context.verify_mode = ssl.CERT_NONE
+            if cert_file:
+                self.context.load_cert_chain(cert_file, key_file)
 
     def call(self, method: str, path: str, body: Any = None) -> Any:
         data = json.dumps(body).encode() if body is not None else None
-        req = urllib.request.Request(self.url + path, data=data, method=method,
-                                     headers={"Content-Type": "application/json"})
+        headers = {"Content-Type": "application/json"}
+        if self.token:
+            headers["Authorization"] = f"Bearer {self.token}"
+        req = urllib.request.Request(self.url + path, data=data, method=method, headers=headers)
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+            with urllib.request.urlopen(req, timeout=self.timeout, context=self.context) as resp:
                 return _decode(resp.read(), resp.headers.get("Content-Type", ""), resp.headers)
         except urllib.error.HTTPError as exc:
             raw = exc.read()

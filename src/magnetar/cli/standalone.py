@@ -101,10 +101,13 @@ def run_standalone(args: argparse.Namespace) -> int:
             )
             return
         admin = None
-        if config.webServicePort >= 0:
+        if config.webServicePort >= 0 or config.webServicePortTls >= 0:
             from magnetar.admin import AdminServer
 
-            admin = AdminServer(service, config.bindAddress, config.webServicePort)
+            admin = AdminServer(
+                service, config.bindAddress,
+                config.webServicePort if config.webServicePort >= 0 else None,
+                tls_port=config.webServicePortTls if config.webServicePortTls >= 0 else None)
             try:
                 await admin.start()
             except OSError as exc:
@@ -113,7 +116,8 @@ def run_standalone(args: argparse.Namespace) -> int:
                 reason = os.strerror(exc.errno) if exc.errno else str(exc)
                 print(
                     f"magnetar: cannot listen on {config.bindAddress}:{config.webServicePort} "
-                    f"(HTTP): {reason}. Pick another --http-port (-1: none).",
+                    f"(HTTP) or {config.webServicePortTls} (HTTPS): {reason}. Pick another --http-port "
+                    "(-1: none) or webServicePortTls.",
                     file=sys.stderr,
                 )
                 return
@@ -123,7 +127,10 @@ def run_standalone(args: argparse.Namespace) -> int:
             "brokerServiceUrl": f"pulsar://{host}:{service.port}" if service.port >= 0 else None,
             "brokerServiceUrlTls": f"pulsar+ssl://{host}:{service.security.tls_port}"
             if service.security.tls_port is not None else None,
-            "webServiceUrl": f"http://{host}:{admin.port}" if admin is not None else None,
+            "webServiceUrl": f"http://{host}:{admin.port}"
+            if admin is not None and admin.port is not None else None,
+            "webServiceUrlTls": f"https://{host}:{admin.tls_port}"
+            if admin is not None and admin.tls_port is not None else None,
         }
         print(
             f"magnetar standalone: serving {' and '.join(u for u in urls.values() if u)} "

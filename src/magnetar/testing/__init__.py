@@ -46,6 +46,9 @@ class StandaloneBroker:
     data_dir: Path
     process: subprocess.Popen[bytes] = field(repr=False)
     log_path: Path = field(repr=False)
+    #: ``pulsar+ssl://`` and ``https://`` URLs when the settings open TLS listeners
+    service_url_tls: str | None = None
+    web_service_url_tls: str | None = None
 
     def log(self) -> str:
         """The broker's output so far (its last 8,000 characters)."""
@@ -116,6 +119,8 @@ def standalone(
             service_url=urls["brokerServiceUrl"].replace("localhost", "127.0.0.1"),
             web_service_url=urls["webServiceUrl"].replace("localhost", "127.0.0.1"),
             data_dir=data, process=proc, log_path=log_path,
+            service_url_tls=urls.get("brokerServiceUrlTls"),
+            web_service_url_tls=urls.get("webServiceUrlTls"),
         )
         try:
             yield broker
