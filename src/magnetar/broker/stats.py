@@ -30,8 +30,10 @@ def _iso(epoch: float) -> str:
 
 
 def subscription_counters(sub: Any) -> tuple[int, int]:
-    """(messages, bytes) dispatched to the subscription's connected consumers."""
-    return (sum(c.msg_out for c in sub.consumers), sum(c.bytes_out for c in sub.consumers))
+    """(messages, bytes) dispatched to the subscription's consumers, connected or gone."""
+    gone = sub.out_of_removed
+    return (gone.msgs + sum(c.msg_out for c in sub.consumers),
+            gone.bytes + sum(c.bytes_out for c in sub.consumers))
 
 
 @dataclass
