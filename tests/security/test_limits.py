@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import socket
 import threading
@@ -13,6 +14,7 @@ from typing import Any
 import pulsar
 import pytest
 
+import magnetar
 from magnetar.admin.server import AdminServer
 from magnetar.broker.config import BrokerConfig, ConfigError
 from magnetar.protocol import pb
@@ -223,6 +225,36 @@ def test_official_client_through_lookup_floods(make_broker: Any) -> None:
             t.join(60)
         client.close()
     assert refused[0] > 0  # the floods did hit the limit
+
+
+def test_magnetar_client_retries_refused_lookups(make_broker: Any) -> None:
+    """Magnetar's client retries TooManyRequests with backoff: the refusal does not reach
+    the caller, which gets its producer once a slot is free."""
+    broker = make_broker(maxConcurrentLookupRequest=3)
+    limits = broker.service.security.limits
+    broker.call(lambda: setattr(limits, "lookups_in_progress", 3))  # as 3 lookups in progress
+    outcome: list[Any] = []
+
+    async def use() -> None:
+        async with magnetar.Client(broker.url, operation_timeout_seconds=60) as client:
+            producer = await client.create_producer(new_topic())
+            outcome.append(await producer.send(b"x"))
+
+    def run() -> None:
+        try:
+            asyncio.run(use())
+        except BaseException as exc:  # reported by the assertion below
+            outcome.append(exc)
+
+    user = threading.Thread(target=run)
+    user.start()
+    try:
+        wait_until(lambda: limits.lookups_refused >= 2, 30, "the client to be refused twice")
+        assert not outcome  # still trying
+    finally:
+        broker.call(limits.release_lookups, 3)
+        user.join(90)
+    assert len(outcome) == 1 and not isinstance(outcome[0], BaseException), outcome
 
 
 def test_http_lookup_is_503_while_no_lookup_slot_is_free(make_broker: Any) -> None:
