@@ -97,6 +97,7 @@ def secured(tmp_path_factory: pytest.TempPathFactory, pki: Pki) -> Iterator[Secu
         "authorizationEnabled": True,
         "superUserRoles": "admin,cert-admin,proxy",
         "proxyRoles": "proxy",
+        "authenticateMetricsEndpoint": True,
     }
     with standalone(settings) as broker:
         yield Secured(broker, key, pki)

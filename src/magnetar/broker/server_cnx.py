@@ -111,6 +111,7 @@ class ServerCnx(asyncio.Protocol):
         self.supports_auth_refresh = False
         self.server_version = SERVER_VERSION
         self.counted_ip: str | None = None
+        self.lookups_held = 0  # maxConcurrentLookupRequest slots held until the next flush
         self.handshake_timer: asyncio.TimerHandle | None = None
         self.supports_entry_metadata = False
         self.producers: dict[int, Producer] = {}
@@ -170,6 +171,9 @@ class ServerCnx(asyncio.Protocol):
         self.closed = True
         self.service.connections.discard(self)
         self.security.limits.release(self)
+        if self.lookups_held:
+            self.security.limits.release_lookups(self.lookups_held)
+            self.lookups_held = 0
         if self.auth_task is not None:
             self.auth_task.cancel()
         for producer in list(self.producers.values()):
@@ -257,6 +261,9 @@ class ServerCnx(asyncio.Protocol):
 
     def _flush(self) -> None:
         self._flush_scheduled = False
+        if self.lookups_held:  # the answers of these lookups are written now
+            self.security.limits.release_lookups(self.lookups_held)
+            self.lookups_held = 0
         if self._out and self.transport is not None and not self.closed:
             out = self._out
             self._out = []
@@ -418,7 +425,23 @@ class ServerCnx(asyncio.Protocol):
         tls_port = self.security.tls_port
         return None if tls_port is None else f"pulsar+ssl://{self._advertised_host()}:{tls_port}"
 
+    def _lookup_admitted(self, cmd: pb.BaseCommand) -> bool:
+        """Take a ``maxConcurrentLookupRequest`` slot for a lookup (held until its answer is
+        flushed), or answer ``TooManyRequests`` at once and return False."""
+        limits = self.security.limits
+        if limits.acquire_lookup(self.peer):
+            self.lookups_held += 1
+            return True
+        refusal = _error_response(
+            cmd, pb.TooManyRequests, "too many lookup requests in progress on the broker "
+            f"(maxConcurrentLookupRequest={self.config.maxConcurrentLookupRequest}); retry")
+        assert refusal is not None
+        self.send(refusal)
+        return False
+
     def handle_lookup(self, cmd: pb.BaseCommand, frame: Frame) -> None:
+        if not self._lookup_admitted(cmd):
+            return
         lookup = cmd.lookupTopic
         self.service.check_topic_name(lookup.topic)
         self.authorize(lookup.topic, LOOKUP)
@@ -436,6 +459,8 @@ class ServerCnx(asyncio.Protocol):
         self.send(T(type=T.LOOKUP_RESPONSE, lookupTopicResponse=response))
 
     def handle_partitioned_metadata(self, cmd: pb.BaseCommand, frame: Frame) -> None:
+        if not self._lookup_admitted(cmd):
+            return
         req = cmd.partitionMetadata
         try:
             self.service.check_topic_name(req.topic)
