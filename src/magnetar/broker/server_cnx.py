@@ -484,7 +484,7 @@ class ServerCnx(asyncio.Protocol):
         self.service.check_topic_name(req.topic)
         self.authorize(req.topic, PRODUCE)
         self.security.limits.check_producer(self, req.topic)
-        self.service.create_producer(self, req)
+        self.service.attacher.create_producer(self, req)
 
     def on_producer_ready(self, producer: Producer, request_id: int) -> None:
         producer.ready = True
@@ -566,7 +566,7 @@ class ServerCnx(asyncio.Protocol):
         self.service.check_topic_name(req.topic)
         self.authorize(req.topic, CONSUME)
         self.security.limits.check_consumer(self, req.topic, req.subscription)
-        self.service.subscribe(self, req)
+        self.service.attacher.subscribe(self, req)
 
     def on_consumer_ready(self, consumer: Consumer, request_id: int) -> None:
         self.consumers[consumer.consumer_id] = consumer
@@ -698,7 +698,7 @@ class ServerCnx(asyncio.Protocol):
         req = cmd.getSchema
         version = req.schema_version if req.HasField("schema_version") else None
         resp = pb.CommandGetSchemaResponse(request_id=req.request_id)
-        found = self.service.get_schema(req.topic, version)
+        found = self.service.topic_schemas.get_schema(req.topic, version)
         if found is None:
             resp.error_code = pb.TopicNotFound
             resp.error_message = f"no schema for {req.topic}"
@@ -712,7 +712,7 @@ class ServerCnx(asyncio.Protocol):
         req = cmd.getOrCreateSchema
         resp = pb.CommandGetOrCreateSchemaResponse(request_id=req.request_id)
         try:
-            resp.schema_version = self.service.get_or_create_schema(req.topic, req.schema)
+            resp.schema_version = self.service.topic_schemas.get_or_create(req.topic, req.schema)
         except BrokerError as exc:
             resp.error_code = exc.code
             resp.error_message = str(exc)

@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from magnetar.broker.errors import BrokerError
 from magnetar.broker.policies import Policies
 from magnetar.broker.topic import PersistentTopic
-from magnetar.broker.topic_name import TopicName
+from magnetar.broker.topic_name import TopicName, ledger_name
 from magnetar.storage import Position, StorageError
 from magnetar.storage.offline import SegmentFile, segment_files
 from magnetar.storage.segment import segment_name
@@ -270,13 +270,11 @@ class IdleTopicSweeper:
 
     def _segment_files(self, names: list[str]) -> dict[str, list[SegmentFile] | None]:
         """The segment files of each topic's ledger (worker thread: only reads)."""
-        from magnetar.broker.service import _ledger_name
-
         storage = self.service.storage
         out: dict[str, list[SegmentFile] | None] = {}
         for name in names:
             try:
-                out[name] = segment_files(storage, _ledger_name(TopicName.parse(name)))
+                out[name] = segment_files(storage, ledger_name(TopicName.parse(name)))
             except (OSError, StorageError) as exc:
                 log.warning("idle topic sweep: cannot list the segments of %s: %s", name, exc)
         return out

@@ -63,6 +63,18 @@ def split_entry(data: bytes) -> tuple[bytes | None, bytes]:
     return None, data
 
 
+def load_entry_index(ledger: ManagedLedger) -> int:
+    """The next broker entry index of a ledger (entries carry the index of their last message)."""
+    last = ledger.last_confirmed()
+    if last is None:
+        return 0
+    bem_raw, _ = split_entry(ledger.read(last))
+    if bem_raw is None:
+        return 0
+    bem = pb.BrokerEntryMetadata.FromString(bem_raw)
+    return bem.index + 1 if bem.HasField("index") else 0
+
+
 class Topic:
     """What both topic kinds share: the name, producers, subscriptions, access modes."""
 
@@ -173,8 +185,9 @@ class PersistentTopic(Topic):
         # dedup_unsaved entries (replayed from the ledger after a crash).
         self.dedup_position: Position | None = None
         self.dedup_unsaved = 0
-        self.dedup = service.make_dedup(self) if service.policies.get(name.namespace).deduplication_enabled else None
-        self.entry_index = service.load_entry_index(self) if service.config.entry_metadata_enabled else -1
+        dedup_on = service.policies.get(name.namespace).deduplication_enabled
+        self.dedup = service.dedup_snapshots.load(self) if dedup_on else None
+        self.entry_index = load_entry_index(ledger) if service.config.entry_metadata_enabled else -1
         self.last_publish_error: str | None = None
         self._notify_scheduled = False
         # After a failed append (disk full, I/O error) new producers are refused until
@@ -194,7 +207,7 @@ class PersistentTopic(Topic):
                 f"storage of topic {self.name} is failing ({self.last_publish_error}); retry later",
             )
         if not self.terminated:
-            quota_error = self.service.backlog_quota_error(self)
+            quota_error = self.service.backlog_quota.producer_error(self)
             if quota_error is not None:
                 raise BrokerError(*quota_error)
         ready = super().add_producer(producer, request_id)
@@ -286,7 +299,7 @@ class PersistentTopic(Topic):
             if self.dedup is not None and (
                 self.dedup_unsaved >= self.service.config.brokerDeduplicationEntriesInterval
             ):
-                self.service.save_dedup_snapshot(self)
+                self.service.dedup_snapshots.save(self)
         except Exception:
             log.exception("topic %s: failed to complete send %d of producer %s",
                           self.name, seq, producer.name)

@@ -36,7 +36,7 @@ from .readcache import ReadCache
 log = logging.getLogger(__name__)
 
 _ID_BLOCK = 1000
-_LEDGER = "ledger/"
+LEDGER_PREFIX = "ledger/"
 _CURSOR = "cursor/"
 _SEP = "\x1f"
 
@@ -93,14 +93,14 @@ class ManagedLedgerFactory:
         ml = self._ledgers.get(name)
         if ml is not None:
             return ml
-        meta = self._store.get(_LEDGER + name)
+        meta = self._store.get(LEDGER_PREFIX + name)
         if meta is None:
             meta = {"dir": _dir_name(name), "terminated": False}
             path = os.path.join(self._root, meta["dir"])
             os.makedirs(path, exist_ok=True)
             if self.config.fsync != "never":
                 _fsync_dir(self._root)
-            self._store.put(_LEDGER + name, meta)
+            self._store.put(LEDGER_PREFIX + name, meta)
         else:
             path = os.path.join(self._root, meta["dir"])
             os.makedirs(path, exist_ok=True)
@@ -114,11 +114,11 @@ class ManagedLedgerFactory:
         return ml
 
     def exists(self, name: str) -> bool:
-        return name in self._ledgers or self._store.get(_LEDGER + name) is not None
+        return name in self._ledgers or self._store.get(LEDGER_PREFIX + name) is not None
 
     def list(self) -> list[str]:
         """Names of every ledger (open or not)."""
-        return [k[len(_LEDGER) :] for k in self._store.list(_LEDGER)]
+        return [k[len(LEDGER_PREFIX) :] for k in self._store.list(LEDGER_PREFIX)]
 
     def delete(self, name: str) -> None:
         """Delete a ledger and its cursors, open or not."""
@@ -126,7 +126,7 @@ class ManagedLedgerFactory:
         if ml is not None:
             ml.delete()
             return
-        meta = self._store.get(_LEDGER + name)
+        meta = self._store.get(LEDGER_PREFIX + name)
         if meta is not None:
             shutil.rmtree(os.path.join(self._root, meta["dir"]), ignore_errors=True)
         self._forget_ledger(name)
@@ -145,10 +145,10 @@ class ManagedLedgerFactory:
     def _forget_ledger(self, name: str) -> None:
         self._drain_writes()
         self._store.delete_prefix(self._cursor_key(name, ""))
-        self._store.delete(_LEDGER + name)
+        self._store.delete(LEDGER_PREFIX + name)
 
     def _save_ledger_meta(self, name: str, meta: dict[str, Any]) -> None:
-        self._store.put_many({_LEDGER + name: meta}, durable=True)
+        self._store.put_many({LEDGER_PREFIX + name: meta}, durable=True)
 
     def _allocate_ledger_id(self) -> int:
         if self._next_id >= self._id_limit:
