@@ -123,3 +123,62 @@ def test_a_seek_by_time_on_a_slow_disk_does_not_delay_other_topics(
     finally:
         release.set()
         client.close()
+
+
+def test_a_stalled_topic_load_does_not_delay_other_topics(
+    make_broker: Callable[..., ThreadedBroker], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Loading a topic (its ledger's recovery scan, its stored state) runs on the storage
+    threads: while one topic's load is stuck on its disk, a producer and a consumer on
+    another topic are served as usual, and the stuck one completes afterwards."""
+    slow_dirs: set[str] = set()
+    release = threading.Event()
+    real_open = segment_module.Segment.open_existing.__func__  # type: ignore[attr-defined]
+
+    def slow_open(cls: type[segment_module.Segment], directory: str, ledger_id: int) -> object:
+        if directory in slow_dirs:
+            release.wait(30)
+        return real_open(cls, directory, ledger_id)
+
+    monkeypatch.setattr(segment_module.Segment, "open_existing", classmethod(slow_open))
+    broker = make_broker()
+    client = pulsar.Client(broker.url, operation_timeout_seconds=30, logger=QUIET)
+    try:
+        producer = client.create_producer(SLOW, batching_enabled=False)
+        for i in range(5):
+            producer.send(b"slow-%d" % i)
+        producer.close()
+        service = broker.service
+        assert service is not None
+        slow_dirs.add(broker.call(lambda: service.topics[SLOW].ledger.directory))
+        broker.call(lambda: service.unload_topic(service.topics[SLOW]))  # next use reloads it
+
+        loaded: list[pulsar.Consumer] = []
+        loading = threading.Thread(target=lambda: loaded.append(client.subscribe(
+            SLOW, "s", initial_position=pulsar.InitialPosition.Earliest)))
+        loading.start()  # its topic's load is stuck on the slow disk
+        time.sleep(0.2)
+
+        began = time.monotonic()
+        consumer = client.subscribe(FAST, "s")
+        fast = client.create_producer(FAST, batching_enabled=False)
+        worst = 0.0
+        for i in range(20):
+            started = time.monotonic()
+            fast.send(b"fast-%d" % i)
+            assert consumer.receive(timeout_millis=5000).data() == b"fast-%d" % i
+            worst = max(worst, time.monotonic() - started)
+        whole = time.monotonic() - began
+        assert loading.is_alive() and not loaded and not release.is_set()
+        assert SLOW not in broker.call(lambda: list(service.topics))
+        assert worst < 1.0, f"a round trip on another topic took {worst:.2f}s during the stall"
+        assert whole < 5.0, f"subscribing and 20 round trips on another topic took {whole:.2f}s"
+
+        release.set()
+        loading.join(20)
+        assert loaded
+        got = [loaded[0].receive(timeout_millis=10_000).data() for _ in range(5)]
+        assert got == [b"slow-%d" % i for i in range(5)]
+    finally:
+        release.set()
+        client.close()

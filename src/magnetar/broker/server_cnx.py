@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from magnetar.broker.auth import binary as auth_binary
@@ -37,6 +38,7 @@ from magnetar.protocol.frames import (
 )
 from magnetar.protocol.peers import understands_reached_end_of_topic
 from magnetar.protocol.version import PROTOCOL_VERSION
+from magnetar.storage import StorageError
 
 if TYPE_CHECKING:
     from magnetar.broker.auth.service import Identity
@@ -115,6 +117,8 @@ class ServerCnx(asyncio.Protocol):
         self.supports_entry_metadata = False
         self.producers: dict[int, Producer] = {}
         self.consumers: dict[int, Consumer] = {}
+        # Producer/Subscribe requests waiting for their topic to load (see loaded_or_defer)
+        self.loading: set[asyncio.Task[None]] = set()
         self.pending_sends = 0
         max_pending = self.config.maxPendingPublishRequestsPerConnection
         self.max_pending_sends = max_pending if max_pending > 0 else _NO_LIMIT
@@ -202,15 +206,59 @@ class ServerCnx(asyncio.Protocol):
             if handler is None:
                 self._unsupported(cmd)
                 continue
+            self.run_handler(handler, cmd, frame)
+
+    def run_handler(self, handler: Callable[[pb.BaseCommand, Frame], None], cmd: pb.BaseCommand,
+                    frame: Frame) -> None:
+        """Run one command's handler; a refusal (BrokerError) or a bug becomes the error
+        reply to that command."""
+        kind = cmd.type
+        try:
+            handler(cmd, frame)
+        except BrokerError as exc:
+            log.info("%s: %s refused (%s): %s", self.peer, T.Type.Name(kind),
+                     pb.ServerError.Name(exc.code), exc)
+            self._reply_error(cmd, exc.code, str(exc))
+        except Exception:  # a bug must not take the other connections down
+            log.exception("%s: failed to handle %s", self.peer, T.Type.Name(kind))
+            self._reply_error(cmd, pb.UnknownError, "internal broker error")
+
+    def loaded_or_defer(self, topic: str, create: bool, handler: Callable[[pb.BaseCommand, Frame], None],
+                        cmd: pb.BaseCommand, frame: Frame) -> bool:
+        """Whether ``topic`` is loaded (or has nothing to load). If not, it is loaded off the
+        event loop (`BrokerService.load_topic`: its ledger's recovery scan and metadata
+        reads run on the storage threads) and ``handler`` runs again on ``cmd`` once it is:
+        a topic whose disk is slow then delays only the requests that need it."""
+        name = self.service.check_topic_name(topic)
+        if not name.is_persistent or str(name) in self.service.topics:
+            return True
+
+        async def load_then_handle() -> None:
             try:
-                handler(cmd, frame)
+                await self.service.load_topic(topic, create)
             except BrokerError as exc:
-                log.info("%s: %s refused (%s): %s", self.peer, T.Type.Name(kind),
-                         pb.ServerError.Name(exc.code), exc)
-                self._reply_error(cmd, exc.code, str(exc))
+                if not self.closed:
+                    log.info("%s: %s refused (%s): %s", self.peer, T.Type.Name(cmd.type),
+                             pb.ServerError.Name(exc.code), exc)
+                    self._reply_error(cmd, exc.code, str(exc))
+                return
+            except StorageError as exc:
+                log.error("%s: loading topic %s failed: %s", self.peer, topic, exc)
+                if not self.closed:
+                    self._reply_error(cmd, pb.ServiceNotReady, f"topic {topic} could not be loaded: {exc}")
+                return
             except Exception:  # a bug must not take the other connections down
-                log.exception("%s: failed to handle %s", self.peer, T.Type.Name(kind))
-                self._reply_error(cmd, pb.UnknownError, "internal broker error")
+                log.exception("%s: failed to load topic %s", self.peer, topic)
+                if not self.closed:
+                    self._reply_error(cmd, pb.UnknownError, "internal broker error")
+                return
+            if not self.closed:
+                self.run_handler(handler, cmd, frame)
+
+        task = asyncio.get_running_loop().create_task(load_then_handle())
+        self.loading.add(task)
+        task.add_done_callback(self.loading.discard)
+        return False
 
     # ------------------------------------------------------------------ backpressure
 
@@ -484,7 +532,8 @@ class ServerCnx(asyncio.Protocol):
         self.service.check_topic_name(req.topic)
         self.authorize(req.topic, PRODUCE)
         self.security.limits.check_producer(self, req.topic)
-        self.service.attacher.create_producer(self, req)
+        if self.loaded_or_defer(req.topic, True, self.handle_producer, cmd, frame):
+            self.service.attacher.create_producer(self, req)
 
     def on_producer_ready(self, producer: Producer, request_id: int) -> None:
         producer.ready = True
@@ -566,7 +615,8 @@ class ServerCnx(asyncio.Protocol):
         self.service.check_topic_name(req.topic)
         self.authorize(req.topic, CONSUME)
         self.security.limits.check_consumer(self, req.topic, req.subscription)
-        self.service.attacher.subscribe(self, req)
+        if self.loaded_or_defer(req.topic, req.force_topic_creation, self.handle_subscribe, cmd, frame):
+            self.service.attacher.subscribe(self, req)
 
     def on_consumer_ready(self, consumer: Consumer, request_id: int) -> None:
         self.consumers[consumer.consumer_id] = consumer

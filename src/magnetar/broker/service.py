@@ -48,7 +48,7 @@ from magnetar.broker.topic import NonPersistentTopic, PersistentTopic, Topic
 from magnetar.broker.topic_name import TopicName, ledger_name
 from magnetar.broker.topic_schemas import TopicSchemas
 from magnetar.protocol import pb
-from magnetar.storage import ManagedLedgerFactory, Position, StorageConfig
+from magnetar.storage import ManagedLedger, ManagedLedgerFactory, Position, StorageConfig
 
 log = logging.getLogger(__name__)
 
@@ -106,6 +106,8 @@ class BrokerService:
             + [key.split("/", 1)[1] for key in self.metadata.list("partitioned/")]
         )
         self.topics: dict[str, Topic] = {}
+        # topics a load_topic is loading (their ledger's scan on a storage thread): how many
+        self.loading: dict[str, int] = {}
         # schema rules for producers and consumers; producers and consumers joining topics
         self.topic_schemas = TopicSchemas(self)
         self.attacher = TopicAttacher(self)
@@ -260,12 +262,49 @@ class BrokerService:
         return self.get_topic(str(topic_name), create=True)
 
     def get_topic(self, name: str, create: bool = True) -> Topic:
+        """The loaded topic ``name``, loaded (or, with ``create`` and auto-creation,
+        created) if need be; TopicNotFound otherwise. A persistent topic's load runs on the
+        event loop here: client requests go through `load_topic` instead."""
+        topic_name, topic, auto_create = self.loaded_topic(name, create)
+        if topic is not None:
+            return topic
+        self.admit_persistent(topic_name, create, auto_create)
+        return self.attach_ledger(topic_name, self.storage.open(ledger_name(topic_name)))
+
+    async def load_topic(self, name: str, create: bool = True) -> Topic:
+        """`get_topic`, with a persistent topic's SQLite and disk work (its ``topics/``
+        key, the ledger's directory, recovery scan and stored cursors) on the storage's
+        ``readers`` threads, so a topic whose disk stalls holds up only its own clients.
+        Building the topic (and its dedup replay) stays on the loop."""
+        topic_name, topic, auto_create = self.loaded_topic(name, create)
+        if topic is not None:
+            return topic
+        key = str(topic_name)
+        self.loading[key] = self.loading.get(key, 0) + 1
+        try:
+            loop = asyncio.get_running_loop()
+            await loop.run_in_executor(
+                self.storage.readers, self.admit_persistent, topic_name, create, auto_create
+            )
+            ledger = await self.storage.open_async(ledger_name(topic_name))
+        finally:
+            if self.loading[key] == 1:
+                del self.loading[key]
+            else:
+                self.loading[key] -= 1
+        topic = self.topics.get(key)  # loaded by someone else meanwhile?
+        return topic if topic is not None else self.attach_ledger(topic_name, ledger)
+
+    def loaded_topic(self, name: str, create: bool) -> tuple[TopicName, Topic | None, bool]:
+        """(parsed name, the loaded topic or None, whether the namespace auto-creates
+        topics). A non-persistent topic is created here (it has nothing to load);
+        TopicNotFound when it may not be."""
         topic_name = self.check_topic_name(name)
         key = str(topic_name)
         topic = self.topics.get(key)
         if topic is not None:
             self.housekeeping.touch(key)
-            return topic
+            return topic_name, topic, True
         auto_create = self.policies.get(topic_name.namespace).allow_auto_topic_creation
         if not topic_name.is_persistent:
             if not create and not auto_create:
@@ -273,21 +312,30 @@ class BrokerService:
             topic = NonPersistentTopic(self, topic_name)
             self.topics[key] = topic
             self.housekeeping.touch(key)
-            return topic
-        known = self.metadata.get(f"topics/{key}") is not None
-        if not known:
-            if not (create and auto_create):
-                raise BrokerError(
-                    pb.TopicNotFound,
-                    f"topic {key} does not exist; create it or set allowAutoTopicCreation=true",
-                )
-            base = topic_name.partitioned_base if topic_name.is_partition else None
-            if base is None and self.metadata.get(f"partitioned/{key}") is not None:
-                raise BrokerError(
-                    pb.TopicNotFound, f"{key} is a partitioned topic: use its -partition-N topics"
-                )
-            self.metadata.put(f"topics/{key}", {"created": time.time()})
-        ledger = self.storage.open(ledger_name(topic_name))
+        return topic_name, topic, auto_create
+
+    def admit_persistent(self, topic_name: TopicName, create: bool, auto_create: bool) -> None:
+        """Check that a persistent topic exists, or record it when it may be created
+        (TopicNotFound otherwise). Only metadata store calls: safe in a worker thread."""
+        key = str(topic_name)
+        if self.metadata.get(f"topics/{key}") is not None:
+            return
+        if not (create and auto_create):
+            raise BrokerError(
+                pb.TopicNotFound,
+                f"topic {key} does not exist; create it or set allowAutoTopicCreation=true",
+            )
+        base = topic_name.partitioned_base if topic_name.is_partition else None
+        if base is None and self.metadata.get(f"partitioned/{key}") is not None:
+            raise BrokerError(
+                pb.TopicNotFound, f"{key} is a partitioned topic: use its -partition-N topics"
+            )
+        self.metadata.put(f"topics/{key}", {"created": time.time()})
+
+    def attach_ledger(self, topic_name: TopicName, ledger: ManagedLedger) -> PersistentTopic:
+        """Build and register a persistent topic over its opened ledger, with a subscription
+        per stored cursor."""
+        key = str(topic_name)
         topic = PersistentTopic(self, topic_name, ledger)
         self.topics[key] = topic
         self.housekeeping.touch(key)

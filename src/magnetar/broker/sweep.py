@@ -28,7 +28,9 @@ keeps its cost bounded with thousands of idle topics:
 Concurrency: loading, housekeeping and unloading one topic happen in one synchronous step on
 the event loop, so no client request runs in between. A client that asked for the topic
 before sees it loaded (the sweep skips it); one that asks after loads it again, as after any
-unload. The ledger is only ever opened through `get_topic`, never twice.
+unload. The ledger is only ever opened through `get_topic`, never twice. A topic a client's
+`load_topic` is loading (`service.loading`: its ledger's scan runs on a storage thread) is
+left alone like a loaded one.
 """
 
 from __future__ import annotations
@@ -226,9 +228,10 @@ class IdleTopicSweeper:
 
     def sweep_topic(self, name: str, now: float | None = None) -> bool:
         """Load ``name``, housekeep it as a loaded topic, note its next due time and unload
-        it, in one synchronous step. False if it is loaded (or gone) and was left alone."""
+        it, in one synchronous step. False if it is loaded, being loaded (or gone) and was
+        left alone."""
         service = self.service
-        if name in service.topics:
+        if name in service.topics or name in service.loading:
             return False
         now = time.time() if now is None else now
         try:
