@@ -125,33 +125,44 @@ def test_a_seek_by_time_on_a_slow_disk_does_not_delay_other_topics(
         client.close()
 
 
+@pytest.mark.parametrize("settings", [
+    {},
+    {"brokerDeduplicationEnabled": True,
+     "brokerEntryMetadataInterceptors": "org.apache.pulsar.common.intercept.AppendIndexMetadataInterceptor"},
+], ids=["plain", "dedup-replay-and-entry-index"])
 def test_a_stalled_topic_load_does_not_delay_other_topics(
-    make_broker: Callable[..., ThreadedBroker], monkeypatch: pytest.MonkeyPatch
+    make_broker: Callable[..., ThreadedBroker], monkeypatch: pytest.MonkeyPatch,
+    stalled_reads: tuple[set[str], threading.Event], settings: dict[str, object],
 ) -> None:
-    """Loading a topic (its ledger's recovery scan, its stored state) runs on the storage
-    threads: while one topic's load is stuck on its disk, a producer and a consumer on
-    another topic are served as usual, and the stuck one completes afterwards."""
-    slow_dirs: set[str] = set()
-    release = threading.Event()
+    """Loading a topic (its ledger's recovery scan and stored state; with dedup, the
+    snapshot and the entries replayed after it; with entry metadata, the last entry) runs
+    on the storage threads: while one topic's load is stuck on its disk, a producer and a
+    consumer on another topic are served as usual, and the stuck one completes afterwards."""
+    slow_dirs, release = stalled_reads
     real_open = segment_module.Segment.open_existing.__func__  # type: ignore[attr-defined]
 
+    stall_open = not settings  # with dedup, the ledger opens and its reads are what stall
+
     def slow_open(cls: type[segment_module.Segment], directory: str, ledger_id: int) -> object:
-        if directory in slow_dirs:
+        if stall_open and directory in slow_dirs:
             release.wait(30)
         return real_open(cls, directory, ledger_id)
 
     monkeypatch.setattr(segment_module.Segment, "open_existing", classmethod(slow_open))
-    broker = make_broker()
+    broker = make_broker(managedLedgerCacheSizeMB=0, **settings)
     client = pulsar.Client(broker.url, operation_timeout_seconds=30, logger=QUIET)
     try:
-        producer = client.create_producer(SLOW, batching_enabled=False)
+        producer = client.create_producer(SLOW, batching_enabled=False, producer_name="p")
+        service = broker.service
+        assert service is not None
+        snapshot = broker.call(service.metadata.get, f"dedup/{SLOW}")
         for i in range(5):
             producer.send(b"slow-%d" % i)
         producer.close()
-        service = broker.service
-        assert service is not None
         slow_dirs.add(broker.call(lambda: service.topics[SLOW].ledger.directory))
         broker.call(lambda: service.unload_topic(service.topics[SLOW]))  # next use reloads it
+        if snapshot is not None:  # as after a crash: the 5 entries are replayed on load
+            broker.call(service.metadata.put, f"dedup/{SLOW}", snapshot)
 
         loaded: list[pulsar.Consumer] = []
         loading = threading.Thread(target=lambda: loaded.append(client.subscribe(
@@ -179,6 +190,11 @@ def test_a_stalled_topic_load_does_not_delay_other_topics(
         assert loaded
         got = [loaded[0].receive(timeout_millis=10_000).data() for _ in range(5)]
         assert got == [b"slow-%d" % i for i in range(5)]
+        if snapshot is not None:
+            topic = broker.call(lambda: service.topics[SLOW])
+            assert broker.call(topic.last_sequence_id, "p") == 4
+            assert broker.call(lambda: topic.dedup_unsaved) == 5
+            assert broker.call(lambda: topic.entry_index) == 5
     finally:
         release.set()
         client.close()

@@ -32,7 +32,7 @@ from magnetar.broker.attach import TopicAttacher
 from magnetar.broker.backlog_quota import BacklogQuotaManager
 from magnetar.broker.compaction import Compactor
 from magnetar.broker.config import BrokerConfig
-from magnetar.broker.dedup_snapshot import DedupSnapshots
+from magnetar.broker.dedup_snapshot import DedupSnapshots, Restored
 from magnetar.broker.errors import BrokerError
 from magnetar.broker.housekeeping import Housekeeping
 from magnetar.broker.listeners import Listeners
@@ -44,11 +44,17 @@ from magnetar.broker.security import BrokerSecurity
 from magnetar.broker.server_cnx import PublishBuffer, ServerCnx
 from magnetar.broker.subscription import PersistentSubscription
 from magnetar.broker.sweep import IdleTopicSweeper
-from magnetar.broker.topic import NonPersistentTopic, PersistentTopic, Topic
+from magnetar.broker.topic import NonPersistentTopic, PersistentTopic, Topic, load_entry_index_async
 from magnetar.broker.topic_name import TopicName, ledger_name
 from magnetar.broker.topic_schemas import TopicSchemas
 from magnetar.protocol import pb
-from magnetar.storage import ManagedLedger, ManagedLedgerFactory, Position, StorageConfig
+from magnetar.storage import (
+    LedgerClosedError,
+    ManagedLedger,
+    ManagedLedgerFactory,
+    Position,
+    StorageConfig,
+)
 
 log = logging.getLogger(__name__)
 
@@ -112,7 +118,7 @@ class BrokerService:
         self.topic_schemas = TopicSchemas(self)
         self.attacher = TopicAttacher(self)
         # per-topic dedup state, persisted; message TTL; backlog quotas
-        self.dedup_snapshots = DedupSnapshots(self.metadata, config)
+        self.dedup_snapshots = DedupSnapshots(self.metadata, config, self.storage.readers)
         self.expirer = MessageExpirer()
         self.backlog_quota = BacklogQuotaManager(self.policies, self.expirer)
         # the periodic work, and housekeeping of the persistent topics that are not loaded
@@ -273,9 +279,10 @@ class BrokerService:
 
     async def load_topic(self, name: str, create: bool = True) -> Topic:
         """`get_topic`, with a persistent topic's SQLite and disk work (its ``topics/``
-        key, the ledger's directory, recovery scan and stored cursors) on the storage's
-        ``readers`` threads, so a topic whose disk stalls holds up only its own clients.
-        Building the topic (and its dedup replay) stays on the loop."""
+        key, the ledger's directory, recovery scan and stored cursors, the dedup snapshot
+        and the entries replayed after it, the last entry's broker entry index) on the
+        storage's ``readers`` threads, so a topic whose disk stalls holds up only its own
+        clients. Only building the topic from what was read runs on the loop."""
         topic_name, topic, auto_create = self.loaded_topic(name, create)
         if topic is not None:
             return topic
@@ -287,13 +294,23 @@ class BrokerService:
                 self.storage.readers, self.admit_persistent, topic_name, create, auto_create
             )
             ledger = await self.storage.open_async(ledger_name(topic_name))
+            restored = entry_index = None
+            if key not in self.topics:
+                if self.policies.get(topic_name.namespace).deduplication_enabled:
+                    restored = await self.dedup_snapshots.restore_async(key, ledger)
+                if self.config.entry_metadata_enabled:
+                    entry_index = await load_entry_index_async(ledger)
         finally:
             if self.loading[key] == 1:
                 del self.loading[key]
             else:
                 self.loading[key] -= 1
         topic = self.topics.get(key)  # loaded by someone else meanwhile?
-        return topic if topic is not None else self.attach_ledger(topic_name, ledger)
+        if topic is not None:
+            return topic
+        if not ledger.is_open:
+            raise LedgerClosedError(f"the ledger of {key} was closed while the topic was loading")
+        return self.attach_ledger(topic_name, ledger, restored, entry_index)
 
     def loaded_topic(self, name: str, create: bool) -> tuple[TopicName, Topic | None, bool]:
         """(parsed name, the loaded topic or None, whether the namespace auto-creates
@@ -332,11 +349,13 @@ class BrokerService:
             )
         self.metadata.put(f"topics/{key}", {"created": time.time()})
 
-    def attach_ledger(self, topic_name: TopicName, ledger: ManagedLedger) -> PersistentTopic:
+    def attach_ledger(self, topic_name: TopicName, ledger: ManagedLedger,
+                      restored: Restored | None = None,
+                      entry_index: int | None = None) -> PersistentTopic:
         """Build and register a persistent topic over its opened ledger, with a subscription
-        per stored cursor."""
+        per stored cursor (``restored``, ``entry_index``: see `PersistentTopic`)."""
         key = str(topic_name)
-        topic = PersistentTopic(self, topic_name, ledger)
+        topic = PersistentTopic(self, topic_name, ledger, restored, entry_index)
         self.topics[key] = topic
         self.housekeeping.touch(key)
         for sub_name, cursor in ledger.cursors().items():

@@ -25,6 +25,8 @@ from magnetar.protocol.errors import ProtocolError
 from magnetar.protocol.frames import peek_metadata
 
 if TYPE_CHECKING:
+    from magnetar.broker.dedup import MessageDeduplication
+    from magnetar.broker.dedup_snapshot import Restored
     from magnetar.broker.service import BrokerService
     from magnetar.broker.subscription import Subscription
     from magnetar.storage import ManagedLedger, Position
@@ -66,9 +68,21 @@ def split_entry(data: bytes) -> tuple[bytes | None, bytes]:
 def load_entry_index(ledger: ManagedLedger) -> int:
     """The next broker entry index of a ledger (entries carry the index of their last message)."""
     last = ledger.last_confirmed()
+    return 0 if last is None else entry_index_after(ledger.read(last))
+
+
+async def load_entry_index_async(ledger: ManagedLedger) -> int:
+    """`load_entry_index`, reading the last entry from the cache or on the reader threads."""
+    last = ledger.last_confirmed()
     if last is None:
         return 0
-    bem_raw, _ = split_entry(ledger.read(last))
+    found = ledger.read_cached(last, 1) or await ledger.read_cold(last, 1)
+    return entry_index_after(found[0][1]) if found and found[0][0] == last else load_entry_index(ledger)
+
+
+def entry_index_after(entry: bytes) -> int:
+    """The broker entry index that follows a stored entry (0 without one)."""
+    bem_raw, _ = split_entry(entry)
     if bem_raw is None:
         return 0
     bem = pb.BrokerEntryMetadata.FromString(bem_raw)
@@ -177,7 +191,10 @@ class Topic:
 class PersistentTopic(Topic):
     """A topic whose entries live in a ManagedLedger; subscriptions have durable cursors."""
 
-    def __init__(self, service: BrokerService, name: TopicName, ledger: ManagedLedger) -> None:
+    def __init__(self, service: BrokerService, name: TopicName, ledger: ManagedLedger,
+                 restored: Restored | None = None, entry_index: int | None = None) -> None:
+        """``restored`` / ``entry_index``: the dedup state and next entry index when the
+        caller read them already (`BrokerService.load_topic`, off the loop); else read here."""
         super().__init__(service, name)
         self.ledger = ledger
         self.terminated = ledger.is_terminated
@@ -185,9 +202,13 @@ class PersistentTopic(Topic):
         # dedup_unsaved entries (replayed from the ledger after a crash).
         self.dedup_position: Position | None = None
         self.dedup_unsaved = 0
-        dedup_on = service.policies.get(name.namespace).deduplication_enabled
-        self.dedup = service.dedup_snapshots.load(self) if dedup_on else None
-        self.entry_index = load_entry_index(ledger) if service.config.entry_metadata_enabled else -1
+        self.dedup: MessageDeduplication | None = None
+        if service.policies.get(name.namespace).deduplication_enabled:
+            snapshots = service.dedup_snapshots
+            self.dedup = snapshots.load(self) if restored is None else snapshots.apply(self, restored)
+        self.entry_index = -1
+        if service.config.entry_metadata_enabled:
+            self.entry_index = load_entry_index(ledger) if entry_index is None else entry_index
         self.last_publish_error: str | None = None
         self._notify_scheduled = False
         # After a failed append (disk full, I/O error) new producers are refused until

@@ -771,6 +771,11 @@ class ManagedLedger:
 
     # ------------------------------------------------------------------ lifecycle
     @property
+    def is_open(self) -> bool:
+        """False once the ledger is closed or deleted."""
+        return self._state == "open"
+
+    @property
     def is_terminated(self) -> bool:
         return self._terminated
 
