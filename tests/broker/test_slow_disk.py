@@ -4,6 +4,7 @@ topic on the same broker keeps its latency, and the stalled one catches up after
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -198,3 +199,72 @@ def test_a_stalled_topic_load_does_not_delay_other_topics(
     finally:
         release.set()
         client.close()
+
+
+def test_a_stalled_metadata_store_read_delays_only_its_own_request(
+    make_broker: Callable[..., ThreadedBroker],
+) -> None:
+    """PartitionedMetadata and GetTopicsOfNamespace read the metadata store on the storage
+    threads: while those reads stall (one topic's key, one namespace listing), requests on
+    other topics are served as usual, and the stalled ones are answered afterwards."""
+    broker = make_broker()
+    service = broker.service
+    assert service is not None
+    store = service.metadata
+    release = threading.Event()
+    stalled: list[str] = []
+    real_get, real_list = store.get, store.list
+
+    def slow_get(key: str) -> object:
+        if "stalled-topic" in key and not release.is_set():
+            stalled.append(key)
+            release.wait(30)
+        return real_get(key)
+
+    def slow_list(prefix: str) -> object:
+        if prefix.startswith("topics/persistent://") and not release.is_set():
+            stalled.append(prefix)
+            release.wait(30)
+        return real_list(prefix)
+
+    broker.call(setattr, store, "get", slow_get)
+    broker.call(setattr, store, "list", slow_list)
+    client = pulsar.Client(broker.url, operation_timeout_seconds=30, logger=QUIET)
+    try:
+        created: list[pulsar.Producer] = []
+        creating = threading.Thread(target=lambda: created.append(
+            client.create_producer("persistent://public/default/stalled-topic")))
+        listed: list[pulsar.Consumer] = []
+        listing = threading.Thread(target=lambda: listed.append(client.subscribe(
+            re.compile("persistent://public/default/pattern-.*"), "s")))
+        creating.start()
+        listing.start()
+        deadline = time.monotonic() + 10
+        while len(stalled) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert len(stalled) >= 2, stalled
+
+        began = time.monotonic()
+        consumer = client.subscribe(FAST, "s")
+        fast = client.create_producer(FAST, batching_enabled=False)
+        worst = 0.0
+        for i in range(20):
+            started = time.monotonic()
+            fast.send(b"fast-%d" % i)
+            assert consumer.receive(timeout_millis=5000).data() == b"fast-%d" % i
+            worst = max(worst, time.monotonic() - started)
+        whole = time.monotonic() - began
+        assert creating.is_alive() and listing.is_alive() and not created and not listed
+        assert worst < 1.0, f"a round trip on another topic took {worst:.2f}s during the stall"
+        assert whole < 5.0, f"subscribing and 20 round trips on another topic took {whole:.2f}s"
+
+        release.set()
+        creating.join(20)
+        listing.join(20)
+        assert created and listed
+        created[0].send(b"after the stall")
+    finally:
+        release.set()
+        client.close()
+        broker.call(delattr, store, "get")
+        broker.call(delattr, store, "list")

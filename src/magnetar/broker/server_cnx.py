@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
 from magnetar.broker.auth import binary as auth_binary
@@ -117,8 +117,8 @@ class ServerCnx(asyncio.Protocol):
         self.supports_entry_metadata = False
         self.producers: dict[int, Producer] = {}
         self.consumers: dict[int, Consumer] = {}
-        # Producer/Subscribe requests waiting for their topic to load (see loaded_or_defer)
-        self.loading: set[asyncio.Task[None]] = set()
+        # commands finishing off the event loop (run_async, loaded_or_defer)
+        self.pending_tasks: set[asyncio.Task[None]] = set()
         self.pending_sends = 0
         max_pending = self.config.maxPendingPublishRequestsPerConnection
         self.max_pending_sends = max_pending if max_pending > 0 else _NO_LIMIT
@@ -223,6 +223,28 @@ class ServerCnx(asyncio.Protocol):
             log.exception("%s: failed to handle %s", self.peer, T.Type.Name(kind))
             self._reply_error(cmd, pb.UnknownError, "internal broker error")
 
+    def run_async(self, cmd: pb.BaseCommand, work: Coroutine[Any, Any, None]) -> None:
+        """Finish a command in a task (its storage or metadata work runs off the loop); as
+        in `run_handler`, a refusal or a bug becomes the error reply. Nothing is sent once
+        the connection is closed."""
+
+        async def run() -> None:
+            try:
+                await work
+            except BrokerError as exc:
+                if not self.closed:
+                    log.info("%s: %s refused (%s): %s", self.peer, T.Type.Name(cmd.type),
+                             pb.ServerError.Name(exc.code), exc)
+                    self._reply_error(cmd, exc.code, str(exc))
+            except Exception:  # a bug must not take the other connections down
+                log.exception("%s: failed to handle %s", self.peer, T.Type.Name(cmd.type))
+                if not self.closed:
+                    self._reply_error(cmd, pb.UnknownError, "internal broker error")
+
+        task = self.loop.create_task(run())
+        self.pending_tasks.add(task)
+        task.add_done_callback(self.pending_tasks.discard)
+
     def loaded_or_defer(self, topic: str, create: bool, handler: Callable[[pb.BaseCommand, Frame], None],
                         cmd: pb.BaseCommand, frame: Frame) -> bool:
         """Whether ``topic`` is loaded (or has nothing to load). If not, it is loaded off the
@@ -236,28 +258,15 @@ class ServerCnx(asyncio.Protocol):
         async def load_then_handle() -> None:
             try:
                 await self.service.load_topic(topic, create)
-            except BrokerError as exc:
-                if not self.closed:
-                    log.info("%s: %s refused (%s): %s", self.peer, T.Type.Name(cmd.type),
-                             pb.ServerError.Name(exc.code), exc)
-                    self._reply_error(cmd, exc.code, str(exc))
-                return
             except StorageError as exc:
                 log.error("%s: loading topic %s failed: %s", self.peer, topic, exc)
                 if not self.closed:
                     self._reply_error(cmd, pb.ServiceNotReady, f"topic {topic} could not be loaded: {exc}")
                 return
-            except Exception:  # a bug must not take the other connections down
-                log.exception("%s: failed to load topic %s", self.peer, topic)
-                if not self.closed:
-                    self._reply_error(cmd, pb.UnknownError, "internal broker error")
-                return
             if not self.closed:
                 self.run_handler(handler, cmd, frame)
 
-        task = asyncio.get_running_loop().create_task(load_then_handle())
-        self.loading.add(task)
-        task.add_done_callback(self.loading.discard)
+        self.run_async(cmd, load_then_handle())
         return False
 
     # ------------------------------------------------------------------ backpressure
@@ -488,18 +497,32 @@ class ServerCnx(asyncio.Protocol):
         try:
             self.service.check_topic_name(req.topic)
             self.authorize(req.topic, LOOKUP)
-            partitions = self.service.partitioned_metadata(req.topic)
         except BrokerError as exc:
+            self.send_partitioned_metadata(req.request_id, exc)
+            return
+
+        async def answer() -> None:  # the metadata store is read off the event loop
+            try:
+                partitions = await self.service.partitioned_metadata_async(req.topic)
+            except BrokerError as exc:
+                self.send_partitioned_metadata(req.request_id, exc)
+            else:
+                self.send_partitioned_metadata(req.request_id, partitions)
+
+        self.run_async(cmd, answer())
+
+    def send_partitioned_metadata(self, request_id: int, outcome: int | BrokerError) -> None:
+        if isinstance(outcome, BrokerError):
             resp = pb.CommandPartitionedTopicMetadataResponse(
-                request_id=req.request_id,
+                request_id=request_id,
                 response=pb.CommandPartitionedTopicMetadataResponse.Failed,
-                error=exc.code,
-                message=str(exc),
+                error=outcome.code,
+                message=str(outcome),
             )
         else:
             resp = pb.CommandPartitionedTopicMetadataResponse(
-                request_id=req.request_id,
-                partitions=partitions,
+                request_id=request_id,
+                partitions=outcome,
                 response=pb.CommandPartitionedTopicMetadataResponse.Success,
             )
         self.send(T(type=T.PARTITIONED_METADATA_RESPONSE, partitionMetadataResponse=resp))
@@ -511,13 +534,17 @@ class ServerCnx(asyncio.Protocol):
             self.security.authorization.check_namespace(
                 identity.role if identity else None,
                 identity.original_principal if identity else None, req.namespace, self.peer)
-        topics, filtered = self.service.topics_of_namespace(
-            req.namespace, req.mode, req.topics_pattern if req.HasField("topics_pattern") else None
-        )
-        resp = pb.CommandGetTopicsOfNamespaceResponse(
-            request_id=req.request_id, topics=topics, filtered=filtered, changed=True
-        )
-        self.send(T(type=T.GET_TOPICS_OF_NAMESPACE_RESPONSE, getTopicsOfNamespaceResponse=resp))
+
+        async def answer() -> None:  # the metadata store is listed off the event loop
+            topics, filtered = await self.service.topics_of_namespace_async(
+                req.namespace, req.mode, req.topics_pattern if req.HasField("topics_pattern") else None
+            )
+            resp = pb.CommandGetTopicsOfNamespaceResponse(
+                request_id=req.request_id, topics=topics, filtered=filtered, changed=True
+            )
+            self.send(T(type=T.GET_TOPICS_OF_NAMESPACE_RESPONSE, getTopicsOfNamespaceResponse=resp))
+
+        self.run_async(cmd, answer())
 
     # ------------------------------------------------------------------ producers
 

@@ -38,7 +38,7 @@ from magnetar.broker.housekeeping import Housekeeping
 from magnetar.broker.listeners import Listeners
 from magnetar.broker.message_expiry import MessageExpirer
 from magnetar.broker.namespaces import NamespaceRegistry
-from magnetar.broker.policies import PolicyStore
+from magnetar.broker.policies import Policies, PolicyStore
 from magnetar.broker.schema_registry import SchemaRegistry
 from magnetar.broker.security import BrokerSecurity
 from magnetar.broker.server_cnx import PublishBuffer, ServerCnx
@@ -57,6 +57,9 @@ from magnetar.storage import (
 )
 
 log = logging.getLogger(__name__)
+
+# GetTopicsOfNamespace modes that list the persistent topics
+_PERSISTENT_MODES = (pb.CommandGetTopicsOfNamespace.PERSISTENT, pb.CommandGetTopicsOfNamespace.ALL)
 
 RE2_QUIET = re2.Options()
 RE2_QUIET.log_errors = False  # a client's bad pattern is its own business, not the log's
@@ -237,14 +240,30 @@ class BrokerService:
         return topic_name
 
     def partitioned_metadata(self, name: str) -> int:
+        """The number of partitions of a topic (0: not partitioned), auto-creating a
+        partitioned topic when the namespace says so."""
         topic_name = self.check_topic_name(name)
         if topic_name.is_partition:
             return 0
-        key = f"partitioned/{topic_name}"
-        meta = self.metadata.get(key)
+        return self.stored_partitions(topic_name, self.policies.get(topic_name.namespace))
+
+    async def partitioned_metadata_async(self, name: str) -> int:
+        """`partitioned_metadata` with its metadata store calls on the storage's threads."""
+        topic_name = self.check_topic_name(name)
+        if topic_name.is_partition:
+            return 0
+        policies = self.policies.get(topic_name.namespace)
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(
+            self.storage.readers, self.stored_partitions, topic_name, policies
+        )
+
+    def stored_partitions(self, topic_name: TopicName, policies: Policies) -> int:
+        """The stored partition count of a topic (or the one auto-creation gives it now).
+        Only metadata store calls: safe in a worker thread."""
+        meta = self.metadata.get(f"partitioned/{topic_name}")
         if meta is not None:
             return int(meta["partitions"])
-        policies = self.policies.get(topic_name.namespace)
         if (
             policies.allow_auto_topic_creation
             and policies.auto_topic_creation_type == "partitioned"
@@ -365,13 +384,37 @@ class BrokerService:
     def topics_of_namespace(
         self, namespace: str, mode: int, pattern: str | None
     ) -> tuple[list[str], bool]:
+        """The topics of a namespace (GetTopicsOfNamespace's ``mode``), filtered by
+        ``pattern`` when RE2 can run it; (names, whether the pattern was applied)."""
+        stored = self.stored_topic_names() if mode in _PERSISTENT_MODES else set()
+        return self.namespace_topics(stored, namespace, mode, pattern)
+
+    async def topics_of_namespace_async(
+        self, namespace: str, mode: int, pattern: str | None
+    ) -> tuple[list[str], bool]:
+        """`topics_of_namespace` with the metadata store listing on the storage's threads."""
+        stored: set[str] = set()
+        if mode in _PERSISTENT_MODES:
+            loop = asyncio.get_running_loop()
+            stored = await loop.run_in_executor(self.storage.readers, self.stored_topic_names)
+        return self.namespace_topics(stored, namespace, mode, pattern)
+
+    def stored_topic_names(self) -> set[str]:
+        """Every persistent topic the metadata store knows, partitions of partitioned topics
+        included. Only metadata store calls: safe in a worker thread."""
         names: set[str] = set()
-        if mode in (pb.CommandGetTopicsOfNamespace.PERSISTENT, pb.CommandGetTopicsOfNamespace.ALL):
-            for key in self.metadata.list("topics/persistent://"):
-                names.add(key[len("topics/"):])
-            for key, meta in self.metadata.list("partitioned/persistent://").items():
-                base = key[len("partitioned/"):]
-                names.update(f"{base}-partition-{i}" for i in range(int(meta["partitions"])))
+        for key in self.metadata.list("topics/persistent://"):
+            names.add(key[len("topics/"):])
+        for key, meta in self.metadata.list("partitioned/persistent://").items():
+            base = key[len("partitioned/"):]
+            names.update(f"{base}-partition-{i}" for i in range(int(meta["partitions"])))
+        return names
+
+    def namespace_topics(
+        self, stored: set[str], namespace: str, mode: int, pattern: str | None
+    ) -> tuple[list[str], bool]:
+        """`topics_of_namespace` given the stored persistent topic names."""
+        names = set(stored)
         if mode in (pb.CommandGetTopicsOfNamespace.NON_PERSISTENT, pb.CommandGetTopicsOfNamespace.ALL):
             names.update(n for n in self.topics if n.startswith("non-persistent://"))
         wanted = [n for n in names if TopicName.parse(n).namespace == namespace]
