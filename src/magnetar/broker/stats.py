@@ -100,7 +100,7 @@ def topic_stats(topic: Topic, rates: RateTracker) -> dict[str, Any]:
     storage = backlog_size = 0
     if isinstance(topic, PersistentTopic):
         storage = topic.ledger.size_bytes()
-        backlog_size = topic.service.backlog_bytes(topic)[0]
+        backlog_size = topic.service.backlog_quota.backlog_bytes(topic)[0]
     out_msgs = sum(s["msgOutCounter"] for s in subscriptions.values())
     out_bytes = sum(s["bytesOutCounter"] for s in subscriptions.values())
     return {

@@ -77,7 +77,7 @@ class PersistentSubscription:
                     f"subscription {self.name} is of type {SubType.SubType.Name(self.dispatcher.sub_type)}; "
                     f"a {SubType.SubType.Name(sub_type)} consumer cannot join it",
                 )
-            self._close_dispatcher()
+            self.close_dispatcher()
         if self.dispatcher is None:
             self.dispatcher = self._new_dispatcher(sub_type, key_shared_meta)
         if isinstance(self.dispatcher, KeySharedDispatcher):
@@ -92,7 +92,7 @@ class PersistentSubscription:
             return SharedDispatcher(self, sub_type)
         return KeySharedDispatcher(self, sub_type, meta)
 
-    def _close_dispatcher(self) -> None:
+    def close_dispatcher(self) -> None:
         if isinstance(self.dispatcher, SharedDispatcher):
             self.dispatcher.close()
         self.dispatcher = None
@@ -263,7 +263,7 @@ class PersistentSubscription:
             )
         if self.dispatcher is not None:
             self.dispatcher.remove_consumer(consumer)
-            self._close_dispatcher()
+            self.close_dispatcher()
         self.topic.delete_subscription(self.name)
 
     def stats(self) -> dict[str, Any]:
