@@ -170,6 +170,79 @@ def test_lookup_flood_beyond_the_limit_gets_too_many_requests(make_broker: Any) 
     round_trip(broker.url, None)
 
 
+def test_partitioned_metadata_holds_its_slot_until_it_is_answered(make_broker: Any) -> None:
+    """The metadata store is read off the event loop: the request keeps its lookup slot
+    while that read is stalled, so a lookup meanwhile is over the limit of 1."""
+    broker = make_broker(maxConcurrentLookupRequest=1)
+    limits = broker.service.security.limits
+    store = broker.service.metadata
+    release, stalled = threading.Event(), threading.Event()
+    real_get = store.get
+
+    def slow_get(key: str) -> object:
+        if "held-slot" in key and not release.is_set():
+            stalled.set()
+            release.wait(30)
+        return real_get(key)
+
+    broker.call(setattr, store, "get", slow_get)
+    try:
+        with RawClient.for_url(broker.url, timeout=30) as raw:
+            raw.connect()
+            raw.send_bytes(encode_command(command(
+                "PARTITIONED_METADATA", topic="persistent://public/default/held-slot", request_id=1)))
+            assert stalled.wait(10), "the metadata read was never made"
+            assert raw.is_alive()  # other output on the connection does not free the slot
+            raw.send_bytes(encode_command(command("LOOKUP", topic=new_topic(), request_id=2)))
+            assert _lookup_answers(raw, 1) == {2: (T.LOOKUP_RESPONSE, pb.TooManyRequests)}
+            release.set()
+            assert _lookup_answers(raw, 1) == {1: (T.PARTITIONED_METADATA_RESPONSE, None)}
+            wait_until(lambda: limits.lookups_in_progress == 0, 10, "the lookup slot to be free")
+            raw.send_bytes(encode_command(command("LOOKUP", topic=new_topic(), request_id=3)))
+            assert _lookup_answers(raw, 1) == {3: (T.LOOKUP_RESPONSE, None)}
+    finally:
+        release.set()
+
+
+def test_topic_loads_past_the_limit_wait_for_a_slot(make_broker: Any) -> None:
+    """maxConcurrentTopicLoadRequest=1: while one topic's load is stalled, another topic's
+    load waits; both complete once the first is released."""
+    broker = make_broker(maxConcurrentTopicLoadRequest=1)
+    service = broker.service
+    release, stalled = threading.Event(), threading.Event()
+    real_admit = service.admit_persistent
+
+    def slow_admit(*args: Any) -> object:
+        if "stuck-load" in str(args[0]) and not release.is_set():
+            stalled.set()
+            release.wait(30)
+        return real_admit(*args)
+
+    broker.call(setattr, service, "admit_persistent", slow_admit)
+    client = pulsar.Client(broker.url, operation_timeout_seconds=30, logger=pulsar.ConsoleLogger(
+        pulsar.LoggerLevel.Error))
+    try:
+        made: dict[str, pulsar.Producer] = {}
+        threads = [threading.Thread(target=lambda name=name: made.__setitem__(
+            name, client.create_producer(f"persistent://public/default/{name}")))
+            for name in ("stuck-load", "waiting-load")]
+        threads[0].start()
+        assert stalled.wait(10), "the first load never started"
+        threads[1].start()
+        wait_until(lambda: broker.call(lambda: service.topic_load_slots._waiters is not None
+                                       and len(service.topic_load_slots._waiters) == 1),
+                   10, "the second load to wait for a slot")
+        assert not made
+        release.set()
+        for thread in threads:
+            thread.join(30)
+        assert set(made) == {"stuck-load", "waiting-load"}
+        made["waiting-load"].send(b"loaded after the first")
+    finally:
+        release.set()
+        client.close()
+
+
 def test_official_client_through_lookup_floods(make_broker: Any) -> None:
     """Floods on two other connections meanwhile. The official client (C++ 3.13) does not
     retry a lookup refused with TooManyRequests (TooManyLookupRequestException is fatal to

@@ -10,15 +10,13 @@
   ``magnetarMaxConsumersPerConnection`` (ProducerBusy / ConsumerBusy).
 - ``maxConcurrentLookupRequest``: lookups and partitioned-metadata requests in progress
   across the broker (both ports, and HTTP lookups). One past the limit is answered at once
-  with ServerError ``TooManyRequests`` (the clients retry it with backoff; HTTP: 503). A
-  binary request is in progress from the moment its frame is decoded until its answer is
-  handed to the socket: the broker answers in the same event-loop turn, so what the limit
-  bounds is the lookups one turn takes in (a flood arriving in one read, or from many
-  connections at once) before their answers are written.
-- ``maxConcurrentTopicLoadRequest``: accepted and checked (at least 1), nothing more: a
-  topic is loaded synchronously on the event loop, so at most one load is ever in
-  progress and the bound always holds (Pulsar queues the loads past it; here they wait
-  their turn on the loop anyway).
+  with ServerError ``TooManyRequests`` (Magnetar's client retries it with backoff; HTTP:
+  503). A binary request is in progress from the moment its frame is decoded until its
+  answer is handed to the socket: a lookup is answered in the same event-loop turn, a
+  partitioned-metadata request once the metadata store has been read off the loop.
+- ``maxConcurrentTopicLoadRequest``: topic loads (ledger recovery scan, metadata and dedup
+  state read off the loop) in progress at once; one past it waits for a slot, as Pulsar
+  queues it (``BrokerService.topic_load_slots``).
 """
 
 from __future__ import annotations

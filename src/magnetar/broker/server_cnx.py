@@ -526,6 +526,9 @@ class ServerCnx(asyncio.Protocol):
             self.send_partitioned_metadata(req.request_id, exc)
             return
 
+        limits = self.security.limits
+        self.lookups_held -= 1  # the slot goes with the task, until its answer is sent
+
         async def answer() -> None:  # the metadata store is read off the event loop
             try:
                 partitions = await self.service.partitioned_metadata_async(req.topic)
@@ -533,6 +536,8 @@ class ServerCnx(asyncio.Protocol):
                 self.send_partitioned_metadata(req.request_id, exc)
             else:
                 self.send_partitioned_metadata(req.request_id, partitions)
+            finally:
+                limits.release_lookups(1)
 
         self.run_async(cmd, answer())
 

@@ -117,6 +117,8 @@ class BrokerService:
         self.topics: dict[str, Topic] = {}
         # topics a load_topic is loading (their ledger's scan on a storage thread): how many
         self.loading: dict[str, int] = {}
+        # maxConcurrentTopicLoadRequest: loads past it wait for a slot (as Pulsar queues them)
+        self.topic_load_slots = asyncio.Semaphore(config.maxConcurrentTopicLoadRequest)
         # schema rules for producers and consumers; producers and consumers joining topics
         self.topic_schemas = TopicSchemas(self)
         self.attacher = TopicAttacher(self)
@@ -308,17 +310,18 @@ class BrokerService:
         key = str(topic_name)
         self.loading[key] = self.loading.get(key, 0) + 1
         try:
-            loop = asyncio.get_running_loop()
-            await loop.run_in_executor(
-                self.storage.readers, self.admit_persistent, topic_name, create, auto_create
-            )
-            ledger = await self.storage.open_async(ledger_name(topic_name))
-            restored = entry_index = None
-            if key not in self.topics:
-                if self.policies.get(topic_name.namespace).deduplication_enabled:
-                    restored = await self.dedup_snapshots.restore_async(key, ledger)
-                if self.config.entry_metadata_enabled:
-                    entry_index = await load_entry_index_async(ledger)
+            async with self.topic_load_slots:
+                loop = asyncio.get_running_loop()
+                await loop.run_in_executor(
+                    self.storage.readers, self.admit_persistent, topic_name, create, auto_create
+                )
+                ledger = await self.storage.open_async(ledger_name(topic_name))
+                restored = entry_index = None
+                if key not in self.topics:
+                    if self.policies.get(topic_name.namespace).deduplication_enabled:
+                        restored = await self.dedup_snapshots.restore_async(key, ledger)
+                    if self.config.entry_metadata_enabled:
+                        entry_index = await load_entry_index_async(ledger)
         finally:
             if self.loading[key] == 1:
                 del self.loading[key]
