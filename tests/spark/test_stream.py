@@ -1,11 +1,18 @@
 """Structured Streaming with the ``pulsar`` source and sink on a real local Spark and
 broker: several micro-batches under a row limit, a stop and restart from the checkpoint
-with no loss and no duplicate (processing-time and availableNow triggers), the durable
-subscription following commits, and a stream written back to a topic."""
+with no loss and no duplicate (processing-time and availableNow triggers), queries killed
+mid-batch (before, half-way through and after writing a batch, before its commit) and
+restarted from their checkpoint with each message exactly once in the sink, the durable
+subscription following commits, a stream written back to a topic, and a replayed
+micro-batch write dropped by the broker's deduplication."""
 
 from __future__ import annotations
 
+import threading
+
 import pulsar
+import pytest
+from pyspark.errors import StreamingQueryException
 
 from tests.spark.conftest import new_topic
 from tests.spark.test_batch import produce, read_back
@@ -86,3 +93,147 @@ def test_stream_to_topic(spark, broker, official, tmp_path):
     q.awaitTermination(180)
     assert sorted(m.data() for m in read_back(official, dst)) == \
         sorted(b"M%d" % i for i in range(250))
+
+
+# ----------------------------------------------------------- killed and restarted
+class Crash(RuntimeError):
+    """Raised by the test sink to kill a query in the middle of a micro-batch."""
+
+
+class CrashingSink:
+    """A ``foreachBatch`` sink that is idempotent per batch id (batch ``b`` goes to file
+    ``b``, rewritten whole when the batch is replayed) and can be told to die in a given
+    batch: before writing, after writing half of it, or after writing all of it (written
+    but not committed)."""
+
+    def __init__(self, out) -> None:
+        self.out = out
+        out.mkdir(exist_ok=True)
+        self.crash: dict[int, str] = {}
+        self.stop_after: int | None = None
+        self.passed = threading.Event()
+        self.seen: list[tuple[int, int]] = []  # (batch id, rows), every call
+
+    def __call__(self, df, batch_id: int) -> None:
+        rows = [r.v for r in df.collect()]
+        self.seen.append((batch_id, len(rows)))
+        how = self.crash.pop(batch_id, None)
+        path = self.out / f"{batch_id}.txt"
+        if how == "before":
+            raise Crash(f"killed before writing batch {batch_id}")
+        if how == "half":
+            path.write_text("".join(f"{v}\n" for v in rows[:len(rows) // 2]))
+            raise Crash(f"killed half-way through batch {batch_id}")
+        path.write_text("".join(f"{v}\n" for v in rows))
+        if how == "after":
+            raise Crash(f"killed after writing batch {batch_id}, before its commit")
+        if self.stop_after is not None and batch_id >= self.stop_after:
+            self.passed.set()
+
+    def values(self) -> list[str]:
+        return [v for p in sorted(self.out.glob("*.txt")) for v in p.read_text().split()]
+
+
+def start_with(spark, broker, topic, sink: CrashingSink, ckpt, **trigger):
+    return (stream(spark, broker, topic, maxRecordsPerTrigger="100").writeStream
+            .foreachBatch(sink).option("checkpointLocation", str(ckpt))
+            .trigger(**trigger).start())
+
+
+def expect_crash(q) -> None:
+    with pytest.raises(StreamingQueryException, match="killed"):
+        q.awaitTermination(120)
+    assert not q.isActive
+
+
+def test_processing_time_killed_mid_batch_exactly_once(spark, broker, official, tmp_path):
+    """Stopped between batches, killed half-way through writing one, restarted each time
+    from the checkpoint: every message lands in the sink exactly once."""
+    topic = new_topic("kill-pt")
+    produce(official, topic, 600)
+    sink, ckpt = CrashingSink(tmp_path / "out"), tmp_path / "ckpt"
+    trigger = {"processingTime": "100 milliseconds"}
+    # run 1: stopped from outside once batch 1 is written (batch 2 may be under way)
+    sink.stop_after = 1
+    q = start_with(spark, broker, topic, sink, ckpt, **trigger)
+    assert sink.passed.wait(120)
+    q.stop()
+    sink.stop_after = None
+    done = max(b for b, _ in sink.seen)
+    # run 2: killed half-way through the next batch but one
+    sink.crash[done + 2] = "half"
+    expect_crash(start_with(spark, broker, topic, sink, ckpt, **trigger))
+    produce(official, topic, 200, start=600)
+    # run 3: to the end
+    q = start_with(spark, broker, topic, sink, ckpt, **trigger)
+    try:
+        q.processAllAvailable()
+    finally:
+        q.stop()
+    assert sorted(sink.values()) == sorted(f"m{i}" for i in range(800))
+    assert all(n <= 100 for _, n in sink.seen)
+    # the killed batch was replayed whole, with the same rows
+    assert [n for b, n in sink.seen if b == done + 2] == [100, 100]
+
+
+def test_available_now_killed_mid_batch_exactly_once(spark, broker, official, tmp_path):
+    """availableNow killed after writing a batch but before its commit, then half-way
+    through another, restarted from the checkpoint: each message exactly once."""
+    topic = new_topic("kill-an")
+    produce(official, topic, 400)
+    sink, ckpt = CrashingSink(tmp_path / "out"), tmp_path / "ckpt"
+    sink.crash[1] = "after"
+    expect_crash(start_with(spark, broker, topic, sink, ckpt, availableNow=True))
+    produce(official, topic, 150, start=400)
+    sink.crash[0] = "before"  # must not fire: batch 0 was committed
+    sink.crash[3] = "half"
+    expect_crash(start_with(spark, broker, topic, sink, ckpt, availableNow=True))
+    q = start_with(spark, broker, topic, sink, ckpt, availableNow=True)
+    q.awaitTermination(180)
+    assert not q.isActive and q.exception() is None
+    assert sorted(sink.values()) == sorted(f"m{i}" for i in range(550))
+    # batch 1 replayed after its crash with the same 100 messages, batch 3 likewise
+    assert [b for b, _ in sink.seen] == [0, 1, 1, 2, 3, 3, 4, 5]
+    assert (tmp_path / "out" / "1.txt").read_text().split() == [f"m{i}" for i in
+                                                                range(100, 200)]
+
+
+# ------------------------------------------------------- replayed write, deduplicated
+@pytest.mark.parametrize("dedup", [True, False])
+def test_replayed_stream_write_is_deduplicated(spark, broker, official, tmp_path, dedup):
+    """A micro-batch written to a topic but not committed (its commit-log entry removed,
+    as when the driver dies between the two) is replayed on restart; with deduplication
+    on, the broker drops the replayed rows. The control without deduplication shows the
+    replay did publish them again."""
+    namespace = "public/default" if dedup else "public/spark-nodedup"
+    if not dedup and not broker.call(broker.service.namespaces.exists, namespace):
+        broker.call(broker.service.namespaces.create_namespace, namespace)
+        broker.call(lambda: broker.service.policies.set(namespace,
+                                                        deduplication_enabled=False))
+    src = new_topic("replay-src")
+    dst = new_topic("replay-dst").replace("public/default", namespace)
+    produce(official, src, 300)
+    ckpt = tmp_path / "ckpt"
+
+    def run() -> list[tuple[int, int]]:
+        q = (stream(spark, broker, src, maxRecordsPerTrigger="100")
+             .selectExpr("v AS value").writeStream.format("pulsar")
+             .option("service.url", broker.url).option("topic", dst)
+             .option("checkpointLocation", str(ckpt)).trigger(availableNow=True).start())
+        q.awaitTermination(180)
+        assert not q.isActive and q.exception() is None
+        return [(p["batchId"], p["numInputRows"]) for p in q.recentProgress
+                if p["numInputRows"]]
+
+    assert run() == [(0, 100), (1, 100), (2, 100)]
+    commit = ckpt / "commits" / "2"
+    assert commit.exists()
+    commit.unlink()
+    (ckpt / "commits" / ".2.crc").unlink(missing_ok=True)
+    assert run() == [(2, 100)]  # batch 2 replayed: the same 100 rows written again
+    got = sorted(m.data() for m in read_back(official, dst))
+    once = sorted(b"m%d" % i for i in range(300))
+    if dedup:
+        assert got == once
+    else:
+        assert got == sorted(once + [b"m%d" % i for i in range(200, 300)])
