@@ -8,7 +8,12 @@ micro-batch write dropped by the broker's deduplication."""
 
 from __future__ import annotations
 
+import datetime as dt
+import importlib.util
+import json
 import threading
+from pathlib import Path
+from types import ModuleType
 
 import pulsar
 import pytest
@@ -237,3 +242,45 @@ def test_replayed_stream_write_is_deduplicated(spark, broker, official, tmp_path
         assert got == once
     else:
         assert got == sorted(once + [b"m%d" % i for i in range(200, 300)])
+
+
+# ------------------------------------------------------------------ the example
+def load_example() -> ModuleType:
+    path = Path(__file__).resolve().parents[2] / "examples/clickstream/clickstream_job.py"
+    spec = importlib.util.spec_from_file_location("clickstream_job", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_clickstream_example(spark, broker, official, tmp_path):
+    """The example's two queries, run to the end of a few hand-made clicks: the windows the
+    watermark closed, once each, in the output topic and in Parquet."""
+    job = load_example()
+    src, dst = new_topic("clicks"), new_topic("clicks-per-user")
+    producer = official.create_producer(src, batching_enabled=True)
+    base = 1_700_000_000_000  # ms, a 10-second boundary
+    clicks = [("u1", base + 1000 * i) for i in range(6)] + [
+        ("u2", base + 2500), ("u2", base + 12_000), ("u1", base + 13_000),
+        ("u3", base + 60_000)]  # the last one moves the watermark to base + 55 s
+    for user, ts in clicks:
+        producer.send_async(json.dumps({"user": user, "page": "/", "ts": ts}).encode(), None,
+                            partition_key=user)
+    producer.flush()
+    producer.close()
+    queries = job.start_sinks(spark, broker.url, str(tmp_path), source=src, topic=dst,
+                              subscription="clicks-test", availableNow=True)
+    for q in queries:
+        q.awaitTermination(180)
+        assert not q.isActive and q.exception() is None
+    start = dt.datetime.fromtimestamp(base / 1000, dt.UTC)
+    w0, w1 = start.strftime("%Y-%m-%dT%H:%M:%S.000Z"), \
+        (start + dt.timedelta(seconds=10)).strftime("%Y-%m-%dT%H:%M:%S.000Z")
+    expected = [(w0, "u1", 6), (w0, "u2", 1), (w1, "u1", 1), (w1, "u2", 1)]
+    got = [(json.loads(m.data()), m.partition_key()) for m in read_back(official, dst)]
+    assert all(v["user"] == key for v, key in got)
+    assert sorted((v["window_start"], v["user"], v["count"]) for v, _ in got) == expected
+    files = spark.read.parquet(str(tmp_path / "parquet")).collect()
+    assert sorted((r.window_start.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.000Z"),
+                   r.user, r["count"]) for r in files) == expected
