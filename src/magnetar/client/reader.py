@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from magnetar.client.consumer import Consumer
+from magnetar.client.entry import Entry
 from magnetar.client.message import Message
 from magnetar.client.message_id import MessageId
 
@@ -33,6 +34,16 @@ class Reader:
         if max_messages > 1:
             out.extend(take(max_messages - 1))
         await consumer.acknowledge_cumulative(out[-1])
+        return out
+
+    async def read_entries(self, max_entries: int,
+                           timeout_millis: int | None = None) -> list[Entry]:
+        """Whole entries, for a reader made with ``deliver_entries=True`` (see ``Entry``):
+        waits ``timeout_millis`` for the first (``Timeout`` if none comes), then takes up
+        to ``max_entries`` of those already received, with one cumulative acknowledgement."""
+        consumer = self._consumer
+        out = await consumer.receive_entries(max_entries, timeout_millis)
+        await consumer.acknowledge_cumulative(out[-1].message_id())
         return out
 
     def __aiter__(self) -> Reader:
