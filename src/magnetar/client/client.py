@@ -93,6 +93,10 @@ class Client:
         self._handles: set[Any] = set()
         self._closed = False
 
+    def operation_timeout_seconds(self) -> float:
+        """How long an operation (lookup, subscribe, seek, ...) may take before it fails."""
+        return self._op_timeout
+
     def _new_producer_id(self) -> int:
         return next(_IDS)
 
