@@ -132,11 +132,10 @@ def split_batch(payload: bytes, count: int) -> BatchSplit:
         raise MalformedFrame(f"batch of {size} bytes cannot hold {count} messages")
     bounds = [0]
     seqs: list[int] = []
-    times: list[int] = []
+    times = [0] * count
     parsed: dict[int, pb.SingleMessageMetadata] = {}
     add = bounds.append
     add_seq = seqs.append
-    add_time = times.append
     unpack = _U32.unpack_from
     simple = _simple_metadata
     pos = 0
@@ -158,15 +157,23 @@ def split_batch(payload: bytes, count: int) -> BatchSplit:
                     psize, q = decode_varint(payload, start + 1)
                 seq = -1
                 if q < stop and payload[q] == 0x40:
-                    q += 1
-                    seq = shift = 0
-                    while True:
-                        b = payload[q]
-                        q += 1
-                        seq |= (b & 0x7F) << shift
-                        if b < 0x80:
-                            break
-                        shift += 7
+                    # a sequence id of up to 3 bytes unrolled (ids below 2**21)
+                    b = payload[q + 1]
+                    if b < 0x80:
+                        seq = b
+                        q += 2
+                    else:
+                        b2 = payload[q + 2]
+                        if b2 < 0x80:
+                            seq = (b & 0x7F) | (b2 << 7)
+                            q += 3
+                        else:
+                            b3 = payload[q + 3]
+                            if b3 < 0x80:
+                                seq = (b & 0x7F) | ((b2 & 0x7F) << 7) | (b3 << 14)
+                                q += 4
+                            else:
+                                seq, q = decode_varint(payload, q + 1)
                 if q == stop:
                     pos = stop + psize
                     if pos > size:
@@ -175,7 +182,6 @@ def split_batch(payload: bytes, count: int) -> BatchSplit:
                     add(stop)
                     add(pos)
                     add_seq(seq)
-                    add_time(0)
                     continue
             fields = simple(payload, start, stop)
             if fields is None:
@@ -197,7 +203,7 @@ def split_batch(payload: bytes, count: int) -> BatchSplit:
             add(stop)
             add(pos)
             add_seq(fields[1])
-            add_time(fields[2])
+            times[index] = fields[2]
     except (struct.error, IndexError, ValueError) as exc:
         raise MalformedFrame(f"batch truncated: {exc}") from None
     return BatchSplit(bounds, seqs, times, parsed)
