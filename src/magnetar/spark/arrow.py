@@ -1,8 +1,9 @@
 """Entries to Arrow record batches, column by column, in exactly the schema Spark expects.
 
-``BatchBuilder(schema, fmt, topic, partition)`` is made once per task; ``build(runs)`` turns
-a list of ``Run`` (an entry and the indexes of its messages to emit) into one
-``pyarrow.RecordBatch``. Only the columns the schema names are computed, and per entry
+``BatchBuilder(schema, fmt, topic, partition)`` is made once per task; ``build_all(runs)``
+turns a list of ``Run`` (an entry and the indexes of its messages to emit) into
+``pyarrow.RecordBatch`` objects (one per batch entry, so no column is copied to join
+entries; one per stretch of unbatched entries). Only the columns the schema names are computed, and per entry
 rather than per message: ``protocol.split_batch`` locates a batch's messages (offsets,
 sequence ids and event times, without one object per message), the ``value`` column is
 one Arrow ``take`` over the payload, the columns an entry shares (topic, publish time,
@@ -14,6 +15,7 @@ record fields decoded from JSON or Avro values.
 
 from __future__ import annotations
 
+import array
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -79,15 +81,21 @@ class Run:
         return self.hi - self.lo
 
 
+_MAP = pa.map_(pa.string(), pa.string())
+_TS = pa.timestamp("us", tz="UTC")
+_EMPTY = pa.scalar(b"", pa.binary())
+
+
 class _Indexes:
     """Arrays that depend only on a message's index in its batch, built once for the
     largest batch seen and sliced: the values' positions among a batch's header/value
-    pieces, and the batch-index part of serialized message ids."""
+    pieces, the batch-index part of serialized message ids, and empty property maps."""
 
     def __init__(self) -> None:
         self.size = 0
         self.odd = pa.array([], pa.int32())
         self.id_parts = pa.array([], pa.binary())
+        self.empty_maps = pa.array([], _MAP)
 
     def grow(self, n: int) -> None:
         if n > self.size:
@@ -95,15 +103,15 @@ class _Indexes:
             self.odd = pa.array(range(1, 2 * size, 2), pa.int32())
             self.id_parts = pa.array([message_id_suffix(i) for i in range(size)],
                                      pa.binary())
+            self.empty_maps = pa.MapArray.from_arrays(_zeros(size + 1),
+                                                      pa.array([], pa.string()),
+                                                      pa.array([], pa.string()))
             self.size = size
 
 
 _INDEXES = _Indexes()
 
 
-_MAP = pa.map_(pa.string(), pa.string())
-_TS = pa.timestamp("us", tz="UTC")
-_EMPTY = pa.scalar(b"", pa.binary())
 
 
 def _values(split: Split) -> pa.Array:
@@ -115,9 +123,9 @@ def _values(split: Split) -> pa.Array:
             split.values = pa.array([payload], pa.binary())
         else:
             n = split.entry.num_messages()
-            offsets = pa.array(split.batch.bounds, pa.int32())
+            offsets = array.array("i", split.batch.bounds)
             pieces = pa.Array.from_buffers(pa.binary(), 2 * n,
-                                           [None, offsets.buffers()[1], pa.py_buffer(payload)])
+                                           [None, pa.py_buffer(offsets), pa.py_buffer(payload)])
             _INDEXES.grow(n)
             split.values = pieces.take(_INDEXES.odd.slice(0, n))
     return split.values
@@ -141,9 +149,19 @@ def _props(m: Any) -> list[tuple[str, str]]:
     return [(kv.key, kv.value) for kv in m.properties]
 
 
+def _zeros(n: int) -> pa.Array:
+    return pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(bytes(4 * n))])
+
+
+def _int64(values: list[int]) -> pa.Array:
+    """An int64 array of ``values`` through ``array.array`` (faster than from a list)."""
+    return pa.Array.from_buffers(pa.int64(), len(values),
+                                 [None, pa.py_buffer(array.array("q", values))])
+
+
 def _no_props(k: int) -> pa.Array:
-    return pa.MapArray.from_arrays(pa.array([0] * (k + 1), pa.int32()),
-                                   pa.array([], pa.string()), pa.array([], pa.string()))
+    _INDEXES.grow(k)
+    return _INDEXES.empty_maps.slice(0, k)
 
 
 def _groups(runs: list[Run]) -> list[Run | list[Entry]]:
@@ -200,15 +218,19 @@ class BatchBuilder:
             if -1 in seqs:  # not in the message's metadata: the entry's first + index
                 base = meta.sequence_id
                 seqs = [s if s >= 0 else base + run.lo + j for j, s in enumerate(seqs)]
-            return pa.array(seqs, pa.int64())
+            return _int64(seqs)
         if name == "__eventTime":
             times = split.batch.event_times[run.lo:run.hi]
             if not any(times):
                 return pa.nulls(k, _TS)
             return pa.array([t * 1000 if t else None for t in times], _TS)
         if name == "__key":
+            if not split.batch.metadata:
+                return pa.nulls(k, pa.string())
             return pa.array(_per_message(run, _key, None), pa.string())
         if name == "__messageProperties":
+            if not split.batch.metadata:
+                return _no_props(k)
             props = _per_message(run, _props, [])
             return pa.array(props, _MAP) if any(props) else _no_props(k)
         raise KeyError(name)
@@ -252,8 +274,16 @@ class BatchBuilder:
                  self._single_column("value", g) for g in groups]
         return parts[0] if len(parts) == 1 else pa.concat_arrays(parts)
 
+    def build_all(self, runs: list[Run]) -> list[pa.RecordBatch]:
+        """Record batches of ``runs``, in order: one per batch run (no copy to join runs
+        together), one per stretch of one-message entries."""
+        return [self._build([g]) for g in _groups(runs)]
+
     def build(self, runs: list[Run]) -> pa.RecordBatch:
-        groups = _groups(runs)
+        """One record batch of all of ``runs``."""
+        return self._build(_groups(runs))
+
+    def _build(self, groups: list[Run | list[Entry]]) -> pa.RecordBatch:
         records: list[Any] | None = None
         if self._decode is not None and any(n not in _NON_RECORD for n in self.names):
             records = [self._safe_decode(v) for v in self._values_of(groups).to_pylist()]
