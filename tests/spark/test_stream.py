@@ -16,9 +16,11 @@ from pathlib import Path
 from types import ModuleType
 
 import pulsar
+import pyarrow as pa
 import pytest
 from pyspark.errors import StreamingQueryException
 
+from magnetar.spark.options import SinkOptions
 from tests.spark.conftest import new_topic
 from tests.spark.test_batch import produce, read_back
 
@@ -284,3 +286,39 @@ def test_clickstream_example(spark, broker, official, tmp_path):
     files = spark.read.parquet(str(tmp_path / "parquet")).collect()
     assert sorted((r.window_start.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.000Z"),
                    r.user, r["count"]) for r in files) == expected
+
+
+def test_retried_stream_write_task_is_deduplicated(broker, official, monkeypatch):
+    """A stream write task run twice for the same query and batch (a retry after it
+    failed half-way) publishes each row once; the next batch of the same query, whose
+    sequence ids start higher, is kept whole."""
+    from pyspark.sql.types import BinaryType, StructField, StructType
+
+    from magnetar.spark import writer
+
+    class Task:
+        def __init__(self, batch_id: int) -> None:
+            self.props = {"sql.streaming.queryId": "query-1",
+                          "streaming.sql.batchId": str(batch_id)}
+
+        def getLocalProperty(self, key: str) -> str | None:
+            return self.props.get(key)
+
+    topic = new_topic("stream-retry")
+    sink = writer.PulsarStreamWriter(
+        SinkOptions.parse({"service.url": broker.url, "topic": topic}),
+        StructType([StructField("value", BinaryType())]))
+    rows = [pa.RecordBatch.from_pydict({"value": [b"r%d" % i for i in range(k, k + 700)]})
+            for k in range(0, 2800, 700)]
+
+    def failing():
+        yield from rows[:2]
+        raise RuntimeError("executor lost")  # after 1,400 rows, a whole batch sent
+
+    monkeypatch.setattr(writer, "_task", lambda: (0, Task(7)))
+    with pytest.raises(RuntimeError, match="executor lost"):
+        sink.write(failing())
+    assert sink.write(iter(rows[:3])).rows == 2100  # the retry of batch 7
+    monkeypatch.setattr(writer, "_task", lambda: (0, Task(8)))
+    assert sink.write(iter(rows[3:])).rows == 700  # batch 8
+    assert [m.data() for m in read_back(official, topic)] == [b"r%d" % i for i in range(2800)]
