@@ -26,7 +26,7 @@ import pyarrow.compute as pc
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
-from magnetar.client.entry import Entry
+from magnetar.client import Entry
 from magnetar.protocol import BatchSplit, split_batch
 from magnetar.protocol.fastpath import (
     message_id_batch_size,
@@ -112,22 +112,17 @@ class _Indexes:
 _INDEXES = _Indexes()
 
 
-
-
 def _values(split: Split) -> pa.Array:
     """The binary values of a batch's messages: its payload cut at ``bounds``, headers
     and values alternating, then every second piece taken."""
+    assert split.batch is not None
     if split.values is None:
-        payload = split.entry.payload()
-        if split.batch is None:
-            split.values = pa.array([payload], pa.binary())
-        else:
-            n = split.entry.num_messages()
-            offsets = array.array("i", split.batch.bounds)
-            pieces = pa.Array.from_buffers(pa.binary(), 2 * n,
-                                           [None, pa.py_buffer(offsets), pa.py_buffer(payload)])
-            _INDEXES.grow(n)
-            split.values = pieces.take(_INDEXES.odd.slice(0, n))
+        n = split.entry.num_messages()
+        offsets = array.array("i", split.batch.bounds)
+        pieces = pa.Array.from_buffers(pa.binary(), 2 * n, [None, pa.py_buffer(offsets),
+                                                            pa.py_buffer(split.entry.payload())])
+        _INDEXES.grow(n)
+        split.values = pieces.take(_INDEXES.odd.slice(0, n))
     return split.values
 
 

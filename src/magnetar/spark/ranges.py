@@ -17,8 +17,7 @@ from typing import Any
 
 from pyspark.sql.datasource import InputPartition
 
-from magnetar.client import MessageId
-from magnetar.client.entry import Entry
+from magnetar.client import Entry, MessageId
 from magnetar.client.errors import Timeout
 from magnetar.spark.arrow import Run, Split
 from magnetar.spark.offsets import EARLIEST, Bound
