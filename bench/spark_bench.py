@@ -10,7 +10,9 @@
 
 Each batch read also reports the CPU seconds it cost, per process group (the broker, the
 Spark JVM, Spark's Python workers; from ``/proc``), against the wall time on the
-machine's cores, so the figure says what bounds it.
+machine's cores, so the figure says what bounds it, and the rate those CPU seconds
+would allow on cores nobody else uses (on a shared machine the wall-clock rate also
+measures the neighbours).
 
     python bench/spark_bench.py [--messages 1000000]
 """
@@ -166,9 +168,12 @@ def run(url: str, n: int, tmp: Path, broker_pid: int) -> None:
     def measured(fmt: str, schema: str | None = None) -> float:
         before = cpu_by_group(broker_pid)
         wall = timed(lambda: count(fmt, schema))
+        after = cpu_by_group(broker_pid)
         label = fmt + (f" .schema({schema!r})" if schema else " (all columns)")
-        print(f"  {label}: {n / wall:,.0f} rows/s; "
-              f"{cpu_report(before, cpu_by_group(broker_pid), wall)}")
+        ours = sum(after.values()) - sum(before.values())
+        cores = os.cpu_count() or 1
+        print(f"  {label}: {n / wall:,.0f} rows/s; {cpu_report(before, after, wall)}; "
+              f"{n / (ours / cores):,.0f} rows/s if those processes had the cores alone")
         return n / wall
 
     same = NaiveSource({}).schema()  # the naive source's three columns

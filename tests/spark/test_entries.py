@@ -80,8 +80,8 @@ def test_columns_match_the_client_view(fmt):
                single_entry(3, 4), batch_entry(3, 5, 3)]
     runs = [r for e in entries for r in entry_runs(e, (3, 2, 0), (3, 5, 1))[0]]
     builder = BatchBuilder(default_schema(fmt), fmt, TOPIC, 2)
-    rows = [row for b in builder.build_all(runs) for row in b.to_pylist()]
-    assert rows == builder.build(runs).to_pylist()
+    rows = builder.build(runs).to_pylist()
+    assert rows == [row for r in runs for row in builder.build([r]).to_pylist()]
     expected_ids = [(3, 2, i) for i in (1, 2, 3)] + [(3, 3, -1), (3, 4, -1)] + \
         [(3, 5, 0), (3, 5, 1)]
     got_ids = [MessageId.deserialize(r["__messageId"]) for r in rows]

@@ -60,7 +60,7 @@ def read_partition(opts: SourceOptions, schema: StructType, fmt: ValueFormat,
     try:
         for runs in read_range(session, partition, opts.reader_kwargs, opts.poll_timeout_ms,
                                opts.fail_on_data_loss):
-            yield from builder.build_all(runs)
+            yield builder.build(runs)
     finally:
         session.close()
 
