@@ -89,28 +89,52 @@ def produce(url: str, topic: str, n: int) -> None:
     client.close()
 
 
-def _cpu_seconds(pid: int) -> float:
+def _stat(pid: int | str) -> list[str] | None:
+    """The fields of /proc/PID/stat after the command name (field 3 onwards)."""
     try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except OSError:
+        return None
+
+
+def _cpu_seconds(fields: list[str] | None) -> float:
+    if fields is None:
         return 0.0
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def cpu_by_group(broker_pid: int) -> dict[str, float]:
-    """CPU seconds used so far by the broker, the Spark JVM and Spark's Python workers."""
-    out = {"broker": _cpu_seconds(broker_pid), "jvm": 0.0, "python workers": 0.0}
+    """CPU seconds used so far by the broker, and by this process's descendants: the
+    Spark JVM and Spark's Python workers (other Spark jobs on the machine do not count)."""
+    parent: dict[int, int] = {}
+    stats: dict[int, list[str]] = {}
     for d in Path("/proc").iterdir():
-        if not d.name.isdigit() or int(d.name) == broker_pid:
+        if d.name.isdigit():
+            fields = _stat(d.name)
+            if fields is not None:
+                stats[int(d.name)] = fields
+                parent[int(d.name)] = int(fields[1])
+    me = os.getpid()
+
+    def ours(pid: int) -> bool:
+        while pid > 1:
+            pid = parent.get(pid, 0)
+            if pid == me:
+                return True
+        return False
+
+    out = {"broker": _cpu_seconds(stats.get(broker_pid)), "jvm": 0.0, "python workers": 0.0}
+    for pid, fields in stats.items():
+        if pid == broker_pid or not ours(pid):
             continue
         try:
-            cmd = (d / "cmdline").read_bytes()
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
         except OSError:
             continue
         if b"org.apache.spark" in cmd or b"spark-submit" in cmd:
-            out["jvm"] += _cpu_seconds(int(d.name))
+            out["jvm"] += _cpu_seconds(fields)
         elif b"pyspark.daemon" in cmd or b"pyspark.worker" in cmd:
-            out["python workers"] += _cpu_seconds(int(d.name))
+            out["python workers"] += _cpu_seconds(fields)
     return out
 
 
