@@ -66,5 +66,7 @@ def test_entries_split_into_the_messages_a_reader_reads(broker: BrokerProcess, t
             assert not await reader.has_message_available()
             with pytest.raises(PulsarException, match="deliver_entries"):
                 await plain.read_entries(1, 100)
+            with pytest.raises(PulsarException, match="read_entries"):
+                await reader.read_next(100)
 
     run(main)

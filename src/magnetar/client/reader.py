@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from magnetar.client.consumer import Consumer
 from magnetar.client.entry import Entry
+from magnetar.client.errors import PulsarException
 from magnetar.client.message import Message
 from magnetar.client.message_id import MessageId
 
@@ -19,7 +20,12 @@ class Reader:
     def topic(self) -> str:
         return self._consumer.topic()
 
+    def _messages_only(self) -> None:
+        if self._consumer._conf.deliver_entries:
+            raise PulsarException("this reader hands out whole entries: use read_entries")
+
     async def read_next(self, timeout_millis: int | None = None) -> Message:
+        self._messages_only()
         msg = await self._consumer.receive(timeout_millis)
         await self._consumer.acknowledge_cumulative(msg)
         return msg
@@ -28,6 +34,7 @@ class Reader:
         """Up to ``max_messages`` messages at once: waits ``timeout_millis`` for the first
         (``Timeout`` if none comes), then takes what is already queued, with one cumulative
         acknowledgement for all of them (``read_next`` acknowledges each)."""
+        self._messages_only()
         consumer = self._consumer
         out = [await consumer.receive(timeout_millis)]
         take = consumer.take_queued
