@@ -109,6 +109,10 @@ class Client:
         self._handles: set[Any] = set()
         self._closed = False
 
+    def operation_timeout_seconds(self) -> float:
+        """How long an operation (lookup, subscribe, seek, ...) may take before it fails."""
+        return self._op_timeout
+
     def _new_producer_id(self) -> int:
         return next(_IDS)
 
@@ -293,9 +297,11 @@ class Client:
         receiver_queue_size: int = 1000, reader_name: str | None = None,
         subscription_role_prefix: str | None = None, is_read_compacted: bool = False,
         start_message_id_inclusive: bool = False, reader_listener: Any = None,
-        **_ignored: Any,
+        deliver_entries: bool = False, **_ignored: Any,
     ) -> Reader:
-        """A reader positioned at ``start_message_id`` (or ``MessageId.earliest/latest``)."""
+        """A reader positioned at ``start_message_id`` (or ``MessageId.earliest/latest``).
+        With ``deliver_entries`` it hands out whole entries (``Reader.read_entries``, see
+        ``Entry``) instead of messages."""
         self._check_open()
         topic = full_name(topic)
         prefix = subscription_role_prefix or "reader"
@@ -306,6 +312,7 @@ class Client:
             initial_position=InitialPosition.Earliest
             if start_message_id == MessageId.earliest else InitialPosition.Latest,
             start_message_id_inclusive=start_message_id_inclusive, durable=False,
+            deliver_entries=deliver_entries,
         )
         consumer = Consumer(self, topic, conf, as_schema(schema))
         await consumer._add_topics(await self._expand([topic]), start=start_message_id)

@@ -21,6 +21,7 @@ from magnetar.client.acks import AckGroupingTracker
 from magnetar.client.backoff import Backoff, with_retries
 from magnetar.client.chunks import ChunkAssembler
 from magnetar.client.connection import Connection
+from magnetar.client.entry import Entry
 from magnetar.client.errors import PulsarException
 from magnetar.client.message import Message
 from magnetar.client.message_id import MessageId
@@ -97,6 +98,7 @@ class TopicConsumer:
         self.seen_entry: tuple[int, int] = (-2, -2)
         self._entry_waiters: list[tuple[tuple[int, int], asyncio.Future[None]]] = []
         self.schema = parent._schema
+        self._entries = parent._conf.deliver_entries
 
     # -------------------------------------------------------------- connecting
     async def start(self) -> None:
@@ -231,6 +233,13 @@ class TopicConsumer:
         entry = mid.entryId
         redelivery = m.redelivery_count
         topic = self.topic
+        if self._entries:
+            entry_id = MessageId(self.partition, ledger, entry)
+            entry_id._topic = topic
+            self.parent._enqueue(Entry(
+                payload, meta, entry_id, topic, redelivery,
+                list(m.ack_set) if m.ack_set else None, self))
+            return
         schema = self.parent._value_schema
         part_index = self.partition
         filtering = self._filter is not None or self.min_publish_time
