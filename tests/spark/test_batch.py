@@ -16,6 +16,8 @@ from pyspark.errors import AnalysisException
 from magnetar.spark import PulsarDataSource
 from magnetar.spark.options import SinkOptions
 from magnetar.spark.writer import PulsarBatchWriter
+from tests.broker.brokerproc import wait_until
+from tests.broker.conftest import QUIET, ThreadedBroker
 from tests.spark.conftest import new_topic
 
 
@@ -92,6 +94,38 @@ def test_offsets_and_times(spark, broker, official):
     assert {r.value for r in got} >= {b"m%d" % i for i in range(10, 20)}
     assert all(round(r["__publishTime"].timestamp() * 1000) >= cut for r in got)
     assert load(spark, broker, topic=unbatched, endingTime="1").count() == 0
+
+
+def test_fail_on_data_loss_when_retention_removed_the_start(spark, tmp_path):
+    """A range whose first entry's ledger was removed (consumed, no retention): the task
+    fails and says so; with failOnDataLoss=false the rest is read and the loss logged."""
+    lossy = ThreadedBroker(tmp_path / "data", managedLedgerMaxEntriesPerLedger=10).start()
+    client = pulsar.Client(lossy.url, operation_timeout_seconds=10, logger=QUIET)
+    try:
+        topic = new_topic("lossy")
+        consumer = client.subscribe(topic, "sub")
+        ids = produce(client, topic, 35, batched=False)
+        for _ in range(25):  # ledgers of entries 0-9 and 10-19 consumed entirely
+            consumer.acknowledge(consumer.receive(timeout_millis=10000))
+        key = (ids[24].ledger_id(), ids[24].entry_id())
+        wait_until(lambda: lossy.call(lambda: tuple(
+            lossy.service.topics[topic].subscriptions["sub"].cursor.mark_delete_position)) >= key,
+            10, "the acknowledgements")
+        lossy.call(lossy.service.run_housekeeping, None)  # retention 0: they go
+        reader = client.create_reader(topic, pulsar.MessageId.earliest)
+        assert reader.read_next(timeout_millis=10000).data() == b"m20"
+        start = json.dumps({topic: list(ids[5].serialize())})
+        with pytest.raises(Exception, match="messages in between were removed"):
+            load(spark, lossy, topic=topic, startingOffsets=start).collect()
+        rest = load(spark, lossy, topic=topic, startingOffsets=start, failOnDataLoss="false")
+        assert [r.value for r in rest.collect()] == [b"m%d" % i for i in range(20, 35)]
+        # a start that still exists is no loss
+        kept = load(spark, lossy, topic=topic,
+                    startingOffsets=json.dumps({topic: list(ids[22].serialize())}))
+        assert [r.value for r in kept.collect()] == [b"m%d" % i for i in range(22, 35)]
+    finally:
+        client.close()
+        lossy.stop()
 
 
 def test_partitioned_topic_and_topics_list(spark, broker, official):

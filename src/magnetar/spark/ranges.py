@@ -6,6 +6,11 @@ the bounds ``(after, upto]`` (see ``offsets``), fixed on the driver, so reading 
 non-durable reader at the entry of ``after`` that hands out whole entries, and cuts each
 into the run of its messages inside the range (nothing at or below ``after`` or below
 what it already yielded, nothing past ``upto``); it stops at ``upto``'s entry.
+
+``failOnDataLoss``: messages of a range are known lost when the entry of ``after`` no
+longer comes first (retention removed its ledger: the messages after it in that ledger
+went too), or when the topic now ends before ``upto``. Either fails the task with a
+``DataLossError`` that names the range, or (``failOnDataLoss=false``) is logged and skipped.
 """
 
 from __future__ import annotations
@@ -56,6 +61,17 @@ def _lost(r: RangePartition, seen: Bound, last: Bound, fail: bool) -> None:
         return
     what = (f"{r.topic}: messages after {seen} up to {r.upto} were planned but the topic "
             f"now ends at {last} (removed by retention, TTL or deletion)")
+    if fail:
+        raise DataLossError(what + "; set failOnDataLoss=false to skip them")
+    log.warning("%s; skipping them (failOnDataLoss=false)", what)
+
+
+def _lost_start(r: RangePartition, first: tuple[int, int], fail: bool) -> None:
+    """The entry the range starts at is gone: the messages after it that were in the same
+    ledger (and any ledgers between) were removed."""
+    what = (f"{r.topic}: the entry of {r.after}, where this range starts, is gone and the "
+            f"topic now continues at {first}: messages in between were removed (retention, "
+            "TTL or deletion)")
     if fail:
         raise DataLossError(what + "; set failOnDataLoss=false to skip them")
     log.warning("%s; skipping them (failOnDataLoss=false)", what)
@@ -115,6 +131,9 @@ def read_range(session: Session, r: RangePartition, reader_kwargs: dict[str, Any
         **kwargs))
     upto = r.upto
     seen = r.after  # everything at or below was read (or lies before the range)
+    # the reader starts at the entry of a real bound inclusively: that entry comes first,
+    # unless it was removed (a durable subscriptionName keeps it: see stream.commit)
+    check_start = inclusive and r.after[1] >= 0
     waited = 0
     out: list[Run] = []
     rows = 0
@@ -139,6 +158,11 @@ def read_range(session: Session, r: RangePartition, reader_kwargs: dict[str, Any
                 continue
             waited = 0
             for entry in entries:
+                if check_start:
+                    check_start = False
+                    first = (entry.ledger_id(), entry.entry_id())
+                    if first > r.after[:2]:
+                        _lost_start(r, first, fail_on_data_loss)
                 runs, done = entry_runs(entry, seen, upto)
                 if runs:
                     last_run = runs[-1]

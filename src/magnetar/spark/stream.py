@@ -238,10 +238,12 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             for t, (ledger, entry, batch) in stop.items():
                 if ledger < 0 or entry < 0:
                     continue
-                # a batch index with a larger batch size: "entry not finished", so the
-                # client acknowledges up to the entry before it
-                raw = serialize_id(ledger, entry, partition_index(t), batch,
-                                   batch + 2 if batch >= 0 else 0)
+                # up to the entry before the committed one, never that entry itself: the
+                # next range starts reading at it, so retention must keep it (its absence
+                # then means data was removed: failOnDataLoss). A batch index with a larger
+                # batch size says "entry not finished": the client acknowledges the one before.
+                index = max(batch, 0)
+                raw = serialize_id(ledger, entry, partition_index(t), index, index + 2)
                 await consumer.acknowledge_cumulative(MessageId.deserialize(raw, topic=t))
 
         self.session.run(ack())
