@@ -12,6 +12,7 @@ import asyncio
 import logging
 import re
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -155,10 +156,12 @@ class Consumer:
         if self._waiters:
             self._wake()
 
-    def _enqueue_many(self, msgs: list[Message]) -> None:
-        self._queue.extend(msgs)
+    def _enqueue_many(self, msgs: Iterable[Message]) -> None:
+        queue = self._queue
+        before = len(queue)
+        queue.extend(msgs)
         if self._waiters:
-            self._wake(len(msgs))
+            self._wake(len(queue) - before)
 
     def _wake(self, n: int = 1) -> None:
         """Wake up to ``n`` receivers waiting for a message."""
@@ -172,19 +175,19 @@ class Consumer:
         """Remove the queued messages of ``child``; returns how many."""
         before = len(self._queue)
         if before:
-            self._queue = deque(m for m in self._queue if m._consumer is not child)
+            self._queue = deque(m for m in self._queue if m._entry.consumer is not child)
         return before - len(self._queue)
 
     def _take(self) -> Message:
         msg = self._queue.popleft()
-        child: TopicConsumer = msg._consumer
+        child: TopicConsumer = msg._entry.consumer
+        child.last_taken = msg
         # the message's permit goes back to its consumer (Flow once half the queue is due)
-        child.last_dequeued = msg._id
         child._permits += 1
         if child._permits >= child._threshold:
             child.send_flow()
         if self._unacked is not None:
-            self._unacked.add((child, (msg._id._ledger_id, msg._id._entry_id)))
+            self._unacked.add((child, msg._entry.key))
         return msg
 
     def take_queued(self, max_messages: int) -> list[Message]:
@@ -253,7 +256,7 @@ class Consumer:
             if self._queue:
                 msg = self._take()
                 out.append(msg)
-                size += len(msg._data)
+                size += msg._entry.data_size(msg._index)
                 continue
             remaining = deadline - loop.time()
             if remaining <= 0:

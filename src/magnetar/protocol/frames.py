@@ -57,6 +57,7 @@ __all__ = [
     "parse_payload_part",
     "peek_metadata",
     "split_message",
+    "split_message_at",
     "verify_checksum",
 ]
 
@@ -325,6 +326,13 @@ def split_message(tail: bytes, verify: bool = True) -> tuple[pb.MessageMetadata,
     optional broker entry metadata, optional magic and CRC32C (checked when present and
     ``verify``: ``ChecksumMismatch``), metadata size, metadata, payload (``MalformedFrame``
     when the layout does not hold)."""
+    metadata, at = split_message_at(tail, verify)
+    return metadata, tail[at:]
+
+
+def split_message_at(tail: bytes, verify: bool = True) -> tuple[pb.MessageMetadata, int]:
+    """Like ``split_message``, but where the payload starts in ``tail`` instead of a copy
+    of it (a consumer cuts its messages out of ``tail`` itself)."""
     pos = 0
     size = len(tail)
     if size >= 6 and _U16.unpack_from(tail, 0)[0] == MAGIC_BROKER_ENTRY_METADATA:
@@ -344,10 +352,10 @@ def split_message(tail: bytes, verify: bool = True) -> tuple[pb.MessageMetadata,
         raise MalformedFrame("metadata runs past the end of the frame")
     metadata = pb.MessageMetadata()
     try:
-        metadata.ParseFromString(tail[pos : pos + meta_size])
+        metadata.ParseFromString(memoryview(tail)[pos : pos + meta_size])  # type: ignore[arg-type]
     except (DecodeError, ValueError, TypeError) as exc:
         raise MalformedFrame(f"undecodable MessageMetadata: {exc}") from None
-    return metadata, tail[pos + meta_size :]
+    return metadata, pos + meta_size
 
 
 def peek_metadata(part: bytes) -> pb.MessageMetadata:
