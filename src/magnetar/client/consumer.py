@@ -231,8 +231,17 @@ class Consumer:
 
     async def receive(self, timeout_millis: int | None = None) -> Message:
         """Next message; raises ``Timeout`` after ``timeout_millis`` (default: wait)."""
-        if self._queue:
-            return self._take()
+        queue = self._queue
+        if queue:  # the hot path: ``_take`` inlined
+            msg = queue.popleft()
+            child: TopicConsumer = msg._entry.consumer
+            child.last_taken = msg
+            child._permits += 1
+            if child._permits >= child._threshold:
+                child.send_flow()
+            if self._unacked is not None:
+                self._unacked.add((child, msg._entry.key))
+            return msg
         timeout = None if timeout_millis is None else timeout_millis / 1000.0
         loop = asyncio.get_running_loop()
         deadline = None if timeout is None else loop.time() + timeout

@@ -26,6 +26,8 @@ from magnetar.protocol.varint import decode_varint
 __all__ = ["batch_message_at", "decode_batch", "encode_batch", "scan_batch"]
 
 _U32 = struct.Struct(">I")
+# a batch member's record: metadata size, then its first four bytes
+_RECORD_HEAD = struct.Struct(">IBBBB")
 
 
 def encode_batch(messages: list[tuple[pb.SingleMessageMetadata, bytes]]) -> bytes:
@@ -137,38 +139,38 @@ def scan_batch(buf: bytes, start: int, count: int) -> tuple[list[int], list[int]
     ends: list[int] = []
     append = ends.append
     compacted: list[int] = []
-    unpack = _U32.unpack_from
+    head = _RECORD_HEAD.unpack_from
     pos = start
-    try:
-        for index in range(count):
-            at = pos + 4
-            data_at = at + unpack(buf, pos)[0]
-            # inline: payload_size first, in one or two varint bytes, then nothing or a
-            # field numbered past compacted_out (protobuf writes fields in number order)
-            q = -1
-            if data_at - at >= 2 and buf[at] == _TAG_PAYLOAD_SIZE:
-                b = buf[at + 1]
-                if b < 0x80:
-                    q = at + 2
-                else:
-                    b2 = buf[at + 2]
-                    if b2 < 0x80:
-                        b = (b & 0x7F) | (b2 << 7)
-                        q = at + 3
-                if q != data_at and (q > data_at or buf[q] <= _TAG_COMPACTED_OUT):
-                    q = -1
-            if q < 0:
-                if data_at > size:
-                    raise MalformedFrame(f"batch message {index}: metadata runs past the end")
-                b, dropped = _scan_single(buf, at, data_at)
-                if dropped:
-                    compacted.append(index)
-            pos = data_at + b
-            append(pos)
-    except (struct.error, IndexError):
-        raise MalformedFrame(f"batch truncated before message {len(ends)}") from None
+    for index in range(count):
+        # inline: payload_size first, in one or two varint bytes, then nothing or a field
+        # numbered past compacted_out (protobuf writes fields in number order)
+        try:
+            n, tag, b1, b2, b3 = head(buf, pos)
+        except struct.error:  # fewer than 9 bytes left: the general path decides
+            n = tag = 0
+        if tag == _TAG_PAYLOAD_SIZE and n >= 2:
+            if b1 < 0x80:
+                if n == 2 or b2 > _TAG_COMPACTED_OUT:
+                    pos += 4 + n + b1
+                    append(pos)
+                    continue
+            elif b2 < 0x80 and n >= 3 and (n == 3 or b3 > _TAG_COMPACTED_OUT):
+                pos += 4 + n + ((b1 & 0x7F) | (b2 << 7))
+                append(pos)
+                continue
+        if size - pos < 4:
+            raise MalformedFrame(f"batch truncated before message {index}")
+        at = pos + 4
+        data_at = at + _U32.unpack_from(buf, pos)[0]
+        if data_at > size:
+            raise MalformedFrame(f"batch message {index}: metadata runs past the end")
+        psize, dropped = _scan_single(buf, at, data_at)
+        if dropped:
+            compacted.append(index)
+        pos = data_at + psize
+        append(pos)
     if pos > size:
-        raise MalformedFrame(f"batch message {count - 1}: payload runs past the end")
+        raise MalformedFrame(f"batch message {len(ends) - 1}: payload runs past the end")
     return ends, compacted
 
 
