@@ -177,6 +177,10 @@ class Consumer:
         return self._c.is_connected()
 
     def receive(self, timeout_millis: int | None = None) -> Message:
+        # a queued message is taken right here; only an empty queue costs a trip to the loop
+        msg = self._c.take_threadsafe()
+        if msg is not None:
+            return msg
         return self._lt.run(self._c.receive(timeout_millis))
 
     def batch_receive(self) -> list[Message]:

@@ -9,8 +9,10 @@ times are republished to the dead-letter topic and acknowledged instead of redel
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import re
+import threading
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -68,6 +70,10 @@ class Consumer:
         self._children: list[TopicConsumer] = []
         self._by_topic: dict[str, TopicConsumer] = {}
         self._queue: deque[Message] = deque()
+        self._queue_lock = threading.Lock()
+        self._taken_elsewhere: deque[Message] = deque()
+        self._catch_up_due = False
+        self._loop = asyncio.get_running_loop()
         self._waiters: deque[asyncio.Future[None]] = deque()
         self._closed = False
         self._dlq = conf.dead_letter_policy
@@ -173,31 +179,68 @@ class Consumer:
 
     def _drop_from(self, child: TopicConsumer) -> int:
         """Remove the queued messages of ``child``; returns how many."""
-        before = len(self._queue)
-        if before:
-            self._queue = deque(m for m in self._queue if m._entry.consumer is not child)
-        return before - len(self._queue)
+        self._catch_up()
+        with self._queue_lock:
+            before = len(self._queue)
+            if before:
+                self._queue = deque(m for m in self._queue if m._entry.consumer is not child)
+            return before - len(self._queue)
 
     def _take(self) -> Message:
+        """The next queued message, taken (``IndexError`` when there is none)."""
         msg = self._queue.popleft()
+        self._account(msg)
+        return msg
+
+    def _account(self, msg: Message) -> None:
+        """A message was handed to the application: note it, and give its permit back to
+        its consumer (``Flow`` once half the queue is due)."""
         child: TopicConsumer = msg._entry.consumer
         child.last_taken = msg
-        # the message's permit goes back to its consumer (Flow once half the queue is due)
         child._permits += 1
         if child._permits >= child._threshold:
             child.send_flow()
         if self._unacked is not None:
             self._unacked.add((child, msg._entry.key))
-        return msg
 
     def take_queued(self, max_messages: int) -> list[Message]:
         """Up to ``max_messages`` of the messages already received, without waiting."""
         out: list[Message] = []
         take = self._take
         queue = self._queue
-        while queue and len(out) < max_messages:
-            out.append(take())
+        with contextlib.suppress(IndexError):
+            while queue and len(out) < max_messages:
+                out.append(take())
         return out
+
+    # The blocking facade (``magnetar.sync``) takes queued messages from its own thread,
+    # without a round trip through the event loop per message: ``deque.popleft`` is atomic,
+    # ``_queue_lock`` keeps it apart from ``_drop_from``, and the loop thread catches up on
+    # the bookkeeping (``_account``) in bulk, before it waits for messages or drops some.
+    _CATCH_UP_EVERY = 32
+
+    def take_threadsafe(self) -> Message | None:
+        """A queued message taken from any thread, or None when none is queued."""
+        with self._queue_lock:
+            try:
+                msg = self._queue.popleft()
+            except IndexError:
+                return None
+        pending = self._taken_elsewhere
+        pending.append(msg)
+        if len(pending) >= self._CATCH_UP_EVERY and not self._catch_up_due:
+            self._catch_up_due = True
+            with contextlib.suppress(RuntimeError):  # the loop is closed: nothing to do
+                self._loop.call_soon_threadsafe(self._catch_up)
+        return msg
+
+    def _catch_up(self) -> None:
+        self._catch_up_due = False
+        pending = self._taken_elsewhere
+        account = self._account
+        with contextlib.suppress(IndexError):
+            while pending:
+                account(pending.popleft())
 
     async def _wait(self, timeout: float | None) -> None:
         if self._closed:
@@ -231,26 +274,34 @@ class Consumer:
 
     async def receive(self, timeout_millis: int | None = None) -> Message:
         """Next message; raises ``Timeout`` after ``timeout_millis`` (default: wait)."""
-        queue = self._queue
-        if queue:  # the hot path: ``_take`` inlined
-            msg = queue.popleft()
-            child: TopicConsumer = msg._entry.consumer
-            child.last_taken = msg
-            child._permits += 1
-            if child._permits >= child._threshold:
-                child.send_flow()
-            if self._unacked is not None:
-                self._unacked.add((child, msg._entry.key))
-            return msg
+        try:
+            msg = self._queue.popleft()
+        except IndexError:
+            return await self._receive_wait(timeout_millis)
+        # the hot path: ``_account`` inlined
+        child: TopicConsumer = msg._entry.consumer
+        child.last_taken = msg
+        child._permits += 1
+        if child._permits >= child._threshold:
+            child.send_flow()
+        if self._unacked is not None:
+            self._unacked.add((child, msg._entry.key))
+        return msg
+
+    async def _receive_wait(self, timeout_millis: int | None) -> Message:
+        if self._taken_elsewhere:
+            self._catch_up()  # permits taken by the blocking facade go back first
         timeout = None if timeout_millis is None else timeout_millis / 1000.0
         loop = asyncio.get_running_loop()
         deadline = None if timeout is None else loop.time() + timeout
-        while not self._queue:
-            remaining = None if deadline is None else deadline - loop.time()
-            if remaining is not None and remaining <= 0:
-                raise Timeout("no message received in time")
-            await self._wait(remaining)
-        return self._take()
+        while True:
+            while not self._queue:
+                remaining = None if deadline is None else deadline - loop.time()
+                if remaining is not None and remaining <= 0:
+                    raise Timeout("no message received in time")
+                await self._wait(remaining)
+            with contextlib.suppress(IndexError):  # another thread may have been quicker
+                return self._take()
 
     async def batch_receive(self) -> list[Message]:
         """Messages up to the batch-receive policy's count/bytes, or what came by its timeout."""
@@ -263,7 +314,10 @@ class Consumer:
         size = 0
         while len(out) < max_n and size < max_bytes:
             if self._queue:
-                msg = self._take()
+                try:
+                    msg = self._take()
+                except IndexError:
+                    continue
                 out.append(msg)
                 size += msg._entry.data_size(msg._index)
                 continue
