@@ -356,17 +356,19 @@ class Consumer:
 
     async def acknowledge(self, message: Message | MessageId) -> None:
         """Acknowledge one message (sent grouped, within ``ack_group_time``)."""
-        if isinstance(message, Message):
-            mid = message._id
-            child = message._consumer
+        if isinstance(message, Message):  # no MessageId needed
+            entry = message._entry
+            child = entry.consumer
+            key = entry.key
+            whole_entry = child.ack_at(key, message._index, entry.chunk_ids)
         else:
-            mid = message
-            child = self._child_for(mid)
-        whole_entry = child.ack(mid)
+            child = self._child_for(message)
+            key = (message._ledger_id, message._entry_id)
+            whole_entry = child.ack_at(key, message._batch_index, message._chunk_ids)
         if self._unacked is not None and whole_entry:
-            self._unacked.remove((child, (mid._ledger_id, mid._entry_id)))
+            self._unacked.remove((child, key))
         if self._nacks._due and whole_entry:
-            self._nacks.remove((child, (mid._ledger_id, mid._entry_id)))
+            self._nacks.remove((child, key))
 
     async def acknowledge_cumulative(self, message: Message | MessageId) -> None:
         """Acknowledge this message and everything before it on its topic/partition."""

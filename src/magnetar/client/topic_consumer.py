@@ -320,12 +320,16 @@ class TopicConsumer:
     # -------------------------------------------------------------------- acks
     def ack(self, mid: MessageId) -> bool:
         """Record an individual ack; True once the message's whole entry is acknowledged."""
-        key = (mid._ledger_id, mid._entry_id)
-        if mid._chunk_ids:
-            for c in mid._chunk_ids:
+        return self.ack_at((mid._ledger_id, mid._entry_id), mid._batch_index, mid._chunk_ids)
+
+    def ack_at(self, key: tuple[int, int], batch_index: int,
+               chunk_ids: list[MessageId] | None = None) -> bool:
+        """``ack`` of the message at entry ``key`` and ``batch_index`` (-1: not batched)."""
+        if chunk_ids:
+            for c in chunk_ids:
                 self._acks.individual((c._ledger_id, c._entry_id))
             return True
-        if self._acks.individual(key, mid._batch_index):
+        if self._acks.individual(key, batch_index):
             if self._dlq_redelivery:
                 self._dlq_redelivery.pop(key, None)
             return True
