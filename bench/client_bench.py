@@ -58,12 +58,13 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_broker(kind: str, size: int = 1024) -> tuple[subprocess.Popen[bytes], str, Path]:
+def start_broker(kind: str, size: int = 1024,
+                 batched: bool = True) -> tuple[subprocess.Popen[bytes], str, Path]:
     tmp = Path(tempfile.mkdtemp(prefix="client-bench-"))
     port = free_port()
     if kind == "replay":
         cmd = [sys.executable, str(REPO / "bench" / "replay_broker.py"), str(port),
-               "--size", str(size)]
+               "--size", str(size), *(() if batched else ("--unbatched",))]
     elif kind == "magnetar":
         cmd = [sys.executable, "-m", "magnetar.cli.main", "standalone", "--data-dir",
                str(tmp / "data"), "--port", str(port), "--http-port", "0",
@@ -246,7 +247,11 @@ def main() -> None:
                          "alone (no produce rows then)")
     ap.add_argument("--url", help="use a running broker instead of starting one")
     ap.add_argument("--uvloop", action="store_true", help="run our client on uvloop")
+    ap.add_argument("--unbatched", action="store_true",
+                    help="both producers without batching (one message per entry)")
     args = ap.parse_args()
+    if args.unbatched:
+        PRODUCER_KW["batching_enabled"] = False
     if args.uvloop:
         import uvloop
 
@@ -255,7 +260,7 @@ def main() -> None:
     proc = tmp = None
     url = args.url
     if url is None:
-        proc, url, tmp = start_broker(args.broker, args.size)
+        proc, url, tmp = start_broker(args.broker, args.size, not args.unbatched)
     if proc is not None:
         Window.broker_pid = proc.pid
     try:
@@ -279,7 +284,8 @@ def main() -> None:
         best = {k: max(v) for k, v in results.items() if v}
         where = args.url or args.broker
         loop = "uvloop" if args.uvloop else "asyncio"
-        print(f"broker: {where}; {args.messages} x {args.size} B messages, batched; "
+        batching = "not batched" if args.unbatched else "batched"
+        print(f"broker: {where}; {args.messages} x {args.size} B messages, {batching}; "
               f"best of {args.rounds}; our loop: {loop}; {machine()}")
         for k in ("oc", "mc", "ms"):
             print(f"  all rounds {k}: " + ", ".join(f"{f.rate:,.0f}" for f in results[k]))

@@ -9,7 +9,7 @@ like a broker whose every read is a cache hit and whose dispatch takes no time. 
 accepted and ignored. Its CPU use is near zero, so a consume figure against it is bounded
 by the client.
 
-  python bench/replay_broker.py PORT [--size 1024]   # prints "ready" once listening
+  python bench/replay_broker.py PORT [--size 1024] [--unbatched]  # "ready" once listening
 """
 
 from __future__ import annotations
@@ -37,8 +37,13 @@ T = pb.BaseCommand
 BATCH_BYTES = 128 * 1024  # the official client's batching_max_allowed_size_in_bytes
 
 
-def build_entries(size: int, count: int = 8) -> tuple[list[bytes], int]:
-    """``count`` payload parts of one batch each, and the messages per batch."""
+def build_entries(size: int, count: int = 8, batched: bool = True) -> tuple[list[bytes], int]:
+    """``count`` payload parts of one batch each, and the messages per batch (or of one
+    message each, not batched)."""
+    if not batched:
+        return [build_payload_part(pb.MessageMetadata(
+            producer_name="replay", sequence_id=e, publish_time=int(time.time() * 1000)),
+            os.urandom(size)) for e in range(count)], 1
     per = max(1, min(1000, BATCH_BYTES // size))
     parts = []
     for e in range(count):
@@ -110,8 +115,8 @@ class ReplayConnection(asyncio.Protocol):
         self.transport.write(b"".join(out))
 
 
-async def serve(port: int, size: int) -> None:
-    parts, per = build_entries(size)
+async def serve(port: int, size: int, batched: bool) -> None:
+    parts, per = build_entries(size, batched=batched)
     loop = asyncio.get_running_loop()
     server = await loop.create_server(lambda: ReplayConnection(parts, per), "127.0.0.1", port)
     print("ready", flush=True)
@@ -123,8 +128,9 @@ def main() -> None:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("port", type=int)
     ap.add_argument("--size", type=int, default=1024)
+    ap.add_argument("--unbatched", action="store_true", help="one message per entry")
     args = ap.parse_args()
-    asyncio.run(serve(args.port, args.size))
+    asyncio.run(serve(args.port, args.size, not args.unbatched))
 
 
 if __name__ == "__main__":

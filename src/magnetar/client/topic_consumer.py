@@ -33,7 +33,7 @@ from magnetar.protocol import (
     pb,
 )
 from magnetar.protocol.batch import scan_batch
-from magnetar.protocol.frames import split_message_at
+from magnetar.protocol.frames import MessageFrame, split_message_at
 from magnetar.protocol.ids import message_id_data, wire_position
 
 if TYPE_CHECKING:
@@ -173,26 +173,25 @@ class TopicConsumer:
         self.end_of_topic = True
 
     # ---------------------------------------------------------------- messages
-    def _on_message(self, m: pb.CommandMessage, part: bytes) -> None:
-        key = wire_position(m.message_id)
+    def _on_message(self, m: MessageFrame) -> None:
+        key = (m.ledger_id, m.entry_id)
         try:
-            self._decode(m, part, key)
+            self._decode(m, m.payload_part, key)  # type: ignore[arg-type]  # a payload frame
         finally:
             self._mark_seen(key)
 
-    def _decode(self, m: pb.CommandMessage, part: bytes, key: tuple[int, int]) -> None:
-        mid = m.message_id
+    def _decode(self, m: MessageFrame, part: bytes, key: tuple[int, int]) -> None:
         try:
             meta, at = split_message_at(part)
         except ProtocolError as exc:
-            log.warning("%s: discarding corrupt message %s:%s: %s", self.topic,
-                        mid.ledgerId, mid.entryId, exc)
-            self._reject(mid, pb.CommandAck.ChecksumMismatch)
+            log.warning("%s: discarding corrupt message %s:%s: %s", self.topic, key[0],
+                        key[1], exc)
+            self._reject(m.message_id, pb.CommandAck.ChecksumMismatch)
             return
         buf = part
         chunk_ids = None
         if meta.num_chunks_from_msg > 1:
-            done = self._chunks.add(meta, mid, part[at:])
+            done = self._chunks.add(meta, m.message_id, part[at:])
             if done is None:
                 self.returned_permits(1)
                 return
@@ -204,15 +203,15 @@ class TopicConsumer:
                 return
             buf, chunk_ids = done
             at = 0
-            mid = chunk_ids[-1]
-            key = wire_position(mid)
+            key = wire_position(chunk_ids[-1])
         if meta.compression != pb.NONE:
             try:
                 buf = decompress(meta.compression, memoryview(buf)[at:], meta.uncompressed_size)
             except ProtocolError as exc:
-                log.warning("%s: cannot decompress %s:%s: %s", self.topic, mid.ledgerId,
-                            mid.entryId, exc)
-                self._reject(mid, pb.CommandAck.DecompressionError)
+                log.warning("%s: cannot decompress %s:%s: %s", self.topic, key[0], key[1],
+                            exc)
+                self._reject(chunk_ids[-1] if chunk_ids else m.message_id,
+                             pb.CommandAck.DecompressionError)
                 return
             at = 0
         ledger, entry_id = key
@@ -234,7 +233,7 @@ class TopicConsumer:
             return
         self._on_batch(m, meta, buf, at, key, filtering)
 
-    def _on_batch(self, m: pb.CommandMessage, meta: pb.MessageMetadata, buf: bytes, at: int,
+    def _on_batch(self, m: MessageFrame, meta: pb.MessageMetadata, buf: bytes, at: int,
                   key: tuple[int, int], filtering: Any) -> None:
         """Queue the members of a batch: one pass finds where each ends (``scan_batch``);
         the messages themselves are the shared ``Entry`` and an index."""
