@@ -25,9 +25,9 @@ if TYPE_CHECKING:
 class Entry:
     """What the messages of one delivered entry share.
 
-    ``buf`` holds the payload: for a batch (``size > 0``, the batch's message count) the
-    members are found from ``start`` through ``ends``; otherwise (``size == 0``) ``buf`` is
-    the payload itself.
+    ``buf`` holds the payload from ``start``: for a batch (``size > 0``, the batch's
+    message count) the members are found through ``ends``; otherwise (``size == 0``,
+    ``ends`` None) the payload is ``buf[start:]``.
     """
 
     __slots__ = ("buf", "chunk_ids", "consumer", "ends", "entry_id", "key", "ledger_id",
@@ -55,13 +55,13 @@ class Entry:
 
     def data(self, index: int) -> bytes:
         if self.ends is None:
-            return self.buf
+            return self.buf[self.start:] if self.start else self.buf
         _, at, end = batch_message_at(self.buf, self.start, self.ends, index)
         return self.buf[at:end]
 
     def data_size(self, index: int) -> int:
         if self.ends is None:
-            return len(self.buf)
+            return len(self.buf) - self.start
         _, at, end = batch_message_at(self.buf, self.start, self.ends, index)
         return end - at
 

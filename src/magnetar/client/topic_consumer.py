@@ -178,7 +178,10 @@ class TopicConsumer:
         try:
             self._decode(m, m.payload_part, key)  # type: ignore[arg-type]  # a payload frame
         finally:
-            self._mark_seen(key)
+            if key > self.seen_entry:
+                self.seen_entry = key
+            if self._entry_waiters:
+                self._mark_seen(key)
 
     def _decode(self, m: MessageFrame, part: bytes, key: tuple[int, int]) -> None:
         try:
@@ -218,9 +221,8 @@ class TopicConsumer:
         partition = self.partition
         filtering = self._filter is not None or self.min_publish_time
         if not meta.HasField("num_messages_in_batch"):
-            entry = Entry(buf[at:] if at else buf, 0, None, 0, meta, ledger, entry_id,
-                          partition, self.topic, m.redelivery_count,
-                          self.parent._value_schema, self)
+            entry = Entry(buf, at, None, 0, meta, ledger, entry_id, partition, self.topic,
+                          m.redelivery_count, self.parent._value_schema, self)
             if chunk_ids is not None:
                 entry.chunk_ids = [MessageId(partition, *wire_position(c)) for c in chunk_ids]
             msg = Message(entry, -1)
@@ -228,7 +230,8 @@ class TopicConsumer:
                 self.returned_permits(1)
                 self._acks.individual(key)
                 return
-            self._track_dlq(msg, entry.redelivery)
+            if self.parent._dlq is not None:
+                self._track_dlq(msg, entry.redelivery)
             self.parent._enqueue(msg)
             return
         self._on_batch(m, meta, buf, at, key, filtering)
