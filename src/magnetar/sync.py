@@ -230,7 +230,13 @@ class Reader:
         return self._r.topic()
 
     def read_next(self, timeout_millis: int | None = None) -> Message:
-        return self._lt.run(self._r.read_next(timeout_millis))
+        # like Consumer.receive: a queued message is taken (and acknowledged) right here
+        c = self._r._consumer
+        msg = c.take_threadsafe()
+        if msg is None:
+            return self._lt.run(self._r.read_next(timeout_millis))
+        c.ack_cumulative_later(msg)
+        return msg
 
     def read_batch(self, max_messages: int, timeout_millis: int | None = None) -> list[Message]:
         return self._lt.run(self._r.read_batch(max_messages, timeout_millis))

@@ -107,3 +107,24 @@ def test_sync_receive_takes_queued_messages_from_its_thread(broker: BrokerProces
         again: list[int] = []
         take(again)
         assert set(again) == set(range(n))
+
+
+def test_sync_reader_takes_queued_messages_from_its_thread(broker: BrokerProcess,
+                                                           topic: str) -> None:
+    n = 2000
+    with Client(broker.url) as client:
+        producer = client.create_producer(topic, batching_enabled=True,
+                                          batching_max_messages=30, block_if_queue_full=True)
+        for i in range(n):
+            producer.send_async(b"%d" % i, None)
+        producer.flush()
+        reader = client.create_reader(topic, MessageId.earliest, receiver_queue_size=50)
+        got = []
+        while reader.has_message_available():
+            got.append(int(reader.read_next(5000).data()))
+        assert got == list(range(n))
+        last = reader._r._consumer._children[0].last_dequeued
+        assert last is not None and last.batch_index() >= 0
+        reader.seek(MessageId.earliest)
+        assert int(reader.read_next(5000).data()) == 0
+        reader.close()

@@ -72,6 +72,7 @@ class Consumer:
         self._queue: deque[Message] = deque()
         self._queue_lock = threading.Lock()
         self._taken_elsewhere: deque[Message] = deque()
+        self._cumulative_later: deque[Message] = deque()
         self._catch_up_due = False
         self._loop = asyncio.get_running_loop()
         self._waiters: deque[asyncio.Future[None]] = deque()
@@ -234,6 +235,11 @@ class Consumer:
                 self._loop.call_soon_threadsafe(self._catch_up)
         return msg
 
+    def ack_cumulative_later(self, msg: Message) -> None:
+        """From any thread: acknowledge ``msg`` cumulatively at the next catch-up (the
+        blocking ``Reader.read_next``; only the latest such message counts)."""
+        self._cumulative_later.append(msg)
+
     def _catch_up(self) -> None:
         self._catch_up_due = False
         pending = self._taken_elsewhere
@@ -241,6 +247,15 @@ class Consumer:
         with contextlib.suppress(IndexError):
             while pending:
                 account(pending.popleft())
+        later = self._cumulative_later
+        if later:
+            last: dict[TopicConsumer, Message] = {}
+            with contextlib.suppress(IndexError):
+                while later:
+                    msg = later.popleft()
+                    last[msg._entry.consumer] = msg
+            for child, msg in last.items():
+                child.ack_cumulative(msg.message_id())
 
     async def _wait(self, timeout: float | None) -> None:
         if self._closed:
@@ -289,8 +304,8 @@ class Consumer:
         return msg
 
     async def _receive_wait(self, timeout_millis: int | None) -> Message:
-        if self._taken_elsewhere:
-            self._catch_up()  # permits taken by the blocking facade go back first
+        if self._taken_elsewhere or self._cumulative_later:
+            self._catch_up()  # what the blocking facade took is accounted for first
         timeout = None if timeout_millis is None else timeout_millis / 1000.0
         loop = asyncio.get_running_loop()
         deadline = None if timeout is None else loop.time() + timeout
@@ -459,6 +474,7 @@ class Consumer:
     # ------------------------------------------------------------ operations
     async def seek(self, message_id: MessageId | int) -> None:
         """Reset the subscription to a message id or a publish time (ms since epoch)."""
+        self._catch_up()
         targets = self._children
         if isinstance(message_id, MessageId) and message_id._partition >= 0 \
                 and len(self._children) > 1:
@@ -480,6 +496,7 @@ class Consumer:
     async def close(self) -> None:
         if self._closed:
             return
+        self._catch_up()
         self._closed = True
         if self._discovery is not None:
             self._discovery.cancel()
