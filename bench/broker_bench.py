@@ -25,6 +25,7 @@ import json
 import math
 import os
 import platform
+import resource
 import shlex
 import shutil
 import signal
@@ -724,6 +725,59 @@ def bench_started_broker(name: str, args: argparse.Namespace, root: Path) -> Bro
 
 
 # ---------------------------------------------------------------------------
+# the fsync floor
+
+
+@dataclass
+class FsyncFloor:
+    """What one small write + fdatasync costs on this machine's disk, measured in this run."""
+
+    size: int
+    count: int
+    cpu_us: float  # CPU of the calling thread (user + kernel) per write + fdatasync
+    wall_us: float  # median wall time per write + fdatasync
+
+
+def measure_fsync_floor(directory: Path, size: int, count: int = 500) -> FsyncFloor:
+    """Append ``size`` bytes and fdatasync, ``count`` times, in a file under ``directory``
+    (the file system the brokers' data dirs are on); the floor any durable unbatched send
+    pays on this disk, whatever the broker's language."""
+    path = directory / "fsync-floor.bin"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    block = b"x" * size
+    walls = []
+    try:
+        for _ in range(20):  # allocate the first blocks, warm the path
+            os.write(fd, block)
+            os.fdatasync(fd)
+        before = resource.getrusage(resource.RUSAGE_THREAD)
+        for _ in range(count):
+            t0 = time.perf_counter()
+            os.write(fd, block)
+            os.fdatasync(fd)
+            walls.append(time.perf_counter() - t0)
+        after = resource.getrusage(resource.RUSAGE_THREAD)
+    finally:
+        os.close(fd)
+        path.unlink(missing_ok=True)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    walls.sort()
+    return FsyncFloor(size, count, cpu / count * 1e6, walls[len(walls) // 2] * 1e6)
+
+
+def describe_floor(floor: FsyncFloor, runs: list[BrokerRun]) -> str:
+    line = (f"fsync floor: one {floor.size:,} B write + fdatasync in the data dirs' file system "
+            f"costs {floor.cpu_us:.0f} us of CPU ({floor.wall_us:.0f} us wall, median of "
+            f"{floor.count})")
+    for run in runs:
+        res = run.phases.get("latency")
+        if run.name == "magnetar" and res is not None and not res.error and res.cpu_us_per_msg:
+            line += (f"; magnetar's broker CPU per unbatched send is "
+                     f"{res.cpu_us_per_msg / floor.cpu_us:.2f}x that floor")
+    return line
+
+
+# ---------------------------------------------------------------------------
 # reporting
 
 # (label, phase ("" = the run itself), attribute, number format)
@@ -845,13 +899,15 @@ def describe_run(run: BrokerRun) -> str:
     return "\n".join(out)
 
 
-def report(runs: list[BrokerRun], args: argparse.Namespace) -> None:
+def report(runs: list[BrokerRun], args: argparse.Namespace, floor: FsyncFloor | None) -> None:
     header, rows = build_table(runs)
     print()
     for run in runs:
         print(describe_run(run))
     print()
     print(render_plain(header, rows))
+    if floor is not None:
+        print("\n" + describe_floor(floor, runs))
     fsync = "group (default)"
     for arg in args.magnetar_arg:
         if arg.startswith("--fsync"):
@@ -867,7 +923,8 @@ def report(runs: list[BrokerRun], args: argparse.Namespace) -> None:
             extra = " pulsar-lite: no fsync (it has no setting for it); metrics endpoint off."
         print(f"\n<sub>{datetime.date.today().isoformat()}, {setup}.{extra}</sub>")
     if args.json:
-        payload = {"setup": setup, "runs": [asdict(r) for r in runs]}
+        payload = {"setup": setup, "runs": [asdict(r) for r in runs],
+                   "fsync_floor": asdict(floor) if floor is not None else None}
         Path(args.json).write_text(json.dumps(payload, indent=2))
         print(f"\nresults written to {args.json}", file=sys.stderr)
 
@@ -965,8 +1022,10 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGHUP, _on_sigterm)
     root = Path(tempfile.mkdtemp(prefix="broker-bench-"))
     runs: list[BrokerRun] = []
+    floor = None
     try:
         if args.compare or args.broker:
+            floor = measure_fsync_floor(root, args.size + 100)  # ~ a 1 KB message's entry
             for name in (BROKERS if args.compare else (args.broker,)):
                 runs.append(bench_started_broker(name, args, root))
         else:
@@ -995,7 +1054,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"client/broker logs kept in {root}", file=sys.stderr)
         else:
             shutil.rmtree(root, ignore_errors=True)
-    report(runs, args)
+    report(runs, args, floor)
     ok = all(not r.skipped and all(not p.error for p in r.phases.values()) for r in runs)
     return 0 if ok or args.compare else 1
 

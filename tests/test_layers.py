@@ -60,3 +60,28 @@ def test_broker_and_storage_do_not_load_the_client() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def private_imports(path: Path) -> list[str]:
+    """Names starting with ``_`` (not dunders) a module imports from another magnetar module."""
+    out: list[str] = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if not isinstance(node, ast.ImportFrom):
+            continue
+        if node.level == 0 and not (node.module or "").startswith("magnetar"):
+            continue
+        for alias in node.names:
+            if alias.name.startswith("_") and not alias.name.startswith("__"):
+                out.append(f"{'.' * node.level}{node.module or ''}.{alias.name}")
+    return out
+
+
+def test_no_module_imports_a_private_name_of_another() -> None:
+    """A name starting with ``_`` is its module's own business: what other modules need is
+    public (so a refactor of one module cannot silently break another)."""
+    wrong = {
+        str(path.relative_to(SRC)): private_imports(path)
+        for path in SRC.rglob("*.py")
+        if private_imports(path)
+    }
+    assert not wrong, f"private names imported across modules: {wrong}"

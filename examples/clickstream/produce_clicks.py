@@ -18,7 +18,7 @@ def main() -> None:
     ap.add_argument("--url", default="pulsar://localhost:6650")
     ap.add_argument("--seconds", type=float, default=60)
     args = ap.parse_args()
-    client = pulsar.Client(args.url)
+    client = pulsar.Client(args.url, logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error))
     producer = client.create_producer("clicks", batching_enabled=True)
     pages = ["/", "/search", "/item", "/cart", "/checkout"]
     end = time.time() + args.seconds

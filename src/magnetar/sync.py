@@ -231,6 +231,7 @@ class Reader:
 
     def read_next(self, timeout_millis: int | None = None) -> Message:
         # like Consumer.receive: a queued message is taken (and acknowledged) right here
+        self._r._messages_only()
         c = self._r._consumer
         msg = c.take_threadsafe()
         if msg is None:

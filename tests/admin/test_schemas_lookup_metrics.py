@@ -1,8 +1,9 @@
-"""Schemas over HTTP, HTTP lookup with the official client (http:// service URL), and the
-Prometheus scrape."""
+"""Schemas over HTTP, HTTP lookup with the official client and ours (http:// service URL),
+and the Prometheus scrape."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 
@@ -10,6 +11,8 @@ import pulsar
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+import magnetar.client
+from magnetar.client.errors import ConnectError, TopicNotFound
 from magnetar.testing import StandaloneBroker
 from tests.admin.conftest import QUIET, Api, wait_until
 
@@ -69,6 +72,40 @@ def test_http_lookup_with_the_official_client(broker: StandaloneBroker, api: Api
             f"persistent://public/default/{name}-p-partition-{i}" for i in range(3)]
     finally:
         client.close()
+
+
+def test_http_lookup_with_our_client(broker: StandaloneBroker, api: Api) -> None:
+    name = f"ours-{uuid.uuid4().hex[:8]}"
+    api.ok("PUT", f"/admin/v2/persistent/public/default/{name}-p/partitions", 3)
+    base = f"persistent://public/default/{name}"
+
+    async def use() -> None:
+        async with magnetar.client.Client(broker.web_service_url, operation_timeout_seconds=5) as client:
+            assert await client.get_topic_partitions(base + "-p") == [
+                f"{base}-p-partition-{i}" for i in range(3)]
+            for topic, n in ((base, 5), (base + "-p", 12)):
+                consumer = await client.subscribe(topic, "s")
+                producer = await client.create_producer(topic, schema=magnetar.client.StringSchema())
+                for i in range(n):
+                    await producer.send(str(i), partition_key=str(i))
+                got = set()
+                for _ in range(n):
+                    msg = await consumer.receive(timeout_millis=10000)
+                    got.add(int(msg.data()))
+                    await consumer.acknowledge(msg)
+                assert got == set(range(n))
+            assert all(address.startswith("pulsar://") for address in client._pool._conns)
+            schema = await client.get_schema(base)
+            assert schema is not None and schema.type == "String"
+            listed = await client.get_topics_of_namespace("public/default")
+            assert base in listed and f"{base}-p-partition-2" in listed
+            with pytest.raises(TopicNotFound, match="HTTP 404"):
+                await client.create_producer(f"persistent://no-such-tenant/ns/{name}")
+        with pytest.raises(ConnectError, match=r"http://127\.0\.0\.1:1/"):  # after 2 s of retries
+            async with magnetar.client.Client("http://127.0.0.1:1", operation_timeout_seconds=2) as client:
+                await client.get_topic_partitions(base)
+
+    asyncio.run(use())
 
 
 def _scrape(api: Api) -> dict[str, list]:

@@ -99,6 +99,11 @@ def test_stats_field_names_and_rates(api: Api, client: pulsar.Client, name: str)
     assert ":" in internal["cursors"]["s1"]["markDeletePosition"]
     producer.close()
     consumer.close()
+    # the out counters outlive the consumer that received the messages (as Pulsar's do)
+    after = api.ok("GET", f"{NS}/{name}/stats")
+    assert after["subscriptions"]["s1"]["msgOutCounter"] >= 10
+    assert after["msgOutCounter"] == after["subscriptions"]["s1"]["msgOutCounter"]
+    assert after["bytesOutCounter"] >= 1000
 
 
 def test_terminate_unload_last_message_id(api: Api, client: pulsar.Client, name: str) -> None:

@@ -242,7 +242,7 @@ def test_quota_consumer_backlog_eviction(make_broker) -> None:
     client.create_producer(topic).close()
     backlog = subscription_stats(broker, topic, "slow")["msgBacklog"]
     assert 0 < backlog < 41
-    size = broker.call(lambda: broker.service.backlog_bytes(broker.service.topics[topic])[0])  # type: ignore[union-attr]
+    size = broker.call(lambda: broker.service.backlog_quota.backlog_bytes(broker.service.topics[topic])[0])  # type: ignore[union-attr]
     assert size <= QUOTA
     slow = client.subscribe(topic, "slow")
     got = [int(m[:3]) for m in drain(slow, b"040" + b"." * 97)]
@@ -280,7 +280,7 @@ def test_time_quota_holds_producers(make_broker) -> None:
     assert service is not None
 
     def quota_error(now: float) -> tuple[int, str] | None:
-        return broker.call(service.backlog_quota_error, service.topics[topic], now)
+        return broker.call(service.backlog_quota.producer_error, service.topics[topic], now)
 
     assert quota_error(sent + 50) is None
     error = quota_error(sent + 101)

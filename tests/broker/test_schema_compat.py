@@ -282,14 +282,14 @@ def test_namespace_policy_overrides_broker_default(broker: ThreadedBroker) -> No
     service = broker.service
     assert service is not None
     topic = new_topic()
-    assert broker.call(service.schema_strategy, topic) == "FULL"
+    assert broker.call(service.topic_schemas.strategy, topic) == "FULL"
     try:
         broker.call(lambda: service.policies.set(
             "public/default", schema_compatibility_strategy="BACKWARD"))
-        assert broker.call(service.schema_strategy, topic) == "BACKWARD"
+        assert broker.call(service.topic_schemas.strategy, topic) == "BACKWARD"
         broker.call(lambda: service.policies.set(
             "public/default", schema_compatibility_strategy=None))
-        assert broker.call(service.schema_strategy, topic) == "FULL"
+        assert broker.call(service.topic_schemas.strategy, topic) == "FULL"
     finally:
         broker.call(lambda: service.policies.set(
             "public/default", schema_compatibility_strategy=None))

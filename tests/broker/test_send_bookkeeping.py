@@ -24,7 +24,7 @@ def test_failing_dedup_snapshot_neither_loses_the_receipt_nor_leaks_the_slot(
     def failing_snapshot(topic: object) -> None:
         raise OSError("metadata store unavailable (injected)")
 
-    broker.call(setattr, service, "save_dedup_snapshot", failing_snapshot)
+    broker.call(setattr, service.dedup_snapshots, "save", failing_snapshot)
     client = pulsar.Client(broker.url, operation_timeout_seconds=5, logger=QUIET)
     try:
         topic = "persistent://public/default/snapshot-fails"
@@ -37,4 +37,4 @@ def test_failing_dedup_snapshot_neither_loses_the_receipt_nor_leaks_the_slot(
         assert [reader.read_next(5000).data() for _ in range(10)] == [b"%d" % i for i in range(10)]
     finally:
         client.close()
-        broker.call(delattr, service, "save_dedup_snapshot")  # let the broker stop cleanly
+        broker.call(delattr, service.dedup_snapshots, "save")  # let the broker stop cleanly

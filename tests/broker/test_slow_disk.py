@@ -4,6 +4,7 @@ topic on the same broker keeps its latency, and the stalled one catches up after
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -123,3 +124,147 @@ def test_a_seek_by_time_on_a_slow_disk_does_not_delay_other_topics(
     finally:
         release.set()
         client.close()
+
+
+@pytest.mark.parametrize("settings", [
+    {},
+    {"brokerDeduplicationEnabled": True,
+     "brokerEntryMetadataInterceptors": "org.apache.pulsar.common.intercept.AppendIndexMetadataInterceptor"},
+], ids=["plain", "dedup-replay-and-entry-index"])
+def test_a_stalled_topic_load_does_not_delay_other_topics(
+    make_broker: Callable[..., ThreadedBroker], monkeypatch: pytest.MonkeyPatch,
+    stalled_reads: tuple[set[str], threading.Event], settings: dict[str, object],
+) -> None:
+    """Loading a topic (its ledger's recovery scan and stored state; with dedup, the
+    snapshot and the entries replayed after it; with entry metadata, the last entry) runs
+    on the storage threads: while one topic's load is stuck on its disk, a producer and a
+    consumer on another topic are served as usual, and the stuck one completes afterwards."""
+    slow_dirs, release = stalled_reads
+    real_open = segment_module.Segment.open_existing.__func__  # type: ignore[attr-defined]
+
+    stall_open = not settings  # with dedup, the ledger opens and its reads are what stall
+
+    def slow_open(cls: type[segment_module.Segment], directory: str, ledger_id: int) -> object:
+        if stall_open and directory in slow_dirs:
+            release.wait(30)
+        return real_open(cls, directory, ledger_id)
+
+    monkeypatch.setattr(segment_module.Segment, "open_existing", classmethod(slow_open))
+    broker = make_broker(managedLedgerCacheSizeMB=0, **settings)
+    client = pulsar.Client(broker.url, operation_timeout_seconds=30, logger=QUIET)
+    try:
+        producer = client.create_producer(SLOW, batching_enabled=False, producer_name="p")
+        service = broker.service
+        assert service is not None
+        snapshot = broker.call(service.metadata.get, f"dedup/{SLOW}")
+        for i in range(5):
+            producer.send(b"slow-%d" % i)
+        producer.close()
+        slow_dirs.add(broker.call(lambda: service.topics[SLOW].ledger.directory))
+        broker.call(lambda: service.unload_topic(service.topics[SLOW]))  # next use reloads it
+        if snapshot is not None:  # as after a crash: the 5 entries are replayed on load
+            broker.call(service.metadata.put, f"dedup/{SLOW}", snapshot)
+
+        loaded: list[pulsar.Consumer] = []
+        loading = threading.Thread(target=lambda: loaded.append(client.subscribe(
+            SLOW, "s", initial_position=pulsar.InitialPosition.Earliest)))
+        loading.start()  # its topic's load is stuck on the slow disk
+        time.sleep(0.2)
+
+        began = time.monotonic()
+        consumer = client.subscribe(FAST, "s")
+        fast = client.create_producer(FAST, batching_enabled=False)
+        worst = 0.0
+        for i in range(20):
+            started = time.monotonic()
+            fast.send(b"fast-%d" % i)
+            assert consumer.receive(timeout_millis=5000).data() == b"fast-%d" % i
+            worst = max(worst, time.monotonic() - started)
+        whole = time.monotonic() - began
+        assert loading.is_alive() and not loaded and not release.is_set()
+        assert SLOW not in broker.call(lambda: list(service.topics))
+        assert worst < 1.0, f"a round trip on another topic took {worst:.2f}s during the stall"
+        assert whole < 5.0, f"subscribing and 20 round trips on another topic took {whole:.2f}s"
+
+        release.set()
+        loading.join(20)
+        assert loaded
+        got = [loaded[0].receive(timeout_millis=10_000).data() for _ in range(5)]
+        assert got == [b"slow-%d" % i for i in range(5)]
+        if snapshot is not None:
+            topic = broker.call(lambda: service.topics[SLOW])
+            assert broker.call(topic.last_sequence_id, "p") == 4
+            assert broker.call(lambda: topic.dedup_unsaved) == 5
+            assert broker.call(lambda: topic.entry_index) == 5
+    finally:
+        release.set()
+        client.close()
+
+
+def test_a_stalled_metadata_store_read_delays_only_its_own_request(
+    make_broker: Callable[..., ThreadedBroker],
+) -> None:
+    """PartitionedMetadata and GetTopicsOfNamespace read the metadata store on the storage
+    threads: while those reads stall (one topic's key, one namespace listing), requests on
+    other topics are served as usual, and the stalled ones are answered afterwards."""
+    broker = make_broker()
+    service = broker.service
+    assert service is not None
+    store = service.metadata
+    release = threading.Event()
+    stalled: list[str] = []
+    real_get, real_list = store.get, store.list
+
+    def slow_get(key: str) -> object:
+        if "stalled-topic" in key and not release.is_set():
+            stalled.append(key)
+            release.wait(30)
+        return real_get(key)
+
+    def slow_list(prefix: str) -> object:
+        if prefix.startswith("topics/persistent://") and not release.is_set():
+            stalled.append(prefix)
+            release.wait(30)
+        return real_list(prefix)
+
+    broker.call(setattr, store, "get", slow_get)
+    broker.call(setattr, store, "list", slow_list)
+    client = pulsar.Client(broker.url, operation_timeout_seconds=30, logger=QUIET)
+    try:
+        created: list[pulsar.Producer] = []
+        creating = threading.Thread(target=lambda: created.append(
+            client.create_producer("persistent://public/default/stalled-topic")))
+        listed: list[pulsar.Consumer] = []
+        listing = threading.Thread(target=lambda: listed.append(client.subscribe(
+            re.compile("persistent://public/default/pattern-.*"), "s")))
+        creating.start()
+        listing.start()
+        deadline = time.monotonic() + 10
+        while len(stalled) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert len(stalled) >= 2, stalled
+
+        began = time.monotonic()
+        consumer = client.subscribe(FAST, "s")
+        fast = client.create_producer(FAST, batching_enabled=False)
+        worst = 0.0
+        for i in range(20):
+            started = time.monotonic()
+            fast.send(b"fast-%d" % i)
+            assert consumer.receive(timeout_millis=5000).data() == b"fast-%d" % i
+            worst = max(worst, time.monotonic() - started)
+        whole = time.monotonic() - began
+        assert creating.is_alive() and listing.is_alive() and not created and not listed
+        assert worst < 1.0, f"a round trip on another topic took {worst:.2f}s during the stall"
+        assert whole < 5.0, f"subscribing and 20 round trips on another topic took {whole:.2f}s"
+
+        release.set()
+        creating.join(20)
+        listing.join(20)
+        assert created and listed
+        created[0].send(b"after the stall")
+    finally:
+        release.set()
+        client.close()
+        broker.call(delattr, store, "get")
+        broker.call(delattr, store, "list")

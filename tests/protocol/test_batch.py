@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from magnetar.protocol import MalformedFrame, pb
-from magnetar.protocol.batch import decode_batch, encode_batch
+from magnetar.protocol.batch import decode_batch, encode_batch, split_batch
 
 
 def _smm(**fields: object) -> pb.SingleMessageMetadata:
@@ -158,3 +158,59 @@ def test_scan_garbage_only_raises_malformed(data: bytes, count: int) -> None:
     with contextlib.suppress(MalformedFrame):
         for meta, payload, _ in _scanned(data, 0, count):
             assert len(meta) + len(payload) <= len(data)
+
+
+# ------------------------------------------------------------------ split_batch
+_smms = st.builds(
+    lambda key, props, seq, event_time, compacted: _smm(
+        **({"partition_key": key} if key is not None else {}),
+        **({"properties": [pb.KeyValue(key=k, value=v) for k, v in props]} if props else {}),
+        **({"sequence_id": seq} if seq is not None else {}),
+        **({"event_time": event_time} if event_time else {}),
+        **({"compacted_out": True} if compacted else {})),
+    st.none() | st.text(max_size=5), st.lists(st.tuples(st.text(max_size=3),
+                                                        st.text(max_size=3)), max_size=2),
+    st.none() | st.integers(0, 2**63 - 1), st.integers(0, 2**63 - 1), st.booleans())
+
+
+@settings(max_examples=200)
+@given(st.lists(st.tuples(_smms, st.binary(max_size=300)), max_size=20), st.binary(max_size=3))
+def test_split_batch_agrees_with_decode_batch(messages, trailing) -> None:
+    payload = encode_batch(messages) + trailing
+    split = split_batch(payload, len(messages))
+    decoded = decode_batch(payload, len(messages))
+    b = split.bounds
+    assert len(b) == 2 * len(messages) + 1 and b[0] == 0 and b == sorted(b)
+    assert [payload[b[2 * i + 1]:b[2 * i + 2]] for i in range(len(messages))] == \
+        [data for _, data in decoded]
+    assert split.sequence_ids == [m.sequence_id if m.HasField("sequence_id") else -1
+                                  for m, _ in decoded]
+    assert split.event_times == [m.event_time for m, _ in decoded]
+    for i, (m, _) in enumerate(decoded):
+        simple = not (m.partition_key or m.properties or m.compacted_out or
+                      m.HasField("partition_key"))
+        assert (i in split.metadata) == (not simple)
+        if not simple:
+            assert split.metadata[i] == m
+
+
+def test_split_batch_of_simple_metadata_parses_nothing() -> None:
+    messages = [(_smm(sequence_id=1000 + i, event_time=5 if i % 2 else 0), b"x" * i)
+                for i in range(300)]
+    split = split_batch(encode_batch(messages), 300)
+    assert split.metadata == {}
+    assert split.sequence_ids == list(range(1000, 1300))
+    assert split.event_times == [5 if i % 2 else 0 for i in range(300)]
+
+
+@given(st.binary(max_size=60), st.integers(0, 20))
+def test_split_batch_raises_only_malformed_frame(data, count) -> None:
+    with contextlib.suppress(MalformedFrame):
+        split_batch(data, count)
+
+
+def test_split_batch_truncated() -> None:
+    payload = encode_batch([(_smm(), b"abc"), (_smm(partition_key="k"), b"defg")])
+    for cut in range(1, len(payload)):
+        with pytest.raises(MalformedFrame):
+            split_batch(payload[:cut], 2)

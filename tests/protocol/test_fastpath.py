@@ -61,6 +61,14 @@ def test_message_id_bytes_match_protobuf(ledger, entry, partition, batch_index, 
     assert message_id_bytes(ledger, entry, partition, batch_index, batch_size) == expected
     prefix = message_id_prefix(ledger, entry, partition)
     assert message_id_bytes(ledger, entry, partition, batch_index, batch_size, prefix) == expected
+    if batch_index >= 0:
+        from magnetar.protocol.fastpath import message_id_batch_size, message_id_suffix
+
+        assert prefix + message_id_suffix(batch_index, batch_size) == expected
+        assert prefix + message_id_suffix(batch_index) + \
+            (message_id_batch_size(batch_size) if batch_size else b"") == expected
+
+
 
 
 # ------------------------------------------------------- MESSAGE, read by consumers

@@ -1,11 +1,12 @@
 """The HTTP side of security against a real ``magnetar standalone``: token and client-certificate
 authentication on every admin/lookup/metrics request (401), authorization (403) for
 superusers, tenant admins and granted roles, the permission endpoints, HTTPS on
-``webServicePortTls``, the official client's HTTP lookup over ``https://`` with a token, and
+``webServicePortTls``, the official client's and ours HTTP lookup over ``https://`` with a token, and
 ``magnetar admin`` with ``--token-file`` over HTTPS."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import ssl
@@ -21,8 +22,11 @@ from typing import Any
 import pulsar
 import pytest
 
+import magnetar.client
 from magnetar.broker.auth.passwords import md5_crypt
 from magnetar.cli.tokens import create_secret_key, create_token
+from magnetar.client import AuthenticationBasic, AuthenticationToken, MessageId
+from magnetar.client.errors import AuthenticationError, ServerError
 from magnetar.testing import StandaloneBroker, standalone
 from tests.security.pki import Pki
 
@@ -97,6 +101,7 @@ def secured(tmp_path_factory: pytest.TempPathFactory, pki: Pki) -> Iterator[Secu
         "authorizationEnabled": True,
         "superUserRoles": "admin,cert-admin,proxy",
         "proxyRoles": "proxy",
+        "authenticateMetricsEndpoint": True,
     }
     with standalone(settings) as broker:
         yield Secured(broker, key, pki)
@@ -258,6 +263,44 @@ def test_official_client_over_https_with_a_token(secured: Secured) -> None:
             stranger.create_producer(topic)
     finally:
         stranger.close()
+
+
+def test_our_client_over_https_with_a_token_and_basic_credentials(secured: Secured) -> None:
+    s = secured
+    tenant = _tenant(s, ["alice"])
+    s.ok("POST", f"/admin/v2/namespaces/{tenant}/ns/permissions/app", "alice", ["produce", "consume"])
+    s.ok("POST", f"/admin/v2/namespaces/{tenant}/ns/permissions/basic-user", "alice", ["consume"])
+    s.ok("PUT", f"/admin/v2/persistent/{tenant}/ns/events/partitions", "alice", 2)
+    topic = f"persistent://{tenant}/ns/events"
+
+    async def use() -> None:
+        tls = {"tls_trust_certs_file_path": str(s.pki.ca_file), "operation_timeout_seconds": 5}
+        async with magnetar.client.Client(
+                s.https, authentication=AuthenticationToken(s.token("app")), **tls) as client:
+            assert await client.get_topic_partitions(topic) == [
+                f"{topic}-partition-0", f"{topic}-partition-1"]
+            consumer = await client.subscribe(topic, "sub")
+            producer = await client.create_producer(topic)
+            await producer.send(b"over https lookup")
+            assert (await consumer.receive()).data() == b"over https lookup"
+            # the lookup named the TLS broker URL: the binary connections are TLS too
+            assert all(address.startswith("pulsar+ssl://") for address in client._pool._conns)
+        async with magnetar.client.Client(
+                s.https, authentication=AuthenticationBasic("basic-user", "right password"),
+                **tls) as client:
+            reader = await client.create_reader(topic, MessageId.earliest)  # may consume
+            assert (await reader.read_next(timeout_millis=10000)).data() == b"over https lookup"
+            with pytest.raises(ServerError, match="AuthorizationError"):  # consume only
+                await client.create_producer(topic + "-partition-0")
+        async with magnetar.client.Client(
+                s.https, authentication=AuthenticationToken(s.token("stranger")), **tls) as client:
+            with pytest.raises(ServerError, match=r"AuthorizationError: .*HTTP 403"):
+                await client.create_producer(topic)
+        async with magnetar.client.Client(s.https, **tls) as client:
+            with pytest.raises(AuthenticationError, match="401"):
+                await client.get_topic_partitions(topic)
+
+    asyncio.run(use())
 
 
 def _cli(s: Secured, token_file: Path | None, *args: str) -> subprocess.CompletedProcess[str]:

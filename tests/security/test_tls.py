@@ -7,6 +7,7 @@ import shutil
 import socket
 import ssl
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pulsar
@@ -14,6 +15,7 @@ import pytest
 from cryptography import x509
 
 from magnetar import sync
+from magnetar.broker.tls import TlsConfigError, TlsContextManager, openssl_cipher_name
 from magnetar.cli.tokens import create_token
 from tests.broker.brokerproc import wait_until
 from tests.broker.conftest import ThreadedBroker
@@ -22,6 +24,8 @@ from tests.security.pki import Pki
 from .conftest import file_url, token_settings
 from .test_authentication import new_topic, refused, round_trip
 
+DEFAULTS = {"tlsRequireTrustedClientCertOnConnect": False, "tlsAllowInsecureConnection": False,
+            "tlsProtocols": "", "tlsCiphers": ""}
 TLS_PROVIDER = "org.apache.pulsar.broker.authentication.AuthenticationProviderTls"
 
 
@@ -107,6 +111,60 @@ def test_tls_protocols_limit(make_broker: Any, pki: Pki) -> None:
             pytest.raises(ssl.SSLError):
         ctx.wrap_socket(sock, server_hostname="localhost")
     round_trip(tls_url(broker), None, tls_trust_certs_file_path=str(pki.ca_file))
+
+
+def _tls12_handshake(port: int, pki: Pki, ciphers: str) -> str:
+    """The suite a TLS 1.2 client offering only ``ciphers`` (OpenSSL names) negotiates."""
+    ctx = ssl.create_default_context(cafile=str(pki.ca_file))
+    ctx.maximum_version = ssl.TLSVersion.TLSv1_2
+    ctx.set_ciphers(ciphers)
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock, \
+            ctx.wrap_socket(sock, server_hostname="localhost") as tls:
+        cipher = tls.cipher()
+    assert cipher is not None
+    return cipher[0]
+
+
+def test_tls_ciphers_by_their_java_names(make_broker: Any, pki: Pki) -> None:
+    # a broker.conf line as Pulsar's docs write it (the test certificates are EC keys)
+    broker = make_broker(**tls_settings(
+        pki, tlsCiphers="TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,TLS_AES_256_GCM_SHA384"))
+    port = broker.service.security.tls_port
+    assert _tls12_handshake(port, pki, "ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-ECDSA-AES128-GCM-SHA256"
+                            ) == "ECDHE-ECDSA-AES256-GCM-SHA384"
+    with pytest.raises(ssl.SSLError):  # a suite the list leaves out
+        _tls12_handshake(port, pki, "ECDHE-ECDSA-AES128-GCM-SHA256")
+    round_trip(tls_url(broker), None, tls_trust_certs_file_path=str(pki.ca_file))
+
+
+@pytest.mark.parametrize(("java", "openssl"), [
+    ("TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256", "ECDHE-RSA-AES128-GCM-SHA256"),
+    ("TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256", "ECDHE-ECDSA-CHACHA20-POLY1305"),
+    ("TLS_ECDHE_RSA_WITH_AES_256_CBC_SHA384", "ECDHE-RSA-AES256-SHA384"),
+    ("TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA", "ECDHE-RSA-AES128-SHA"),
+    ("TLS_DHE_RSA_WITH_AES_256_GCM_SHA384", "DHE-RSA-AES256-GCM-SHA384"),
+    ("TLS_RSA_WITH_AES_256_GCM_SHA384", "AES256-GCM-SHA384"),
+    ("ECDHE-RSA-AES256-GCM-SHA384", "ECDHE-RSA-AES256-GCM-SHA384"),
+])
+def test_java_cipher_names_map_to_openssl_names(java: str, openssl: str) -> None:
+    assert openssl_cipher_name(java) == openssl
+    ssl.create_default_context().set_ciphers(openssl)  # a name OpenSSL knows
+
+
+def test_tls13_suites_only_mean_tls13_only(make_broker: Any, pki: Pki) -> None:
+    broker = make_broker(**tls_settings(pki, tlsCiphers="TLS_AES_128_GCM_SHA256"))
+    with pytest.raises(ssl.SSLError):
+        _tls12_handshake(broker.service.security.tls_port, pki, "ECDHE-ECDSA-AES256-GCM-SHA384")
+    round_trip(tls_url(broker), None, tls_trust_certs_file_path=str(pki.ca_file))
+
+
+def test_unknown_cipher_names_are_a_config_error(pki: Pki) -> None:
+    settings = tls_settings(pki, tlsCiphers="TLS_FOO_WITH_BAR_SHA")
+    with pytest.raises(TlsConfigError, match="unsupported cipher suite 'TLS_FOO_WITH_BAR_SHA'"):
+        TlsContextManager(SimpleNamespace(**{**DEFAULTS, **settings}))
+    settings = tls_settings(pki, tlsCiphers="NOT-A-CIPHER")
+    with pytest.raises(TlsConfigError, match="OpenSSL knows none of"):
+        TlsContextManager(SimpleNamespace(**{**DEFAULTS, **settings}))
 
 
 def served_certificate(port: int, ca_files: list[Path]) -> x509.Certificate:

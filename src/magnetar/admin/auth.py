@@ -4,12 +4,15 @@
 ``service.security.authentication`` who the request is (the ``Authorization`` header: a
 bearer token or basic credentials; else the client certificate on ``webServicePortTls``);
 a request that does not authenticate gets 401 ``{"reason": ...}``. Every path is covered,
-the health check and ``/metrics`` included (Pulsar's health check needs a superuser too).
+the health check included (Pulsar's health check needs a superuser too), except
+``/metrics`` unless ``authenticateMetricsEndpoint=true`` (Pulsar's default is false: the
+metrics need no credential, and then no permission either).
 
 With ``authorizationEnabled`` the request must then be allowed, by the rule ``access_rule``
 gives its route:
 
-- ``authenticated``: any authenticated role (the OpenAPI description, ``/metrics``);
+- ``authenticated``: any authenticated role (the OpenAPI description, ``/metrics`` when
+  ``authenticateMetricsEndpoint`` asks for a credential);
 - ``superuser``: a role of ``superUserRoles`` (clusters, brokers, creating, updating,
   deleting and listing tenants);
 - ``tenant``: a superuser or an admin of the tenant in the path (its ``adminRoles``):
@@ -173,6 +176,8 @@ async def security_middleware(request: web.Request, handler: Handler) -> web.Str
     security = service.security
     authn, authz = security.authentication, security.authorization
     if not authn.enabled and not authz.enabled:
+        return await handler(request)
+    if request.path == "/metrics" and not service.config.authenticateMetricsEndpoint:
         return await handler(request)
     peer = _peer(request)
     identity: Identity | None = None

@@ -1,14 +1,17 @@
 """HTTP topic lookup, ``/lookup/v2/topic/{domain}/{tenant}/{namespace}/{topic}``: with it
 (and the partitions endpoint in ``topics.py``) a client given ``http://host:8080`` as its
 service URL finds the binary-protocol address of any topic. One broker owns every topic,
-so the answer is always this broker, on the host name the client used to reach it."""
+so the answer is always this broker, on the host name the client used to reach it.
+
+An HTTP lookup takes one of the broker's ``maxConcurrentLookupRequest`` slots while it runs,
+as the binary lookups do; with none free it is answered 503, as Pulsar answers it."""
 
 from __future__ import annotations
 
 from aiohttp import web
 
 from magnetar.admin.namespaces import namespace_of
-from magnetar.admin.routing import SERVICE, WEB_PORT, WEB_TLS_PORT, RouteTable
+from magnetar.admin.routing import SERVICE, WEB_PORT, WEB_TLS_PORT, RouteTable, error_response
 from magnetar.admin.tenants import broker_service_url, host_of, web_service_url
 
 routes = RouteTable("lookup")
@@ -17,6 +20,17 @@ routes = RouteTable("lookup")
 @routes.route("GET", "/lookup/v2/topic/{domain:persistent|non-persistent}/{tenant}/{namespace}/{topic}",
               "Which broker serves a topic: brokerUrl (pulsar://) and httpUrl (?listenerName=...).")
 async def lookup(request: web.Request) -> web.Response:
+    limits = request.app[SERVICE].security.limits
+    if not limits.acquire_lookup(str(request.remote or "?")):
+        return error_response(503, "too many lookup requests in progress on the broker "
+                              "(maxConcurrentLookupRequest); retry")
+    try:
+        return _lookup(request)
+    finally:
+        limits.release_lookups(1)
+
+
+def _lookup(request: web.Request) -> web.Response:
     namespace_of(request)
     m = request.match_info
     request.app[SERVICE].check_topic_name(f"{m['domain']}://{m['tenant']}/{m['namespace']}/{m['topic']}")

@@ -24,6 +24,7 @@ from magnetar.admin import (
     topics,
 )
 from magnetar.admin.auth import security_middleware
+from magnetar.admin.ratelimit import rate_limit_middleware
 from magnetar.admin.routing import (
     RATES,
     SERVICE,
@@ -47,8 +48,11 @@ TABLES: list[RouteTable] = [
 
 def build_app(service: BrokerService, rates: RateTracker | None = None) -> web.Application:
     """The aiohttp application serving the admin API for ``service``."""
-    app = web.Application(middlewares=[error_middleware, security_middleware],
-                          client_max_size=16 * 1024 * 1024)
+    middlewares = [error_middleware, security_middleware]
+    config = service.config
+    if config.httpRequestsLimitEnabled:  # outermost: a refused request costs nothing more
+        middlewares.insert(0, rate_limit_middleware(config.httpRequestsMaxPerSecond))
+    app = web.Application(middlewares=middlewares, client_max_size=16 * 1024 * 1024)
     app[SERVICE] = service
     app[RATES] = rates or RateTracker()
     app[openapi.OPENAPI] = openapi.document(TABLES)

@@ -8,6 +8,15 @@
   ``maxConsumersPerSubscription`` (ConsumerBusy), ``maxSubscriptionsPerTopic``
   (NotAllowedError) and the per-connection ``magnetarMaxProducersPerConnection`` /
   ``magnetarMaxConsumersPerConnection`` (ProducerBusy / ConsumerBusy).
+- ``maxConcurrentLookupRequest``: lookups and partitioned-metadata requests in progress
+  across the broker (both ports, and HTTP lookups). One past the limit is answered at once
+  with ServerError ``TooManyRequests`` (Magnetar's client retries it with backoff; HTTP:
+  503). A binary request is in progress from the moment its frame is decoded until its
+  answer is handed to the socket: a lookup is answered in the same event-loop turn, a
+  partitioned-metadata request once the metadata store has been read off the loop.
+- ``maxConcurrentTopicLoadRequest``: topic loads (ledger recovery scan, metadata and dedup
+  state read off the loop) in progress at once; one past it waits for a slot, as Pulsar
+  queues it (``BrokerService.topic_load_slots``).
 """
 
 from __future__ import annotations
@@ -36,6 +45,9 @@ class Limits:
         self.per_ip: Counter[str] = Counter()
         self.refused = 0
         self._last_log = 0.0
+        self.lookups_in_progress = 0
+        self.lookups_refused = 0
+        self._last_lookup_log = 0.0
 
     # ------------------------------------------------------------------ connections
 
@@ -88,6 +100,26 @@ class Limits:
             log.info("%s: closing connection: no Connect within %d s", cnx.peer,
                      self.config.magnetarHandshakeTimeoutSeconds)
             cnx.close()
+
+    # ------------------------------------------------------------------ lookups
+
+    def acquire_lookup(self, peer: str) -> bool:
+        """Take one of the ``maxConcurrentLookupRequest`` slots; False when none is free
+        (the refusal is counted, and logged at most once a minute)."""
+        limit = self.config.maxConcurrentLookupRequest
+        if self.lookups_in_progress < limit:
+            self.lookups_in_progress += 1
+            return True
+        self.lookups_refused += 1
+        now = time.monotonic()
+        if now - self._last_lookup_log > 60:
+            self._last_lookup_log = now
+            log.warning("%s: lookup refused with TooManyRequests: maxConcurrentLookupRequest "
+                        "(%d) in progress (%d refused so far)", peer, limit, self.lookups_refused)
+        return False
+
+    def release_lookups(self, count: int) -> None:
+        self.lookups_in_progress -= count
 
     # ------------------------------------------------------------------ producers, consumers
 

@@ -40,6 +40,9 @@ class SecurityConfig:
     # basic (AuthenticationProviderBasic): a file or data: URL of user:hash lines
     basicAuthConf: str = ""
 
+    # with authentication on, whether /metrics needs a credential too (Pulsar's default: no)
+    authenticateMetricsEndpoint: bool = False
+
     # Authorization
     authorizationEnabled: bool = False
     superUserRoles: str = ""
@@ -65,6 +68,13 @@ class SecurityConfig:
     maxConsumersPerTopic: int = 0
     maxConsumersPerSubscription: int = 0
     maxSubscriptionsPerTopic: int = 0
+    # lookups and partitioned-metadata requests in progress, broker-wide (TooManyRequests
+    # past it); topic loads in progress (Magnetar loads one at a time: see limits.py)
+    maxConcurrentLookupRequest: int = 50000
+    maxConcurrentTopicLoadRequest: int = 5000
+    # the admin HTTP service: requests per second past which it answers 429
+    httpRequestsLimitEnabled: bool = False
+    httpRequestsMaxPerSecond: float = 100.0
     # Magnetar's own: a connection that has not completed Connect within this many seconds
     # is closed (0: only the keep-alive rule applies); producers/consumers per connection
     magnetarHandshakeTimeoutSeconds: int = 10
@@ -125,3 +135,8 @@ class SecurityConfig:
                     "magnetarMaxProducersPerConnection", "magnetarMaxConsumersPerConnection"):
             if getattr(self, key) < 0:
                 raise SecurityConfigError(f"{key} must be >= 0 (0: no limit)")
+        for key in ("maxConcurrentLookupRequest", "maxConcurrentTopicLoadRequest"):
+            if getattr(self, key) < 1:  # Pulsar would refuse (or queue) every request
+                raise SecurityConfigError(f"{key} must be at least 1")
+        if not self.httpRequestsMaxPerSecond > 0:
+            raise SecurityConfigError("httpRequestsMaxPerSecond must be positive")

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
 from magnetar.broker.auth import binary as auth_binary
@@ -37,6 +38,7 @@ from magnetar.protocol.frames import (
 )
 from magnetar.protocol.peers import understands_reached_end_of_topic
 from magnetar.protocol.version import PROTOCOL_VERSION
+from magnetar.storage import StorageError
 
 if TYPE_CHECKING:
     from magnetar.broker.auth.service import Identity
@@ -111,10 +113,13 @@ class ServerCnx(asyncio.Protocol):
         self.supports_auth_refresh = False
         self.server_version = SERVER_VERSION
         self.counted_ip: str | None = None
+        self.lookups_held = 0  # maxConcurrentLookupRequest slots held until the next flush
         self.handshake_timer: asyncio.TimerHandle | None = None
         self.supports_entry_metadata = False
         self.producers: dict[int, Producer] = {}
         self.consumers: dict[int, Consumer] = {}
+        # commands finishing off the event loop (run_async, loaded_or_defer)
+        self.pending_tasks: set[asyncio.Task[None]] = set()
         self.pending_sends = 0
         max_pending = self.config.maxPendingPublishRequestsPerConnection
         self.max_pending_sends = max_pending if max_pending > 0 else _NO_LIMIT
@@ -170,6 +175,9 @@ class ServerCnx(asyncio.Protocol):
         self.closed = True
         self.service.connections.discard(self)
         self.security.limits.release(self)
+        if self.lookups_held:
+            self.security.limits.release_lookups(self.lookups_held)
+            self.lookups_held = 0
         if self.auth_task is not None:
             self.auth_task.cancel()
         for producer in list(self.producers.values()):
@@ -202,15 +210,68 @@ class ServerCnx(asyncio.Protocol):
             if handler is None:
                 self._unsupported(cmd)
                 continue
+            self.run_handler(handler, cmd, frame)
+
+    def run_handler(self, handler: Callable[[pb.BaseCommand, Frame], None], cmd: pb.BaseCommand,
+                    frame: Frame) -> None:
+        """Run one command's handler; a refusal (BrokerError) or a bug becomes the error
+        reply to that command."""
+        kind = cmd.type
+        try:
+            handler(cmd, frame)
+        except BrokerError as exc:
+            log.info("%s: %s refused (%s): %s", self.peer, T.Type.Name(kind),
+                     pb.ServerError.Name(exc.code), exc)
+            self._reply_error(cmd, exc.code, str(exc))
+        except Exception:  # a bug must not take the other connections down
+            log.exception("%s: failed to handle %s", self.peer, T.Type.Name(kind))
+            self._reply_error(cmd, pb.UnknownError, "internal broker error")
+
+    def run_async(self, cmd: pb.BaseCommand, work: Coroutine[Any, Any, None]) -> None:
+        """Finish a command in a task (its storage or metadata work runs off the loop); as
+        in `run_handler`, a refusal or a bug becomes the error reply. Nothing is sent once
+        the connection is closed."""
+
+        async def run() -> None:
             try:
-                handler(cmd, frame)
+                await work
             except BrokerError as exc:
-                log.info("%s: %s refused (%s): %s", self.peer, T.Type.Name(kind),
-                         pb.ServerError.Name(exc.code), exc)
-                self._reply_error(cmd, exc.code, str(exc))
+                if not self.closed:
+                    log.info("%s: %s refused (%s): %s", self.peer, T.Type.Name(cmd.type),
+                             pb.ServerError.Name(exc.code), exc)
+                    self._reply_error(cmd, exc.code, str(exc))
             except Exception:  # a bug must not take the other connections down
-                log.exception("%s: failed to handle %s", self.peer, T.Type.Name(kind))
-                self._reply_error(cmd, pb.UnknownError, "internal broker error")
+                log.exception("%s: failed to handle %s", self.peer, T.Type.Name(cmd.type))
+                if not self.closed:
+                    self._reply_error(cmd, pb.UnknownError, "internal broker error")
+
+        task = self.loop.create_task(run())
+        self.pending_tasks.add(task)
+        task.add_done_callback(self.pending_tasks.discard)
+
+    def loaded_or_defer(self, topic: str, create: bool, handler: Callable[[pb.BaseCommand, Frame], None],
+                        cmd: pb.BaseCommand, frame: Frame) -> bool:
+        """Whether ``topic`` is loaded (or has nothing to load). If not, it is loaded off the
+        event loop (`BrokerService.load_topic`: its ledger's recovery scan and metadata
+        reads run on the storage threads) and ``handler`` runs again on ``cmd`` once it is:
+        a topic whose disk is slow then delays only the requests that need it."""
+        name = self.service.check_topic_name(topic)
+        if not name.is_persistent or str(name) in self.service.topics:
+            return True
+
+        async def load_then_handle() -> None:
+            try:
+                await self.service.load_topic(topic, create)
+            except StorageError as exc:
+                log.error("%s: loading topic %s failed: %s", self.peer, topic, exc)
+                if not self.closed:
+                    self._reply_error(cmd, pb.ServiceNotReady, f"topic {topic} could not be loaded: {exc}")
+                return
+            if not self.closed:
+                self.run_handler(handler, cmd, frame)
+
+        self.run_async(cmd, load_then_handle())
+        return False
 
     # ------------------------------------------------------------------ backpressure
 
@@ -257,6 +318,9 @@ class ServerCnx(asyncio.Protocol):
 
     def _flush(self) -> None:
         self._flush_scheduled = False
+        if self.lookups_held:  # the answers of these lookups are written now
+            self.security.limits.release_lookups(self.lookups_held)
+            self.lookups_held = 0
         if self._out and self.transport is not None and not self.closed:
             out = self._out
             self._out = []
@@ -418,7 +482,23 @@ class ServerCnx(asyncio.Protocol):
         tls_port = self.security.tls_port
         return None if tls_port is None else f"pulsar+ssl://{self._advertised_host()}:{tls_port}"
 
+    def _lookup_admitted(self, cmd: pb.BaseCommand) -> bool:
+        """Take a ``maxConcurrentLookupRequest`` slot for a lookup (held until its answer is
+        flushed), or answer ``TooManyRequests`` at once and return False."""
+        limits = self.security.limits
+        if limits.acquire_lookup(self.peer):
+            self.lookups_held += 1
+            return True
+        refusal = _error_response(
+            cmd, pb.TooManyRequests, "too many lookup requests in progress on the broker "
+            f"(maxConcurrentLookupRequest={self.config.maxConcurrentLookupRequest}); retry")
+        assert refusal is not None
+        self.send(refusal)
+        return False
+
     def handle_lookup(self, cmd: pb.BaseCommand, frame: Frame) -> None:
+        if not self._lookup_admitted(cmd):
+            return
         lookup = cmd.lookupTopic
         self.service.check_topic_name(lookup.topic)
         self.authorize(lookup.topic, LOOKUP)
@@ -436,22 +516,43 @@ class ServerCnx(asyncio.Protocol):
         self.send(T(type=T.LOOKUP_RESPONSE, lookupTopicResponse=response))
 
     def handle_partitioned_metadata(self, cmd: pb.BaseCommand, frame: Frame) -> None:
+        if not self._lookup_admitted(cmd):
+            return
         req = cmd.partitionMetadata
         try:
             self.service.check_topic_name(req.topic)
             self.authorize(req.topic, LOOKUP)
-            partitions = self.service.partitioned_metadata(req.topic)
         except BrokerError as exc:
+            self.send_partitioned_metadata(req.request_id, exc)
+            return
+
+        limits = self.security.limits
+        self.lookups_held -= 1  # the slot goes with the task, until its answer is sent
+
+        async def answer() -> None:  # the metadata store is read off the event loop
+            try:
+                partitions = await self.service.partitioned_metadata_async(req.topic)
+            except BrokerError as exc:
+                self.send_partitioned_metadata(req.request_id, exc)
+            else:
+                self.send_partitioned_metadata(req.request_id, partitions)
+            finally:
+                limits.release_lookups(1)
+
+        self.run_async(cmd, answer())
+
+    def send_partitioned_metadata(self, request_id: int, outcome: int | BrokerError) -> None:
+        if isinstance(outcome, BrokerError):
             resp = pb.CommandPartitionedTopicMetadataResponse(
-                request_id=req.request_id,
+                request_id=request_id,
                 response=pb.CommandPartitionedTopicMetadataResponse.Failed,
-                error=exc.code,
-                message=str(exc),
+                error=outcome.code,
+                message=str(outcome),
             )
         else:
             resp = pb.CommandPartitionedTopicMetadataResponse(
-                request_id=req.request_id,
-                partitions=partitions,
+                request_id=request_id,
+                partitions=outcome,
                 response=pb.CommandPartitionedTopicMetadataResponse.Success,
             )
         self.send(T(type=T.PARTITIONED_METADATA_RESPONSE, partitionMetadataResponse=resp))
@@ -463,13 +564,17 @@ class ServerCnx(asyncio.Protocol):
             self.security.authorization.check_namespace(
                 identity.role if identity else None,
                 identity.original_principal if identity else None, req.namespace, self.peer)
-        topics, filtered = self.service.topics_of_namespace(
-            req.namespace, req.mode, req.topics_pattern if req.HasField("topics_pattern") else None
-        )
-        resp = pb.CommandGetTopicsOfNamespaceResponse(
-            request_id=req.request_id, topics=topics, filtered=filtered, changed=True
-        )
-        self.send(T(type=T.GET_TOPICS_OF_NAMESPACE_RESPONSE, getTopicsOfNamespaceResponse=resp))
+
+        async def answer() -> None:  # the metadata store is listed off the event loop
+            topics, filtered = await self.service.topics_of_namespace_async(
+                req.namespace, req.mode, req.topics_pattern if req.HasField("topics_pattern") else None
+            )
+            resp = pb.CommandGetTopicsOfNamespaceResponse(
+                request_id=req.request_id, topics=topics, filtered=filtered, changed=True
+            )
+            self.send(T(type=T.GET_TOPICS_OF_NAMESPACE_RESPONSE, getTopicsOfNamespaceResponse=resp))
+
+        self.run_async(cmd, answer())
 
     # ------------------------------------------------------------------ producers
 
@@ -484,7 +589,8 @@ class ServerCnx(asyncio.Protocol):
         self.service.check_topic_name(req.topic)
         self.authorize(req.topic, PRODUCE)
         self.security.limits.check_producer(self, req.topic)
-        self.service.create_producer(self, req)
+        if self.loaded_or_defer(req.topic, True, self.handle_producer, cmd, frame):
+            self.service.attacher.create_producer(self, req)
 
     def on_producer_ready(self, producer: Producer, request_id: int) -> None:
         producer.ready = True
@@ -566,7 +672,8 @@ class ServerCnx(asyncio.Protocol):
         self.service.check_topic_name(req.topic)
         self.authorize(req.topic, CONSUME)
         self.security.limits.check_consumer(self, req.topic, req.subscription)
-        self.service.subscribe(self, req)
+        if self.loaded_or_defer(req.topic, req.force_topic_creation, self.handle_subscribe, cmd, frame):
+            self.service.attacher.subscribe(self, req)
 
     def on_consumer_ready(self, consumer: Consumer, request_id: int) -> None:
         self.consumers[consumer.consumer_id] = consumer
@@ -698,7 +805,7 @@ class ServerCnx(asyncio.Protocol):
         req = cmd.getSchema
         version = req.schema_version if req.HasField("schema_version") else None
         resp = pb.CommandGetSchemaResponse(request_id=req.request_id)
-        found = self.service.get_schema(req.topic, version)
+        found = self.service.topic_schemas.get_schema(req.topic, version)
         if found is None:
             resp.error_code = pb.TopicNotFound
             resp.error_message = f"no schema for {req.topic}"
@@ -712,7 +819,7 @@ class ServerCnx(asyncio.Protocol):
         req = cmd.getOrCreateSchema
         resp = pb.CommandGetOrCreateSchemaResponse(request_id=req.request_id)
         try:
-            resp.schema_version = self.service.get_or_create_schema(req.topic, req.schema)
+            resp.schema_version = self.service.topic_schemas.get_or_create(req.topic, req.schema)
         except BrokerError as exc:
             resp.error_code = exc.code
             resp.error_message = str(exc)

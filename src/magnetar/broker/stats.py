@@ -30,8 +30,10 @@ def _iso(epoch: float) -> str:
 
 
 def subscription_counters(sub: Any) -> tuple[int, int]:
-    """(messages, bytes) dispatched to the subscription's connected consumers."""
-    return (sum(c.msg_out for c in sub.consumers), sum(c.bytes_out for c in sub.consumers))
+    """(messages, bytes) dispatched to the subscription's consumers, connected or gone."""
+    gone = sub.out_of_removed
+    return (gone.msgs + sum(c.msg_out for c in sub.consumers),
+            gone.bytes + sum(c.bytes_out for c in sub.consumers))
 
 
 @dataclass
@@ -98,7 +100,7 @@ def topic_stats(topic: Topic, rates: RateTracker) -> dict[str, Any]:
     storage = backlog_size = 0
     if isinstance(topic, PersistentTopic):
         storage = topic.ledger.size_bytes()
-        backlog_size = topic.service.backlog_bytes(topic)[0]
+        backlog_size = topic.service.backlog_quota.backlog_bytes(topic)[0]
     out_msgs = sum(s["msgOutCounter"] for s in subscriptions.values())
     out_bytes = sum(s["bytesOutCounter"] for s in subscriptions.values())
     return {

@@ -38,6 +38,22 @@ def position_of(mid: pb.MessageIdData) -> Position:
     return Position(*wire_position(mid))
 
 
+class OutCounters:
+    """What a subscription's consumers that have gone received (its out counters outlive them)."""
+
+    __slots__ = ("bytes", "msgs")
+
+    def __init__(self) -> None:
+        self.msgs = 0
+        self.bytes = 0
+
+    def keep(self, consumer: Consumer, connected: list[Consumer]) -> None:
+        """Add the counters of ``consumer`` if it is one of ``connected`` (counted once)."""
+        if consumer in connected:
+            self.msgs += consumer.msg_out
+            self.bytes += consumer.bytes_out
+
+
 class PersistentSubscription:
     def __init__(self, topic: PersistentTopic, name: str, cursor: Any, durable: bool) -> None:
         self.topic = topic
@@ -48,6 +64,7 @@ class PersistentSubscription:
         self.redelivery_counts: dict[Position, int] = {}
         self.ended_consumers: set[int] = set()
         self.skipped_entries = 0  # unreadable entries skipped (autoSkipNonRecoverableData)
+        self.out_of_removed = OutCounters()
 
     # -- consumers ---------------------------------------------------------------------
 
@@ -60,7 +77,7 @@ class PersistentSubscription:
                     f"subscription {self.name} is of type {SubType.SubType.Name(self.dispatcher.sub_type)}; "
                     f"a {SubType.SubType.Name(sub_type)} consumer cannot join it",
                 )
-            self._close_dispatcher()
+            self.close_dispatcher()
         if self.dispatcher is None:
             self.dispatcher = self._new_dispatcher(sub_type, key_shared_meta)
         if isinstance(self.dispatcher, KeySharedDispatcher):
@@ -75,7 +92,7 @@ class PersistentSubscription:
             return SharedDispatcher(self, sub_type)
         return KeySharedDispatcher(self, sub_type, meta)
 
-    def _close_dispatcher(self) -> None:
+    def close_dispatcher(self) -> None:
         if isinstance(self.dispatcher, SharedDispatcher):
             self.dispatcher.close()
         self.dispatcher = None
@@ -86,6 +103,7 @@ class PersistentSubscription:
 
     def remove_consumer(self, consumer: Consumer) -> None:
         if self.dispatcher is not None:
+            self.out_of_removed.keep(consumer, self.consumers)
             self.dispatcher.remove_consumer(consumer)
         self.ended_consumers.discard(id(consumer))
         if not self.consumers and not self.durable:
@@ -245,7 +263,7 @@ class PersistentSubscription:
             )
         if self.dispatcher is not None:
             self.dispatcher.remove_consumer(consumer)
-            self._close_dispatcher()
+            self.close_dispatcher()
         self.topic.delete_subscription(self.name)
 
     def stats(self) -> dict[str, Any]:
@@ -256,7 +274,7 @@ class PersistentSubscription:
             "markDeletePosition": str(self.cursor.mark_delete_position),
             "readPosition": str(self.dispatcher.read_position) if self.dispatcher else None,
             "unackedMessages": sum(c.unacked_messages for c in self.consumers),
-            "msgOutCounter": sum(c.msg_out for c in self.consumers),
+            "msgOutCounter": self.out_of_removed.msgs + sum(c.msg_out for c in self.consumers),
             "nonRecoverableEntriesSkipped": self.skipped_entries,
             "consumers": [c.stats() for c in self.consumers],
         }
@@ -318,6 +336,7 @@ class NonPersistentSubscription:
         self.topic = topic
         self.name = name
         self.dispatcher: NonPersistentDispatcher | None = None
+        self.out_of_removed = OutCounters()
 
     @property
     def consumers(self) -> list[Consumer]:
@@ -330,6 +349,7 @@ class NonPersistentSubscription:
 
     def remove_consumer(self, consumer: Consumer) -> None:
         if self.dispatcher is not None:
+            self.out_of_removed.keep(consumer, self.consumers)
             self.dispatcher.remove_consumer(consumer)
         if not self.consumers:
             self.topic.subscriptions.pop(self.name, None)

@@ -28,7 +28,9 @@ keeps its cost bounded with thousands of idle topics:
 Concurrency: loading, housekeeping and unloading one topic happen in one synchronous step on
 the event loop, so no client request runs in between. A client that asked for the topic
 before sees it loaded (the sweep skips it); one that asks after loads it again, as after any
-unload. The ledger is only ever opened through `get_topic`, never twice.
+unload. The ledger is only ever opened through `get_topic`, never twice. A topic a client's
+`load_topic` is loading (`service.loading`: its ledger's scan runs on a storage thread) is
+left alone like a loaded one.
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from magnetar.broker.errors import BrokerError
 from magnetar.broker.policies import Policies
 from magnetar.broker.topic import PersistentTopic
-from magnetar.broker.topic_name import TopicName
+from magnetar.broker.topic_name import TopicName, ledger_name
 from magnetar.storage import Position, StorageError
 from magnetar.storage.offline import SegmentFile, segment_files
 from magnetar.storage.segment import segment_name
@@ -226,9 +228,10 @@ class IdleTopicSweeper:
 
     def sweep_topic(self, name: str, now: float | None = None) -> bool:
         """Load ``name``, housekeep it as a loaded topic, note its next due time and unload
-        it, in one synchronous step. False if it is loaded (or gone) and was left alone."""
+        it, in one synchronous step. False if it is loaded, being loaded (or gone) and was
+        left alone."""
         service = self.service
-        if name in service.topics:
+        if name in service.topics or name in service.loading:
             return False
         now = time.time() if now is None else now
         try:
@@ -270,13 +273,11 @@ class IdleTopicSweeper:
 
     def _segment_files(self, names: list[str]) -> dict[str, list[SegmentFile] | None]:
         """The segment files of each topic's ledger (worker thread: only reads)."""
-        from magnetar.broker.service import _ledger_name
-
         storage = self.service.storage
         out: dict[str, list[SegmentFile] | None] = {}
         for name in names:
             try:
-                out[name] = segment_files(storage, _ledger_name(TopicName.parse(name)))
+                out[name] = segment_files(storage, ledger_name(TopicName.parse(name)))
             except (OSError, StorageError) as exc:
                 log.warning("idle topic sweep: cannot list the segments of %s: %s", name, exc)
         return out

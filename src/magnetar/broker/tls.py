@@ -6,8 +6,10 @@ The context is built from Pulsar's keys: ``tlsCertificateFilePath`` and ``tlsKey
 handshake; otherwise a certificate is asked for but optional, and an untrusted one still
 fails), ``tlsAllowInsecureConnection`` (client certificates are not checked, which with
 Python's ssl means they are not asked for: TLS authentication then cannot work),
-``tlsProtocols`` (e.g. ``TLSv1.3,TLSv1.2``) and ``tlsCiphers`` (OpenSSL cipher names; TLS 1.3
-suites are OpenSSL's defaults).
+``tlsProtocols`` (e.g. ``TLSv1.3,TLSv1.2``) and ``tlsCiphers``: the standard (IANA) suite
+names a Pulsar ``broker.conf`` lists, as Java names them (``TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384``),
+or OpenSSL's (``ECDHE-RSA-AES256-GCM-SHA384``). Python cannot narrow the TLS 1.3 suites (all
+of OpenSSL's are offered); a list of TLS 1.3 suites only means TLS 1.3 only.
 
 Every ``tlsCertRefreshCheckDurationSec`` the files' modification times are compared; when one
 changed, the new files are loaded into a scratch context first (so a half-written pair is
@@ -46,6 +48,41 @@ def _protocol_range(protocols: list[str]) -> tuple[ssl.TLSVersion, ssl.TLSVersio
     return min(versions), max(versions)
 
 
+#: TLS 1.3 suites: the same names in Java and OpenSSL, not settable through ``set_ciphers``.
+TLS13_SUITES = frozenset({"TLS_AES_128_GCM_SHA256", "TLS_AES_256_GCM_SHA384",
+                          "TLS_CHACHA20_POLY1305_SHA256", "TLS_AES_128_CCM_SHA256",
+                          "TLS_AES_128_CCM_8_SHA256"})
+_KEY_EXCHANGES = {"ECDHE_ECDSA": "ECDHE-ECDSA-", "ECDHE_RSA": "ECDHE-RSA-", "DHE_RSA": "DHE-RSA-",
+                  "RSA": ""}
+_BULK = {"AES_128_GCM": "AES128-GCM", "AES_256_GCM": "AES256-GCM", "AES_128_CBC": "AES128",
+         "AES_256_CBC": "AES256", "CHACHA20_POLY1305": "CHACHA20-POLY1305",
+         "AES_128_CCM": "AES128-CCM", "AES_256_CCM": "AES256-CCM"}
+
+
+def openssl_cipher_name(name: str) -> str:
+    """The OpenSSL name of a TLS 1.2 suite given by its standard name (as Java and Pulsar's
+    ``tlsCiphers`` write it); an OpenSSL name is returned as it is."""
+    if not name.startswith("TLS_") or "_WITH_" not in name:
+        return name
+    exchange, rest = name[4:].split("_WITH_", 1)
+    prefix = _KEY_EXCHANGES.get(exchange)
+    bulk, _, mac = rest.rpartition("_")
+    cipher = _BULK.get(bulk)
+    if prefix is None or cipher is None:
+        raise TlsConfigError(f"tlsCiphers: unsupported cipher suite {name!r}")
+    if bulk == "CHACHA20_POLY1305" or bulk.endswith("CCM"):
+        return prefix + cipher  # OpenSSL names these without the hash
+    if bulk.endswith("CBC") and mac == "SHA":
+        return f"{prefix}{cipher}-SHA"
+    return f"{prefix}{cipher}-{mac}"
+
+
+def _cipher_list(names: list[str]) -> tuple[str, bool]:
+    """(OpenSSL cipher string of the TLS 1.2 suites, whether only TLS 1.3 suites were named)."""
+    tls12 = [openssl_cipher_name(n) for n in names if n not in TLS13_SUITES]
+    return ":".join(tls12), bool(names) and not tls12
+
+
 def _file_stamp(paths: list[str]) -> tuple[float | None, ...]:
     stamps: list[float | None] = []
     for path in paths:
@@ -68,7 +105,7 @@ class TlsContextManager:
         self.require_client_cert = bool(config.tlsRequireTrustedClientCertOnConnect)
         self.allow_insecure = bool(config.tlsAllowInsecureConnection)
         self.protocols = _protocol_range(split_list(config.tlsProtocols))
-        self.ciphers = config.tlsCiphers.strip()
+        self.ciphers, self.tls13_only = _cipher_list(split_list(config.tlsCiphers))
         if self.require_client_cert and not self.trust_file:
             raise TlsConfigError(
                 "tlsRequireTrustedClientCertOnConnect=true needs tlsTrustCertsFilePath")
@@ -83,11 +120,15 @@ class TlsContextManager:
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         if self.protocols is not None:
             ctx.minimum_version, ctx.maximum_version = self.protocols
+        if self.tls13_only:
+            ctx.minimum_version = ssl.TLSVersion.TLSv1_3
         if self.ciphers:
             try:
-                ctx.set_ciphers(self.ciphers.replace(",", ":"))
-            except ssl.SSLError as exc:
-                raise TlsConfigError(f"tlsCiphers: {exc}") from None
+                ctx.set_ciphers(self.ciphers)
+            except ssl.SSLError:
+                raise TlsConfigError(
+                    f"tlsCiphers: OpenSSL knows none of {self.ciphers!r}; name suites as "
+                    "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384 or ECDHE-RSA-AES256-GCM-SHA384") from None
         self._load(ctx)
         if self.allow_insecure or not self.trust_file:
             ctx.verify_mode = ssl.CERT_NONE

@@ -25,6 +25,8 @@ from magnetar.protocol.errors import ProtocolError
 from magnetar.protocol.frames import peek_metadata
 
 if TYPE_CHECKING:
+    from magnetar.broker.dedup import MessageDeduplication
+    from magnetar.broker.dedup_snapshot import Restored
     from magnetar.broker.service import BrokerService
     from magnetar.broker.subscription import Subscription
     from magnetar.storage import ManagedLedger, Position
@@ -61,6 +63,30 @@ def split_entry(data: bytes) -> tuple[bytes | None, bytes]:
         (size,) = _U32.unpack_from(data, 2)
         return data[6 : 6 + size], data[6 + size :]
     return None, data
+
+
+def load_entry_index(ledger: ManagedLedger) -> int:
+    """The next broker entry index of a ledger (entries carry the index of their last message)."""
+    last = ledger.last_confirmed()
+    return 0 if last is None else entry_index_after(ledger.read(last))
+
+
+async def load_entry_index_async(ledger: ManagedLedger) -> int:
+    """`load_entry_index`, reading the last entry from the cache or on the reader threads."""
+    last = ledger.last_confirmed()
+    if last is None:
+        return 0
+    found = ledger.read_cached(last, 1) or await ledger.read_cold(last, 1)
+    return entry_index_after(found[0][1]) if found and found[0][0] == last else load_entry_index(ledger)
+
+
+def entry_index_after(entry: bytes) -> int:
+    """The broker entry index that follows a stored entry (0 without one)."""
+    bem_raw, _ = split_entry(entry)
+    if bem_raw is None:
+        return 0
+    bem = pb.BrokerEntryMetadata.FromString(bem_raw)
+    return bem.index + 1 if bem.HasField("index") else 0
 
 
 class Topic:
@@ -165,7 +191,10 @@ class Topic:
 class PersistentTopic(Topic):
     """A topic whose entries live in a ManagedLedger; subscriptions have durable cursors."""
 
-    def __init__(self, service: BrokerService, name: TopicName, ledger: ManagedLedger) -> None:
+    def __init__(self, service: BrokerService, name: TopicName, ledger: ManagedLedger,
+                 restored: Restored | None = None, entry_index: int | None = None) -> None:
+        """``restored`` / ``entry_index``: the dedup state and next entry index when the
+        caller read them already (`BrokerService.load_topic`, off the loop); else read here."""
         super().__init__(service, name)
         self.ledger = ledger
         self.terminated = ledger.is_terminated
@@ -173,8 +202,13 @@ class PersistentTopic(Topic):
         # dedup_unsaved entries (replayed from the ledger after a crash).
         self.dedup_position: Position | None = None
         self.dedup_unsaved = 0
-        self.dedup = service.make_dedup(self) if service.policies.get(name.namespace).deduplication_enabled else None
-        self.entry_index = service.load_entry_index(self) if service.config.entry_metadata_enabled else -1
+        self.dedup: MessageDeduplication | None = None
+        if service.policies.get(name.namespace).deduplication_enabled:
+            snapshots = service.dedup_snapshots
+            self.dedup = snapshots.load(self) if restored is None else snapshots.apply(self, restored)
+        self.entry_index = -1
+        if service.config.entry_metadata_enabled:
+            self.entry_index = load_entry_index(ledger) if entry_index is None else entry_index
         self.last_publish_error: str | None = None
         self._notify_scheduled = False
         # After a failed append (disk full, I/O error) new producers are refused until
@@ -194,7 +228,7 @@ class PersistentTopic(Topic):
                 f"storage of topic {self.name} is failing ({self.last_publish_error}); retry later",
             )
         if not self.terminated:
-            quota_error = self.service.backlog_quota_error(self)
+            quota_error = self.service.backlog_quota.producer_error(self)
             if quota_error is not None:
                 raise BrokerError(*quota_error)
         ready = super().add_producer(producer, request_id)
@@ -286,7 +320,7 @@ class PersistentTopic(Topic):
             if self.dedup is not None and (
                 self.dedup_unsaved >= self.service.config.brokerDeduplicationEntriesInterval
             ):
-                self.service.save_dedup_snapshot(self)
+                self.service.dedup_snapshots.save(self)
         except Exception:
             log.exception("topic %s: failed to complete send %d of producer %s",
                           self.name, seq, producer.name)

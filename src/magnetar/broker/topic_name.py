@@ -26,6 +26,7 @@ Everything here is pure: no I/O, no imports from other Magnetar layers.
 
 from __future__ import annotations
 
+import base64
 import re
 from dataclasses import dataclass
 from functools import lru_cache
@@ -37,6 +38,7 @@ __all__ = [
     "PERSISTENT",
     "PUBLIC_TENANT",
     "TopicName",
+    "ledger_name",
     "namespace_of",
 ]
 
@@ -216,3 +218,9 @@ def _parse_cached(name: str) -> TopicName:
 def namespace_of(name: str) -> str:
     """The namespace (``tenant/ns``) of a topic given in any accepted form."""
     return TopicName.parse(name).namespace
+
+
+def ledger_name(topic_name: TopicName) -> str:
+    """A filesystem-safe, unique storage name for a persistent topic's managed ledger."""
+    text = str(topic_name).split("://", 1)[1]
+    return base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")

@@ -26,6 +26,7 @@ from magnetar.client.auth import (
 )
 from magnetar.client.client import Client
 from magnetar.client.consumer import Consumer
+from magnetar.client.entry import Entry
 from magnetar.client.enums import (
     BatchingType,
     CompressionType,
@@ -79,6 +80,7 @@ __all__ = [
     "ConsumerBatchReceivePolicy",
     "ConsumerDeadLetterPolicy",
     "ConsumerType",
+    "Entry",
     "HashingScheme",
     "InitialPosition",
     "JsonSchema",

@@ -1,7 +1,9 @@
-"""Authentication providers: what goes into ``Connect`` and answers an ``AuthChallenge``."""
+"""Authentication providers: what goes into ``Connect`` and answers an ``AuthChallenge``,
+and the ``Authorization`` header of HTTP lookups."""
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Callable
 
 
@@ -17,6 +19,10 @@ class Authentication:
         """Answer a broker challenge; by default the credentials are sent again."""
         return self.auth_data()
 
+    def http_headers(self) -> dict[str, str]:
+        """Headers that carry the credentials on an HTTP request (none by default)."""
+        return {}
+
 
 class AuthenticationToken(Authentication):
     """JWT token auth (``auth_method_name='token'``); ``token`` may be a callable."""
@@ -30,6 +36,9 @@ class AuthenticationToken(Authentication):
         token = self._token() if callable(self._token) else self._token
         return token.encode()
 
+    def http_headers(self) -> dict[str, str]:
+        return {"Authorization": "Bearer " + self.auth_data().decode()}
+
 
 class AuthenticationBasic(Authentication):
     """HTTP-basic-style auth: ``username:password`` under method ``basic``."""
@@ -40,6 +49,9 @@ class AuthenticationBasic(Authentication):
 
     def auth_data(self) -> bytes:
         return self._data
+
+    def http_headers(self) -> dict[str, str]:
+        return {"Authorization": "Basic " + base64.b64encode(self._data).decode()}
 
 
 AuthToken = AuthenticationToken

@@ -19,17 +19,17 @@ from magnetar.protocol import pb
 from magnetar.protocol.varint import encode_varint
 
 _U32 = struct.Struct(">I")
-_HEADER_CACHE: dict[int, bytes] = {}
+HEADER_CACHE: dict[int, bytes] = {}
 
 
 def plain_header(size: int) -> bytes:
     """Length prefix + ``SingleMessageMetadata(payload_size=size)``, serialized by hand."""
-    h = _HEADER_CACHE.get(size)
+    h = HEADER_CACHE.get(size)
     if h is None:
         smm = b"\x18" + encode_varint(size)
         h = _U32.pack(len(smm)) + smm
-        if len(_HEADER_CACHE) < 4096:
-            _HEADER_CACHE[size] = h
+        if len(HEADER_CACHE) < 4096:
+            HEADER_CACHE[size] = h
     return h
 
 

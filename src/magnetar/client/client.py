@@ -8,7 +8,7 @@ import itertools
 import re
 import ssl
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from magnetar.client.auth import Authentication
 from magnetar.client.backoff import with_retries
@@ -28,7 +28,7 @@ from magnetar.client.errors import AlreadyClosed
 from magnetar.client.lookup import LookupService
 from magnetar.client.message_id import MessageId
 from magnetar.client.policies import ConsumerBatchReceivePolicy, ConsumerDeadLetterPolicy
-from magnetar.client.pool import ConnectionPool, split_address
+from magnetar.client.pool import ConnectionPool, is_web_url, split_address
 from magnetar.client.producer import Producer
 from magnetar.client.reader import Reader
 from magnetar.client.routing import Router
@@ -36,6 +36,9 @@ from magnetar.client.schema import TopicSchema, as_schema
 from magnetar.client.topic import full_name, namespace_of, partition_name
 from magnetar.client.topic_producer import KeyedTopicProducer, ProducerConf, TopicProducer
 from magnetar.protocol import DEFAULT_MAX_FRAME_SIZE, pb
+
+if TYPE_CHECKING:
+    from magnetar.client.http_lookup import HttpLookupService
 
 #: Producer and consumer ids, unique in the process (some brokers mix up equal ids
 #: coming from different connections).
@@ -65,6 +68,8 @@ class Client:
 
     Use as ``async with Client("pulsar://localhost:6650") as client: ...``, or call
     ``await client.close()`` when done. Must be created inside a running event loop.
+    The service URL is a broker's binary address (``pulsar://``, ``pulsar+ssl://``) or its
+    web service (``http://``, ``https://``: lookups over HTTP, as the official client does).
     """
 
     def __init__(self, service_url: str, authentication: Authentication | None = None,
@@ -77,9 +82,13 @@ class Client:
                  ssl_context: ssl.SSLContext | None = None, listener_name: str | None = None,
                  keep_alive_interval_seconds: float = 30,
                  **_ignored: Any) -> None:
-        host, port, tls = split_address(service_url)
-        tls = tls or use_tls
-        self._service_url = f"{'pulsar+ssl' if tls else 'pulsar'}://{host}:{port}"
+        web = is_web_url(service_url)
+        if web:  # lookups over HTTP; an https:// service URL means TLS for the brokers too
+            tls = use_tls or service_url.startswith("https://")
+        else:
+            host, port, tls = split_address(service_url)
+            tls = tls or use_tls
+            self._service_url = f"{'pulsar+ssl' if tls else 'pulsar'}://{host}:{port}"
         if tls and ssl_context is None:
             ssl_context = _ssl_context(tls_trust_certs_file_path, tls_allow_insecure_connection,
                                        tls_validate_hostname, tls_certificate_file_path,
@@ -87,11 +96,22 @@ class Client:
         self._op_timeout = float(operation_timeout_seconds)
         self._pool = ConnectionPool(authentication, ssl_context, connection_timeout_ms / 1000.0,
                                     keepalive=keep_alive_interval_seconds)
-        self._lookup = LookupService(self._pool, self._service_url, tls, self._op_timeout,
-                                     listener_name)
+        self._lookup: LookupService | HttpLookupService
+        if web:
+            from magnetar.client.http_lookup import HttpLookupService  # aiohttp: only when used
+
+            self._lookup = HttpLookupService(self._pool, service_url, tls, self._op_timeout,
+                                             authentication, ssl_context, listener_name)
+        else:
+            self._lookup = LookupService(self._pool, self._service_url, tls, self._op_timeout,
+                                         listener_name)
         self._max_message_size = DEFAULT_MAX_FRAME_SIZE
         self._handles: set[Any] = set()
         self._closed = False
+
+    def operation_timeout_seconds(self) -> float:
+        """How long an operation (lookup, subscribe, seek, ...) may take before it fails."""
+        return self._op_timeout
 
     def _new_producer_id(self) -> int:
         return next(_IDS)
@@ -277,9 +297,11 @@ class Client:
         receiver_queue_size: int = 1000, reader_name: str | None = None,
         subscription_role_prefix: str | None = None, is_read_compacted: bool = False,
         start_message_id_inclusive: bool = False, reader_listener: Any = None,
-        **_ignored: Any,
+        deliver_entries: bool = False, **_ignored: Any,
     ) -> Reader:
-        """A reader positioned at ``start_message_id`` (or ``MessageId.earliest/latest``)."""
+        """A reader positioned at ``start_message_id`` (or ``MessageId.earliest/latest``).
+        With ``deliver_entries`` it hands out whole entries (``Reader.read_entries``, see
+        ``Entry``) instead of messages."""
         self._check_open()
         topic = full_name(topic)
         prefix = subscription_role_prefix or "reader"
@@ -290,6 +312,7 @@ class Client:
             initial_position=InitialPosition.Earliest
             if start_message_id == MessageId.earliest else InitialPosition.Latest,
             start_message_id_inclusive=start_message_id_inclusive, durable=False,
+            deliver_entries=deliver_entries,
         )
         consumer = Consumer(self, topic, conf, as_schema(schema))
         await consumer._add_topics(await self._expand([topic]), start=start_message_id)
@@ -333,6 +356,7 @@ class Client:
         await asyncio.gather(
             *(h.close(flush) if isinstance(h, Producer) else h.close() for h in handles),
             return_exceptions=True)
+        await self._lookup.close()
         self._pool.close()
 
     async def shutdown(self) -> None:

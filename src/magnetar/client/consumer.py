@@ -18,6 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from magnetar.client.entry import Entry
 from magnetar.client.enums import ConsumerType, InitialPosition
 from magnetar.client.errors import AlreadyClosed, PulsarException, Timeout
 from magnetar.client.message import Message
@@ -55,6 +56,7 @@ class ConsumerConf:
     ack_group_time_ms: int = 100
     batch_index_ack_enabled: bool = False
     pattern_auto_discovery_period: float = 60
+    deliver_entries: bool = False  # whole entries (``Entry``), not messages
 
 
 class Consumer:
@@ -184,7 +186,8 @@ class Consumer:
         with self._queue_lock:
             before = len(self._queue)
             if before:
-                self._queue = deque(m for m in self._queue if m._entry.consumer is not child)
+                # (``_consumer``: messages and, for entry readers, ``Entry`` objects)
+                self._queue = deque(m for m in self._queue if m._consumer is not child)
             return before - len(self._queue)
 
     def _take(self) -> Message:
@@ -256,6 +259,39 @@ class Consumer:
                     last[msg._entry.consumer] = msg
             for child, msg in last.items():
                 child.ack_cumulative(msg.message_id())
+
+    def take_entries(self, max_entries: int) -> list[Entry]:
+        """Up to ``max_entries`` of the entries already received (``deliver_entries``),
+        without waiting; each returns its messages' permits."""
+        out: list[Entry] = []
+        queue: deque[Any] = self._queue
+        while queue and len(out) < max_entries:
+            entry: Entry = queue.popleft()
+            child: TopicConsumer = entry._consumer
+            child.last_dequeued = entry.last_message_id()
+            child._permits += entry._count
+            if child._permits >= child._threshold:
+                child.send_flow()
+            out.append(entry)
+        return out
+
+    async def receive_entries(self, max_entries: int,
+                              timeout_millis: int | None = None) -> list[Entry]:
+        """Entries (``deliver_entries``): waits ``timeout_millis`` for the first (``Timeout``
+        if none comes), then takes up to ``max_entries`` of those already received."""
+        if not self._conf.deliver_entries:
+            raise PulsarException("receive_entries needs a consumer made with "
+                                  "deliver_entries=True")
+        if not self._queue:
+            timeout = None if timeout_millis is None else timeout_millis / 1000.0
+            loop = asyncio.get_running_loop()
+            deadline = None if timeout is None else loop.time() + timeout
+            while not self._queue:
+                remaining = None if deadline is None else deadline - loop.time()
+                if remaining is not None and remaining <= 0:
+                    raise Timeout("no entry received in time")
+                await self._wait(remaining)
+        return self.take_entries(max_entries)
 
     async def _wait(self, timeout: float | None) -> None:
         if self._closed:

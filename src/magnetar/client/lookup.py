@@ -1,5 +1,5 @@
 """Binary-protocol service discovery: topic lookup (following redirects), partition
-metadata and namespace topic listings."""
+metadata, schemas and namespace topic listings (``http_lookup`` does the same over HTTP)."""
 
 from __future__ import annotations
 
@@ -64,14 +64,21 @@ class LookupService:
 
     async def get_schema(self, topic: str) -> pb.Schema | None:
         """The latest schema of ``topic`` (of its partitioned base), None when it has none."""
-        cnx = await self._service_cnx()
-        resp = await cnx.request(T.GET_SCHEMA, timeout=self._timeout, topic=base_name(topic))
-        if resp.HasField("error_code") or not resp.HasField("schema"):
-            return None
-        return resp.schema
+        return await schema_of(await self._service_cnx(), topic, self._timeout)
 
     async def topics_of_namespace(self, namespace: str, mode: int) -> list[str]:
         cnx = await self._service_cnx()
         resp = await cnx.request(T.GET_TOPICS_OF_NAMESPACE, timeout=self._timeout,
                                  namespace=namespace, mode=mode)
         return list(resp.topics)
+
+    async def close(self) -> None:
+        """Nothing of its own to close: its connections belong to the pool."""
+
+
+async def schema_of(cnx: Connection, topic: str, timeout: float) -> pb.Schema | None:
+    """Ask ``cnx`` for the latest schema of ``topic`` (of its partitioned base); None if none."""
+    resp = await cnx.request(T.GET_SCHEMA, timeout=timeout, topic=base_name(topic))
+    if resp.HasField("error_code") or not resp.HasField("schema"):
+        return None
+    return resp.schema

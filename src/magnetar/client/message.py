@@ -1,9 +1,9 @@
 """Received messages: payload, metadata accessors and id, built lazily from the wire.
 
-Theory of operation: every message of one delivered entry shares one ``Entry`` (the
+Theory of operation: every message of one delivered entry shares one ``Received`` (the
 received bytes, the entry's ``MessageMetadata``, where each batch member ends, and what the
 consumer knew on arrival: topic, partition, redelivery count, schema). A ``Message`` is only
-that ``Entry`` and its index in the batch, so receiving costs one small object per message.
+that ``Received`` and its index in the batch, so receiving costs one small object per message.
 Its bytes, its ``SingleMessageMetadata`` and its ``MessageId`` are cut out or decoded on
 first use (``protocol.batch.batch_message_at`` knows where they are).
 """
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from magnetar.client.schema import Schema
 
 
-class Entry:
+class Received:
     """What the messages of one delivered entry share.
 
     ``buf`` holds the payload from ``start``: for a batch (``size > 0``, the batch's
@@ -89,7 +89,7 @@ class Message:
 
     __slots__ = ("_entry", "_index", "_mid")
 
-    def __init__(self, entry: Entry, index: int) -> None:
+    def __init__(self, entry: Received, index: int) -> None:
         self._entry = entry
         self._index = index
         self._mid: MessageId | None = None

@@ -19,8 +19,14 @@ def split_address(url: str) -> tuple[str, int, bool]:
     parts = urlsplit(url.split(",")[0] if "://" in url else "pulsar://" + url)
     tls = parts.scheme in ("pulsar+ssl", "pulsars")
     if parts.scheme not in ("pulsar", "pulsar+ssl", "pulsars"):
-        raise ValueError(f"unsupported service URL {url!r}")
+        raise ValueError(f"unsupported service URL {url!r} (use pulsar://, pulsar+ssl://, "
+                         "http:// or https://)")
     return parts.hostname or "localhost", parts.port or (6651 if tls else 6650), tls
+
+
+def is_web_url(url: str) -> bool:
+    """Whether a service URL names a broker's web service (``http://`` or ``https://``)."""
+    return url.startswith(("http://", "https://"))
 
 
 class ConnectionPool:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from magnetar.client.consumer import Consumer
+from magnetar.client.entry import Entry
+from magnetar.client.errors import PulsarException
 from magnetar.client.message import Message
 from magnetar.client.message_id import MessageId
 
@@ -18,7 +20,12 @@ class Reader:
     def topic(self) -> str:
         return self._consumer.topic()
 
+    def _messages_only(self) -> None:
+        if self._consumer._conf.deliver_entries:
+            raise PulsarException("this reader hands out whole entries: use read_entries")
+
     async def read_next(self, timeout_millis: int | None = None) -> Message:
+        self._messages_only()
         msg = await self._consumer.receive(timeout_millis)
         await self._consumer.acknowledge_cumulative(msg)
         return msg
@@ -27,12 +34,23 @@ class Reader:
         """Up to ``max_messages`` messages at once: waits ``timeout_millis`` for the first
         (``Timeout`` if none comes), then takes what is already queued, with one cumulative
         acknowledgement for all of them (``read_next`` acknowledges each)."""
+        self._messages_only()
         consumer = self._consumer
         out = [await consumer.receive(timeout_millis)]
         take = consumer.take_queued
         if max_messages > 1:
             out.extend(take(max_messages - 1))
         await consumer.acknowledge_cumulative(out[-1])
+        return out
+
+    async def read_entries(self, max_entries: int,
+                           timeout_millis: int | None = None) -> list[Entry]:
+        """Whole entries, for a reader made with ``deliver_entries=True`` (see ``Entry``):
+        waits ``timeout_millis`` for the first (``Timeout`` if none comes), then takes up
+        to ``max_entries`` of those already received, with one cumulative acknowledgement."""
+        consumer = self._consumer
+        out = await consumer.receive_entries(max_entries, timeout_millis)
+        await consumer.acknowledge_cumulative(out[-1].message_id())
         return out
 
     def __aiter__(self) -> Reader:

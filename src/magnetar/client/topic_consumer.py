@@ -22,8 +22,9 @@ from magnetar.client.acks import AckGroupingTracker
 from magnetar.client.backoff import Backoff, with_retries
 from magnetar.client.chunks import ChunkAssembler
 from magnetar.client.connection import Connection
+from magnetar.client.entry import Entry
 from magnetar.client.errors import PulsarException
-from magnetar.client.message import Entry, Message
+from magnetar.client.message import Message, Received
 from magnetar.client.message_id import MessageId
 from magnetar.protocol import (
     ProtocolError,
@@ -68,7 +69,8 @@ class TopicConsumer:
         self._filter: MessageId | None = None
         self.start_inclusive = parent._conf.start_message_id_inclusive
         self.min_publish_time = 0
-        self.last_taken: Message | None = None  # the last message the application took
+        # the last message the application took (or its id)
+        self.last_taken: Message | MessageId | None = None
         self.end_of_topic = False
         self._dlq_redelivery: dict[tuple[int, int], list[Message]] = {}
         self.subscription = parent._conf.subscription_name
@@ -76,6 +78,7 @@ class TopicConsumer:
         self.seen_entry: tuple[int, int] = (-2, -2)
         self._entry_waiters: list[tuple[tuple[int, int], asyncio.Future[None]]] = []
         self.schema = parent._schema
+        self._entries = parent._conf.deliver_entries
 
     # -------------------------------------------------------------- connecting
     async def start(self) -> None:
@@ -158,8 +161,12 @@ class TopicConsumer:
     @property
     def last_dequeued(self) -> MessageId | None:
         """Id of the last message the application took from the queue."""
-        msg = self.last_taken
-        return None if msg is None else msg.message_id()
+        last = self.last_taken
+        return last.message_id() if isinstance(last, Message) else last
+
+    @last_dequeued.setter
+    def last_dequeued(self, mid: MessageId | None) -> None:
+        self.last_taken = mid
 
     @property
     def connected(self) -> bool:
@@ -219,9 +226,16 @@ class TopicConsumer:
             at = 0
         ledger, entry_id = key
         partition = self.partition
+        if self._entries:  # a reader of whole entries (``client.entry.Entry``)
+            eid = MessageId(partition, ledger, entry_id)
+            eid._topic = self.topic
+            self.parent._enqueue(Entry(  # type: ignore[arg-type]  # its queue holds entries
+                buf[at:] if at else buf, meta, eid, self.topic, m.redelivery_count,
+                list(m.ack_set) if m.ack_set else None, self))
+            return
         filtering = self._filter is not None or self.min_publish_time
         if not meta.HasField("num_messages_in_batch"):
-            entry = Entry(buf, at, None, 0, meta, ledger, entry_id, partition, self.topic,
+            entry = Received(buf, at, None, 0, meta, ledger, entry_id, partition, self.topic,
                           m.redelivery_count, self.parent._value_schema, self)
             if chunk_ids is not None:
                 entry.chunk_ids = [MessageId(partition, *wire_position(c)) for c in chunk_ids]
@@ -239,7 +253,7 @@ class TopicConsumer:
     def _on_batch(self, m: MessageFrame, meta: pb.MessageMetadata, buf: bytes, at: int,
                   key: tuple[int, int], filtering: Any) -> None:
         """Queue the members of a batch: one pass finds where each ends (``scan_batch``);
-        the messages themselves are the shared ``Entry`` and an index."""
+        the messages themselves are the shared ``Received`` and an index."""
         n = meta.num_messages_in_batch
         ack_set = m.ack_set
         try:
@@ -256,7 +270,7 @@ class TopicConsumer:
             self._reject(m.message_id, pb.CommandAck.BatchDeSerializeError)
             return
         redelivery = m.redelivery_count
-        entry = Entry(buf, at, ends, n, meta, key[0], key[1], self.partition, self.topic,
+        entry = Received(buf, at, ends, n, meta, key[0], key[1], self.partition, self.topic,
                       redelivery, self.parent._value_schema, self)
         if keep is None:
             self._acks.track_batch(key, n)

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from magnetar.client.backoff import Backoff, with_retries
 from magnetar.client.batching import (
-    _HEADER_CACHE,
+    HEADER_CACHE,
     BatchContainer,
     KeyedBatches,
     full_header,
@@ -227,7 +227,7 @@ class TopicProducer:
             return
         self._seq += 1
         self.pending += 1
-        header = _HEADER_CACHE.get(size) or plain_header(size)
+        header = HEADER_CACHE.get(size) or plain_header(size)
         batch = self._batch
         futures = batch.futures
         if futures and batch.size + size > self._max_batch_bytes:
@@ -267,7 +267,7 @@ class TopicProducer:
                 header = full_header(size, properties, partition_key, ordering_key,
                                      event_time)
             else:
-                header = _HEADER_CACHE.get(size) or plain_header(size)
+                header = HEADER_CACHE.get(size) or plain_header(size)
             batch = self._batch
             futures = batch.futures
             if futures and batch.size + size > self._max_batch_bytes:

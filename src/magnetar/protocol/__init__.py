@@ -5,7 +5,7 @@ batches, compression and key hashing. No sockets, no asyncio: bytes in, commands
 """
 
 from magnetar.protocol import pulsar_pb2 as pb
-from magnetar.protocol.batch import decode_batch, encode_batch
+from magnetar.protocol.batch import BatchSplit, decode_batch, encode_batch, split_batch
 from magnetar.protocol.commands import command, command_body, message_id
 from magnetar.protocol.compression import compress, decompress
 from magnetar.protocol.errors import (
@@ -32,6 +32,7 @@ from magnetar.protocol.version import PROTOCOL_VERSION
 __all__ = [
     "DEFAULT_MAX_FRAME_SIZE",
     "PROTOCOL_VERSION",
+    "BatchSplit",
     "ChecksumMismatch",
     "CompressionError",
     "Frame",
@@ -55,6 +56,7 @@ __all__ = [
     "parse_payload_part",
     "pb",
     "peek_metadata",
+    "split_batch",
     "sticky_key_hash",
     "verify_checksum",
 ]

@@ -100,9 +100,7 @@ def message_id_bytes(
     ``message_id_prefix`` of the same entry to save building it again."""
     out = prefix if prefix is not None else message_id_prefix(ledger_id, entry_id, partition)
     if batch_index >= 0:
-        out += b"\x20" + _varint(batch_index)
-        if batch_size:
-            out += b"\x30" + _varint(batch_size)
+        out += message_id_suffix(batch_index, batch_size)
     return out
 
 
@@ -175,3 +173,17 @@ def parse_message_command(
     if pos != end or consumer_id < 0 or ledger_id < 0 or entry_id < 0:
         return None
     return consumer_id, to_signed64(ledger_id), to_signed64(entry_id), redelivery, ack_set
+
+
+def message_id_suffix(batch_index: int, batch_size: int = 0) -> bytes:
+    """The end of a serialized ``MessageIdData`` after its ``message_id_prefix``: batch
+    index and, when set, batch size (``prefix + suffix`` is ``message_id_bytes``)."""
+    out = b"\x20" + _varint(batch_index)
+    if batch_size:
+        out += message_id_batch_size(batch_size)
+    return out
+
+
+def message_id_batch_size(batch_size: int) -> bytes:
+    """The batch size field that ends a serialized batch ``MessageIdData``."""
+    return b"\x30" + _varint(batch_size)

@@ -1,22 +1,38 @@
-"""Messages to Arrow record batches, column by column, in exactly the schema Spark expects.
+"""Entries to Arrow record batches, column by column, in exactly the schema Spark expects.
 
-``BatchBuilder(schema, fmt, topic, partition)`` is made once per task; ``build(messages)``
-turns a chunk of ``magnetar.client.Message`` into one ``pyarrow.RecordBatch``. Only the
-columns the schema names are computed. ``__messageId`` is the official client's serialized
-``MessageIdData`` (ledgerId, entryId, partition, batch_index, batch_size), encoded here
-with a per-entry prefix instead of one protobuf object per message.
+``BatchBuilder(schema, fmt, topic, partition)`` is made once per task; ``build(runs)`` turns
+a list of ``Run`` (an entry and the indexes of its messages to emit) into one
+``pyarrow.RecordBatch``. Only the columns the schema names are computed, and per entry
+rather than per message: ``protocol.split_batch`` locates a batch's messages (offsets,
+sequence ids and event times, without one object per message), the ``value`` column is
+one Arrow ``take`` over the payload, the columns an entry shares (topic, publish time,
+producer) are repeated scalars, and ``__messageId`` joins the entry's id prefix to cached
+per-index suffixes (the official client's serialized ``MessageIdData``). Python touches
+single messages only for what their own metadata carries (key, properties) and for
+record fields decoded from JSON or Avro values.
 """
 
 from __future__ import annotations
 
+import array
 import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
-from magnetar.protocol.fastpath import message_id_bytes, message_id_prefix
+from magnetar.client import Entry
+from magnetar.protocol import BatchSplit, split_batch
+from magnetar.protocol.fastpath import (
+    message_id_batch_size,
+    message_id_bytes,
+    message_id_prefix,
+    message_id_suffix,
+)
 from magnetar.spark.schema import ValueFormat, decoder
 
 
@@ -26,21 +42,137 @@ def serialize_id(ledger: int, entry: int, partition: int, batch_index: int,
     return message_id_bytes(ledger, entry, partition, batch_index, batch_size)
 
 
-def _sequence_id(msg: Any) -> int:
-    meta = msg._meta
-    smm = msg._smm
-    if smm is not None and smm.HasField("sequence_id"):
-        return int(smm.sequence_id)
-    bi = msg._id._batch_index
-    return int(meta.sequence_id) + (bi if bi > 0 else 0)
+@dataclass(eq=False)
+class Split:
+    """An entry with its messages located (a batch split once, however many runs)."""
+
+    entry: Entry
+    batch: BatchSplit | None  # None: the entry is one message
+    values: pa.Array | None = field(default=None, repr=False)  # binary, built on first use
+
+    @classmethod
+    def of(cls, entry: Entry) -> Split:
+        if not entry.is_batch():
+            return cls(entry, None)
+        return cls(entry, split_batch(entry.payload(), entry.num_messages()))
+
+    def skipped(self) -> set[int]:
+        """Indexes not to emit: compacted out, or acknowledged per index already."""
+        out: set[int] = set()
+        if self.batch is not None:
+            out.update(i for i, m in self.batch.metadata.items() if m.compacted_out)
+        ack_set = self.entry.ack_set()
+        if ack_set is not None:
+            out.update(i for i in range(self.entry.num_messages())
+                       if not (ack_set[i >> 6] >> (i & 63)) & 1)
+        return out
+
+
+@dataclass(frozen=True)
+class Run:
+    """Messages ``lo`` to ``hi - 1`` of an entry."""
+
+    split: Split
+    lo: int
+    hi: int
+
+    def __len__(self) -> int:
+        return self.hi - self.lo
 
 
 _MAP = pa.map_(pa.string(), pa.string())
 _TS = pa.timestamp("us", tz="UTC")
+_EMPTY = pa.scalar(b"", pa.binary())
+
+
+class _Indexes:
+    """Arrays that depend only on a message's index in its batch, built once for the
+    largest batch seen and sliced: the values' positions among a batch's header/value
+    pieces, the batch-index part of serialized message ids, and empty property maps."""
+
+    def __init__(self) -> None:
+        self.size = 0
+        self.odd = pa.array([], pa.int32())
+        self.id_parts = pa.array([], pa.binary())
+        self.empty_maps = pa.array([], _MAP)
+
+    def grow(self, n: int) -> None:
+        if n > self.size:
+            size = max(n, 2 * self.size, 1024)
+            self.odd = pa.array(range(1, 2 * size, 2), pa.int32())
+            self.id_parts = pa.array([message_id_suffix(i) for i in range(size)],
+                                     pa.binary())
+            self.empty_maps = pa.MapArray.from_arrays(_zeros(size + 1),
+                                                      pa.array([], pa.string()),
+                                                      pa.array([], pa.string()))
+            self.size = size
+
+
+_INDEXES = _Indexes()
+
+
+def _values(split: Split) -> pa.Array:
+    """The binary values of a batch's messages: its payload cut at ``bounds``, headers
+    and values alternating, then every second piece taken."""
+    assert split.batch is not None
+    if split.values is None:
+        n = split.entry.num_messages()
+        offsets = array.array("i", split.batch.bounds)
+        pieces = pa.Array.from_buffers(pa.binary(), 2 * n, [None, pa.py_buffer(offsets),
+                                                            pa.py_buffer(split.entry.payload())])
+        _INDEXES.grow(n)
+        split.values = pieces.take(_INDEXES.odd.slice(0, n))
+    return split.values
+
+
+def _per_message(run: Run, get: Callable[[Any], Any], default: Any) -> list[Any]:
+    """``get(SingleMessageMetadata)`` for each message of a batch run that carries one,
+    ``default`` for the others."""
+    assert run.split.batch is not None
+    meta = run.split.batch.metadata
+    if not meta:
+        return [default] * len(run)
+    return [get(meta[i]) if i in meta else default for i in range(run.lo, run.hi)]
+
+
+def _key(m: Any) -> str | None:
+    return m.partition_key or None
+
+
+def _props(m: Any) -> list[tuple[str, str]]:
+    return [(kv.key, kv.value) for kv in m.properties]
+
+
+def _zeros(n: int) -> pa.Array:
+    return pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(bytes(4 * n))])
+
+
+def _int64(values: list[int]) -> pa.Array:
+    """An int64 array of ``values`` through ``array.array`` (faster than from a list)."""
+    return pa.Array.from_buffers(pa.int64(), len(values),
+                                 [None, pa.py_buffer(array.array("q", values))])
+
+
+def _no_props(k: int) -> pa.Array:
+    _INDEXES.grow(k)
+    return _INDEXES.empty_maps.slice(0, k)
+
+
+def _groups(runs: list[Run]) -> list[Run | list[Entry]]:
+    """Batch runs one by one; consecutive one-message entries together."""
+    out: list[Run | list[Entry]] = []
+    for r in runs:
+        if r.split.batch is not None:
+            out.append(r)
+        elif out and isinstance(out[-1], list):
+            out[-1].append(r.split.entry)
+        else:
+            out.append([r.split.entry])
+    return out
 
 
 class BatchBuilder:
-    """Builds record batches of ``schema`` from messages of one topic partition."""
+    """Builds record batches of ``schema`` from the entries of one topic partition."""
 
     def __init__(self, schema: StructType, fmt: ValueFormat, topic: str,
                  partition: int) -> None:
@@ -51,65 +183,119 @@ class BatchBuilder:
         self.partition = partition
         self.fmt = fmt
         self._decode = decoder(fmt)
-        self._prefix_key: tuple[int, int] = (-9, -9)
-        self._prefix = b""
+        self._topic_scalar = pa.scalar(topic, pa.string())
 
-    def _ids(self, msgs: list[Any]) -> list[bytes]:
-        out = []
-        append = out.append
-        part = self.partition
-        for m in msgs:
-            mid = m._id
-            key = (mid._ledger_id, mid._entry_id)
-            if key != self._prefix_key:
-                self._prefix_key = key
-                self._prefix = message_id_prefix(key[0], key[1], part)
-            append(message_id_bytes(key[0], key[1], part, mid._batch_index, mid._batch_size,
-                                    self._prefix))
-        return out
-
-    def column(self, name: str, msgs: list[Any], records: list[Any] | None) -> list[Any]:
+    # ------------------------------------------------------------ columns
+    def _column(self, name: str, run: Run) -> pa.Array:
+        """Column ``name`` for a run of batch messages."""
+        split, k = run.split, len(run)
+        assert split.batch is not None
+        entry = split.entry
+        meta = entry.metadata()
         if name == "value":
-            if self.fmt.kind == "string":
-                return [m._data.decode("utf-8", "replace") for m in msgs]
-            return [m._data for m in msgs]
-        if name == "__key":
-            return [m.partition_key() or None for m in msgs]
+            return _values(split).slice(run.lo, k)
         if name == "__topic":
-            return [self.topic] * len(msgs)
-        if name == "__messageId":
-            return self._ids(msgs)
+            return pa.repeat(self._topic_scalar, k)
         if name == "__publishTime":
-            return [m._meta.publish_time * 1000 for m in msgs]
-        if name == "__eventTime":
-            return [(m.event_timestamp() or None) and m.event_timestamp() * 1000 for m in msgs]
-        if name == "__messageProperties":
-            return [list(m.properties().items()) for m in msgs]
+            return pa.repeat(pa.scalar(meta.publish_time * 1000, _TS), k)
         if name == "__producerName":
-            return [m._meta.producer_name for m in msgs]
+            return pa.repeat(pa.scalar(meta.producer_name, pa.string()), k)
+        if name == "__messageId":
+            n = entry.num_messages()
+            prefix = message_id_prefix(entry.ledger_id(), entry.entry_id(), self.partition)
+            _INDEXES.grow(n)
+            return pc.binary_join_element_wise(
+                pa.scalar(prefix, pa.binary()), _INDEXES.id_parts.slice(run.lo, k),
+                pa.scalar(message_id_batch_size(n), pa.binary()), _EMPTY)
         if name == "__sequenceId":
-            return [_sequence_id(m) for m in msgs]
-        assert records is not None
-        out = []
-        for r in records:
-            v = r.get(name) if isinstance(r, dict) else None
-            out.append(json.dumps(v) if isinstance(v, dict | list) else v)
-        return out
+            seqs = split.batch.sequence_ids[run.lo:run.hi]
+            if -1 in seqs:  # not in the message's metadata: the entry's first + index
+                base = meta.sequence_id
+                seqs = [s if s >= 0 else base + run.lo + j for j, s in enumerate(seqs)]
+            return _int64(seqs)
+        if name == "__eventTime":
+            times = split.batch.event_times[run.lo:run.hi]
+            if not any(times):
+                return pa.nulls(k, _TS)
+            return pa.array([t * 1000 if t else None for t in times], _TS)
+        if name == "__key":
+            if not split.batch.metadata:
+                return pa.nulls(k, pa.string())
+            return pa.array(_per_message(run, _key, None), pa.string())
+        if name == "__messageProperties":
+            if not split.batch.metadata:
+                return _no_props(k)
+            props = _per_message(run, _props, [])
+            return pa.array(props, _MAP) if any(props) else _no_props(k)
+        raise KeyError(name)
 
-    def build(self, msgs: list[Any]) -> pa.RecordBatch:
-        records = None
+    def _single_column(self, name: str, entries: list[Entry]) -> pa.Array:
+        """Column ``name`` for one-message entries (one value each)."""
+        if name == "value":
+            return pa.array([e.payload() for e in entries], pa.binary())
+        if name == "__topic":
+            return pa.repeat(self._topic_scalar, len(entries))
+        if name == "__messageId":
+            part = self.partition
+            return pa.array([message_id_prefix(e.ledger_id(), e.entry_id(), part)
+                             for e in entries], pa.binary())
+        metas = [e.metadata() for e in entries]
+        if name == "__publishTime":
+            return pa.array([m.publish_time * 1000 for m in metas], _TS)
+        if name == "__producerName":
+            return pa.array([m.producer_name for m in metas], pa.string())
+        if name == "__sequenceId":
+            return pa.array([m.sequence_id for m in metas], pa.int64())
+        if name == "__eventTime":
+            return pa.array([m.event_time * 1000 if m.event_time else None for m in metas],
+                            _TS)
+        if name == "__key":
+            return pa.array([_key(m) for m in metas], pa.string())
+        if name == "__messageProperties":
+            props = [_props(m) for m in metas]
+            return pa.array(props, _MAP) if any(props) else _no_props(len(props))
+        raise KeyError(name)
+
+    def _strings(self, values: pa.Array) -> pa.Array:
+        try:
+            return values.cast(pa.string())
+        except pa.ArrowInvalid:  # not UTF-8: decoded with replacement characters
+            return pa.array([v.decode("utf-8", "replace") for v in values.to_pylist()],
+                            pa.string())
+
+    def _values_of(self, groups: list[Run | list[Entry]]) -> pa.Array:
+        parts = [self._column("value", g) if isinstance(g, Run) else
+                 self._single_column("value", g) for g in groups]
+        return parts[0] if len(parts) == 1 else pa.concat_arrays(parts)
+
+    def build(self, runs: list[Run]) -> pa.RecordBatch:
+        """One record batch of all of ``runs`` (record batches of a few thousand rows cost
+        Spark's JVM less than one per entry, which outweighs the copy that joins them)."""
+        groups = _groups(runs)
+        records: list[Any] | None = None
         if self._decode is not None and any(n not in _NON_RECORD for n in self.names):
-            records = [self._safe_decode(m._data) for m in msgs]
+            records = [self._safe_decode(v) for v in self._values_of(groups).to_pylist()]
         arrays = []
-        for name, field in zip(self.names, self.arrow_schema, strict=True):
-            values = self.column(name, msgs, records)
-            typ = field.type
-            if name == "__messageProperties" and typ == _MAP and not any(values):
-                arrays.append(pa.MapArray.from_arrays(
-                    pa.array([0] * (len(values) + 1), pa.int32()),
-                    pa.array([], pa.string()), pa.array([], pa.string())))
-                continue
-            arrays.append(pa.array(values, type=typ))
+        for name, fld in zip(self.names, self.arrow_schema, strict=True):
+            if name in _NON_RECORD:
+                if name == "value":
+                    arr = self._values_of(groups)
+                    if self.fmt.kind == "string":
+                        arr = self._strings(arr)
+                else:
+                    parts = [self._column(name, g) if isinstance(g, Run) else
+                             self._single_column(name, g) for g in groups]
+                    arr = parts[0] if len(parts) == 1 else pa.concat_arrays(parts)
+                if arr.type != fld.type:
+                    arr = arr.cast(fld.type)
+            else:
+                assert records is not None
+                out = []
+                for r in records:
+                    v = r.get(name) if isinstance(r, dict) else None
+                    out.append(json.dumps(v) if isinstance(v, dict | list) else v)
+                arr = pa.array(out, type=fld.type)
+            arrays.append(arr)
         return pa.RecordBatch.from_arrays(arrays, schema=self.arrow_schema)
 
     def _safe_decode(self, data: bytes) -> Any:

@@ -58,9 +58,9 @@ def read_partition(opts: SourceOptions, schema: StructType, fmt: ValueFormat,
     builder = BatchBuilder(schema, fmt, partition.topic, partition.partition)
     session = Session(opts.client)
     try:
-        for msgs in read_range(session, partition, opts.reader_kwargs, opts.poll_timeout_ms,
+        for runs in read_range(session, partition, opts.reader_kwargs, opts.poll_timeout_ms,
                                opts.fail_on_data_loss):
-            yield builder.build(msgs)
+            yield builder.build(runs)
     finally:
         session.close()
 

@@ -69,7 +69,7 @@ async def _by_time(session: Session, partitions: list[str], ms: int,
                                           start_message_id_inclusive=True,
                                           receiver_queue_size=1)
         try:
-            msg = await tail.read_next(timeout_millis=int(client._op_timeout * 1000))
+            msg = await tail.read_next(timeout_millis=int(client.operation_timeout_seconds() * 1000))
         finally:
             await tail.close()
         if msg.publish_timestamp() < ms:
@@ -79,7 +79,7 @@ async def _by_time(session: Session, partitions: list[str], ms: int,
                                      receiver_queue_size=1)
         try:
             await sub.seek(ms)
-            first = await sub.receive(timeout_millis=int(client._op_timeout * 1000))
+            first = await sub.receive(timeout_millis=int(client.operation_timeout_seconds() * 1000))
             mid = first.message_id()
             return topic, before((mid.ledger_id(), mid.entry_id(), mid.batch_index()))
         finally:

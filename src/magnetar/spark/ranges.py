@@ -3,8 +3,9 @@
 ``RangePartition`` is the pickled ``InputPartition``: the partition topic, its index and
 the bounds ``(after, upto]`` (see ``offsets``), fixed on the driver, so reading it twice
 (a retried task, a replayed micro-batch) yields the same messages. ``read_range`` opens a
-non-durable reader at the entry of ``after``, drops what lies at or below ``after``, and
-stops at the first message past ``upto`` or at ``upto`` itself.
+non-durable reader at the entry of ``after`` that hands out whole entries, and cuts each
+into the run of its messages inside the range (nothing at or below ``after`` or below
+what it already yielded, nothing past ``upto``); it stops at ``upto``'s entry.
 """
 
 from __future__ import annotations
@@ -16,15 +17,18 @@ from typing import Any
 
 from pyspark.sql.datasource import InputPartition
 
-from magnetar.client import MessageId
+from magnetar.client import Entry, MessageId
 from magnetar.client.errors import Timeout
+from magnetar.spark.arrow import Run, Split
 from magnetar.spark.offsets import EARLIEST, Bound
-from magnetar.spark.session import Session, take
+from magnetar.spark.session import Session
 
 log = logging.getLogger(__name__)
 
-#: Messages per Arrow record batch.
+#: Messages per Arrow record batch (at least: whole entries are added until it is reached).
 CHUNK = 8192
+#: Entries taken from the reader at once.
+ENTRIES = 64
 #: How long to wait for a message before asking whether any is left to come.
 POLL_MS = 2000
 
@@ -63,28 +67,69 @@ def _start_id(r: RangePartition) -> tuple[MessageId, bool]:
     return MessageId(r.partition, r.after[0], r.after[1]), True
 
 
+def entry_runs(entry: Entry, lower: Bound, upto: Bound) -> tuple[list[Run], bool]:
+    """The runs of ``entry``'s messages with ``lower < key <= upto``, and whether the range
+    ends within this entry (no later entry can hold any of it)."""
+    here = (entry.ledger_id(), entry.entry_id())
+    n = entry.num_messages()
+    first = 0 if entry.is_batch() else -1  # the batch index in message 0's key
+    if here > lower[:2]:
+        lo = 0
+    elif here == lower[:2]:
+        lo = max(0, lower[2] + 1 - first)
+    else:
+        lo = n
+    if here < upto[:2]:
+        hi, done = n, False
+    elif here == upto[:2]:
+        hi, done = min(n, max(0, upto[2] + 1 - first)), True
+    else:
+        hi, done = 0, True
+    if lo >= hi:
+        return [], done
+    split = Split.of(entry)
+    skipped = split.skipped()
+    if not skipped:
+        return [Run(split, lo, hi)], done
+    runs = []
+    start = lo
+    for i in range(lo, hi + 1):
+        if i == hi or i in skipped:
+            if i > start:
+                runs.append(Run(split, start, i))
+            start = i + 1
+    return runs, done
+
+
 def read_range(session: Session, r: RangePartition, reader_kwargs: dict[str, Any],
                timeout_ms: int, fail_on_data_loss: bool,
-               chunk: int = CHUNK) -> Iterator[list[Any]]:
-    """Chunks of the messages of ``r``, in order, each exactly once."""
+               chunk: int = CHUNK) -> Iterator[list[Run]]:
+    """Runs of the messages of ``r``, in order, each exactly once, about ``chunk`` messages
+    at a time."""
     if r.empty:
         return
     start, inclusive = _start_id(r)
     kwargs = {"receiver_queue_size": 4 * chunk, **reader_kwargs}
     reader = session.run(session.client.create_reader(
-        r.topic, start, start_message_id_inclusive=inclusive, **kwargs))
-    after, upto = r.after, r.upto
-    seen = after
+        r.topic, start, start_message_id_inclusive=inclusive, deliver_entries=True,
+        **kwargs))
+    upto = r.upto
+    seen = r.after  # everything at or below was read (or lies before the range)
     waited = 0
+    out: list[Run] = []
+    rows = 0
     try:
         while True:
             try:
-                msgs = session.run(take(reader, chunk, min(POLL_MS, timeout_ms)))
+                entries = session.run(reader.read_entries(ENTRIES, min(POLL_MS, timeout_ms)))
             except Timeout:
                 # nothing came: is there anything left to wait for?
                 last = session.run(reader.get_last_message_id())
                 last_key = (last.ledger_id(), last.entry_id(), last.batch_index())
                 if last_key <= seen or last_key[1] < 0:
+                    if out:
+                        yield out
+                        out, rows = [], 0
                     _lost(r, seen, last_key, fail_on_data_loss)
                     return
                 waited += POLL_MS
@@ -93,25 +138,21 @@ def read_range(session: Session, r: RangePartition, reader_kwargs: dict[str, Any
                                         f"reading up to {upto}") from None
                 continue
             waited = 0
-            out = []
-            done = False
-            for m in msgs:
-                mid = m._id
-                key = (mid._ledger_id, mid._entry_id, mid._batch_index)
-                if key <= after:
-                    continue
-                if key > upto:
-                    done = True
-                    break
-                out.append(m)
-                seen = key
-                if key == upto:
-                    done = True
-                    break
-            if out:
-                yield out
-            if done:
-                return
+            for entry in entries:
+                runs, done = entry_runs(entry, seen, upto)
+                if runs:
+                    last_run = runs[-1]
+                    index = last_run.hi - 1 if entry.is_batch() else -1
+                    seen = (entry.ledger_id(), entry.entry_id(), index)
+                    out.extend(runs)
+                    rows += sum(len(x) for x in runs)
+                if done:
+                    if out:
+                        yield out
+                    return
+                if rows >= chunk:
+                    yield out
+                    out, rows = [], 0
     finally:
         try:
             session.run(reader.close())

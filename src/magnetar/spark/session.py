@@ -6,8 +6,9 @@ calls the data source needs (topic discovery, last message ids, topic schemas).
 on the driver, whose stream reader lives across triggers, ``threaded=True`` keeps the loop
 running in a daemon thread so keep-alives are answered between triggers.
 
-Only the client's public API is used: ``get_topics_of_namespace``, ``get_schema``,
-``Reader.read_batch`` (many messages per call, one acknowledgement) and
+Only the client's public API is used, here and in the rest of this package:
+``get_topics_of_namespace``, ``get_schema``, readers made with ``deliver_entries=True``
+(``Reader.read_entries``: whole entries, see ``magnetar.client.entry``) and
 ``Client.close(flush=False)``.
 """
 
@@ -148,8 +149,3 @@ class Session:
             return topic, (mid.ledger_id(), mid.entry_id(), mid.batch_index())
 
         return dict(await asyncio.gather(*(one(t) for t in partitions)))
-
-
-async def take(reader: Reader, max_n: int, timeout_ms: int) -> list[Any]:
-    """Up to ``max_n`` messages of a reader, waiting ``timeout_ms`` for the first."""
-    return await reader.read_batch(max_n, timeout_ms)

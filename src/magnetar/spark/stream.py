@@ -40,13 +40,14 @@ from magnetar.spark.options import SourceOptions
 from magnetar.spark.planning import start_bounds
 from magnetar.spark.ranges import RangePartition
 from magnetar.spark.schema import ValueFormat
-from magnetar.spark.session import Session, take
+from magnetar.spark.session import Session
 
 log = logging.getLogger(__name__)
 
 
 class _Lookahead:
-    """Message keys of one partition read ahead on the driver, to count rows."""
+    """Message keys of one partition read ahead on the driver, to count rows (whole
+    entries are read: a batch's keys follow from its size, nothing is split)."""
 
     def __init__(self, session: Session, topic: str) -> None:
         self.session = session
@@ -66,14 +67,17 @@ class _Lookahead:
         while taken < n and pos < upto:
             if not self.keys:
                 try:
-                    msgs = self.session.run(take(self.reader, 4096, timeout_ms))
+                    entries = self.session.run(self.reader.read_entries(64, timeout_ms))
                 except Timeout:
                     log.warning("%s: no message within %d ms while counting up to %s",
                                 self.topic, timeout_ms, upto)
                     break
-                for m in msgs:
-                    i = m._id
-                    self.keys.append((i._ledger_id, i._entry_id, i._batch_index))
+                for e in entries:
+                    ledger, entry = e.ledger_id(), e.entry_id()
+                    if e.is_batch():
+                        self.keys.extend((ledger, entry, i) for i in range(e.num_messages()))
+                    else:
+                        self.keys.append((ledger, entry, -1))
             key = self.keys.popleft()
             if key <= pos:
                 continue
@@ -91,7 +95,7 @@ class _Lookahead:
             MessageId(partition_index(self.topic), after[0], after[1])
         self.reader = self.session.run(self.session.client.create_reader(
             self.topic, start, start_message_id_inclusive=after > EARLIEST,
-            receiver_queue_size=4096))
+            receiver_queue_size=4096, deliver_entries=True))
 
     def close(self) -> None:
         if self.reader is not None:

@@ -20,8 +20,8 @@ import hashlib
 import logging
 import os
 import shutil
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, NamedTuple
 from urllib.parse import quote
 
 from .config import StorageConfig
@@ -29,14 +29,15 @@ from .cursor import ManagedCursor
 from .errors import LedgerClosedError, StorageError
 from .filelimit import FileLimiter
 from .flusher import Flusher
-from .ledger import ManagedLedger
+from .ledger import ManagedLedger, scan_segments
 from .metadata import MetadataStore, SqliteMetadataStore
 from .readcache import ReadCache
+from .segment import Segment
 
 log = logging.getLogger(__name__)
 
 _ID_BLOCK = 1000
-_LEDGER = "ledger/"
+LEDGER_PREFIX = "ledger/"
 _CURSOR = "cursor/"
 _SEP = "\x1f"
 
@@ -44,6 +45,15 @@ _SEP = "\x1f"
 def _dir_name(name: str) -> str:
     digest = hashlib.sha1(name.encode()).hexdigest()[:12]
     return f"{quote(name, safe='')[:100]}-{digest}"
+
+
+class _Opened(NamedTuple):
+    """What opening a ledger found on disk and in storage.db (see `_prepare`)."""
+
+    meta: dict[str, Any]
+    path: str
+    segments: builtins.list[Segment]
+    cursors: dict[str, Any]
 
 
 def _fsync_dir(path: str) -> None:
@@ -77,6 +87,8 @@ class ManagedLedgerFactory:
         # the periodic cursor writes go to SQLite from this one thread, in order
         self._meta_writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="magnetar-meta")
         self._ledgers: dict[str, ManagedLedger] = {}
+        # open_async calls whose disk work is under way on the readers threads, by name
+        self._opening: dict[str, Future[_Opened]] = {}
         ids = self._store.get("ids") or {}
         self._next_id = int(ids.get("limit", 0))
         self._id_limit = self._next_id
@@ -87,46 +99,107 @@ class ManagedLedgerFactory:
 
     # ------------------------------------------------------------------ ledgers
     def open(self, name: str) -> ManagedLedger:
-        """The ledger ``name``, created if it does not exist (the same object while open)."""
+        """The ledger ``name``, created if it does not exist (the same object while open).
+        Its recovery scan and storage reads run on the calling thread (see `open_async`)."""
         if self._closed:
             raise LedgerClosedError("storage factory is closed")
         ml = self._ledgers.get(name)
         if ml is not None:
             return ml
-        meta = self._store.get(_LEDGER + name)
+        pending = self._opening.get(name)
+        if pending is None:
+            return self._finish(name, self._prepare(name))
+        # an open_async of this ledger is under way: wait for its scan rather than scan twice
+        try:
+            opened = pending.result()
+        except BaseException:
+            self._forget_open(name, pending)
+            raise
+        return self._finish(name, opened)
+
+    async def open_async(self, name: str) -> ManagedLedger:
+        """`open`, with the disk and SQLite work (directory creation, the segments'
+        recovery scan, the ledger's and its cursors' stored state) on the ``readers``
+        threads: a ledger whose disk is slow holds up only those who wait for it. Only
+        registering the ledger happens on the event loop. Concurrent opens of one name share
+        one scan. LedgerClosedError if the factory, or the ledger (closed or deleted by
+        someone else once open), is closed before this open completes."""
+        if self._closed:
+            raise LedgerClosedError("storage factory is closed")
+        ml = self._ledgers.get(name)
+        if ml is not None:
+            return ml
+        pending = self._opening.get(name)
+        if pending is None:
+            pending = self._opening[name] = self.readers.submit(self._prepare, name)
+        try:
+            # shielded: a waiter that gives up must not cancel the scan other waiters share
+            opened = await asyncio.shield(asyncio.wrap_future(pending))
+        except Exception:
+            self._forget_open(name, pending)
+            raise
+        if self._closed:
+            raise LedgerClosedError("storage factory is closed")
+        ml = self._ledgers.get(name)
+        if ml is not None:
+            return ml
+        if self._opening.get(name) is not pending:
+            raise LedgerClosedError(f"ledger {name} was closed while it was being opened")
+        return self._finish(name, opened)
+
+    def _prepare(self, name: str) -> _Opened:
+        """An open's disk and SQLite work; touches no in-memory state shared with the event
+        loop (the stores are thread-safe), so it may run in a worker thread."""
+        meta = self._store.get(LEDGER_PREFIX + name)
         if meta is None:
             meta = {"dir": _dir_name(name), "terminated": False}
             path = os.path.join(self._root, meta["dir"])
             os.makedirs(path, exist_ok=True)
             if self.config.fsync != "never":
                 _fsync_dir(self._root)
-            self._store.put(_LEDGER + name, meta)
+            self._store.put(LEDGER_PREFIX + name, meta)
         else:
             path = os.path.join(self._root, meta["dir"])
             os.makedirs(path, exist_ok=True)
         try:
-            ml = ManagedLedger(self, name, path, meta)
+            segments = scan_segments(path)
         except OSError as exc:
             raise StorageError(f"cannot open ledger {name}: {exc}") from exc
         prefix = self._cursor_key(name, "")
-        ml._load_cursors({k[len(prefix) :]: v for k, v in self._store.list(prefix).items()})
+        cursors = {k[len(prefix) :]: v for k, v in self._store.list(prefix).items()}
+        return _Opened(meta, path, segments, cursors)
+
+    def _forget_open(self, name: str, pending: Future[_Opened]) -> None:
+        if self._opening.get(name) is pending:
+            del self._opening[name]
+
+    def _finish(self, name: str, opened: _Opened) -> ManagedLedger:
+        """Register a prepared ledger (on the event loop, or the thread that owns the factory)."""
+        if self._opening.get(name) is not None:
+            del self._opening[name]
+        ml = ManagedLedger(self, name, opened.path, opened.meta, segments=opened.segments)
+        ml._load_cursors(opened.cursors)
         self._ledgers[name] = ml
         return ml
 
     def exists(self, name: str) -> bool:
-        return name in self._ledgers or self._store.get(_LEDGER + name) is not None
+        return name in self._ledgers or self._store.get(LEDGER_PREFIX + name) is not None
 
     def list(self) -> list[str]:
         """Names of every ledger (open or not)."""
-        return [k[len(_LEDGER) :] for k in self._store.list(_LEDGER)]
+        return [k[len(LEDGER_PREFIX) :] for k in self._store.list(LEDGER_PREFIX)]
 
     def delete(self, name: str) -> None:
-        """Delete a ledger and its cursors, open or not."""
+        """Delete a ledger and its cursors, open or not (or being opened: that open
+        completes first, and its waiters get LedgerClosedError)."""
+        if name in self._opening and not self._closed:
+            with contextlib.suppress(Exception):  # a failed open leaves nothing to finish
+                self.open(name)
         ml = self._ledgers.get(name)
         if ml is not None:
             ml.delete()
             return
-        meta = self._store.get(_LEDGER + name)
+        meta = self._store.get(LEDGER_PREFIX + name)
         if meta is not None:
             shutil.rmtree(os.path.join(self._root, meta["dir"]), ignore_errors=True)
         self._forget_ledger(name)
@@ -145,10 +218,10 @@ class ManagedLedgerFactory:
     def _forget_ledger(self, name: str) -> None:
         self._drain_writes()
         self._store.delete_prefix(self._cursor_key(name, ""))
-        self._store.delete(_LEDGER + name)
+        self._store.delete(LEDGER_PREFIX + name)
 
     def _save_ledger_meta(self, name: str, meta: dict[str, Any]) -> None:
-        self._store.put_many({_LEDGER + name: meta}, durable=True)
+        self._store.put_many({LEDGER_PREFIX + name: meta}, durable=True)
 
     def _allocate_ledger_id(self) -> int:
         if self._next_id >= self._id_limit:

@@ -77,12 +77,34 @@ def _resolve(futs: list[asyncio.Future[Position]], positions: list[Position]) ->
                 fut.set_result(pos)
 
 
+def scan_segments(directory: str) -> list[Segment]:
+    """Open (and, after a crash, recover) the segments a ledger directory holds, in id order.
+    Touches only those files, never state shared with other ledgers: safe in a worker
+    thread, which is where `ManagedLedgerFactory.open_async` runs it."""
+    ids = sorted(
+        int(n[:-4]) for n in os.listdir(directory) if n.endswith(".seg") and n[:-4].isdigit()
+    )
+    segments = []
+    for lid in ids:
+        seg = Segment.open_existing(directory, lid)
+        if seg is not None:
+            segments.append(seg)
+    return segments
+
+
 class ManagedLedger:
     """A named, durable, append-only sequence of entries. Use from one event loop thread."""
 
     def __init__(
-        self, factory: ManagedLedgerFactory, name: str, directory: str, meta: dict[str, Any]
+        self,
+        factory: ManagedLedgerFactory,
+        name: str,
+        directory: str,
+        meta: dict[str, Any],
+        segments: list[Segment] | None = None,
     ) -> None:
+        """``segments``: the directory's segments as `scan_segments` found them (scanned
+        here when None)."""
         cfg = factory.config
         self.name = name
         self.directory = directory
@@ -113,19 +135,10 @@ class ManagedLedger:
         self._cursors: dict[str, ManagedCursor] = {}
         self._terminated = bool(meta.get("terminated", False))
         self._state = "open"
-        self._load_segments()
+        for seg in scan_segments(directory) if segments is None else segments:
+            self._add_segment(seg)
 
     # ------------------------------------------------------------------ opening
-    def _load_segments(self) -> None:
-        ids = sorted(
-            int(n[:-4])
-            for n in os.listdir(self.directory)
-            if n.endswith(".seg") and n[:-4].isdigit()
-        )
-        for lid in ids:
-            seg = Segment.open_existing(self.directory, lid)
-            if seg is not None:
-                self._add_segment(seg)
 
     def _add_segment(self, seg: Segment) -> None:
         self._segments.append(seg)
@@ -757,6 +770,11 @@ class ManagedLedger:
         seg.remove_files()
 
     # ------------------------------------------------------------------ lifecycle
+    @property
+    def is_open(self) -> bool:
+        """False once the ledger is closed or deleted."""
+        return self._state == "open"
+
     @property
     def is_terminated(self) -> bool:
         return self._terminated

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from typing import NamedTuple
 
-from .factory import _LEDGER, ManagedLedgerFactory
+from .factory import LEDGER_PREFIX, ManagedLedgerFactory
 
 
 class SegmentFile(NamedTuple):
@@ -28,7 +28,7 @@ def segment_files(factory: ManagedLedgerFactory, name: str) -> list[SegmentFile]
 
     Read from the directory (one ``scandir``), not from the index, so a segment whose
     entries are all gone may still be listed until the ledger is next opened."""
-    meta = factory._store.get(_LEDGER + name)
+    meta = factory._store.get(LEDGER_PREFIX + name)
     if meta is None:
         return None
     directory = os.path.join(factory._root, meta["dir"])

@@ -1,0 +1,110 @@
+"""Topic schemas as producers and consumers meet them: which strategy applies, what is
+checked, what is stored, and how a version travels on the wire.
+
+`TopicSchemas` sits between the connection handlers and `SchemaRegistry`
+(schema_registry.py, the stored versions) / schema_compat.py (the pure checks). A
+producer's schema goes through `get_or_create` (stored if new and compatible); a
+consumer's through `check_consumer` (Pulsar's ``addSchemaIfIdleOrCheckCompatible``); the
+strategy comes from `strategy`: the namespace policy's ``schema_compatibility_strategy``
+when set, else ``schemaCompatibilityStrategy``. `has_schema` says whether a client declares
+a schema to check at all.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import TYPE_CHECKING
+
+from magnetar.broker.errors import BrokerError
+from magnetar.broker.schema_registry import SchemaRecord
+from magnetar.broker.topic import PersistentTopic, Topic
+from magnetar.broker.topic_name import TopicName
+from magnetar.protocol import pb
+
+if TYPE_CHECKING:
+    from magnetar.broker.service import BrokerService
+
+_VERSION = struct.Struct(">q")
+
+
+class TopicSchemas:
+    """The schema rules of the broker's topics, over ``service.schemas``."""
+
+    def __init__(self, service: BrokerService) -> None:
+        self.service = service
+
+    def get_schema(self, topic: str, version: bytes | None) -> tuple[pb.Schema, bytes] | None:
+        """A stored schema of ``topic`` (the latest when ``version`` is empty) and its
+        wire version, for GetSchema; None if there is none."""
+        base = self.service.check_topic_name(topic).schema_name
+        number = _VERSION.unpack(version)[0] if version and len(version) == 8 else None
+        record = self.service.schemas.get(base, number)
+        if record is None:
+            return None
+        schema = pb.Schema(
+            name=record.name, schema_data=record.data, type=record.type,
+            properties=[pb.KeyValue(key=k, value=v) for k, v in record.properties.items()],
+        )
+        return schema, _VERSION.pack(record.version or 0)
+
+    def strategy(self, topic: str | TopicName) -> str:
+        """The schema compatibility strategy of the topic's namespace: its policy when one
+        is set (``schema_compatibility_strategy``), else ``schemaCompatibilityStrategy``."""
+        service = self.service
+        name = topic if isinstance(topic, TopicName) else service.check_topic_name(topic)
+        policies = service.policies.get(name.namespace)
+        value = getattr(policies, "schema_compatibility_strategy", None)
+        return str(value) if value else service.config.schemaCompatibilityStrategy
+
+    def check_consumer(self, topic: Topic, schema: pb.Schema) -> None:
+        """The schema a consumer brings, as Pulsar's ``addSchemaIfIdleOrCheckCompatible``:
+        on a topic that has a schema, or has producers, consumers or data, the consumer's
+        schema is checked with the namespace's strategy (PIP-44: it must read the latest
+        version, or every version for the ``BACKWARD``/``FULL`` transitive strategies) and
+        not stored; a topic in use without a schema refuses it, as in Pulsar. On an idle
+        topic without a schema it is stored like a producer's (unless auto-update is off)."""
+        schemas = self.service.schemas
+        base = topic.topic_name.schema_name
+        in_use = (
+            bool(topic.producers)
+            or any(not c.auto_consume_schema
+                   for sub in topic.subscriptions.values() for c in sub.consumers)
+            or (isinstance(topic, PersistentTopic) and topic.ledger.size_bytes() > 0)
+        )
+        if in_use or schemas.get(base) is not None:
+            try:
+                schemas.check_consumer(base, record_of(schema), self.strategy(topic.topic_name))
+            except ValueError as exc:
+                raise BrokerError(pb.IncompatibleSchema, str(exc)) from exc
+            return
+        self.get_or_create(topic.name, schema)
+
+    def get_or_create(self, topic: str, schema: pb.Schema) -> bytes:
+        """Version of a producer's schema, stored if new and compatible with the namespace's
+        strategy (IncompatibleSchema otherwise)."""
+        name = self.service.check_topic_name(topic)
+        try:
+            version = self.service.schemas.get_or_create(
+                name.schema_name, record_of(schema), self.strategy(name)
+            )
+        except ValueError as exc:
+            raise BrokerError(pb.IncompatibleSchema, str(exc)) from exc
+        return _VERSION.pack(version)
+
+
+def has_schema(req: pb.CommandProducer | pb.CommandSubscribe) -> bool:
+    """Whether a producer or consumer declares a schema to check. Type ``None`` (0) stands
+    for bytes (Pulsar's Java and C++ clients omit the field then); an ``AutoConsume``
+    client adapts to the topic's schema (AUTO_PRODUCE producers send the topic's own schema
+    or none). Neither is checked or stored, as in Pulsar."""
+    if not req.HasField("schema"):
+        return False
+    return req.schema.type not in (0, pb.Schema.AutoConsume)
+
+
+def record_of(schema: pb.Schema) -> SchemaRecord:
+    """The registry's record of a wire schema (no version yet)."""
+    return SchemaRecord(
+        name=schema.name, type=schema.type, data=bytes(schema.schema_data),
+        properties={kv.key: kv.value for kv in schema.properties},
+    )
