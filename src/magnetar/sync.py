@@ -177,6 +177,10 @@ class Consumer:
         return self._c.is_connected()
 
     def receive(self, timeout_millis: int | None = None) -> Message:
+        # a queued message is taken right here; only an empty queue costs a trip to the loop
+        msg = self._c.take_threadsafe()
+        if msg is not None:
+            return msg
         return self._lt.run(self._c.receive(timeout_millis))
 
     def batch_receive(self) -> list[Message]:
@@ -226,7 +230,14 @@ class Reader:
         return self._r.topic()
 
     def read_next(self, timeout_millis: int | None = None) -> Message:
-        return self._lt.run(self._r.read_next(timeout_millis))
+        # like Consumer.receive: a queued message is taken (and acknowledged) right here
+        self._r._messages_only()
+        c = self._r._consumer
+        msg = c.take_threadsafe()
+        if msg is None:
+            return self._lt.run(self._r.read_next(timeout_millis))
+        c.ack_cumulative_later(msg)
+        return msg
 
     def read_batch(self, max_messages: int, timeout_millis: int | None = None) -> list[Message]:
         return self._lt.run(self._r.read_batch(max_messages, timeout_millis))

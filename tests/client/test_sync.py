@@ -70,3 +70,61 @@ def test_sync_send_async_keeps_order(broker: BrokerProcess, topic: str) -> None:
         last = producer.send(b"last")
         ids = [f.result(10) for f in futs]
         assert ids == sorted(ids) and len(set(ids)) == 3000 and ids[-1] < last
+
+
+def test_sync_receive_takes_queued_messages_from_its_thread(broker: BrokerProcess,
+                                                            topic: str) -> None:
+    """Queued messages are taken without a trip to the loop; their permits still go back
+    (a small receiver queue needs many Flows), from two threads at once; and
+    ``redeliver_unacknowledged_messages`` still gets everything again."""
+    n = 3000
+    with Client(broker.url) as client:
+        consumer = client.subscribe(topic, "s", initial_position=InitialPosition.Earliest,
+                                    receiver_queue_size=40)
+        producer = client.create_producer(topic, batching_enabled=True,
+                                          batching_max_messages=25, block_if_queue_full=True)
+        for i in range(n):
+            producer.send_async(b"%d" % i, None)
+        producer.flush()
+        got: list[list[int]] = [[], []]
+
+        def take(out: list[int]) -> None:
+            try:
+                while True:
+                    out.append(int(consumer.receive(1000).data()))
+            except Timeout:
+                pass
+
+        threads = [threading.Thread(target=take, args=(got[i],)) for i in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        assert sorted(got[0] + got[1]) == list(range(n))  # each exactly once
+        for out in got:  # and in order within each thread
+            assert out == sorted(out)
+        consumer.redeliver_unacknowledged_messages()
+        again: list[int] = []
+        take(again)
+        assert set(again) == set(range(n))
+
+
+def test_sync_reader_takes_queued_messages_from_its_thread(broker: BrokerProcess,
+                                                           topic: str) -> None:
+    n = 2000
+    with Client(broker.url) as client:
+        producer = client.create_producer(topic, batching_enabled=True,
+                                          batching_max_messages=30, block_if_queue_full=True)
+        for i in range(n):
+            producer.send_async(b"%d" % i, None)
+        producer.flush()
+        reader = client.create_reader(topic, MessageId.earliest, receiver_queue_size=50)
+        got = []
+        while reader.has_message_available():
+            got.append(int(reader.read_next(5000).data()))
+        assert got == list(range(n))
+        last = reader._r._consumer._children[0].last_dequeued
+        assert last is not None and last.batch_index() >= 0
+        reader.seek(MessageId.earliest)
+        assert int(reader.read_next(5000).data()) == 0
+        reader.close()

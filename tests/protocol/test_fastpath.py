@@ -67,3 +67,90 @@ def test_message_id_bytes_match_protobuf(ledger, entry, partition, batch_index, 
         assert prefix + message_id_suffix(batch_index, batch_size) == expected
         assert prefix + message_id_suffix(batch_index) + \
             (message_id_batch_size(batch_size) if batch_size else b"") == expected
+
+
+
+
+# ------------------------------------------------------- MESSAGE, read by consumers
+from magnetar.protocol.fastpath import message_command as _message_command  # noqa: E402
+from magnetar.protocol.fastpath import parse_message_command  # noqa: E402
+from magnetar.protocol.frames import MessageFrame  # noqa: E402
+from magnetar.protocol.ids import to_signed64  # noqa: E402
+
+int64 = st.integers(min_value=-(2**63), max_value=2**63 - 1)
+
+
+def _expected(cmd: pb.BaseCommand) -> tuple[int, int, int, int, list[int]]:
+    m = cmd.message
+    return (m.consumer_id, to_signed64(m.message_id.ledgerId),
+            to_signed64(m.message_id.entryId), m.redelivery_count, list(m.ack_set))
+
+
+@given(u64, u64, u64, st.integers(min_value=0, max_value=2**32 - 1), st.lists(int64, max_size=4),
+       st.one_of(st.none(), u64))
+def test_parse_message_command_matches_protobuf(consumer_id, ledger, entry, redelivery,
+                                                ack_set, epoch) -> None:
+    msg = pb.CommandMessage(consumer_id=consumer_id, redelivery_count=redelivery)
+    msg.message_id.ledgerId = ledger
+    msg.message_id.entryId = entry
+    msg.ack_set.extend(ack_set)
+    if epoch is not None:
+        msg.consumer_epoch = epoch
+    cmd = pb.BaseCommand(type=pb.BaseCommand.MESSAGE, message=msg)
+    data = b"xx" + cmd.SerializeToString() + b"yy"
+    assert parse_message_command(data, 2, len(data) - 2) == _expected(cmd)
+    assert parse_message_command(memoryview(data), 2, len(data) - 2) == _expected(cmd)
+    fast = _message_command(consumer_id, ledger, entry, redelivery, ack_set)
+    assert parse_message_command(fast, 0, len(fast)) == _expected(cmd)
+
+
+def test_parse_message_command_declines_what_it_does_not_read() -> None:
+    msg = pb.CommandMessage(consumer_id=1)
+    msg.message_id.ledgerId = 2
+    msg.message_id.entryId = 3
+    msg.message_id.partition = 4  # a field of the id it does not keep
+    data = pb.BaseCommand(type=pb.BaseCommand.MESSAGE, message=msg).SerializeToString()
+    assert parse_message_command(data, 0, len(data)) is None
+    ping = pb.BaseCommand(type=pb.BaseCommand.PING, ping=pb.CommandPing()).SerializeToString()
+    assert parse_message_command(ping, 0, len(ping)) is None
+    missing = pb.BaseCommand(type=pb.BaseCommand.MESSAGE,
+                             message=pb.CommandMessage(consumer_id=1)).SerializePartialToString()
+    assert parse_message_command(missing, 0, len(missing)) is None  # no message_id
+
+
+@given(st.binary(max_size=60))
+def test_parse_message_command_on_garbage(tail: bytes) -> None:
+    """Never raises; whatever it reads, protobuf reads the same."""
+    data = b"\x08\x09\x4a" + bytes([len(tail)]) + tail if len(tail) < 128 else tail
+    fields = parse_message_command(data, 0, len(data))
+    if fields is None:
+        return
+    cmd = pb.BaseCommand()
+    cmd.ParseFromString(data)
+    assert cmd.IsInitialized()
+    assert fields == _expected(cmd)
+
+
+def test_message_frames_from_the_decoder() -> None:
+    part = b"\x0e\x01\x00\x00\x00\x00\x00\x00\x00\x00"
+    fast = message_frame(_message_command(7, 2**64 - 1, 5, 1, [3]), part, None)
+    msg = pb.CommandMessage(consumer_id=7, redelivery_count=1)
+    msg.message_id.ledgerId = 8
+    msg.message_id.entryId = 9
+    msg.message_id.partition = 2
+    slow = encode_payload_command(pb.BaseCommand(type=pb.BaseCommand.MESSAGE, message=msg), part)
+    ping = encode_command(pb.BaseCommand(type=pb.BaseCommand.PING, ping=pb.CommandPing()))
+    decoder = FrameDecoder(raw_payload=True)
+    frames = decoder.feed_messages(fast + slow + ping)
+    a, b, c = frames
+    assert isinstance(a, MessageFrame) and not isinstance(b, MessageFrame)
+    assert (a.consumer_id, a.ledger_id, a.entry_id, a.redelivery_count, a.ack_set) == \
+        (7, -1, 5, 1, [3])
+    assert a.payload_part == part and a.message_id == pb.MessageIdData(ledgerId=2**64 - 1,
+                                                                       entryId=5)
+    converted = MessageFrame.from_command(b.command.message, b.payload_part)
+    assert (converted.ledger_id, converted.entry_id) == (8, 9)
+    assert converted.message_id.partition == 2
+    assert c.command.type == pb.BaseCommand.PING
+    assert [f.command.type for f in FrameDecoder(raw_payload=True).feed(fast)] == [
+        pb.BaseCommand.MESSAGE]

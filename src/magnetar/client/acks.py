@@ -29,11 +29,15 @@ class AckGroupingTracker:
         self._individual: dict[EntryKey, None] = {}
         self._cumulative: EntryKey | None = None
         self._timer: asyncio.TimerHandle | None = None
-        self._batches: dict[EntryKey, set[int]] = {}
+        # per batch entry: the delivered indexes not yet acknowledged (an int n stands for
+        # all of range(n), made a set on the first individual ack)
+        self._batches: dict[EntryKey, set[int] | int] = {}
         self._batch_index_ack = batch_index_ack
         self._partial: dict[EntryKey, list[int]] = {}
 
-    def track_batch(self, key: EntryKey, indexes: set[int]) -> None:
+    def track_batch(self, key: EntryKey, indexes: set[int] | int) -> None:
+        """Remember which members of a batch entry were delivered: a set of indexes, or
+        their number when all were."""
         self._batches[key] = indexes
 
     def individual(self, key: EntryKey, batch_index: int = -1) -> bool:
@@ -41,6 +45,8 @@ class AckGroupingTracker:
         if batch_index >= 0:
             left = self._batches.get(key)
             if left is not None:
+                if isinstance(left, int):
+                    left = self._batches[key] = set(range(left))
                 left.discard(batch_index)
                 if left:
                     if self._batch_index_ack:

@@ -37,7 +37,7 @@ from magnetar.protocol import (
     encode_command,
     pb,
 )
-from magnetar.protocol.frames import FRAME_PADDING, FrameDecoder
+from magnetar.protocol.frames import FRAME_PADDING, FrameDecoder, MessageFrame
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +67,7 @@ class ProducerHandler(Protocol):
 
 
 class ConsumerHandler(Protocol):
-    def _on_message(self, msg: pb.CommandMessage, part: bytes) -> None: ...
+    def _on_message(self, msg: MessageFrame) -> None: ...
     def _on_disconnect(self, cnx: Connection) -> None: ...
     def _on_end_of_topic(self) -> None: ...
 
@@ -191,18 +191,24 @@ class Connection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         self._last_seen = time.monotonic()
         try:
-            frames = self._decoder.feed(data)
+            frames = self._decoder.feed_messages(data)
         except ProtocolError as exc:
             log.error("%s: bad frame from broker: %s", self.address, exc)
             self.close()
             return
         dispatch = self._dispatch
+        consumers = self.consumers
         for frame in frames:
-            cmd = frame.command
+            if frame.__class__ is MessageFrame:  # the hot path: read without protobuf
+                c = consumers.get(frame.consumer_id)  # type: ignore[union-attr]
+                if c is not None:
+                    c._on_message(frame)  # type: ignore[arg-type]
+                continue
+            cmd = frame.command  # type: ignore[union-attr]
             kind = cmd.type
             handler = dispatch.get(kind)
             if handler is not None:
-                handler(cmd, frame.payload_part)
+                handler(cmd, frame.payload_part)  # type: ignore[union-attr]
             elif kind in _RESPONSES:
                 self._h_response(cmd, _RESPONSES[kind])
             else:
@@ -243,7 +249,7 @@ class Connection(asyncio.Protocol):
         m = cmd.message
         c = self.consumers.get(m.consumer_id)
         if c is not None and payload is not None:
-            c._on_message(m, payload)
+            c._on_message(MessageFrame.from_command(m, payload))
 
     def _h_ping(self, cmd: pb.BaseCommand, payload: bytes | None) -> None:
         self.write(encode_command(command(T.PONG)))

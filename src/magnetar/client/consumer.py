@@ -9,9 +9,12 @@ times are republished to the dead-letter topic and acknowledged instead of redel
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import re
+import threading
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -69,6 +72,11 @@ class Consumer:
         self._children: list[TopicConsumer] = []
         self._by_topic: dict[str, TopicConsumer] = {}
         self._queue: deque[Message] = deque()
+        self._queue_lock = threading.Lock()
+        self._taken_elsewhere: deque[Message] = deque()
+        self._cumulative_later: deque[Message] = deque()
+        self._catch_up_due = False
+        self._loop = asyncio.get_running_loop()
         self._waiters: deque[asyncio.Future[None]] = deque()
         self._closed = False
         self._dlq = conf.dead_letter_policy
@@ -157,10 +165,12 @@ class Consumer:
         if self._waiters:
             self._wake()
 
-    def _enqueue_many(self, msgs: list[Message]) -> None:
-        self._queue.extend(msgs)
+    def _enqueue_many(self, msgs: Iterable[Message]) -> None:
+        queue = self._queue
+        before = len(queue)
+        queue.extend(msgs)
         if self._waiters:
-            self._wake(len(msgs))
+            self._wake(len(queue) - before)
 
     def _wake(self, n: int = 1) -> None:
         """Wake up to ``n`` receivers waiting for a message."""
@@ -172,31 +182,83 @@ class Consumer:
 
     def _drop_from(self, child: TopicConsumer) -> int:
         """Remove the queued messages of ``child``; returns how many."""
-        before = len(self._queue)
-        if before:
-            self._queue = deque(m for m in self._queue if m._consumer is not child)
-        return before - len(self._queue)
+        self._catch_up()
+        with self._queue_lock:
+            before = len(self._queue)
+            if before:
+                # (``_consumer``: messages and, for entry readers, ``Entry`` objects)
+                self._queue = deque(m for m in self._queue if m._consumer is not child)
+            return before - len(self._queue)
 
     def _take(self) -> Message:
+        """The next queued message, taken (``IndexError`` when there is none)."""
         msg = self._queue.popleft()
-        child: TopicConsumer = msg._consumer
-        # the message's permit goes back to its consumer (Flow once half the queue is due)
-        child.last_dequeued = msg._id
+        self._account(msg)
+        return msg
+
+    def _account(self, msg: Message) -> None:
+        """A message was handed to the application: note it, and give its permit back to
+        its consumer (``Flow`` once half the queue is due)."""
+        child: TopicConsumer = msg._entry.consumer
+        child.last_taken = msg
         child._permits += 1
         if child._permits >= child._threshold:
             child.send_flow()
         if self._unacked is not None:
-            self._unacked.add((child, (msg._id._ledger_id, msg._id._entry_id)))
-        return msg
+            self._unacked.add((child, msg._entry.key))
 
     def take_queued(self, max_messages: int) -> list[Message]:
         """Up to ``max_messages`` of the messages already received, without waiting."""
         out: list[Message] = []
         take = self._take
         queue = self._queue
-        while queue and len(out) < max_messages:
-            out.append(take())
+        with contextlib.suppress(IndexError):
+            while queue and len(out) < max_messages:
+                out.append(take())
         return out
+
+    # The blocking facade (``magnetar.sync``) takes queued messages from its own thread,
+    # without a round trip through the event loop per message: ``deque.popleft`` is atomic,
+    # ``_queue_lock`` keeps it apart from ``_drop_from``, and the loop thread catches up on
+    # the bookkeeping (``_account``) in bulk, before it waits for messages or drops some.
+    _CATCH_UP_EVERY = 32
+
+    def take_threadsafe(self) -> Message | None:
+        """A queued message taken from any thread, or None when none is queued."""
+        with self._queue_lock:
+            try:
+                msg = self._queue.popleft()
+            except IndexError:
+                return None
+        pending = self._taken_elsewhere
+        pending.append(msg)
+        if len(pending) >= self._CATCH_UP_EVERY and not self._catch_up_due:
+            self._catch_up_due = True
+            with contextlib.suppress(RuntimeError):  # the loop is closed: nothing to do
+                self._loop.call_soon_threadsafe(self._catch_up)
+        return msg
+
+    def ack_cumulative_later(self, msg: Message) -> None:
+        """From any thread: acknowledge ``msg`` cumulatively at the next catch-up (the
+        blocking ``Reader.read_next``; only the latest such message counts)."""
+        self._cumulative_later.append(msg)
+
+    def _catch_up(self) -> None:
+        self._catch_up_due = False
+        pending = self._taken_elsewhere
+        account = self._account
+        with contextlib.suppress(IndexError):
+            while pending:
+                account(pending.popleft())
+        later = self._cumulative_later
+        if later:
+            last: dict[TopicConsumer, Message] = {}
+            with contextlib.suppress(IndexError):
+                while later:
+                    msg = later.popleft()
+                    last[msg._entry.consumer] = msg
+            for child, msg in last.items():
+                child.ack_cumulative(msg.message_id())
 
     def take_entries(self, max_entries: int) -> list[Entry]:
         """Up to ``max_entries`` of the entries already received (``deliver_entries``),
@@ -263,17 +325,34 @@ class Consumer:
 
     async def receive(self, timeout_millis: int | None = None) -> Message:
         """Next message; raises ``Timeout`` after ``timeout_millis`` (default: wait)."""
-        if self._queue:
-            return self._take()
+        try:
+            msg = self._queue.popleft()
+        except IndexError:
+            return await self._receive_wait(timeout_millis)
+        # the hot path: ``_account`` inlined
+        child: TopicConsumer = msg._entry.consumer
+        child.last_taken = msg
+        child._permits += 1
+        if child._permits >= child._threshold:
+            child.send_flow()
+        if self._unacked is not None:
+            self._unacked.add((child, msg._entry.key))
+        return msg
+
+    async def _receive_wait(self, timeout_millis: int | None) -> Message:
+        if self._taken_elsewhere or self._cumulative_later:
+            self._catch_up()  # what the blocking facade took is accounted for first
         timeout = None if timeout_millis is None else timeout_millis / 1000.0
         loop = asyncio.get_running_loop()
         deadline = None if timeout is None else loop.time() + timeout
-        while not self._queue:
-            remaining = None if deadline is None else deadline - loop.time()
-            if remaining is not None and remaining <= 0:
-                raise Timeout("no message received in time")
-            await self._wait(remaining)
-        return self._take()
+        while True:
+            while not self._queue:
+                remaining = None if deadline is None else deadline - loop.time()
+                if remaining is not None and remaining <= 0:
+                    raise Timeout("no message received in time")
+                await self._wait(remaining)
+            with contextlib.suppress(IndexError):  # another thread may have been quicker
+                return self._take()
 
     async def batch_receive(self) -> list[Message]:
         """Messages up to the batch-receive policy's count/bytes, or what came by its timeout."""
@@ -286,9 +365,12 @@ class Consumer:
         size = 0
         while len(out) < max_n and size < max_bytes:
             if self._queue:
-                msg = self._take()
+                try:
+                    msg = self._take()
+                except IndexError:
+                    continue
                 out.append(msg)
-                size += len(msg._data)
+                size += msg._entry.data_size(msg._index)
                 continue
             remaining = deadline - loop.time()
             if remaining <= 0:
@@ -325,17 +407,19 @@ class Consumer:
 
     async def acknowledge(self, message: Message | MessageId) -> None:
         """Acknowledge one message (sent grouped, within ``ack_group_time``)."""
-        if isinstance(message, Message):
-            mid = message._id
-            child = message._consumer
+        if isinstance(message, Message):  # no MessageId needed
+            entry = message._entry
+            child = entry.consumer
+            key = entry.key
+            whole_entry = child.ack_at(key, message._index, entry.chunk_ids)
         else:
-            mid = message
-            child = self._child_for(mid)
-        whole_entry = child.ack(mid)
+            child = self._child_for(message)
+            key = (message._ledger_id, message._entry_id)
+            whole_entry = child.ack_at(key, message._batch_index, message._chunk_ids)
         if self._unacked is not None and whole_entry:
-            self._unacked.remove((child, (mid._ledger_id, mid._entry_id)))
+            self._unacked.remove((child, key))
         if self._nacks._due and whole_entry:
-            self._nacks.remove((child, (mid._ledger_id, mid._entry_id)))
+            self._nacks.remove((child, key))
 
     async def acknowledge_cumulative(self, message: Message | MessageId) -> None:
         """Acknowledge this message and everything before it on its topic/partition."""
@@ -426,6 +510,7 @@ class Consumer:
     # ------------------------------------------------------------ operations
     async def seek(self, message_id: MessageId | int) -> None:
         """Reset the subscription to a message id or a publish time (ms since epoch)."""
+        self._catch_up()
         targets = self._children
         if isinstance(message_id, MessageId) and message_id._partition >= 0 \
                 and len(self._children) > 1:
@@ -447,6 +532,7 @@ class Consumer:
     async def close(self) -> None:
         if self._closed:
             return
+        self._catch_up()
         self._closed = True
         if self._discovery is not None:
             self._discovery.cancel()

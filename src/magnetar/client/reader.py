@@ -64,6 +64,7 @@ class Reader:
     async def has_message_available(self) -> bool:
         """True when a ``read_next`` would return without waiting for new messages."""
         c = self._consumer
+        c._catch_up()  # what a blocking reader took, taken into account
         if c._queue:
             return True
         children = c._children

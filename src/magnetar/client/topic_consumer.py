@@ -14,7 +14,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import struct
+from collections.abc import Iterable
+from itertools import repeat
 from typing import TYPE_CHECKING, Any
 
 from magnetar.client.acks import AckGroupingTracker
@@ -23,7 +24,7 @@ from magnetar.client.chunks import ChunkAssembler
 from magnetar.client.connection import Connection
 from magnetar.client.entry import Entry
 from magnetar.client.errors import PulsarException
-from magnetar.client.message import Message
+from magnetar.client.message import Message, Received
 from magnetar.client.message_id import MessageId
 from magnetar.protocol import (
     ProtocolError,
@@ -32,37 +33,15 @@ from magnetar.protocol import (
     encode_command,
     pb,
 )
-from magnetar.protocol.frames import split_message
-from magnetar.protocol.ids import message_id_data, to_signed64
-from magnetar.protocol.varint import decode_varint
+from magnetar.protocol.batch import scan_batch
+from magnetar.protocol.frames import MessageFrame, split_message_at
+from magnetar.protocol.ids import message_id_data, wire_position
 
 if TYPE_CHECKING:
     from magnetar.client.consumer import Consumer
 
 log = logging.getLogger(__name__)
 T = pb.BaseCommand
-_U32 = struct.Struct(">I")
-
-
-def _fast_smm(data: bytes, start: int, end: int) -> tuple[int, int] | None:
-    """(payload_size, event_time) when the metadata holds only varint fields we know."""
-    pos = start
-    size = -1
-    event_time = 0
-    while pos < end:
-        tag = data[pos]
-        pos += 1
-        if tag & 7 != 0 or tag > 0x7F:
-            return None
-        value, pos = decode_varint(data, pos)
-        field = tag >> 3
-        if field == 3:
-            size = value
-        elif field == 5:
-            event_time = value
-        elif field != 8:  # sequence_id is harmless; anything else takes the slow path
-            return None
-    return (size, event_time) if size >= 0 else None
 
 
 class TopicConsumer:
@@ -90,7 +69,8 @@ class TopicConsumer:
         self._filter: MessageId | None = None
         self.start_inclusive = parent._conf.start_message_id_inclusive
         self.min_publish_time = 0
-        self.last_dequeued: MessageId | None = None
+        # the last message the application took (or its id)
+        self.last_taken: Message | MessageId | None = None
         self.end_of_topic = False
         self._dlq_redelivery: dict[tuple[int, int], list[Message]] = {}
         self.subscription = parent._conf.subscription_name
@@ -179,6 +159,16 @@ class TopicConsumer:
             self._reconnecting = None
 
     @property
+    def last_dequeued(self) -> MessageId | None:
+        """Id of the last message the application took from the queue."""
+        last = self.last_taken
+        return last.message_id() if isinstance(last, Message) else last
+
+    @last_dequeued.setter
+    def last_dequeued(self, mid: MessageId | None) -> None:
+        self.last_taken = mid
+
+    @property
     def connected(self) -> bool:
         return self._cnx is not None and not self._cnx.closed
 
@@ -190,24 +180,28 @@ class TopicConsumer:
         self.end_of_topic = True
 
     # ---------------------------------------------------------------- messages
-    def _on_message(self, m: pb.CommandMessage, part: bytes) -> None:
-        mid = m.message_id
+    def _on_message(self, m: MessageFrame) -> None:
+        key = (m.ledger_id, m.entry_id)
         try:
-            self._decode(m, part)
+            self._decode(m, m.payload_part, key)  # type: ignore[arg-type]  # a payload frame
         finally:
-            self._mark_seen((to_signed64(mid.ledgerId), to_signed64(mid.entryId)))
+            if key > self.seen_entry:
+                self.seen_entry = key
+            if self._entry_waiters:
+                self._mark_seen(key)
 
-    def _decode(self, m: pb.CommandMessage, part: bytes) -> None:
-        mid = m.message_id
+    def _decode(self, m: MessageFrame, part: bytes, key: tuple[int, int]) -> None:
         try:
-            meta, payload = split_message(part)
+            meta, at = split_message_at(part)
         except ProtocolError as exc:
-            log.warning("%s: discarding corrupt message %s:%s: %s", self.topic,
-                        mid.ledgerId, mid.entryId, exc)
-            self._reject(mid, pb.CommandAck.ChecksumMismatch)
+            log.warning("%s: discarding corrupt message %s:%s: %s", self.topic, key[0],
+                        key[1], exc)
+            self._reject(m.message_id, pb.CommandAck.ChecksumMismatch)
             return
+        buf = part
+        chunk_ids = None
         if meta.num_chunks_from_msg > 1:
-            done = self._chunks.add(meta, mid, payload)
+            done = self._chunks.add(meta, m.message_id, part[at:])
             if done is None:
                 self.returned_permits(1)
                 return
@@ -217,145 +211,101 @@ class TopicConsumer:
                     message_id=done)))
                 self.returned_permits(1)
                 return
-            payload, chunk_ids = done
-            mid = chunk_ids[-1]
-        else:
-            chunk_ids = None
+            buf, chunk_ids = done
+            at = 0
+            key = wire_position(chunk_ids[-1])
         if meta.compression != pb.NONE:
             try:
-                payload = decompress(meta.compression, payload, meta.uncompressed_size)
+                buf = decompress(meta.compression, memoryview(buf)[at:], meta.uncompressed_size)
             except ProtocolError as exc:
-                log.warning("%s: cannot decompress %s:%s: %s", self.topic, mid.ledgerId,
-                            mid.entryId, exc)
-                self._reject(mid, pb.CommandAck.DecompressionError)
+                log.warning("%s: cannot decompress %s:%s: %s", self.topic, key[0], key[1],
+                            exc)
+                self._reject(chunk_ids[-1] if chunk_ids else m.message_id,
+                             pb.CommandAck.DecompressionError)
                 return
-        ledger = to_signed64(mid.ledgerId)
-        entry = mid.entryId
-        redelivery = m.redelivery_count
-        topic = self.topic
-        if self._entries:
-            entry_id = MessageId(self.partition, ledger, entry)
-            entry_id._topic = topic
-            self.parent._enqueue(Entry(
-                payload, meta, entry_id, topic, redelivery,
+            at = 0
+        ledger, entry_id = key
+        partition = self.partition
+        if self._entries:  # a reader of whole entries (``client.entry.Entry``)
+            eid = MessageId(partition, ledger, entry_id)
+            eid._topic = self.topic
+            self.parent._enqueue(Entry(  # type: ignore[arg-type]  # its queue holds entries
+                buf[at:] if at else buf, meta, eid, self.topic, m.redelivery_count,
                 list(m.ack_set) if m.ack_set else None, self))
             return
-        schema = self.parent._value_schema
-        part_index = self.partition
         filtering = self._filter is not None or self.min_publish_time
         if not meta.HasField("num_messages_in_batch"):
-            msg_id = MessageId(part_index, ledger, entry)
-            msg_id._topic = topic
+            entry = Received(buf, at, None, 0, meta, ledger, entry_id, partition, self.topic,
+                          m.redelivery_count, self.parent._value_schema, self)
             if chunk_ids is not None:
-                msg_id._chunk_ids = [MessageId(part_index, to_signed64(c.ledgerId), c.entryId)
-                                     for c in chunk_ids]
-            msg = Message(payload, meta, None, msg_id, topic, redelivery, schema, self)
-            if filtering and self._skip(msg_id, meta):
+                entry.chunk_ids = [MessageId(partition, *wire_position(c)) for c in chunk_ids]
+            msg = Message(entry, -1)
+            if filtering and self._skip(key, -1, meta):
                 self.returned_permits(1)
-                self._acks.individual((ledger, entry))
+                self._acks.individual(key)
                 return
-            self._track_dlq(msg, redelivery)
+            if self.parent._dlq is not None:
+                self._track_dlq(msg, entry.redelivery)
             self.parent._enqueue(msg)
             return
-        self._on_batch(meta, payload, ledger, entry, m, redelivery, topic, schema, part_index,
-                       filtering)
+        self._on_batch(m, meta, buf, at, key, filtering)
 
-    def _on_batch(self, meta: pb.MessageMetadata, payload: bytes, ledger: int, entry: int,
-                  m: pb.CommandMessage, redelivery: int, topic: str, schema: Any,
-                  part_index: int, filtering: Any) -> None:
+    def _on_batch(self, m: MessageFrame, meta: pb.MessageMetadata, buf: bytes, at: int,
+                  key: tuple[int, int], filtering: Any) -> None:
+        """Queue the members of a batch: one pass finds where each ends (``scan_batch``);
+        the messages themselves are the shared ``Received`` and an index."""
         n = meta.num_messages_in_batch
-        ack_set = list(m.ack_set) if m.ack_set else None
-        out: list[Message] = []
-        delivered: set[int] = set()
-        pos = 0
-        size = len(payload)
-        skipped = 0
-        unpack = _U32.unpack_from
-        append = out.append
-        mark = delivered.add
+        ack_set = m.ack_set
         try:
-            for i in range(n):
-                (smm_size,) = unpack(payload, pos)
-                pos += 4
-                smm_end = pos + smm_size
-                smm = None
-                event_time = 0
-                # fast path: ``payload_size`` (tag 0x18), maybe ``sequence_id`` (0x40)
-                q = -1
-                if payload[pos] == 0x18:
-                    b = payload[pos + 1]
-                    if b < 0x80:
-                        psize = b
-                        q = pos + 2
-                    else:
-                        b2 = payload[pos + 2]
-                        if b2 < 0x80:
-                            psize = (b & 0x7F) | (b2 << 7)
-                            q = pos + 3
-                    if q != smm_end and q > 0 and payload[q] == 0x40:
-                        q += 1
-                        while payload[q] & 0x80:
-                            q += 1
-                        q += 1
-                if q != smm_end:
-                    fast = _fast_smm(payload, pos, smm_end)
-                    if fast is not None:
-                        psize, event_time = fast
-                    else:
-                        smm = pb.SingleMessageMetadata()
-                        smm.ParseFromString(payload[pos:smm_end])
-                        psize = smm.payload_size
-                end = smm_end + psize
-                if end > size:
-                    raise ProtocolError("batch payload runs past its end")
-                data = payload[smm_end:end]
-                pos = end
-                if smm is not None and smm.compacted_out:
-                    skipped += 1
-                    continue
-                if ack_set is not None and not (ack_set[i >> 6] >> (i & 63)) & 1:
-                    skipped += 1
-                    continue
-                msg_id = MessageId(part_index, ledger, entry, i, n)
-                msg_id._topic = topic
-                msg = Message(data, meta, smm, msg_id, topic, redelivery, schema, self,
-                              event_time)
-                if filtering and self._skip(msg_id, meta):
-                    skipped += 1
-                    continue
-                mark(i)
-                append(msg)
-        except (ProtocolError, struct.error, IndexError, ValueError) as exc:
-            log.warning("%s: bad batch %s:%s: %s", self.topic, ledger, entry, exc)
+            ends, compacted = scan_batch(buf, at, n)
+            keep: list[int] | None = None
+            if compacted or ack_set or filtering:
+                dropped = set(compacted)
+                keep = [i for i in range(n) if i not in dropped and (
+                    not ack_set or (ack_set[i >> 6] >> (i & 63)) & 1)]
+                if filtering:
+                    keep = [i for i in keep if not self._skip(key, i, meta)]
+        except (ProtocolError, IndexError) as exc:
+            log.warning("%s: bad batch %s:%s: %s", self.topic, key[0], key[1], exc)
             self._reject(m.message_id, pb.CommandAck.BatchDeSerializeError)
             return
-        if skipped:
-            self.returned_permits(skipped)
-        if not delivered:
-            self._acks.individual((ledger, entry))
-            return
-        self._acks.track_batch((ledger, entry), delivered)
+        redelivery = m.redelivery_count
+        entry = Received(buf, at, ends, n, meta, key[0], key[1], self.partition, self.topic,
+                      redelivery, self.parent._value_schema, self)
+        if keep is None:
+            self._acks.track_batch(key, n)
+            msgs: Iterable[Message] = map(Message, repeat(entry, n), range(n))
+        else:
+            if len(keep) < n:
+                self.returned_permits(n - len(keep))
+            if not keep:
+                self._acks.individual(key)
+                return
+            self._acks.track_batch(key, set(keep))
+            msgs = map(Message, repeat(entry), keep)
         if redelivery and self.parent._dlq is not None:
-            for msg in out:
+            msgs = list(msgs)
+            for msg in msgs:
                 self._track_dlq(msg, redelivery)
-        self.parent._enqueue_many(out)
+        self.parent._enqueue_many(msgs)
 
-    def _skip(self, mid: MessageId, meta: pb.MessageMetadata) -> bool:
+    def _skip(self, key: tuple[int, int], batch_index: int, meta: pb.MessageMetadata) -> bool:
+        """Whether the message at ``key`` / ``batch_index`` lies before where a
+        non-durable subscription (a reader) starts, or was published too early."""
         if self.min_publish_time and meta.publish_time < self.min_publish_time:
             return True
         s = self._filter
         if s is None:
             return False
-        k = (mid._ledger_id, mid._entry_id)
         sk = (s._ledger_id, s._entry_id)
-        if k != sk:
-            if k > sk:
+        if key != sk:
+            if key > sk:
                 self._filter = None  # past the start: stop checking
-            return k < sk
-        if s._batch_index < 0 or mid._batch_index < 0:
+            return key < sk
+        if s._batch_index < 0 or batch_index < 0:
             return not self.start_inclusive
-        if mid._batch_index != s._batch_index:
-            return mid._batch_index < s._batch_index
+        if batch_index != s._batch_index:
+            return batch_index < s._batch_index
         return not self.start_inclusive
 
     def _reject(self, mid: pb.MessageIdData, reason: int) -> None:
@@ -368,7 +318,7 @@ class TopicConsumer:
     def _track_dlq(self, msg: Message, redelivery: int) -> None:
         dlq = self.parent._dlq
         if dlq is not None and redelivery >= dlq.max_redeliver_count:
-            key = (msg._id._ledger_id, msg._id._entry_id)
+            key = msg._entry.key
             self._dlq_redelivery.setdefault(key, []).append(msg)
 
     # ----------------------------------------------------------------- permits
@@ -386,12 +336,16 @@ class TopicConsumer:
     # -------------------------------------------------------------------- acks
     def ack(self, mid: MessageId) -> bool:
         """Record an individual ack; True once the message's whole entry is acknowledged."""
-        key = (mid._ledger_id, mid._entry_id)
-        if mid._chunk_ids:
-            for c in mid._chunk_ids:
+        return self.ack_at((mid._ledger_id, mid._entry_id), mid._batch_index, mid._chunk_ids)
+
+    def ack_at(self, key: tuple[int, int], batch_index: int,
+               chunk_ids: list[MessageId] | None = None) -> bool:
+        """``ack`` of the message at entry ``key`` and ``batch_index`` (-1: not batched)."""
+        if chunk_ids:
+            for c in chunk_ids:
                 self._acks.individual((c._ledger_id, c._entry_id))
             return True
-        if self._acks.individual(key, mid._batch_index):
+        if self._acks.individual(key, batch_index):
             if self._dlq_redelivery:
                 self._dlq_redelivery.pop(key, None)
             return True
@@ -459,7 +413,7 @@ class TopicConsumer:
             else:
                 await self._request(T.SEEK, message_publish_time=int(target))
         else:
-            self.last_dequeued = None
+            self.last_taken = None
             if isinstance(target, MessageId):
                 self.start_id = target
                 self.start_inclusive = True  # like a durable seek: the id itself is next

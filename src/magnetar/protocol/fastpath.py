@@ -1,16 +1,24 @@
-"""Hand-written encoders for the two commands sent once per message on the hot path.
+"""Hand-written codecs for the commands sent once per entry on the hot path.
 
 SendReceipt (broker to producer) and Message (broker to consumer) go out once per entry;
 building them through protobuf objects costs more than everything else the broker does
 for an unbatched message. These functions write the same bytes protobuf would (fields in
 number order, the same varints), which ``tests/protocol/test_fastpath.py`` checks against
 ``SerializeToString`` for many values.
+
+On the consumer's side, ``parse_message_command`` reads a MESSAGE command without building
+protobuf objects (parsing, checking required fields and reading a few fields back through
+upb costs more than the rest of receiving an unbatched message). It reads only the layout
+a serializer writes for the fields a broker sends and declines (``None``) anything else,
+which then goes through protobuf; the tests check it against protobuf both ways.
 """
 
 from __future__ import annotations
 
 import struct
 
+from magnetar.protocol.ids import to_signed64
+from magnetar.protocol.varint import decode_varint as _read_varint
 from magnetar.protocol.varint import encode_varint as _varint
 
 _MASK64 = (1 << 64) - 1
@@ -94,6 +102,77 @@ def message_id_bytes(
     if batch_index >= 0:
         out += message_id_suffix(batch_index, batch_size)
     return out
+
+
+_U32_LIMIT = 1 << 32
+
+
+def parse_message_command(
+    buf: bytes | memoryview, pos: int, end: int
+) -> tuple[int, int, int, int, list[int]] | None:
+    """``(consumer_id, ledger_id, entry_id, redelivery_count, ack_set)`` of the serialized
+    ``BaseCommand`` in ``buf[pos:end]`` when it is a MESSAGE as brokers write it: ``type``,
+    then ``message`` with ``consumer_id``, ``message_id`` (``ledgerId`` and ``entryId``
+    only), ``redelivery_count``, ``ack_set`` words and ``consumer_epoch``, in any order.
+    Ledger and entry ids come signed (``ids.to_signed64``), ack-set words as protobuf's
+    ``int64``. ``None`` for anything else, malformed input included: the caller then
+    parses with protobuf, which decides."""
+    if end - pos < 4 or buf[pos] != 0x08 or buf[pos + 1] != 0x09 or buf[pos + 2] != 0x4A:
+        return None
+    read = _read_varint
+    try:
+        length, pos = read(buf, pos + 3)
+        if pos + length != end:
+            return None
+        consumer_id = ledger_id = entry_id = -1
+        redelivery = 0
+        ack_set: list[int] = []
+        while pos < end:
+            tag = buf[pos]
+            value = buf[pos + 1]  # most values here fit one varint byte
+            if value < 0x80:
+                pos += 2
+            else:
+                value, pos = read(buf, pos + 1)
+            if tag == 0x12:  # message_id: ``value`` is its size
+                id_end = pos + value
+                if id_end > end:
+                    return None
+                while pos < id_end:
+                    tag = buf[pos]
+                    value = buf[pos + 1]
+                    if value < 0x80:
+                        pos += 2
+                    else:
+                        value, pos = read(buf, pos + 1)
+                    if value >> 64:
+                        return None
+                    if tag == 0x08:
+                        ledger_id = value
+                    elif tag == 0x10:
+                        entry_id = value
+                    else:
+                        return None
+                if pos != id_end:
+                    return None
+                continue
+            if value >> 64:
+                return None
+            if tag == 0x08:
+                consumer_id = value
+            elif tag == 0x18:
+                if value >= _U32_LIMIT:
+                    return None
+                redelivery = value
+            elif tag == 0x20:
+                ack_set.append(to_signed64(value))
+            elif tag != 0x28:  # consumer_epoch: read past
+                return None
+    except (ValueError, IndexError):
+        return None
+    if pos != end or consumer_id < 0 or ledger_id < 0 or entry_id < 0:
+        return None
+    return consumer_id, to_signed64(ledger_id), to_signed64(entry_id), redelivery, ack_set
 
 
 def message_id_suffix(batch_index: int, batch_size: int = 0) -> bytes:

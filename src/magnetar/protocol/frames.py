@@ -43,6 +43,8 @@ from magnetar.protocol.errors import (
     MalformedFrame,
     ProtocolError,
 )
+from magnetar.protocol.fastpath import parse_message_command
+from magnetar.protocol.ids import message_id_data, wire_position
 
 __all__ = [
     "DEFAULT_MAX_FRAME_SIZE",
@@ -51,12 +53,14 @@ __all__ = [
     "MAGIC_CRC32C",
     "Frame",
     "FrameDecoder",
+    "MessageFrame",
     "build_payload_part",
     "encode_command",
     "encode_payload_command",
     "parse_payload_part",
     "peek_metadata",
     "split_message",
+    "split_message_at",
     "verify_checksum",
 ]
 
@@ -98,6 +102,43 @@ class Frame:
         return self.command.type
 
 
+class MessageFrame:
+    """A MESSAGE frame as a consumer needs it, without protobuf objects: what
+    ``FrameDecoder(message_frames=True)`` returns for MESSAGE frames in the layout brokers
+    write (``fastpath.parse_message_command``); ``from_command`` makes one of a parsed
+    ``CommandMessage``. ``ledger_id`` and ``entry_id`` are signed (``ids``);
+    ``message_id`` is the wire ``MessageIdData``, built on demand."""
+
+    __slots__ = ("_wire_id", "ack_set", "consumer_id", "entry_id", "ledger_id",
+                 "payload_part", "redelivery_count")
+
+    type = pb.BaseCommand.MESSAGE
+
+    def __init__(self, consumer_id: int, ledger_id: int, entry_id: int,
+                 redelivery_count: int, ack_set: list[int], payload_part: bytes | None,
+                 wire_id: pb.MessageIdData | None = None) -> None:
+        self.consumer_id = consumer_id
+        self.ledger_id = ledger_id
+        self.entry_id = entry_id
+        self.redelivery_count = redelivery_count
+        self.ack_set = ack_set
+        self.payload_part = payload_part
+        self._wire_id = wire_id
+
+    @classmethod
+    def from_command(cls, m: pb.CommandMessage, payload_part: bytes | None) -> MessageFrame:
+        ledger_id, entry_id = wire_position(m.message_id)
+        return cls(m.consumer_id, ledger_id, entry_id, m.redelivery_count, list(m.ack_set),
+                   payload_part, m.message_id)
+
+    @property
+    def message_id(self) -> pb.MessageIdData:
+        if self._wire_id is None:
+            self._wire_id = message_id_data(self.ledger_id, self.entry_id)
+            self._wire_id.ClearField("batch_index")
+        return self._wire_id
+
+
 def _parse_command(data: bytes | memoryview) -> pb.BaseCommand:
     cmd = pb.BaseCommand()
     try:
@@ -121,7 +162,9 @@ class FrameDecoder:
     while decoding (``ChecksumMismatch``); otherwise callers use ``verify_checksum``
     themselves, e.g. to answer a bad SEND with a ``ChecksumError`` instead of a hang-up.
     With ``raw_payload`` (a client's decoder) a payload frame's ``payload_part`` is
-    everything after the command, unchecked: see :func:`split_message`.
+    everything after the command, unchecked: see :func:`split_message`; and
+    ``feed_messages`` returns MESSAGE frames as ``MessageFrame`` objects, read without
+    protobuf where they can be (``fastpath.parse_message_command``).
     """
 
     __slots__ = ("_buf", "_failed", "_frame_limit", "_raw", "_verify")
@@ -159,6 +202,16 @@ class FrameDecoder:
 
     def feed(self, data: bytes | bytearray | memoryview) -> list[Frame]:
         """Consume ``data`` and return every frame it completes, in stream order."""
+        return self._feed(data, False)  # type: ignore[return-value]  # no MessageFrame
+
+    def feed_messages(self, data: bytes | bytearray | memoryview) -> list[Frame | MessageFrame]:
+        """``feed``, with MESSAGE frames as ``MessageFrame`` (a ``raw_payload`` decoder)."""
+        if not self._raw:
+            raise ValueError("feed_messages needs a raw_payload decoder")
+        return self._feed(data, True)
+
+    def _feed(self, data: bytes | bytearray | memoryview,
+              messages: bool) -> list[Frame | MessageFrame]:
         if self._failed is not None:
             raise self._failed
         if self._buf:
@@ -167,7 +220,7 @@ class FrameDecoder:
         else:
             # fast path: nothing pending, decode straight from the caller's buffer
             buf = data
-        frames: list[Frame] = []
+        frames: list[Frame | MessageFrame] = []
         pos = 0
         size = len(buf)
         view = memoryview(buf)
@@ -179,7 +232,7 @@ class FrameDecoder:
                 end = pos + 4 + total
                 if end > size:
                     break
-                frames.append(self._decode_frame(view, pos + 4, end))
+                frames.append(self._decode_frame(view, pos + 4, end, messages))
                 pos = end
         except ProtocolError as exc:
             self._failed = exc
@@ -194,13 +247,18 @@ class FrameDecoder:
             self._buf = bytearray(memoryview(data)[pos:])
         return frames
 
-    def _decode_frame(self, view: memoryview, start: int, end: int) -> Frame:
+    def _decode_frame(self, view: memoryview, start: int, end: int,
+                      messages: bool = False) -> Frame | MessageFrame:
         if end - start < 4:
             raise MalformedFrame("frame too short for its command size")
         (cmd_size,) = _U32.unpack_from(view, start)
         cmd_end = start + 4 + cmd_size
         if cmd_end > end:
             raise MalformedFrame("command size runs past the end of the frame")
+        if messages and cmd_end < end:
+            fields = parse_message_command(view, start + 4, cmd_end)
+            if fields is not None:
+                return MessageFrame(*fields, bytes(view[cmd_end:end]))
         cmd = _parse_command(view[start + 4 : cmd_end])
         if cmd_end == end:
             return Frame(cmd)
@@ -325,14 +383,22 @@ def split_message(tail: bytes, verify: bool = True) -> tuple[pb.MessageMetadata,
     optional broker entry metadata, optional magic and CRC32C (checked when present and
     ``verify``: ``ChecksumMismatch``), metadata size, metadata, payload (``MalformedFrame``
     when the layout does not hold)."""
+    metadata, at = split_message_at(tail, verify)
+    return metadata, tail[at:]
+
+
+def split_message_at(tail: bytes, verify: bool = True) -> tuple[pb.MessageMetadata, int]:
+    """Like ``split_message``, but where the payload starts in ``tail`` instead of a copy
+    of it (a consumer cuts its messages out of ``tail`` itself)."""
     pos = 0
     size = len(tail)
-    if size >= 6 and _U16.unpack_from(tail, 0)[0] == MAGIC_BROKER_ENTRY_METADATA:
+    view = memoryview(tail)
+    if size >= 6 and tail[0] == 0x0E and tail[1] == 0x02:  # MAGIC_BROKER_ENTRY_METADATA
         pos = 6 + _U32.unpack_from(tail, 2)[0]
-    if size - pos >= 6 and _U16.unpack_from(tail, pos)[0] == MAGIC_CRC32C:
+    if size - pos >= 6 and tail[pos] == 0x0E and tail[pos + 1] == 0x01:  # MAGIC_CRC32C
         if verify:
             (expected,) = _U32.unpack_from(tail, pos + 2)
-            actual = _crc32c.crc32c(memoryview(tail)[pos + 6 :])
+            actual = _crc32c.crc32c(view[pos + 6 :])
             if actual != expected:
                 raise ChecksumMismatch(expected, actual)
         pos += 6
@@ -344,10 +410,10 @@ def split_message(tail: bytes, verify: bool = True) -> tuple[pb.MessageMetadata,
         raise MalformedFrame("metadata runs past the end of the frame")
     metadata = pb.MessageMetadata()
     try:
-        metadata.ParseFromString(tail[pos : pos + meta_size])
+        metadata.ParseFromString(view[pos : pos + meta_size])  # type: ignore[arg-type]
     except (DecodeError, ValueError, TypeError) as exc:
         raise MalformedFrame(f"undecodable MessageMetadata: {exc}") from None
-    return metadata, tail[pos + meta_size :]
+    return metadata, pos + meta_size
 
 
 def peek_metadata(part: bytes) -> pb.MessageMetadata:
