@@ -17,6 +17,11 @@ both against the protobuf code.
 into the payload (no copy per message) and parses with protobuf only the metadata that
 holds more than ``payload_size``, ``event_time`` and ``sequence_id`` (varints it reads by
 hand, as the official clients write them for a message without key or properties).
+
+Both read a member's metadata with the same two functions: ``_read_single``, the one hand
+reader of those three fields, and ``_parse_single`` (protobuf) for metadata holding more.
+``scan_batch`` only adds its inline check of the common case, a lone ``payload_size``
+first, which lets it skip the rest of the metadata without reading it.
 """
 
 from __future__ import annotations
@@ -93,41 +98,69 @@ _TAG_PAYLOAD_SIZE = 0x18
 _TAG_COMPACTED_OUT = 0x20
 
 
-def _scan_single(buf: bytes, pos: int, end: int) -> tuple[int, bool]:
-    """``(payload_size, compacted_out)`` of the serialized ``SingleMessageMetadata`` in
-    ``buf[pos:end]``, walking its fields in any order (the last value of a field wins, as
-    in protobuf); ``MalformedFrame`` when it does not parse or lacks ``payload_size``."""
+def _read_single(buf: bytes, pos: int, end: int) -> tuple[int, int, int] | None:
+    """``(payload_size, sequence_id, event_time)`` of the serialized
+    ``SingleMessageMetadata`` in ``buf[pos:end]`` when it holds only those varint fields
+    (in any order; the last value wins, as in protobuf; ``sequence_id`` -1 and
+    ``event_time`` 0 when absent), None when it holds anything else (``_parse_single``'s
+    to read). The one place these fields are read by hand. ``MalformedFrame`` when a
+    varint does not parse or ``payload_size`` is missing."""
     size = -1
-    compacted = False
+    seq = -1
+    event_time = 0
     try:
         while pos < end:
-            key, pos = decode_varint(buf, pos)
-            wire = key & 7
-            if wire == 0:
-                value, pos = decode_varint(buf, pos)
-                field = key >> 3
-                if field == 3:
-                    size = value if value < 1 << 31 else -1
-                elif field == 4:
-                    compacted = value != 0
-            elif wire == 2:
-                length, pos = decode_varint(buf, pos)
-                pos += length
-            elif wire == 1:
-                pos += 8
-            elif wire == 5:
-                pos += 4
+            field = buf[pos]
+            if field == 0x18:
+                slot = 0
+            elif field == 0x40:
+                slot = 1
+            elif field == 0x28:
+                slot = 2
             else:
-                raise ValueError(f"wire type {wire}")
-            if key >> 3 == 0:
-                raise ValueError("field number 0")
-    except ValueError as exc:
+                return None
+            value = buf[pos + 1]  # a varint of up to 3 bytes unrolled (values below 2**21)
+            if value < 0x80:
+                pos += 2
+            else:
+                b = buf[pos + 2]
+                if b < 0x80:
+                    value = (value & 0x7F) | (b << 7)
+                    pos += 3
+                else:
+                    b2 = buf[pos + 3]
+                    if b2 < 0x80:
+                        value = (value & 0x7F) | ((b & 0x7F) << 7) | (b2 << 14)
+                        pos += 4
+                    else:
+                        value, pos = decode_varint(buf, pos + 1)
+            if slot == 0:
+                size = value if value < 1 << 31 else -1
+            elif slot == 1:
+                seq = value
+            else:
+                event_time = value
+    except (ValueError, IndexError) as exc:
         raise MalformedFrame(f"bad batch message metadata: {exc}") from None
     if pos != end:
         raise MalformedFrame("batch message metadata runs past its size")
     if size < 0:
         raise MalformedFrame("batch message metadata lacks payload_size")
-    return size, compacted
+    return size, seq, event_time
+
+
+def _parse_single(buf: bytes, pos: int, end: int) -> pb.SingleMessageMetadata:
+    """The ``SingleMessageMetadata`` in ``buf[pos:end]`` parsed by protobuf (for metadata
+    ``_read_single`` leaves alone); ``MalformedFrame`` when it does not parse or has no
+    usable ``payload_size``."""
+    smm = pb.SingleMessageMetadata()
+    try:
+        smm.ParseFromString(buf[pos:end])
+    except (DecodeError, ValueError, TypeError) as exc:
+        raise MalformedFrame(f"bad batch message metadata: {exc}") from None
+    if not smm.IsInitialized() or smm.payload_size < 0:
+        raise MalformedFrame("batch message metadata lacks payload_size")
+    return smm
 
 
 def scan_batch(buf: bytes, start: int, count: int) -> tuple[list[int], list[int]]:
@@ -172,9 +205,14 @@ def scan_batch(buf: bytes, start: int, count: int) -> tuple[list[int], list[int]
         data_at = at + _U32.unpack_from(buf, pos)[0]
         if data_at > size:
             raise MalformedFrame(f"batch message {index}: metadata runs past the end")
-        psize, dropped = _scan_single(buf, at, data_at)
-        if dropped:
-            compacted.append(index)
+        fields = _read_single(buf, at, data_at)
+        if fields is None:
+            smm = _parse_single(buf, at, data_at)
+            psize = smm.payload_size
+            if smm.compacted_out:
+                compacted.append(index)
+        else:
+            psize = fields[0]
         pos = data_at + psize
         append(pos)
     if pos > size:
@@ -208,114 +246,43 @@ class BatchSplit:
     metadata: dict[int, pb.SingleMessageMetadata]
 
 
-def _simple_metadata(data: bytes, pos: int, end: int) -> tuple[int, int, int] | None:
-    """(payload_size, sequence_id, event_time) when ``data[pos:end]`` holds only those
-    varint fields (3, 8, 5), else None."""
-    size = -1
-    seq = -1
-    event_time = 0
-    while pos < end:
-        tag = data[pos]
-        if tag == 0x18:  # payload_size
-            b = data[pos + 1]
-            if b < 0x80:
-                size = b
-                pos += 2
-            else:
-                size, pos = decode_varint(data, pos + 1)
-        elif tag == 0x40:  # sequence_id
-            seq, pos = decode_varint(data, pos + 1)
-        elif tag == 0x28:  # event_time
-            event_time, pos = decode_varint(data, pos + 1)
-        else:
-            return None
-    if size < 0 or pos != end:
-        return None
-    return size, seq, event_time
-
-
 def split_batch(payload: bytes, count: int) -> BatchSplit:
     """Offsets and metadata of the ``count`` messages of an (uncompressed) batch payload.
 
-    Bytes after the last message are ignored. Raises ``MalformedFrame`` when the payload
-    ends early or a header does not parse."""
+    One pass reads each message's metadata with ``_read_single`` (size, sequence id, event
+    time by hand), or ``_parse_single`` (protobuf) when it holds more. Bytes after the
+    last message are ignored. Raises ``MalformedFrame`` like ``decode_batch``."""
     size = len(payload)
     if count < 0 or count > size // 4 + 1:
         raise MalformedFrame(f"batch of {size} bytes cannot hold {count} messages")
     bounds = [0]
-    seqs: list[int] = []
+    add = bounds.append
+    seqs = [-1] * count
     times = [0] * count
     parsed: dict[int, pb.SingleMessageMetadata] = {}
-    add = bounds.append
-    add_seq = seqs.append
     unpack = _U32.unpack_from
-    simple = _simple_metadata
+    read = _read_single
     pos = 0
-    try:
-        for index in range(count):
-            (meta_size,) = unpack(payload, pos)
-            start = pos + 4
-            stop = start + meta_size
-            if stop > size:
-                raise MalformedFrame(f"batch message {index}: metadata runs past the end")
-            # inline: payload_size then maybe sequence_id, the official clients' usual
-            q = -1
-            if payload[start] == 0x18:
-                b = payload[start + 1]
-                if b < 0x80:
-                    psize = b
-                    q = start + 2
-                else:
-                    psize, q = decode_varint(payload, start + 1)
-                seq = -1
-                if q < stop and payload[q] == 0x40:
-                    # a sequence id of up to 3 bytes unrolled (ids below 2**21)
-                    b = payload[q + 1]
-                    if b < 0x80:
-                        seq = b
-                        q += 2
-                    else:
-                        b2 = payload[q + 2]
-                        if b2 < 0x80:
-                            seq = (b & 0x7F) | (b2 << 7)
-                            q += 3
-                        else:
-                            b3 = payload[q + 3]
-                            if b3 < 0x80:
-                                seq = (b & 0x7F) | ((b2 & 0x7F) << 7) | (b3 << 14)
-                                q += 4
-                            else:
-                                seq, q = decode_varint(payload, q + 1)
-                if q == stop:
-                    pos = stop + psize
-                    if pos > size:
-                        raise MalformedFrame(f"batch message {index}: payload runs past the "
-                                             "end")
-                    add(stop)
-                    add(pos)
-                    add_seq(seq)
-                    continue
-            fields = simple(payload, start, stop)
-            if fields is None:
-                smm = pb.SingleMessageMetadata()
-                try:
-                    smm.ParseFromString(payload[start:stop])
-                except (DecodeError, ValueError, TypeError) as exc:
-                    raise MalformedFrame(f"batch message {index}: bad metadata: {exc}") \
-                        from None
-                if not smm.IsInitialized():
-                    raise MalformedFrame(f"batch message {index}: metadata lacks payload_size")
-                parsed[index] = smm
-                fields = (smm.payload_size,
-                          smm.sequence_id if smm.HasField("sequence_id") else -1,
-                          smm.event_time)
+    for index in range(count):
+        if size - pos < 4:
+            raise MalformedFrame(f"batch truncated before message {index}")
+        at = pos + 4
+        stop = at + unpack(payload, pos)[0]
+        if stop > size:
+            raise MalformedFrame(f"batch message {index}: metadata runs past the end")
+        fields = read(payload, at, stop)
+        if fields is None:
+            smm = parsed[index] = _parse_single(payload, at, stop)
+            pos = stop + smm.payload_size
+            if smm.HasField("sequence_id"):
+                seqs[index] = smm.sequence_id
+            times[index] = smm.event_time
+        else:
             pos = stop + fields[0]
-            if pos > size:
-                raise MalformedFrame(f"batch message {index}: payload runs past the end")
-            add(stop)
-            add(pos)
-            add_seq(fields[1])
+            seqs[index] = fields[1]
             times[index] = fields[2]
-    except (struct.error, IndexError, ValueError) as exc:
-        raise MalformedFrame(f"batch truncated: {exc}") from None
+        if pos > size:
+            raise MalformedFrame(f"batch message {index}: payload runs past the end")
+        add(stop)
+        add(pos)
     return BatchSplit(bounds, seqs, times, parsed)
