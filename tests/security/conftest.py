@@ -2,30 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from magnetar.cli.tokens import create_key_pair, create_secret_key
-from tests.broker.conftest import ThreadedBroker, start_broker
+from tests.broker.conftest import make_broker  # noqa: F401 - the broker tests' fixture, shared
 from tests.security.pki import Pki
-
-
-@pytest.fixture
-def make_broker(tmp_path: Path) -> Iterator[Callable[..., ThreadedBroker]]:
-    """``make(**settings)`` starts a broker on a fresh data dir; all are stopped at teardown."""
-    started: list[ThreadedBroker] = []
-
-    def make(**settings: Any) -> ThreadedBroker:
-        b = start_broker(tmp_path / f"b{len(started)}", **settings)
-        started.append(b)
-        return b
-
-    yield make
-    for b in started:
-        b.stop()
 
 
 @pytest.fixture(scope="session")
