@@ -87,24 +87,20 @@ class Session:
             raise
 
     def close(self) -> None:
-        try:
-            self.run(self.client.close(), timeout=30)
-        except Exception as exc:  # closing is best effort
-            log.info("closing the pulsar client failed: %s", exc)
-        if self._thread is not None:
-            self.loop.call_soon_threadsafe(self.loop.stop)
-            self._thread.join(timeout=10)
-        if not self.loop.is_running():
-            self.loop.close()
+        self._shut(flush=True)
 
     def abandon(self) -> None:
         """Close without flushing producers: their open batches are not sent (a failed
         write task must not publish a batch cut short by the failure: its retry cuts the
         same rows into whole batches, see ``writer``)."""
+        self._shut(flush=False)
+
+    def _shut(self, flush: bool) -> None:
+        """Close the client (best effort), then stop and close the loop."""
         try:
-            self.run(self.client.close(flush=False))
+            self.run(self.client.close(flush=flush), timeout=30)
         except Exception as exc:
-            log.info("closing the client without flushing failed: %s", exc)
+            log.info("closing the pulsar client (flush=%s) failed: %s", flush, exc)
         if self._thread is not None:
             self.loop.call_soon_threadsafe(self.loop.stop)
             self._thread.join(timeout=10)
