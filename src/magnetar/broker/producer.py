@@ -10,6 +10,7 @@ from magnetar.protocol.fastpath import send_receipt_frame
 if TYPE_CHECKING:
     from magnetar.broker.server_cnx import ServerCnx
     from magnetar.broker.topic import Topic
+    from magnetar.protocol.frames import SendFrame
 
 
 class Producer:
@@ -48,9 +49,9 @@ class Producer:
             resp.schema_version = self.schema_version
         return pb.BaseCommand(type=pb.BaseCommand.PRODUCER_SUCCESS, producer_success=resp)
 
-    def publish(self, send: pb.CommandSend, payload: bytes, size: int) -> None:
+    def publish(self, send: SendFrame, payload: bytes, size: int) -> None:
         """Publish one Send; ``size`` is ``len(payload)``, handed back with its answer."""
-        self.msg_in += send.num_messages if send.HasField("num_messages") else 1
+        self.msg_in += send.num_messages
         self.bytes_in += size
         self.topic.publish(self, send, payload, size)
 

@@ -1,7 +1,10 @@
 """ServerCnx: one client TCP connection, from bytes to broker calls and back.
 
-Theory of operation: ``data_received`` feeds the sans-IO ``FrameDecoder``; each decoded
-frame goes to the handler named after its command type. Handlers never touch the socket:
+Theory of operation: the transport reads into the sans-IO ``FrameDecoder``'s own buffer
+(``get_buffer`` / ``buffer_updated``: a large frame lands in a buffer of its size, so a
+producer's batch is copied once on its way to disk); each decoded frame goes to the
+handler named after its command type. A plain SEND comes as a ``SendFrame`` read without
+protobuf and goes to ``handle_send`` directly. Handlers never touch the socket:
 they queue encoded frames with ``send``; everything queued during one event-loop turn goes
 out in a single ``transport.write`` (``_flush`` runs once per turn). The handshake state
 lives only here (``self.connected``): any command before Connect closes the connection.
@@ -32,6 +35,7 @@ from magnetar.protocol.errors import ChecksumMismatch, FrameTooLarge, ProtocolEr
 from magnetar.protocol.frames import (
     Frame,
     FrameDecoder,
+    SendFrame,
     encode_command,
     encode_payload_command,
     verify_checksum,
@@ -90,14 +94,15 @@ class PublishBuffer:
 _NO_LIMIT = 1 << 62
 
 
-class ServerCnx(asyncio.Protocol):
+class ServerCnx(asyncio.BufferedProtocol):
     """Serves one client connection; owns its producers and consumers by client-given id."""
 
     def __init__(self, service: BrokerService) -> None:
         self.service = service
         self.config = service.config
         self.loop = asyncio.get_running_loop()
-        self.decoder = FrameDecoder(max_frame_size=self.config.maxMessageSize + FRAME_OVERHEAD)
+        self.decoder = FrameDecoder(max_frame_size=self.config.maxMessageSize + FRAME_OVERHEAD,
+                                    send_frames=True)
         self.transport: asyncio.Transport | None = None
         self.connected = False
         self.closed = False
@@ -188,7 +193,23 @@ class ServerCnx(asyncio.Protocol):
         self.consumers.clear()
         log.debug("connection from %s closed", self.peer)
 
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self.decoder.get_buffer(sizehint)
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self.last_received = time.monotonic()
+        try:
+            frames = self.decoder.buffer_updated(nbytes)
+        except FrameTooLarge as exc:
+            self._protocol_violation(f"frame too large ({exc}); limit is maxMessageSize")
+            return
+        except ProtocolError as exc:
+            self._protocol_violation(f"malformed frame: {exc}")
+            return
+        self.handle_frames(frames)
+
     def data_received(self, data: bytes) -> None:
+        """Bytes in (what a transport without ``get_buffer`` calls; tests feed bytes here)."""
         self.last_received = time.monotonic()
         try:
             frames = self.decoder.feed(data)
@@ -198,9 +219,19 @@ class ServerCnx(asyncio.Protocol):
         except ProtocolError as exc:
             self._protocol_violation(f"malformed frame: {exc}")
             return
+        self.handle_frames(frames)
+
+    def handle_frames(self, frames: list[Frame | SendFrame]) -> None:
+        """Hand each decoded frame to its command's handler, in order."""
         for frame in frames:
             if self.closed:
                 return
+            if type(frame) is SendFrame:
+                if not self.connected:
+                    self._protocol_violation("command SEND before Connect")
+                    return
+                self.run_send(frame)
+                continue
             cmd = frame.command
             kind = cmd.type
             if not self.connected and kind != T.CONNECT:
@@ -360,16 +391,7 @@ class ServerCnx(asyncio.Protocol):
 
     def _reply_error(self, cmd: pb.BaseCommand, code: int, message: str) -> None:
         if cmd.type == T.SEND:
-            send = cmd.send
-            self.send(
-                T(
-                    type=T.SEND_ERROR,
-                    send_error=pb.CommandSendError(
-                        producer_id=send.producer_id, sequence_id=send.sequence_id,
-                        error=code, message=message,
-                    ),
-                )
-            )
+            self._reply_send_error(SendFrame.from_command(cmd, None), code, message)
             return
         response = _error_response(cmd, code, message)
         if response is not None:
@@ -598,18 +620,32 @@ class ServerCnx(asyncio.Protocol):
         self.send(producer.success_command(request_id))
 
     def handle_send(self, cmd: pb.BaseCommand, frame: Frame) -> None:
-        send = cmd.send
+        """A SEND that protobuf parsed (a transactional or unusual one)."""
+        self.run_send(SendFrame.from_command(cmd, frame.payload_part))
+
+    def run_send(self, send: SendFrame) -> None:
+        """Publish one SEND; a refusal or a bug becomes its SendError."""
+        try:
+            self.publish(send)
+        except BrokerError as exc:
+            log.info("%s: SEND refused (%s): %s", self.peer, pb.ServerError.Name(exc.code), exc)
+            self._reply_send_error(send, exc.code, str(exc))
+        except Exception:  # a bug must not take the other connections down
+            log.exception("%s: failed to handle SEND", self.peer)
+            self._reply_send_error(send, pb.UnknownError, "internal broker error")
+
+    def publish(self, send: SendFrame) -> None:
         producer = self.producers.get(send.producer_id)
         if producer is None or not producer.ready:
             state = "unknown" if producer is None else "not yet ready (waiting for exclusive access)"
             self._protocol_violation(f"Send for {state} producer id {send.producer_id}")
             return
-        payload = frame.payload_part
+        payload = send.payload_part
         if payload is None:
             raise BrokerError(pb.UnknownError, "Send without a payload")
         if not verify_checksum(payload):
             log.warning("%s: checksum mismatch from producer %s", self.peer, producer.name)
-            self._reply_error(cmd, pb.ChecksumError, "checksum of the message does not match its content")
+            self._reply_send_error(send, pb.ChecksumError, "checksum of the message does not match its content")
             return
         self.pending_sends += 1
         if self.pending_sends >= self.max_pending_sends and not self.reading_paused:
@@ -626,6 +662,10 @@ class ServerCnx(asyncio.Protocol):
         except BaseException:  # no answer will come for this send: release what it holds
             self.on_send_done(size)
             raise
+
+    def _reply_send_error(self, send: SendFrame, code: int, message: str) -> None:
+        self.send(T(type=T.SEND_ERROR, send_error=pb.CommandSendError(
+            producer_id=send.producer_id, sequence_id=send.sequence_id, error=code, message=message)))
 
     def on_send_done(self, size: int) -> None:
         """A send was answered (receipt or error): it no longer counts against the limits."""

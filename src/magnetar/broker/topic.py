@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from magnetar.broker.dedup_snapshot import Restored
     from magnetar.broker.service import BrokerService
     from magnetar.broker.subscription import Subscription
+    from magnetar.protocol.frames import SendFrame
     from magnetar.storage import ManagedLedger, Position
 
 log = logging.getLogger(__name__)
@@ -172,7 +173,7 @@ class Topic:
 
     # -- publishing ----------------------------------------------------------------
 
-    def publish(self, producer: Producer, send: pb.CommandSend, payload: bytes, size: int) -> None:
+    def publish(self, producer: Producer, send: SendFrame, payload: bytes, size: int) -> None:
         raise NotImplementedError
 
     def stats(self) -> dict[str, Any]:
@@ -241,19 +242,21 @@ class PersistentTopic(Topic):
         if self.dedup is not None and producer.name not in self.producers:
             self.dedup.producer_removed(producer.name)
 
-    def publish(self, producer: Producer, send: pb.CommandSend, payload: bytes, size: int) -> None:
+    def publish(self, producer: Producer, send: SendFrame, payload: bytes, size: int) -> None:
         seq = send.sequence_id
-        highest = send.highest_sequence_id if send.HasField("highest_sequence_id") else seq
+        highest = send.highest_sequence_id
+        if highest < 0:
+            highest = seq
         if self.terminated:
             producer.send_error(seq, pb.TopicTerminatedError, f"topic {self.name} is terminated", size)
             return
-        num_messages = send.num_messages if send.HasField("num_messages") else 1
+        num_messages = send.num_messages
         chunk = _NOT_CHUNKED
         last_seq = highest
         if self.dedup is not None:
             if send.is_chunk:
                 chunk = _chunk_of(payload)
-            if num_messages > 1 and not send.HasField("highest_sequence_id"):
+            if num_messages > 1 and send.highest_sequence_id < 0:
                 # a batch from a client that numbers its messages consecutively (the C++
                 # client sends no highest_sequence_id and counts seq + n - 1 as published)
                 last_seq = seq + num_messages - 1
@@ -393,10 +396,12 @@ class NonPersistentTopic(Topic):
         self.next_entry_id = 0
         self.msg_dropped = 0
 
-    def publish(self, producer: Producer, send: pb.CommandSend, payload: bytes, size: int) -> None:
+    def publish(self, producer: Producer, send: SendFrame, payload: bytes, size: int) -> None:
         seq = send.sequence_id
-        highest = send.highest_sequence_id if send.HasField("highest_sequence_id") else seq
-        num_messages = send.num_messages if send.HasField("num_messages") else 1
+        highest = send.highest_sequence_id
+        if highest < 0:
+            highest = seq
+        num_messages = send.num_messages
         self.msg_in += num_messages
         self.bytes_in += size
         entry_id = self.next_entry_id

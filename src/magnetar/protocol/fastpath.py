@@ -11,6 +11,11 @@ protobuf objects (parsing, checking required fields and reading a few fields bac
 upb costs more than the rest of receiving an unbatched message). It reads only the layout
 a serializer writes for the fields a broker sends and declines (``None``) anything else,
 which then goes through protobuf; the tests check it against protobuf both ways.
+
+On the broker's side, ``parse_send_command`` does the same for SEND, the one command a
+producer sends per entry: the fields a client writes for a plain send come back as a
+tuple; a transactional send, a replicated one (``message_id``) or anything unexpected is
+declined and parsed by protobuf.
 """
 
 from __future__ import annotations
@@ -187,3 +192,57 @@ def message_id_suffix(batch_index: int, batch_size: int = 0) -> bytes:
 def message_id_batch_size(batch_size: int) -> bytes:
     """The batch size field that ends a serialized batch ``MessageIdData``."""
     return b"\x30" + _varint(batch_size)
+
+
+#: ``(producer_id, sequence_id, num_messages, highest_sequence_id, is_chunk, marker)``
+#: of a SEND; ``highest_sequence_id`` is -1 when the field is absent.
+SendFields = tuple[int, int, int, int, bool, bool]
+
+
+def parse_send_command(buf: bytes | bytearray | memoryview, pos: int, end: int) -> SendFields | None:
+    """The fields of the serialized ``BaseCommand`` in ``buf[pos:end]`` when it is a SEND
+    with ``producer_id``, ``sequence_id`` and any of ``num_messages``,
+    ``highest_sequence_id``, ``is_chunk``, ``marker`` (fields in any order, the last
+    occurrence winning, as protobuf reads them). ``None`` for anything else (transaction
+    ids, ``message_id``, unknown fields, values out of range, malformed bytes): the
+    caller then parses with protobuf, which decides."""
+    if end - pos < 7 or buf[pos] != 0x08 or buf[pos + 1] != 0x06 or buf[pos + 2] != 0x32:
+        return None
+    read = _read_varint
+    try:
+        length, pos = read(buf, pos + 3)
+        if pos + length != end:
+            return None
+        producer_id = sequence_id = highest = -1
+        num_messages = 1
+        is_chunk = marker = False
+        while pos < end:
+            tag = buf[pos]
+            value = buf[pos + 1]  # most values here fit one varint byte
+            if value < 0x80:
+                pos += 2
+            else:
+                value, pos = read(buf, pos + 1)
+                if value >> 64:
+                    return None
+            if tag == 0x10:
+                sequence_id = value
+            elif tag == 0x08:
+                producer_id = value
+            elif tag == 0x18:  # int32: a negative count is sign-extended to 64 bits
+                if value >= 0x80000000:
+                    return None
+                num_messages = value
+            elif tag == 0x30:
+                highest = value
+            elif tag == 0x38:
+                is_chunk = value != 0
+            elif tag == 0x40:
+                marker = value != 0
+            else:
+                return None
+    except (ValueError, IndexError):
+        return None
+    if pos != end or producer_id < 0 or sequence_id < 0:
+        return None
+    return producer_id, sequence_id, num_messages, highest, is_chunk, marker

@@ -43,7 +43,7 @@ from magnetar.protocol.errors import (
     MalformedFrame,
     ProtocolError,
 )
-from magnetar.protocol.fastpath import parse_message_command
+from magnetar.protocol.fastpath import parse_message_command, parse_send_command
 from magnetar.protocol.ids import message_id_data, wire_position
 
 __all__ = [
@@ -54,6 +54,7 @@ __all__ = [
     "Frame",
     "FrameDecoder",
     "MessageFrame",
+    "SendFrame",
     "build_payload_part",
     "encode_command",
     "encode_payload_command",
@@ -80,6 +81,11 @@ _TWO_U32 = struct.Struct(">II")
 _PART_HEADER = struct.Struct(">HII")
 _MAGIC_CRC_BYTES = _U16.pack(MAGIC_CRC32C)
 _MAGIC_BEM_BYTES = _U16.pack(MAGIC_BROKER_ENTRY_METADATA)
+#: Frames of this many bytes or more are read into a buffer of their own (``get_buffer``).
+LARGE_FRAME = 16 * 1024
+#: The largest size of the reused buffer that smaller frames are read into.
+READ_BUFFER_SIZE = 64 * 1024
+_FIRST_READ_BUFFER = 4 * 1024
 
 
 @dataclass(slots=True)
@@ -139,6 +145,55 @@ class MessageFrame:
         return self._wire_id
 
 
+class SendFrame:
+    """A SEND frame as the broker needs it, without protobuf objects: what a
+    ``FrameDecoder(send_frames=True)`` returns for a plain send
+    (``fastpath.parse_send_command``); ``from_command`` makes one of a parsed
+    ``CommandSend``. ``highest_sequence_id`` is -1 when the producer left it out;
+    ``command`` builds the protobuf command on demand (error replies, logs)."""
+
+    __slots__ = ("_command", "highest_sequence_id", "is_chunk", "marker", "num_messages",
+                 "payload_part", "producer_id", "sequence_id")
+
+    type = pb.BaseCommand.SEND
+    broker_entry_metadata = None
+
+    def __init__(self, producer_id: int, sequence_id: int, num_messages: int,
+                 highest_sequence_id: int, is_chunk: bool, marker: bool,
+                 payload_part: bytes | None, command: pb.BaseCommand | None = None) -> None:
+        self.producer_id = producer_id
+        self.sequence_id = sequence_id
+        self.num_messages = num_messages
+        self.highest_sequence_id = highest_sequence_id
+        self.is_chunk = is_chunk
+        self.marker = marker
+        self.payload_part = payload_part
+        self._command = command
+
+    @classmethod
+    def from_command(cls, cmd: pb.BaseCommand, payload_part: bytes | None) -> SendFrame:
+        """The ``SendFrame`` of a SEND that protobuf parsed."""
+        send = cmd.send
+        highest = send.highest_sequence_id if send.HasField("highest_sequence_id") else -1
+        return cls(send.producer_id, send.sequence_id, send.num_messages, highest,
+                   send.is_chunk, send.marker, payload_part, cmd)
+
+    @property
+    def command(self) -> pb.BaseCommand:
+        if self._command is None:
+            send = pb.CommandSend(producer_id=self.producer_id, sequence_id=self.sequence_id)
+            if self.num_messages != 1:
+                send.num_messages = self.num_messages
+            if self.highest_sequence_id >= 0:
+                send.highest_sequence_id = self.highest_sequence_id
+            if self.is_chunk:
+                send.is_chunk = True
+            if self.marker:
+                send.marker = True
+            self._command = pb.BaseCommand(type=pb.BaseCommand.SEND, send=send)
+        return self._command
+
+
 def _parse_command(data: bytes | memoryview) -> pb.BaseCommand:
     cmd = pb.BaseCommand()
     try:
@@ -167,7 +222,8 @@ class FrameDecoder:
     protobuf where they can be (``fastpath.parse_message_command``).
     """
 
-    __slots__ = ("_buf", "_failed", "_frame_limit", "_raw", "_verify")
+    __slots__ = ("_big", "_big_fill", "_buf", "_failed", "_frame_limit", "_raw", "_rbuf",
+                 "_rend", "_rpos", "_sends", "_verify")
 
     def __init__(
         self,
@@ -175,14 +231,22 @@ class FrameDecoder:
         *,
         verify_checksums: bool = False,
         raw_payload: bool = False,
+        send_frames: bool = False,
     ) -> None:
         if max_frame_size <= 0:
             raise ValueError("max_frame_size must be positive")
         self._frame_limit = max_frame_size
         self._verify = verify_checksums
         self._raw = raw_payload
+        self._sends = send_frames
         self._buf = bytearray()
         self._failed: ProtocolError | None = None
+        # get_buffer / buffer_updated: a reused read buffer, and a frame's own buffer
+        self._rbuf: bytearray | None = None
+        self._rpos = 0  # first byte not yet decoded
+        self._rend = 0  # end of the bytes read
+        self._big: bytearray | None = None
+        self._big_fill = 0
 
     @property
     def max_frame_size(self) -> int:
@@ -200,18 +264,90 @@ class FrameDecoder:
         """Bytes held back waiting for the rest of a frame."""
         return len(self._buf)
 
-    def feed(self, data: bytes | bytearray | memoryview) -> list[Frame]:
-        """Consume ``data`` and return every frame it completes, in stream order."""
+    # -- reading into the decoder's own memory (asyncio.BufferedProtocol) --
+
+    def get_buffer(self, sizehint: int = -1) -> memoryview:
+        """Where the next read from the socket should land; then call ``buffer_updated``.
+        A frame of ``LARGE_FRAME`` bytes or more is read into a buffer of its own, of its
+        exact size, so its bytes are copied once (into the ``payload_part``), not once per
+        layer; smaller frames share one reused buffer, which starts small (an idle
+        connection holds little) and grows to ``READ_BUFFER_SIZE`` when reads fill it."""
+        if self._big is not None:
+            return memoryview(self._big)[self._big_fill:]
+        rbuf = self._rbuf
+        pending = self._rend - self._rpos
+        if rbuf is None:
+            rbuf = self._rbuf = bytearray(_FIRST_READ_BUFFER)
+        elif self._rend == len(rbuf) and len(rbuf) < READ_BUFFER_SIZE:  # reads fill it: grow
+            grown = bytearray(min(len(rbuf) * 4, READ_BUFFER_SIZE))
+            grown[:pending] = rbuf[self._rpos:self._rend]
+            rbuf = self._rbuf = grown
+            self._rpos, self._rend = 0, pending
+        elif len(rbuf) - self._rend < len(rbuf) // 4:  # little room left: compact
+            if pending:
+                rbuf[:pending] = rbuf[self._rpos:self._rend]  # under LARGE_FRAME bytes
+            self._rpos, self._rend = 0, pending
+        return memoryview(rbuf)[self._rend:]
+
+    def buffer_updated(self, nbytes: int) -> list[Frame | MessageFrame | SendFrame]:
+        """``nbytes`` were read into the last ``get_buffer``: the frames they complete."""
+        if self._failed is not None:
+            raise self._failed
+        big = self._big
+        if big is not None:
+            self._big_fill += nbytes
+            if self._big_fill < len(big):
+                return []
+            self._big = None
+            with memoryview(big) as view:
+                return [self._decode_or_fail(view, 4, len(big))]
+        assert self._rbuf is not None, "buffer_updated before get_buffer"
+        self._rend += nbytes
+        rend = self._rend
+        pos = self._rpos
+        frames: list[Frame | MessageFrame | SendFrame] = []
+        with memoryview(self._rbuf) as view:
+            while rend - pos >= 4:
+                (total,) = _U32.unpack_from(view, pos)
+                if total > self._frame_limit:
+                    self._failed = FrameTooLarge(total, self._frame_limit)
+                    raise self._failed
+                end = pos + 4 + total
+                if end > rend:
+                    if total + 4 >= LARGE_FRAME:  # the rest goes straight to its own buffer
+                        big = self._big = bytearray(total + 4)
+                        big[: rend - pos] = view[pos:rend]
+                        self._big_fill = rend - pos
+                        pos = rend
+                    break
+                frames.append(self._decode_or_fail(view, pos + 4, end))
+                pos = end
+        if pos == rend:
+            self._rpos = self._rend = 0
+        else:
+            self._rpos = pos
+        return frames
+
+    def _decode_or_fail(self, view: memoryview, start: int, end: int) -> Frame | MessageFrame | SendFrame:
+        try:
+            return self._decode_frame(view, start, end)
+        except ProtocolError as exc:
+            self._failed = exc
+            raise
+
+    def feed(self, data: bytes | bytearray | memoryview) -> list[Frame | SendFrame]:
+        """Consume ``data`` and return every frame it completes, in stream order. (One
+        stream is read either through ``feed`` or through ``get_buffer``, not both.)"""
         return self._feed(data, False)  # type: ignore[return-value]  # no MessageFrame
 
     def feed_messages(self, data: bytes | bytearray | memoryview) -> list[Frame | MessageFrame]:
         """``feed``, with MESSAGE frames as ``MessageFrame`` (a ``raw_payload`` decoder)."""
         if not self._raw:
             raise ValueError("feed_messages needs a raw_payload decoder")
-        return self._feed(data, True)
+        return self._feed(data, True)  # type: ignore[return-value]  # no SendFrame
 
     def _feed(self, data: bytes | bytearray | memoryview,
-              messages: bool) -> list[Frame | MessageFrame]:
+              messages: bool) -> list[Frame | MessageFrame | SendFrame]:
         if self._failed is not None:
             raise self._failed
         if self._buf:
@@ -220,7 +356,7 @@ class FrameDecoder:
         else:
             # fast path: nothing pending, decode straight from the caller's buffer
             buf = data
-        frames: list[Frame | MessageFrame] = []
+        frames: list[Frame | MessageFrame | SendFrame] = []
         pos = 0
         size = len(buf)
         view = memoryview(buf)
@@ -248,7 +384,7 @@ class FrameDecoder:
         return frames
 
     def _decode_frame(self, view: memoryview, start: int, end: int,
-                      messages: bool = False) -> Frame | MessageFrame:
+                      messages: bool = False) -> Frame | MessageFrame | SendFrame:
         if end - start < 4:
             raise MalformedFrame("frame too short for its command size")
         (cmd_size,) = _U32.unpack_from(view, start)
@@ -259,6 +395,15 @@ class FrameDecoder:
             fields = parse_message_command(view, start + 4, cmd_end)
             if fields is not None:
                 return MessageFrame(*fields, bytes(view[cmd_end:end]))
+        if self._sends and cmd_end + _PART_HEADER.size <= end and view[cmd_end + 1] == 0x01:
+            # (a 0x0e02 there is broker entry metadata, which producers do not send)
+            send = parse_send_command(view, start + 4, cmd_end)
+            if send is not None:  # a payload part (0x0e01 magic) follows: checked below
+                part = bytes(view[cmd_end:end])
+                _check_part_layout(part)
+                if self._verify:
+                    _verify_or_raise(part)
+                return SendFrame(*send, part)
         cmd = _parse_command(view[start + 4 : cmd_end])
         if cmd_end == end:
             return Frame(cmd)
