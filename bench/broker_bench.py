@@ -40,9 +40,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import floors  # bench/floors.py, beside this script
+
 REPO = Path(__file__).resolve().parents[1]
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 BROKERS = ("magnetar", "pulsar-lite")
+BATCH_BYTES = 128 * 1024  # the produce phase's batch size limit
 
 DESCRIPTION = """\
 Benchmark a Pulsar-protocol broker with the official pulsar-client (C++ core).
@@ -95,6 +98,17 @@ SC_CLK_TCK ({tck} ticks/s here):
                --broker-pid brokers only)
 The client runs in this process and shares the machine: 'client cores' says how busy
 it was, so you can tell when the client, not the broker, is the bottleneck.
+
+Floors (--compare and --broker runs), measured on the machine and disk of the run before
+the brokers start, so a figure can say what bounds it:
+  fsync floor       one 1 KB write + fdatasync in a loop: the CPU of the sync alone
+  request floors    bench/floors.py: a blocking one-thread server, no event loop, reads
+                    fixed-size requests over loopback TCP into one reused buffer, appends
+                    each to a file, fdatasyncs (or not) and sends a 48 B reply: the
+                    unbatched send floor (1 KB requests, one in flight) and the batched
+                    produce floor (128 KB requests, 4 in flight, with and without a sync
+                    per request). Each broker's CPU per message is given as a multiple of
+                    them; what a broker spends above a floor is its own work.
 
 Ratios in --compare are magnetar / pulsar-lite: above 1 is better for msgs/s, below 1
 is better for latency, CPU and memory.
@@ -369,7 +383,7 @@ def phase_produce(pulsar: Any, client: Any, topic: str, args: argparse.Namespace
         topic,
         batching_enabled=True,
         batching_max_messages=1000,
-        batching_max_allowed_size_in_bytes=128 * 1024,
+        batching_max_allowed_size_in_bytes=BATCH_BYTES,
         batching_max_publish_delay_ms=10,
         max_pending_messages=args.max_pending,
         block_if_queue_full=True,
@@ -765,6 +779,34 @@ def measure_fsync_floor(directory: Path, size: int, count: int = 500) -> FsyncFl
     return FsyncFloor(size, count, cpu / count * 1e6, walls[len(walls) // 2] * 1e6)
 
 
+def measure_request_floors(directory: Path, size: int) -> list[floors.RequestFloor]:
+    """The blocking reference server (``floors.py``) with the latency phase's requests and
+    with the produce phase's batches (with and without a sync per batch)."""
+    per_batch = max(1, BATCH_BYTES // (size + 24))  # ~ messages per produce-phase batch
+    return [
+        floors.measure_request_floor(directory, "unbatched send floor", size + 60, 1000),
+        floors.measure_request_floor(directory, "batched produce floor", BATCH_BYTES, 1500,
+                                     per_batch, window=4),
+        floors.measure_request_floor(directory, "batched produce floor without sync",
+                                     BATCH_BYTES, 1500, per_batch, window=4, fsync=False),
+    ]
+
+
+def describe_request_floors(found: list[floors.RequestFloor], runs: list[BrokerRun]) -> str:
+    lines = [floors.describe(f) for f in found]
+    by_label = {f.label: f for f in found}
+    for run in runs:
+        for phase, label in (("latency", "unbatched send floor"), ("produce", "batched produce floor"),
+                             ("produce", "batched produce floor without sync")):
+            res = run.phases.get(phase)
+            floor = by_label.get(label)
+            if floor is None or res is None or res.error or not res.cpu_us_per_msg:
+                continue
+            lines.append(f"  {run.name} {phase} broker CPU per message = "
+                         f"{res.cpu_us_per_msg / floor.cpu_us_per_msg:.2f}x the {label}")
+    return "\n".join(lines)
+
+
 def describe_floor(floor: FsyncFloor, runs: list[BrokerRun]) -> str:
     line = (f"fsync floor: one {floor.size:,} B write + fdatasync in the data dirs' file system "
             f"costs {floor.cpu_us:.0f} us of CPU ({floor.wall_us:.0f} us wall, median of "
@@ -899,7 +941,8 @@ def describe_run(run: BrokerRun) -> str:
     return "\n".join(out)
 
 
-def report(runs: list[BrokerRun], args: argparse.Namespace, floor: FsyncFloor | None) -> None:
+def report(runs: list[BrokerRun], args: argparse.Namespace, floor: FsyncFloor | None,
+           request_floors: list[floors.RequestFloor] | None = None) -> None:
     header, rows = build_table(runs)
     print()
     for run in runs:
@@ -908,6 +951,8 @@ def report(runs: list[BrokerRun], args: argparse.Namespace, floor: FsyncFloor | 
     print(render_plain(header, rows))
     if floor is not None:
         print("\n" + describe_floor(floor, runs))
+    if request_floors:
+        print("\n" + describe_request_floors(request_floors, runs))
     fsync = "group (default)"
     for arg in args.magnetar_arg:
         if arg.startswith("--fsync"):
@@ -924,7 +969,8 @@ def report(runs: list[BrokerRun], args: argparse.Namespace, floor: FsyncFloor | 
         print(f"\n<sub>{datetime.date.today().isoformat()}, {setup}.{extra}</sub>")
     if args.json:
         payload = {"setup": setup, "runs": [asdict(r) for r in runs],
-                   "fsync_floor": asdict(floor) if floor is not None else None}
+                   "fsync_floor": asdict(floor) if floor is not None else None,
+                   "request_floors": [asdict(f) for f in request_floors or []]}
         Path(args.json).write_text(json.dumps(payload, indent=2))
         print(f"\nresults written to {args.json}", file=sys.stderr)
 
@@ -1023,9 +1069,11 @@ def main(argv: list[str] | None = None) -> int:
     root = Path(tempfile.mkdtemp(prefix="broker-bench-"))
     runs: list[BrokerRun] = []
     floor = None
+    request_floors: list[floors.RequestFloor] = []
     try:
         if args.compare or args.broker:
             floor = measure_fsync_floor(root, args.size + 100)  # ~ a 1 KB message's entry
+            request_floors = measure_request_floors(root, args.size)
             for name in (BROKERS if args.compare else (args.broker,)):
                 runs.append(bench_started_broker(name, args, root))
         else:
@@ -1054,7 +1102,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"client/broker logs kept in {root}", file=sys.stderr)
         else:
             shutil.rmtree(root, ignore_errors=True)
-    report(runs, args, floor)
+    report(runs, args, floor, request_floors)
     ok = all(not r.skipped and all(not p.error for p in r.phases.values()) for r in runs)
     return 0 if ok or args.compare else 1
 
