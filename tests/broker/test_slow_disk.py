@@ -436,3 +436,86 @@ def test_a_stalled_dedup_snapshot_write_delays_no_one(
     finally:
         stall.release.set()
         client.close()
+
+
+def _compact_slow_topic(broker: ThreadedBroker, client: pulsar.Client, stall: StalledPuts) -> None:
+    """Six messages on two keys on SLOW, then compact it (its metadata write as ``stall``
+    says: served_elsewhere runs while that write stalls, if it does)."""
+    service = broker.service
+    assert service is not None
+    producer = client.create_producer(SLOW, batching_enabled=False)
+    for i in range(6):
+        producer.send(b"v%d" % i, partition_key=f"k{i % 2}")
+    topic = broker.call(lambda: service.topics[SLOW])
+    assert broker.call(service.compactor.trigger, topic)
+    if stall.marks:
+        wait_for(lambda: bool(stall.stalled), "the compaction's write")
+        served_elsewhere(client)
+        assert broker.call(lambda: service.compactor.status(SLOW).status) == "RUNNING"
+        stall.release.set()
+    wait_for(lambda: broker.call(lambda: service.compactor.status(SLOW).status) == "SUCCESS",
+             "the compaction")
+
+
+def test_a_stalled_compaction_write_delays_only_its_own_topic(
+    stalled_puts: tuple[Callable[..., ThreadedBroker], StalledPuts],
+) -> None:
+    """The write that ends a compaction (its ``compaction/<topic>`` key) runs off the loop:
+    while it stalls, clients of other topics are served as usual."""
+    make, stall = stalled_puts
+    broker = make()
+    stall.marks.add(f"compaction/{SLOW}")
+    client = pulsar.Client(broker.url, operation_timeout_seconds=30, logger=QUIET)
+    try:
+        _compact_slow_topic(broker, client, stall)
+    finally:
+        stall.release.set()
+        client.close()
+
+
+def test_a_stalled_compaction_read_delays_only_its_read_compacted_subscriber(
+    stalled_puts: tuple[Callable[..., ThreadedBroker], StalledPuts],
+) -> None:
+    """A ``read_compacted`` subscriber of a topic just loaded has the topic's compaction
+    key read (and its compacted ledger opened) off the loop: while that read stalls,
+    clients of other topics are served as usual; then it gets the compacted view."""
+    make, stall = stalled_puts
+    broker = make()
+    service = broker.service
+    assert service is not None
+    key = f"compaction/{SLOW}"
+    store = service.metadata
+    client = pulsar.Client(broker.url, operation_timeout_seconds=30, logger=QUIET)
+    got_key = threading.Event()
+    release = threading.Event()
+    real_get = store.get
+
+    def slow_get(k: str) -> object:
+        if k == key and not release.is_set():
+            got_key.set()
+            release.wait(30)
+        return real_get(k)
+
+    try:
+        _compact_slow_topic(broker, client, stall)
+        broker.call(lambda: service.unload_topic(service.topics[SLOW]))
+        broker.call(setattr, store, "get", slow_get)
+        subscribed: list[pulsar.Consumer] = []
+        subscribing = threading.Thread(target=lambda: subscribed.append(client.subscribe(
+            SLOW, "compacted", is_read_compacted=True,
+            initial_position=pulsar.InitialPosition.Earliest)))
+        subscribing.start()
+        assert got_key.wait(10)
+
+        served_elsewhere(client)
+        assert subscribing.is_alive() and not subscribed
+
+        release.set()
+        subscribing.join(20)
+        assert subscribed
+        got = [subscribed[0].receive(timeout_millis=10_000).data() for _ in range(2)]
+        assert got == [b"v4", b"v5"]
+    finally:
+        release.set()
+        client.close()
+        broker.call(delattr, store, "get")

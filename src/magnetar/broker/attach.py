@@ -100,6 +100,9 @@ class TopicAttacher:
         """What `subscribe` needs done off the loop first (None: nothing); the topic is
         loaded already."""
         topic = self.service.get_topic(req.topic, create=req.force_topic_creation)
+        compactor = self.service.compactor
+        if req.read_compacted and isinstance(topic, PersistentTopic) and not compactor.known(topic):
+            return compactor.view_async(topic)
         return self.service.topic_schemas.consumer_work(topic, req)
 
     def subscribe(self, cnx: ServerCnx, req: pb.CommandSubscribe) -> None:
