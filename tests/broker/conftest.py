@@ -10,11 +10,12 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import inspect
 import threading
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pulsar
 import pytest
@@ -22,8 +23,6 @@ import uvloop
 
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.service import BrokerService
-
-R = TypeVar("R")
 
 #: The official client logs every connection at INFO; tests only want its warnings.
 QUIET = pulsar.ConsoleLogger(pulsar.LoggerLevel.Warn)
@@ -54,9 +53,12 @@ class ThreadedBroker:
         assert self.service is not None
         return f"pulsar://127.0.0.1:{self.service.port}"
 
-    def call(self, fn: Callable[..., R], *args: Any) -> R:
-        async def run() -> R:
-            return fn(*args)
+    def call(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """``fn(*args)`` on the broker's loop; awaited there when it returns an awaitable
+        (the admin operations that may load a topic are coroutines)."""
+        async def run() -> Any:
+            result = fn(*args)
+            return await result if inspect.isawaitable(result) else result
 
         return self.call_async(run)
 

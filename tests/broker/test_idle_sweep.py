@@ -72,7 +72,7 @@ def is_loaded(broker: ThreadedBroker, topic: str) -> bool:
 def backlog(broker: ThreadedBroker, topic: str, sub: str) -> int:
     """The subscription's backlog (this loads the topic)."""
     service = service_of(broker)
-    return broker.call(lambda: service.topic_stats(topic)["subscriptions"][sub]["msgBacklog"])
+    return broker.call(service.topic_stats, topic)["subscriptions"][sub]["msgBacklog"]
 
 
 def produce_and_consume(broker: ThreadedBroker, topic: str, total: int) -> None:

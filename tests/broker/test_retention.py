@@ -24,7 +24,7 @@ def segment_files(broker: ThreadedBroker) -> list[Path]:
 
 
 def subscription_stats(broker: ThreadedBroker, topic: str, sub: str) -> dict:
-    return broker.call(lambda: broker.service.topic_stats(topic)["subscriptions"][sub])  # type: ignore[union-attr]
+    return broker.call(broker.service.topic_stats, topic)["subscriptions"][sub]  # type: ignore[union-attr]
 
 
 def mark_delete(broker: ThreadedBroker, topic: str, sub: str) -> tuple[int, int]:

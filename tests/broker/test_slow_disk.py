@@ -7,11 +7,14 @@ from __future__ import annotations
 import re
 import threading
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable, Iterator
 
 import pulsar
 import pytest
 
+from magnetar.admin.server import AdminServer
 from magnetar.storage import ledger as ledger_module
 from magnetar.storage import segment as segment_module
 
@@ -252,3 +255,267 @@ def test_a_stalled_metadata_store_read_delays_only_its_own_request(
         client.close()
         broker.call(delattr, store, "get")
         broker.call(delattr, store, "list")
+
+
+def _http(method: str, url: str, body: bytes | None = None) -> tuple[int, bytes]:
+    req = urllib.request.Request(url, data=body, method=method,
+                                 headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            return resp.status, resp.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read()
+
+
+@pytest.mark.parametrize("method, path", [
+    ("GET", "/stats"),
+    ("POST", "/subscription/s/skip_all"),
+], ids=["stats", "skip-all"])
+def test_an_admin_call_on_a_stalled_topic_load_does_not_delay_other_topics(
+    make_broker: Callable[..., ThreadedBroker], monkeypatch: pytest.MonkeyPatch,
+    stalled_reads: tuple[set[str], threading.Event], method: str, path: str,
+) -> None:
+    """An admin call on a topic that is not loaded loads it off the loop (as a client's
+    Producer or Subscribe does): while its ledger's open is stuck on the disk, clients of
+    another topic are served as usual, and the admin call is answered afterwards."""
+    slow_dirs, release = stalled_reads
+    real_open = segment_module.Segment.open_existing.__func__  # type: ignore[attr-defined]
+
+    stuck = threading.Event()
+
+    def slow_open(cls: type[segment_module.Segment], directory: str, ledger_id: int) -> object:
+        if directory in slow_dirs:
+            stuck.set()
+            release.wait(30)
+        return real_open(cls, directory, ledger_id)
+
+    monkeypatch.setattr(segment_module.Segment, "open_existing", classmethod(slow_open))
+    broker = make_broker()
+    service = broker.service
+    assert service is not None
+    server = AdminServer(service, "127.0.0.1", 0)
+    broker.call_async(server.start)
+    client = pulsar.Client(broker.url, operation_timeout_seconds=30, logger=QUIET)
+    try:
+        client.subscribe(SLOW, "s").close()
+        producer = client.create_producer(SLOW, batching_enabled=False)
+        for i in range(5):
+            producer.send(b"slow-%d" % i)
+        producer.close()
+        slow_dirs.add(broker.call(lambda: service.topics[SLOW].ledger.directory))
+        broker.call(lambda: service.unload_topic(service.topics[SLOW]))
+
+        answers: list[tuple[int, bytes]] = []
+        url = f"http://127.0.0.1:{server.port}/admin/v2/persistent/public/default/on-a-slow-disk{path}"
+        calling = threading.Thread(target=lambda: answers.append(_http(method, url)))
+        calling.start()  # its topic's load is stuck on the slow disk
+        assert stuck.wait(10)
+
+        served_elsewhere(client)
+        assert calling.is_alive() and not answers and not release.is_set()
+
+        release.set()
+        calling.join(20)
+        assert answers and answers[0][0] in (200, 204), answers
+        backlog = broker.call(lambda: service.topics[SLOW].subscriptions["s"].cursor.backlog())
+        assert backlog == (0 if "skip_all" in path else 5)
+    finally:
+        release.set()
+        client.close()
+        broker.call_async(server.stop)
+
+
+class StalledPuts:
+    """Metadata store writes of keys containing one of ``marks`` stall (30 s at most) until
+    ``release`` is set; each stalled key is noted in ``stalled``."""
+
+    def __init__(self) -> None:
+        self.marks: set[str] = set()
+        self.stalled: list[str] = []
+        self.release = threading.Event()
+
+    def install(self, broker: ThreadedBroker) -> None:
+        store = broker.service.metadata  # type: ignore[union-attr]
+        real_put = store.put
+
+        def slow_put(key: str, value: object) -> None:
+            if any(m in key for m in self.marks) and not self.release.is_set():
+                self.stalled.append(key)
+                self.release.wait(30)
+            real_put(key, value)
+
+        broker.call(setattr, store, "put", slow_put)
+
+
+@pytest.fixture
+def stalled_puts(make_broker: Callable[..., ThreadedBroker]) -> Iterator[
+        tuple[Callable[..., ThreadedBroker], StalledPuts]]:
+    """``make(**settings)`` starts a broker whose metadata writes stall as `StalledPuts` says."""
+    stall = StalledPuts()
+
+    def make(**settings: object) -> ThreadedBroker:
+        broker = make_broker(**settings)
+        stall.install(broker)
+        return broker
+
+    yield make, stall
+    stall.release.set()
+
+
+def wait_for(condition: Callable[[], bool], what: str, timeout: float = 10) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.01)
+
+
+def test_a_stalled_schema_write_delays_only_its_own_producer(
+    stalled_puts: tuple[Callable[..., ThreadedBroker], StalledPuts],
+) -> None:
+    """A producer's new schema version is stored off the loop: while that write stalls,
+    clients of other topics are served as usual; the producer is answered only once its
+    version is stored."""
+    make, stall = stalled_puts
+    broker = make()
+    service = broker.service
+    assert service is not None
+    stalled, release = stall.stalled, stall.release
+    stall.marks.add("schemas/public/default/on-a-slow-disk")
+    client = pulsar.Client(broker.url, operation_timeout_seconds=30, logger=QUIET)
+    try:
+        created: list[pulsar.Producer] = []
+        creating = threading.Thread(target=lambda: created.append(client.create_producer(
+            SLOW, schema=pulsar.schema.StringSchema())))
+        creating.start()
+        wait_for(lambda: bool(stalled), "the schema write")
+
+        served_elsewhere(client)
+        assert creating.is_alive() and not created and not release.is_set()
+
+        release.set()
+        creating.join(20)
+        assert created
+        stored = broker.call(service.metadata.list, "schemas/public/default/on-a-slow-disk/")
+        assert len(stored) == 1
+        created[0].send("typed")
+    finally:
+        release.set()
+        client.close()
+
+
+def test_a_stalled_dedup_snapshot_write_delays_no_one(
+    stalled_puts: tuple[Callable[..., ThreadedBroker], StalledPuts],
+) -> None:
+    """Dedup snapshots are written off the loop, one at a time per topic: while a topic's
+    snapshot write stalls, its own producer and the clients of other topics are served as
+    usual, and once it lands, the latest state is written after it (never an older one)."""
+    make, stall = stalled_puts
+    broker = make(brokerDeduplicationEnabled=True, brokerDeduplicationEntriesInterval=2)
+    service = broker.service
+    assert service is not None
+    key = f"dedup/{SLOW}"
+    client = pulsar.Client(broker.url, operation_timeout_seconds=30, logger=QUIET)
+    try:
+        producer = client.create_producer(SLOW, batching_enabled=False, producer_name="p")
+        stall.marks.add(key)
+        for i in range(4):  # the snapshot after the second entry stalls
+            producer.send(b"slow-%d" % i)
+        wait_for(lambda: bool(stall.stalled), "the snapshot write")
+
+        served_elsewhere(client)
+        for i in range(4, 10):  # the stalled topic's own sends do not wait either
+            producer.send(b"slow-%d" % i)
+        assert not stall.release.is_set() and stall.stalled == [key]
+
+        stall.release.set()
+        topic = broker.call(lambda: service.topics[SLOW])
+        last = broker.call(topic.ledger.last_confirmed)
+        wait_for(lambda: broker.call(service.metadata.get, key)["position"] == list(last),
+                 "the latest snapshot")
+        assert broker.call(service.metadata.get, key)["producers"] == {"p": 9}
+    finally:
+        stall.release.set()
+        client.close()
+
+
+def _compact_slow_topic(broker: ThreadedBroker, client: pulsar.Client, stall: StalledPuts) -> None:
+    """Six messages on two keys on SLOW, then compact it (its metadata write as ``stall``
+    says: served_elsewhere runs while that write stalls, if it does)."""
+    service = broker.service
+    assert service is not None
+    producer = client.create_producer(SLOW, batching_enabled=False)
+    for i in range(6):
+        producer.send(b"v%d" % i, partition_key=f"k{i % 2}")
+    topic = broker.call(lambda: service.topics[SLOW])
+    assert broker.call(service.compactor.trigger, topic)
+    if stall.marks:
+        wait_for(lambda: bool(stall.stalled), "the compaction's write")
+        served_elsewhere(client)
+        assert broker.call(lambda: service.compactor.status(SLOW).status) == "RUNNING"
+        stall.release.set()
+    wait_for(lambda: broker.call(lambda: service.compactor.status(SLOW).status) == "SUCCESS",
+             "the compaction")
+
+
+def test_a_stalled_compaction_write_delays_only_its_own_topic(
+    stalled_puts: tuple[Callable[..., ThreadedBroker], StalledPuts],
+) -> None:
+    """The write that ends a compaction (its ``compaction/<topic>`` key) runs off the loop:
+    while it stalls, clients of other topics are served as usual."""
+    make, stall = stalled_puts
+    broker = make()
+    stall.marks.add(f"compaction/{SLOW}")
+    client = pulsar.Client(broker.url, operation_timeout_seconds=30, logger=QUIET)
+    try:
+        _compact_slow_topic(broker, client, stall)
+    finally:
+        stall.release.set()
+        client.close()
+
+
+def test_a_stalled_compaction_read_delays_only_its_read_compacted_subscriber(
+    stalled_puts: tuple[Callable[..., ThreadedBroker], StalledPuts],
+) -> None:
+    """A ``read_compacted`` subscriber of a topic just loaded has the topic's compaction
+    key read (and its compacted ledger opened) off the loop: while that read stalls,
+    clients of other topics are served as usual; then it gets the compacted view."""
+    make, stall = stalled_puts
+    broker = make()
+    service = broker.service
+    assert service is not None
+    key = f"compaction/{SLOW}"
+    store = service.metadata
+    client = pulsar.Client(broker.url, operation_timeout_seconds=30, logger=QUIET)
+    got_key = threading.Event()
+    release = threading.Event()
+    real_get = store.get
+
+    def slow_get(k: str) -> object:
+        if k == key and not release.is_set():
+            got_key.set()
+            release.wait(30)
+        return real_get(k)
+
+    try:
+        _compact_slow_topic(broker, client, stall)
+        broker.call(lambda: service.unload_topic(service.topics[SLOW]))
+        broker.call(setattr, store, "get", slow_get)
+        subscribed: list[pulsar.Consumer] = []
+        subscribing = threading.Thread(target=lambda: subscribed.append(client.subscribe(
+            SLOW, "compacted", is_read_compacted=True,
+            initial_position=pulsar.InitialPosition.Earliest)))
+        subscribing.start()
+        assert got_key.wait(10)
+
+        served_elsewhere(client)
+        assert subscribing.is_alive() and not subscribed
+
+        release.set()
+        subscribing.join(20)
+        assert subscribed
+        got = [subscribed[0].receive(timeout_millis=10_000).data() for _ in range(2)]
+        assert got == [b"v4", b"v5"]
+    finally:
+        release.set()
+        client.close()
+        broker.call(delattr, store, "get")

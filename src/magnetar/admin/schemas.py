@@ -10,7 +10,6 @@ Pulsar's REST form of a schema is ``{"type": "AVRO", "schema": "<definition>",
 
 from __future__ import annotations
 
-import inspect
 import re
 from typing import Any
 
@@ -44,11 +43,15 @@ _BY_NAME = {type_name(v): v for v in pb.Schema.Type.values()}
 _BY_NAME["NONE"] = 0
 
 
-def schema_base(request: web.Request) -> str:
-    """Pulsar's schema id of the request's topic: ``tenant/namespace/topic`` (no partition)."""
+async def schema_base(request: web.Request) -> str:
+    """Pulsar's schema id of the request's topic: ``tenant/namespace/topic`` (no partition);
+    its stored versions are read into memory (off the loop) if they are not there."""
     namespace_of(request)
     name = f"persistent://{request.match_info['tenant']}/{request.match_info['namespace']}/{request.match_info['topic']}"
-    return request.app[SERVICE].check_topic_name(name).schema_name
+    service = request.app[SERVICE]
+    base: str = service.check_topic_name(name).schema_name
+    await service.schemas.load_async(base)
+    return base
 
 
 def schema_doc(record: SchemaRecord) -> dict[str, Any]:
@@ -99,22 +102,16 @@ def is_compatible(service: BrokerService, base: str, record: SchemaRecord) -> bo
     return True
 
 
-def store(service: BrokerService, base: str, record: SchemaRecord) -> int:
+async def store(service: BrokerService, base: str, record: SchemaRecord) -> int:
     """Store an uploaded schema (an explicit upload: allowed even with auto-update off),
-    checked with the namespace's strategy where the registry takes one."""
-    registry = service.schemas
-    auto_update, registry.allow_auto_update = registry.allow_auto_update, True
-    try:
-        if "strategy" in inspect.signature(registry.get_or_create).parameters:
-            return int(registry.get_or_create(base, record, strategy(service, base)))
-        return int(registry.get_or_create(base, record))
-    finally:
-        registry.allow_auto_update = auto_update
+    checked with the namespace's strategy; off the loop, stored when this returns."""
+    return await service.schemas.get_or_create_async(base, record, strategy(service, base),
+                                                     upload=True)
 
 
 @routes.route("GET", S + "/schema", "The topic's latest schema (404 without one).")
 async def get_schema(request: web.Request) -> web.Response:
-    record = request.app[SERVICE].schemas.get(schema_base(request))
+    record = request.app[SERVICE].schemas.get(await schema_base(request))
     if record is None:
         raise RestError(404, "Schema not found")
     return web.json_response(schema_doc(record))
@@ -122,7 +119,7 @@ async def get_schema(request: web.Request) -> web.Response:
 
 @routes.route("GET", S + "/schema/{version}", "One version of the topic's schema.")
 async def get_schema_version(request: web.Request) -> web.Response:
-    record = request.app[SERVICE].schemas.get(schema_base(request), int_param(request, "version"))
+    record = request.app[SERVICE].schemas.get(await schema_base(request), int_param(request, "version"))
     if record is None:
         raise RestError(404, "Schema not found")
     return web.json_response(schema_doc(record))
@@ -131,7 +128,7 @@ async def get_schema_version(request: web.Request) -> web.Response:
 @routes.route("GET", S + "/schemas", "Every version of the topic's schema.")
 async def all_versions(request: web.Request) -> web.Response:
     service = request.app[SERVICE]
-    base = schema_base(request)
+    base = await schema_base(request)
     docs = [schema_doc(r) for v in service.schemas.versions(base)
             if (r := service.schemas.get(base, v)) is not None]
     return web.json_response({"getSchemaResponses": docs})
@@ -141,12 +138,12 @@ async def all_versions(request: web.Request) -> web.Response:
               body='{"type": "AVRO"|"JSON"|"STRING"|..., "schema": "<definition>", "properties": {}}')
 async def post_schema(request: web.Request) -> web.Response:
     service = request.app[SERVICE]
-    base = schema_base(request)
+    base = await schema_base(request)
     record = record_from(await json_body(request))
     if not is_compatible(service, base, record):
         raise RestError(409, f"Incompatible schema for {base} (strategy {strategy(service, base)})")
     try:
-        version = store(service, base, record)
+        version = await store(service, base, record)
     except IncompatibleSchemaError as exc:
         raise RestError(409, str(exc)) from None
     return web.json_response({"version": {"version": version}})
@@ -155,11 +152,11 @@ async def post_schema(request: web.Request) -> web.Response:
 @routes.route("DELETE", S + "/schema", "Delete every version of the topic's schema.")
 async def delete_schema(request: web.Request) -> web.Response:
     service = request.app[SERVICE]
-    base = schema_base(request)
+    base = await schema_base(request)
     versions = service.schemas.versions(base)
     if not versions:
         raise RestError(404, "Schema not found")
-    service.schemas.delete(base)
+    await service.schemas.delete_async(base)
     return web.json_response({"version": versions[-1]})
 
 
@@ -167,7 +164,7 @@ async def delete_schema(request: web.Request) -> web.Response:
               body='{"type": ..., "schema": "<definition>", "properties": {}}')
 async def compatibility(request: web.Request) -> web.Response:
     service = request.app[SERVICE]
-    base = schema_base(request)
+    base = await schema_base(request)
     record = record_from(await json_body(request))
     return web.json_response({"isCompatible": is_compatible(service, base, record),
                               "schemaCompatibilityStrategy": strategy(service, base)})

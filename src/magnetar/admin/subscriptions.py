@@ -36,8 +36,8 @@ _LATEST = 2**63 - 1
 async def list_subscriptions(request: web.Request) -> web.Response:
     service = request.app[SERVICE]
     names: set[str] = set()
-    for part in targets(service, topic_of(request)):
-        names.update(loaded(service, part).subscriptions)
+    for part in await targets(service, topic_of(request)):
+        names.update((await loaded(service, part)).subscriptions)
     return web.json_response(sorted(names))
 
 
@@ -56,24 +56,24 @@ async def create_subscription(request: web.Request) -> web.Response:
     sub = request.match_info["subscription"]
     body = await json_body(request, required=False)
     position = _position_of(body) if body is not None else (_LATEST, _LATEST)
-    parts = targets(service, name)
+    parts = await targets(service, name)
     for part in parts:
-        if sub in persistent(service, part).subscriptions:
+        if sub in (await persistent(service, part)).subscriptions:
             raise RestError(409, f"Subscription {sub} already exists for topic {part}")
     for part in parts:
-        service.create_subscription(part, sub, earliest=position[0] < 0)
+        await service.create_subscription(part, sub, earliest=position[0] < 0)
         if 0 <= position[0] < _LATEST:
-            service.reset_cursor(part, sub, *position)
+            await service.reset_cursor(part, sub, *position)
     return no_content()
 
 
-def _subscriptions(request: web.Request) -> list[tuple[str, PersistentSubscription]]:
+async def _subscriptions(request: web.Request) -> list[tuple[str, PersistentSubscription]]:
     """(topic, subscription) on each partition (404 when missing on all)."""
     service = request.app[SERVICE]
     sub = request.match_info["subscription"]
     found = []
-    for part in targets(service, topic_of(request)):
-        candidate = persistent(service, part).subscriptions.get(sub)
+    for part in await targets(service, topic_of(request)):
+        candidate = (await persistent(service, part)).subscriptions.get(sub)
         if isinstance(candidate, PersistentSubscription):
             found.append((part, candidate))
     if not found:
@@ -86,11 +86,11 @@ def _subscriptions(request: web.Request) -> list[tuple[str, PersistentSubscripti
 async def delete_subscription(request: web.Request) -> web.Response:
     service = request.app[SERVICE]
     force = query_flag(request, "force")
-    found = _subscriptions(request)
+    found = await _subscriptions(request)
     if not force and any(sub.consumers for _, sub in found):
         raise RestError(412, "Subscription has active connected consumers")
     for part, sub in found:
-        service.delete_subscription(part, sub.name, force=force)
+        await service.delete_subscription(part, sub.name, force=force)
     return no_content()
 
 
@@ -98,16 +98,16 @@ async def delete_subscription(request: web.Request) -> web.Response:
 async def skip(request: web.Request) -> web.Response:
     service = request.app[SERVICE]
     count = int_param(request, "count")
-    for part, sub in _subscriptions(request):
-        service.skip_messages(part, sub.name, count)
+    for part, sub in await _subscriptions(request):
+        await service.skip_messages(part, sub.name, count)
     return no_content()
 
 
 @routes.route("POST", SUB + "/skip_all", "Clear the subscription's backlog.")
 async def skip_all(request: web.Request) -> web.Response:
     service = request.app[SERVICE]
-    for part, sub in _subscriptions(request):
-        service.clear_backlog(part, sub.name)
+    for part, sub in await _subscriptions(request):
+        await service.clear_backlog(part, sub.name)
     return no_content()
 
 
@@ -116,8 +116,8 @@ async def skip_all(request: web.Request) -> web.Response:
 async def reset_by_time(request: web.Request) -> web.Response:
     service = request.app[SERVICE]
     timestamp = int_param(request, "timestamp")
-    for part, sub in _subscriptions(request):
-        service.reset_cursor_by_time(part, sub.name, timestamp)
+    for part, sub in await _subscriptions(request):
+        await service.reset_cursor_by_time(part, sub.name, timestamp)
     return no_content()
 
 
@@ -128,10 +128,10 @@ async def reset_by_id(request: web.Request) -> web.Response:
     body = await json_body(request)
     ledger_id, entry_id = _position_of(body)
     partition = body.get("partitionIndex", -1)
-    for part, sub in _subscriptions(request):
+    for part, sub in await _subscriptions(request):
         index = service.check_topic_name(part).partition_index
         if partition in (-1, None) or index in (-1, partition):
-            service.reset_cursor(part, sub.name, ledger_id, entry_id)
+            await service.reset_cursor(part, sub.name, ledger_id, entry_id)
     return no_content()
 
 
@@ -140,8 +140,8 @@ async def reset_by_id(request: web.Request) -> web.Response:
 async def expire(request: web.Request) -> web.Response:
     service = request.app[SERVICE]
     seconds = int_param(request, "seconds")
-    for part, sub in _subscriptions(request):
-        service.expire_messages(persistent(service, part), seconds, subscription=sub.name)
+    for part, sub in await _subscriptions(request):
+        service.expire_messages(await persistent(service, part), seconds, subscription=sub.name)
     return no_content()
 
 
@@ -150,8 +150,8 @@ async def expire(request: web.Request) -> web.Response:
 async def expire_all(request: web.Request) -> web.Response:
     service = request.app[SERVICE]
     seconds = int_param(request, "seconds")
-    for part in targets(service, topic_of(request)):
-        service.expire_messages(persistent(service, part), seconds)
+    for part in await targets(service, topic_of(request)):
+        service.expire_messages(await persistent(service, part), seconds)
     return no_content()
 
 
@@ -162,7 +162,7 @@ async def peek(request: web.Request) -> web.Response:
     n = int_param(request, "n")
     if n < 1:
         raise RestError(412, "the message position starts at 1")
-    found = _subscriptions(request)
+    found = await _subscriptions(request)
     if len(found) != 1:
         raise RestError(405, "peek a partition of a partitioned topic, not the whole topic")
     _, sub = found[0]

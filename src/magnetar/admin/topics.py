@@ -46,40 +46,45 @@ def topic_of(request: web.Request) -> str:
     return f"{m['domain']}://{m['tenant']}/{m['namespace']}/{m['topic']}"
 
 
-def partitions_of(service: BrokerService, name: str) -> int:
-    """The partition count of a partitioned topic, 0 for any other name."""
-    meta = service.metadata.get(f"partitioned/{service.check_topic_name(name)}")
+async def partitions_of(service: BrokerService, name: str) -> int:
+    """The partition count of a partitioned topic, 0 for any other name (read off the loop)."""
+    key = f"partitioned/{service.check_topic_name(name)}"
+    meta = await service.storage.read_metadata(service.metadata.get, key)
     return int(meta["partitions"]) if meta is not None else 0
 
 
-def exists(service: BrokerService, name: str) -> bool:
-    """Whether a non-partitioned topic (or a partition) exists."""
+async def exists(service: BrokerService, name: str) -> bool:
+    """Whether a non-partitioned topic (or a partition) exists (read off the loop)."""
     topic_name = service.check_topic_name(name)
+    if str(topic_name) in service.topics:
+        return True
     if not topic_name.is_persistent:
-        return str(topic_name) in service.topics
-    return service.metadata.get(f"topics/{topic_name}") is not None or str(topic_name) in service.topics
+        return False
+    key = f"topics/{topic_name}"
+    return await service.storage.read_metadata(service.metadata.get, key) is not None
 
 
-def loaded(service: BrokerService, name: str) -> Topic:
-    """The (loaded, or loaded now) non-partitioned topic; 404 when it does not exist."""
-    if not exists(service, name):
+async def loaded(service: BrokerService, name: str) -> Topic:
+    """The (loaded, or loaded now off the loop) non-partitioned topic; 404 when it does
+    not exist."""
+    if not await exists(service, name):
         raise RestError(404, f"Topic {name} not found")
-    return service.get_topic(name, create=False)
+    return await service.load_topic(name, create=False)
 
 
-def persistent(service: BrokerService, name: str) -> PersistentTopic:
-    topic = loaded(service, name)
+async def persistent(service: BrokerService, name: str) -> PersistentTopic:
+    topic = await loaded(service, name)
     if not isinstance(topic, PersistentTopic):
         raise RestError(405, "this operation needs a persistent topic")
     return topic
 
 
-def targets(service: BrokerService, name: str) -> list[str]:
+async def targets(service: BrokerService, name: str) -> list[str]:
     """The partitions of a partitioned topic, else the topic itself (404 if unknown)."""
-    n = partitions_of(service, name)
+    n = await partitions_of(service, name)
     if n:
         return [f"{name}-partition-{i}" for i in range(n)]
-    if not exists(service, name):
+    if not await exists(service, name):
         raise RestError(404, f"Topic {name} not found")
     return [name]
 
@@ -113,9 +118,9 @@ async def list_partitioned(request: web.Request) -> web.Response:
 async def create_topic(request: web.Request) -> web.Response:
     service = request.app[SERVICE]
     name = topic_of(request)
-    if partitions_of(service, name) or exists(service, name):
+    if await partitions_of(service, name) or await exists(service, name):
         raise RestError(409, f"This topic already exists: {name}")
-    service.create_topic(name)
+    await service.create_topic(name)
     return no_content()
 
 
@@ -123,7 +128,7 @@ async def create_topic(request: web.Request) -> web.Response:
 async def delete_topic(request: web.Request) -> web.Response:
     service = request.app[SERVICE]
     name = topic_of(request)
-    names = targets(service, name)
+    names = await targets(service, name)
     if not query_flag(request, "force"):
         for part in names:
             topic = service.topics.get(part)
@@ -148,11 +153,11 @@ async def create_partitioned(request: web.Request) -> web.Response:
     count = await _partition_count(request)
     if service.check_topic_name(name).is_partition:
         raise RestError(412, "a partition cannot itself be partitioned")
-    if partitions_of(service, name) or exists(service, name):
+    if await partitions_of(service, name) or await exists(service, name):
         raise RestError(409, f"This topic already exists: {name}")
     service.create_partitioned_topic(name, count)
     for i in range(count):
-        service.create_topic(f"{name}-partition-{i}")
+        await service.create_topic(f"{name}-partition-{i}")
     return no_content()
 
 
@@ -162,14 +167,14 @@ async def update_partitions(request: web.Request) -> web.Response:
     service = request.app[SERVICE]
     name = topic_of(request)
     count = await _partition_count(request)
-    current = partitions_of(service, name)
+    current = await partitions_of(service, name)
     if not current:
         raise RestError(404, f"Partitioned topic {name} does not exist")
     if count <= current:
         raise RestError(422, f"The number of partitions must be more than the current {current}")
     service.create_partitioned_topic(name, count)
     for i in range(current, count):
-        service.create_topic(f"{name}-partition-{i}")
+        await service.create_topic(f"{name}-partition-{i}")
     return no_content()
 
 
@@ -181,7 +186,7 @@ async def get_partitions(request: web.Request) -> web.Response:
     if query_flag(request, "checkAllowAutoCreation"):
         count = service.partitioned_metadata(name)  # auto-creates as the binary protocol does
     else:
-        count = partitions_of(service, name)
+        count = await partitions_of(service, name)
     return web.json_response({"partitions": count})
 
 
@@ -189,7 +194,7 @@ async def get_partitions(request: web.Request) -> web.Response:
 async def delete_partitioned(request: web.Request) -> web.Response:
     service = request.app[SERVICE]
     name = topic_of(request)
-    if not partitions_of(service, name):
+    if not await partitions_of(service, name):
         raise RestError(404, f"Partitioned topic {name} does not exist")
     return await delete_topic(request)
 
@@ -199,15 +204,15 @@ async def delete_partitioned(request: web.Request) -> web.Response:
 async def topic_stats(request: web.Request) -> web.Response:
     service = request.app[SERVICE]
     name = topic_of(request)
-    if partitions_of(service, name):
+    if await partitions_of(service, name):
         raise RestError(404, f"{name} is a partitioned topic: use partitioned-stats")
-    return web.json_response(broker_stats.topic_stats(loaded(service, name), rates_of(request)))
+    return web.json_response(broker_stats.topic_stats(await loaded(service, name), rates_of(request)))
 
 
 @routes.route("GET", T + "/internalStats", "Managed-ledger stats: ledgers, cursors, positions.")
 async def internal_stats(request: web.Request) -> web.Response:
     service = request.app[SERVICE]
-    return web.json_response(broker_stats.internal_stats(persistent(service, topic_of(request))))
+    return web.json_response(broker_stats.internal_stats(await persistent(service, topic_of(request))))
 
 
 _SUMMED = ("msgRateIn", "msgThroughputIn", "msgRateOut", "msgThroughputOut", "bytesInCounter",
@@ -222,7 +227,7 @@ _SUB_SUMMED = ("msgRateOut", "msgThroughputOut", "bytesOutCounter", "msgOutCount
 async def partitioned_stats(request: web.Request) -> web.Response:
     service = request.app[SERVICE]
     name = topic_of(request)
-    count = partitions_of(service, name)
+    count = await partitions_of(service, name)
     if not count:
         raise RestError(404, f"Partitioned topic {name} does not exist")
     rates = rates_of(request)
@@ -230,9 +235,9 @@ async def partitioned_stats(request: web.Request) -> web.Response:
     total.update(publishers=[], subscriptions={}, metadata={"partitions": count}, partitions={})
     for i in range(count):
         part = f"{name}-partition-{i}"
-        if not exists(service, part):
+        if not await exists(service, part):
             continue
-        stats = broker_stats.topic_stats(service.get_topic(part, create=False), rates)
+        stats = broker_stats.topic_stats(await service.load_topic(part, create=False), rates)
         for key in _SUMMED:
             total[key] += stats[key]
         total["publishers"].extend(stats["publishers"])
@@ -252,14 +257,14 @@ async def partitioned_stats(request: web.Request) -> web.Response:
 async def terminate(request: web.Request) -> web.Response:
     service = request.app[SERVICE]
     name = topic_of(request)
-    persistent(service, name)
-    return web.json_response(message_id_doc(service.terminate_topic(name)))
+    await persistent(service, name)
+    return web.json_response(message_id_doc(await service.terminate_topic(name)))
 
 
 @routes.route("PUT", T + "/unload", "Unload a topic (its clients reconnect and reload it).")
 async def unload(request: web.Request) -> web.Response:
     service = request.app[SERVICE]
-    for part in targets(service, topic_of(request)):
+    for part in await targets(service, topic_of(request)):
         topic = service.topics.get(part)
         if topic is not None:
             service.unload_topic(topic, housekeep=True)
@@ -269,7 +274,7 @@ async def unload(request: web.Request) -> web.Response:
 @routes.route("GET", T + "/lastMessageId", "The id of the last message stored.")
 async def last_message_id(request: web.Request) -> web.Response:
     service = request.app[SERVICE]
-    topic = persistent(service, topic_of(request))
+    topic = await persistent(service, topic_of(request))
     last = topic.ledger.last_confirmed()
     doc = message_id_doc(last, topic.topic_name.partition_index)
     if last is not None:
@@ -282,7 +287,7 @@ async def last_message_id(request: web.Request) -> web.Response:
 @routes.route("PUT", T + "/compaction", "Start compacting the topic (latest message per key).")
 async def compact(request: web.Request) -> web.Response:
     service = request.app[SERVICE]
-    topic = persistent(service, topic_of(request))
+    topic = await persistent(service, topic_of(request))
     if not service.compactor.trigger(topic):
         raise RestError(409, f"Compaction already in progress on {topic.name}")
     return no_content()
@@ -291,5 +296,5 @@ async def compact(request: web.Request) -> web.Response:
 @routes.route("GET", T + "/compaction", "Compaction status: NOT_RUN, RUNNING, SUCCESS or ERROR.")
 async def compaction_status(request: web.Request) -> web.Response:
     service = request.app[SERVICE]
-    topic = persistent(service, topic_of(request))
+    topic = await persistent(service, topic_of(request))
     return web.json_response(service.compactor.status(topic.name).to_json())

@@ -7,11 +7,16 @@ producer and consumer names, creating a subscription (a durable cursor, or a Rea
 `NonDurableCursor` and where it starts), and switching a ``read_compacted`` subscription to
 its topic's compacted view. Pulsar spreads this over ``ServerCnx.handleProducer`` /
 ``handleSubscribe`` and ``PersistentTopic.subscribe``.
+
+`create_producer` and `subscribe` do no I/O: the connection first loads the topic
+(`BrokerService.load_topic`) and awaits `producer_work` / `subscribe_work` (schemas read
+or stored, a compacted view opened), each off the event loop, then calls them.
 """
 
 from __future__ import annotations
 
 import itertools
+from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any
 
 from magnetar.broker.compaction import CompactedView
@@ -53,6 +58,10 @@ class TopicAttacher:
 
     # ------------------------------------------------------------------ producers
 
+    def producer_work(self, req: pb.CommandProducer) -> Coroutine[Any, Any, Any] | None:
+        """What `create_producer` needs done off the loop first (None: nothing)."""
+        return self.service.topic_schemas.producer_work(req)
+
     def create_producer(self, cnx: ServerCnx, req: pb.CommandProducer) -> None:
         """Attach a producer (answered on ``cnx``: at once, or when an exclusive producer
         waiting for the topic gets it)."""
@@ -86,6 +95,15 @@ class TopicAttacher:
             cnx.send(producer.success_command(req.request_id, ready=False))
 
     # ------------------------------------------------------------------ consumers
+
+    def subscribe_work(self, req: pb.CommandSubscribe) -> Coroutine[Any, Any, Any] | None:
+        """What `subscribe` needs done off the loop first (None: nothing); the topic is
+        loaded already."""
+        topic = self.service.get_topic(req.topic, create=req.force_topic_creation)
+        compactor = self.service.compactor
+        if req.read_compacted and isinstance(topic, PersistentTopic) and not compactor.known(topic):
+            return compactor.view_async(topic)
+        return self.service.topic_schemas.consumer_work(topic, req)
 
     def subscribe(self, cnx: ServerCnx, req: pb.CommandSubscribe) -> None:
         """Attach a consumer, creating its subscription if needed (answered on ``cnx``)."""

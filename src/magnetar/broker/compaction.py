@@ -17,6 +17,13 @@ topic's own data and retention are untouched. Metadata: ``compaction/<topic>`` =
 ``{"horizon": [l, e], "ledger": name, "entries": n, "at": epoch s}``; compacted ledgers are
 named ``<topic ledger>~c0`` / ``~c1`` alternately, so a new view is complete before the
 old one is dropped.
+
+Off the event loop: the metadata store calls of `view_async` and `compact` (the
+``compaction/`` key: read on the storage's readers threads, written on its metadata writer
+thread), the compacted ledger's open and the reading of its index. `view` answers from
+memory once `view_async` ran for the topic (the connection awaits it before attaching a
+``read_compacted`` consumer; housekeeping starts it and looks at the next pass); this class
+is the only writer of the keys, so it also remembers which topics have none.
 """
 
 from __future__ import annotations
@@ -222,12 +229,74 @@ class Compactor:
         self._views: dict[str, CompactedView] = {}
         self._status: dict[str, CompactionStatus] = {}
         self._running: dict[str, asyncio.Task[None]] = {}
+        self._never: set[str] = set()  # topics known to have no compacted view
+        self._loading: dict[str, asyncio.Task[CompactedView | None]] = {}
+
+    def known(self, topic: Any) -> bool:
+        """Whether `view` answers without I/O (the view, or its absence, is in memory)."""
+        view = self._views.get(topic.name)
+        return topic.name in self._never or (view is not None and view.ledger is topic.ledger)
+
+    async def view_async(self, topic: Any) -> CompactedView | None:
+        """`view`, with the metadata read, the compacted ledger's open and the reading of
+        its index off the loop (concurrent calls for a topic share one load)."""
+        if self.known(topic):
+            return self.view(topic)
+        return await asyncio.shield(self._load_started(topic))
+
+    def _load_started(self, topic: Any) -> asyncio.Task[CompactedView | None]:
+        """The task loading the topic's view (started now unless it runs already)."""
+        task = self._loading.get(topic.name)
+        if task is None:
+            task = self._loading[topic.name] = asyncio.ensure_future(self._load_view(topic))
+            task.add_done_callback(lambda done: self._view_loaded(topic.name, done))
+        return task
+
+    def _view_loaded(self, topic_name: str, task: asyncio.Task[CompactedView | None]) -> None:
+        self._loading.pop(topic_name, None)
+        exc = None if task.cancelled() else task.exception()
+        if exc is not None:
+            log.error("topic %s: reading its compacted view failed: %s", topic_name, exc)
+
+    async def _load_view(self, topic: Any) -> CompactedView | None:
+        storage = self.service.storage
+        meta = await storage.read_metadata(self.service.metadata.get, f"compaction/{topic.name}")
+        if self.known(topic):  # compacted (or forgotten) meanwhile
+            return self.view(topic)
+        if meta is None:
+            self._never.add(topic.name)
+            return None
+        compacted = await storage.open_async(meta["ledger"])
+        index = []
+        start = compacted.first_position()
+        last = compacted.last_confirmed()
+        while start is not None and last is not None and start <= last:
+            chunk = compacted.read_cached(start, 1024, 16 * 1024 * 1024)
+            if not chunk:
+                chunk = await compacted.read_cold(start, 1024, 16 * 1024 * 1024)
+            if not chunk:
+                break
+            for cpos, data in chunk:
+                lid, eid = _HEADER.unpack_from(data)
+                index.append((Position(lid, eid), cpos))
+            start = compacted.next_position(chunk[-1][0])
+        if self.known(topic):
+            return self.view(topic)
+        if not topic.ledger.is_open:  # unloaded meanwhile: its next load reads the view again
+            return None
+        view = CompactedView(topic.ledger)
+        view.install(Position(*meta["horizon"]), compacted, index)
+        self._views[topic.name] = view
+        return view
 
     def view(self, topic: Any) -> CompactedView | None:
-        """The topic's compacted view (None if it was never compacted)."""
+        """The topic's compacted view (None if it was never compacted); from memory once
+        `view_async` ran for the topic, else read here, on the loop."""
         view = self._views.get(topic.name)
         if view is not None and view.ledger is topic.ledger:
             return view
+        if topic.name in self._never:
+            return None
         meta = self.service.metadata.get(f"compaction/{topic.name}")
         if meta is None:
             return None
@@ -270,7 +339,7 @@ class Compactor:
         last = ledger.last_confirmed()
         if last is None:
             return 0
-        view = self.view(topic) or CompactedView(ledger)
+        view = await self.view_async(topic) or CompactedView(ledger)
         latest: dict[str, tuple[Position, int]] = {}
         seen = 0
         for position, data in view.iterate(last):  # phase 1: the latest message of each key
@@ -287,14 +356,14 @@ class Compactor:
         keep: dict[Position, set[int]] = {}
         for position, i in latest.values():
             keep.setdefault(position, set()).add(i)
-        meta = self.service.metadata.get(f"compaction/{topic.name}")
+        storage = self.service.storage
+        meta = await storage.read_metadata(self.service.metadata.get, f"compaction/{topic.name}")
         old_name = meta["ledger"] if meta else None
         base = old_name.rsplit("~", 1)[0] if old_name else f"{ledger.name}"
         name = f"{base}~c1" if old_name and old_name.endswith("~c0") else f"{base}~c0"
-        storage = self.service.storage
         if storage.exists(name):
             storage.delete(name)
-        compacted = storage.open(name)
+        compacted = await storage.open_async(name)
         pending = []
         index: list[tuple[Position, int]] = []
         for position, data in view.iterate(last):  # phase 2: write what stays
@@ -309,8 +378,9 @@ class Compactor:
             if len(pending) % _YIELD_EVERY == 0:
                 await asyncio.sleep(0)
         positions = await asyncio.gather(*pending)
-        self.service.metadata.put(f"compaction/{topic.name}", {
+        await storage.write_metadata(self.service.metadata.put, f"compaction/{topic.name}", {
             "horizon": list(last), "ledger": name, "entries": len(index), "at": time.time()})
+        self._never.discard(topic.name)
         view.install(last, compacted, [(orig, positions[i]) for orig, i in index])
         self._views[topic.name] = view
         if old_name and old_name != name:
@@ -328,6 +398,9 @@ class Compactor:
         count = ledger.entry_count()
         if not count:
             return False
+        if not self.known(topic):  # read off the loop now, looked at by the next pass
+            self._load_started(topic)
+            return False
         view = self.view(topic)
         after = ledger.count_after(view.horizon) if view is not None and view.horizon else count
         if after * ledger.size_bytes() / count <= threshold_bytes:
@@ -337,6 +410,7 @@ class Compactor:
     def forget(self, topic_name: str, delete: bool = False) -> None:
         """Drop a topic's view from memory (unloaded); with ``delete``, its data too."""
         view = self._views.pop(topic_name, None)
+        self._never.discard(topic_name)
         if view is not None and view.compacted is not None:
             view.compacted.close()
         if delete:

@@ -12,20 +12,28 @@ was persisted. `restore` does that on the caller's thread, `restore_async` (used
 loop; `apply` attaches the result to the topic being built. The topic keeps
 ``dedup_position`` and ``dedup_unsaved`` (entries since the last snapshot); this module reads
 and resets them.
+
+Snapshots are written off the event loop (`ManagedLedgerFactory.write_metadata`), at most
+one per topic at a time: a snapshot asked for while the topic's previous one is being
+written is taken and written when that one lands, so an earlier snapshot never overwrites
+a later one. A load waits for its topic's writes before it reads the snapshot (`written`),
+housekeeping trims the ledger only once the snapshot landed (`when_saved`: replay must not
+need what the trim drops), and the broker's stop awaits them all (`flush`) before the
+store closes.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from concurrent.futures import Executor
-from typing import NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.dedup import MessageDeduplication
 from magnetar.broker.dispatcher import entry_metadata
 from magnetar.broker.topic import PersistentTopic
-from magnetar.storage import EARLIEST, ManagedLedger, MetadataStore, Position, StorageError
+from magnetar.storage import EARLIEST, ManagedLedger, ManagedLedgerFactory, Position, StorageError
 
 _REPLAY_CHUNK_BYTES = 16 * 1024 * 1024
 
@@ -43,11 +51,13 @@ class Restored(NamedTuple):
 class DedupSnapshots:
     """Restores (snapshot + replay of the ledger tail) and saves topics' dedup state."""
 
-    def __init__(self, metadata: MetadataStore, config: BrokerConfig,
-                 executor: Executor | None = None) -> None:
-        self.metadata = metadata
+    def __init__(self, storage: ManagedLedgerFactory, config: BrokerConfig) -> None:
+        self.storage = storage
+        self.metadata = storage.metadata
         self.config = config
-        self.executor = executor  # where restore_async reads the snapshot (None: default)
+        self._writing: dict[str, asyncio.Future[Any]] = {}  # topic -> its snapshot being written
+        self._again: dict[str, PersistentTopic] = {}  # topics to snapshot once that lands
+        self._after: dict[str, list[Callable[[], None]]] = {}  # when_saved callbacks
 
     def load(self, topic: PersistentTopic) -> MessageDeduplication:
         """The dedup state of a topic being loaded: its snapshot plus the entries after it
@@ -76,8 +86,8 @@ class DedupSnapshots:
         """`restore` with the snapshot read on ``executor`` and the entries after it read
         through the read cache or, when not cached, on the storage's reader threads."""
         dedup = self.new_state()
-        loop = asyncio.get_running_loop()
-        stored = await loop.run_in_executor(self.executor, self.metadata.get, f"dedup/{name}")
+        await self.written(name)
+        stored = await self.storage.read_metadata(self.metadata.get, f"dedup/{name}")
         if stored is None:
             return Restored(dedup, None, 0)
         dedup.restore({producer: int(seq) for producer, seq in stored["producers"].items()})
@@ -124,21 +134,71 @@ class DedupSnapshots:
         self.put(topic, topic.dedup.snapshot())
 
     def put(self, topic: PersistentTopic, producers: dict[str, int]) -> None:
-        """Write a snapshot of ``producers`` at the topic's dedup position (on a storage
-        error the ledger tail still holds the state: it is logged and retried later)."""
-        position = topic.dedup_position or EARLIEST
-        try:
-            self.metadata.put(
-                f"dedup/{topic.name}", {"position": list(position), "producers": producers}
-            )
-        except StorageError as exc:
-            log.error("topic %s: saving the dedup snapshot failed: %s", topic.name, exc)
+        """Write a snapshot of ``producers`` at the topic's dedup position, off the loop
+        (on a storage error the ledger tail still holds the state: it is logged and
+        retried later). While the topic's previous snapshot is being written, a new one is
+        taken and written once it lands."""
+        name = topic.name
+        if name in self._writing:
+            self._again[name] = topic
             return
-        topic.dedup_unsaved = 0
+        position = topic.dedup_position or EARLIEST
+        value = {"position": list(position), "producers": producers}
+        try:
+            future = self.storage.write_metadata(self.metadata.put, f"dedup/{name}", value)
+        except StorageError as exc:  # the storage is closed
+            log.error("topic %s: saving the dedup snapshot failed: %s", name, exc)
+            return
+        self._writing[name] = future
+        saved = topic.dedup_unsaved
+        future.add_done_callback(lambda f: self._written(topic, saved, f))
+
+    def _written(self, topic: PersistentTopic, saved: int, future: asyncio.Future[Any]) -> None:
+        """A snapshot write of ``topic`` ended (``saved``: the entries it covers)."""
+        name = topic.name
+        del self._writing[name]
+        exc = None if future.cancelled() else future.exception()
+        if exc is not None:
+            log.error("topic %s: saving the dedup snapshot failed: %s", name, exc)
+            self._after.pop(name, None)  # nothing landed: trimming could drop what replay needs
+        else:
+            topic.dedup_unsaved = max(0, topic.dedup_unsaved - saved)
+        again = self._again.pop(name, None)
+        if again is not None and again.dedup is not None:
+            self.put(again, again.dedup.snapshot())
+        if name not in self._writing:
+            for callback in self._after.pop(name, ()):
+                try:
+                    callback()
+                except Exception:
+                    log.exception("topic %s: work after the dedup snapshot failed", name)
+
+    def when_saved(self, topic: PersistentTopic, callback: Callable[[], None]) -> None:
+        """Call ``callback`` now if no snapshot of ``topic`` is being written, else once
+        the writes under way have landed (not at all if one fails)."""
+        if topic.name in self._writing:
+            self._after.setdefault(topic.name, []).append(callback)
+        else:
+            callback()
+
+    async def written(self, name: str) -> None:
+        """Wait until no snapshot of topic ``name`` is being written."""
+        while name in self._writing:
+            await asyncio.wait([self._writing[name]])
+
+    async def flush(self) -> None:
+        """Wait for every snapshot being written (and those queued behind them)."""
+        while self._writing:
+            await asyncio.wait(list(self._writing.values()))
 
     def delete(self, topic_name: str) -> None:
-        """Forget a deleted topic's snapshot."""
-        self.metadata.delete(f"dedup/{topic_name}")
+        """Forget a deleted topic's snapshot (off the loop, after any write of it)."""
+        self._again.pop(topic_name, None)
+        self._after.pop(topic_name, None)
+        try:
+            self.storage.write_metadata(self.metadata.delete, f"dedup/{topic_name}")
+        except StorageError as exc:
+            log.error("topic %s: deleting the dedup snapshot failed: %s", topic_name, exc)
 
 
 def replay_entry(dedup: MessageDeduplication, data: bytes) -> None:

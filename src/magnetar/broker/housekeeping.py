@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 from magnetar.broker.topic import PersistentTopic
 
 if TYPE_CHECKING:
+    from magnetar.broker.policies import Policies
     from magnetar.broker.service import BrokerService
 
 log = logging.getLogger(__name__)
@@ -136,11 +137,19 @@ class Housekeeping:
             if topic.dedup is not None:
                 if topic.dedup.purge_inactive(inactive_ms):
                     topic.dedup_unsaved += 1
-                service.dedup_snapshots.save(topic)  # before trim drops what replay would need
-            topic.ledger.trim(policies.retention_time_seconds, policies.retention_size_bytes)
+                service.dedup_snapshots.save(topic)
+            # the trim waits for that snapshot to land: replay must not need what it drops
+            service.dedup_snapshots.when_saved(topic, lambda: self.trim(topic, policies))
             service.compactor.maybe_trigger(topic, service.config.brokerServiceCompactionThresholdInBytes)
         except Exception:
             log.exception("housekeeping of topic %s failed", topic.name)
+
+    @staticmethod
+    def trim(topic: PersistentTopic, policies: Policies) -> None:
+        """Retention: delete the topic's consumed segments outside the retention window
+        (nothing once the ledger is closed: an unloaded topic is trimmed by the sweep)."""
+        if topic.ledger.is_open:
+            topic.ledger.trim(policies.retention_time_seconds, policies.retention_size_bytes)
 
     # ------------------------------------------------------------------ idle topics
 

@@ -31,12 +31,22 @@ On the wire a schema version is 8 bytes, a big-endian signed long (Pulsar's
 The store is any object with ``get(key)``, ``put(key, value)``, ``list(prefix) ->
 dict[key, value]`` and ``delete(key)`` (the storage MetadataStore fits). This class
 is the only writer of its keys, so it caches what it has read.
+
+The broker uses the ``*_async`` methods, which make their store calls through the ``read``
+and ``write`` runners it passes in (`ManagedLedgerFactory.read_metadata` /
+`write_metadata`: off the event loop); a topic's async operations run one at a time, so a
+version is numbered, stored and cached before the next operation on that topic looks. The
+synchronous methods call the store directly (tools, tests; and, once `load_async` has
+filled the cache, reads and the lookup of an already stored version, which do no I/O).
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import contextlib
 import struct
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
@@ -59,6 +69,13 @@ __all__ = [
 
 KEY_ROOT = "schemas"
 _VERSION = struct.Struct(">q")
+
+#: runs ``fn(*args)`` (store calls) somewhere and returns its result: see the docstring
+Runner = Callable[..., Awaitable[Any]]
+
+
+async def _inline(fn: Callable[..., Any], *args: Any) -> Any:
+    return fn(*args)
 
 
 class SchemaStore(Protocol):
@@ -131,11 +148,17 @@ class SchemaRegistry:
         store: SchemaStore,
         allow_auto_update: bool = True,
         strategy: str = DEFAULT_STRATEGY,
+        read: Runner | None = None,
+        write: Runner | None = None,
     ) -> None:
         self._store = store
         self.allow_auto_update = allow_auto_update
         self.strategy = validate_strategy(strategy)
         self._cache: dict[str, list[SchemaRecord]] = {}
+        self._read = read or _inline
+        self._write = write or _inline
+        # per topic: [lock, users] serializing the async operations (see the docstring)
+        self._locks: dict[str, list[Any]] = {}
 
     @staticmethod
     def key(topic_base: str, version: int) -> str:
@@ -161,10 +184,80 @@ class SchemaRegistry:
         """Version of an identical stored schema, else store ``schema`` as a new version if
         ``strategy`` allows it (unless auto-update is off: then :class:`IncompatibleSchemaError`)."""
         records = self._load(topic_base)
-        for rec in records:
-            if rec.same_schema(schema) and rec.version is not None:
-                return rec.version
-        if not self.allow_auto_update:
+        version = _same_as(records, schema)
+        if version is not None:
+            return version
+        stored = self._new_version(topic_base, records, schema, strategy, upload=False)
+        self._store.put(self.key(topic_base, stored.version or 0), stored.to_json())
+        records.append(stored)
+        return stored.version or 0
+
+    # -- off the event loop ------------------------------------------------------------
+
+    def cached(self, topic_base: str) -> bool:
+        """Whether the topic's versions are in memory (reads then do no I/O)."""
+        return topic_base in self._cache
+
+    def stored_version(self, topic_base: str, schema: SchemaRecord) -> int | None:
+        """The version of an identical stored schema, from memory (None: not cached, or
+        not stored)."""
+        records = self._cache.get(topic_base)
+        return None if records is None else _same_as(records, schema)
+
+    async def load_async(self, topic_base: str) -> None:
+        """Read the topic's versions into memory (through ``read``) unless they are there."""
+        async with self._exclusive(topic_base):
+            await self._records_async(topic_base)
+
+    async def get_or_create_async(self, topic_base: str, schema: SchemaRecord,
+                                  strategy: str | None = None, upload: bool = False) -> int:
+        """`get_or_create`, the store calls made through the runners; the new version is
+        stored before this returns. ``upload``: an explicit upload (admin API), allowed
+        even with auto-update off."""
+        async with self._exclusive(topic_base):
+            records = await self._records_async(topic_base)
+            version = _same_as(records, schema)
+            if version is not None:
+                return version
+            stored = self._new_version(topic_base, records, schema, strategy, upload)
+            await self._write(self._store.put, self.key(topic_base, stored.version or 0),
+                              stored.to_json())
+            records.append(stored)
+            return stored.version or 0
+
+    async def delete_async(self, topic_base: str) -> int:
+        """`delete`, its store calls made through ``write`` (after any write before it)."""
+        async with self._exclusive(topic_base):
+            removed: int = await self._write(self._delete_stored, topic_base)
+            self._cache.pop(topic_base, None)
+            return removed
+
+    @contextlib.asynccontextmanager
+    async def _exclusive(self, topic_base: str) -> AsyncIterator[None]:
+        entry = self._locks.get(topic_base)
+        if entry is None:
+            entry = self._locks[topic_base] = [asyncio.Lock(), 0]
+        entry[1] += 1
+        try:
+            async with entry[0]:
+                yield
+        finally:
+            entry[1] -= 1
+            if entry[1] == 0:
+                del self._locks[topic_base]
+
+    async def _records_async(self, topic_base: str) -> list[SchemaRecord]:
+        cached = self._cache.get(topic_base)
+        if cached is None:
+            cached = await self._read(self._read_records, topic_base)
+            self._cache[topic_base] = cached
+        return cached
+
+    def _new_version(self, topic_base: str, records: list[SchemaRecord], schema: SchemaRecord,
+                     strategy: str | None, upload: bool) -> SchemaRecord:
+        """The record ``schema`` is stored as, once allowed and checked (raises
+        :class:`IncompatibleSchemaError` otherwise)."""
+        if not self.allow_auto_update and not upload:
             raise IncompatibleSchemaError(
                 f"Schema not found and schema auto updating is disabled (topic {topic_base})"
             )
@@ -172,17 +265,13 @@ class SchemaRegistry:
             check_new_version(records, schema, strategy or self.strategy)
         except IncompatibleSchemaError as exc:
             raise IncompatibleSchemaError(f"Incompatible schema for topic {topic_base}: {exc}") from None
-        version = self._next_version(records)
-        stored = SchemaRecord(
+        return SchemaRecord(
             name=schema.name,
             type=int(schema.type),
             data=bytes(schema.data),
             properties=dict(schema.properties),
-            version=version,
+            version=self._next_version(records),
         )
-        self._store.put(self.key(topic_base, version), stored.to_json())
-        records.append(stored)
-        return version
 
     def check_consumer(self, topic_base: str, schema: SchemaRecord, strategy: str | None = None) -> None:
         """Raise :class:`IncompatibleSchemaError` unless a consumer with ``schema`` may read
@@ -196,10 +285,14 @@ class SchemaRegistry:
 
     def delete(self, topic_base: str) -> int:
         """Remove every version of the topic's schema; returns how many were removed."""
+        removed = self._delete_stored(topic_base)
+        self._cache.pop(topic_base, None)
+        return removed
+
+    def _delete_stored(self, topic_base: str) -> int:
         keys = list(self._store.list(self._prefix(topic_base)))
         for key in keys:
             self._store.delete(key)
-        self._cache.pop(topic_base, None)
         return len(keys)
 
     @staticmethod
@@ -212,8 +305,12 @@ class SchemaRegistry:
 
     def _load(self, topic_base: str) -> list[SchemaRecord]:
         cached = self._cache.get(topic_base)
-        if cached is not None:
-            return cached
+        if cached is None:
+            cached = self._cache[topic_base] = self._read_records(topic_base)
+        return cached
+
+    def _read_records(self, topic_base: str) -> list[SchemaRecord]:
+        """The stored versions, ascending (only store calls: safe in a worker thread)."""
         prefix = self._prefix(topic_base)
         records: list[SchemaRecord] = []
         for key, value in self._store.list(prefix).items():
@@ -224,5 +321,12 @@ class SchemaRegistry:
             rec.version = int(tail)
             records.append(rec)
         records.sort(key=lambda r: r.version or 0)
-        self._cache[topic_base] = records
         return records
+
+
+def _same_as(records: list[SchemaRecord], schema: SchemaRecord) -> int | None:
+    """The version of the record identical to ``schema`` (None: there is none)."""
+    for rec in records:
+        if rec.same_schema(schema) and rec.version is not None:
+            return rec.version
+    return None

@@ -304,6 +304,30 @@ class ServerCnx(asyncio.BufferedProtocol):
         self.run_async(cmd, load_then_handle())
         return False
 
+    def ready_or_defer(self, work: Coroutine[Any, Any, Any] | None,
+                       handler: Callable[[pb.BaseCommand, Frame], None],
+                       cmd: pb.BaseCommand, frame: Frame) -> bool:
+        """Whether nothing needs doing off the loop before ``handler`` can answer ``cmd``
+        (``work`` None). Otherwise ``work`` (e.g. storing a new schema version) is awaited
+        in a task and ``handler`` runs again on ``cmd`` once it is done; a StorageError
+        answers ServiceNotReady."""
+        if work is None:
+            return True
+
+        async def work_then_handle() -> None:
+            try:
+                await work
+            except StorageError as exc:
+                log.error("%s: %s failed in storage: %s", self.peer, T.Type.Name(cmd.type), exc)
+                if not self.closed:
+                    self._reply_error(cmd, pb.ServiceNotReady, f"storage error: {exc}")
+                return
+            if not self.closed:
+                self.run_handler(handler, cmd, frame)
+
+        self.run_async(cmd, work_then_handle())
+        return False
+
     # ------------------------------------------------------------------ backpressure
 
     @property
@@ -611,8 +635,10 @@ class ServerCnx(asyncio.BufferedProtocol):
         self.service.check_topic_name(req.topic)
         self.authorize(req.topic, PRODUCE)
         self.security.limits.check_producer(self, req.topic)
-        if self.loaded_or_defer(req.topic, True, self.handle_producer, cmd, frame):
-            self.service.attacher.create_producer(self, req)
+        attacher = self.service.attacher
+        if (self.loaded_or_defer(req.topic, True, self.handle_producer, cmd, frame)
+                and self.ready_or_defer(attacher.producer_work(req), self.handle_producer, cmd, frame)):
+            attacher.create_producer(self, req)
 
     def on_producer_ready(self, producer: Producer, request_id: int) -> None:
         producer.ready = True
@@ -712,8 +738,10 @@ class ServerCnx(asyncio.BufferedProtocol):
         self.service.check_topic_name(req.topic)
         self.authorize(req.topic, CONSUME)
         self.security.limits.check_consumer(self, req.topic, req.subscription)
-        if self.loaded_or_defer(req.topic, req.force_topic_creation, self.handle_subscribe, cmd, frame):
-            self.service.attacher.subscribe(self, req)
+        attacher = self.service.attacher
+        if (self.loaded_or_defer(req.topic, req.force_topic_creation, self.handle_subscribe, cmd, frame)
+                and self.ready_or_defer(attacher.subscribe_work(req), self.handle_subscribe, cmd, frame)):
+            attacher.subscribe(self, req)
 
     def on_consumer_ready(self, consumer: Consumer, request_id: int) -> None:
         self.consumers[consumer.consumer_id] = consumer
@@ -845,25 +873,36 @@ class ServerCnx(asyncio.BufferedProtocol):
         req = cmd.getSchema
         version = req.schema_version if req.HasField("schema_version") else None
         resp = pb.CommandGetSchemaResponse(request_id=req.request_id)
-        found = self.service.topic_schemas.get_schema(req.topic, version)
-        if found is None:
-            resp.error_code = pb.TopicNotFound
-            resp.error_message = f"no schema for {req.topic}"
-        else:
-            schema, version_bytes = found
-            resp.schema.CopyFrom(schema)
-            resp.schema_version = version_bytes
-        self.send(T(type=T.GET_SCHEMA_RESPONSE, getSchemaResponse=resp))
+
+        async def answer() -> None:  # the topic's versions are read off the loop
+            found = await self.service.topic_schemas.get_schema_async(req.topic, version)
+            if found is None:
+                resp.error_code = pb.TopicNotFound
+                resp.error_message = f"no schema for {req.topic}"
+            else:
+                schema, version_bytes = found
+                resp.schema.CopyFrom(schema)
+                resp.schema_version = version_bytes
+            if not self.closed:
+                self.send(T(type=T.GET_SCHEMA_RESPONSE, getSchemaResponse=resp))
+
+        self.run_async(cmd, answer())
 
     def handle_get_or_create_schema(self, cmd: pb.BaseCommand, frame: Frame) -> None:
         req = cmd.getOrCreateSchema
         resp = pb.CommandGetOrCreateSchemaResponse(request_id=req.request_id)
-        try:
-            resp.schema_version = self.service.topic_schemas.get_or_create(req.topic, req.schema)
-        except BrokerError as exc:
-            resp.error_code = exc.code
-            resp.error_message = str(exc)
-        self.send(T(type=T.GET_OR_CREATE_SCHEMA_RESPONSE, getOrCreateSchemaResponse=resp))
+
+        async def answer() -> None:  # stored off the loop, answered once stored
+            try:
+                resp.schema_version = await self.service.topic_schemas.get_or_create_async(
+                    req.topic, req.schema)
+            except BrokerError as exc:
+                resp.error_code = exc.code
+                resp.error_message = str(exc)
+            if not self.closed:
+                self.send(T(type=T.GET_OR_CREATE_SCHEMA_RESPONSE, getOrCreateSchemaResponse=resp))
+
+        self.run_async(cmd, answer())
 
 
 _REQUEST_FIELDS = {

@@ -98,6 +98,8 @@ class BrokerService:
             self.metadata,
             allow_auto_update=config.isAllowAutoUpdateSchemaEnabled,
             strategy=config.schemaCompatibilityStrategy,
+            read=self.storage.read_metadata,
+            write=self.storage.write_metadata,
         )
         # payload bytes of sends not yet answered, broker-wide (maxMessagePublishBufferSizeInMB)
         self.publish_buffer = PublishBuffer(config.maxMessagePublishBufferSizeInMB)
@@ -123,7 +125,7 @@ class BrokerService:
         self.topic_schemas = TopicSchemas(self)
         self.attacher = TopicAttacher(self)
         # per-topic dedup state, persisted; message TTL; backlog quotas
-        self.dedup_snapshots = DedupSnapshots(self.metadata, config, self.storage.readers)
+        self.dedup_snapshots = DedupSnapshots(self.storage, config)
         self.expirer = MessageExpirer()
         self.backlog_quota = BacklogQuotaManager(self.policies, self.expirer)
         # the periodic work, and housekeeping of the persistent topics that are not loaded
@@ -170,7 +172,8 @@ class BrokerService:
             cnx.close()
         if self._server is not None:
             await self._server.wait_closed()
-        await self.storage.close_async() if hasattr(self.storage, "close_async") else self.storage.close()
+        await self.dedup_snapshots.flush()  # the snapshots just taken land before the store closes
+        self.storage.close()
 
     # ------------------------------------------------------------------ housekeeping
     # (the work is the components'; these are the names the admin layer and tests use)
@@ -255,10 +258,7 @@ class BrokerService:
         if topic_name.is_partition:
             return 0
         policies = self.policies.get(topic_name.namespace)
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(
-            self.storage.readers, self.stored_partitions, topic_name, policies
-        )
+        return await self.storage.read_metadata(self.stored_partitions, topic_name, policies)
 
     def stored_partitions(self, topic_name: TopicName, policies: Policies) -> int:
         """The stored partition count of a topic (or the one auto-creation gives it now).
@@ -281,17 +281,25 @@ class BrokerService:
         self.metadata.put(f"partitioned/{topic_name}", {"partitions": partitions})
         return partitions
 
-    def create_topic(self, name: str) -> Topic:
-        """Create a non-partitioned topic on request (admin API), whatever auto-creation says."""
+    async def create_topic(self, name: str) -> Topic:
+        """Create a non-partitioned topic on request (admin API), whatever auto-creation
+        says; its metadata and ledger work runs off the loop (`load_topic`)."""
         topic_name = self.check_topic_name(name)
-        if topic_name.is_persistent and self.metadata.get(f"topics/{topic_name}") is None:
+        if topic_name.is_persistent:
+            await self.storage.write_metadata(self.record_topic, topic_name)
+        return await self.load_topic(str(topic_name), create=True)
+
+    def record_topic(self, topic_name: TopicName) -> None:
+        """Record a persistent topic in the metadata store unless it is there already.
+        Only metadata store calls: safe in a worker thread."""
+        if self.metadata.get(f"topics/{topic_name}") is None:
             self.metadata.put(f"topics/{topic_name}", {"created": time.time()})
-        return self.get_topic(str(topic_name), create=True)
 
     def get_topic(self, name: str, create: bool = True) -> Topic:
         """The loaded topic ``name``, loaded (or, with ``create`` and auto-creation,
         created) if need be; TopicNotFound otherwise. A persistent topic's load runs on the
-        event loop here: client requests go through `load_topic` instead."""
+        event loop here: client requests, the admin operations and the idle-topic sweep go
+        through `load_topic` instead."""
         topic_name, topic, auto_create = self.loaded_topic(name, create)
         if topic is not None:
             return topic
@@ -311,10 +319,7 @@ class BrokerService:
         self.loading[key] = self.loading.get(key, 0) + 1
         try:
             async with self.topic_load_slots:
-                loop = asyncio.get_running_loop()
-                await loop.run_in_executor(
-                    self.storage.readers, self.admit_persistent, topic_name, create, auto_create
-                )
+                await self.storage.read_metadata(self.admit_persistent, topic_name, create, auto_create)
                 ledger = await self.storage.open_async(ledger_name(topic_name))
                 restored = entry_index = None
                 if key not in self.topics:
@@ -398,8 +403,7 @@ class BrokerService:
         """`topics_of_namespace` with the metadata store listing on the storage's threads."""
         stored: set[str] = set()
         if mode in _PERSISTENT_MODES:
-            loop = asyncio.get_running_loop()
-            stored = await loop.run_in_executor(self.storage.readers, self.stored_topic_names)
+            stored = await self.storage.read_metadata(self.stored_topic_names)
         return self.namespace_topics(stored, namespace, mode, pattern)
 
     def stored_topic_names(self) -> set[str]:
@@ -435,8 +439,8 @@ class BrokerService:
             return sorted(wanted), True
         return sorted(wanted), False
 
-    def terminate_topic(self, name: str) -> Position | None:
-        topic = self.get_topic(name, create=False)
+    async def terminate_topic(self, name: str) -> Position | None:
+        topic = await self.load_topic(name, create=False)
         if not isinstance(topic, PersistentTopic):
             raise BrokerError(pb.NotAllowedError, "only persistent topics can be terminated")
         return topic.terminate()
@@ -475,14 +479,15 @@ class BrokerService:
         self.storage.delete(ledger)
         self.dedup_snapshots.delete(key)
 
-    def topic_stats(self, name: str) -> dict[str, Any]:
-        return self.get_topic(name, create=False).stats()
+    async def topic_stats(self, name: str) -> dict[str, Any]:
+        return (await self.load_topic(name, create=False)).stats()
 
     # ------------------------------------------------------------------ cursor operations
-    # (what the admin API's subscription endpoints call)
+    # (what the admin API's subscription endpoints call; an unloaded topic is loaded off
+    # the loop, `load_topic`, and the operation itself runs in the turn the load ends)
 
-    def durable_subscription(self, topic_name: str, subscription: str) -> PersistentSubscription:
-        topic = self.get_topic(topic_name, create=False)
+    async def durable_subscription(self, topic_name: str, subscription: str) -> PersistentSubscription:
+        topic = await self.load_topic(topic_name, create=False)
         sub = topic.subscriptions.get(subscription)
         if not isinstance(sub, PersistentSubscription):
             raise BrokerError(
@@ -490,28 +495,28 @@ class BrokerService:
             )
         return sub
 
-    def create_subscription(self, topic_name: str, subscription: str, earliest: bool = False) -> None:
-        topic = self.get_topic(topic_name, create=False)
+    async def create_subscription(self, topic_name: str, subscription: str, earliest: bool = False) -> None:
+        topic = await self.load_topic(topic_name, create=False)
         if not isinstance(topic, PersistentTopic):
             raise BrokerError(pb.NotAllowedError, "only persistent topics keep subscriptions")
         if subscription not in topic.subscriptions:
             cursor = topic.ledger.open_cursor(subscription, "earliest" if earliest else "latest")
             topic.subscriptions[subscription] = PersistentSubscription(topic, subscription, cursor, durable=True)
 
-    def reset_cursor(self, topic_name: str, subscription: str, ledger_id: int, entry_id: int) -> None:
+    async def reset_cursor(self, topic_name: str, subscription: str, ledger_id: int, entry_id: int) -> None:
         """Move a subscription to a message id (its consumers reconnect, as on Seek)."""
-        sub = self.durable_subscription(topic_name, subscription)
+        sub = await self.durable_subscription(topic_name, subscription)
         sub.seek_to_id(Position(ledger_id, entry_id))
         sub.disconnect_consumers()
 
-    def reset_cursor_by_time(self, topic_name: str, subscription: str, publish_time_ms: int) -> None:
-        sub = self.durable_subscription(topic_name, subscription)
-        sub.seek_to_time(publish_time_ms)
+    async def reset_cursor_by_time(self, topic_name: str, subscription: str, publish_time_ms: int) -> None:
+        sub = await self.durable_subscription(topic_name, subscription)
+        await sub.seek_to_time_async(publish_time_ms)
         sub.disconnect_consumers()
 
-    def skip_messages(self, topic_name: str, subscription: str, count: int) -> int:
+    async def skip_messages(self, topic_name: str, subscription: str, count: int) -> int:
         """Acknowledge the next ``count`` unacknowledged entries; returns how many were skipped."""
-        sub = self.durable_subscription(topic_name, subscription)
+        sub = await self.durable_subscription(topic_name, subscription)
         skipped = []
         for position in sub.cursor.unacked_positions():
             if len(skipped) >= count:
@@ -523,17 +528,17 @@ class BrokerService:
                 sub.dispatcher.rewind()
         return len(skipped)
 
-    def clear_backlog(self, topic_name: str, subscription: str) -> None:
-        sub = self.durable_subscription(topic_name, subscription)
+    async def clear_backlog(self, topic_name: str, subscription: str) -> None:
+        sub = await self.durable_subscription(topic_name, subscription)
         last = sub.topic.ledger.last_confirmed()
         if last is not None:
             sub.cursor.mark_delete(last)
             if sub.dispatcher is not None:
                 sub.dispatcher.rewind()
 
-    def delete_subscription(self, topic_name: str, subscription: str, force: bool = False) -> None:
+    async def delete_subscription(self, topic_name: str, subscription: str, force: bool = False) -> None:
         """Delete a durable subscription; with ``force``, its consumers are disconnected first."""
-        sub = self.durable_subscription(topic_name, subscription)
+        sub = await self.durable_subscription(topic_name, subscription)
         if sub.consumers and not force:
             raise BrokerError(pb.ConsumerBusy, f"subscription {subscription} has active consumers")
         if sub.consumers:

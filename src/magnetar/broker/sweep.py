@@ -19,18 +19,19 @@ keeps its cost bounded with thousands of idle topics:
   ``scandir`` per topic, in a worker thread, 256 topics per call): with no TTL or time
   quota to apply, a single segment or an oldest segment still inside the retention window
   means nothing to do before a known time, without loading anything.
-- The remaining topics are loaded (`BrokerService.get_topic`), housekept with exactly the
-  rules of loaded topics (`BrokerService.housekeep_topic`) and unloaded
-  (`BrokerService.unload_topic`), at most ``magnetarIdleTopicSweepMaxTopics`` per pass;
-  the next pass resumes after the last one loaded (round robin). The pass yields to the
-  event loop after each load and every 256 names, so clients are served in between.
+- The remaining topics are loaded (`BrokerService.load_topic`: the ledger's recovery scan
+  and stored state read off the event loop), housekept with exactly the rules of loaded
+  topics (`BrokerService.housekeep_topic`) and unloaded (`BrokerService.unload_topic`), at
+  most ``magnetarIdleTopicSweepMaxTopics`` per pass; the next pass resumes after the last
+  one loaded (round robin). The pass yields to the event loop after each load and every
+  256 names, so clients are served in between.
 
-Concurrency: loading, housekeeping and unloading one topic happen in one synchronous step on
-the event loop, so no client request runs in between. A client that asked for the topic
-before sees it loaded (the sweep skips it); one that asks after loads it again, as after any
-unload. The ledger is only ever opened through `get_topic`, never twice. A topic a client's
-`load_topic` is loading (`service.loading`: its ledger's scan runs on a storage thread) is
-left alone like a loaded one.
+Concurrency: housekeeping and unloading a topic happen in the event-loop turn its load
+ends, so no client request runs in between. A client that asked for the topic before sees
+it loaded (the sweep skips it); one whose own `load_topic` began while the sweep's was
+under way (`service.loading`) shares the ledger's scan, and the sweep then leaves the topic
+loaded for it; one that asks after loads it again, as after any unload. A topic a client's
+`load_topic` is loading is left alone like a loaded one.
 """
 
 from __future__ import annotations
@@ -215,7 +216,7 @@ class IdleTopicSweeper:
                 if stats.loaded >= budget:
                     stats.deferred += 1
                     continue
-                if self.sweep_topic(name, clock):
+                if await self.sweep_topic(name, clock):
                     stats.loaded += 1
                     self._resume = name
                     await asyncio.sleep(0)  # let clients in between two topics
@@ -226,16 +227,17 @@ class IdleTopicSweeper:
                      "%d not due", stats.loaded, stats.deferred, stats.not_due)
         return stats
 
-    def sweep_topic(self, name: str, now: float | None = None) -> bool:
-        """Load ``name``, housekeep it as a loaded topic, note its next due time and unload
-        it, in one synchronous step. False if it is loaded, being loaded (or gone) and was
-        left alone."""
+    async def sweep_topic(self, name: str, now: float | None = None) -> bool:
+        """Load ``name`` (off the loop, `BrokerService.load_topic`), then housekeep it as a
+        loaded topic, note its next due time and unload it in the turn the load ends, so no
+        client request interleaves. False if it is loaded, being loaded (or gone) and was
+        left alone; a client that began loading it meanwhile keeps it loaded."""
         service = self.service
         if name in service.topics or name in service.loading:
             return False
         now = time.time() if now is None else now
         try:
-            topic = service.get_topic(name, create=False)
+            topic = await service.load_topic(name, create=False)
         except BrokerError:  # deleted meanwhile
             self._due.pop(name, None)
             return False
@@ -246,6 +248,8 @@ class IdleTopicSweeper:
             return False
         if not isinstance(topic, PersistentTopic):
             return False
+        if name in service.loading:  # a client is loading it too: it stays loaded for them
+            return True
         try:
             service.unload_topic(topic, housekeep=True, now=now)
         except Exception:  # one broken topic must not stop the pass

@@ -8,12 +8,20 @@ consumer's through `check_consumer` (Pulsar's ``addSchemaIfIdleOrCheckCompatible
 strategy comes from `strategy`: the namespace policy's ``schema_compatibility_strategy``
 when set, else ``schemaCompatibilityStrategy``. `has_schema` says whether a client declares
 a schema to check at all.
+
+Off the event loop: a Producer or Subscribe first asks `producer_work` / `consumer_work`
+what must be read or stored before it can be answered (the topic's versions, a new
+version); the connection awaits that in a task, then handles the command again, now with
+everything in memory, so the version is stored before ProducerSuccess (or the consumer's
+Success) goes out. `get_schema_async` / `get_or_create_async` serve GetSchema and
+GetOrCreateSchema the same way.
 """
 
 from __future__ import annotations
 
 import struct
-from typing import TYPE_CHECKING
+from collections.abc import Coroutine
+from typing import TYPE_CHECKING, Any
 
 from magnetar.broker.errors import BrokerError
 from magnetar.broker.schema_registry import SchemaRecord
@@ -47,6 +55,11 @@ class TopicSchemas:
         )
         return schema, _VERSION.pack(record.version or 0)
 
+    async def get_schema_async(self, topic: str, version: bytes | None) -> tuple[pb.Schema, bytes] | None:
+        """`get_schema`, with the topic's versions read off the loop when not in memory."""
+        await self.service.schemas.load_async(self.service.check_topic_name(topic).schema_name)
+        return self.get_schema(topic, version)
+
     def strategy(self, topic: str | TopicName) -> str:
         """The schema compatibility strategy of the topic's namespace: its policy when one
         is set (``schema_compatibility_strategy``), else ``schemaCompatibilityStrategy``."""
@@ -65,13 +78,7 @@ class TopicSchemas:
         topic without a schema it is stored like a producer's (unless auto-update is off)."""
         schemas = self.service.schemas
         base = topic.topic_name.schema_name
-        in_use = (
-            bool(topic.producers)
-            or any(not c.auto_consume_schema
-                   for sub in topic.subscriptions.values() for c in sub.consumers)
-            or (isinstance(topic, PersistentTopic) and topic.ledger.size_bytes() > 0)
-        )
-        if in_use or schemas.get(base) is not None:
+        if in_use(topic) or schemas.get(base) is not None:
             try:
                 schemas.check_consumer(base, record_of(schema), self.strategy(topic.topic_name))
             except ValueError as exc:
@@ -90,6 +97,55 @@ class TopicSchemas:
         except ValueError as exc:
             raise BrokerError(pb.IncompatibleSchema, str(exc)) from exc
         return _VERSION.pack(version)
+
+    async def get_or_create_async(self, topic: str, schema: pb.Schema) -> bytes:
+        """`get_or_create`, with the store calls off the loop; stored when this returns."""
+        name = self.service.check_topic_name(topic)
+        try:
+            version = await self.service.schemas.get_or_create_async(
+                name.schema_name, record_of(schema), self.strategy(name)
+            )
+        except ValueError as exc:
+            raise BrokerError(pb.IncompatibleSchema, str(exc)) from exc
+        return _VERSION.pack(version)
+
+    def producer_work(self, req: pb.CommandProducer) -> Coroutine[Any, Any, Any] | None:
+        """What a Producer needs done off the loop before `TopicAttacher.create_producer`
+        can answer it without I/O (None: nothing): reading the topic's versions, or
+        storing its new schema."""
+        schemas = self.service.schemas
+        base = self.service.check_topic_name(req.topic).schema_name
+        if has_schema(req):
+            if schemas.stored_version(base, record_of(req.schema)) is not None:
+                return None
+            return self.get_or_create_async(req.topic, req.schema)
+        if self.service.config.isSchemaValidationEnforced and not schemas.cached(base):
+            return schemas.load_async(base)
+        return None
+
+    def consumer_work(self, topic: Topic, req: pb.CommandSubscribe) -> Coroutine[Any, Any, Any] | None:
+        """The same for a Subscribe on ``topic`` (see `check_consumer`): reading the
+        topic's versions, or storing the consumer's schema on an idle topic without one."""
+        if not has_schema(req):
+            return None
+        schemas = self.service.schemas
+        base = topic.topic_name.schema_name
+        if not schemas.cached(base):
+            return schemas.load_async(base)
+        if (schemas.allow_auto_update and not in_use(topic) and schemas.get(base) is None):
+            return self.get_or_create_async(topic.name, req.schema)
+        return None
+
+
+def in_use(topic: Topic) -> bool:
+    """Whether a topic has producers, consumers (other than AUTO_CONSUME ones) or data:
+    a consumer's schema is then checked against the topic's, never stored."""
+    return (
+        bool(topic.producers)
+        or any(not c.auto_consume_schema
+               for sub in topic.subscriptions.values() for c in sub.consumers)
+        or (isinstance(topic, PersistentTopic) and topic.ledger.size_bytes() > 0)
+    )
 
 
 def has_schema(req: pb.CommandProducer | pb.CommandSubscribe) -> bool:

@@ -6,6 +6,10 @@ stores: ``storage.db`` (this layer's own bookkeeping: ledger directories, termin
 flags, cursor state, the ledger id high-water mark) and ``metadata.db`` (exposed as
 `.metadata` for the broker's keys, unless another `MetadataStore` is passed in).
 
+The broker's metadata calls run off its event loop through `read_metadata` (the
+``readers`` threads) and `write_metadata` (one writer thread, so writes land in the order
+they were made; `close` lets them finish before it closes the store).
+
 Layout: ``<data_dir>/ledgers/<quoted name>-<hash>/<ledger id>.seg`` (+ ``.idx``).
 Ledger ids are allocated in blocks whose upper bound is committed (synchronous=FULL)
 before any id of the block is used, so ids never repeat, even after a power loss.
@@ -20,8 +24,9 @@ import hashlib
 import logging
 import os
 import shutil
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 from urllib.parse import quote
 
 from .config import StorageConfig
@@ -40,6 +45,8 @@ _ID_BLOCK = 1000
 LEDGER_PREFIX = "ledger/"
 _CURSOR = "cursor/"
 _SEP = "\x1f"
+
+T = TypeVar("T")
 
 
 def _dir_name(name: str) -> str:
@@ -86,6 +93,9 @@ class ManagedLedgerFactory:
         self.readers = ThreadPoolExecutor(max_workers=4, thread_name_prefix="magnetar-read")
         # the periodic cursor writes go to SQLite from this one thread, in order
         self._meta_writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="magnetar-meta")
+        # the broker's metadata store writes (write_metadata), in order, apart from the
+        # cursor writes: the loop waits for those at times (_drain_writes), never for these
+        self._metadata_writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="magnetar-mdw")
         self._ledgers: dict[str, ManagedLedger] = {}
         # open_async calls whose disk work is under way on the readers threads, by name
         self._opening: dict[str, Future[_Opened]] = {}
@@ -314,6 +324,23 @@ class ManagedLedgerFactory:
         """Persist every dirty cursor now."""
         self._persist_cursors(list(self._dirty_cursors))
 
+    # ------------------------------------------------------------------ metadata calls
+    def read_metadata(self, fn: Callable[..., T], *args: Any) -> asyncio.Future[T]:
+        """``fn(*args)`` (metadata store reads) on the ``readers`` threads; call from the
+        event loop. A stalled store then holds up only those who await the answer."""
+        if self._closed:
+            raise LedgerClosedError("storage factory is closed")
+        return asyncio.get_running_loop().run_in_executor(self.readers, fn, *args)
+
+    def write_metadata(self, fn: Callable[..., T], *args: Any) -> asyncio.Future[T]:
+        """``fn(*args)`` (metadata store writes, or a read and the writes that depend on it)
+        on the metadata writer thread; call from the event loop. Calls run one at a time in
+        the order they were made, so a later write of a key is never overwritten by an
+        earlier one, and `close` finishes them all before it closes the store."""
+        if self._closed:
+            raise LedgerClosedError("storage factory is closed")
+        return asyncio.wrap_future(self._metadata_writer.submit(fn, *args))
+
     # ------------------------------------------------------------------ lifecycle
     def close(self) -> None:
         """Close every open ledger (flushing and persisting cursors), stop the flusher."""
@@ -331,6 +358,7 @@ class ManagedLedgerFactory:
                 log.exception("closing ledger %s failed", ml.name)
         self._persist_cursors(list(self._dirty_cursors))
         self._meta_writer.shutdown(wait=True)
+        self._metadata_writer.shutdown(wait=True)  # pending metadata writes land first
         self.readers.shutdown(wait=False, cancel_futures=True)
         self._flusher.stop()
         self._files.close_all()
