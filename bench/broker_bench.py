@@ -522,6 +522,10 @@ def phase_consume(pulsar: Any, client: Any, topic: str, produced: PhaseResult,
     if duplicates:
         res.notes.append(f"{duplicates:,} duplicate deliveries (redelivered messages, "
                          "not counted in the rate)")
+        if res.broker_cpu_s is not None:
+            res.notes.append(f"broker CPU per delivered message, duplicates included: "
+                             f"{res.broker_cpu_s * 1e6 / (received + duplicates):.2f} us "
+                             "(the row's figure divides by distinct messages)")
     if out_of_order:
         res.notes.append(f"{out_of_order:,} messages arrived after a later sequence number")
     if foreign:
