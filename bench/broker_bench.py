@@ -8,6 +8,8 @@ consume phase reads back the topic the produce phase wrote):
   produce   batched ``send_async`` of 1 KB messages (no callback by default), then flush
   consume   Exclusive subscription from Earliest over the produced topic,
             ``receive`` + ``acknowledge`` for every message
+  catchup   (opt-in, ``--catchup-bytes``) a backlog produced, made uncached (broker
+            restarted on its data, page cache dropped), then consumed as above
 
 Around each phase the broker's CPU time is read from ``/proc/<pid>/stat`` so the tool
 can report broker CPU microseconds per message. ``--compare`` starts Magnetar and
@@ -85,6 +87,21 @@ sequence number that the consume phase checks:
            messages received / seconds from subscribe to the last new one. Duplicate
            deliveries and out-of-order arrivals are acknowledged, not counted, and
            reported as notes.
+  catchup  Only with --catchup-bytes (e.g. 1G; off by default, so the default run stays
+           short), last, on its own topic: produces that many bytes of --size messages
+           batched as in the produce phase (no callback, then flush()), then makes the
+           backlog UNCACHED: the broker is stopped (SIGTERM, waiting for it to exit),
+           every file under its data dir is fsync'ed and dropped from the OS page cache
+           (os.sync(), then posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED) on each file),
+           and the broker is started again on the same data dir (Magnetar: --data-dir;
+           pulsar-lite: --db-path), so neither its in-process caches nor the page cache
+           hold the backlog. Then one consumer (new client; Exclusive, Earliest, receiver
+           queue 1000) receives + acknowledges every message as the consume phase does
+           (--catchup-timeout). Figures: distinct messages / seconds from subscribe to the
+           last new one, MB/s of payload, broker CPU us/msg (from the restarted process,
+           sampled after it accepts connections), and the bytes the broker read from the
+           block device in the phase (read_bytes of /proc/PID/io: about the backlog's
+           size when it really was uncached). Needs a broker this tool started.
 
 Per phase, the broker's CPU is read from /proc/<pid>/stat (utime + stime, plus reaped
 children's cutime + cstime, plus any live descendants) before and after, divided by
@@ -219,6 +236,8 @@ class PhaseResult:
     max_ms: float | None = None
     failed: int = 0
     duplicates: int = 0
+    mb_per_s: float | None = None
+    disk_read_mib: float | None = None
     notes: list[str] = field(default_factory=list)
     error: str | None = None
 
@@ -448,7 +467,8 @@ def phase_produce(pulsar: Any, client: Any, topic: str, args: argparse.Namespace
 
 
 def phase_consume(pulsar: Any, client: Any, topic: str, produced: PhaseResult,
-                  args: argparse.Namespace, probe: CpuProbe, label: str) -> PhaseResult:
+                  args: argparse.Namespace, probe: CpuProbe, label: str,
+                  name: str = "consume") -> PhaseResult:
     """Read back the produce topic until every acknowledged sequence number was seen once.
 
     The rate counts distinct messages; redeliveries are counted and reported apart.
@@ -456,8 +476,8 @@ def phase_consume(pulsar: Any, client: Any, topic: str, produced: PhaseResult,
     expected = produced.messages
     sent = produced.messages + produced.failed  # sequence numbers handed out
     seen = bytearray(sent)
-    res = PhaseResult("consume", topic)
-    prog = Progress(label, "consume", args.progress)
+    res = PhaseResult(name, topic)
+    prog = Progress(label, name, args.progress)
     cpu0, ccpu0 = probe.sample(), _client_cpu()
     t0 = time.perf_counter()
     consumer = client.subscribe(
@@ -516,6 +536,10 @@ def phase_consume(pulsar: Any, client: Any, topic: str, produced: PhaseResult,
     if duplicates:
         res.notes.append(f"{duplicates:,} duplicate deliveries (redelivered messages, "
                          "not counted in the rate)")
+        if res.broker_cpu_s is not None:
+            res.notes.append(f"broker CPU per delivered message, duplicates included: "
+                             f"{res.broker_cpu_s * 1e6 / (received + duplicates):.2f} us "
+                             "(the row's figure divides by distinct messages)")
     if out_of_order:
         res.notes.append(f"{out_of_order:,} messages arrived after a later sequence number")
     if foreign:
@@ -525,8 +549,105 @@ def phase_consume(pulsar: Any, client: Any, topic: str, produced: PhaseResult,
     return res
 
 
-def run_suite(run: BrokerRun, args: argparse.Namespace, log_dir: Path) -> None:
-    """Run the three phases against run.url, filling run.phases."""
+def _read_bytes(pid: int | None) -> int | None:
+    """Bytes the process (all its threads) had the block layer read for it so far."""
+    if pid is None:
+        return None
+    with contextlib.suppress(OSError, ValueError):
+        for line in Path(f"/proc/{pid}/io").read_text().splitlines():
+            if line.startswith("read_bytes:"):
+                return int(line.split()[1])
+    return None
+
+
+def evict_page_cache(root: Path) -> tuple[int, int]:
+    """Drop every file under ``root`` from the OS page cache: ``os.sync()``, then per file
+    fsync and ``posix_fadvise(POSIX_FADV_DONTNEED)`` (clean pages only are dropped, hence
+    the sync first). Returns (files, bytes). Call it while no process writes there."""
+    os.sync()
+    files = size = 0
+    for dirpath, _dirs, names in os.walk(root):
+        for name in names:
+            path = os.path.join(dirpath, name)
+            try:
+                fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+            except OSError:
+                continue
+            try:
+                if not os.path.isfile(path):
+                    continue
+                with contextlib.suppress(OSError):
+                    os.fsync(fd)
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+                files += 1
+                size += os.fstat(fd).st_size
+            finally:
+                os.close(fd)
+    return files, size
+
+
+#: restart(evict) -> (url, pid) of the broker started again on the same data, or raises
+Restarter = Any
+
+
+def phase_catchup(pulsar: Any, run: BrokerRun, topic: str, args: argparse.Namespace,
+                  restart: Restarter, log_file: Path) -> PhaseResult:
+    """Produce --catchup-bytes, make them uncached (restart + page cache dropped), then
+    consume them all with one consumer."""
+    count = max(1, args.catchup_bytes // args.size)
+    pargs = argparse.Namespace(**vars(args))
+    pargs.messages, pargs.duration = count, 1e9
+    cargs = argparse.Namespace(**vars(args))
+    cargs.consume_timeout = args.catchup_timeout
+
+    def new_client(url: str) -> Any:
+        return pulsar.Client(url, operation_timeout_seconds=args.op_timeout,
+                             connection_timeout_ms=10_000,
+                             logger=pulsar.FileLogger(pulsar.LoggerLevel.Warn, str(log_file)))
+
+    client = new_client(run.url)
+    try:
+        produced = phase_produce(pulsar, client, topic, pargs, CpuProbe(run.pid), run.name)
+    finally:
+        with contextlib.suppress(Exception):
+            client.close()
+    if not produced.messages:
+        return PhaseResult("catchup", topic, error="the backlog could not be produced")
+    if run.pid is not None:
+        rss = CpuProbe(run.pid).peak_rss_mib()
+        if rss is not None:
+            run.peak_rss_mib = max(run.peak_rss_mib or 0.0, rss)
+    t0 = time.perf_counter()
+    url, pid, files, nbytes = restart()
+    run.url, run.pid = url, pid
+    print(f"  [{run.name}] catchup  backlog of {produced.messages:,} msgs made uncached: "
+          f"{files} files / {nbytes / 2**20:,.0f} MiB evicted, broker restarted "
+          f"(pid {pid}) in {time.perf_counter() - t0:.1f}s", file=sys.stderr, flush=True)
+    probe = CpuProbe(pid)
+    client = new_client(url)
+    try:
+        io0 = _read_bytes(pid)
+        res = phase_consume(pulsar, client, topic, produced, cargs, probe, run.name, "catchup")
+        io1 = _read_bytes(pid)
+    finally:
+        with contextlib.suppress(Exception):
+            client.close()
+    if res.rate:
+        res.mb_per_s = res.rate * args.size / 1e6
+    if io0 is not None and io1 is not None:
+        res.disk_read_mib = (io1 - io0) / 2**20
+        res.notes.append(f"broker read {res.disk_read_mib:,.0f} MiB from the block device "
+                         f"in the phase (backlog: {produced.messages * args.size / 2**20:,.0f} "
+                         "MiB of payload)")
+    res.notes.append(f"backlog produced at {_fmt_int(produced.rate or 0)} msg/s "
+                     f"({produced.messages:,} msgs); files evicted: {files}, "
+                     f"{nbytes / 2**20:,.0f} MiB")
+    return res
+
+
+def run_suite(run: BrokerRun, args: argparse.Namespace, log_dir: Path,
+              restart: Restarter | None = None) -> None:
+    """Run the selected phases against run.url, filling run.phases."""
     import pulsar
 
     probe = CpuProbe(run.pid)
@@ -541,6 +662,7 @@ def run_suite(run: BrokerRun, args: argparse.Namespace, log_dir: Path) -> None:
     ns = args.namespace.strip("/")
     topic_lat = f"persistent://{ns}/bench-{tag}-latency"
     topic_prod = f"persistent://{ns}/bench-{tag}-produce"
+    topic_catch = f"persistent://{ns}/bench-{tag}-catchup"
 
     def attempt(name: str, fn: Any, *fargs: Any) -> PhaseResult:
         try:
@@ -553,17 +675,37 @@ def run_suite(run: BrokerRun, args: argparse.Namespace, log_dir: Path) -> None:
             return PhaseResult(name, error=repr(exc))
 
     try:
-        run.phases["latency"] = attempt("latency", phase_latency, topic_lat)
-        prod = attempt("produce", phase_produce, topic_prod)
-        run.phases["produce"] = prod
-        if prod.messages:
-            run.phases["consume"] = attempt("consume", phase_consume, topic_prod, prod)
-        else:
-            run.phases["consume"] = PhaseResult("consume", error="nothing was produced")
+        if "latency" in args.phases:
+            run.phases["latency"] = attempt("latency", phase_latency, topic_lat)
+        if "produce" in args.phases or "consume" in args.phases:
+            prod = attempt("produce", phase_produce, topic_prod)
+            run.phases["produce"] = prod
+            if "consume" in args.phases:
+                if prod.messages:
+                    run.phases["consume"] = attempt("consume", phase_consume, topic_prod, prod)
+                else:
+                    run.phases["consume"] = PhaseResult("consume", error="nothing was produced")
     finally:
         run.peak_rss_mib = probe.peak_rss_mib()
         with contextlib.suppress(Exception):
             client.close()
+    if "catchup" not in args.phases:
+        return
+    if restart is None:
+        run.phases["catchup"] = PhaseResult(
+            "catchup", error="needs a broker started by this tool (--compare / --broker)")
+        return
+    try:
+        run.phases["catchup"] = phase_catchup(pulsar, run, topic_catch, args, restart, log_file)
+    except KeyboardInterrupt:
+        raise
+    except Exception as exc:
+        print(f"  [{run.name}] catchup: FAILED: {exc!r} (client log: {log_file})",
+              file=sys.stderr, flush=True)
+        run.phases["catchup"] = PhaseResult("catchup", error=repr(exc))
+    rss = CpuProbe(run.pid).peak_rss_mib()
+    if rss is not None:
+        run.peak_rss_mib = max(run.peak_rss_mib or 0.0, rss)
 
 
 # ---------------------------------------------------------------------------
@@ -700,7 +842,7 @@ def start_broker(name: str, args: argparse.Namespace, workdir: Path
     port = _free_port()
     if name == "magnetar":
         data_dir = workdir / "data"
-        data_dir.mkdir()
+        data_dir.mkdir(exist_ok=True)  # exists when restarted on the same data
         argv, env = _magnetar_argv(args, data_dir, port)
     else:
         binary = _pulsar_lite_binary(args)
@@ -724,8 +866,27 @@ def bench_started_broker(name: str, args: argparse.Namespace, root: Path) -> Bro
         print(f"[{name}] SKIPPED: {reason}", file=sys.stderr, flush=True)
         return run
     run.url, run.pid, run.command = url, proc.pid, shlex.join(proc.args)  # type: ignore[arg-type]
+
+    def restart() -> tuple[str, int, int, int]:
+        """Stop the broker, drop its data files from the page cache, start it again on the
+        same data dir (a new free port)."""
+        nonlocal proc
+        assert proc is not None
+        _stop(proc)
+        files, nbytes = evict_page_cache(workdir / ("data" if name == "magnetar" else "db"))
+        if name != "magnetar":  # pulsar-lite may keep siblings of its --db-path
+            for sibling in workdir.glob("db.*"):
+                f, b = evict_page_cache(sibling)
+                files, nbytes = files + f, nbytes + b
+        os.replace(workdir / "broker.log", workdir / "broker-before-restart.log")
+        new, new_url, why = start_broker(name, args, workdir)
+        if new is None:
+            raise RuntimeError(f"restart failed: {why}")
+        proc = new
+        return new_url, new.pid, files, nbytes
+
     try:
-        run_suite(run, args, workdir)
+        run_suite(run, args, workdir, restart)
     finally:
         if proc.poll() is not None:
             print(f"[{name}] broker exited with code {proc.returncode} during the run; "
@@ -829,6 +990,9 @@ ROWS: list[tuple[str, str, str, str]] = [
     ("consume msgs/s (receive + ack)", "consume", "rate", "int"),
     ("consume broker CPU us/msg", "consume", "cpu_us_per_msg", "f1"),
     ("consume duplicate deliveries", "consume", "duplicates", "int"),
+    ("catch-up msgs/s (uncached backlog)", "catchup", "rate", "int"),
+    ("catch-up MB/s (payload)", "catchup", "mb_per_s", "f1"),
+    ("catch-up broker CPU us/msg", "catchup", "cpu_us_per_msg", "f2"),
     ("send latency p50 ms (unbatched, sync)", "latency", "p50_ms", "f3"),
     ("send latency p99 ms", "latency", "p99_ms", "f3"),
     ("latency broker CPU us/msg", "latency", "cpu_us_per_msg", "f1"),
@@ -922,7 +1086,7 @@ def describe_run(run: BrokerRun) -> str:
     out = [f"{run.name}: {run.url}" + (f" (pid {run.pid})" if run.pid else " (no pid: no CPU)")]
     if run.command:
         out.append(f"  command: {run.command}")
-    for name in ("latency", "produce", "consume"):
+    for name in ("latency", "produce", "consume", "catchup"):
         res = run.phases.get(name)
         if res is None:
             continue
@@ -933,6 +1097,8 @@ def describe_run(run: BrokerRun) -> str:
                 f"broker CPU {_fmt(res.cpu_us_per_msg, 'f1')} us/msg "
                 f"({_fmt(res.broker_cores, 'f2')} cores)",
                 f"client {_fmt(res.client_cores, 'f2')} cores"]
+        if res.mb_per_s is not None:
+            bits.insert(2, f"{res.mb_per_s:.1f} MB/s")
         if name == "latency":
             bits.insert(2, f"p50 {_fmt(res.p50_ms, 'f3')} / p99 {_fmt(res.p99_ms, 'f3')} / "
                            f"max {_fmt(res.max_ms, 'f3')} ms")
@@ -960,6 +1126,9 @@ def report(runs: list[BrokerRun], args: argparse.Namespace, floor: FsyncFloor | 
     setup = (f"{args.size} B messages; produce: up to {args.messages:,} msgs / {args.duration:g}s, "
              f"callback {args.produce_callback}; latency: {args.latency_count:,} sends; "
              f"magnetar fsync: {fsync}; machine: {_machine()}")
+    if "catchup" in args.phases:
+        setup += (f"; catch-up: {args.catchup_bytes / 2**20:,.0f} MiB backlog, broker restarted "
+                  "and its data files dropped from the page cache before consuming")
     print(f"\n{setup}")
     if args.markdown:
         print("\n" + render_markdown(header, rows))
@@ -977,6 +1146,19 @@ def report(runs: list[BrokerRun], args: argparse.Namespace, floor: FsyncFloor | 
 
 # ---------------------------------------------------------------------------
 # CLI
+
+
+def _size(text: str) -> int:
+    """A byte count: a number with an optional K, M or G suffix (powers of 1024)."""
+    t = text.strip().upper().removesuffix("B")
+    mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(t[-1:], 1)
+    try:
+        value = float(t[:-1] if mult > 1 else t) * mult
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a size: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"not a size: {text!r}")
+    return int(value)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -1009,6 +1191,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                       help="produce phase: producer max_pending_messages (default %(default)s)")
     load.add_argument("--consume-timeout", type=float, default=40.0,
                       help="consume phase: give up after this many seconds (default %(default)s)")
+    load.add_argument("--catchup-bytes", type=_size, default=0, metavar="SIZE",
+                      help="run the catchup phase with a backlog of SIZE bytes of "
+                           "--size messages (e.g. 1G, 300M; default 0: no catchup phase)")
+    load.add_argument("--catchup-timeout", type=float, default=600.0,
+                      help="catchup phase: give up consuming after this many seconds "
+                           "(default %(default)s)")
+    load.add_argument("--phases", default="latency,produce,consume",
+                      help="comma-separated phases to run, of latency, produce, consume "
+                           "(consume implies produce) and catchup (default %(default)s; "
+                           "--catchup-bytes adds catchup)")
     load.add_argument("--latency-count", type=int, default=2000,
                       help="latency phase: timed synchronous sends (default %(default)s)")
     load.add_argument("--latency-warmup", type=int, default=20,
@@ -1043,6 +1235,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     out.add_argument("--progress", type=float, default=3.0,
                      help="seconds between progress lines on stderr (default %(default)s)")
     args = p.parse_args(argv)
+    phases = {x.strip() for x in args.phases.split(",") if x.strip()}
+    unknown = phases - {"latency", "produce", "consume", "catchup"}
+    if unknown:
+        p.error(f"unknown phases: {', '.join(sorted(unknown))}")
+    if args.catchup_bytes > 0:
+        phases.add("catchup")
+    elif "catchup" in phases:
+        p.error("the catchup phase needs --catchup-bytes")
+    args.phases = phases
     if args.size < 8:
         p.error("--size must be at least 8 (the sequence number)")
     if args.compare and args.broker:

@@ -10,6 +10,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import pulsar
 import pytest
@@ -54,10 +55,10 @@ def stalled_reads(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[set[str], t
     real_span = ledger_module.read_span
     real_records = segment_module.Segment.read_records
 
-    def slow_span(span: segment_module.ColdSpan) -> list[bytes]:
+    def slow_span(span: segment_module.ColdSpan, views: bool = False) -> Any:
         if stalled(span.path):
             release.wait(30)
-        return real_span(span)
+        return real_span(span, views)
 
     def slow_records(self: segment_module.Segment, first: int, last: int) -> list[bytes]:
         if stalled(self.path):

@@ -6,7 +6,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from magnetar.protocol import FrameDecoder, encode_command, encode_payload_command, pb
-from magnetar.protocol.fastpath import message_command, message_frame, send_receipt_frame
+from magnetar.protocol.fastpath import (
+    message_command,
+    message_frame,
+    message_frame_head,
+    send_receipt_frame,
+)
 
 u64 = st.integers(min_value=0, max_value=2**64 - 1)
 small = st.integers(min_value=0, max_value=2**31 - 1)
@@ -40,6 +45,11 @@ def test_message_matches_protobuf(consumer_id, ledger, entry, redelivery, ack_se
     part = b"\x0e\x01\x00\x00\x00\x00\x00\x00\x00\x00"
     assert message_frame(fast, part, None) == encode_payload_command(cmd, part)
     assert message_frame(fast, part, b"\x08\x01") == encode_payload_command(cmd, part, b"\x08\x01")
+    # the head written before a payload part kept as it is (a memoryview of a read buffer)
+    view = memoryview(b"xx" + part)[2:]
+    assert message_frame_head(fast, len(view), None) + view == encode_payload_command(cmd, part)
+    assert (message_frame_head(fast, len(view), memoryview(b"\x08\x01")) + view
+            == encode_payload_command(cmd, part, b"\x08\x01"))
 
 
 @given(

@@ -344,6 +344,10 @@ def test_read_cached_and_read_cold(make_factory):
         return await ml.read_cold(start, n, max_bytes)
 
     assert run(cold(pos[0], 100)) == list(zip(pos[:6], data[:6], strict=True))  # one segment
+    views = [v for _, v in run(cold(pos[0], 100))]  # of one read buffer, not copied, read-only
+    assert all(isinstance(v, memoryview) and v.readonly for v in views)
+    assert len({id(v.obj) for v in views}) == 1
+    assert [v.tobytes() for v in views] == data[:6]
     assert run(cold(pos[6], 100)) == list(zip(pos[6:], data[6:], strict=True))
     assert run(cold(pos[1], 100, max_bytes=120)) == list(zip(pos[1:3], data[1:3], strict=True))
     seg = ml._segments[0]

@@ -38,7 +38,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-Entry = tuple["Position", bytes]
+#: A stored entry: from the read cache ``bytes``, from a cold read a ``memoryview`` of the
+#: read's buffer (sent as it is; see ``ManagedLedger.read_cold``).
+Entry = tuple["Position", "bytes | memoryview"]
 
 #: Reads one dispatch pass makes at most before it yields the event loop to others.
 MAX_READS_PER_PASS = 64
@@ -48,7 +50,7 @@ CORRUPT_RETRY_MAX_S = 60.0
 CORRUPT_LOG_INTERVAL_S = 60.0
 
 
-def entry_metadata(data: bytes) -> pb.MessageMetadata | None:
+def entry_metadata(data: bytes | memoryview) -> pb.MessageMetadata | None:
     """The producer's MessageMetadata of a stored entry (None if it cannot be parsed)."""
     try:
         return peek_metadata(split_entry(data)[1])
@@ -263,7 +265,8 @@ class Dispatcher:
             return None
         return future.result()
 
-    def send(self, consumer: Consumer, position: Position, data: bytes, num_messages: int) -> None:
+    def send(self, consumer: Consumer, position: Position, data: bytes | memoryview,
+             num_messages: int) -> None:
         consumer.send_entry(
             position,
             data,

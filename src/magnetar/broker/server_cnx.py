@@ -57,6 +57,10 @@ FRAME_OVERHEAD = 10 * 1024
 #: Bytes of messages one connection queues in an event-loop turn before its dispatchers wait
 #: for the next turn (then for the transport to drain, if its buffer is above high water).
 OUT_BUFFER_LIMIT = 1 << 20
+#: A turn's output smaller than this is joined into one buffer before the write; larger
+#: output goes to ``transport.writelines`` as it was queued (uvloop writes it with one
+#: ``writev``), so stored payloads are never copied on their way to the socket.
+JOIN_BELOW = 16 * 1024
 SERVER_VERSION = "Magnetar-Broker-v0.1.0"
 
 
@@ -134,7 +138,7 @@ class ServerCnx(asyncio.BufferedProtocol):
         self.last_received = time.monotonic()
         self.ping_outstanding = False
         self.peer = "?"
-        self._out: list[bytes] = []
+        self._out: list[bytes | memoryview] = []
         self._out_bytes = 0  # queued in _out, not yet handed to the transport
         self._flush_scheduled = False
         self._transport_paused = False  # the transport's buffer is above its high-water mark
@@ -371,6 +375,19 @@ class ServerCnx(asyncio.BufferedProtocol):
             self._flush_scheduled = True
             self.loop.call_soon(self._flush)
 
+    def write_frame(self, head: bytes, payload: bytes | memoryview) -> None:
+        """Queue a frame in two pieces (its head, then a stored payload part, which is
+        written as it is, never copied into a joined buffer)."""
+        if self.closed:
+            return
+        out = self._out
+        out.append(head)
+        out.append(payload)
+        self._out_bytes += len(head) + len(payload)
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            self.loop.call_soon(self._flush)
+
     def _flush(self) -> None:
         self._flush_scheduled = False
         if self.lookups_held:  # the answers of these lookups are written now
@@ -379,8 +396,13 @@ class ServerCnx(asyncio.BufferedProtocol):
         if self._out and self.transport is not None and not self.closed:
             out = self._out
             self._out = []
-            self._out_bytes = 0
-            self.transport.write(out[0] if len(out) == 1 else b"".join(out))
+            size, self._out_bytes = self._out_bytes, 0
+            if len(out) == 1:
+                self.transport.write(out[0])
+            elif size < JOIN_BELOW:  # small frames: one copy costs less than an iovec each
+                self.transport.write(b"".join(out))
+            else:  # one writev of every piece (uvloop); no copy of the payloads
+                self.transport.writelines(out)
             # a dispatcher that stopped on a full buffer goes on once the transport took it
             if self._dispatch_held and not self._transport_paused:
                 self._wake_dispatchers()

@@ -58,8 +58,9 @@ def _chunk_of(payload: bytes) -> tuple[int, int]:
     return metadata.chunk_id, metadata.num_chunks_from_msg
 
 
-def split_entry(data: bytes) -> tuple[bytes | None, bytes]:
-    """Split a stored entry into (broker entry metadata, payload part)."""
+def split_entry(data: bytes | memoryview) -> tuple[bytes | memoryview | None, bytes | memoryview]:
+    """Split a stored entry into (broker entry metadata, payload part); of the same type
+    as ``data`` (a ``memoryview`` from a cold read is cut without copying)."""
     if data[:2] == ENTRY_METADATA_MAGIC:
         (size,) = _U32.unpack_from(data, 2)
         return data[6 : 6 + size], data[6 + size :]

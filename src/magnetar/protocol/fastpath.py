@@ -73,20 +73,32 @@ def message_command(
     return b"".join((_MESSAGE_HEAD, _varint(len(body)), body))
 
 
-def message_frame(command_bytes: bytes, payload_part: bytes, entry_metadata: bytes | None) -> bytes:
-    """Frame a pre-serialized MESSAGE command around a stored payload part."""
+def message_frame_head(
+    command_bytes: bytes, payload_size: int, entry_metadata: bytes | memoryview | None
+) -> bytes:
+    """Everything of a MESSAGE frame before its payload part (sizes, the pre-serialized
+    command, the broker entry metadata section if any): the head and the stored payload
+    part of ``payload_size`` bytes, written one after the other (``writev``), make the
+    frame without copying the payload."""
     size = len(command_bytes)
     if entry_metadata is None:
-        return b"".join((_TWO_U32.pack(4 + size + len(payload_part), size), command_bytes, payload_part))
+        return _TWO_U32.pack(4 + size + payload_size, size) + command_bytes
     bem = len(entry_metadata)
     return b"".join((
-        _TWO_U32.pack(4 + size + 6 + bem + len(payload_part), size),
+        _TWO_U32.pack(4 + size + 6 + bem + payload_size, size),
         command_bytes,
         b"\x0e\x02",
         bem.to_bytes(4, "big"),
         entry_metadata,
-        payload_part,
     ))
+
+
+def message_frame(
+    command_bytes: bytes, payload_part: bytes | memoryview, entry_metadata: bytes | memoryview | None
+) -> bytes:
+    """Frame a pre-serialized MESSAGE command around a stored payload part (one copy:
+    `message_frame_head` + the payload part, for whoever needs the frame in one piece)."""
+    return message_frame_head(command_bytes, len(payload_part), entry_metadata) + payload_part
 
 
 def message_id_prefix(ledger_id: int, entry_id: int, partition: int = -1) -> bytes:

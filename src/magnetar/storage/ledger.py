@@ -550,15 +550,17 @@ class ManagedLedger:
 
     def read_cold(
         self, start: Position, max_entries: int, max_bytes: int | None = None
-    ) -> asyncio.Future[list[tuple[Position, bytes]]]:
+    ) -> asyncio.Future[list[tuple[Position, memoryview]]]:
         """Entries from ``start`` (as ``read_entries``) read from disk on the factory's
         reader threads: at most one segment's worth, at least one entry when one exists.
         The event loop only plans the read (positions and offsets); the thread opens the
-        file itself, so nothing the loop owns is touched there."""
+        file itself, so nothing the loop owns is touched there. The run is read with one
+        pread and each record checked against its CRC32C; the entries are read-only
+        ``memoryview``s of that one buffer (no copy per entry)."""
         loop = asyncio.get_running_loop()
         loc = self._locate(start) if max_entries > 0 else None
         if loc is None:
-            done: asyncio.Future[list[tuple[Position, bytes]]] = loop.create_future()
+            done: asyncio.Future[list[tuple[Position, memoryview]]] = loop.create_future()
             done.set_result([])
             return done
         i, first = loc
@@ -573,8 +575,9 @@ class ManagedLedger:
         span = seg.span(first, last)
         lid = seg.ledger_id
 
-        def read() -> list[tuple[Position, bytes]]:
-            return [(Position(lid, first + k), data) for k, data in enumerate(read_span(span))]
+        def read() -> list[tuple[Position, memoryview]]:
+            return [(Position(lid, first + k), data)
+                    for k, data in enumerate(read_span(span, views=True))]
 
         return loop.run_in_executor(self._factory.readers, read)
 

@@ -32,6 +32,7 @@ import threading
 import time
 from array import array
 from dataclasses import dataclass
+from typing import Literal, overload
 
 import crc32c
 
@@ -69,11 +70,19 @@ class ColdSpan:
     offsets: list[int]
 
 
-def read_span(span: ColdSpan) -> list[bytes]:
+@overload
+def read_span(span: ColdSpan, views: Literal[False] = ...) -> list[bytes]: ...
+@overload
+def read_span(span: ColdSpan, views: Literal[True]) -> list[memoryview]: ...
+def read_span(span: ColdSpan, views: bool = False) -> list[bytes] | list[memoryview]:
     """Read and check the records of ``span`` with a descriptor of its own (worker thread:
     no shared state is touched, so the LRU may close the segment's descriptor meanwhile).
     Stops before a corrupt record, raising ``CorruptEntryError`` if it is the first; a
-    file that is gone (trimmed meanwhile) reads as nothing."""
+    file that is gone (trimmed meanwhile) reads as nothing.
+
+    The span is read with one pread into one buffer; with ``views`` each payload is a
+    read-only ``memoryview`` of that buffer (no copy per record: a dispatcher hands them
+    to the socket as they are), else a ``bytes`` copy of its own."""
     offs = span.offsets
     base = offs[0]
     try:
@@ -91,22 +100,26 @@ def read_span(span: ColdSpan) -> list[bytes]:
     finally:
         os.close(fd)
     mv = memoryview(buf)
-    out: list[bytes] = []
+    out: list[memoryview] = []
     unpack = record.HEADER.unpack_from
     hs = record.HEADER_SIZE
+    checksum = record.checksum
     for k in range(len(offs) - 1):
         start = offs[k] - base
         end = offs[k + 1] - base
         n, crc = unpack(mv, start)
-        if n != end - start - hs or record.checksum(mv[start + hs : end], n) != crc:
+        payload = mv[start + hs : end]
+        if n != end - start - hs or checksum(payload, n) != crc:
             if out:
                 break
             raise CorruptEntryError(
                 f"{span.path}: entry {span.first + k} fails its checksum",
                 (span.ledger_id, span.first + k),
             )
-        out.append(buf[start + hs : end])
-    return out
+        out.append(payload)
+    if views:
+        return out
+    return [v.tobytes() for v in out]
 
 
 def segment_name(ledger_id: int) -> str:
