@@ -1033,6 +1033,8 @@ def build_table(runs: list[BrokerRun]) -> tuple[list[str], list[list[str]]]:
         header.append(f"ratio {runs[0].name}/{runs[1].name}")
     rows = []
     for label, phase, attr, kind in ROWS:
+        if phase and not any(phase in r.phases for r in runs):
+            continue  # a phase this run left out (catchup without --catchup-bytes)
         row = [label, *(_cell(r, phase, attr, kind) for r in runs)]
         if ratio:
             a, b = (_value(r, phase, attr) for r in runs)
