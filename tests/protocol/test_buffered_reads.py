@@ -93,7 +93,10 @@ def test_small_buffer_grows_and_large_frame_gets_its_own() -> None:
     first.release()
     big = _send(1, b"z" * 300_000)
     got = _read(decoder, big, [len(big) // 3])
-    assert len(got) == 1 and got[0].payload_part.endswith(b"z" * 1000)
+    assert len(got) == 1 and bytes(got[0].payload_part).endswith(b"z" * 1000)
+    part = got[0].payload_part  # a read-only view of the frame's own buffer: not copied
+    assert isinstance(part, memoryview) and part.readonly
+    assert part.obj is not decoder.get_buffer(-1).obj  # and not the buffer reused for reads
     # reads that fill the buffer make it grow, up to READ_BUFFER_SIZE
     small = b"".join(_send(i, b"s" * 1000) for i in range(200))
     assert len(_read(decoder, small, [])) == 200

@@ -160,7 +160,8 @@ class SendFrame:
 
     def __init__(self, producer_id: int, sequence_id: int, num_messages: int,
                  highest_sequence_id: int, is_chunk: bool, marker: bool,
-                 payload_part: bytes | None, command: pb.BaseCommand | None = None) -> None:
+                 payload_part: bytes | memoryview | None,
+                 command: pb.BaseCommand | None = None) -> None:
         self.producer_id = producer_id
         self.sequence_id = sequence_id
         self.num_messages = num_messages
@@ -171,7 +172,7 @@ class SendFrame:
         self._command = command
 
     @classmethod
-    def from_command(cls, cmd: pb.BaseCommand, payload_part: bytes | None) -> SendFrame:
+    def from_command(cls, cmd: pb.BaseCommand, payload_part: bytes | memoryview | None) -> SendFrame:
         """The ``SendFrame`` of a SEND that protobuf parsed."""
         send = cmd.send
         highest = send.highest_sequence_id if send.HasField("highest_sequence_id") else -1
@@ -299,8 +300,8 @@ class FrameDecoder:
             if self._big_fill < len(big):
                 return []
             self._big = None
-            with memoryview(big) as view:
-                return [self._decode_or_fail(view, 4, len(big))]
+            with memoryview(big) as view:  # the frame owns ``big``: its part can be a view
+                return [self._decode_or_fail(view, 4, len(big), owned=True)]
         assert self._rbuf is not None, "buffer_updated before get_buffer"
         self._rend += nbytes
         rend = self._rend
@@ -328,9 +329,10 @@ class FrameDecoder:
             self._rpos = pos
         return frames
 
-    def _decode_or_fail(self, view: memoryview, start: int, end: int) -> Frame | MessageFrame | SendFrame:
+    def _decode_or_fail(self, view: memoryview, start: int, end: int,
+                        owned: bool = False) -> Frame | MessageFrame | SendFrame:
         try:
-            return self._decode_frame(view, start, end)
+            return self._decode_frame(view, start, end, owned=owned)
         except ProtocolError as exc:
             self._failed = exc
             raise
@@ -383,8 +385,10 @@ class FrameDecoder:
             self._buf = bytearray(memoryview(data)[pos:])
         return frames
 
-    def _decode_frame(self, view: memoryview, start: int, end: int,
-                      messages: bool = False) -> Frame | MessageFrame | SendFrame:
+    def _decode_frame(self, view: memoryview, start: int, end: int, messages: bool = False,
+                      owned: bool = False) -> Frame | MessageFrame | SendFrame:
+        """The frame in ``view[start:end]``. ``owned``: nothing else will ever write into
+        ``view``'s memory, so a SEND's payload part may be a read-only view of it (no copy)."""
         if end - start < 4:
             raise MalformedFrame("frame too short for its command size")
         (cmd_size,) = _U32.unpack_from(view, start)
@@ -399,7 +403,7 @@ class FrameDecoder:
             # (a 0x0e02 there is broker entry metadata, which producers do not send)
             send = parse_send_command(view, start + 4, cmd_end)
             if send is not None:  # a payload part (0x0e01 magic) follows: checked below
-                part = bytes(view[cmd_end:end])
+                part = view[cmd_end:end].toreadonly() if owned else bytes(view[cmd_end:end])
                 _check_part_layout(part)
                 if self._verify:
                     _verify_or_raise(part)
@@ -429,7 +433,7 @@ class FrameDecoder:
         return Frame(cmd, part, broker_entry_metadata)
 
 
-def _check_part_layout(part: bytes) -> tuple[int, int]:
+def _check_part_layout(part: bytes | memoryview) -> tuple[int, int]:
     """Validate magic and metadata size; return (checksum, metadata size)."""
     if len(part) < _PART_HEADER.size:
         raise MalformedFrame("payload part shorter than its header")
@@ -441,7 +445,7 @@ def _check_part_layout(part: bytes) -> tuple[int, int]:
     return checksum, meta_size
 
 
-def _verify_or_raise(part: bytes) -> None:
+def _verify_or_raise(part: bytes | memoryview) -> None:
     (expected,) = _U32.unpack_from(part, 2)
     actual = _crc32c.crc32c(memoryview(part)[6:])
     if actual != expected:

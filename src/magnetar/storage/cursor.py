@@ -186,9 +186,9 @@ class ManagedCursor:
 
     def read_unacked(
         self, after: Position | None, max_entries: int, max_bytes: int | None = None
-    ) -> list[tuple[Position, bytes]]:
+    ) -> list[tuple[Position, bytes | memoryview]]:
         """Up to ``max_entries`` unacknowledged entries after ``after`` with their data."""
-        out: list[tuple[Position, bytes]] = []
+        out: list[tuple[Position, bytes | memoryview]] = []
         start = self.first_unacked_after(after)
         ledger = self.ledger
         budget = max_bytes

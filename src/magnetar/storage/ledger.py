@@ -122,7 +122,7 @@ class ManagedLedger:
         self._active: Segment | None = None
         self._roll_at = 0.0
         # write buffer (all for self._wseg, starting at byte offset self._wstart)
-        self._wbuf: list[bytes] = []
+        self._wbuf: list[bytes | memoryview] = []
         self._wfuts: list[asyncio.Future[Position]] = []
         self._wpos: list[Position] = []
         self._wbytes = 0
@@ -152,7 +152,7 @@ class ManagedLedger:
             self._cursors[cname] = cur
 
     # ------------------------------------------------------------------ appending
-    def append(self, data: bytes) -> asyncio.Future[Position]:
+    def append(self, data: bytes | memoryview) -> asyncio.Future[Position]:
         """Append one entry; the future resolves to its position once it is durable per
         the fsync policy (in append order), or fails with `StorageError`."""
         loop = self._loop
@@ -165,8 +165,8 @@ class ManagedLedger:
         if self._terminated:
             fut.set_exception(LedgerTerminatedError(f"ledger {self.name} is terminated"))
             return fut
-        if type(data) is not bytes:
-            data = bytes(data)
+        if type(data) is not bytes and not (type(data) is memoryview and data.readonly):
+            data = bytes(data)  # a read-only view is the caller's promise it won't change
         n = len(data)
         seg = self._active
         if (
@@ -213,7 +213,7 @@ class ManagedLedger:
         self,
         seg: Segment,
         hdr: bytes,
-        data: bytes,
+        data: bytes | memoryview,
         start: int,
         pos: Position,
         fut: asyncio.Future[Position],
@@ -457,7 +457,7 @@ class ManagedLedger:
         return list(self._ids)
 
     # ------------------------------------------------------------------ reading
-    def read(self, position: Position) -> bytes:
+    def read(self, position: Position) -> bytes | memoryview:
         """One confirmed entry (`EntryNotFoundError` if there is none there)."""
         lid, eid = position
         seg = self._by_id.get(lid)
@@ -471,12 +471,12 @@ class ManagedLedger:
 
     def read_entries(
         self, start: Position, max_entries: int, max_bytes: int | None = None
-    ) -> list[tuple[Position, bytes]]:
+    ) -> list[tuple[Position, bytes | memoryview]]:
         """Up to ``max_entries`` confirmed entries from ``start`` (inclusive, or the first
         one after it), stopping before ``max_bytes`` of payload (but at least one entry).
         Entries still in the read cache never touch the disk; a run of misses is read
         with one pread."""
-        out: list[tuple[Position, bytes]] = []
+        out: list[tuple[Position, bytes | memoryview]] = []
         loc = self._locate(start) if max_entries > 0 else None
         if loc is None:
             return out
@@ -520,10 +520,10 @@ class ManagedLedger:
 
     def read_cached(
         self, start: Position, max_entries: int, max_bytes: int | None = None
-    ) -> list[tuple[Position, bytes]]:
+    ) -> list[tuple[Position, bytes | memoryview]]:
         """Like ``read_entries``, but only the run of entries from ``start`` that the read
         cache holds (empty when the first one is not cached): never touches the disk."""
-        out: list[tuple[Position, bytes]] = []
+        out: list[tuple[Position, bytes | memoryview]] = []
         loc = self._locate(start) if max_entries > 0 else None
         if loc is None:
             return out
@@ -582,7 +582,7 @@ class ManagedLedger:
         return loop.run_in_executor(self._factory.readers, read)
 
     def _read_disk(
-        self, seg: Segment, first: int, last: int, budget: int, out: list[tuple[Position, bytes]]
+        self, seg: Segment, first: int, last: int, budget: int, out: list[tuple[Position, bytes | memoryview]]
     ) -> tuple[int, int]:
         """Append ``first..last`` of ``seg`` to ``out`` (fewer if ``budget`` >= 0 bytes
         runs out; at least one if ``out`` is empty), in one pread. Returns (entries, bytes).
@@ -616,7 +616,7 @@ class ManagedLedger:
 
     def read_range(
         self, start: Position, end_inclusive: Position
-    ) -> Iterator[tuple[Position, bytes]]:
+    ) -> Iterator[tuple[Position, bytes | memoryview]]:
         """Every confirmed entry in ``[start, end_inclusive]``, in order, read in chunks."""
         pos: Position | None = start
         while pos is not None:
@@ -629,7 +629,7 @@ class ManagedLedger:
                 yield p, data
             pos = self.next_position(chunk[-1][0])
 
-    def find_position(self, predicate: Callable[[bytes], bool]) -> Position | None:
+    def find_position(self, predicate: Callable[[bytes | memoryview], bool]) -> Position | None:
         """Binary search: the first entry whose data satisfies ``predicate``, assuming it is
         false then true along the ledger (e.g. ``publish_time >= t``); None if none does."""
         segs = [s for s in self._segments if s.confirmed]
@@ -655,7 +655,7 @@ class ManagedLedger:
         return at(lo) if lo < total else None
 
     def find_position_async(
-        self, predicate: Callable[[bytes], bool]
+        self, predicate: Callable[[bytes | memoryview], bool]
     ) -> asyncio.Future[Position | None]:
         """``find_position`` on the factory's reader threads (for searches a client asks
         for, such as a seek by publish time): the loop takes a snapshot of the confirmed

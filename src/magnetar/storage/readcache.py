@@ -34,13 +34,13 @@ class ReadCache:
         self.max_bytes = max_bytes
         self.max_age_s = max_age_s  # 0: no age limit
         self.size = 0
-        self._data: OrderedDict[Position, bytes] = OrderedDict()
+        self._data: OrderedDict[Position, bytes | memoryview] = OrderedDict()
         self._checkpoints: deque[tuple[float, Position]] = deque()
         self._next_tick = 0.0
         self.hits = 0
         self.misses = 0
 
-    def put(self, pos: Position, data: bytes) -> None:
+    def put(self, pos: Position, data: bytes | memoryview) -> None:
         n = len(data)
         if n > self.max_bytes:
             return
@@ -81,7 +81,7 @@ class ReadCache:
         if self.max_age_s > 0:
             self.evict_older_than(monotonic() - self.max_age_s)
 
-    def get(self, pos: Position) -> bytes | None:
+    def get(self, pos: Position) -> bytes | memoryview | None:
         return self._data.get(pos)
 
     def discard(self, pos: Position) -> None:

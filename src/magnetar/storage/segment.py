@@ -362,7 +362,7 @@ class Segment:
     def dirty(self) -> bool:
         return self.written > self.synced
 
-    def write(self, bufs: list[bytes], offset: int) -> None:
+    def write(self, bufs: list[bytes] | list[bytes | memoryview], offset: int) -> None:
         """pwritev ``bufs`` at ``offset`` (all of it, or OSError)."""
         fd = self.open_fd()
         total = sum(map(len, bufs))
