@@ -393,6 +393,20 @@ class ManagedLedgerFactory:
         except StorageError as exc:
             self._persist_failed(taken, exc)
 
+    def _persist_new_cursor(self, ledger: str, cursor: ManagedCursor) -> None:
+        """Store a new cursor now (its subscription exists once this returns). Only this
+        ledger's queued close or delete writes come first (a cursor of the same name may
+        have been deleted there): other ledgers' queued writes hold nothing of it, so the
+        loop does not wait for them."""
+        taken, items = self._take_states([cursor])
+        if not items:
+            return
+        self._wait_settled(ledger)
+        try:
+            self._store.put_many(items)
+        except StorageError as exc:
+            self._persist_failed(taken, exc)
+
     def _drain_writes(self) -> None:
         """Wait for the metadata writer thread to finish what it was given."""
         with contextlib.suppress(RuntimeError):  # already shut down: nothing is queued

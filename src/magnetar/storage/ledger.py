@@ -708,7 +708,7 @@ class ManagedLedger:
                 )
             cur = ManagedCursor(self, name, md)
             self._cursors[name] = cur
-            self._persist_cursors([cur])
+            self._factory._persist_new_cursor(self.name, cur)
         return cur
 
     def delete_cursor(self, name: str) -> None:
