@@ -4,7 +4,10 @@ topic on the same broker keeps its latency, and the stalled one catches up after
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import shutil
 import threading
 import time
 import urllib.error
@@ -18,6 +21,7 @@ import pytest
 from magnetar.admin.server import AdminServer
 from magnetar.storage import ledger as ledger_module
 from magnetar.storage import segment as segment_module
+from magnetar.storage.metadata import SqliteMetadataStore
 
 from .conftest import QUIET, ThreadedBroker
 
@@ -520,3 +524,237 @@ def test_a_stalled_compaction_read_delays_only_its_read_compacted_subscriber(
         release.set()
         client.close()
         broker.call(delattr, store, "get")
+
+
+@pytest.fixture
+def admin(make_broker: Callable[..., ThreadedBroker]) -> Iterator[
+        Callable[..., tuple[ThreadedBroker, str]]]:
+    """``make(**settings)`` starts a broker with an admin server: (broker, its base URL)."""
+    servers: list[tuple[ThreadedBroker, AdminServer]] = []
+
+    def make(**settings: object) -> tuple[ThreadedBroker, str]:
+        broker = make_broker(**settings)
+        service = broker.service
+        assert service is not None
+        server = AdminServer(service, "127.0.0.1", 0)
+        broker.call_async(server.start)
+        servers.append((broker, server))
+        return broker, f"http://127.0.0.1:{server.port}/admin/v2"
+
+    yield make
+    for broker, server in servers:
+        broker.call_async(server.stop)
+
+
+def _call_in_thread(method: str, url: str, body: bytes | None = None
+                    ) -> tuple[threading.Thread, list[tuple[int, bytes]]]:
+    answers: list[tuple[int, bytes]] = []
+    calling = threading.Thread(target=lambda: answers.append(_http(method, url, body)))
+    calling.start()
+    return calling, answers
+
+
+@pytest.mark.parametrize("stall", ["rmtree", "metadata-delete"])
+def test_a_stalled_topic_delete_delays_only_its_own_request(
+    admin: Callable[..., tuple[ThreadedBroker, str]], monkeypatch: pytest.MonkeyPatch,
+    stall: str,
+) -> None:
+    """Deleting a topic removes its files and its metadata off the loop: while the
+    directory's removal (or the ``topics/`` key's delete) stalls, clients of other topics
+    are served as usual; the delete is answered once it is done, and the topic is gone."""
+    broker, base = admin()
+    service = broker.service
+    assert service is not None
+    release = threading.Event()
+    stalled: list[str] = []
+    slow_dirs: set[str] = set()
+    real_rmtree = shutil.rmtree
+
+    def slow_rmtree(path: Any, *args: Any, **kwargs: Any) -> None:
+        if str(path) in slow_dirs and not release.is_set():
+            stalled.append(str(path))
+            release.wait(30)
+        real_rmtree(path, *args, **kwargs)
+
+    store = service.metadata
+    real_delete = store.delete
+
+    def slow_delete(key: str) -> bool:
+        if stall == "metadata-delete" and key == f"topics/{SLOW}" and not release.is_set():
+            stalled.append(key)
+            release.wait(30)
+        return real_delete(key)
+
+    client = pulsar.Client(broker.url, operation_timeout_seconds=30, logger=QUIET)
+    try:
+        producer = client.create_producer(SLOW, batching_enabled=False)
+        for i in range(5):
+            producer.send(b"slow-%d" % i)
+        producer.close()
+        directory = broker.call(lambda: service.topics[SLOW].ledger.directory)
+        if stall == "rmtree":
+            slow_dirs.add(directory)
+            monkeypatch.setattr(shutil, "rmtree", slow_rmtree)
+        else:
+            broker.call(setattr, store, "delete", slow_delete)
+
+        deleting, answers = _call_in_thread(
+            "DELETE", f"{base}/persistent/public/default/on-a-slow-disk")
+        wait_for(lambda: bool(stalled), "the stalled delete")
+
+        served_elsewhere(client)
+        assert deleting.is_alive() and not answers
+
+        release.set()
+        deleting.join(20)
+        assert answers and answers[0][0] == 204, answers
+        assert broker.call(store.get, f"topics/{SLOW}") is None
+        assert not os.path.exists(directory)
+        assert SLOW not in broker.call(lambda: list(service.topics))
+    finally:
+        release.set()
+        client.close()
+        if stall == "metadata-delete":
+            broker.call(delattr, store, "delete")
+
+
+@pytest.mark.parametrize("method, path, body, key", [
+    ("POST", "/namespaces/public/default/messageTTL", b"600", "policies/public/default"),
+    ("PUT", "/namespaces/public/slow-ns", None, "namespaces/public/slow-ns"),
+    ("PUT", "/tenants/slow-tenant", None, "tenants/slow-tenant"),
+    ("POST", "/namespaces/public/default/permissions/alice", b'["produce"]',
+     "permissions/public/default"),
+], ids=["policy", "namespace", "tenant", "permission"])
+def test_a_stalled_admin_metadata_write_delays_only_its_own_request(
+    stalled_puts: tuple[Callable[..., ThreadedBroker], StalledPuts],
+    method: str, path: str, body: bytes | None, key: str,
+) -> None:
+    """Policies, namespaces, tenants and permissions change in memory at once and are
+    stored off the loop: while the store write stalls, clients of other topics are served
+    as usual (and the change is already in effect); the admin call is answered once the
+    change is stored."""
+    make, stall = stalled_puts
+    broker = make()
+    service = broker.service
+    assert service is not None
+    server = AdminServer(service, "127.0.0.1", 0)
+    broker.call_async(server.start)
+    stall.marks.add(key)
+    client = pulsar.Client(broker.url, operation_timeout_seconds=30, logger=QUIET)
+    try:
+        calling, answers = _call_in_thread(
+            method, f"http://127.0.0.1:{server.port}/admin/v2{path}", body)
+        wait_for(lambda: bool(stall.stalled), "the stalled write")
+
+        served_elsewhere(client)
+        assert calling.is_alive() and not answers
+        if key.startswith("policies/"):  # in effect before it is stored
+            ttl = broker.call(lambda: service.policies.get("public/default").message_ttl_seconds)
+            assert ttl == 600
+
+        stall.release.set()
+        calling.join(20)
+        assert answers and answers[0][0] == 204, answers
+        assert broker.call(service.metadata.get, key) is not None
+    finally:
+        stall.release.set()
+        client.close()
+        broker.call_async(server.stop)
+
+
+@pytest.mark.parametrize("path", ["/lastMessageId", "/subscription/s/position/1"],
+                         ids=["last-message-id", "peek"])
+def test_a_stalled_admin_entry_read_delays_only_its_own_request(
+    admin: Callable[..., tuple[ThreadedBroker, str]],
+    stalled_reads: tuple[set[str], threading.Event], path: str,
+) -> None:
+    """lastMessageId and peek read their entry on the storage's reader threads: while that
+    read stalls on the disk, clients of other topics are served as usual, and the admin
+    call is answered afterwards."""
+    slow_dirs, release = stalled_reads
+    broker, base = admin(managedLedgerCacheSizeMB=0)  # every read goes to the disk
+    service = broker.service
+    assert service is not None
+    client = pulsar.Client(broker.url, operation_timeout_seconds=30, logger=QUIET)
+    try:
+        client.subscribe(SLOW, "s").close()
+        producer = client.create_producer(SLOW, batching_enabled=False)
+        ids = [producer.send(b"slow-%d" % i) for i in range(3)]
+        slow_dirs.add(broker.call(lambda: service.topics[SLOW].ledger.directory))
+
+        calling, answers = _call_in_thread(
+            "GET", f"{base}/persistent/public/default/on-a-slow-disk{path}")
+        calling.join(0.3)  # its read is stuck on the slow disk
+        served_elsewhere(client)
+        assert calling.is_alive() and not answers
+
+        release.set()
+        calling.join(20)
+        assert answers and answers[0][0] == 200, answers
+        if "position" in path:
+            assert answers[0][1] == b"slow-0"
+        else:
+            doc = json.loads(answers[0][1])
+            assert (doc["ledgerId"], doc["entryId"]) == (ids[-1].ledger_id(), ids[-1].entry_id())
+    finally:
+        release.set()
+        client.close()
+
+
+def test_a_stalled_cursor_write_on_unload_delays_no_one(
+    make_broker: Callable[..., ThreadedBroker], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Unloading a topic hands its cursors' last states to the storage's cursor writer
+    thread: while that write stalls, clients of other topics (a new subscription included)
+    are served as usual; a reload of the topic waits for the write and sees the acks."""
+    release = threading.Event()
+    stalled: list[str] = []
+    real_put_many = SqliteMetadataStore.put_many
+
+    def slow_put_many(self: SqliteMetadataStore, items: dict[str, Any], *args: Any,
+                      **kwargs: Any) -> None:
+        if release_armed.is_set() and not release.is_set() and any(
+                k.startswith("cursor/") and slow_ledger[0] in k for k in items):
+            stalled.extend(items)
+            release.wait(30)
+        real_put_many(self, items, *args, **kwargs)
+
+    release_armed = threading.Event()
+    slow_ledger: list[str] = []
+    monkeypatch.setattr(SqliteMetadataStore, "put_many", slow_put_many)
+    broker = make_broker()
+    service = broker.service
+    assert service is not None
+    client = pulsar.Client(broker.url, operation_timeout_seconds=30, logger=QUIET)
+    try:
+        consumer = client.subscribe(SLOW, "s")
+        producer = client.create_producer(SLOW, batching_enabled=False)
+        for i in range(5):
+            producer.send(b"slow-%d" % i)
+        for _ in range(3):
+            consumer.acknowledge(consumer.receive(timeout_millis=5000))
+        producer.close()
+        consumer.close()
+        wait_for(lambda: broker.call(
+            lambda: service.topics[SLOW].subscriptions["s"].cursor.backlog()) == 2, "the acks")
+        slow_ledger.append(broker.call(lambda: service.topics[SLOW].ledger.name))
+        release_armed.set()
+        topic = broker.call(lambda: service.topics[SLOW])
+        broker.loop.call_soon_threadsafe(service.unload_topic, topic)
+        wait_for(lambda: bool(stalled), "the stalled cursor write")
+
+        served_elsewhere(client)
+        assert not release.is_set()
+
+        reloading = threading.Thread(target=lambda: client.subscribe(SLOW, "s").close())
+        reloading.start()  # the reload waits for the cursor write
+        reloading.join(0.3)
+        assert reloading.is_alive()
+        release.set()
+        reloading.join(20)
+        assert not reloading.is_alive()
+        backlog = broker.call(lambda: service.topics[SLOW].subscriptions["s"].cursor.backlog())
+        assert backlog == 2
+    finally:
+        release.set()
+        client.close()

@@ -21,6 +21,7 @@ from magnetar.admin.routing import (
     no_content,
     query_flag,
 )
+from magnetar.broker.key_writes import written
 from magnetar.broker.policies import Policies
 from magnetar.broker.service import BrokerService
 from magnetar.protocol import pb
@@ -40,9 +41,12 @@ def namespace_of(request: web.Request) -> str:
     return namespace
 
 
-def all_topics(service: BrokerService, namespace: str) -> list[str]:
-    """Every topic of a namespace, persistent and not, partitions included."""
-    return service.topics_of_namespace(namespace, pb.CommandGetTopicsOfNamespace.ALL, None)[0]
+async def all_topics(service: BrokerService, namespace: str) -> list[str]:
+    """Every topic of a namespace, persistent and not, partitions included (the metadata
+    store is listed off the loop)."""
+    listed = await service.topics_of_namespace_async(
+        namespace, pb.CommandGetTopicsOfNamespace.ALL, None)
+    return listed[0]
 
 
 def unload_namespace(service: BrokerService, namespace: str) -> int:
@@ -97,10 +101,11 @@ def policies_doc(service: BrokerService, namespace: str) -> dict[str, Any]:
     }
 
 
-def _set(request: web.Request, **changes: Any) -> web.Response:
+async def _set(request: web.Request, **changes: Any) -> web.Response:
+    """Apply a policy change (at once) and answer once it is stored (off the loop)."""
     service = request.app[SERVICE]
     namespace = namespace_of(request)
-    service.policies.set(namespace, **changes)
+    await service.policies.set_async(namespace, **changes)
     if "deduplication_enabled" in changes:
         unload_namespace(service, namespace)
     return no_content()
@@ -138,10 +143,10 @@ async def create_namespace(request: web.Request) -> web.Response:
                 changes[name] = _int(body[key], key)
         if body.get("deduplicationEnabled") is not None:
             changes["deduplication_enabled"] = bool(expect(body["deduplicationEnabled"], bool, "deduplicationEnabled"))
-    service.namespaces.create_namespace(namespace)
-    service.policies.clear(namespace)
+    await written(service.namespaces.create_namespace(namespace))
+    await service.policies.clear(namespace)
     if changes:
-        service.policies.set(namespace, **changes)
+        await service.policies.set_async(namespace, **changes)
     return no_content()
 
 
@@ -156,17 +161,19 @@ async def delete_namespace(request: web.Request) -> web.Response:
     service = request.app[SERVICE]
     namespace = namespace_of(request)
     if query_flag(request, "force"):
-        for topic in all_topics(service, namespace):
+        for topic in await all_topics(service, namespace):
             name = topic
             base = service.check_topic_name(topic).partitioned_base
-            if service.metadata.get(f"partitioned/{base}") is not None:
+            key = f"partitioned/{base}"
+            if await service.storage.read_metadata(service.metadata.get, key) is not None:
                 name = base
             try:
-                service.delete_topic(name)
+                await service.delete_topic(name)
             except Exception:  # a partition already gone with its partitioned topic
                 continue
-    service.namespaces.delete_namespace(namespace, lambda n: all_topics(service, n))
-    service.policies.clear(namespace)
+    held = await all_topics(service, namespace)
+    await written(service.namespaces.delete_namespace(namespace, lambda n: held))
+    await service.policies.clear(namespace)
     return no_content()
 
 
@@ -176,7 +183,8 @@ async def namespace_topics(request: web.Request) -> web.Response:
     mode = _MODES.get(request.query.get("mode", "PERSISTENT").upper())
     if mode is None:
         raise RestError(400, "mode must be PERSISTENT, NON_PERSISTENT or ALL")
-    return web.json_response(request.app[SERVICE].topics_of_namespace(namespace, mode, None)[0])
+    listed = await request.app[SERVICE].topics_of_namespace_async(namespace, mode, None)
+    return web.json_response(listed[0])
 
 
 @routes.route("PUT", NS + "/unload", "Unload every loaded topic of the namespace.")
@@ -200,14 +208,14 @@ async def get_retention(request: web.Request) -> web.Response:
               body='{"retentionTimeInMinutes": int, "retentionSizeInMB": int}')
 async def set_retention(request: web.Request) -> web.Response:
     body = expect(await json_body(request), dict, "retention")
-    return _set(request,
+    return await _set(request,
                 retention_time_minutes=_int(body.get("retentionTimeInMinutes", 0), "retentionTimeInMinutes"),
                 retention_size_mb=_int(body.get("retentionSizeInMB", 0), "retentionSizeInMB"))
 
 
 @routes.route("DELETE", NS + "/retention", "Back to the broker's default retention.")
 async def remove_retention(request: web.Request) -> web.Response:
-    return _set(request, retention_time_minutes=None, retention_size_mb=None)
+    return await _set(request, retention_time_minutes=None, retention_size_mb=None)
 
 
 @routes.route("GET", NS + "/messageTTL", "Message TTL in seconds (0: none).")
@@ -217,12 +225,12 @@ async def get_ttl(request: web.Request) -> web.Response:
 
 @routes.route("POST", NS + "/messageTTL", "Set the message TTL.", body="int: seconds")
 async def set_ttl(request: web.Request) -> web.Response:
-    return _set(request, message_ttl_seconds=_int(await json_body(request), "messageTTL"))
+    return await _set(request, message_ttl_seconds=_int(await json_body(request), "messageTTL"))
 
 
 @routes.route("DELETE", NS + "/messageTTL", "Back to the broker's default TTL.")
 async def remove_ttl(request: web.Request) -> web.Response:
-    return _set(request, message_ttl_seconds=None)
+    return await _set(request, message_ttl_seconds=None)
 
 
 @routes.route("GET", NS + "/deduplication", "Whether message deduplication is on.")
@@ -234,12 +242,12 @@ async def get_dedup(request: web.Request) -> web.Response:
               body="bool")
 async def set_dedup(request: web.Request) -> web.Response:
     enabled = expect(await json_body(request), bool, "deduplication")
-    return _set(request, deduplication_enabled=enabled)
+    return await _set(request, deduplication_enabled=enabled)
 
 
 @routes.route("DELETE", NS + "/deduplication", "Back to brokerDeduplicationEnabled.")
 async def remove_dedup(request: web.Request) -> web.Response:
-    return _set(request, deduplication_enabled=None)
+    return await _set(request, deduplication_enabled=None)
 
 
 @routes.route("GET", NS + "/backlogQuotaMap", "Backlog quotas by type (destination_storage, message_age).")
@@ -264,15 +272,15 @@ async def set_backlog_quota(request: web.Request) -> web.Response:
         changes["backlog_quota_limit_seconds"] = _int(body.get("limitTime", -1), "limitTime")
     else:
         raise RestError(400, "backlogQuotaType must be destination_storage or message_age")
-    return _set(request, **changes)
+    return await _set(request, **changes)
 
 
 @routes.route("DELETE", NS + "/backlogQuota", "Remove a backlog quota (?backlogQuotaType=...).")
 async def remove_backlog_quota(request: web.Request) -> web.Response:
     kind = request.query.get("backlogQuotaType", "destination_storage")
     if kind == "message_age":
-        return _set(request, backlog_quota_limit_seconds=None)
-    return _set(request, backlog_quota_limit_bytes=None, backlog_quota_policy=None)
+        return await _set(request, backlog_quota_limit_seconds=None)
+    return await _set(request, backlog_quota_limit_bytes=None, backlog_quota_policy=None)
 
 
 @routes.route("GET", NS + "/autoTopicCreation", "The namespace's topic auto-creation.")
@@ -294,12 +302,12 @@ async def set_auto_creation(request: web.Request) -> web.Response:
         if partitions < 1:
             raise RestError(412, "defaultNumPartitions must be at least 1")
         changes["default_num_partitions"] = partitions
-    return _set(request, **changes)
+    return await _set(request, **changes)
 
 
 @routes.route("DELETE", NS + "/autoTopicCreation", "Back to the broker's auto-creation settings.")
 async def remove_auto_creation(request: web.Request) -> web.Response:
-    return _set(request, allow_auto_topic_creation=None, auto_topic_creation_type=None,
+    return await _set(request, allow_auto_topic_creation=None, auto_topic_creation_type=None,
                 default_num_partitions=None)
 
 
@@ -312,7 +320,7 @@ async def get_schema_strategy(request: web.Request) -> web.Response:
               body='string: "FULL", "BACKWARD", "FORWARD", "ALWAYS_COMPATIBLE", ...')
 async def set_schema_strategy(request: web.Request) -> web.Response:
     strategy = expect(await json_body(request), str, "strategy")
-    return _set(request, schema_compatibility_strategy=None if strategy == "UNDEFINED" else strategy)
+    return await _set(request, schema_compatibility_strategy=None if strategy == "UNDEFINED" else strategy)
 
 
 @routes.route("GET", NS + "/maxProducersPerTopic", "Producers allowed per topic (0: no limit).")
@@ -325,12 +333,12 @@ async def set_max_producers(request: web.Request) -> web.Response:
     value = _int(await json_body(request), "maxProducersPerTopic")
     if value < 0:
         raise RestError(412, "maxProducersPerTopic must be 0 or more")
-    return _set(request, max_producers_per_topic=value)
+    return await _set(request, max_producers_per_topic=value)
 
 
 @routes.route("DELETE", NS + "/maxProducersPerTopic", "Remove the producer limit.")
 async def remove_max_producers(request: web.Request) -> web.Response:
-    return _set(request, max_producers_per_topic=None)
+    return await _set(request, max_producers_per_topic=None)
 
 
 @routes.route("GET", NS + "/maxConsumersPerTopic", "Consumers allowed per topic (0: no limit).")
@@ -343,9 +351,9 @@ async def set_max_consumers(request: web.Request) -> web.Response:
     value = _int(await json_body(request), "maxConsumersPerTopic")
     if value < 0:
         raise RestError(412, "maxConsumersPerTopic must be 0 or more")
-    return _set(request, max_consumers_per_topic=value)
+    return await _set(request, max_consumers_per_topic=value)
 
 
 @routes.route("DELETE", NS + "/maxConsumersPerTopic", "Remove the consumer limit.")
 async def remove_max_consumers(request: web.Request) -> web.Response:
-    return _set(request, max_consumers_per_topic=None)
+    return await _set(request, max_consumers_per_topic=None)

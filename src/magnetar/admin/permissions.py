@@ -16,6 +16,7 @@ from magnetar.admin.namespaces import namespace_of
 from magnetar.admin.routing import SERVICE, RestError, RouteTable, expect, json_body, no_content
 from magnetar.admin.topics import topic_of
 from magnetar.broker.authorization import AuthorizationService
+from magnetar.broker.key_writes import written
 
 routes = RouteTable("permissions")
 
@@ -52,15 +53,16 @@ async def grant_namespace(request: web.Request) -> web.Response:
     namespace = namespace_of(request)
     actions = await _actions(request)
     try:
-        _authz(request).grant_namespace(namespace, _role(request), actions)
+        stored = _authz(request).grant_namespace(namespace, _role(request), actions)
     except ValueError as exc:
         raise RestError(400, str(exc)) from None
+    await written(stored)
     return no_content()
 
 
 @routes.route("DELETE", _NS + "/{role}", "Revoke a role's actions on a namespace.")
 async def revoke_namespace(request: web.Request) -> web.Response:
-    _authz(request).revoke_namespace(namespace_of(request), _role(request))
+    await written(_authz(request).revoke_namespace(namespace_of(request), _role(request)))
     return no_content()
 
 
@@ -75,9 +77,10 @@ async def grant_topic(request: web.Request) -> web.Response:
     request.app[SERVICE].check_topic_name(topic)
     actions = await _actions(request)
     try:
-        _authz(request).grant_topic(topic, _role(request), actions)
+        stored = _authz(request).grant_topic(topic, _role(request), actions)
     except ValueError as exc:
         raise RestError(400, str(exc)) from None
+    await written(stored)
     return no_content()
 
 
@@ -89,5 +92,5 @@ async def revoke_topic(request: web.Request) -> web.Response:
     authz = _authz(request)
     if role not in authz.topic_level_permissions(topic):
         raise RestError(412, "Permissions are not set at the topic level")
-    authz.revoke_topic(topic, role)
+    await written(authz.revoke_topic(topic, role))
     return no_content()

@@ -19,7 +19,7 @@ from magnetar.admin.routing import (
     no_content,
     query_flag,
 )
-from magnetar.admin.topics import SUB, T, loaded, persistent, targets, topic_of
+from magnetar.admin.topics import SUB, T, loaded, persistent, read_entry, targets, topic_of
 from magnetar.broker.errors import BrokerError
 from magnetar.broker.subscription import PersistentSubscription
 from magnetar.broker.topic import split_entry
@@ -173,7 +173,7 @@ async def peek(request: web.Request) -> web.Response:
             break
     if position is None:
         raise RestError(404, "Message not found")
-    data = sub.topic.ledger.read(position)
+    data = await read_entry(sub.topic.ledger, position)
     try:
         metadata, payload = parse_payload_part(split_entry(data)[1], verify=False)
         payload = decompress(metadata.compression, payload, metadata.uncompressed_size)

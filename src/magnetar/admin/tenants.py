@@ -14,6 +14,7 @@ from magnetar.admin.routing import (
     json_body,
     no_content,
 )
+from magnetar.broker.key_writes import written
 
 routes = RouteTable("clusters, brokers, tenants")
 
@@ -101,7 +102,7 @@ async def get_tenant(request: web.Request) -> web.Response:
               body='TenantInfo: {"adminRoles": [...], "allowedClusters": [...]} (optional)')
 async def create_tenant(request: web.Request) -> web.Response:
     roles, clusters = _tenant_info(await json_body(request, required=False))
-    request.app[SERVICE].namespaces.create_tenant(request.match_info["tenant"], roles, clusters)
+    await written(request.app[SERVICE].namespaces.create_tenant(request.match_info["tenant"], roles, clusters))
     return no_content()
 
 
@@ -109,12 +110,12 @@ async def create_tenant(request: web.Request) -> web.Response:
               body='TenantInfo: {"adminRoles": [...], "allowedClusters": [...]}')
 async def update_tenant(request: web.Request) -> web.Response:
     roles, clusters = _tenant_info(await json_body(request))
-    request.app[SERVICE].namespaces.update_tenant(request.match_info["tenant"], roles, clusters)
+    await written(request.app[SERVICE].namespaces.update_tenant(request.match_info["tenant"], roles, clusters))
     return no_content()
 
 
 @routes.route("DELETE", "/admin/v2/tenants/{tenant}",
               "Delete a tenant without namespaces (409 if it has some).")
 async def delete_tenant(request: web.Request) -> web.Response:
-    request.app[SERVICE].namespaces.delete_tenant(request.match_info["tenant"])
+    await written(request.app[SERVICE].namespaces.delete_tenant(request.match_info["tenant"]))
     return no_content()

@@ -30,7 +30,7 @@ from magnetar.broker.dispatcher import entry_metadata
 from magnetar.broker.service import BrokerService
 from magnetar.broker.topic import PersistentTopic, Topic
 from magnetar.protocol import pb
-from magnetar.storage import Position
+from magnetar.storage import EntryNotFoundError, Position
 
 routes = RouteTable("topics")
 
@@ -89,6 +89,17 @@ async def targets(service: BrokerService, name: str) -> list[str]:
     return [name]
 
 
+async def read_entry(ledger: Any, position: Position) -> bytes:
+    """One stored entry: from the read cache, else read on the storage's readers threads
+    (a slow disk delays only this request). EntryNotFoundError if there is none."""
+    chunk = ledger.read_cached(position, 1)
+    if not chunk:
+        chunk = await ledger.read_cold(position, 1)
+    if not chunk or chunk[0][0] != position:
+        raise EntryNotFoundError(f"{ledger.name}: no entry at {position[0]}:{position[1]}")
+    return bytes(chunk[0][1])
+
+
 def message_id_doc(position: Position | None, partition: int = -1) -> dict[str, int]:
     if position is None:
         return {"ledgerId": -1, "entryId": -1, "partitionIndex": partition}
@@ -103,7 +114,7 @@ async def list_topics(request: web.Request) -> web.Response:
     namespace = namespace_of(request)
     mode = (pb.CommandGetTopicsOfNamespace.PERSISTENT if request.match_info["domain"] == "persistent"
             else pb.CommandGetTopicsOfNamespace.NON_PERSISTENT)
-    return web.json_response(service.topics_of_namespace(namespace, mode, None)[0])
+    return web.json_response((await service.topics_of_namespace_async(namespace, mode, None))[0])
 
 
 @routes.route("GET", NS + "/partitioned", "List the namespace's partitioned topics.")
@@ -111,7 +122,8 @@ async def list_partitioned(request: web.Request) -> web.Response:
     service = request.app[SERVICE]
     namespace = namespace_of(request)
     prefix = f"partitioned/{request.match_info['domain']}://{namespace}/"
-    return web.json_response(sorted(k[len("partitioned/"):] for k in service.metadata.list(prefix)))
+    stored = await service.storage.read_metadata(service.metadata.list, prefix)
+    return web.json_response(sorted(k[len("partitioned/"):] for k in stored))
 
 
 @routes.route("PUT", T, "Create a non-partitioned topic (409 if it exists).")
@@ -134,7 +146,7 @@ async def delete_topic(request: web.Request) -> web.Response:
             topic = service.topics.get(part)
             if topic is not None and (topic.producers or any(s.consumers for s in topic.subscriptions.values())):
                 raise RestError(412, f"Topic {part} has active producers/subscriptions")
-    service.delete_topic(name)
+    await service.delete_topic(name)
     return no_content()
 
 
@@ -155,7 +167,7 @@ async def create_partitioned(request: web.Request) -> web.Response:
         raise RestError(412, "a partition cannot itself be partitioned")
     if await partitions_of(service, name) or await exists(service, name):
         raise RestError(409, f"This topic already exists: {name}")
-    service.create_partitioned_topic(name, count)
+    await service.create_partitioned_topic_async(name, count)
     for i in range(count):
         await service.create_topic(f"{name}-partition-{i}")
     return no_content()
@@ -172,7 +184,7 @@ async def update_partitions(request: web.Request) -> web.Response:
         raise RestError(404, f"Partitioned topic {name} does not exist")
     if count <= current:
         raise RestError(422, f"The number of partitions must be more than the current {current}")
-    service.create_partitioned_topic(name, count)
+    await service.create_partitioned_topic_async(name, count)
     for i in range(current, count):
         await service.create_topic(f"{name}-partition-{i}")
     return no_content()
@@ -184,7 +196,8 @@ async def get_partitions(request: web.Request) -> web.Response:
     service = request.app[SERVICE]
     name = topic_of(request)
     if query_flag(request, "checkAllowAutoCreation"):
-        count = service.partitioned_metadata(name)  # auto-creates as the binary protocol does
+        # auto-creates as the binary protocol does
+        count = await service.partitioned_metadata_async(name)
     else:
         count = await partitions_of(service, name)
     return web.json_response({"partitions": count})
@@ -278,7 +291,7 @@ async def last_message_id(request: web.Request) -> web.Response:
     last = topic.ledger.last_confirmed()
     doc = message_id_doc(last, topic.topic_name.partition_index)
     if last is not None:
-        metadata = entry_metadata(topic.ledger.read(last))
+        metadata = entry_metadata(await read_entry(topic.ledger, last))
         if metadata is not None and metadata.HasField("num_messages_in_batch"):
             doc["batchIndex"] = metadata.num_messages_in_batch - 1
     return web.json_response(doc)

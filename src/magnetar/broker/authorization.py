@@ -12,15 +12,20 @@ client's ``original_principal`` to be allowed (a superuser proxy passes for its 
 Permissions live in the metadata store, one record per namespace under
 ``permissions/{tenant}/{namespace}``: ``{"namespace": {role: [actions]},
 "topics": {full topic name: {role: [actions]}}}``. ``grant_*``, ``revoke_*`` and
-``*_permissions`` are the Python API the admin HTTP layer calls.
+``*_permissions`` are the Python API the admin HTTP layer calls. The records are read once,
+at start, and kept in memory, so a check (on every Lookup, Producer and Subscribe) never
+touches the store; a grant or revoke applies at once and is stored off the loop, in order
+(`KeyWriter`): it returns the write's future, which the admin handlers await.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
 from magnetar.broker.errors import BrokerError
+from magnetar.broker.key_writes import KeyWriter, Write
 from magnetar.broker.topic_name import TopicName
 from magnetar.protocol import pb
 
@@ -47,8 +52,13 @@ def _check_actions(actions: Any) -> list[str]:
 class AuthorizationService:
     """Checks and stores permissions (see the module docstring)."""
 
-    def __init__(self, metadata: Any, config: Any) -> None:
+    def __init__(self, metadata: Any, config: Any, write: Write | None = None) -> None:
         self.metadata = metadata
+        self._writes = KeyWriter(metadata, write)
+        # the stored records by namespace (read once: this is the only writer)
+        self._records: dict[str, dict[str, Any]] = {
+            key[len("permissions/"):]: value for key, value in metadata.list("permissions/").items()
+        }
         self.enabled = bool(config.authorizationEnabled)
         self.super_users: set[str] = config.super_user_roles
         self.proxy_roles: set[str] = config.proxy_roles
@@ -56,41 +66,47 @@ class AuthorizationService:
     # ------------------------------------------------------------------ storage
 
     def _record(self, namespace: str) -> dict[str, Any]:
-        record = self.metadata.get(_key(namespace)) or {}
+        record = self._records.get(namespace) or {}
         return {"namespace": dict(record.get("namespace", {})),
-                "topics": dict(record.get("topics", {}))}
+                "topics": {t: dict(r) for t, r in record.get("topics", {}).items()}}
 
-    def grant_namespace(self, namespace: str, role: str, actions: Any) -> None:
+    def _store(self, namespace: str, record: dict[str, Any]) -> asyncio.Future[Any] | None:
+        self._records[namespace] = record
+        return self._writes.put(_key(namespace), record)
+
+    def grant_namespace(self, namespace: str, role: str, actions: Any) -> asyncio.Future[Any] | None:
         record = self._record(namespace)
         record["namespace"][role] = _check_actions(actions)
-        self.metadata.put(_key(namespace), record)
         log.info("namespace %s: granted %s to role %s", namespace, ",".join(record["namespace"][role]), role)
+        return self._store(namespace, record)
 
-    def revoke_namespace(self, namespace: str, role: str) -> None:
+    def revoke_namespace(self, namespace: str, role: str) -> asyncio.Future[Any] | None:
         record = self._record(namespace)
-        if record["namespace"].pop(role, None) is not None:
-            self.metadata.put(_key(namespace), record)
-            log.info("namespace %s: revoked the permissions of role %s", namespace, role)
+        if record["namespace"].pop(role, None) is None:
+            return None
+        log.info("namespace %s: revoked the permissions of role %s", namespace, role)
+        return self._store(namespace, record)
 
     def namespace_permissions(self, namespace: str) -> dict[str, list[str]]:
         return self._record(namespace)["namespace"]
 
-    def grant_topic(self, topic: str, role: str, actions: Any) -> None:
+    def grant_topic(self, topic: str, role: str, actions: Any) -> asyncio.Future[Any] | None:
         name = TopicName.parse(topic)
         record = self._record(name.namespace)
         record["topics"].setdefault(str(name), {})[role] = _check_actions(actions)
-        self.metadata.put(_key(name.namespace), record)
         log.info("topic %s: granted %s to role %s", name, ",".join(_check_actions(actions)), role)
+        return self._store(name.namespace, record)
 
-    def revoke_topic(self, topic: str, role: str) -> None:
+    def revoke_topic(self, topic: str, role: str) -> asyncio.Future[Any] | None:
         name = TopicName.parse(topic)
         record = self._record(name.namespace)
         roles = record["topics"].get(str(name), {})
-        if roles.pop(role, None) is not None:
-            if not roles:
-                record["topics"].pop(str(name), None)
-            self.metadata.put(_key(name.namespace), record)
-            log.info("topic %s: revoked the permissions of role %s", name, role)
+        if roles.pop(role, None) is None:
+            return None
+        if not roles:
+            record["topics"].pop(str(name), None)
+        log.info("topic %s: revoked the permissions of role %s", name, role)
+        return self._store(name.namespace, record)
 
     def topic_level_permissions(self, topic: str) -> dict[str, list[str]]:
         """The grants made on the topic itself (not its namespace's)."""

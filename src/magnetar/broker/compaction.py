@@ -18,9 +18,11 @@ topic's own data and retention are untouched. Metadata: ``compaction/<topic>`` =
 named ``<topic ledger>~c0`` / ``~c1`` alternately, so a new view is complete before the
 old one is dropped.
 
-Off the event loop: the metadata store calls of `view_async` and `compact` (the
+Off the event loop: the metadata store calls of `view_async`, `compact` and `delete` (the
 ``compaction/`` key: read on the storage's readers threads, written on its metadata writer
-thread), the compacted ledger's open and the reading of its index. `view` answers from
+thread), the compacted ledger's open, delete and the reading of its index, and
+`compact`'s reading of the topic (`iterate_async`: what the read cache lacks is read on
+the readers threads). `view` answers from
 memory once `view_async` ran for the topic (the connection awaits it before attaching a
 ``read_compacted`` consumer; housekeeping starts it and looks at the next pass); this class
 is the only writer of the keys, so it also remembers which topics have none.
@@ -33,7 +35,7 @@ import logging
 import struct
 import time
 from bisect import bisect_left, bisect_right
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -207,18 +209,36 @@ class CompactedView:
             kept += int(self.ledger.count_between(self._after_horizon(), end))
         return max(0, kept)
 
-    def iterate(self, last: Position) -> Iterator[tuple[Position, bytes]]:
-        """Every entry of the view up to ``last`` (inclusive), in order."""
-        p = self.first_position()
+    async def iterate_async(self, last: Position) -> AsyncIterator[tuple[Position, bytes]]:
+        """Every entry of the view up to ``last`` (inclusive), in order; what the read cache
+        does not hold is read on the storage's readers threads."""
+        if self.horizon is not None:
+            kept = self._positions
+            i = 0
+            while i < len(kept) and kept[i] <= last:
+                where = self._where[kept[i]]
+                chunk = await _read_async(self.compacted, where, 64)
+                if not chunk:
+                    return
+                for cpos, data in chunk:
+                    if i >= len(kept) or kept[i] > last:
+                        return
+                    if cpos != self._where[kept[i]]:  # not the run of kept entries it expected
+                        raise EntryNotFoundError(f"compacted entry {cpos} is not {kept[i]}'s")
+                    yield kept[i], bytes(data)[_HEADER.size:]
+                    i += 1
+            p = self.ledger.next_position(self.horizon)
+        else:
+            p = self.ledger.first_position()
         while p is not None and p <= last:
-            batch = self.read_entries(p, 64)
-            if not batch:
+            chunk = await _read_async(self.ledger, p, 64)
+            if not chunk:
                 return
-            for position, data in batch:
+            for position, data in chunk:
                 if position > last:
                     return
-                yield position, data
-            p = self.next_position(batch[-1][0])
+                yield position, bytes(data)
+            p = self.ledger.next_position(chunk[-1][0])
 
 
 class Compactor:
@@ -342,7 +362,7 @@ class Compactor:
         view = await self.view_async(topic) or CompactedView(ledger)
         latest: dict[str, tuple[Position, int]] = {}
         seen = 0
-        for position, data in view.iterate(last):  # phase 1: the latest message of each key
+        async for position, data in view.iterate_async(last):  # phase 1: the latest of each key
             for i, (key, gone) in enumerate(_messages_or_none(data)):
                 if key is None:
                     continue
@@ -361,12 +381,11 @@ class Compactor:
         old_name = meta["ledger"] if meta else None
         base = old_name.rsplit("~", 1)[0] if old_name else f"{ledger.name}"
         name = f"{base}~c1" if old_name and old_name.endswith("~c0") else f"{base}~c0"
-        if storage.exists(name):
-            storage.delete(name)
+        await storage.delete_async(name)  # a leftover of a compaction that failed
         compacted = await storage.open_async(name)
         pending = []
         index: list[tuple[Position, int]] = []
-        for position, data in view.iterate(last):  # phase 2: write what stays
+        async for position, data in view.iterate_async(last):  # phase 2: write what stays
             wanted = keep.get(position)
             if not wanted:
                 continue
@@ -384,7 +403,7 @@ class Compactor:
         view.install(last, compacted, [(orig, positions[i]) for orig, i in index])
         self._views[topic.name] = view
         if old_name and old_name != name:
-            storage.delete(old_name)
+            await storage.delete_async(old_name)
         log.info("topic %s compacted up to %s: %d of %d entries kept", topic.name, last,
                  len(index), seen)
         return len(index)
@@ -407,19 +426,33 @@ class Compactor:
             return False
         return self.trigger(topic)
 
-    def forget(self, topic_name: str, delete: bool = False) -> None:
-        """Drop a topic's view from memory (unloaded); with ``delete``, its data too."""
+    def forget(self, topic_name: str) -> None:
+        """Drop a topic's view from memory (unloaded or deleted)."""
         view = self._views.pop(topic_name, None)
         self._never.discard(topic_name)
         if view is not None and view.compacted is not None:
             view.compacted.close()
-        if delete:
-            meta = self.service.metadata.get(f"compaction/{topic_name}")
-            if meta is not None:
-                if self.service.storage.exists(meta["ledger"]):
-                    self.service.storage.delete(meta["ledger"])
-                self.service.metadata.delete(f"compaction/{topic_name}")
-            self._status.pop(topic_name, None)
+
+    async def delete(self, topic_name: str) -> None:
+        """Delete a deleted topic's compacted view: its ``compaction/`` key and compacted
+        ledger (read, deleted and written off the loop)."""
+        self.forget(topic_name)
+        self._status.pop(topic_name, None)
+        storage = self.service.storage
+        key = f"compaction/{topic_name}"
+        meta = await storage.read_metadata(self.service.metadata.get, key)
+        if meta is not None:
+            await storage.delete_async(meta["ledger"])
+            await storage.write_metadata(self.service.metadata.delete, key)
+
+
+async def _read_async(ledger: Any, start: Position, count: int) -> list[tuple[Position, Any]]:
+    """Up to ``count`` entries of a managed ledger from ``start``: from the read cache,
+    else from disk on the storage's readers threads."""
+    chunk = list(ledger.read_cached(start, count))
+    if chunk:
+        return chunk
+    return list(await ledger.read_cold(start, count))
 
 
 def _messages_or_none(data: bytes) -> list[tuple[str | None, bool]]:

@@ -10,15 +10,23 @@ Metadata keys: ``tenants/{tenant}`` = ``{"adminRoles": [...], "allowedClusters":
 ``namespaces/{tenant}/{namespace}`` = ``{"created": epoch seconds}``; the namespace's
 policies live apart, under ``policies/{tenant}/{namespace}`` (see ``policies.py``). The
 sets of names are kept in memory as well: the check on every lookup costs a set lookup.
+
+A change applies in memory at once (so a second create of the same name is refused, and a
+deleted namespace's topics are refused, from that moment) and is stored off the loop, in
+order (`KeyWriter`): the changing methods return the write's future (None when it was
+written at once), which the admin handlers await before they answer.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 import time
 from collections.abc import Callable
 from typing import Any
+
+from magnetar.broker.key_writes import KeyWriter, Write
 
 log = logging.getLogger(__name__)
 
@@ -56,9 +64,11 @@ def _check_name(kind: str, name: str) -> None:
 class NamespaceRegistry:
     """The tenants and namespaces of this broker, over the metadata store."""
 
-    def __init__(self, metadata: Any, cluster: str) -> None:
+    def __init__(self, metadata: Any, cluster: str, write: Write | None = None) -> None:
         self.metadata = metadata
         self.cluster = cluster
+        self._writes = KeyWriter(metadata)  # at once while starting (see `start_writing_off_loop`)
+        self._write = write
         self._tenants: dict[str, dict[str, Any]] = {
             key[len("tenants/"):]: dict(value) for key, value in metadata.list("tenants/").items()
         }
@@ -71,6 +81,11 @@ class NamespaceRegistry:
             if DEFAULT_NAMESPACE not in self._namespaces:
                 self.create_namespace(DEFAULT_NAMESPACE)
             metadata.put(_BOOTSTRAPPED, {"at": time.time()})
+
+    def start_writing_off_loop(self) -> None:
+        """From now on, changes are stored on the metadata writer thread (start-up's
+        bootstrap and `adopt` are stored at once, before the broker serves)."""
+        self._writes = KeyWriter(self.metadata, self._write)
 
     def adopt(self, topic_names: list[str]) -> None:
         """Register the namespace of every given topic that lacks one (with its tenant)."""
@@ -98,25 +113,25 @@ class NamespaceRegistry:
     def create_tenant(
         self, tenant: str, admin_roles: list[str] | None = None,
         allowed_clusters: list[str] | None = None,
-    ) -> None:
+    ) -> asyncio.Future[Any] | None:
         _check_name("tenant", tenant)
         if tenant in self._tenants:
             raise AlreadyExists(f"Tenant {tenant} already exists")
-        self._put_tenant(tenant, self._tenant_info(admin_roles, allowed_clusters))
+        return self._put_tenant(tenant, self._tenant_info(admin_roles, allowed_clusters))
 
     def update_tenant(
         self, tenant: str, admin_roles: list[str] | None = None,
         allowed_clusters: list[str] | None = None,
-    ) -> None:
+    ) -> asyncio.Future[Any] | None:
         self.tenant(tenant)
-        self._put_tenant(tenant, self._tenant_info(admin_roles, allowed_clusters))
+        return self._put_tenant(tenant, self._tenant_info(admin_roles, allowed_clusters))
 
-    def delete_tenant(self, tenant: str) -> None:
+    def delete_tenant(self, tenant: str) -> asyncio.Future[Any] | None:
         self.tenant(tenant)
         if self.namespaces(tenant):
             raise NotEmpty(f"The tenant {tenant} still has active namespaces")
-        self.metadata.delete(f"tenants/{tenant}")
         del self._tenants[tenant]
+        return self._writes.delete(f"tenants/{tenant}")
 
     def _tenant_info(self, admin_roles: list[str] | None, clusters: list[str] | None) -> dict[str, Any]:
         clusters = [self.cluster] if clusters is None else list(clusters)
@@ -125,9 +140,9 @@ class NamespaceRegistry:
             raise InvalidName(f"Clusters do not exist: {', '.join(unknown)}")
         return {"adminRoles": list(admin_roles or []), "allowedClusters": clusters}
 
-    def _put_tenant(self, tenant: str, info: dict[str, Any]) -> None:
-        self.metadata.put(f"tenants/{tenant}", info)
+    def _put_tenant(self, tenant: str, info: dict[str, Any]) -> asyncio.Future[Any] | None:
         self._tenants[tenant] = info
+        return self._writes.put(f"tenants/{tenant}", dict(info))
 
     # ------------------------------------------------------------------ namespaces
 
@@ -148,23 +163,25 @@ class NamespaceRegistry:
         if namespace not in self._namespaces:
             raise NotFound(f"Namespace {namespace} does not exist")
 
-    def create_namespace(self, namespace: str) -> None:
+    def create_namespace(self, namespace: str) -> asyncio.Future[Any] | None:
         tenant, _, local = namespace.partition("/")
         _check_name("namespace", local)
         self.tenant(tenant)
         if namespace in self._namespaces:
             raise AlreadyExists(f"Namespace {namespace} already exists")
-        self._put_namespace(namespace)
+        return self._put_namespace(namespace)
 
-    def delete_namespace(self, namespace: str, topics: Callable[[str], list[str]]) -> None:
+    def delete_namespace(
+        self, namespace: str, topics: Callable[[str], list[str]]
+    ) -> asyncio.Future[Any] | None:
         """Delete an empty namespace; ``topics(namespace)`` lists the topics it holds."""
         self.require(namespace)
         held = topics(namespace)
         if held:
             raise NotEmpty(f"Cannot delete non empty namespace {namespace} ({len(held)} topics)")
-        self.metadata.delete(f"namespaces/{namespace}")
         self._namespaces.discard(namespace)
+        return self._writes.delete(f"namespaces/{namespace}")
 
-    def _put_namespace(self, namespace: str) -> None:
-        self.metadata.put(f"namespaces/{namespace}", {"created": time.time()})
+    def _put_namespace(self, namespace: str) -> asyncio.Future[Any] | None:
         self._namespaces.add(namespace)
+        return self._writes.put(f"namespaces/{namespace}", {"created": time.time()})

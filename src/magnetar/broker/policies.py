@@ -4,6 +4,10 @@ deduplication, auto topic creation, producer and consumer limits, schema compati
 A namespace may set any of these (the admin layer calls ``set``); whatever it leaves
 unset falls back to the broker's ``broker.conf`` defaults, as in Pulsar. Policies live in the
 metadata store under ``policies/{tenant}/{namespace}`` so they survive restarts.
+
+They are read from the store once, at start, and kept in memory: `get` never touches the
+store. A change applies in memory at once (to loaded topics too: they read ``get``) and is
+stored off the loop, in order (`KeyWriter`); `set_async` / `clear` return after it is stored.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from magnetar.broker.config import BrokerConfig, ConfigError
+from magnetar.broker.key_writes import KeyWriter, Write, written
 
 BACKLOG_POLICIES = ("producer_request_hold", "producer_exception", "consumer_backlog_eviction")
 TOPIC_TYPES = ("non-partitioned", "partitioned")
@@ -70,14 +75,19 @@ _FIELDS = {f.name for f in fields(Policies)}
 class PolicyStore:
     """Reads and writes namespace policies; caches the effective values per namespace."""
 
-    def __init__(self, metadata: Any, config: BrokerConfig) -> None:
+    def __init__(self, metadata: Any, config: BrokerConfig, write: Write | None = None) -> None:
         self.metadata = metadata
         self.config = config
+        self._writes = KeyWriter(metadata, write)
         self._cache: dict[str, Policies] = {}
+        # what each namespace sets itself, as stored (read once: this is the only writer)
+        self._overrides: dict[str, dict[str, Any]] = {
+            key[len("policies/"):]: dict(value) for key, value in metadata.list("policies/").items()
+        }
 
     def overrides(self, namespace: str) -> dict[str, Any]:
         """What the namespace itself sets (empty when it follows the broker defaults)."""
-        return dict(self.metadata.get(f"policies/{namespace}") or {})
+        return dict(self._overrides.get(namespace) or {})
 
     def get(self, namespace: str) -> Policies:
         cached = self._cache.get(namespace)
@@ -88,7 +98,17 @@ class PolicyStore:
         return cached
 
     def set(self, namespace: str, **changes: Any) -> Policies:
-        """Set (or, with value None, clear) namespace-level policies."""
+        """Set (or, with value None, clear) namespace-level policies: in effect at once,
+        stored off the loop (`set_async` waits for that)."""
+        return self._set(namespace, changes)[0]
+
+    async def set_async(self, namespace: str, **changes: Any) -> Policies:
+        """`set`, returning once the change is stored."""
+        policies, stored = self._set(namespace, changes)
+        await written(stored)
+        return policies
+
+    def _set(self, namespace: str, changes: dict[str, Any]) -> tuple[Policies, Any]:
         unknown = set(changes) - _FIELDS
         if unknown:
             raise ConfigError(f"unknown namespace policies: {', '.join(sorted(unknown))}")
@@ -111,13 +131,17 @@ class PolicyStore:
             else:
                 current[key] = value
         if current:
-            self.metadata.put(f"policies/{namespace}", current)
+            self._overrides[namespace] = current
+            stored = self._writes.put(f"policies/{namespace}", dict(current))
         else:
-            self.metadata.delete(f"policies/{namespace}")
+            self._overrides.pop(namespace, None)
+            stored = self._writes.delete(f"policies/{namespace}")
         self._cache.pop(namespace, None)
-        return self.get(namespace)
+        return self.get(namespace), stored
 
-    def clear(self, namespace: str) -> None:
-        """Forget every namespace-level policy (the namespace was deleted)."""
-        self.metadata.delete(f"policies/{namespace}")
+    async def clear(self, namespace: str) -> None:
+        """Forget every namespace-level policy (the namespace was deleted or created anew);
+        returns once that is stored."""
+        self._overrides.pop(namespace, None)
         self._cache.pop(namespace, None)
+        await written(self._writes.delete(f"policies/{namespace}"))

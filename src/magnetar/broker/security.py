@@ -30,7 +30,8 @@ class BrokerSecurity:
         self.service = service
         self.config = config
         self.authentication = AuthenticationService(config)
-        self.authorization = AuthorizationService(service.metadata, config)
+        self.authorization = AuthorizationService(
+            service.metadata, config, write=service.storage.write_metadata)
         self.limits = Limits(config)
         self.tls: TlsContextManager | None = (
             TlsContextManager(config) if config.needs_tls_context else None)

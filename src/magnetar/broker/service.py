@@ -103,11 +103,12 @@ class BrokerService:
         )
         # payload bytes of sends not yet answered, broker-wide (maxMessagePublishBufferSizeInMB)
         self.publish_buffer = PublishBuffer(config.maxMessagePublishBufferSizeInMB)
-        self.policies = PolicyStore(self.metadata, config)
+        self.policies = PolicyStore(self.metadata, config, write=self.storage.write_metadata)
         # authentication, authorization, the TLS listener, connection limits
         self.security = BrokerSecurity(self)
         # tenants and namespaces: a topic of a namespace that does not exist is not found
-        self.namespaces = NamespaceRegistry(self.metadata, config.clusterName)
+        self.namespaces = NamespaceRegistry(
+            self.metadata, config.clusterName, write=self.storage.write_metadata)
         # topic compaction and the compacted views read_compacted subscriptions read
         self.compactor = Compactor(self)
         # advertisedListeners: which URL a lookup answers with, by listener name
@@ -116,9 +117,12 @@ class BrokerService:
             [key.split("/", 1)[1] for key in self.metadata.list("topics/")]
             + [key.split("/", 1)[1] for key in self.metadata.list("partitioned/")]
         )
+        self.namespaces.start_writing_off_loop()
         self.topics: dict[str, Topic] = {}
         # topics a load_topic is loading (their ledger's scan on a storage thread): how many
         self.loading: dict[str, int] = {}
+        # topics a delete_topic is deleting (its storage work off the loop): not loadable
+        self.deleting: set[str] = set()
         # maxConcurrentTopicLoadRequest: loads past it wait for a slot (as Pulsar queues them)
         self.topic_load_slots = asyncio.Semaphore(config.maxConcurrentTopicLoadRequest)
         # schema rules for producers and consumers; producers and consumers joining topics
@@ -275,11 +279,18 @@ class BrokerService:
         return 0
 
     def create_partitioned_topic(self, name: str, partitions: int) -> int:
+        """Store a partitioned topic's partition count. Only metadata store calls: safe in
+        a worker thread (auto-creation runs it there); the admin API uses the async form."""
         topic_name = self.check_topic_name(name)
         if partitions < 1:
             raise BrokerError(pb.MetadataError, "a partitioned topic needs at least one partition")
         self.metadata.put(f"partitioned/{topic_name}", {"partitions": partitions})
         return partitions
+
+    async def create_partitioned_topic_async(self, name: str, partitions: int) -> int:
+        """`create_partitioned_topic` with its write on the metadata writer thread."""
+        self.check_topic_name(name)
+        return await self.storage.write_metadata(self.create_partitioned_topic, name, partitions)
 
     async def create_topic(self, name: str) -> Topic:
         """Create a non-partitioned topic on request (admin API), whatever auto-creation
@@ -349,6 +360,8 @@ class BrokerService:
         if topic is not None:
             self.housekeeping.touch(key)
             return topic_name, topic, True
+        if key in self.deleting:
+            raise BrokerError(pb.ServiceNotReady, f"topic {key} is being deleted")
         auto_create = self.policies.get(topic_name.namespace).allow_auto_topic_creation
         if not topic_name.is_persistent:
             if not create and not auto_create:
@@ -445,39 +458,53 @@ class BrokerService:
             raise BrokerError(pb.NotAllowedError, "only persistent topics can be terminated")
         return topic.terminate()
 
-    def delete_topic(self, name: str) -> None:
+    async def delete_topic(self, name: str) -> None:
         """Delete a topic with its data, subscriptions and dedup state (clients still
         attached are disconnected). A partitioned topic's name deletes every partition
-        and the partitioned metadata. TopicNotFound if there is no such topic."""
+        and the partitioned metadata. TopicNotFound if there is no such topic.
+
+        The topic leaves memory at once (its clients are closed, its ledger is closed to
+        them); the metadata reads and deletes, the ledger's files and rows and the
+        compacted view's are awaited off the loop. Meanwhile the topic cannot be loaded
+        again (ServiceNotReady, which clients retry)."""
         topic_name = self.check_topic_name(name)
         key = str(topic_name)
-        partitioned = self.metadata.get(f"partitioned/{key}")
+        read, write = self.storage.read_metadata, self.storage.write_metadata
+        partitioned = await read(self.metadata.get, f"partitioned/{key}")
         if partitioned is not None:
             for i in range(int(partitioned["partitions"])):
                 partition = f"{key}-partition-{i}"
-                if partition in self.topics or self.metadata.get(f"topics/{partition}") is not None:
-                    self.delete_topic(partition)
-            self.metadata.delete(f"partitioned/{key}")
+                if (partition in self.topics
+                        or await read(self.metadata.get, f"topics/{partition}") is not None):
+                    await self.delete_topic(partition)
+            await write(self.metadata.delete, f"partitioned/{key}")
             return
-        topic = self.topics.pop(key, None)
-        self.housekeeping.forget(key)
-        self.sweeper.forget(key)
-        self.compactor.forget(key, delete=True)
-        if topic is not None:
-            topic.close_all()
-            for sub in topic.subscriptions.values():
-                if isinstance(sub, PersistentSubscription):
-                    sub.close_dispatcher()
-        if not topic_name.is_persistent:
-            if topic is None:
-                raise BrokerError(pb.TopicNotFound, f"topic {key} does not exist")
-            return
-        ledger = ledger_name(topic_name)
-        known = self.metadata.delete(f"topics/{key}")
-        if topic is None and not known and not self.storage.exists(ledger):
-            raise BrokerError(pb.TopicNotFound, f"topic {key} does not exist")
-        self.storage.delete(ledger)
-        self.dedup_snapshots.delete(key)
+        self.deleting.add(key)
+        try:
+            topic = self.topics.pop(key, None)
+            self.housekeeping.forget(key)
+            self.sweeper.forget(key)
+            self.compactor.forget(key)
+            if topic is not None:
+                topic.close_all()
+                for sub in topic.subscriptions.values():
+                    if isinstance(sub, PersistentSubscription):
+                        sub.close_dispatcher()
+            compacted = asyncio.ensure_future(self.compactor.delete(key))
+            try:
+                if not topic_name.is_persistent:
+                    if topic is None:
+                        raise BrokerError(pb.TopicNotFound, f"topic {key} does not exist")
+                    return
+                stored = await self.storage.delete_async(ledger_name(topic_name))
+                known = await write(self.metadata.delete, f"topics/{key}")
+                self.dedup_snapshots.delete(key)
+                if topic is None and not known and not stored:
+                    raise BrokerError(pb.TopicNotFound, f"topic {key} does not exist")
+            finally:
+                await compacted
+        finally:
+            self.deleting.discard(key)
 
     async def topic_stats(self, name: str) -> dict[str, Any]:
         return (await self.load_topic(name, create=False)).stats()

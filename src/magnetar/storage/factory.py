@@ -10,6 +10,14 @@ The broker's metadata calls run off its event loop through `read_metadata` (the
 ``readers`` threads) and `write_metadata` (one writer thread, so writes land in the order
 they were made; `close` lets them finish before it closes the store).
 
+Closing and deleting a ledger change memory at once and leave the disk work to threads:
+a closed ledger's last cursor states go to the cursor writer thread (after the cursor
+writes queued before them), a deleted ledger's directory is removed on a ``readers``
+thread and then its storage.db rows on the cursor writer thread (rows last: after a crash
+in between, the ledger exists and is empty, never an old directory under a new ledger).
+That work is the ledger's *settling*: an open of the same name waits for it (`open_async`
+awaits it, `open` and `delete` block on it), and `close` finishes it before the stores close.
+
 Layout: ``<data_dir>/ledgers/<quoted name>-<hash>/<ledger id>.seg`` (+ ``.idx``).
 Ledger ids are allocated in blocks whose upper bound is committed (synchronous=FULL)
 before any id of the block is used, so ids never repeat, even after a power loss.
@@ -103,6 +111,8 @@ class ManagedLedgerFactory:
         self._next_id = int(ids.get("limit", 0))
         self._id_limit = self._next_id
         self._dirty_cursors: dict[ManagedCursor, None] = {}
+        # per ledger name, its last close or delete whose disk work runs on a thread
+        self._settling: dict[str, Future[Any]] = {}
         self._persist_handle: asyncio.TimerHandle | None = None
         self._persist_loop: asyncio.AbstractEventLoop | None = None
         self._closed = False
@@ -118,6 +128,7 @@ class ManagedLedgerFactory:
             return ml
         pending = self._opening.get(name)
         if pending is None:
+            self._wait_settled(name)
             return self._finish(name, self._prepare(name))
         # an open_async of this ledger is under way: wait for its scan rather than scan twice
         try:
@@ -139,6 +150,17 @@ class ManagedLedgerFactory:
         ml = self._ledgers.get(name)
         if ml is not None:
             return ml
+        while name not in self._opening:
+            settling = self._settling.get(name)
+            if settling is None or settling.done():
+                break
+            # its last close or delete is still being written: open what it left
+            await asyncio.shield(asyncio.wrap_future(settling))
+            if self._closed:
+                raise LedgerClosedError("storage factory is closed")
+            ml = self._ledgers.get(name)
+            if ml is not None:
+                return ml
         pending = self._opening.get(name)
         if pending is None:
             pending = self._opening[name] = self.readers.submit(self._prepare, name)
@@ -193,6 +215,7 @@ class ManagedLedgerFactory:
         return ml
 
     def exists(self, name: str) -> bool:
+        self._wait_settled(name)
         return name in self._ledgers or self._store.get(LEDGER_PREFIX + name) is not None
 
     def list(self) -> list[str]:
@@ -201,18 +224,77 @@ class ManagedLedgerFactory:
 
     def delete(self, name: str) -> None:
         """Delete a ledger and its cursors, open or not (or being opened: that open
-        completes first, and its waiters get LedgerClosedError)."""
+        completes first, and its waiters get LedgerClosedError). Blocks until the files
+        and rows are gone (see `delete_async`)."""
         if name in self._opening and not self._closed:
             with contextlib.suppress(Exception):  # a failed open leaves nothing to finish
                 self.open(name)
         ml = self._ledgers.get(name)
         if ml is not None:
             ml.delete()
-            return
-        meta = self._store.get(LEDGER_PREFIX + name)
-        if meta is not None:
-            shutil.rmtree(os.path.join(self._root, meta["dir"]), ignore_errors=True)
-        self._forget_ledger(name)
+        else:
+            self._wait_settled(name)
+            self._dispose(name, None).result()
+        self._wait_settled(name)
+
+    async def delete_async(self, name: str) -> bool:
+        """`delete`, with the disk and SQLite work (the stored directory's lookup, its
+        removal, the rows of the ledger and its cursors) on storage threads: an open ledger
+        is closed to its users at once, the rest is awaited. True if the ledger existed."""
+        if name in self._opening and not self._closed:
+            with contextlib.suppress(Exception):  # a failed open leaves nothing to finish
+                await self.open_async(name)
+        ml = self._ledgers.get(name)
+        if ml is not None:
+            ml.delete()
+            existed = True
+        else:
+            settling = self._settling.get(name)
+            if settling is not None and not settling.done():
+                await asyncio.shield(asyncio.wrap_future(settling))
+            existed = await asyncio.shield(asyncio.wrap_future(self._dispose(name, None)))
+        settling = self._settling.get(name)
+        if settling is not None and not settling.done():
+            await asyncio.shield(asyncio.wrap_future(settling))
+        return existed
+
+    def _wait_settled(self, name: str) -> None:
+        """Block until the last close or delete of ``name`` reached the disk."""
+        settling = self._settling.get(name)
+        if settling is not None:
+            with contextlib.suppress(Exception):  # logged by whoever scheduled it
+                settling.result()
+
+    def _settle(self, name: str, future: Future[Any]) -> Future[Any]:
+        """Note ``future`` as the latest disk work of ledger ``name`` (opens wait for it)."""
+        for other in [n for n, f in self._settling.items() if f.done()]:
+            del self._settling[other]
+        self._settling[name] = future
+        return future
+
+    def _dispose(self, name: str, directory: str | None) -> Future[bool]:
+        """Remove a ledger's directory (``None``: the one storage.db records, if any) on a
+        ``readers`` thread, then its rows on the cursor writer thread (after the cursor
+        writes queued before them). The future is True if the ledger was stored."""
+        def work() -> bool:
+            path = directory
+            if path is None:
+                meta = self._store.get(LEDGER_PREFIX + name)
+                if meta is None:
+                    return False
+                path = os.path.join(self._root, meta["dir"])
+            shutil.rmtree(path, ignore_errors=True)
+            self._meta_writer.submit(self._forget_rows, name).result()
+            return True
+
+        future = self.readers.submit(work)
+
+        def done(f: Future[bool]) -> None:
+            if not f.cancelled() and f.exception() is not None:
+                log.error("deleting ledger %s failed: %s", name, f.exception())
+
+        future.add_done_callback(done)
+        return self._settle(name, future)
 
     def open_ledgers(self) -> dict[str, ManagedLedger]:
         return dict(self._ledgers)
@@ -222,11 +304,11 @@ class ManagedLedgerFactory:
             del self._ledgers[ml.name]
 
     def _ledger_deleted(self, ml: ManagedLedger) -> None:
+        """A deleted ledger left memory: its directory and rows go on storage threads."""
         self._ledger_closed(ml)
-        self._forget_ledger(ml.name)
+        self._dispose(ml.name, ml.directory)
 
-    def _forget_ledger(self, name: str) -> None:
-        self._drain_writes()
+    def _forget_rows(self, name: str) -> None:
         self._store.delete_prefix(self._cursor_key(name, ""))
         self._store.delete(LEDGER_PREFIX + name)
 
@@ -311,14 +393,60 @@ class ManagedLedgerFactory:
         except StorageError as exc:
             self._persist_failed(taken, exc)
 
+    def _persist_new_cursor(self, ledger: str, cursor: ManagedCursor) -> None:
+        """Store a new cursor now (its subscription exists once this returns). Only this
+        ledger's queued close or delete writes come first (a cursor of the same name may
+        have been deleted there): other ledgers' queued writes hold nothing of it, so the
+        loop does not wait for them."""
+        taken, items = self._take_states([cursor])
+        if not items:
+            return
+        self._wait_settled(ledger)
+        try:
+            self._store.put_many(items)
+        except StorageError as exc:
+            self._persist_failed(taken, exc)
+
     def _drain_writes(self) -> None:
         """Wait for the metadata writer thread to finish what it was given."""
         with contextlib.suppress(RuntimeError):  # already shut down: nothing is queued
             self._meta_writer.submit(lambda: None).result()
 
     def _forget_cursor(self, cursor: ManagedCursor) -> None:
+        """A closed cursor writes nothing more (its last state is written by the caller,
+        on the cursor writer thread, behind any queued write of an older one)."""
         self._dirty_cursors.pop(cursor, None)
-        self._drain_writes()  # a queued write of its old state must not outlive the delete
+
+    def _cursor_deleted(self, ledger: str, cursor: str) -> None:
+        """Delete a cursor's row on the cursor writer thread, after any queued write of it
+        (a reopen of the ledger waits for it)."""
+        key = self._cursor_key(ledger, cursor)
+        try:
+            future = self._meta_writer.submit(self._store.delete, key)
+        except RuntimeError:  # shut down: nothing queued any more
+            self._store.delete(key)
+            return
+        self._settle(ledger, future)
+
+    def _ledger_closing(self, ledger: str, cursors: builtins.list[ManagedCursor]) -> None:
+        """Write a closing ledger's cursor states on the cursor writer thread (after the
+        writes queued before them); the loop does not wait: a reopen of the ledger does."""
+        taken, items = self._take_states(cursors)
+        if not items:
+            return
+        try:
+            future = self._meta_writer.submit(self._store.put_many, items)
+        except RuntimeError:  # shut down: write them here
+            self._store.put_many(items)
+            return
+
+        def written(f: Future[Any]) -> None:
+            if f.exception() is not None:
+                log.error("ledger %s: persisting %d cursors on close failed: %s",
+                          ledger, len(taken), f.exception())
+
+        future.add_done_callback(written)
+        self._settle(ledger, future)
 
     def persist_cursors(self) -> None:
         """Persist every dirty cursor now."""
@@ -356,6 +484,9 @@ class ManagedLedgerFactory:
                 ml.close()
             except Exception:
                 log.exception("closing ledger %s failed", ml.name)
+        for settling in list(self._settling.values()):  # deletes need the writer thread
+            with contextlib.suppress(Exception):
+                settling.result()
         self._persist_cursors(list(self._dirty_cursors))
         self._meta_writer.shutdown(wait=True)
         self._metadata_writer.shutdown(wait=True)  # pending metadata writes land first

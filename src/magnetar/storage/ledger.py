@@ -22,7 +22,6 @@ import asyncio
 import contextlib
 import logging
 import os
-import shutil
 import time
 from bisect import bisect_left
 from collections import deque
@@ -709,7 +708,7 @@ class ManagedLedger:
                 )
             cur = ManagedCursor(self, name, md)
             self._cursors[name] = cur
-            self._persist_cursors([cur])
+            self._factory._persist_new_cursor(self.name, cur)
         return cur
 
     def delete_cursor(self, name: str) -> None:
@@ -717,7 +716,7 @@ class ManagedLedger:
         if cur is not None:
             cur.closed = True
             self._factory._forget_cursor(cur)
-        self._factory._store.delete(self._factory._cursor_key(self.name, name))
+        self._factory._cursor_deleted(self.name, name)
 
     def cursors(self) -> dict[str, ManagedCursor]:
         return dict(self._cursors)
@@ -812,13 +811,14 @@ class ManagedLedger:
                 self._on_batch_done(batch, err)
 
     def close(self) -> None:
-        """Flush, persist the cursors, close the files. Idempotent."""
+        """Flush, close the files; the cursors' last states are written on the factory's
+        cursor writer thread (a reopen waits for them). Idempotent."""
         if self._state != "open":
             return
         try:
             self.flush()
         finally:
-            self._persist_cursors(list(self._cursors.values()))
+            self._factory._ledger_closing(self.name, list(self._cursors.values()))
             for cur in self._cursors.values():
                 cur.closed = True
                 self._factory._forget_cursor(cur)
@@ -830,7 +830,8 @@ class ManagedLedger:
             self._factory._ledger_closed(self)
 
     def delete(self) -> None:
-        """Delete the ledger: its segments, cursors and metadata."""
+        """Delete the ledger: its segments, cursors and metadata (gone for its users at
+        once; the files and rows are removed on storage threads, see the factory)."""
         if self._state == "deleted":
             return
         self._write_pending()
@@ -847,9 +848,8 @@ class ManagedLedger:
         self._ids.clear()
         self._by_id.clear()
         self._active = None
-        shutil.rmtree(self.directory, ignore_errors=True)
         self._state = "deleted"
-        self._factory._ledger_deleted(self)
+        self._factory._ledger_deleted(self)  # its directory and rows go on storage threads
 
     def _check_open(self) -> None:
         if self._state != "open":
