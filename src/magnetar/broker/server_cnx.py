@@ -201,22 +201,17 @@ class ServerCnx(asyncio.BufferedProtocol):
         return self.decoder.get_buffer(sizehint)
 
     def buffer_updated(self, nbytes: int) -> None:
-        self.last_received = time.monotonic()
-        try:
-            frames = self.decoder.buffer_updated(nbytes)
-        except FrameTooLarge as exc:
-            self._protocol_violation(f"frame too large ({exc}); limit is maxMessageSize")
-            return
-        except ProtocolError as exc:
-            self._protocol_violation(f"malformed frame: {exc}")
-            return
-        self.handle_frames(frames)
+        self._take_frames(self.decoder.buffer_updated, nbytes)
 
     def data_received(self, data: bytes) -> None:
         """Bytes in (what a transport without ``get_buffer`` calls; tests feed bytes here)."""
+        self._take_frames(self.decoder.feed, data)
+
+    def _take_frames(self, decode: Callable[[Any], list[Any]], arg: Any) -> None:
+        """Decode what just arrived and handle its frames; bad input closes the connection."""
         self.last_received = time.monotonic()
         try:
-            frames = self.decoder.feed(data)
+            frames = decode(arg)
         except FrameTooLarge as exc:
             self._protocol_violation(f"frame too large ({exc}); limit is maxMessageSize")
             return
