@@ -13,7 +13,8 @@ there. A *payload* frame (SEND, MESSAGE) continues with, in order:
   compressed, possibly a batch) up to the end of the frame.
 
 The broker stores the payload part exactly as received and hands the same bytes out on
-delivery, so ``Frame.payload_part`` is kept as one ``bytes`` object and never rebuilt.
+delivery, so ``payload_part`` is kept as one object and never rebuilt: ``bytes``, or for a
+large SEND read through ``get_buffer``, a read-only view of the buffer it was read into.
 
 Pulsar makes the ``0x0e01`` magic and checksum optional: some brokers (pulsar-lite) leave
 them out on delivery, and the official clients accept that. The broker's decoder insists on
@@ -270,8 +271,8 @@ class FrameDecoder:
     def get_buffer(self, sizehint: int = -1) -> memoryview:
         """Where the next read from the socket should land; then call ``buffer_updated``.
         A frame of ``LARGE_FRAME`` bytes or more is read into a buffer of its own, of its
-        exact size, so its bytes are copied once (into the ``payload_part``), not once per
-        layer; smaller frames share one reused buffer, which starts small (an idle
+        exact size; a SEND's ``payload_part`` is then a read-only view of it, so the bytes
+        are not copied between the socket and the disk. Smaller frames share one reused buffer, which starts small (an idle
         connection holds little) and grows to ``READ_BUFFER_SIZE`` when reads fill it."""
         if self._big is not None:
             return memoryview(self._big)[self._big_fill:]
