@@ -1,10 +1,10 @@
 """ServerCnx: one client TCP connection, from bytes to broker calls and back.
 
 Theory of operation: the transport reads into the sans-IO ``FrameDecoder``'s own buffer
-(``get_buffer`` / ``buffer_updated``: a large frame lands in a buffer of its size, so a
-producer's batch is copied once on its way to disk); each decoded frame goes to the
-handler named after its command type. A plain SEND comes as a ``SendFrame`` read without
-protobuf and goes to ``handle_send`` directly. Handlers never touch the socket:
+(``get_buffer`` / ``buffer_updated``: a large frame lands in a buffer of its size, and a
+producer's batch goes on to storage as a view of it, not copied); each decoded frame goes
+to the handler named after its command type. A plain SEND comes as a ``SendFrame`` read
+without protobuf and goes to ``run_send`` directly. Handlers never touch the socket:
 they queue encoded frames with ``send``; everything queued during one event-loop turn goes
 out in a single ``transport.write`` (``_flush`` runs once per turn). The handshake state
 lives only here (``self.connected``): any command before Connect closes the connection.
@@ -288,28 +288,16 @@ class ServerCnx(asyncio.BufferedProtocol):
         name = self.service.check_topic_name(topic)
         if not name.is_persistent or str(name) in self.service.topics:
             return True
-
-        async def load_then_handle() -> None:
-            try:
-                await self.service.load_topic(topic, create)
-            except StorageError as exc:
-                log.error("%s: loading topic %s failed: %s", self.peer, topic, exc)
-                if not self.closed:
-                    self._reply_error(cmd, pb.ServiceNotReady, f"topic {topic} could not be loaded: {exc}")
-                return
-            if not self.closed:
-                self.run_handler(handler, cmd, frame)
-
-        self.run_async(cmd, load_then_handle())
-        return False
+        return self.ready_or_defer(self.service.load_topic(topic, create), handler, cmd, frame,
+                                   failure=f"topic {topic} could not be loaded")
 
     def ready_or_defer(self, work: Coroutine[Any, Any, Any] | None,
                        handler: Callable[[pb.BaseCommand, Frame], None],
-                       cmd: pb.BaseCommand, frame: Frame) -> bool:
+                       cmd: pb.BaseCommand, frame: Frame, failure: str = "storage error") -> bool:
         """Whether nothing needs doing off the loop before ``handler`` can answer ``cmd``
-        (``work`` None). Otherwise ``work`` (e.g. storing a new schema version) is awaited
-        in a task and ``handler`` runs again on ``cmd`` once it is done; a StorageError
-        answers ServiceNotReady."""
+        (``work`` None). Otherwise ``work`` (loading a topic, storing a new schema
+        version) is awaited in a task and ``handler`` runs again on ``cmd`` once it is
+        done; a StorageError answers ServiceNotReady (``failure``: what the answer says)."""
         if work is None:
             return True
 
@@ -317,9 +305,9 @@ class ServerCnx(asyncio.BufferedProtocol):
             try:
                 await work
             except StorageError as exc:
-                log.error("%s: %s failed in storage: %s", self.peer, T.Type.Name(cmd.type), exc)
+                log.error("%s: %s: %s: %s", self.peer, T.Type.Name(cmd.type), failure, exc)
                 if not self.closed:
-                    self._reply_error(cmd, pb.ServiceNotReady, f"storage error: {exc}")
+                    self._reply_error(cmd, pb.ServiceNotReady, f"{failure}: {exc}")
                 return
             if not self.closed:
                 self.run_handler(handler, cmd, frame)

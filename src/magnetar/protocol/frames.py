@@ -403,11 +403,9 @@ class FrameDecoder:
         if self._sends and cmd_end + _PART_HEADER.size <= end and view[cmd_end + 1] == 0x01:
             # (a 0x0e02 there is broker entry metadata, which producers do not send)
             send = parse_send_command(view, start + 4, cmd_end)
-            if send is not None:  # a payload part (0x0e01 magic) follows: checked below
+            if send is not None:  # a payload part (0x0e01 magic) follows
                 part = view[cmd_end:end].toreadonly() if owned else bytes(view[cmd_end:end])
-                _check_part_layout(part)
-                if self._verify:
-                    _verify_or_raise(part)
+                self._check_part(part)
                 return SendFrame(*send, part)
         cmd = _parse_command(view[start + 4 : cmd_end])
         if cmd_end == end:
@@ -428,10 +426,14 @@ class FrameDecoder:
             pos = bem_end
 
         part = bytes(view[pos:end])
+        self._check_part(part)
+        return Frame(cmd, part, broker_entry_metadata)
+
+    def _check_part(self, part: bytes | memoryview) -> None:
+        """A payload part's layout, and its checksum when this decoder verifies them."""
         _check_part_layout(part)
         if self._verify:
             _verify_or_raise(part)
-        return Frame(cmd, part, broker_entry_metadata)
 
 
 def _check_part_layout(part: bytes | memoryview) -> tuple[int, int]:
