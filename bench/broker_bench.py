@@ -27,7 +27,6 @@ import json
 import math
 import os
 import platform
-import resource
 import shlex
 import shutil
 import signal
@@ -900,44 +899,7 @@ def bench_started_broker(name: str, args: argparse.Namespace, root: Path) -> Bro
 
 
 # ---------------------------------------------------------------------------
-# the fsync floor
-
-
-@dataclass
-class FsyncFloor:
-    """What one small write + fdatasync costs on this machine's disk, measured in this run."""
-
-    size: int
-    count: int
-    cpu_us: float  # CPU of the calling thread (user + kernel) per write + fdatasync
-    wall_us: float  # median wall time per write + fdatasync
-
-
-def measure_fsync_floor(directory: Path, size: int, count: int = 500) -> FsyncFloor:
-    """Append ``size`` bytes and fdatasync, ``count`` times, in a file under ``directory``
-    (the file system the brokers' data dirs are on); the floor any durable unbatched send
-    pays on this disk, whatever the broker's language."""
-    path = directory / "fsync-floor.bin"
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    block = b"x" * size
-    walls = []
-    try:
-        for _ in range(20):  # allocate the first blocks, warm the path
-            os.write(fd, block)
-            os.fdatasync(fd)
-        before = resource.getrusage(resource.RUSAGE_THREAD)
-        for _ in range(count):
-            t0 = time.perf_counter()
-            os.write(fd, block)
-            os.fdatasync(fd)
-            walls.append(time.perf_counter() - t0)
-        after = resource.getrusage(resource.RUSAGE_THREAD)
-    finally:
-        os.close(fd)
-        path.unlink(missing_ok=True)
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    walls.sort()
-    return FsyncFloor(size, count, cpu / count * 1e6, walls[len(walls) // 2] * 1e6)
+# the floors (bench/floors.py)
 
 
 def measure_request_floors(directory: Path, size: int) -> list[floors.RequestFloor]:
@@ -968,7 +930,7 @@ def describe_request_floors(found: list[floors.RequestFloor], runs: list[BrokerR
     return "\n".join(lines)
 
 
-def describe_floor(floor: FsyncFloor, runs: list[BrokerRun]) -> str:
+def describe_floor(floor: floors.FsyncFloor, runs: list[BrokerRun]) -> str:
     line = (f"fsync floor: one {floor.size:,} B write + fdatasync in the data dirs' file system "
             f"costs {floor.cpu_us:.0f} us of CPU ({floor.wall_us:.0f} us wall, median of "
             f"{floor.count})")
@@ -1109,7 +1071,7 @@ def describe_run(run: BrokerRun) -> str:
     return "\n".join(out)
 
 
-def report(runs: list[BrokerRun], args: argparse.Namespace, floor: FsyncFloor | None,
+def report(runs: list[BrokerRun], args: argparse.Namespace, floor: floors.FsyncFloor | None,
            request_floors: list[floors.RequestFloor] | None = None) -> None:
     header, rows = build_table(runs)
     print()
@@ -1275,7 +1237,7 @@ def main(argv: list[str] | None = None) -> int:
     request_floors: list[floors.RequestFloor] = []
     try:
         if args.compare or args.broker:
-            floor = measure_fsync_floor(root, args.size + 100)  # ~ a 1 KB message's entry
+            floor = floors.measure_fsync_floor(root, args.size + 100)  # ~ a 1 KB message's entry
             request_floors = measure_request_floors(root, args.size)
             for name in (BROKERS if args.compare else (args.broker,)):
                 runs.append(bench_started_broker(name, args, root))

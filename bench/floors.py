@@ -1,7 +1,7 @@
 """Floors for the broker bench: what this machine's kernel charges for the work any
 durable broker must do, measured in the same run as the brokers.
 
-A *request floor* is a plain blocking server (one thread, no event loop, no allocation
+The *fsync floor* is one small write + fdatasync in a loop: the sync alone. A *request floor* is a plain blocking server (one thread, no event loop, no allocation
 per request) that reads fixed-size requests from a loopback TCP connection into one
 reused buffer, appends each to a file, fdatasyncs (or not), and answers each with a
 48-byte reply, while a client thread keeps ``window`` requests in flight. The server
@@ -17,10 +17,48 @@ import os
 import resource
 import socket
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 REPLY = b"r" * 48
+
+
+@dataclass
+class FsyncFloor:
+    """What one small write + fdatasync costs on this machine's disk, measured in this run."""
+
+    size: int
+    count: int
+    cpu_us: float  # CPU of the calling thread (user + kernel) per write + fdatasync
+    wall_us: float  # median wall time per write + fdatasync
+
+
+def measure_fsync_floor(directory: Path, size: int, count: int = 500) -> FsyncFloor:
+    """Append ``size`` bytes and fdatasync, ``count`` times, in a file under ``directory``
+    (the file system the brokers' data dirs are on); the floor any durable unbatched send
+    pays on this disk, whatever the broker's language."""
+    path = directory / "fsync-floor.bin"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    block = b"x" * size
+    walls = []
+    try:
+        for _ in range(20):  # allocate the first blocks, warm the path
+            os.write(fd, block)
+            os.fdatasync(fd)
+        before = resource.getrusage(resource.RUSAGE_THREAD)
+        for _ in range(count):
+            t0 = time.perf_counter()
+            os.write(fd, block)
+            os.fdatasync(fd)
+            walls.append(time.perf_counter() - t0)
+        after = resource.getrusage(resource.RUSAGE_THREAD)
+    finally:
+        os.close(fd)
+        path.unlink(missing_ok=True)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    walls.sort()
+    return FsyncFloor(size, count, cpu / count * 1e6, walls[len(walls) // 2] * 1e6)
 
 
 @dataclass
