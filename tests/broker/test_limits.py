@@ -17,7 +17,6 @@ test releases them to the real append.
 
 from __future__ import annotations
 
-import asyncio
 import threading
 import time
 import uuid
@@ -287,25 +286,24 @@ def test_dispatch_reads_stay_within_max_read_size(make_broker: Callable[..., Thr
 
 
 class HeldAppends:
-    """Replaces a topic's ``ledger.append`` so that entries wait until released."""
+    """Replaces a topic's ``ledger.append_then`` so that entries wait until released."""
 
     def __init__(self, broker: ThreadedBroker, topic: str) -> None:
         self.broker = broker
         service = broker.service
         assert service is not None
         self.ledger = broker.call(lambda: service.topics[topic].ledger)
-        self.original = self.ledger.append
-        self.held: list[tuple[bytes, asyncio.Future[Any]]] = []
+        self.original = self.ledger.append_then
+        self.held: list[tuple[bytes, Any]] = []
         self.holding = True
 
-        def append(data: bytes) -> Any:
+        def append_then(data: bytes, on_done: Any) -> None:
             if not self.holding:
-                return self.original(data)
-            fut = asyncio.get_running_loop().create_future()
-            self.held.append((data, fut))
-            return fut
+                self.original(data, on_done)
+                return
+            self.held.append((data, on_done))
 
-        broker.call(setattr, self.ledger, "append", append)
+        broker.call(setattr, self.ledger, "append_then", append_then)
 
     def count(self) -> int:
         return self.broker.call(lambda: len(self.held))
@@ -313,10 +311,8 @@ class HeldAppends:
     def _release(self, n: int | None) -> None:
         batch = self.held[: len(self.held) if n is None else n]
         del self.held[: len(batch)]
-        for data, fut in batch:
-            self.original(data).add_done_callback(
-                lambda real, fut=fut: fut.set_result(real.result())
-            )
+        for data, on_done in batch:
+            self.original(data, on_done)
 
     def release(self, n: int | None = None) -> None:
         """Hand the first ``n`` held entries (all: None) to the real append, in order."""

@@ -64,6 +64,17 @@ class Producer:
         )
         self.cnx.on_send_done(size)
 
+    def receipt_held(
+        self, sequence_id: int, highest_sequence_id: int, ledger_id: int, entry_id: int, size: int
+    ) -> bool:
+        """`send_receipt`, queued for the caller's ``cnx.release_held()`` (see
+        `ServerCnx.write_held`); True when the caller must make that call."""
+        must_release = self.cnx.write_held(
+            send_receipt_frame(self.producer_id, sequence_id, ledger_id, entry_id, highest_sequence_id)
+        )
+        self.cnx.on_send_done(size)
+        return must_release
+
     def send_error(self, sequence_id: int, code: int, message: str, size: int) -> None:
         """Answer a send of ``size`` payload bytes with a SendError."""
         err = pb.CommandSendError(

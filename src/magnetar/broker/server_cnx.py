@@ -141,6 +141,7 @@ class ServerCnx(asyncio.BufferedProtocol):
         self._out: list[bytes | memoryview] = []
         self._out_bytes = 0  # queued in _out, not yet handed to the transport
         self._flush_scheduled = False
+        self._held = False  # write_held queued output that release_held will write
         self._transport_paused = False  # the transport's buffer is above its high-water mark
         self._dispatch_held = False  # a dispatcher stopped because this connection was full
         self.handlers = {
@@ -357,6 +358,26 @@ class ServerCnx(asyncio.BufferedProtocol):
         if not self._flush_scheduled:
             self._flush_scheduled = True
             self.loop.call_soon(self._flush)
+
+    def write_held(self, data: bytes) -> bool:
+        """Queue ``data`` without scheduling a flush: the caller writes it with
+        `release_held` before it returns to the event loop (so the receipts of a batch the
+        storage completed leave in one write, in the loop turn of their fdatasync). True
+        when the caller must call `release_held` (False: a flush is already due)."""
+        if self.closed:
+            return False
+        self._out.append(data)
+        self._out_bytes += len(data)
+        if self._flush_scheduled or self._held:
+            return False
+        self._held = True
+        return True
+
+    def release_held(self) -> None:
+        """Write what `write_held` queued (unless a scheduled flush will)."""
+        self._held = False
+        if not self._flush_scheduled:
+            self._flush()
 
     def write_frame(self, head: bytes, payload: bytes | memoryview) -> None:
         """Queue a frame in two pieces (its head, then a stored payload part, which is

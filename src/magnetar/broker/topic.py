@@ -9,7 +9,6 @@ Nothing inside the payload is decoded on this path.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import struct
 import time
@@ -27,6 +26,7 @@ from magnetar.protocol.frames import peek_metadata
 if TYPE_CHECKING:
     from magnetar.broker.dedup import MessageDeduplication
     from magnetar.broker.dedup_snapshot import Restored
+    from magnetar.broker.server_cnx import ServerCnx
     from magnetar.broker.service import BrokerService
     from magnetar.broker.subscription import Subscription
     from magnetar.protocol.frames import SendFrame
@@ -212,7 +212,9 @@ class PersistentTopic(Topic):
         if service.config.entry_metadata_enabled:
             self.entry_index = load_entry_index(ledger) if entry_index is None else entry_index
         self.last_publish_error: str | None = None
-        self._notify_scheduled = False
+        self._held: list[ServerCnx] = []  # connections with receipts queued for _appends_done
+        self._confirmed = False  # entries were confirmed since the last _appends_done
+        ledger.after_appends = self._appends_done
         # After a failed append (disk full, I/O error) new producers are refused until
         # fenced_until (monotonic), backing off while the failures go on; see _storage_failed.
         self.fenced_until = 0.0
@@ -279,8 +281,7 @@ class PersistentTopic(Topic):
         if self.entry_index >= 0:
             self.entry_index += num_messages
             data = self._with_entry_metadata(payload, self.entry_index - 1)
-        future = self.ledger.append(data)
-        future.add_done_callback(partial(self._persisted, producer, seq, highest, last_seq, chunk, size))
+        self.ledger.append_then(data, partial(self._persisted, producer, seq, highest, last_seq, chunk, size))
 
     def _with_entry_metadata(self, payload: bytes, index: int) -> bytes:
         bem = pb.BrokerEntryMetadata(broker_timestamp=int(time.time() * 1000), index=index)
@@ -295,15 +296,17 @@ class PersistentTopic(Topic):
         last_seq: int,
         chunk: tuple[int, int],
         size: int,
-        future: asyncio.Future[Position],
+        position: Position | None,
+        exc: BaseException | None,
     ) -> None:
         """The append of one send finished: answer it, exactly once, whatever fails here
-        (an unanswered send would keep its pending-send slot and publish-buffer bytes)."""
+        (an unanswered send would keep its pending-send slot and publish-buffer bytes).
+        A receipt is queued on its connection and written by `_appends_done`, once for
+        every send of the batch the storage completed."""
         answered = False
         try:
-            exc = None if future.cancelled() else future.exception()
-            if future.cancelled() or exc is not None:
-                self._storage_failed(exc or RuntimeError("append cancelled"))
+            if position is None:
+                self._storage_failed(exc or RuntimeError("append failed"))
                 if self.dedup is not None:
                     self.dedup.reset_pushed()
                 answered = True
@@ -311,16 +314,14 @@ class PersistentTopic(Topic):
                 return
             if self._fence_backoff:
                 self._fence_backoff = 0.0
-            position = future.result()
             if self.dedup is not None:
                 self.dedup.on_persisted(producer.name, seq, last_seq, chunk_id=chunk[0], num_chunks=chunk[1])
                 self.dedup_position = position
                 self.dedup_unsaved += 1
             answered = True
-            producer.send_receipt(seq, highest, position.ledger_id, position.entry_id, size)
-            if not self._notify_scheduled:
-                self._notify_scheduled = True
-                future.get_loop().call_soon(self._notify_subscriptions)  # no getpid syscall
+            if producer.receipt_held(seq, highest, position.ledger_id, position.entry_id, size):
+                self._held.append(producer.cnx)
+            self._confirmed = True
             if self.dedup is not None and (
                 self.dedup_unsaved >= self.service.config.brokerDeduplicationEntriesInterval
             ):
@@ -331,11 +332,22 @@ class PersistentTopic(Topic):
             if not answered:
                 producer.send_error(seq, pb.UnknownError, "internal broker error", size)
 
+    def _appends_done(self) -> None:
+        """The storage told the outcome of a batch of appends (the ledger's
+        ``after_appends``): write the receipts queued for it, one write per connection,
+        and, if entries were confirmed, give every subscription with consumers a dispatch
+        pass (once per batch however many entries it holds: thousands of subscriptions
+        nobody consumes from cost nothing per entry)."""
+        held = self._held
+        if held:
+            self._held = []
+            for cnx in held:
+                cnx.release_held()
+        if self._confirmed:
+            self._confirmed = False
+            self._notify_subscriptions()
+
     def _notify_subscriptions(self) -> None:
-        """New entries are readable: a dispatch pass for every subscription with consumers,
-        once per event-loop turn however many entries were confirmed in it (thousands of
-        subscriptions nobody consumes from cost nothing per entry)."""
-        self._notify_scheduled = False
         for sub in self.subscriptions.values():
             dispatcher = sub.dispatcher  # None: a stored subscription nobody joined yet
             if dispatcher is not None and dispatcher.consumers:

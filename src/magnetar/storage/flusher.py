@@ -33,11 +33,12 @@ log = logging.getLogger(__name__)
 
 @dataclass(eq=False)
 class Batch:
-    """Records ``first..first+len(futures)-1`` written to ``segment`` by one ledger."""
+    """Records ``first..first+len(futures)-1`` written to ``segment`` by one ledger;
+    ``futures``: who waits for each (futures or callbacks, the ledger's business)."""
 
     segment: Segment
     first: int
-    futures: list[asyncio.Future[Any]]
+    futures: list[Any]
     positions: list[Any]
     loop: asyncio.AbstractEventLoop
     on_done: Callable[[Batch, BaseException | None], None]

@@ -4,9 +4,12 @@ Theory of operation. The ledger is a list of segments (one per ledger id, ascend
 last one may be *active* (appendable). `append` runs on the event loop thread: it assigns
 the position at once, indexes the record, puts the payload in the shared read cache and
 queues header + payload in a write buffer. Once per loop iteration (or when the buffer is
-big) the buffer goes to the file in one ``pwritev``. Then, per fsync policy, the futures
-resolve at once (``never``) or the batch goes to the factory's flusher (``group``), which
-resolves it after its fdatasync; ``always`` writes and syncs inside `append`.
+big) the buffer goes to the file in one ``pwritev``. Then, per fsync policy, the waiters
+are told at once (``never``) or the batch goes to the factory's flusher (``group``), which
+tells them after its fdatasync; ``always`` writes and syncs inside `append`. A waiter is
+a future (`append`) or a callback (`append_then`: called in order as the batch completes,
+then the owner's `after_appends` once per batch, so a broker answers a batch's sends in
+one write, in the same loop turn as the sync).
 
 Readers only ever see *confirmed* entries (durable per policy), so an entry whose append
 fails is never visible. On a write or fsync error the failed entries, and every unconfirmed entry
@@ -63,17 +66,35 @@ _INLINE_MAX_ENTRIES = 8
 _INLINE_MAX_BYTES = 1024 * 1024
 
 
-def _fail(fut: asyncio.Future[Any], exc: BaseException) -> None:
-    if not fut.done():
+#: Told the outcome of one append: its position, or None and the error.
+AppendCallback = Callable[[Position | None, BaseException | None], None]
+#: Who waits for an append: a future (`append`) or a callback (`append_then`).
+Waiter = asyncio.Future[Position] | AppendCallback
+_Future = asyncio.Future
+
+
+def _fail(waiter: Waiter, exc: BaseException) -> None:
+    if type(waiter) is not _Future:
+        _call(waiter, None, exc)  # type: ignore[arg-type]
+    elif not waiter.done():
         with contextlib.suppress(RuntimeError):  # event loop closed: nobody is waiting
-            fut.set_exception(exc)
+            waiter.set_exception(exc)
 
 
-def _resolve(futs: list[asyncio.Future[Position]], positions: list[Position]) -> None:
-    with contextlib.suppress(RuntimeError):  # event loop closed: nobody is waiting
-        for fut, pos in zip(futs, positions, strict=True):
-            if not fut.done():
-                fut.set_result(pos)
+def _resolve(waiters: list[Waiter], positions: list[Position]) -> None:
+    for waiter, pos in zip(waiters, positions, strict=True):
+        if type(waiter) is not _Future:
+            _call(waiter, pos, None)  # type: ignore[arg-type]
+        elif not waiter.done():
+            with contextlib.suppress(RuntimeError):  # event loop closed: nobody is waiting
+                waiter.set_result(pos)
+
+
+def _call(callback: AppendCallback, pos: Position | None, exc: BaseException | None) -> None:
+    try:
+        callback(pos, exc)
+    except Exception:  # one failing owner must not keep the others from their outcome
+        log.exception("append callback %r failed", callback)
 
 
 def scan_segments(directory: str) -> list[Segment]:
@@ -122,7 +143,7 @@ class ManagedLedger:
         self._roll_at = 0.0
         # write buffer (all for self._wseg, starting at byte offset self._wstart)
         self._wbuf: list[bytes | memoryview] = []
-        self._wfuts: list[asyncio.Future[Position]] = []
+        self._wfuts: list[Waiter] = []
         self._wpos: list[Position] = []
         self._wbytes = 0
         self._wseg: Segment | None = None
@@ -131,6 +152,8 @@ class ManagedLedger:
         self._wstart = 0
         self._write_scheduled = False
         self._pending: deque[Batch] = deque()
+        #: Called once after the waiters of each completed batch were told (see `append_then`).
+        self.after_appends: Callable[[], None] | None = None
         self._cursors: dict[str, ManagedCursor] = {}
         self._terminated = bool(meta.get("terminated", False))
         self._state = "open"
@@ -158,12 +181,28 @@ class ManagedLedger:
         if loop is None or loop.is_closed():  # get_running_loop costs a getpid syscall
             loop = self._loop = _get_loop()
         fut: asyncio.Future[Position] = loop.create_future()
+        self._append(data, fut, loop)
+        return fut
+
+    def append_then(self, data: bytes | memoryview, on_done: AppendCallback) -> None:
+        """`append` without a future: ``on_done(position, None)`` (or ``(None, error)``) is
+        called once the entry is durable (or failed), in append order, from the storage's
+        completion of its batch, with the other entries of that batch; then
+        `after_appends` is called once. ``on_done`` may also be called before this returns
+        (a closed ledger, the ``always`` policy). The cheap path for a hot caller: no
+        future, and no extra turn of the event loop to run its callbacks."""
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            loop = self._loop = _get_loop()
+        self._append(data, on_done, loop)
+
+    def _append(self, data: bytes | memoryview, waiter: Waiter, loop: asyncio.AbstractEventLoop) -> None:
         if self._state != "open":
-            fut.set_exception(LedgerClosedError(f"ledger {self.name} is {self._state}"))
-            return fut
+            self._fail_now(waiter, LedgerClosedError(f"ledger {self.name} is {self._state}"))
+            return
         if self._terminated:
-            fut.set_exception(LedgerTerminatedError(f"ledger {self.name} is terminated"))
-            return fut
+            self._fail_now(waiter, LedgerTerminatedError(f"ledger {self.name} is terminated"))
+            return
         if type(data) is not bytes and not (type(data) is memoryview and data.readonly):
             data = bytes(data)  # a read-only view is the caller's promise it won't change
         n = len(data)
@@ -177,8 +216,8 @@ class ManagedLedger:
             try:
                 seg = self._roll()
             except OSError as exc:
-                fut.set_exception(StorageError(f"cannot create a segment for {self.name}: {exc}"))
-                return fut
+                self._fail_now(waiter, StorageError(f"cannot create a segment for {self.name}: {exc}"))
+                return
         start = seg.end
         end = start + _HS + n
         eid = seg.count
@@ -189,8 +228,8 @@ class ManagedLedger:
         self._cache.put(pos, data)
         hdr = _pack(n, _crc(data, _SEED ^ n))
         if self._policy == "always":
-            self._append_always(seg, hdr, data, start, pos, fut)
-            return fut
+            self._append_always(seg, hdr, data, start, pos, waiter)
+            return
         buf = self._wbuf
         if not buf:
             self._wseg = seg
@@ -201,12 +240,24 @@ class ManagedLedger:
                 loop.call_soon(self._on_tick)
         buf.append(hdr)
         buf.append(data)
-        self._wfuts.append(fut)
+        self._wfuts.append(waiter)
         self._wpos.append(pos)
         self._wbytes += n
         if self._wbytes >= self._wbuf_limit:
             self._write_pending()
-        return fut
+
+    def _fail_now(self, waiter: Waiter, exc: BaseException) -> None:
+        _fail(waiter, exc)
+        self._appends_done()
+
+    def _appends_done(self) -> None:
+        """Every waiter of a completed batch was told: the owner's once-per-batch step."""
+        hook = self.after_appends
+        if hook is not None:
+            try:
+                hook()
+            except Exception:
+                log.exception("%s: after_appends failed", self.name)
 
     def _append_always(
         self,
@@ -215,7 +266,7 @@ class ManagedLedger:
         data: bytes | memoryview,
         start: int,
         pos: Position,
-        fut: asyncio.Future[Position],
+        waiter: Waiter,
     ) -> None:
         try:
             self._files.use(seg)
@@ -223,10 +274,11 @@ class ManagedLedger:
             seg.sync()
         except OSError as exc:
             self._rollback(seg, pos.entry_id)
-            fut.set_exception(StorageError(f"append to {self.name} failed: {exc}"))
+            self._fail_now(waiter, StorageError(f"append to {self.name} failed: {exc}"))
             return
         seg.confirmed = pos.entry_id + 1
-        fut.set_result(pos)
+        _resolve([waiter], [pos])
+        self._appends_done()
 
     def _on_tick(self) -> None:
         self._write_scheduled = False
@@ -293,6 +345,7 @@ class ManagedLedger:
                 and not seg.dirty
             ):
                 seg.write_index()
+            self._appends_done()
             return
         if not isinstance(error, StorageError):
             error = StorageError(f"append to {self.name} failed: {error}")
@@ -315,6 +368,7 @@ class ManagedLedger:
             self._rollback(wseg, first)
             for fut in wfuts:
                 _fail(fut, later)
+        self._appends_done()
 
     def _rollback(self, seg: Segment, first: int) -> None:
         """Entries ``first..`` of ``seg`` failed: forget them and seal the segment."""
