@@ -103,7 +103,7 @@ def test_a_closed_ledger_fails_the_callback_at_once(make_factory):
         ml.append_then(b"late", seen.callback(0))
 
     run(go())
-    [(tag, pos, exc)] = seen.outcomes()
+    [(_tag, pos, exc)] = seen.outcomes()
     assert pos is None and isinstance(exc, LedgerClosedError)
     assert seen.events[-1] == "after"
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from magnetar.admin.namespaces import namespace_of
-from magnetar.admin.routing import SERVICE, WEB_PORT, WEB_TLS_PORT, RouteTable, error_response
+from magnetar.admin.routing import PORTS, SERVICE, RouteTable, error_response
 from magnetar.admin.tenants import broker_service_url, host_of, web_service_url
 
 routes = RouteTable("lookup")
@@ -40,8 +40,8 @@ def _lookup(request: web.Request) -> web.Response:
     broker_url = service.listeners.broker_url(listener, broker_service_url(request))
     host = host_of(request)
     tls_port = service.security.tls_port
-    web_tls_port = request.app.get(WEB_TLS_PORT)
-    web_port = request.app.get(WEB_PORT)
+    ports = request.app[PORTS]
+    web_tls_port, web_port = ports.web_tls, ports.web
     http_url = f"http://{host}:{web_port}" if web_port is not None else web_service_url(request)
     return web.json_response({
         "brokerUrl": broker_url,

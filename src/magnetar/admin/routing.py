@@ -34,10 +34,19 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 SERVICE: web.AppKey[BrokerService] = web.AppKey("service", BrokerService)
 RATES: web.AppKey[RateTracker] = web.AppKey("rates", RateTracker)
-#: the HTTP and HTTPS ports of the admin service (webServicePort, webServicePortTls), set
-#: when they listen
-WEB_PORT: web.AppKey[int] = web.AppKey("web_port", int)
-WEB_TLS_PORT: web.AppKey[int] = web.AppKey("web_tls_port", int)
+
+
+@dataclass
+class ListeningPorts:
+    """The ports the admin service listens on (webServicePort, webServicePortTls): None
+    until it listens there. Set after the app started, so it lives in one object the app
+    holds from the start (aiohttp freezes an app's keys once it runs)."""
+
+    web: int | None = None
+    web_tls: int | None = None
+
+
+PORTS: web.AppKey[ListeningPorts] = web.AppKey("ports", ListeningPorts)
 
 
 def rates_of(request: web.Request) -> RateTracker:

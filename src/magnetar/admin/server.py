@@ -26,10 +26,10 @@ from magnetar.admin import (
 from magnetar.admin.auth import security_middleware
 from magnetar.admin.ratelimit import rate_limit_middleware
 from magnetar.admin.routing import (
+    PORTS,
     RATES,
     SERVICE,
-    WEB_PORT,
-    WEB_TLS_PORT,
+    ListeningPorts,
     RouteTable,
     error_middleware,
 )
@@ -55,6 +55,7 @@ def build_app(service: BrokerService, rates: RateTracker | None = None) -> web.A
     app = web.Application(middlewares=middlewares, client_max_size=16 * 1024 * 1024)
     app[SERVICE] = service
     app[RATES] = rates or RateTracker()
+    app[PORTS] = ListeningPorts()
     app[openapi.OPENAPI] = openapi.document(TABLES)
     metrics.install_registry(app)
     for table in TABLES:
@@ -87,7 +88,7 @@ class AdminServer:
             site = web.TCPSite(self._runner, self.host, self.port, reuse_address=True)
             await site.start()
             self.port = int(self._runner.addresses[-1][1])
-            self.app[WEB_PORT] = self.port
+            self.app[PORTS].web = self.port
             log.info("admin HTTP service on http://%s:%d", self.host, self.port)
         if self.tls_port is not None:
             tls = self.service.security.tls
@@ -97,7 +98,7 @@ class AdminServer:
                                ssl_context=tls.context)
             await site.start()
             self.tls_port = int(self._runner.addresses[-1][1])
-            self.app[WEB_TLS_PORT] = self.tls_port
+            self.app[PORTS].web_tls = self.tls_port
             log.info("admin HTTPS service on https://%s:%d", self.host, self.tls_port)
         self.rates.sample(self.service)
         self._task = asyncio.create_task(self._sample_loop())
