@@ -9,13 +9,19 @@ __all__ = ["decode_varint", "encode_varint"]
 _U64 = 1 << 64
 
 
+#: the varints of 0..127, one byte each (most ids, counts and lengths on the hot path)
+_ONE_BYTE = tuple(bytes((i,)) for i in range(0x80))
+
+
 def encode_varint(value: int) -> bytes:
     """The varint of a non-negative value; a negative one as its 64-bit two's complement
     (how protobuf writes a negative ``int32``/``int64``)."""
+    if 0 <= value < 0x80:
+        return _ONE_BYTE[value]
     if value < 0:
         value += _U64
-    if value < 0x80:
-        return bytes((value,))
+    elif value < 0x4000:
+        return bytes(((value & 0x7F) | 0x80, value >> 7))
     out = bytearray()
     while value >= 0x80:
         out.append((value & 0x7F) | 0x80)
