@@ -174,7 +174,14 @@ class Topic:
 
     # -- publishing ----------------------------------------------------------------
 
-    def publish(self, producer: Producer, send: SendFrame, payload: bytes, size: int) -> None:
+    def publish(
+        self, producer: Producer, send: SendFrame, payload: bytes, size: int,
+        part_crc: int | None = None,
+    ) -> None:
+        """Store (or hand out) one Send's ``payload`` part of ``size`` bytes and answer it.
+        ``part_crc``: the part's CRC32C, which the caller checked against its content
+        (`magnetar.protocol.frames.part_checksum`); a persistent topic stores the part
+        with it, so storage computes no checksum of its own. None: not checked."""
         raise NotImplementedError
 
     def stats(self) -> dict[str, Any]:
@@ -243,7 +250,10 @@ class PersistentTopic(Topic):
         if self.dedup is not None and producer.name not in self.producers:
             self.dedup.producer_removed(producer.name)
 
-    def publish(self, producer: Producer, send: SendFrame, payload: bytes, size: int) -> None:
+    def publish(
+        self, producer: Producer, send: SendFrame, payload: bytes, size: int,
+        part_crc: int | None = None,
+    ) -> None:
         seq = send.sequence_id
         highest = send.highest_sequence_id
         if highest < 0:
@@ -275,11 +285,13 @@ class PersistentTopic(Topic):
                 return
         self.msg_in += num_messages
         self.bytes_in += size
-        data = payload
         if self.entry_index >= 0:
+            # the entry starts with the broker entry metadata, not the part: its CRC is
+            # the storage's own
             self.entry_index += num_messages
-            data = self._with_entry_metadata(payload, self.entry_index - 1)
-        future = self.ledger.append(data)
+            future = self.ledger.append(self._with_entry_metadata(payload, self.entry_index - 1))
+        else:
+            future = self.ledger.append(payload, part_crc)
         future.add_done_callback(partial(self._persisted, producer, seq, highest, last_seq, chunk, size))
 
     def _with_entry_metadata(self, payload: bytes, index: int) -> bytes:
@@ -397,7 +409,10 @@ class NonPersistentTopic(Topic):
         self.next_entry_id = 0
         self.msg_dropped = 0
 
-    def publish(self, producer: Producer, send: SendFrame, payload: bytes, size: int) -> None:
+    def publish(
+        self, producer: Producer, send: SendFrame, payload: bytes, size: int,
+        part_crc: int | None = None,
+    ) -> None:
         seq = send.sequence_id
         highest = send.highest_sequence_id
         if highest < 0:
