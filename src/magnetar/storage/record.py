@@ -22,11 +22,12 @@ second one for the record. Such a record is valid when its length is at least
 hold the header's CRC and bytes 0-1 the magic, so no byte is left unchecked:
 
 - bytes 6.. are covered by the CRC;
-- bytes 2-5 and the header's CRC are compared with each other (and both with the CRC):
-  a flip in either fails;
+- bytes 2-5 are compared with the header's CRC, which is compared with the CRC of
+  bytes 6..: a flip in either fails;
 - a flipped magic byte fails the magic comparison here, on recovery and on every read
-  (without it, it would be caught only later, by the broker's layout check on dispatch
-  or by the consumer);
+  (unchecked, it would go out to consumers, which take a part without the magic for one
+  without a checksum and misread it; flipped to 0x0e02 the broker itself would take the
+  entry for one that starts with broker entry metadata);
 - a wrong length (a flip in its low bits) moves the end of the CRC's range or of the
   record, and a flipped flag bit makes the record be read by the other rule, whose CRC
   differs: both fail but for a 2**-32 chance, as with the seeded rule;
@@ -36,7 +37,8 @@ hold the header's CRC and bytes 0-1 the magic, so no byte is left unchecked:
   fails the CRC.
 
 A length word with the flag set is above ``MAX_RECORD``, which versions before the flag
-treat as corruption: a data dir holding part records cannot be opened by them.
+take for corruption (their reads fail, and a rescan cuts the segment at the first part
+record): a data dir holding part records must not go back to them.
 
 Storage imports nothing from ``magnetar.protocol``: the magic is restated here
 (``tests/storage/test_record.py`` checks it against the protocol's).
