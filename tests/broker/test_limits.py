@@ -295,14 +295,14 @@ class HeldAppends:
         assert service is not None
         self.ledger = broker.call(lambda: service.topics[topic].ledger)
         self.original = self.ledger.append
-        self.held: list[tuple[bytes, asyncio.Future[Any]]] = []
+        self.held: list[tuple[bytes, int | None, asyncio.Future[Any]]] = []
         self.holding = True
 
-        def append(data: bytes) -> Any:
+        def append(data: bytes, part_crc: int | None = None) -> Any:
             if not self.holding:
-                return self.original(data)
+                return self.original(data, part_crc)
             fut = asyncio.get_running_loop().create_future()
-            self.held.append((data, fut))
+            self.held.append((data, part_crc, fut))
             return fut
 
         broker.call(setattr, self.ledger, "append", append)
@@ -313,8 +313,8 @@ class HeldAppends:
     def _release(self, n: int | None) -> None:
         batch = self.held[: len(self.held) if n is None else n]
         del self.held[: len(batch)]
-        for data, fut in batch:
-            self.original(data).add_done_callback(
+        for data, part_crc, fut in batch:
+            self.original(data, part_crc).add_done_callback(
                 lambda real, fut=fut: fut.set_result(real.result())
             )
 
