@@ -67,8 +67,8 @@ PART_MAGIC = b"\x0e\x01"
 PART_MIN = 6
 
 _crc = crc32c.crc32c
-_BE32 = struct.Struct(">I")
-_be32 = _BE32.unpack_from
+_be32 = struct.Struct(">I").unpack_from
+_MAGIC0, _MAGIC1 = PART_MAGIC
 
 
 def verify(word: int, crc: int, payload: bytes | memoryview | mmap.mmap) -> bool:
@@ -78,10 +78,10 @@ def verify(word: int, crc: int, payload: bytes | memoryview | mmap.mmap) -> bool
     if word & PART_FLAG:
         n = len(payload)
         return (
-            word ^ PART_FLAG == n
+            (word ^ PART_FLAG) == n
             and n >= PART_MIN
-            and payload[0] == 0x0E
-            and payload[1] == 0x01
+            and payload[0] == _MAGIC0
+            and payload[1] == _MAGIC1
             and _be32(payload, 2)[0] == crc
             and _crc(memoryview(payload)[PART_MIN:]) == crc
         )
