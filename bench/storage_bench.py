@@ -8,7 +8,11 @@ factory without cache, from the OS page cache). In the same run it measures the 
 sequential 4 MiB writes each followed by fdatasync, the same writes with one fdatasync at
 the end (MB/s), and the latency of a small write + fdatasync. Ratios relate the two.
 
-    python bench/storage_bench.py [--quick] [--dir DIR]
+With ``--parts`` each entry is a payload part (magic, CRC32C, the rest) appended with its
+CRC, as the broker stores a producer's SEND: a part record, whose CRC `append` does not
+compute (`magnetar.storage.record`); without, a plain entry whose CRC it computes.
+
+    python bench/storage_bench.py [--quick] [--dir DIR] [--parts]
 """
 
 from __future__ import annotations
@@ -22,6 +26,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+import crc32c
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
@@ -68,7 +74,9 @@ def raw_disk(directory: str, total_mb: int, syncs: int) -> dict[str, float]:
     }
 
 
-async def _append(ml, payload: bytes, n: int, window: int) -> tuple[float, float]:
+async def _append(
+    ml, payload: bytes, n: int, window: int, part_crc: int | None = None
+) -> tuple[float, float]:
     """Append n entries, at most ``window`` outstanding; returns (total s, s inside append)."""
     futs: list[asyncio.Future] = []
     in_append = 0.0
@@ -79,7 +87,7 @@ async def _append(ml, payload: bytes, n: int, window: int) -> tuple[float, float
     while sent < n:
         t = time.perf_counter()
         for _ in range(min(chunk, n - sent)):
-            futs.append(ml.append(payload))
+            futs.append(ml.append(payload, part_crc))
         in_append += time.perf_counter() - t
         sent = len(futs)
         while sent - oldest > window:
@@ -106,16 +114,20 @@ def _read_all(ml, n: int, batch: int) -> float:
     return time.perf_counter() - t0
 
 
-def bench_case(root: str, policy: str, size: int, n: int) -> dict[str, float]:
+def bench_case(root: str, policy: str, size: int, n: int, parts: bool = False) -> dict[str, float]:
     d = tempfile.mkdtemp(dir=root)
     payload = os.urandom(size)
+    part_crc = None
+    if parts:  # a payload part of the same size: 0x0e01, CRC32C of what follows, the rest
+        part_crc = crc32c.crc32c(payload[6:])
+        payload = b"\x0e\x01" + part_crc.to_bytes(4, "big") + payload[6:]
     # no age limit on the read cache: the tail-read figure is about reads served from it
     cfg = dict(data_dir=d, fsync=policy, read_cache_bytes=max(64 * MB, 2 * n * size),
                read_cache_max_age_s=0.0)
     f = ManagedLedgerFactory(StorageConfig(**cfg))
     ml = f.open("bench")
     window = max(4, min(20_000, (64 * MB) // size))
-    total, in_append = asyncio.run(_append(ml, payload, n, window))
+    total, in_append = asyncio.run(_append(ml, payload, n, window, part_crc))
     batch = 100 if size < 64 * 1024 else 4
     tail = _read_all(ml, n, batch)
     f.close()
@@ -140,6 +152,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="short run")
     ap.add_argument("--dir", default=None, help="directory on the disk to measure")
+    ap.add_argument("--parts", action="store_true",
+                    help="entries are payload parts appended with their CRC (as the broker's)")
     args = ap.parse_args()
     try:
         import uvloop
@@ -152,7 +166,8 @@ def main() -> None:
     q = args.quick
     try:
         raw = raw_disk(root, 64 if q else 512, 50 if q else 300)
-        print(f"event loop: {loop_name}; data dir: {root}")
+        kind = "payload parts with their CRC" if args.parts else "plain entries"
+        print(f"event loop: {loop_name}; data dir: {root}; entries: {kind}")
         print(
             f"raw disk: sequential write+fdatasync per 4 MiB block {raw['seq_mb_s']:.0f} MB/s; "
             f"write all then one fdatasync {raw['stream_mb_s']:.0f} MB/s; "
@@ -171,7 +186,7 @@ def main() -> None:
             for size, n in sizes.items():
                 if policy == "always":
                     n = always_n[size]
-                r = bench_case(root, policy, size, n)
+                r = bench_case(root, policy, size, n, args.parts)
                 label = {100: "100B", 1024: "1KB", MB: "1MB"}[size]
                 ratios = (
                     f"append/raw-seq {r['append_mb_s'] / raw['seq_mb_s']:.2f}"

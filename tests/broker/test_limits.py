@@ -294,14 +294,14 @@ class HeldAppends:
         assert service is not None
         self.ledger = broker.call(lambda: service.topics[topic].ledger)
         self.original = self.ledger.append_then
-        self.held: list[tuple[bytes, Any]] = []
+        self.held: list[tuple[bytes, Any, int | None]] = []
         self.holding = True
 
-        def append_then(data: bytes, on_done: Any) -> None:
+        def append_then(data: bytes, on_done: Any, part_crc: int | None = None) -> None:
             if not self.holding:
-                self.original(data, on_done)
+                self.original(data, on_done, part_crc)
                 return
-            self.held.append((data, on_done))
+            self.held.append((data, on_done, part_crc))
 
         broker.call(setattr, self.ledger, "append_then", append_then)
 
@@ -311,8 +311,8 @@ class HeldAppends:
     def _release(self, n: int | None) -> None:
         batch = self.held[: len(self.held) if n is None else n]
         del self.held[: len(batch)]
-        for data, on_done in batch:
-            self.original(data, on_done)
+        for data, on_done, part_crc in batch:
+            self.original(data, on_done, part_crc)
 
     def release(self, n: int | None = None) -> None:
         """Hand the first ``n`` held entries (all: None) to the real append, in order."""

@@ -27,7 +27,7 @@ from magnetar.protocol import (
     verify_checksum,
 )
 from magnetar.protocol.commands import FIELD_BY_TYPE
-from magnetar.protocol.frames import FRAME_PADDING
+from magnetar.protocol.frames import FRAME_PADDING, part_checksum
 
 from .helpers import metadata, minimal_command
 
@@ -289,6 +289,18 @@ def test_checksum_field_itself_corrupted() -> None:
     part[3] ^= 0xFF
     assert not verify_checksum(bytes(part))
     assert verify_checksum(build_payload_part(metadata(), b"abc"))
+
+
+@given(st.binary(max_size=64), st.integers(0, 63))
+def test_part_checksum_is_the_carried_crc_when_it_matches(payload: bytes, at: int) -> None:
+    part = build_payload_part(metadata(), payload)
+    (carried,) = struct.unpack_from(">I", part, 2)
+    assert part_checksum(part) == carried == _crc32c_reference(part[6:])
+    assert part_checksum(memoryview(part)) == carried
+    damaged = bytearray(part)
+    damaged[at % len(part)] ^= 0x10
+    assert part_checksum(bytes(damaged)) is None  # any byte, magic included
+    assert part_checksum(part[:5]) is None
 
 
 def test_metadata_garbage_is_malformed() -> None:

@@ -49,11 +49,14 @@ class Producer:
             resp.schema_version = self.schema_version
         return pb.BaseCommand(type=pb.BaseCommand.PRODUCER_SUCCESS, producer_success=resp)
 
-    def publish(self, send: SendFrame, payload: bytes, size: int) -> None:
-        """Publish one Send; ``size`` is ``len(payload)``, handed back with its answer."""
+    def publish(
+        self, send: SendFrame, payload: bytes, size: int, part_crc: int | None = None
+    ) -> None:
+        """Publish one Send; ``size`` is ``len(payload)``, handed back with its answer;
+        ``part_crc`` the payload part's CRC32C when the caller checked it (`Topic.publish`)."""
         self.msg_in += send.num_messages
         self.bytes_in += size
-        self.topic.publish(self, send, payload, size)
+        self.topic.publish(self, send, payload, size, part_crc)
 
     def send_receipt(
         self, sequence_id: int, highest_sequence_id: int, ledger_id: int, entry_id: int, size: int

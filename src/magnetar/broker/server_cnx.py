@@ -38,7 +38,7 @@ from magnetar.protocol.frames import (
     SendFrame,
     encode_command,
     encode_payload_command,
-    verify_checksum,
+    part_checksum,
 )
 from magnetar.protocol.peers import understands_reached_end_of_topic
 from magnetar.protocol.version import PROTOCOL_VERSION
@@ -695,7 +695,8 @@ class ServerCnx(asyncio.BufferedProtocol):
         payload = send.payload_part
         if payload is None:
             raise BrokerError(pb.UnknownError, "Send without a payload")
-        if not verify_checksum(payload):
+        part_crc = part_checksum(payload)  # the one CRC32C of this send: storage keeps it
+        if part_crc is None:
             log.warning("%s: checksum mismatch from producer %s", self.peer, producer.name)
             self._reply_send_error(send, pb.ChecksumError, "checksum of the message does not match its content")
             return
@@ -710,7 +711,7 @@ class ServerCnx(asyncio.BufferedProtocol):
         if buffer.bytes >= buffer.limit and not self.buffer_paused:
             buffer.pause(self.service.connections)
         try:
-            producer.publish(send, payload, size)
+            producer.publish(send, payload, size, part_crc)
         except BaseException:  # no answer will come for this send: release what it holds
             self.on_send_done(size)
             raise

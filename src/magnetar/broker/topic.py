@@ -174,7 +174,14 @@ class Topic:
 
     # -- publishing ----------------------------------------------------------------
 
-    def publish(self, producer: Producer, send: SendFrame, payload: bytes, size: int) -> None:
+    def publish(
+        self, producer: Producer, send: SendFrame, payload: bytes, size: int,
+        part_crc: int | None = None,
+    ) -> None:
+        """Store (or hand out) one Send's ``payload`` part of ``size`` bytes and answer it.
+        ``part_crc``: the part's CRC32C, which the caller checked against its content
+        (`magnetar.protocol.frames.part_checksum`); a persistent topic stores the part
+        with it, so storage computes no checksum of its own. None: not checked."""
         raise NotImplementedError
 
     def stats(self) -> dict[str, Any]:
@@ -245,7 +252,10 @@ class PersistentTopic(Topic):
         if self.dedup is not None and producer.name not in self.producers:
             self.dedup.producer_removed(producer.name)
 
-    def publish(self, producer: Producer, send: SendFrame, payload: bytes, size: int) -> None:
+    def publish(
+        self, producer: Producer, send: SendFrame, payload: bytes, size: int,
+        part_crc: int | None = None,
+    ) -> None:
         seq = send.sequence_id
         highest = send.highest_sequence_id
         if highest < 0:
@@ -277,11 +287,17 @@ class PersistentTopic(Topic):
                 return
         self.msg_in += num_messages
         self.bytes_in += size
-        data = payload
         if self.entry_index >= 0:
+            # the entry starts with the broker entry metadata, not the part: its CRC is
+            # the storage's own
             self.entry_index += num_messages
             data = self._with_entry_metadata(payload, self.entry_index - 1)
-        self.ledger.append_then(data, partial(self._persisted, producer, seq, highest, last_seq, chunk, size))
+            part_crc = None
+        else:
+            data = payload
+        self.ledger.append_then(
+            data, partial(self._persisted, producer, seq, highest, last_seq, chunk, size), part_crc
+        )
 
     def _with_entry_metadata(self, payload: bytes, index: int) -> bytes:
         bem = pb.BrokerEntryMetadata(broker_timestamp=int(time.time() * 1000), index=index)
@@ -409,7 +425,10 @@ class NonPersistentTopic(Topic):
         self.next_entry_id = 0
         self.msg_dropped = 0
 
-    def publish(self, producer: Producer, send: SendFrame, payload: bytes, size: int) -> None:
+    def publish(
+        self, producer: Producer, send: SendFrame, payload: bytes, size: int,
+        part_crc: int | None = None,
+    ) -> None:
         seq = send.sequence_id
         highest = send.highest_sequence_id
         if highest < 0:

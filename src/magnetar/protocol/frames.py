@@ -60,6 +60,7 @@ __all__ = [
     "encode_command",
     "encode_payload_command",
     "parse_payload_part",
+    "part_checksum",
     "peek_metadata",
     "split_message",
     "split_message_at",
@@ -501,10 +502,18 @@ def build_payload_part(metadata: pb.MessageMetadata, payload: bytes | memoryview
 
 def verify_checksum(part: bytes | memoryview) -> bool:
     """True when the CRC32C carried by ``part`` matches its content."""
+    return part_checksum(part) is not None
+
+
+def part_checksum(part: bytes | memoryview) -> int | None:
+    """The CRC32C that ``part`` carries (bytes 2-5, big-endian, after the ``0x0e01``
+    magic) when it matches its content (everything from byte 6), else None. The broker
+    checks a SEND with it and hands the checked value to storage, which keeps it as the
+    stored record's CRC instead of computing one of its own."""
     if len(part) < _PART_HEADER.size or _U16.unpack_from(part, 0)[0] != MAGIC_CRC32C:
-        return False
+        return None
     (expected,) = _U32.unpack_from(part, 2)
-    return bool(_crc32c.crc32c(memoryview(part)[6:]) == expected)
+    return expected if _crc32c.crc32c(memoryview(part)[6:]) == expected else None
 
 
 def _parse_metadata(part: bytes, meta_size: int) -> pb.MessageMetadata:

@@ -103,13 +103,13 @@ def read_span(span: ColdSpan, views: bool = False) -> list[bytes] | list[memoryv
     out: list[memoryview] = []
     unpack = record.HEADER.unpack_from
     hs = record.HEADER_SIZE
-    checksum = record.checksum
+    verify = record.verify
     for k in range(len(offs) - 1):
         start = offs[k] - base
         end = offs[k + 1] - base
-        n, crc = unpack(mv, start)
+        word, crc = unpack(mv, start)
         payload = mv[start + hs : end]
-        if n != end - start - hs or checksum(payload, n) != crc:
+        if not verify(word, crc, payload):
             if out:
                 break
             raise CorruptEntryError(
@@ -452,7 +452,7 @@ class Segment:
 
     def read_records(self, first: int, last: int) -> list[bytes]:
         """Payloads of entries ``first..last`` (inclusive) in one pread, each checked
-        against its CRC32C."""
+        against its header (`record.verify`)."""
         offs = self.offsets
         base = offs[first]
         buf = self.pread(base, offs[last + 1])
@@ -460,11 +460,12 @@ class Segment:
         out = []
         unpack = record.HEADER.unpack_from
         hs = record.HEADER_SIZE
+        verify = record.verify
         for eid in range(first, last + 1):
             start = offs[eid] - base
             end = offs[eid + 1] - base
-            n, crc = unpack(mv, start)
-            if n != end - start - hs or record.checksum(mv[start + hs : end], n) != crc:
+            word, crc = unpack(mv, start)
+            if not verify(word, crc, mv[start + hs : end]):
                 raise CorruptEntryError(
                     f"{self.path}: entry {eid} fails its checksum", (self.ledger_id, eid)
                 )
