@@ -758,3 +758,105 @@ def test_a_stalled_cursor_write_on_unload_delays_no_one(
     finally:
         release.set()
         client.close()
+
+
+def _slow_fdatasync(monkeypatch: pytest.MonkeyPatch, seconds: float) -> tuple[set[str], list[int]]:
+    """Make fdatasync of files under the directories in the returned set take ``seconds``
+    longer (the injected slow disk; whichever thread syncs: the loop inline or the flusher
+    thread, as both go through `Segment.sync`); the list notes the thread of each slow one."""
+    slow_dirs: set[str] = set()
+    slow_syncs: list[int] = []
+    real = os.fdatasync
+
+    def fdatasync(fd: int) -> None:
+        if slow_dirs:
+            path = os.readlink(f"/proc/self/fd/{fd}")
+            if any(path.startswith(d) for d in slow_dirs):
+                slow_syncs.append(threading.get_ident())
+                time.sleep(seconds)
+        real(fd)
+
+    monkeypatch.setattr(segment_module.os, "fdatasync", fdatasync)
+    return slow_dirs, slow_syncs
+
+
+def test_a_slow_fdatasync_blocks_the_event_loop_once(
+    make_broker: Callable[..., ThreadedBroker], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The event loop syncs a lone send's batch itself while the flusher thread idles; when
+    a sync is slow (here 300 ms per fdatasync of one topic's segment), it stops doing that
+    for a while: the first slow sync blocks the loop once, and then, while the slow topic
+    goes on sending (its syncs on the flusher thread), another topic's lookups, new
+    producer and consumer and deliveries are served as usual."""
+    slow_dirs, slow_syncs = _slow_fdatasync(monkeypatch, 0.3)
+    broker = make_broker()
+    service = broker.service
+    assert service is not None
+    client = pulsar.Client(broker.url, operation_timeout_seconds=30, logger=QUIET)
+    stop = threading.Event()
+    sent: list[pulsar.MessageId] = []
+    try:
+        fast = client.create_producer(FAST, batching_enabled=False)
+        for i in range(10):
+            fast.send(b"fast-%d" % i)
+        fast.close()
+        producer = client.create_producer(SLOW, batching_enabled=False)
+        sent.append(producer.send(b"slow"))
+        slow_dirs.add(broker.call(lambda: service.topics[SLOW].ledger.directory))
+
+        def keep_sending() -> None:
+            while not stop.is_set():
+                sent.append(producer.send(b"slow"))
+
+        sending = threading.Thread(target=keep_sending)
+        sending.start()
+        wait_for(lambda: len(slow_syncs) >= 2, "two slow syncs")
+        began_with = len(sent)
+
+        began = time.monotonic()
+        worst = 0.0
+        for _ in range(20):
+            started = time.monotonic()
+            assert client.get_topic_partitions(FAST) == [FAST]
+            worst = max(worst, time.monotonic() - started)
+        consumer = client.subscribe(FAST, "s", initial_position=pulsar.InitialPosition.Earliest)
+        got = [consumer.receive(timeout_millis=5000).data() for _ in range(10)]
+        assert got == [b"fast-%d" % i for i in range(10)]
+        client.create_producer(FAST, batching_enabled=False, producer_name="another").close()
+        whole = time.monotonic() - began
+        assert worst < 1.0, f"a lookup on another topic took {worst:.2f}s"
+        # (each would wait for a 300 ms sync on the loop if the loop went on syncing inline)
+        assert whole < 2.0, f"20 lookups, a subscription and a producer took {whole:.2f}s"
+
+        wait_for(lambda: len(sent) >= began_with + 2, "the slow topic's sends")
+        stop.set()
+        sending.join(10)
+        assert not sending.is_alive()
+        loop_thread = broker.thread.ident
+        assert slow_syncs.count(loop_thread) == 1, "the loop synced a slow batch more than once"
+        assert len(slow_syncs) > 2 and broker.call(lambda: service.storage._flusher.inline_paused)
+    finally:
+        stop.set()
+        client.close()
+
+
+def test_fast_fdatasyncs_are_still_made_on_the_event_loop(
+    make_broker: Callable[..., ThreadedBroker], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The back-off after slow syncs leaves the saving alone while syncs are fast: a lone
+    unbatched producer's sends are synced on the event loop (no thread hand-off)."""
+    monkeypatch.setattr(segment_module.os, "fdatasync", lambda fd: None)  # an instant disk
+    broker = make_broker()
+    service = broker.service
+    assert service is not None
+    flusher = service.storage._flusher
+    client = pulsar.Client(broker.url, operation_timeout_seconds=10, logger=QUIET)
+    try:
+        producer = client.create_producer(FAST, batching_enabled=False)
+        before = broker.call(lambda: flusher.inline_rounds)
+        for i in range(50):
+            producer.send(b"fast-%d" % i)
+        assert broker.call(lambda: flusher.inline_rounds) - before >= 45
+        assert flusher.slow_syncs == 0 and not flusher.inline_paused
+    finally:
+        client.close()

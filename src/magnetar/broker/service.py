@@ -91,6 +91,8 @@ class BrokerService:
                 max_open_files=config.magnetarMaxOpenFiles,
                 cursor_persist_interval_s=float(config.managedLedgerCursorPositionFlushSeconds),
                 inline_sync_when_idle=config.magnetarSyncOnLoopWhenIdle,
+                inline_sync_slow_s=config.magnetarSyncOnLoopSlowMillis / 1000,
+                inline_sync_backoff_s=config.magnetarSyncOnLoopBackoffSeconds,
             )
         )
         self.metadata = self.storage.metadata

@@ -96,7 +96,11 @@ class ManagedLedgerFactory:
         )
         self._cache = ReadCache(config.read_cache_bytes, config.read_cache_max_age_s)
         self._files = FileLimiter(config.max_open_files, config.fsync != "never")
-        self._flusher = Flusher(inline=config.inline_sync_when_idle)
+        self._flusher = Flusher(
+            inline=config.inline_sync_when_idle,
+            slow_sync_s=config.inline_sync_slow_s,
+            backoff_s=config.inline_sync_backoff_s,
+        )
         # reads that miss the cache run here, so a slow disk never holds up the event loop
         self.readers = ThreadPoolExecutor(max_workers=4, thread_name_prefix="magnetar-read")
         # the periodic cursor writes go to SQLite from this one thread, in order
