@@ -46,6 +46,35 @@ def served_elsewhere(client: pulsar.Client) -> None:
     assert whole < 5.0, f"subscribing and 20 round trips on another topic took {whole:.2f}s"
 
 
+def publish_elsewhere(client: pulsar.Client) -> None:
+    """10 messages on another topic, for `attended_elsewhere` to receive."""
+    producer = client.create_producer(FAST, batching_enabled=False)
+    for i in range(10):
+        producer.send(b"fast-%d" % i)
+    producer.close()
+
+
+def attended_elsewhere(client: pulsar.Client) -> None:
+    """20 lookups of another topic, a new subscription there that receives the messages
+    `publish_elsewhere` stored, and a new producer, each step within 1 s and all within
+    2 s. No sends: the flusher thread commits them, one for all topics, and a sync
+    stalled in it holds them (what this checks is that the event loop is free)."""
+    began = time.monotonic()
+    worst = 0.0
+    for _ in range(20):
+        started = time.monotonic()
+        assert client.get_topic_partitions(FAST) == [FAST]
+        worst = max(worst, time.monotonic() - started)
+    consumer = client.subscribe(FAST, "attended", initial_position=pulsar.InitialPosition.Earliest)
+    got = [consumer.receive(timeout_millis=5000).data() for _ in range(10)]
+    assert got == [b"fast-%d" % i for i in range(10)]
+    consumer.close()
+    client.create_producer(FAST, batching_enabled=False, producer_name="attended").close()
+    whole = time.monotonic() - began
+    assert worst < 1.0, f"a lookup on another topic took {worst:.2f}s"
+    assert whole < 2.0, f"20 lookups, a subscription and a producer took {whole:.2f}s"
+
+
 @pytest.fixture
 def stalled_reads(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[set[str], threading.Event]]:
     """Reads of files under the directories in the set wait for the event (30 s at most),
@@ -796,10 +825,7 @@ def test_a_slow_fdatasync_blocks_the_event_loop_once(
     stop = threading.Event()
     sent: list[pulsar.MessageId] = []
     try:
-        fast = client.create_producer(FAST, batching_enabled=False)
-        for i in range(10):
-            fast.send(b"fast-%d" % i)
-        fast.close()
+        publish_elsewhere(client)
         producer = client.create_producer(SLOW, batching_enabled=False)
         sent.append(producer.send(b"slow"))
         slow_dirs.add(broker.call(lambda: service.topics[SLOW].ledger.directory))
@@ -813,20 +839,8 @@ def test_a_slow_fdatasync_blocks_the_event_loop_once(
         wait_for(lambda: len(slow_syncs) >= 2, "two slow syncs")
         began_with = len(sent)
 
-        began = time.monotonic()
-        worst = 0.0
-        for _ in range(20):
-            started = time.monotonic()
-            assert client.get_topic_partitions(FAST) == [FAST]
-            worst = max(worst, time.monotonic() - started)
-        consumer = client.subscribe(FAST, "s", initial_position=pulsar.InitialPosition.Earliest)
-        got = [consumer.receive(timeout_millis=5000).data() for _ in range(10)]
-        assert got == [b"fast-%d" % i for i in range(10)]
-        client.create_producer(FAST, batching_enabled=False, producer_name="another").close()
-        whole = time.monotonic() - began
-        assert worst < 1.0, f"a lookup on another topic took {worst:.2f}s"
-        # (each would wait for a 300 ms sync on the loop if the loop went on syncing inline)
-        assert whole < 2.0, f"20 lookups, a subscription and a producer took {whole:.2f}s"
+        # (each lookup would wait for a 300 ms sync on the loop if it went on syncing inline)
+        attended_elsewhere(client)
 
         wait_for(lambda: len(sent) >= began_with + 2, "the slow topic's sends")
         stop.set()
@@ -859,4 +873,105 @@ def test_fast_fdatasyncs_are_still_made_on_the_event_loop(
         assert broker.call(lambda: flusher.inline_rounds) - before >= 45
         assert flusher.slow_syncs == 0 and not flusher.inline_paused
     finally:
+        client.close()
+
+
+@pytest.mark.parametrize("how, stall", [
+    ("admin", "seal"), ("idle", "seal"), ("namespace", "seal"), ("admin", "fdatasync"),
+], ids=["admin-unload-seal", "idle-unload-seal", "namespace-unload-seal", "admin-unload-fdatasync"])
+def test_a_stalled_ledger_close_on_unload_delays_no_one(
+    admin: Callable[..., tuple[ThreadedBroker, str]], monkeypatch: pytest.MonkeyPatch,
+    how: str, stall: str,
+) -> None:
+    """Unloading a topic closes its ledger off the loop: the last appends' commit (here an
+    fdatasync stalled in the flusher thread) and the sealing of its segments (here the
+    index sidecar's write) wait on storage threads while clients of other topics are
+    served as usual; a reload of the topic waits for the close, an admin unload is
+    answered once it is done."""
+    release = threading.Event()
+    stalled: list[str] = []
+    slow_dirs: set[str] = set()
+
+    def stalled_here(path: str) -> bool:
+        if release.is_set() or not any(path.startswith(d) for d in slow_dirs):
+            return False
+        stalled.append(threading.current_thread().name)
+        return True
+
+    if stall == "seal":
+        real_index = segment_module.Segment.write_index
+
+        def write_index(self: segment_module.Segment) -> None:
+            if stalled_here(self.path):
+                release.wait(30)
+            real_index(self)
+
+        monkeypatch.setattr(segment_module.Segment, "write_index", write_index)
+    else:
+        real_sync = os.fdatasync
+
+        def fdatasync(fd: int) -> None:
+            if slow_dirs and stalled_here(os.readlink(f"/proc/self/fd/{fd}")):
+                release.wait(30)
+            real_sync(fd)
+
+        monkeypatch.setattr(segment_module.os, "fdatasync", fdatasync)
+    # (with a sync held without end, the loop must not sync inline: the flusher does)
+    broker, base = admin(magnetarSyncOnLoopWhenIdle=stall == "seal")
+    service = broker.service
+    assert service is not None
+    client = pulsar.Client(broker.url, operation_timeout_seconds=30, logger=QUIET)
+    try:
+        publish_elsewhere(client)
+        consumer = client.subscribe(SLOW, "s")
+        producer = client.create_producer(SLOW, batching_enabled=False)
+        for i in range(5):
+            producer.send(b"slow-%d" % i)
+        for _ in range(2):
+            consumer.acknowledge(consumer.receive(timeout_millis=5000))
+        consumer.close()
+        wait_for(lambda: broker.call(
+            lambda: service.topics[SLOW].subscriptions["s"].cursor.backlog()) == 3, "the acks")
+        slow_dirs.add(broker.call(lambda: service.topics[SLOW].ledger.directory))
+        if stall == "fdatasync":  # a send in flight: its commit stalls in the flusher
+            producer.send_async(b"slow-5", lambda result, msg_id: None)
+            wait_for(lambda: bool(stalled), "the stalled fdatasync")
+        else:
+            producer.close()
+
+        answers: list[tuple[int, bytes]] = []
+        calling = None
+        if how == "admin":
+            calling, answers = _call_in_thread(
+                "PUT", f"{base}/persistent/public/default/on-a-slow-disk/unload")
+        elif how == "namespace":
+            calling, answers = _call_in_thread("PUT", f"{base}/namespaces/public/default/unload")
+        else:
+            broker.loop.call_soon_threadsafe(
+                service.unload_idle_topics, time.monotonic() + 100_000, [SLOW])
+        wait_for(lambda: broker.call(lambda: SLOW not in service.topics), "the unload")
+        if stall == "seal":
+            wait_for(lambda: bool(stalled), "the stalled seal")
+            assert all(t.startswith("magnetar-read") for t in stalled)
+
+        attended_elsewhere(client)
+        assert not release.is_set()
+        if calling is not None:
+            assert calling.is_alive() and not answers
+
+        reloading = threading.Thread(target=lambda: client.subscribe(SLOW, "s").close())
+        reloading.start()  # the reload waits for the close
+        reloading.join(0.3)
+        assert reloading.is_alive()
+        release.set()
+        reloading.join(20)
+        assert not reloading.is_alive()
+        if calling is not None:
+            calling.join(20)
+            assert answers and answers[0][0] == 204, answers
+        topic = broker.call(lambda: service.topics[SLOW])
+        assert broker.call(lambda: topic.subscriptions["s"].cursor.backlog()) == (
+            4 if stall == "fdatasync" else 3)
+    finally:
+        release.set()
         client.close()

@@ -431,7 +431,7 @@ class Compactor:
         view = self._views.pop(topic_name, None)
         self._never.discard(topic_name)
         if view is not None and view.compacted is not None:
-            view.compacted.close()
+            self.service.close_ledger(view.compacted)  # its sealing runs off the loop
 
     async def delete(self, topic_name: str) -> None:
         """Delete a deleted topic's compacted view: its ``compaction/`` key and compacted

@@ -65,6 +65,13 @@ RE2_QUIET = re2.Options()
 RE2_QUIET.log_errors = False  # a client's bad pattern is its own business, not the log's
 
 
+def _done() -> asyncio.Future[None]:
+    """A future that is already done (nothing was left to wait for)."""
+    future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    future.set_result(None)
+    return future
+
+
 def install_event_loop_policy() -> None:
     """Use uvloop when it is installed (it is a dependency on Linux and macOS)."""
     try:
@@ -138,6 +145,8 @@ class BrokerService:
         self.housekeeping = Housekeeping(self)
         self.sweeper = IdleTopicSweeper(self)
         self.connections: set[ServerCnx] = set()
+        # ledgers being closed off the loop (close_ledger): stop lets them finish
+        self.closing_ledgers: set[asyncio.Future[None]] = set()
         self.port = config.brokerServicePort
         self.instance = secrets.token_hex(3)
         self._server: asyncio.AbstractServer | None = None
@@ -179,6 +188,8 @@ class BrokerService:
         if self._server is not None:
             await self._server.wait_closed()
         await self.dedup_snapshots.flush()  # the snapshots just taken land before the store closes
+        if self.closing_ledgers:  # unloads under way finish their disk work off the loop
+            await asyncio.gather(*list(self.closing_ledgers), return_exceptions=True)
         self.storage.close()
 
     # ------------------------------------------------------------------ housekeeping
@@ -202,13 +213,19 @@ class BrokerService:
         """Expire what is older than ``ttl_seconds`` (`MessageExpirer.expire_messages`)."""
         self.expirer.expire_messages(topic, ttl_seconds, now, subscription)
 
-    def unload_topic(self, topic: Topic, housekeep: bool = False, now: float | None = None) -> None:
+    def unload_topic(self, topic: Topic, housekeep: bool = False,
+                     now: float | None = None) -> asyncio.Future[None]:
         """Close a loaded topic and forget it (clients still attached are disconnected and
         reconnect, as after Pulsar's topic unload); its next use loads it again. With
         ``housekeep``, a persistent topic is housekept first (``now``: epoch seconds) and the
-        idle-topic sweep learns when it next needs a look; otherwise the sweep will look."""
+        idle-topic sweep learns when it next needs a look; otherwise the sweep will look.
+
+        The topic leaves memory in this call; its ledger's close (the last appends'
+        commit, sealing the segments, the cursors' last states) runs off the loop
+        (`close_ledger`). The future is done once it is; awaiting it is optional (a reload
+        of the topic waits for the close anyway)."""
         if self.topics.get(topic.name) is not topic:
-            return
+            return _done()
         if housekeep and isinstance(topic, PersistentTopic):
             now = time.time() if now is None else now
             self.housekeeping.housekeep_topic(topic, now)
@@ -228,7 +245,18 @@ class BrokerService:
                 sub.close_dispatcher()
         if isinstance(topic, PersistentTopic):
             self.dedup_snapshots.save(topic)
-            topic.ledger.close()
+            return self.close_ledger(topic.ledger)
+        return _done()
+
+    def close_ledger(self, ledger: ManagedLedger) -> asyncio.Future[None]:
+        """Close a ledger the broker stops using (an unloaded topic's, a compacted view's)
+        with its disk work off the loop (`ManagedLedger.close_async`: appends refused and
+        the ledger out of storage's registry at once, a reopen waits for the rest). `stop`
+        waits for the closes under way."""
+        future = ledger.close_async()
+        self.closing_ledgers.add(future)
+        future.add_done_callback(self.closing_ledgers.discard)
+        return future
 
     # ------------------------------------------------------------------ authentication
 

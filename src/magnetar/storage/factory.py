@@ -15,8 +15,13 @@ a closed ledger's last cursor states go to the cursor writer thread (after the c
 writes queued before them), a deleted ledger's directory is removed on a ``readers``
 thread and then its storage.db rows on the cursor writer thread (rows last: after a crash
 in between, the ledger exists and is empty, never an old directory under a new ledger).
-That work is the ledger's *settling*: an open of the same name waits for it (`open_async`
-awaits it, `open` and `delete` block on it), and `close` finishes it before the stores close.
+A ledger's `close_async` (the broker's close) takes it out of the registry at once and
+leaves its last commits and sealing to the flusher and ``readers`` threads; its
+termination flag (`terminate_async`) is written on the cursor writer thread. That work is
+the ledger's *settling* (each new piece also waits for what was under way before it): an
+open of the same name waits for it (`open_async` awaits it; `open` and `delete` block on
+it, finishing a `close_async` under way on their own thread, as the loop may be the one
+blocked), and `close` finishes it before the stores close.
 
 Layout: ``<data_dir>/ledgers/<quoted name>-<hash>/<ledger id>.seg`` (+ ``.idx``).
 Ledger ids are allocated in blocks whose upper bound is committed (synchronous=FULL)
@@ -32,6 +37,7 @@ import hashlib
 import logging
 import os
 import shutil
+import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, NamedTuple, TypeVar
@@ -69,6 +75,26 @@ class _Opened(NamedTuple):
     path: str
     segments: builtins.list[Segment]
     cursors: dict[str, Any]
+
+
+def _all_done(futures: builtins.list[Future[Any]]) -> Future[None]:
+    """A future done (with None) once every one of ``futures`` is, however it ended."""
+    out: Future[None] = Future()
+    left = [len(futures)]
+    lock = threading.Lock()
+
+    def one(_: Future[Any]) -> None:
+        with lock:
+            left[0] -= 1
+            last = left[0] == 0
+        if last:
+            out.set_result(None)
+
+    if not futures:
+        out.set_result(None)
+    for f in futures:
+        f.add_done_callback(one)
+    return out
 
 
 def _fsync_dir(path: str) -> None:
@@ -117,6 +143,8 @@ class ManagedLedgerFactory:
         self._dirty_cursors: dict[ManagedCursor, None] = {}
         # per ledger name, its last close or delete whose disk work runs on a thread
         self._settling: dict[str, Future[Any]] = {}
+        # ledgers a close_async is closing (out of _ledgers; an open of the name waits)
+        self._closing: dict[str, ManagedLedger] = {}
         self._persist_handle: asyncio.TimerHandle | None = None
         self._persist_loop: asyncio.AbstractEventLoop | None = None
         self._closed = False
@@ -263,17 +291,23 @@ class ManagedLedgerFactory:
         return existed
 
     def _wait_settled(self, name: str) -> None:
-        """Block until the last close or delete of ``name`` reached the disk."""
+        """Block until the last close or delete of ``name`` reached the disk (a close
+        `close_async` began is finished here, since its rest may need this thread)."""
+        closing = self._closing.get(name)
+        if closing is not None:
+            closing.close()
         settling = self._settling.get(name)
         if settling is not None:
             with contextlib.suppress(Exception):  # logged by whoever scheduled it
                 settling.result()
 
     def _settle(self, name: str, future: Future[Any]) -> Future[Any]:
-        """Note ``future`` as the latest disk work of ledger ``name`` (opens wait for it)."""
+        """Note ``future`` as the latest disk work of ledger ``name``: opens wait for it
+        and for the ledger's earlier work still under way. Returns ``future``."""
         for other in [n for n, f in self._settling.items() if f.done()]:
             del self._settling[other]
-        self._settling[name] = future
+        earlier = self._settling.get(name)
+        self._settling[name] = future if earlier is None else _all_done([earlier, future])
         return future
 
     def _dispose(self, name: str, directory: str | None) -> Future[bool]:
@@ -307,6 +341,25 @@ class ManagedLedgerFactory:
         if self._ledgers.get(ml.name) is ml:
             del self._ledgers[ml.name]
 
+    def _closing_started(
+        self, ml: ManagedLedger, cursors: builtins.list[ManagedCursor]
+    ) -> Future[None]:
+        """`ManagedLedger.close_async` began: the cursors' last states go to the cursor
+        writer thread, the ledger leaves the registry, and opens of its name wait for the
+        returned future (set by `_closing_finished`) and for those writes."""
+        self._ledger_closing(ml.name, cursors)
+        self._ledger_closed(ml)
+        self._closing[ml.name] = ml
+        done: Future[None] = Future()
+        self._settle(ml.name, done)
+        return done
+
+    def _closing_finished(self, ml: ManagedLedger, done: Future[None] | None) -> None:
+        if self._closing.get(ml.name) is ml:
+            del self._closing[ml.name]
+        if done is not None and not done.done():
+            done.set_result(None)
+
     def _ledger_deleted(self, ml: ManagedLedger) -> None:
         """A deleted ledger left memory: its directory and rows go on storage threads."""
         self._ledger_closed(ml)
@@ -318,6 +371,16 @@ class ManagedLedgerFactory:
 
     def _save_ledger_meta(self, name: str, meta: dict[str, Any]) -> None:
         self._store.put_many({LEDGER_PREFIX + name: meta}, durable=True)
+
+    def _save_ledger_meta_later(self, name: str, meta: dict[str, Any]) -> Future[None]:
+        """`_save_ledger_meta` on the cursor writer thread (after the writes queued before
+        it); an open of the ledger waits for it."""
+        try:
+            future = self._meta_writer.submit(self._save_ledger_meta, name, meta)
+        except RuntimeError as exc:  # shut down
+            raise LedgerClosedError("storage factory is closed") from exc
+        self._settle(name, future)
+        return future
 
     def _allocate_ledger_id(self) -> int:
         if self._next_id >= self._id_limit:
@@ -483,9 +546,9 @@ class ManagedLedgerFactory:
             with contextlib.suppress(RuntimeError):
                 self._persist_handle.cancel()
             self._persist_handle = None
-        for ml in list(self._ledgers.values()):
+        for ml in [*self._ledgers.values(), *self._closing.values()]:
             try:
-                ml.close()
+                ml.close()  # (finishes a close_async under way, on this thread)
             except Exception:
                 log.exception("closing ledger %s failed", ml.name)
         for settling in list(self._settling.values()):  # deletes need the writer thread

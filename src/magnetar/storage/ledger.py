@@ -17,6 +17,11 @@ behind them, are removed from the index (and from the file, best effort); their 
 fail with `StorageError` in append order; the segment is sealed and the next append
 starts a new segment: the ledger stays readable and usable. A segment rolls over by size, entry count or age; a reopened ledger
 always starts a new segment for new appends, like a new Pulsar ledger after a restart.
+
+Closing: `close` flushes (fdatasyncs every dirty segment) and seals the segments (cuts the
+reserved space, writes the index sidecars) on the calling thread; `close_async`, what the
+broker uses, refuses appends at once, lets the flusher commit what is pending and seals on
+a ``readers`` thread, while an open of the same name waits for it (see the factory).
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ import time
 from bisect import bisect_left
 from collections import deque
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
 import crc32c
@@ -97,6 +103,20 @@ def _call(callback: AppendCallback, pos: Position | None, exc: BaseException | N
         log.exception("append callback %r failed", callback)
 
 
+def _seal_files(segments: list[Segment], fds: list[int]) -> None:
+    """The disk work of sealing a closed ledger's segments (a ``readers`` thread, for
+    `ManagedLedger.close_async`; nothing writes them any more): give back the space
+    reserved past the last record, write the index sidecars still missing, close the
+    descriptors `_detach_files` took."""
+    for seg in segments:
+        seg.cut_reserve()
+        if seg.confirmed == seg.count and not seg.dirty and not seg.index_written:
+            seg.write_index()
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+
+
 def scan_segments(directory: str) -> list[Segment]:
     """Open (and, after a crash, recover) the segments a ledger directory holds, in id order.
     Touches only those files, never state shared with other ledgers: safe in a worker
@@ -156,7 +176,11 @@ class ManagedLedger:
         self.after_appends: Callable[[], None] | None = None
         self._cursors: dict[str, ManagedCursor] = {}
         self._terminated = bool(meta.get("terminated", False))
-        self._state = "open"
+        self._terminating: Future[Any] | None = None  # terminate_async's write, under way
+        self._state = "open"  # "closing" (close_async under way), "closed", "deleted"
+        self._close_task: asyncio.Task[None] | None = None
+        self._close_done: Future[None] | None = None  # the factory's: set once closed
+        self._seal_job: Future[None] | None = None
         for seg in scan_segments(directory) if segments is None else segments:
             self._add_segment(seg)
 
@@ -837,14 +861,45 @@ class ManagedLedger:
 
     def terminate(self) -> Position | None:
         """Refuse further appends, persistently. Returns the last appended position
-        (appends already accepted still complete)."""
+        (appends already accepted still complete). The flag is written to storage.db on
+        the calling thread (see `terminate_async`)."""
         self._check_open()
         if not self._terminated:
             self._terminated = True
-            self._factory._save_ledger_meta(
-                self.name, {"dir": os.path.basename(self.directory), "terminated": True}
-            )
+            self._factory._save_ledger_meta(self.name, self._terminated_meta())
         return self.last_appended()
+
+    async def terminate_async(self) -> Position | None:
+        """`terminate`, with the durable storage.db write on the factory's cursor writer
+        thread: appends are refused at once, this returns once the flag is stored (a reopen
+        of the ledger waits for the write). If the write fails the ledger is not
+        terminated and the `StorageError` is raised."""
+        self._check_open()
+        pending = self._terminating
+        if pending is None and not self._terminated:
+            self._terminated = True
+            try:
+                pending = self._factory._save_ledger_meta_later(self.name, self._terminated_meta())
+            except BaseException:
+                self._terminated = False
+                raise
+            self._terminating = pending
+        if pending is not None:
+            try:
+                await asyncio.shield(asyncio.wrap_future(pending))
+            except asyncio.CancelledError:
+                raise
+            except BaseException as exc:
+                if self._terminating is pending:
+                    self._terminating = None
+                    self._terminated = False
+                raise StorageError(f"cannot terminate ledger {self.name}: {exc}") from exc
+            if self._terminating is pending:
+                self._terminating = None
+        return self.last_appended()
+
+    def _terminated_meta(self) -> dict[str, Any]:
+        return {"dir": os.path.basename(self.directory), "terminated": True}
 
     def flush(self) -> None:
         """Write the buffer and fdatasync every dirty segment now (blocking), resolving
@@ -866,7 +921,13 @@ class ManagedLedger:
 
     def close(self) -> None:
         """Flush, close the files; the cursors' last states are written on the factory's
-        cursor writer thread (a reopen waits for them). Idempotent."""
+        cursor writer thread (a reopen waits for them). Idempotent. Blocking: the flush's
+        fdatasyncs and the sealing run on the calling thread (shutdown, tests, tools; the
+        broker's run-time paths use `close_async`). On a ledger that `close_async` is
+        closing, finishes that close here."""
+        if self._state == "closing":
+            self._finish_closing_now()
+            return
         if self._state != "open":
             return
         try:
@@ -883,11 +944,107 @@ class ManagedLedger:
             self._state = "closed"
             self._factory._ledger_closed(self)
 
+    def close_async(self) -> asyncio.Future[None]:
+        """`close` without disk work on the event loop; call from the loop. Starts at once:
+        appends are refused from now on, the ledger leaves the factory (an open of its name
+        waits until this close is done) and the cursors' last states go to the cursor writer
+        thread. The appends still buffered are written and committed as any others (by the
+        flusher thread; as a lone small batch, inline if syncs are fast, see `Flusher`);
+        once every pending append has its outcome, the segments are sealed (reserved space
+        given back, index sidecars written) and their descriptors closed on a ``readers``
+        thread. The future is done once all of that is (awaiting it is optional; it never
+        fails: errors are logged, as `close` logs them). A synchronous `close` meanwhile
+        finishes the job on its own thread. Idempotent: calls share one close."""
+        if self._state == "open":
+            factory = self._factory
+            self._state = "closing"
+            cursors = list(self._cursors.values())
+            self._close_done = factory._closing_started(self, cursors)
+            for cur in cursors:
+                cur.closed = True
+                factory._forget_cursor(cur)
+            self._close_task = asyncio.ensure_future(self._close_work())
+        task = self._close_task
+        if task is None:  # closed (or deleted) already
+            done: asyncio.Future[None] = _get_loop().create_future()
+            done.set_result(None)
+            return done
+        return asyncio.shield(task)
+
+    async def _close_work(self) -> None:
+        """The part of `close_async` that waits: the pending appends' outcomes, then the
+        sealing on a ``readers`` thread."""
+        try:
+            self._write_pending()
+            while True:
+                waiting = [f for b in self._pending for f in b.futures if not f.done()]
+                if not waiting or self._state != "closing":
+                    break
+                await asyncio.wait(waiting)
+            if self._state != "closing":
+                return  # a synchronous close (or a delete) finished it meanwhile
+            segs, fds = self._detach_files()
+            try:
+                job = self._factory.readers.submit(_seal_files, segs, fds)
+            except RuntimeError:  # the factory is shutting down: seal here
+                _seal_files(segs, fds)
+            else:
+                self._seal_job = job
+                await asyncio.wrap_future(job)
+            if self._state == "closing":
+                self._finish_closing()
+        except Exception:
+            log.exception("closing ledger %s failed", self.name)
+            if self._state == "closing":
+                self._finish_closing_now()
+
+    def _detach_files(self) -> tuple[list[Segment], list[int]]:
+        """Seal every segment in memory and take its descriptor away from the loop's file
+        LRU (a read after this reopens one of its own): what `_seal_files` closes."""
+        self._active = None
+        fds = []
+        segs = list(self._segments)
+        for seg in segs:
+            seg.sealed = True
+            self._files.untrack(seg)
+            with seg.lock:
+                fd, seg.fd = seg.fd, None
+            if fd is not None:
+                fds.append(fd)
+        return segs, fds
+
+    def _finish_closing_now(self) -> None:
+        """Finish a close `close_async` began, on the calling thread (blocking)."""
+        try:
+            self.flush()
+        finally:
+            job = self._seal_job
+            sealed = False
+            if job is not None:
+                try:
+                    job.result()  # a thread is sealing already: let it finish
+                    sealed = True
+                except BaseException:  # cancelled (shut down) or failed: seal here
+                    log.debug("ledger %s: sealing on a storage thread did not happen", self.name)
+            if not sealed:
+                self._active = None
+                for seg in self._segments:
+                    self._seal(seg)
+                    self._files.forget(seg)
+            self._finish_closing()
+
+    def _finish_closing(self) -> None:
+        self._state = "closed"
+        done, self._close_done = self._close_done, None
+        self._factory._closing_finished(self, done)
+
     def delete(self) -> None:
         """Delete the ledger: its segments, cursors and metadata (gone for its users at
         once; the files and rows are removed on storage threads, see the factory)."""
         if self._state == "deleted":
             return
+        if self._state == "closing":
+            self._finish_closing_now()  # its sealing must not race the removal
         self._write_pending()
         for batch in list(self._pending):
             self._on_batch_done(batch, LedgerClosedError(f"ledger {self.name} deleted"))
