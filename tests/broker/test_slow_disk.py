@@ -975,3 +975,55 @@ def test_a_stalled_ledger_close_on_unload_delays_no_one(
     finally:
         release.set()
         client.close()
+
+
+def test_a_stalled_terminate_delays_only_its_own_request(
+    admin: Callable[..., tuple[ThreadedBroker, str]], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Terminating a topic stores its ledger's terminated flag (a durable storage.db write)
+    off the loop: while that write stalls, clients of other topics are served as usual and
+    the topic already refuses new messages; the admin call is answered once the flag is
+    stored, and the topic stays terminated after an unload."""
+    release = threading.Event()
+    stalled: list[str] = []
+    slow_ledger: list[str] = []
+    real_put_many = SqliteMetadataStore.put_many
+
+    def slow_put_many(self: SqliteMetadataStore, items: dict[str, Any], *args: Any,
+                      **kwargs: Any) -> None:
+        if slow_ledger and not release.is_set() and f"ledger/{slow_ledger[0]}" in items:
+            stalled.append(threading.current_thread().name)
+            release.wait(30)
+        real_put_many(self, items, *args, **kwargs)
+
+    monkeypatch.setattr(SqliteMetadataStore, "put_many", slow_put_many)
+    broker, base = admin()
+    service = broker.service
+    assert service is not None
+    client = pulsar.Client(broker.url, operation_timeout_seconds=30, logger=QUIET)
+    try:
+        producer = client.create_producer(SLOW, batching_enabled=False)
+        ids = [producer.send(b"slow-%d" % i) for i in range(3)]
+        slow_ledger.append(broker.call(lambda: service.topics[SLOW].ledger.name))
+
+        calling, answers = _call_in_thread(
+            "POST", f"{base}/persistent/public/default/on-a-slow-disk/terminate")
+        wait_for(lambda: bool(stalled), "the stalled write")
+        assert stalled == ["magnetar-meta_0"]
+
+        served_elsewhere(client)
+        assert calling.is_alive() and not answers
+        assert broker.call(lambda: service.topics[SLOW].terminated)
+        with pytest.raises(pulsar.TopicTerminated):
+            client.create_producer(SLOW)
+
+        release.set()
+        calling.join(20)
+        assert answers and answers[0][0] == 200, answers
+        doc = json.loads(answers[0][1])
+        assert (doc["ledgerId"], doc["entryId"]) == (ids[-1].ledger_id(), ids[-1].entry_id())
+        broker.call(lambda: service.unload_topic(service.topics[SLOW]))
+        assert broker.call(lambda: service.load_topic(SLOW)).terminated
+    finally:
+        release.set()
+        client.close()

@@ -483,10 +483,12 @@ class BrokerService:
         return sorted(wanted), False
 
     async def terminate_topic(self, name: str) -> Position | None:
+        """Terminate a persistent topic (loaded off the loop if need be); its flag is
+        stored off the loop too (`PersistentTopic.terminate`)."""
         topic = await self.load_topic(name, create=False)
         if not isinstance(topic, PersistentTopic):
             raise BrokerError(pb.NotAllowedError, "only persistent topics can be terminated")
-        return topic.terminate()
+        return await topic.terminate()
 
     async def delete_topic(self, name: str) -> None:
         """Delete a topic with its data, subscriptions and dedup state (clients still

@@ -380,13 +380,21 @@ class PersistentTopic(Topic):
 
     # -- lifecycle -----------------------------------------------------------------
 
-    def terminate(self) -> Position | None:
-        """Stop accepting messages (admin 'terminate'); consumers get ReachedEndOfTopic."""
+    async def terminate(self) -> Position | None:
+        """Stop accepting messages (admin 'terminate'); consumers get ReachedEndOfTopic.
+        Sends are refused and producers closed at once; the ledger's terminated flag is
+        stored off the loop (`ManagedLedger.terminate_async`) and this returns once it is
+        (the last confirmed position then). If storing fails, the topic is not terminated
+        and the StorageError is raised."""
         self.terminated = True
-        self.ledger.terminate()
         for producer in list(self.producers.values()):
             producer.close_by_broker()
         self.producers.clear()
+        try:
+            await self.ledger.terminate_async()
+        except Exception:
+            self.terminated = self.ledger.is_terminated
+            raise
         for sub in self.subscriptions.values():
             sub.check_end_of_topic()
         return self.ledger.last_confirmed()
