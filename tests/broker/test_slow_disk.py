@@ -1027,3 +1027,78 @@ def test_a_stalled_terminate_delays_only_its_own_request(
     finally:
         release.set()
         client.close()
+
+
+@pytest.mark.parametrize("durable", [True, False], ids=["consumer", "reader"])
+def test_a_stalled_compacted_ledger_read_delays_only_its_read_compacted_subscriber(
+    make_broker: Callable[..., ThreadedBroker],
+    stalled_reads: tuple[set[str], threading.Event], durable: bool,
+) -> None:
+    """Dispatching a compacted view reads the compacted ledger from the read cache or on
+    the storage's reader threads, never on the loop: while those reads stall, clients of
+    other topics are served as usual; the read_compacted subscriber (a consumer, or a
+    reader) gets the compacted messages afterwards."""
+    slow_dirs, release = stalled_reads
+    broker = make_broker(managedLedgerCacheSizeMB=0)  # every read goes to the disk
+    service = broker.service
+    assert service is not None
+    client = pulsar.Client(broker.url, operation_timeout_seconds=30, logger=QUIET)
+    try:
+        _compact_slow_topic(broker, client, StalledPuts())
+        broker.call(lambda: service.unload_topic(service.topics[SLOW]))
+        topic = broker.call(lambda: service.load_topic(SLOW))
+        view = broker.call(lambda: service.compactor.view_async(topic))  # its index, read now
+        assert view is not None and view.kept_positions()
+        slow_dirs.add(view.compacted.directory)
+
+        if durable:
+            subscriber: Any = client.subscribe(
+                SLOW, "compacted", is_read_compacted=True,
+                initial_position=pulsar.InitialPosition.Earliest)
+        else:
+            subscriber = client.create_reader(SLOW, pulsar.MessageId.earliest, is_read_compacted=True)
+        with pytest.raises(pulsar.Timeout):
+            subscriber.read_next(200) if not durable else subscriber.receive(timeout_millis=200)
+
+        served_elsewhere(client)
+        assert not release.is_set()
+
+        release.set()
+        if durable:
+            got = [subscriber.receive(timeout_millis=10_000).data() for _ in range(2)]
+        else:
+            got = [subscriber.read_next(10_000).data() for _ in range(2)]
+        assert got == [b"v4", b"v5"]
+    finally:
+        release.set()
+        client.close()
+
+
+def test_the_compacted_view_is_only_ever_answered_from_memory(
+    make_broker: Callable[..., ThreadedBroker],
+) -> None:
+    """`Compactor.view` does no I/O: for a topic whose view was not loaded it refuses
+    (callers load it with `view_async` first) without reading the metadata store."""
+    broker = make_broker()
+    service = broker.service
+    assert service is not None
+    client = pulsar.Client(broker.url, operation_timeout_seconds=30, logger=QUIET)
+    try:
+        _compact_slow_topic(broker, client, StalledPuts())
+        broker.call(lambda: service.unload_topic(service.topics[SLOW]))
+        topic = broker.call(lambda: service.load_topic(SLOW))
+        store = service.metadata
+        reads: list[str] = []
+        real_get = store.get
+        broker.call(setattr, store, "get", lambda key: reads.append(key) or real_get(key))
+        try:
+            with pytest.raises(RuntimeError, match="not loaded"):
+                broker.call(service.compactor.view, topic)
+            assert reads == []
+            assert broker.call(lambda: service.compactor.view_async(topic)) is not None
+            assert reads == [f"compaction/{SLOW}"]
+            assert broker.call(service.compactor.view, topic) is not None
+        finally:
+            broker.call(delattr, store, "get")
+    finally:
+        client.close()
