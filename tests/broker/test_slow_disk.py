@@ -1102,3 +1102,235 @@ def test_the_compacted_view_is_only_ever_answered_from_memory(
             broker.call(delattr, store, "get")
     finally:
         client.close()
+
+
+class StalledCursorRows:
+    """Writes and deletes of the cursor rows (storage.db) of the ledgers in ``ledgers``
+    stall, in whatever thread, until ``release`` is set (30 s at most); each stalled one
+    is noted in ``stalled`` as (what, thread name)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.ledgers: set[str] = set()
+        self.stalled: list[tuple[str, str]] = []
+        self.release = threading.Event()
+        real_put_many, real_delete = SqliteMetadataStore.put_many, SqliteMetadataStore.delete
+        stall = self._stall
+
+        def put_many(store: SqliteMetadataStore, items: dict[str, Any], *args: Any,
+                     **kwargs: Any) -> None:
+            stall("put", items)
+            real_put_many(store, items, *args, **kwargs)
+
+        def delete(store: SqliteMetadataStore, key: str) -> bool:
+            stall("delete", [key])
+            return real_delete(store, key)
+
+        monkeypatch.setattr(SqliteMetadataStore, "put_many", put_many)
+        monkeypatch.setattr(SqliteMetadataStore, "delete", delete)
+
+    def _stall(self, what: str, keys: Any) -> None:
+        if self.release.is_set() or not self.ledgers:
+            return
+        if any(k.startswith(f"cursor/{name}\x1f") for k in keys for name in self.ledgers):
+            self.stalled.append((what, threading.current_thread().name))
+            self.release.wait(30)
+
+
+@pytest.fixture
+def stalled_cursor_rows(monkeypatch: pytest.MonkeyPatch) -> Iterator[StalledCursorRows]:
+    stall = StalledCursorRows(monkeypatch)
+    yield stall
+    stall.release.set()
+
+
+def _slow_topic_with_backlog(broker: ThreadedBroker, client: pulsar.Client) -> pulsar.Consumer:
+    """SLOW with 5 messages and subscription "s" (its consumer returned) at 3 acknowledged."""
+    service = broker.service
+    assert service is not None
+    consumer = client.subscribe(SLOW, "s")
+    producer = client.create_producer(SLOW, batching_enabled=False)
+    for i in range(5):
+        producer.send(b"slow-%d" % i)
+    producer.close()
+    for _ in range(3):
+        consumer.acknowledge(consumer.receive(timeout_millis=5000))
+    wait_for(lambda: broker.call(
+        lambda: service.topics[SLOW].subscriptions["s"].cursor.backlog()) == 2, "the acks")
+    return consumer
+
+
+def _stored_cursor(broker: ThreadedBroker, name: str) -> Any:
+    """The row of SLOW's cursor ``name`` in storage.db (None: no row)."""
+    service = broker.service
+    assert service is not None
+    ledger = broker.call(lambda: service.topics[SLOW].ledger.name)
+    store = service.storage._store
+    return broker.call(store.get, f"cursor/{ledger}\x1f{name}")
+
+
+def test_a_stalled_new_subscription_row_delays_only_its_subscribe(
+    make_broker: Callable[..., ThreadedBroker], stalled_cursor_rows: StalledCursorRows,
+) -> None:
+    """A new durable subscription's cursor row is written off the loop before the
+    Subscribe is answered: while that write stalls, clients of other topics (a new
+    subscription of theirs included) are served as usual."""
+    stall = stalled_cursor_rows
+    broker = make_broker()
+    service = broker.service
+    assert service is not None
+    client = pulsar.Client(broker.url, operation_timeout_seconds=30, logger=QUIET)
+    try:
+        producer = client.create_producer(SLOW, batching_enabled=False)
+        producer.send(b"slow-0")
+        stall.ledgers.add(broker.call(lambda: service.topics[SLOW].ledger.name))
+
+        subscribed: list[pulsar.Consumer] = []
+        subscribing = threading.Thread(target=lambda: subscribed.append(client.subscribe(
+            SLOW, "new", initial_position=pulsar.InitialPosition.Earliest)))
+        subscribing.start()
+        wait_for(lambda: bool(stall.stalled), "the stalled row")
+        assert all(thread.startswith("magnetar-read") for _, thread in stall.stalled)
+
+        served_elsewhere(client)
+        assert subscribing.is_alive() and not subscribed
+
+        stall.release.set()
+        subscribing.join(20)
+        assert subscribed
+        assert subscribed[0].receive(timeout_millis=5000).data() == b"slow-0"
+        assert _stored_cursor(broker, "new") is not None
+    finally:
+        stall.release.set()
+        client.close()
+
+
+def test_unsubscribe_then_resubscribe_on_a_stalled_disk(
+    make_broker: Callable[..., ThreadedBroker], stalled_cursor_rows: StalledCursorRows,
+) -> None:
+    """Unsubscribing deletes the cursor's row off the loop and is answered once it is gone;
+    a subscription of the same name made meanwhile is a new one (from where it asks),
+    whose row is written after the delete lands: never the deleted state, never a row
+    lost behind the delete. Meanwhile other topics are served as usual."""
+    stall = stalled_cursor_rows
+    broker = make_broker()
+    service = broker.service
+    assert service is not None
+    client = pulsar.Client(broker.url, operation_timeout_seconds=30, logger=QUIET)
+    try:
+        consumer = _slow_topic_with_backlog(broker, client)
+        stall.ledgers.add(broker.call(lambda: service.topics[SLOW].ledger.name))
+
+        unsubscribing = threading.Thread(target=consumer.unsubscribe)
+        unsubscribing.start()
+        wait_for(lambda: bool(stall.stalled), "the stalled delete")
+        assert stall.stalled == [("delete", "magnetar-meta_0")]
+        assert broker.call(lambda: "s" not in service.topics[SLOW].subscriptions)
+
+        resubscribed: list[pulsar.Consumer] = []
+        resubscribing = threading.Thread(target=lambda: resubscribed.append(client.subscribe(
+            SLOW, "s", initial_position=pulsar.InitialPosition.Earliest)))
+        resubscribing.start()
+
+        served_elsewhere(client)
+        unsubscribing.join(0.1)
+        assert unsubscribing.is_alive() and resubscribing.is_alive() and not resubscribed
+        assert [what for what, _ in stall.stalled] == ["delete"]  # the new row waits for it
+
+        stall.release.set()
+        unsubscribing.join(20)
+        resubscribing.join(20)
+        assert not unsubscribing.is_alive() and resubscribed
+        got = [resubscribed[0].receive(timeout_millis=5000).data() for _ in range(5)]
+        assert got == [b"slow-%d" % i for i in range(5)]  # a new subscription, from the start
+        stored = _stored_cursor(broker, "s")
+        assert stored is not None and stored["md"][1] == -1  # the new one's, not the old acks
+        resubscribed[0].close()
+        broker.call(lambda: service.unload_topic(service.topics[SLOW]))
+        backlog = broker.call(lambda: service.load_topic(SLOW)).subscriptions["s"].cursor.backlog()
+        assert backlog >= 5 - len(got) and backlog <= 5
+    finally:
+        stall.release.set()
+        client.close()
+
+
+@pytest.mark.parametrize("method, path", [
+    ("POST", "/subscription/s/resetcursor/0"),
+    ("POST", "/subscription/s/skip/1"),
+    ("POST", "/subscription/s/skip_all"),
+    ("DELETE", "/subscription/s"),
+    ("PUT", "/subscription/made"),
+], ids=["reset-by-time", "skip", "skip-all", "delete", "create"])
+def test_admin_cursor_operations_are_answered_once_stored_off_the_loop(
+    admin: Callable[..., tuple[ThreadedBroker, str]], stalled_cursor_rows: StalledCursorRows,
+    method: str, path: str,
+) -> None:
+    """The admin API's cursor moves (reset, skip, clear backlog), a subscription's delete
+    and creation store the cursor's row off the loop and are answered once it is stored:
+    while that write stalls, clients of other topics are served as usual."""
+    stall = stalled_cursor_rows
+    broker, base = admin()
+    service = broker.service
+    assert service is not None
+    client = pulsar.Client(broker.url, operation_timeout_seconds=30, logger=QUIET)
+    try:
+        _slow_topic_with_backlog(broker, client).close()
+        assert _stored_cursor(broker, "s") is not None
+        stall.ledgers.add(broker.call(lambda: service.topics[SLOW].ledger.name))
+
+        calling, answers = _call_in_thread(
+            method, f"{base}/persistent/public/default/on-a-slow-disk{path}")
+        wait_for(lambda: bool(stall.stalled), "the stalled row")
+
+        served_elsewhere(client)
+        assert calling.is_alive() and not answers
+
+        stall.release.set()
+        calling.join(20)
+        assert answers and answers[0][0] == 204, answers
+        stored = _stored_cursor(broker, path.split("/")[2])
+        if method == "DELETE":
+            assert stored is None
+        else:
+            assert stored is not None
+            backlog = broker.call(lambda: service.topics[SLOW].subscriptions[
+                path.split("/")[2]].cursor.backlog())
+            assert backlog == {"resetcursor": 5, "skip": 1, "skip_all": 0}.get(
+                path.split("/")[3] if path.count("/") > 2 else "", 0)
+    finally:
+        stall.release.set()
+        client.close()
+
+
+@pytest.mark.parametrize("by", ["message-id", "time"])
+def test_a_seek_is_answered_once_the_cursor_is_stored_off_the_loop(
+    make_broker: Callable[..., ThreadedBroker], stalled_cursor_rows: StalledCursorRows, by: str,
+) -> None:
+    """A client's Seek moves the subscription at once and is answered once the cursor's
+    new position is stored off the loop: while that write stalls, other topics are served
+    as usual; afterwards the consumer reads from the seek's position."""
+    stall = stalled_cursor_rows
+    broker = make_broker()
+    service = broker.service
+    assert service is not None
+    client = pulsar.Client(broker.url, operation_timeout_seconds=30, logger=QUIET)
+    try:
+        consumer = _slow_topic_with_backlog(broker, client)
+        stall.ledgers.add(broker.call(lambda: service.topics[SLOW].ledger.name))
+        target: Any = pulsar.MessageId.earliest if by == "message-id" else 0
+        seeking = threading.Thread(target=consumer.seek, args=(target,))
+        seeking.start()
+        wait_for(lambda: bool(stall.stalled), "the stalled row")
+        assert stall.stalled[0][1] == "magnetar-meta_0"
+
+        served_elsewhere(client)
+        seeking.join(0.1)
+        assert seeking.is_alive()
+
+        stall.release.set()
+        seeking.join(20)
+        assert not seeking.is_alive()
+        assert _stored_cursor(broker, "s")["md"][1] == -1
+        assert consumer.receive(timeout_millis=10_000).data() == b"slow-0"
+    finally:
+        stall.release.set()
+        client.close()

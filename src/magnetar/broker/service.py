@@ -559,19 +559,25 @@ class BrokerService:
         if not isinstance(topic, PersistentTopic):
             raise BrokerError(pb.NotAllowedError, "only persistent topics keep subscriptions")
         if subscription not in topic.subscriptions:
-            cursor = topic.ledger.open_cursor(subscription, "earliest" if earliest else "latest")
-            topic.subscriptions[subscription] = PersistentSubscription(topic, subscription, cursor, durable=True)
+            cursor = await topic.ledger.open_cursor_async(
+                subscription, "earliest" if earliest else "latest")  # stored off the loop
+            if subscription not in topic.subscriptions and not cursor.closed:
+                topic.subscriptions[subscription] = PersistentSubscription(
+                    topic, subscription, cursor, durable=True)
 
     async def reset_cursor(self, topic_name: str, subscription: str, ledger_id: int, entry_id: int) -> None:
-        """Move a subscription to a message id (its consumers reconnect, as on Seek)."""
+        """Move a subscription to a message id (its consumers reconnect, as on Seek);
+        answered once the cursor's new position is stored (off the loop)."""
         sub = await self.durable_subscription(topic_name, subscription)
         sub.seek_to_id(Position(ledger_id, entry_id))
         sub.disconnect_consumers()
+        await sub.cursor.persist_async()
 
     async def reset_cursor_by_time(self, topic_name: str, subscription: str, publish_time_ms: int) -> None:
         sub = await self.durable_subscription(topic_name, subscription)
         await sub.seek_to_time_async(publish_time_ms)
         sub.disconnect_consumers()
+        await sub.cursor.persist_async()
 
     async def skip_messages(self, topic_name: str, subscription: str, count: int) -> int:
         """Acknowledge the next ``count`` unacknowledged entries; returns how many were skipped."""
@@ -585,6 +591,7 @@ class BrokerService:
             sub.cursor.delete(skipped)
             if sub.dispatcher is not None:
                 sub.dispatcher.rewind()
+            await sub.cursor.persist_async()  # answered once stored (off the loop)
         return len(skipped)
 
     async def clear_backlog(self, topic_name: str, subscription: str) -> None:
@@ -594,6 +601,7 @@ class BrokerService:
             sub.cursor.mark_delete(last)
             if sub.dispatcher is not None:
                 sub.dispatcher.rewind()
+            await sub.cursor.persist_async()  # answered once stored (off the loop)
 
     async def delete_subscription(self, topic_name: str, subscription: str, force: bool = False) -> None:
         """Delete a durable subscription; with ``force``, its consumers are disconnected first."""
@@ -603,4 +611,6 @@ class BrokerService:
         if sub.consumers:
             sub.disconnect_consumers()
             sub.close_dispatcher()
-        sub.topic.delete_subscription(subscription)
+        deleting = sub.topic.delete_subscription(subscription)
+        if deleting is not None:  # answered once the cursor's row is gone (off the loop)
+            await asyncio.wrap_future(deleting)

@@ -13,6 +13,7 @@ import logging
 import struct
 import time
 from collections.abc import Callable
+from concurrent.futures import Future
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -372,11 +373,14 @@ class PersistentTopic(Topic):
         """Forget a subscription that holds no state (a Reader's, once its consumer left)."""
         self.subscriptions.pop(name, None)
 
-    def delete_subscription(self, name: str) -> None:
-        """Unsubscribe: drop the subscription and its durable cursor."""
+    def delete_subscription(self, name: str) -> Future[Any] | None:
+        """Unsubscribe: drop the subscription and its durable cursor, at once; the cursor's
+        row is deleted off the loop (its future, to await for the answer; None when there
+        is no row: a non-durable subscription)."""
         sub = self.subscriptions.pop(name, None)
         if sub is not None and sub.durable:
-            self.ledger.delete_cursor(name)
+            return self.ledger.delete_cursor(name)
+        return None
 
     # -- lifecycle -----------------------------------------------------------------
 

@@ -79,7 +79,7 @@ class _Opened(NamedTuple):
 
 def _all_done(futures: builtins.list[Future[Any]]) -> Future[None]:
     """A future done (with None) once every one of ``futures`` is, however it ended."""
-    out: Future[None] = Future()
+    out: Future[None] = _running_future()
     left = [len(futures)]
     lock = threading.Lock()
 
@@ -95,6 +95,45 @@ def _all_done(futures: builtins.list[Future[Any]]) -> Future[None]:
     for f in futures:
         f.add_done_callback(one)
     return out
+
+
+def _pending(future: Future[Any] | None) -> bool:
+    return future is not None and not future.done()
+
+
+def _running_future() -> Future[Any]:
+    """A future its owner completes, which nobody can cancel."""
+    future: Future[Any] = Future()
+    future.set_running_or_notify_cancel()
+    return future
+
+
+def _run_into(out: Future[Any], fn: Callable[..., Any], *args: Any) -> None:
+    """``fn(*args)`` here, its outcome into ``out``."""
+    try:
+        result = fn(*args)
+    except BaseException as exc:
+        out.set_exception(exc)
+    else:
+        out.set_result(result)
+
+
+def _copy_outcome(source: Future[Any], out: Future[Any]) -> None:
+    if source.cancelled():
+        out.set_exception(LedgerClosedError("storage work cancelled: shutting down"))
+        return
+    exc = source.exception()
+    if exc is not None:
+        out.set_exception(exc)
+    else:
+        out.set_result(source.result())
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
 
 
 def _fsync_dir(path: str) -> None:
@@ -343,16 +382,17 @@ class ManagedLedgerFactory:
 
     def _closing_started(
         self, ml: ManagedLedger, cursors: builtins.list[ManagedCursor]
-    ) -> Future[None]:
+    ) -> tuple[Future[None], Future[Any] | None]:
         """`ManagedLedger.close_async` began: the cursors' last states go to the cursor
         writer thread, the ledger leaves the registry, and opens of its name wait for the
-        returned future (set by `_closing_finished`) and for those writes."""
-        self._ledger_closing(ml.name, cursors)
+        first future returned (set by `_closing_finished`) and for those writes (the
+        second: None when there were none)."""
+        written = self._ledger_closing(ml.name, cursors)
         self._ledger_closed(ml)
         self._closing[ml.name] = ml
-        done: Future[None] = Future()
+        done: Future[None] = _running_future()
         self._settle(ml.name, done)
-        return done
+        return done, written
 
     def _closing_finished(self, ml: ManagedLedger, done: Future[None] | None) -> None:
         if self._closing.get(ml.name) is ml:
@@ -375,10 +415,9 @@ class ManagedLedgerFactory:
     def _save_ledger_meta_later(self, name: str, meta: dict[str, Any]) -> Future[None]:
         """`_save_ledger_meta` on the cursor writer thread (after the writes queued before
         it); an open of the ledger waits for it."""
-        try:
-            future = self._meta_writer.submit(self._save_ledger_meta, name, meta)
-        except RuntimeError as exc:  # shut down
-            raise LedgerClosedError("storage factory is closed") from exc
+        if self._closed:
+            raise LedgerClosedError("storage factory is closed")
+        future = self._run_after(None, self._meta_writer, self._save_ledger_meta, name, meta)
         self._settle(name, future)
         return future
 
@@ -410,14 +449,20 @@ class ManagedLedgerFactory:
 
     def _persist_dirty(self) -> None:
         """The timer's write: the dirty cursors' states are taken on the loop and written
-        to SQLite on the metadata writer thread."""
+        to SQLite on the metadata writer thread. A cursor whose first row is still being
+        written (`_store_new_cursor`) waits for the next tick, so that row never lands
+        over a newer state."""
         self._persist_handle = None
+        loop = self._persist_loop
         if not self._dirty_cursors:
             return
-        cursors, items = self._take_states(list(self._dirty_cursors))
+        cursors, items = self._take_states(list(self._dirty_cursors), skip_creating=True)
+        if self._dirty_cursors and loop is not None and not loop.is_closed():
+            self._persist_handle = loop.call_later(
+                self.config.cursor_persist_interval_s, self._persist_dirty
+            )
         if not items:
             return
-        loop = self._persist_loop
         future = self._meta_writer.submit(self._store.put_many, items)
 
         def written(f: Any) -> None:
@@ -427,13 +472,13 @@ class ManagedLedgerFactory:
         future.add_done_callback(written)
 
     def _take_states(
-        self, cursors: builtins.list[ManagedCursor]
+        self, cursors: builtins.list[ManagedCursor], skip_creating: bool = False
     ) -> tuple[builtins.list[ManagedCursor], dict[str, Any]]:
         cap = self.config.cursor_max_persisted_ranges
         items = {}
         taken = []
         for c in cursors:
-            if c.closed:
+            if c.closed or (skip_creating and _pending(c.creating)):
                 continue
             items[self._cursor_key(c.ledger.name, c.name)] = c.to_state(cap)
             c.dirty = False
@@ -449,30 +494,83 @@ class ManagedLedgerFactory:
                 c._changed()  # dirty again: the next timer tries once more
 
     def _persist_cursors(self, cursors: builtins.list[ManagedCursor]) -> None:
-        """Write the cursors' states now, after any write still queued (so nothing older
-        lands after them)."""
+        """Write the cursors' states now, on the calling thread (blocking), after any write
+        still queued (so nothing older lands after them)."""
         taken, items = self._take_states(cursors)
         if not items:
             return
+        for c in taken:
+            if c.creating is not None:
+                with contextlib.suppress(Exception):  # a failed first write: this one counts
+                    c.creating.result()
         self._drain_writes()
         try:
             self._store.put_many(items)
         except StorageError as exc:
             self._persist_failed(taken, exc)
 
-    def _persist_new_cursor(self, ledger: str, cursor: ManagedCursor) -> None:
-        """Store a new cursor now (its subscription exists once this returns). Only this
-        ledger's queued close or delete writes come first (a cursor of the same name may
-        have been deleted there): other ledgers' queued writes hold nothing of it, so the
-        loop does not wait for them."""
+    def _persist_cursor_later(self, cursor: ManagedCursor) -> Future[Any] | None:
+        """Write the cursor's state on the cursor writer thread, after the writes queued
+        before it (its own first row included); None when there is nothing to write (a
+        closed cursor)."""
+        _, items = self._take_states([cursor])
+        if not items:
+            return None
+        return self._run_after(cursor.creating, self._meta_writer, self._store.put_many, items)
+
+    def _store_new_cursor(self, ledger: str, cursor: ManagedCursor) -> Future[Any] | None:
+        """Write a new cursor's first row off the loop (`ManagedCursor.creating`; the
+        subscription exists in memory at once, `open_cursor_async` waits for the row).
+        Only this ledger's queued work comes first (a cursor of the same name may have
+        been deleted there, a close may be writing its cursors), chained without blocking a
+        thread; other ledgers' queued cursor writes hold nothing of it, so it does not
+        wait behind them: it runs on a ``readers`` thread, not the cursor writer. Later
+        writes of this cursor wait for it (`_run_after`, the timer skips it meanwhile); a
+        reopen of the ledger waits for it too."""
         taken, items = self._take_states([cursor])
         if not items:
-            return
-        self._wait_settled(ledger)
-        try:
-            self._store.put_many(items)
-        except StorageError as exc:
-            self._persist_failed(taken, exc)
+            return None
+        earlier = self._settling.get(ledger)
+        future = self._run_after(earlier, self.readers, self._store.put_many, items)
+        cursor.creating = future
+        self._settle(ledger, future)
+        loop = self._persist_loop if self._persist_loop is not None else _running_loop()
+
+        def written(f: Future[Any]) -> None:
+            exc = None if f.cancelled() else f.exception()
+            if exc is not None:
+                log.error("ledger %s: storing new cursor %s failed: %s", ledger, cursor.name, exc)
+                if loop is not None and not loop.is_closed():
+                    with contextlib.suppress(RuntimeError):
+                        loop.call_soon_threadsafe(self._persist_failed, taken, exc)
+
+        future.add_done_callback(written)
+        return future
+
+    def _run_after(
+        self, first: Future[Any] | None, executor: ThreadPoolExecutor,
+        fn: Callable[..., Any], *args: Any
+    ) -> Future[Any]:
+        """``fn(*args)`` on ``executor`` once ``first`` (if any) is done, however it ended;
+        the waiting blocks no thread (a callback submits it). Its future cannot be
+        cancelled (a waiter that gives up must not cancel a write others count on); if
+        the executor is shut down by then, ``fn`` runs on the thread that finished
+        ``first`` (or on this one)."""
+        out = _running_future()
+
+        def go(_: Future[Any] | None = None) -> None:
+            try:
+                inner = executor.submit(fn, *args)
+            except RuntimeError:  # shut down: nothing else queued any more
+                _run_into(out, fn, *args)
+                return
+            inner.add_done_callback(lambda f: _copy_outcome(f, out))
+
+        if first is None:
+            go()
+        else:
+            first.add_done_callback(go)
+        return out
 
     def _drain_writes(self) -> None:
         """Wait for the metadata writer thread to finish what it was given."""
@@ -484,28 +582,28 @@ class ManagedLedgerFactory:
         on the cursor writer thread, behind any queued write of an older one)."""
         self._dirty_cursors.pop(cursor, None)
 
-    def _cursor_deleted(self, ledger: str, cursor: str) -> None:
+    def _cursor_deleted(self, ledger: str, cursor: str,
+                        creating: Future[Any] | None = None) -> Future[Any]:
         """Delete a cursor's row on the cursor writer thread, after any queued write of it
-        (a reopen of the ledger waits for it)."""
+        (``creating``: its first row, if still being written); a reopen of the ledger, and
+        a new cursor of the same name, wait for it. Returns its future."""
         key = self._cursor_key(ledger, cursor)
-        try:
-            future = self._meta_writer.submit(self._store.delete, key)
-        except RuntimeError:  # shut down: nothing queued any more
-            self._store.delete(key)
-            return
+        future = self._run_after(creating, self._meta_writer, self._store.delete, key)
         self._settle(ledger, future)
+        return future
 
-    def _ledger_closing(self, ledger: str, cursors: builtins.list[ManagedCursor]) -> None:
+    def _ledger_closing(
+        self, ledger: str, cursors: builtins.list[ManagedCursor]
+    ) -> Future[Any] | None:
         """Write a closing ledger's cursor states on the cursor writer thread (after the
-        writes queued before them); the loop does not wait: a reopen of the ledger does."""
+        writes queued before them, and the first rows of new cursors still being written);
+        the loop does not wait: a reopen of the ledger does. Returns the write's future."""
         taken, items = self._take_states(cursors)
         if not items:
-            return
-        try:
-            future = self._meta_writer.submit(self._store.put_many, items)
-        except RuntimeError:  # shut down: write them here
-            self._store.put_many(items)
-            return
+            return None
+        creating = [c.creating for c in taken if c.creating is not None and not c.creating.done()]
+        first = _all_done(creating) if creating else None
+        future = self._run_after(first, self._meta_writer, self._store.put_many, items)
 
         def written(f: Future[Any]) -> None:
             if f.exception() is not None:
@@ -514,6 +612,7 @@ class ManagedLedgerFactory:
 
         future.add_done_callback(written)
         self._settle(ledger, future)
+        return future
 
     def persist_cursors(self) -> None:
         """Persist every dirty cursor now."""

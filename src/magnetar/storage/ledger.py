@@ -772,7 +772,11 @@ class ManagedLedger:
     # ------------------------------------------------------------------ cursors
     def open_cursor(self, name: str, initial_position: str = "latest") -> ManagedCursor:
         """The durable cursor ``name``, created if needed at ``"latest"`` (after the last
-        confirmed entry) or ``"earliest"`` (before the first)."""
+        confirmed entry) or ``"earliest"`` (before the first). A new cursor exists in
+        memory at once; its first row is written off the loop (`ManagedCursor.creating`),
+        after this ledger's queued work (a delete of a cursor of the same name lands
+        first) and before any later write of it; nothing here waits for it (see
+        `open_cursor_async`)."""
         self._check_open()
         cur = self._cursors.get(name)
         if cur is None:
@@ -786,24 +790,74 @@ class ManagedLedger:
                 )
             cur = ManagedCursor(self, name, md)
             self._cursors[name] = cur
-            self._factory._persist_new_cursor(self.name, cur)
+            self._factory._store_new_cursor(self.name, cur)
         return cur
 
-    def delete_cursor(self, name: str) -> None:
+    async def open_cursor_async(self, name: str, initial_position: str = "latest") -> ManagedCursor:
+        """`open_cursor`, returning once the cursor's row is stored (a subscription that
+        is answered exists after a crash). A first write that failed is tried again here;
+        StorageError if that fails too."""
+        cur = self.open_cursor(name, initial_position)
+        creating = cur.creating
+        if creating is None:
+            return cur
+        try:
+            await asyncio.shield(asyncio.wrap_future(creating))
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            if cur.closed or cur.creating is not creating:
+                raise
+            again = self._factory._store_new_cursor(self.name, cur)
+            if again is None:
+                raise
+            try:
+                await asyncio.shield(asyncio.wrap_future(again))
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                raise StorageError(f"cannot store cursor {name} of {self.name}: {exc}") from exc
+        if cur.closed:
+            raise LedgerClosedError(f"cursor {name} of {self.name} was deleted meanwhile")
+        return cur
+
+    def delete_cursor(self, name: str) -> Future[Any]:
+        """Forget the cursor ``name`` at once; its row is deleted on the factory's cursor
+        writer thread (after its queued writes; a reopen of the ledger and a new cursor of
+        the same name wait for it). Returns that deletion's future."""
         cur = self._cursors.pop(name, None)
+        creating = None
         if cur is not None:
             cur.closed = True
+            creating = cur.creating
             self._factory._forget_cursor(cur)
-        self._factory._cursor_deleted(self.name, name)
+        return self._factory._cursor_deleted(self.name, name, creating)
+
+    async def delete_cursor_async(self, name: str) -> None:
+        """`delete_cursor`, returning once the row is gone (StorageError if that failed)."""
+        future = self.delete_cursor(name)
+        try:
+            await asyncio.shield(asyncio.wrap_future(future))
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            raise StorageError(f"cannot delete cursor {name} of {self.name}: {exc}") from exc
 
     def cursors(self) -> dict[str, ManagedCursor]:
         return dict(self._cursors)
+
+    def cursor(self, name: str) -> ManagedCursor | None:
+        """The durable cursor ``name``, if there is one."""
+        return self._cursors.get(name)
 
     def _cursor_changed(self, cursor: ManagedCursor) -> None:
         self._factory._schedule_cursor_persist(cursor)
 
     def _persist_cursors(self, cursors: list[ManagedCursor]) -> None:
         self._factory._persist_cursors(cursors)
+
+    def _persist_cursor_later(self, cursor: ManagedCursor) -> Future[Any] | None:
+        return self._factory._persist_cursor_later(cursor)
 
     # ------------------------------------------------------------------ retention
     def slowest_mark_delete(self) -> Position | None:
@@ -952,18 +1006,18 @@ class ManagedLedger:
         flusher thread; as a lone small batch, inline if syncs are fast, see `Flusher`);
         once every pending append has its outcome, the segments are sealed (reserved space
         given back, index sidecars written) and their descriptors closed on a ``readers``
-        thread. The future is done once all of that is (awaiting it is optional; it never
-        fails: errors are logged, as `close` logs them). A synchronous `close` meanwhile
+        thread. The future is done once all of that is, the cursors' rows included
+        (awaiting it is optional; it never fails: errors are logged, as `close` logs them). A synchronous `close` meanwhile
         finishes the job on its own thread. Idempotent: calls share one close."""
         if self._state == "open":
             factory = self._factory
             self._state = "closing"
             cursors = list(self._cursors.values())
-            self._close_done = factory._closing_started(self, cursors)
+            self._close_done, cursors_written = factory._closing_started(self, cursors)
             for cur in cursors:
                 cur.closed = True
                 factory._forget_cursor(cur)
-            self._close_task = asyncio.ensure_future(self._close_work())
+            self._close_task = asyncio.ensure_future(self._close_work(cursors_written))
         task = self._close_task
         if task is None:  # closed (or deleted) already
             done: asyncio.Future[None] = _get_loop().create_future()
@@ -971,9 +1025,17 @@ class ManagedLedger:
             return done
         return asyncio.shield(task)
 
-    async def _close_work(self) -> None:
+    async def _close_work(self, cursors_written: Future[Any] | None) -> None:
         """The part of `close_async` that waits: the pending appends' outcomes, then the
-        sealing on a ``readers`` thread."""
+        sealing on a ``readers`` thread, and the cursors' last states being stored."""
+        try:
+            await self._close_files_off_loop()
+        finally:
+            if cursors_written is not None:
+                with contextlib.suppress(Exception):  # (logged by the factory)
+                    await asyncio.shield(asyncio.wrap_future(cursors_written))
+
+    async def _close_files_off_loop(self) -> None:
         try:
             self._write_pending()
             while True:
