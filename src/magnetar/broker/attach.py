@@ -112,6 +112,9 @@ class TopicAttacher:
         work = self.service.topic_schemas.consumer_work(topic, req)
         if work is not None or not req.durable or not isinstance(topic, PersistentTopic):
             return work
+        existing = topic.subscriptions.get(req.subscription)
+        if existing is not None and not existing.durable:
+            return None  # a Reader's subscription of that name: nothing is stored
         cursor = topic.ledger.cursor(req.subscription)
         if cursor is not None and (cursor.creating is None or cursor.creating.done()):
             return None

@@ -478,7 +478,10 @@ class ManagedLedgerFactory:
         items = {}
         taken = []
         for c in cursors:
-            if c.closed or (skip_creating and _pending(c.creating)):
+            if c.closed:
+                self._dirty_cursors.pop(c, None)  # (changed after it was closed: nothing to write)
+                continue
+            if skip_creating and _pending(c.creating):
                 continue
             items[self._cursor_key(c.ledger.name, c.name)] = c.to_state(cap)
             c.dirty = False

@@ -103,6 +103,11 @@ def _call(callback: AppendCallback, pos: Position | None, exc: BaseException | N
         log.exception("append callback %r failed", callback)
 
 
+#: The "error" of a marker batch (`ManagedLedger._flusher_barrier`): the flusher syncs
+#: nothing for a batch that failed already, and completes it in order.
+_BARRIER = LedgerClosedError("flusher barrier (not an append)")
+
+
 def _seal_files(segments: list[Segment], fds: list[int]) -> None:
     """The disk work of sealing a closed ledger's segments (a ``readers`` thread, for
     `ManagedLedger.close_async`; nothing writes them any more): give back the space
@@ -1038,11 +1043,8 @@ class ManagedLedger:
     async def _close_files_off_loop(self) -> None:
         try:
             self._write_pending()
-            while True:
-                waiting = [f for b in self._pending for f in b.futures if not f.done()]
-                if not waiting or self._state != "closing":
-                    break
-                await asyncio.wait(waiting)
+            while self._pending and self._state == "closing":
+                await self._flusher_barrier()
             if self._state != "closing":
                 return  # a synchronous close (or a delete) finished it meanwhile
             segs, fds = self._detach_files()
@@ -1059,6 +1061,23 @@ class ManagedLedger:
             log.exception("closing ledger %s failed", self.name)
             if self._state == "closing":
                 self._finish_closing_now()
+
+    def _flusher_barrier(self) -> asyncio.Future[None]:
+        """A future done once the flusher has handed back every batch submitted before
+        now (a marker batch it completes in order after them, syncing nothing)."""
+        loop = _get_loop()
+        passed: asyncio.Future[None] = loop.create_future()
+
+        def reached(batch: Batch, error: BaseException | None) -> None:
+            if not passed.done():
+                passed.set_result(None)
+
+        marker = Batch(self._pending[-1].segment, 0, [], [], loop, reached, _BARRIER)
+        try:
+            self._factory._flusher.submit(marker)
+        except RuntimeError:  # stopped: what it held was handed back already
+            passed.set_result(None)
+        return passed
 
     def _detach_files(self) -> tuple[list[Segment], list[int]]:
         """Seal every segment in memory and take its descriptor away from the loop's file
