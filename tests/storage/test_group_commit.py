@@ -9,7 +9,6 @@ import threading
 from typing import Any
 
 from magnetar.storage import Position
-from magnetar.storage import flusher as flusher_module
 from magnetar.storage.flusher import Batch, Flusher
 
 from .storage_testlib import append_all, run
@@ -178,7 +177,7 @@ def test_several_ledgers_share_one_flusher(make_factory, monkeypatch):
 
 
 class FakeClock:
-    """A clock for the flusher's timing: a fake segment's sync advances it by its duration."""
+    """The flusher's clock: a fake segment's sync advances it by its duration."""
 
     def __init__(self) -> None:
         self.now = 1000.0
@@ -204,17 +203,18 @@ class TimedSegment:
         self.durations = list(durations)
         self.threads: list[int] = []
 
-    def sync(self) -> None:
+    def sync(self) -> float:
         self.threads.append(threading.get_ident())
-        self.clock.advance(self.durations.pop(0) if len(self.durations) > 1 else self.durations[0])
+        took = self.durations.pop(0) if len(self.durations) > 1 else self.durations[0]
+        self.clock.advance(took)
+        return took
 
 
-def test_a_slow_sync_stops_inline_syncs_for_the_back_off(monkeypatch):
+def test_a_slow_sync_stops_inline_syncs_for_the_back_off():
     """A sync slower than the threshold, on the loop or on the thread, keeps the loop from
     syncing inline for the back-off period (counted from the last slow sync); once that
     passed, the next lone batch is synced inline again (the probe)."""
     clock = FakeClock()
-    monkeypatch.setattr(flusher_module, "_perf_counter", clock)
     flusher = Flusher(inline=True, slow_sync_s=0.002, backoff_s=10.0, clock=clock)
 
     async def go() -> None:
@@ -271,10 +271,9 @@ def test_a_slow_sync_stops_inline_syncs_for_the_back_off(monkeypatch):
         flusher.stop()
 
 
-def test_no_back_off_when_inline_syncs_are_off(monkeypatch):
+def test_no_back_off_when_inline_syncs_are_off():
     """With inline syncs off, slow thread syncs are counted but change nothing."""
     clock = FakeClock()
-    monkeypatch.setattr(flusher_module, "_perf_counter", clock)
     flusher = Flusher(inline=False, slow_sync_s=0.002, backoff_s=10.0, clock=clock)
 
     async def go() -> None:

@@ -15,7 +15,8 @@ the bulk of an unbatched send's CPU on a virtual machine). Under load the thread
 and takes every batch, so the loop keeps reading and writing while the disk syncs.
 
 An inline sync is disk work on the event loop: if the disk stalls, every connection waits
-for it. So every sync is timed, inline or on the thread, and one that takes longer than
+for it. So every sync is timed (`Segment.sync` returns how long its fdatasync took; a
+sync that fails is not counted), inline or on the thread, and one that takes longer than
 ``slow_sync_s`` turns inline syncing off for ``backoff_s``: meanwhile every batch goes to
 the thread, and each slow sync there pushes the end of the back-off further. Once the
 back-off has passed without a slow sync, the next lone batch is synced inline again (the
@@ -39,8 +40,6 @@ from . import metrics
 from .segment import Segment
 
 log = logging.getLogger(__name__)
-
-_perf_counter = time.perf_counter
 
 
 @dataclass(eq=False)
@@ -109,13 +108,14 @@ class Flusher:
         error: BaseException | None = batch.error
         if error is None:
             seg = batch.segment
-            started = _perf_counter()
             try:
-                seg.sync()
+                elapsed = seg.sync()
             except OSError as exc:
                 log.error("fdatasync of %s failed: %s", seg.path, exc)
                 error = exc
-            self._timed(seg, _perf_counter() - started)
+            else:
+                if elapsed > self.slow_sync_s:
+                    self._slow(seg, elapsed)
         self.inline_rounds += 1
         metrics.group_commit_batches.observe(1)
         _complete([(batch, error)])
@@ -126,11 +126,9 @@ class Flusher:
         """Whether inline syncs are off for now (a recent sync was slow)."""
         return self._clock() < self._inline_after
 
-    def _timed(self, seg: Segment, elapsed: float) -> None:
-        """Note how long a sync of ``seg`` took (event loop or flusher thread): past
-        ``slow_sync_s``, inline syncs stop for ``backoff_s`` from now."""
-        if elapsed <= self.slow_sync_s:
-            return
+    def _slow(self, seg: Segment, elapsed: float) -> None:
+        """A sync of ``seg`` (event loop or flusher thread) took ``elapsed`` seconds, past
+        ``slow_sync_s``: inline syncs stop for ``backoff_s`` from now."""
         self.slow_syncs += 1
         now = self._clock()
         if now >= self._inline_after and self.inline:
@@ -173,16 +171,17 @@ class Flusher:
                 continue
             errors: dict[Segment, BaseException] = {}
             for seg in dict.fromkeys(b.segment for b in batches if b.error is None):
-                started = _perf_counter()
                 try:
-                    seg.sync()
+                    elapsed = seg.sync()
                 except OSError as exc:
                     log.error("fdatasync of %s failed: %s", seg.path, exc)
                     errors[seg] = exc
                 except Exception as exc:  # never let the thread die
                     log.exception("fdatasync of %s failed", seg.path)
                     errors[seg] = exc
-                self._timed(seg, _perf_counter() - started)
+                else:
+                    if elapsed > self.slow_sync_s:
+                        self._slow(seg, elapsed)
             self.rounds += 1
             metrics.group_commit_batches.observe(len(batches))
             by_loop: dict[asyncio.AbstractEventLoop, list[tuple[Batch, BaseException | None]]] = {}
