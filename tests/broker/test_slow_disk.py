@@ -46,6 +46,35 @@ def served_elsewhere(client: pulsar.Client) -> None:
     assert whole < 5.0, f"subscribing and 20 round trips on another topic took {whole:.2f}s"
 
 
+def publish_elsewhere(client: pulsar.Client) -> None:
+    """10 messages on another topic, for `attended_elsewhere` to receive."""
+    producer = client.create_producer(FAST, batching_enabled=False)
+    for i in range(10):
+        producer.send(b"fast-%d" % i)
+    producer.close()
+
+
+def attended_elsewhere(client: pulsar.Client) -> None:
+    """20 lookups of another topic, a new subscription there that receives the messages
+    `publish_elsewhere` stored, and a new producer, each step within 1 s and all within
+    2 s. No sends: the flusher thread commits them, one for all topics, and a sync
+    stalled in it holds them (what this checks is that the event loop is free)."""
+    began = time.monotonic()
+    worst = 0.0
+    for _ in range(20):
+        started = time.monotonic()
+        assert client.get_topic_partitions(FAST) == [FAST]
+        worst = max(worst, time.monotonic() - started)
+    consumer = client.subscribe(FAST, "attended", initial_position=pulsar.InitialPosition.Earliest)
+    got = [consumer.receive(timeout_millis=5000).data() for _ in range(10)]
+    assert got == [b"fast-%d" % i for i in range(10)]
+    consumer.close()
+    client.create_producer(FAST, batching_enabled=False, producer_name="attended").close()
+    whole = time.monotonic() - began
+    assert worst < 1.0, f"a lookup on another topic took {worst:.2f}s"
+    assert whole < 2.0, f"20 lookups, a subscription and a producer took {whole:.2f}s"
+
+
 @pytest.fixture
 def stalled_reads(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[set[str], threading.Event]]:
     """Reads of files under the directories in the set wait for the event (30 s at most),
@@ -757,4 +786,551 @@ def test_a_stalled_cursor_write_on_unload_delays_no_one(
         assert backlog == 2
     finally:
         release.set()
+        client.close()
+
+
+def _slow_fdatasync(monkeypatch: pytest.MonkeyPatch, seconds: float) -> tuple[set[str], list[int]]:
+    """Make fdatasync of files under the directories in the returned set take ``seconds``
+    longer (the injected slow disk; whichever thread syncs: the loop inline or the flusher
+    thread, as both go through `Segment.sync`); the list notes the thread of each slow one."""
+    slow_dirs: set[str] = set()
+    slow_syncs: list[int] = []
+    real = os.fdatasync
+
+    def fdatasync(fd: int) -> None:
+        if slow_dirs:
+            path = os.readlink(f"/proc/self/fd/{fd}")
+            if any(path.startswith(d) for d in slow_dirs):
+                slow_syncs.append(threading.get_ident())
+                time.sleep(seconds)
+        real(fd)
+
+    monkeypatch.setattr(segment_module.os, "fdatasync", fdatasync)
+    return slow_dirs, slow_syncs
+
+
+def test_a_slow_fdatasync_blocks_the_event_loop_once(
+    make_broker: Callable[..., ThreadedBroker], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The event loop syncs a lone send's batch itself while the flusher thread idles; when
+    a sync is slow (here 300 ms per fdatasync of one topic's segment), it stops doing that
+    for a while: the first slow sync blocks the loop once, and then, while the slow topic
+    goes on sending (its syncs on the flusher thread), another topic's lookups, new
+    producer and consumer and deliveries are served as usual."""
+    slow_dirs, slow_syncs = _slow_fdatasync(monkeypatch, 0.3)
+    broker = make_broker()
+    service = broker.service
+    assert service is not None
+    client = pulsar.Client(broker.url, operation_timeout_seconds=30, logger=QUIET)
+    stop = threading.Event()
+    sent: list[pulsar.MessageId] = []
+    try:
+        publish_elsewhere(client)
+        producer = client.create_producer(SLOW, batching_enabled=False)
+        sent.append(producer.send(b"slow"))
+        slow_dirs.add(broker.call(lambda: service.topics[SLOW].ledger.directory))
+
+        def keep_sending() -> None:
+            while not stop.is_set():
+                sent.append(producer.send(b"slow"))
+
+        sending = threading.Thread(target=keep_sending)
+        sending.start()
+        wait_for(lambda: len(slow_syncs) >= 2, "two slow syncs")
+        began_with = len(sent)
+
+        # (each lookup would wait for a 300 ms sync on the loop if it went on syncing inline)
+        attended_elsewhere(client)
+
+        wait_for(lambda: len(sent) >= began_with + 2, "the slow topic's sends")
+        stop.set()
+        sending.join(10)
+        assert not sending.is_alive()
+        loop_thread = broker.thread.ident
+        assert slow_syncs.count(loop_thread) == 1, "the loop synced a slow batch more than once"
+        assert len(slow_syncs) > 2 and broker.call(lambda: service.storage._flusher.inline_paused)
+    finally:
+        stop.set()
+        client.close()
+
+
+def test_fast_fdatasyncs_are_still_made_on_the_event_loop(
+    make_broker: Callable[..., ThreadedBroker], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The back-off after slow syncs leaves the saving alone while syncs are fast: a lone
+    unbatched producer's sends are synced on the event loop (no thread hand-off)."""
+    monkeypatch.setattr(segment_module.os, "fdatasync", lambda fd: None)  # an instant disk
+    broker = make_broker()
+    service = broker.service
+    assert service is not None
+    flusher = service.storage._flusher
+    client = pulsar.Client(broker.url, operation_timeout_seconds=10, logger=QUIET)
+    try:
+        producer = client.create_producer(FAST, batching_enabled=False)
+        before = broker.call(lambda: flusher.inline_rounds)
+        for i in range(50):
+            producer.send(b"fast-%d" % i)
+        assert broker.call(lambda: flusher.inline_rounds) - before >= 45
+        assert flusher.slow_syncs == 0 and not flusher.inline_paused
+    finally:
+        client.close()
+
+
+@pytest.mark.parametrize("how, stall", [
+    ("admin", "seal"), ("idle", "seal"), ("namespace", "seal"), ("admin", "fdatasync"),
+], ids=["admin-unload-seal", "idle-unload-seal", "namespace-unload-seal", "admin-unload-fdatasync"])
+def test_a_stalled_ledger_close_on_unload_delays_no_one(
+    admin: Callable[..., tuple[ThreadedBroker, str]], monkeypatch: pytest.MonkeyPatch,
+    how: str, stall: str,
+) -> None:
+    """Unloading a topic closes its ledger off the loop: the last appends' commit (here an
+    fdatasync stalled in the flusher thread) and the sealing of its segments (here the
+    index sidecar's write) wait on storage threads while clients of other topics are
+    served as usual; a reload of the topic waits for the close, an admin unload is
+    answered once it is done."""
+    release = threading.Event()
+    stalled: list[str] = []
+    slow_dirs: set[str] = set()
+
+    def stalled_here(path: str) -> bool:
+        if release.is_set() or not any(path.startswith(d) for d in slow_dirs):
+            return False
+        stalled.append(threading.current_thread().name)
+        return True
+
+    if stall == "seal":
+        real_index = segment_module.Segment.write_index
+
+        def write_index(self: segment_module.Segment) -> None:
+            if stalled_here(self.path):
+                release.wait(30)
+            real_index(self)
+
+        monkeypatch.setattr(segment_module.Segment, "write_index", write_index)
+    else:
+        real_sync = os.fdatasync
+
+        def fdatasync(fd: int) -> None:
+            if slow_dirs and stalled_here(os.readlink(f"/proc/self/fd/{fd}")):
+                release.wait(30)
+            real_sync(fd)
+
+        monkeypatch.setattr(segment_module.os, "fdatasync", fdatasync)
+    # (with a sync held without end, the loop must not sync inline: the flusher does)
+    broker, base = admin(magnetarSyncOnLoopWhenIdle=stall == "seal")
+    service = broker.service
+    assert service is not None
+    client = pulsar.Client(broker.url, operation_timeout_seconds=30, logger=QUIET)
+    try:
+        publish_elsewhere(client)
+        consumer = client.subscribe(SLOW, "s")
+        producer = client.create_producer(SLOW, batching_enabled=False)
+        for i in range(5):
+            producer.send(b"slow-%d" % i)
+        for _ in range(2):
+            consumer.acknowledge(consumer.receive(timeout_millis=5000))
+        consumer.close()
+        wait_for(lambda: broker.call(
+            lambda: service.topics[SLOW].subscriptions["s"].cursor.backlog()) == 3, "the acks")
+        slow_dirs.add(broker.call(lambda: service.topics[SLOW].ledger.directory))
+        if stall == "fdatasync":  # a send in flight: its commit stalls in the flusher
+            producer.send_async(b"slow-5", lambda result, msg_id: None)
+            wait_for(lambda: bool(stalled), "the stalled fdatasync")
+        else:
+            producer.close()
+
+        answers: list[tuple[int, bytes]] = []
+        calling = None
+        if how == "admin":
+            calling, answers = _call_in_thread(
+                "PUT", f"{base}/persistent/public/default/on-a-slow-disk/unload")
+        elif how == "namespace":
+            calling, answers = _call_in_thread("PUT", f"{base}/namespaces/public/default/unload")
+        else:
+            broker.loop.call_soon_threadsafe(
+                service.unload_idle_topics, time.monotonic() + 100_000, [SLOW])
+        wait_for(lambda: broker.call(lambda: SLOW not in service.topics), "the unload")
+        if stall == "seal":
+            wait_for(lambda: bool(stalled), "the stalled seal")
+            assert all(t.startswith("magnetar-read") for t in stalled)
+
+        attended_elsewhere(client)
+        assert not release.is_set()
+        if calling is not None:
+            assert calling.is_alive() and not answers
+
+        reloading = threading.Thread(target=lambda: client.subscribe(SLOW, "s").close())
+        reloading.start()  # the reload waits for the close
+        reloading.join(0.3)
+        assert reloading.is_alive()
+        release.set()
+        reloading.join(20)
+        assert not reloading.is_alive()
+        if calling is not None:
+            calling.join(20)
+            assert answers and answers[0][0] == 204, answers
+        topic = broker.call(lambda: service.topics[SLOW])
+        assert broker.call(lambda: topic.subscriptions["s"].cursor.backlog()) == (
+            4 if stall == "fdatasync" else 3)
+    finally:
+        release.set()
+        client.close()
+
+
+def test_a_stalled_terminate_delays_only_its_own_request(
+    admin: Callable[..., tuple[ThreadedBroker, str]], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Terminating a topic stores its ledger's terminated flag (a durable storage.db write)
+    off the loop: while that write stalls, clients of other topics are served as usual and
+    the topic already refuses new messages; the admin call is answered once the flag is
+    stored, and the topic stays terminated after an unload."""
+    release = threading.Event()
+    stalled: list[str] = []
+    slow_ledger: list[str] = []
+    real_put_many = SqliteMetadataStore.put_many
+
+    def slow_put_many(self: SqliteMetadataStore, items: dict[str, Any], *args: Any,
+                      **kwargs: Any) -> None:
+        if slow_ledger and not release.is_set() and f"ledger/{slow_ledger[0]}" in items:
+            stalled.append(threading.current_thread().name)
+            release.wait(30)
+        real_put_many(self, items, *args, **kwargs)
+
+    monkeypatch.setattr(SqliteMetadataStore, "put_many", slow_put_many)
+    broker, base = admin()
+    service = broker.service
+    assert service is not None
+    client = pulsar.Client(broker.url, operation_timeout_seconds=30, logger=QUIET)
+    try:
+        producer = client.create_producer(SLOW, batching_enabled=False)
+        ids = [producer.send(b"slow-%d" % i) for i in range(3)]
+        slow_ledger.append(broker.call(lambda: service.topics[SLOW].ledger.name))
+
+        calling, answers = _call_in_thread(
+            "POST", f"{base}/persistent/public/default/on-a-slow-disk/terminate")
+        wait_for(lambda: bool(stalled), "the stalled write")
+        assert stalled == ["magnetar-meta_0"]
+
+        served_elsewhere(client)
+        assert calling.is_alive() and not answers
+        assert broker.call(lambda: service.topics[SLOW].terminated)
+        with pytest.raises(pulsar.TopicTerminated):
+            client.create_producer(SLOW)
+
+        release.set()
+        calling.join(20)
+        assert answers and answers[0][0] == 200, answers
+        doc = json.loads(answers[0][1])
+        assert (doc["ledgerId"], doc["entryId"]) == (ids[-1].ledger_id(), ids[-1].entry_id())
+        broker.call(lambda: service.unload_topic(service.topics[SLOW]))
+        assert broker.call(lambda: service.load_topic(SLOW)).terminated
+    finally:
+        release.set()
+        client.close()
+
+
+@pytest.mark.parametrize("durable", [True, False], ids=["consumer", "reader"])
+def test_a_stalled_compacted_ledger_read_delays_only_its_read_compacted_subscriber(
+    make_broker: Callable[..., ThreadedBroker],
+    stalled_reads: tuple[set[str], threading.Event], durable: bool,
+) -> None:
+    """Dispatching a compacted view reads the compacted ledger from the read cache or on
+    the storage's reader threads, never on the loop: while those reads stall, clients of
+    other topics are served as usual; the read_compacted subscriber (a consumer, or a
+    reader) gets the compacted messages afterwards."""
+    slow_dirs, release = stalled_reads
+    broker = make_broker(managedLedgerCacheSizeMB=0)  # every read goes to the disk
+    service = broker.service
+    assert service is not None
+    client = pulsar.Client(broker.url, operation_timeout_seconds=30, logger=QUIET)
+    try:
+        _compact_slow_topic(broker, client, StalledPuts())
+        broker.call(lambda: service.unload_topic(service.topics[SLOW]))
+        topic = broker.call(lambda: service.load_topic(SLOW))
+        view = broker.call(lambda: service.compactor.view_async(topic))  # its index, read now
+        assert view is not None and view.kept_positions()
+        slow_dirs.add(view.compacted.directory)
+
+        if durable:
+            subscriber: Any = client.subscribe(
+                SLOW, "compacted", is_read_compacted=True,
+                initial_position=pulsar.InitialPosition.Earliest)
+        else:
+            subscriber = client.create_reader(SLOW, pulsar.MessageId.earliest, is_read_compacted=True)
+        with pytest.raises(pulsar.Timeout):
+            subscriber.read_next(200) if not durable else subscriber.receive(timeout_millis=200)
+
+        served_elsewhere(client)
+        assert not release.is_set()
+
+        release.set()
+        if durable:
+            got = [subscriber.receive(timeout_millis=10_000).data() for _ in range(2)]
+        else:
+            got = [subscriber.read_next(10_000).data() for _ in range(2)]
+        assert got == [b"v4", b"v5"]
+    finally:
+        release.set()
+        client.close()
+
+
+def test_the_compacted_view_is_only_ever_answered_from_memory(
+    make_broker: Callable[..., ThreadedBroker],
+) -> None:
+    """`Compactor.view` does no I/O: for a topic whose view was not loaded it refuses
+    (callers load it with `view_async` first) without reading the metadata store."""
+    broker = make_broker()
+    service = broker.service
+    assert service is not None
+    client = pulsar.Client(broker.url, operation_timeout_seconds=30, logger=QUIET)
+    try:
+        _compact_slow_topic(broker, client, StalledPuts())
+        broker.call(lambda: service.unload_topic(service.topics[SLOW]))
+        topic = broker.call(lambda: service.load_topic(SLOW))
+        store = service.metadata
+        reads: list[str] = []
+        real_get = store.get
+        broker.call(setattr, store, "get", lambda key: reads.append(key) or real_get(key))
+        try:
+            with pytest.raises(RuntimeError, match="not loaded"):
+                broker.call(service.compactor.view, topic)
+            assert reads == []
+            assert broker.call(lambda: service.compactor.view_async(topic)) is not None
+            assert reads == [f"compaction/{SLOW}"]
+            assert broker.call(service.compactor.view, topic) is not None
+        finally:
+            broker.call(delattr, store, "get")
+    finally:
+        client.close()
+
+
+class StalledCursorRows:
+    """Writes and deletes of the cursor rows (storage.db) of the ledgers in ``ledgers``
+    stall, in whatever thread, until ``release`` is set (30 s at most); each stalled one
+    is noted in ``stalled`` as (what, thread name)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.ledgers: set[str] = set()
+        self.stalled: list[tuple[str, str]] = []
+        self.release = threading.Event()
+        real_put_many, real_delete = SqliteMetadataStore.put_many, SqliteMetadataStore.delete
+        stall = self._stall
+
+        def put_many(store: SqliteMetadataStore, items: dict[str, Any], *args: Any,
+                     **kwargs: Any) -> None:
+            stall("put", items)
+            real_put_many(store, items, *args, **kwargs)
+
+        def delete(store: SqliteMetadataStore, key: str) -> bool:
+            stall("delete", [key])
+            return real_delete(store, key)
+
+        monkeypatch.setattr(SqliteMetadataStore, "put_many", put_many)
+        monkeypatch.setattr(SqliteMetadataStore, "delete", delete)
+
+    def _stall(self, what: str, keys: Any) -> None:
+        if self.release.is_set() or not self.ledgers:
+            return
+        if any(k.startswith(f"cursor/{name}\x1f") for k in keys for name in self.ledgers):
+            self.stalled.append((what, threading.current_thread().name))
+            self.release.wait(30)
+
+
+@pytest.fixture
+def stalled_cursor_rows(monkeypatch: pytest.MonkeyPatch) -> Iterator[StalledCursorRows]:
+    stall = StalledCursorRows(monkeypatch)
+    yield stall
+    stall.release.set()
+
+
+def _slow_topic_with_backlog(broker: ThreadedBroker, client: pulsar.Client) -> pulsar.Consumer:
+    """SLOW with 5 messages and subscription "s" (its consumer returned) at 3 acknowledged."""
+    service = broker.service
+    assert service is not None
+    consumer = client.subscribe(SLOW, "s")
+    producer = client.create_producer(SLOW, batching_enabled=False)
+    for i in range(5):
+        producer.send(b"slow-%d" % i)
+    producer.close()
+    for _ in range(3):
+        consumer.acknowledge(consumer.receive(timeout_millis=5000))
+    wait_for(lambda: broker.call(
+        lambda: service.topics[SLOW].subscriptions["s"].cursor.backlog()) == 2, "the acks")
+    return consumer
+
+
+def _stored_cursor(broker: ThreadedBroker, name: str) -> Any:
+    """The row of SLOW's cursor ``name`` in storage.db (None: no row)."""
+    service = broker.service
+    assert service is not None
+    ledger = broker.call(lambda: service.topics[SLOW].ledger.name)
+    store = service.storage._store
+    return broker.call(store.get, f"cursor/{ledger}\x1f{name}")
+
+
+def test_a_stalled_new_subscription_row_delays_only_its_subscribe(
+    make_broker: Callable[..., ThreadedBroker], stalled_cursor_rows: StalledCursorRows,
+) -> None:
+    """A new durable subscription's cursor row is written off the loop before the
+    Subscribe is answered: while that write stalls, clients of other topics (a new
+    subscription of theirs included) are served as usual."""
+    stall = stalled_cursor_rows
+    broker = make_broker()
+    service = broker.service
+    assert service is not None
+    client = pulsar.Client(broker.url, operation_timeout_seconds=30, logger=QUIET)
+    try:
+        producer = client.create_producer(SLOW, batching_enabled=False)
+        producer.send(b"slow-0")
+        stall.ledgers.add(broker.call(lambda: service.topics[SLOW].ledger.name))
+
+        subscribed: list[pulsar.Consumer] = []
+        subscribing = threading.Thread(target=lambda: subscribed.append(client.subscribe(
+            SLOW, "new", initial_position=pulsar.InitialPosition.Earliest)))
+        subscribing.start()
+        wait_for(lambda: bool(stall.stalled), "the stalled row")
+        assert all(thread.startswith("magnetar-read") for _, thread in stall.stalled)
+
+        served_elsewhere(client)
+        assert subscribing.is_alive() and not subscribed
+
+        stall.release.set()
+        subscribing.join(20)
+        assert subscribed
+        assert subscribed[0].receive(timeout_millis=5000).data() == b"slow-0"
+        assert _stored_cursor(broker, "new") is not None
+    finally:
+        stall.release.set()
+        client.close()
+
+
+def test_unsubscribe_then_resubscribe_on_a_stalled_disk(
+    make_broker: Callable[..., ThreadedBroker], stalled_cursor_rows: StalledCursorRows,
+) -> None:
+    """Unsubscribing deletes the cursor's row off the loop and is answered once it is gone;
+    a subscription of the same name made meanwhile is a new one (from where it asks),
+    whose row is written after the delete lands: never the deleted state, never a row
+    lost behind the delete. Meanwhile other topics are served as usual."""
+    stall = stalled_cursor_rows
+    broker = make_broker()
+    service = broker.service
+    assert service is not None
+    client = pulsar.Client(broker.url, operation_timeout_seconds=30, logger=QUIET)
+    try:
+        consumer = _slow_topic_with_backlog(broker, client)
+        stall.ledgers.add(broker.call(lambda: service.topics[SLOW].ledger.name))
+
+        unsubscribing = threading.Thread(target=consumer.unsubscribe)
+        unsubscribing.start()
+        wait_for(lambda: bool(stall.stalled), "the stalled delete")
+        assert stall.stalled == [("delete", "magnetar-meta_0")]
+        assert broker.call(lambda: "s" not in service.topics[SLOW].subscriptions)
+
+        resubscribed: list[pulsar.Consumer] = []
+        resubscribing = threading.Thread(target=lambda: resubscribed.append(client.subscribe(
+            SLOW, "s", initial_position=pulsar.InitialPosition.Earliest)))
+        resubscribing.start()
+
+        served_elsewhere(client)
+        unsubscribing.join(0.1)
+        assert unsubscribing.is_alive() and resubscribing.is_alive() and not resubscribed
+        assert [what for what, _ in stall.stalled] == ["delete"]  # the new row waits for it
+
+        stall.release.set()
+        unsubscribing.join(20)
+        resubscribing.join(20)
+        assert not unsubscribing.is_alive() and resubscribed
+        got = [resubscribed[0].receive(timeout_millis=5000).data() for _ in range(5)]
+        assert got == [b"slow-%d" % i for i in range(5)]  # a new subscription, from the start
+        stored = _stored_cursor(broker, "s")
+        assert stored is not None and stored["md"][1] == -1  # the new one's, not the old acks
+        resubscribed[0].close()
+        broker.call(lambda: service.unload_topic(service.topics[SLOW]))
+        backlog = broker.call(lambda: service.load_topic(SLOW)).subscriptions["s"].cursor.backlog()
+        assert backlog >= 5 - len(got) and backlog <= 5
+    finally:
+        stall.release.set()
+        client.close()
+
+
+@pytest.mark.parametrize("method, path", [
+    ("POST", "/subscription/s/resetcursor/0"),
+    ("POST", "/subscription/s/skip/1"),
+    ("POST", "/subscription/s/skip_all"),
+    ("DELETE", "/subscription/s"),
+    ("PUT", "/subscription/made"),
+], ids=["reset-by-time", "skip", "skip-all", "delete", "create"])
+def test_admin_cursor_operations_are_answered_once_stored_off_the_loop(
+    admin: Callable[..., tuple[ThreadedBroker, str]], stalled_cursor_rows: StalledCursorRows,
+    method: str, path: str,
+) -> None:
+    """The admin API's cursor moves (reset, skip, clear backlog), a subscription's delete
+    and creation store the cursor's row off the loop and are answered once it is stored:
+    while that write stalls, clients of other topics are served as usual."""
+    stall = stalled_cursor_rows
+    broker, base = admin()
+    service = broker.service
+    assert service is not None
+    client = pulsar.Client(broker.url, operation_timeout_seconds=30, logger=QUIET)
+    try:
+        _slow_topic_with_backlog(broker, client).close()
+        assert _stored_cursor(broker, "s") is not None
+        stall.ledgers.add(broker.call(lambda: service.topics[SLOW].ledger.name))
+
+        calling, answers = _call_in_thread(
+            method, f"{base}/persistent/public/default/on-a-slow-disk{path}")
+        wait_for(lambda: bool(stall.stalled), "the stalled row")
+
+        served_elsewhere(client)
+        assert calling.is_alive() and not answers
+
+        stall.release.set()
+        calling.join(20)
+        assert answers and answers[0][0] == 204, answers
+        stored = _stored_cursor(broker, path.split("/")[2])
+        if method == "DELETE":
+            assert stored is None
+        else:
+            assert stored is not None
+            backlog = broker.call(lambda: service.topics[SLOW].subscriptions[
+                path.split("/")[2]].cursor.backlog())
+            assert backlog == {"resetcursor": 5, "skip": 1, "skip_all": 0}.get(
+                path.split("/")[3] if path.count("/") > 2 else "", 0)
+    finally:
+        stall.release.set()
+        client.close()
+
+
+@pytest.mark.parametrize("by", ["message-id", "time"])
+def test_a_seek_is_answered_once_the_cursor_is_stored_off_the_loop(
+    make_broker: Callable[..., ThreadedBroker], stalled_cursor_rows: StalledCursorRows, by: str,
+) -> None:
+    """A client's Seek moves the subscription at once and is answered once the cursor's
+    new position is stored off the loop: while that write stalls, other topics are served
+    as usual; afterwards the consumer reads from the seek's position."""
+    stall = stalled_cursor_rows
+    broker = make_broker()
+    service = broker.service
+    assert service is not None
+    client = pulsar.Client(broker.url, operation_timeout_seconds=30, logger=QUIET)
+    try:
+        consumer = _slow_topic_with_backlog(broker, client)
+        stall.ledgers.add(broker.call(lambda: service.topics[SLOW].ledger.name))
+        target: Any = pulsar.MessageId.earliest if by == "message-id" else 0
+        seeking = threading.Thread(target=consumer.seek, args=(target,))
+        seeking.start()
+        wait_for(lambda: bool(stall.stalled), "the stalled row")
+        assert stall.stalled[0][1] == "magnetar-meta_0"
+
+        served_elsewhere(client)
+        seeking.join(0.1)
+        assert seeking.is_alive()
+
+        stall.release.set()
+        seeking.join(20)
+        assert not seeking.is_alive()
+        assert _stored_cursor(broker, "s")["md"][1] == -1
+        assert consumer.receive(timeout_millis=10_000).data() == b"slow-0"
+    finally:
+        stall.release.set()
         client.close()

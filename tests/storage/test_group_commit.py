@@ -6,8 +6,10 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
+from typing import Any
 
 from magnetar.storage import Position
+from magnetar.storage.flusher import Batch, Flusher
 
 from .storage_testlib import append_all, run
 
@@ -82,7 +84,8 @@ def _record_sync_threads(monkeypatch) -> list[int]:
 
 def test_idle_flusher_lets_the_loop_sync_a_lone_batch(make_factory, monkeypatch):
     threads = _record_sync_threads(monkeypatch)
-    f = make_factory(fsync="group")
+    # (no slow-sync back-off here, whatever a busy machine's disk does: tested below)
+    f = make_factory(fsync="group", inline_sync_slow_s=60)
     ml = f.open("t")
 
     async def go():
@@ -112,7 +115,7 @@ def test_a_big_batch_goes_to_the_flusher_thread_even_when_idle(make_factory, mon
 
 def test_concurrent_batches_still_go_to_the_flusher_thread(make_factory, monkeypatch):
     threads = _record_sync_threads(monkeypatch)
-    f = make_factory(fsync="group")
+    f = make_factory(fsync="group", inline_sync_slow_s=60)
     ledgers = [f.open(f"t{i}") for i in range(3)]
 
     async def go():
@@ -171,3 +174,133 @@ def test_several_ledgers_share_one_flusher(make_factory, monkeypatch):
     names = {t.name for t in threading.enumerate() if t.name.startswith("magnetar-storage")}
     assert len(names) == 1
     assert all(ml.entry_count() == 50 for ml in ledgers)
+
+
+class FakeClock:
+    """The flusher's clock: a fake segment's sync advances it by its duration."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+        self.lock = threading.Lock()
+
+    def __call__(self) -> float:
+        with self.lock:
+            return self.now
+
+    def advance(self, seconds: float) -> None:
+        with self.lock:
+            self.now += seconds
+
+
+class TimedSegment:
+    """Stands in for a Segment: ``sync`` takes ``durations`` in turn (then the last one)
+    on the fake clock and notes the thread it ran on."""
+
+    path = "fake.seg"
+
+    def __init__(self, clock: FakeClock, *durations: float) -> None:
+        self.clock = clock
+        self.durations = list(durations)
+        self.threads: list[int] = []
+
+    def sync(self) -> float:
+        self.threads.append(threading.get_ident())
+        took = self.durations.pop(0) if len(self.durations) > 1 else self.durations[0]
+        self.clock.advance(took)
+        return took
+
+
+def test_a_slow_sync_stops_inline_syncs_for_the_back_off():
+    """A sync slower than the threshold, on the loop or on the thread, keeps the loop from
+    syncing inline for the back-off period (counted from the last slow sync); once that
+    passed, the next lone batch is synced inline again (the probe)."""
+    clock = FakeClock()
+    flusher = Flusher(inline=True, slow_sync_s=0.002, backoff_s=10.0, clock=clock)
+
+    async def go() -> None:
+        loop = asyncio.get_running_loop()
+        loop_thread = threading.get_ident()
+        done: list[Batch] = []
+
+        def batch(seg: TimedSegment, on_done: Any = None) -> Batch:
+            return Batch(seg, 0, [], [], loop, on_done or (lambda b, err: done.append(b)))  # type: ignore[arg-type]
+
+        async def sync_on_thread(seg: TimedSegment) -> None:
+            completed = asyncio.Event()
+
+            def on_done(b: Batch, err: BaseException | None) -> None:
+                done.append(b)
+                completed.set()
+
+            flusher.submit(batch(seg, on_done))
+            await asyncio.wait_for(completed.wait(), 10)
+
+        fast = TimedSegment(clock, 0.0002)
+        for _ in range(3):  # fast syncs: the loop syncs each lone batch itself
+            assert flusher.try_inline(batch(fast))
+            await asyncio.sleep(0)  # next loop iteration
+        assert fast.threads == [loop_thread] * 3 and not flusher.inline_paused
+
+        slow = TimedSegment(clock, 0.3, 0.0002)
+        assert flusher.try_inline(batch(slow))  # the first slow sync still runs on the loop
+        await asyncio.sleep(0)
+        assert flusher.inline_paused and flusher.slow_syncs == 1
+        assert not flusher.try_inline(batch(fast))  # the thread takes it instead
+        clock.advance(9.0)
+        assert not flusher.try_inline(batch(fast))
+
+        thread_slow = TimedSegment(clock, 0.05)
+        await sync_on_thread(thread_slow)  # slow on the thread too: the back-off restarts
+        assert thread_slow.threads and thread_slow.threads[0] != loop_thread
+        assert flusher.slow_syncs == 2
+        clock.advance(9.0)  # 18 s after the first slow sync, 9 s after the last
+        assert not flusher.try_inline(batch(fast))
+        await sync_on_thread(fast)  # fast syncs on the thread do not shorten it
+        assert not flusher.try_inline(batch(fast))
+
+        clock.advance(1.1)  # 10 s without a slow sync: probe again
+        assert not flusher.inline_paused
+        inline_before = flusher.inline_rounds
+        assert flusher.try_inline(batch(fast))
+        assert flusher.inline_rounds == inline_before + 1
+        assert len(done) == 3 + 1 + 2 + 1
+
+    try:
+        run(go())
+    finally:
+        flusher.stop()
+
+
+def test_no_back_off_when_inline_syncs_are_off():
+    """With inline syncs off, slow thread syncs are counted but change nothing."""
+    clock = FakeClock()
+    flusher = Flusher(inline=False, slow_sync_s=0.002, backoff_s=10.0, clock=clock)
+
+    async def go() -> None:
+        loop = asyncio.get_running_loop()
+        completed = asyncio.Event()
+        seg = TimedSegment(clock, 0.5)
+        flusher.submit(Batch(seg, 0, [], [], loop, lambda b, err: completed.set()))  # type: ignore[arg-type]
+        await asyncio.wait_for(completed.wait(), 10)
+        assert flusher.slow_syncs == 1
+        assert not flusher.try_inline(Batch(seg, 0, [], [], loop, lambda b, err: None))  # type: ignore[arg-type]
+
+    try:
+        run(go())
+    finally:
+        flusher.stop()
+
+
+def test_fast_syncs_keep_the_inline_saving(make_factory, monkeypatch):
+    """With the default threshold and syncs that are fast, a lone sender's batches are
+    synced inline (the optimisation is not lost to the back-off)."""
+    monkeypatch.setattr(os, "fdatasync", lambda fd: None)
+    f = make_factory(fsync="group")
+    ml = f.open("t")
+
+    async def go() -> None:
+        for i in range(50):
+            await ml.append(b"x%d" % i)
+
+    run(go())
+    assert f._flusher.inline_rounds >= 50 and f._flusher.slow_syncs == 0

@@ -8,6 +8,7 @@ namespace's loaded topics so that they reload with it (their clients reconnect).
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from aiohttp import web
@@ -49,11 +50,12 @@ async def all_topics(service: BrokerService, namespace: str) -> list[str]:
     return listed[0]
 
 
-def unload_namespace(service: BrokerService, namespace: str) -> int:
-    """Unload the namespace's loaded topics (their clients reconnect); returns how many."""
+async def unload_namespace(service: BrokerService, namespace: str) -> int:
+    """Unload the namespace's loaded topics (their clients reconnect) and wait for their
+    ledgers' closes (off the loop); returns how many."""
     prefix_ok = [t for t in list(service.topics.values()) if t.topic_name.namespace == namespace]
-    for topic in prefix_ok:
-        service.unload_topic(topic, housekeep=True)
+    closing = [service.unload_topic(topic, housekeep=True) for topic in prefix_ok]
+    await asyncio.gather(*closing)
     return len(prefix_ok)
 
 
@@ -107,7 +109,7 @@ async def _set(request: web.Request, **changes: Any) -> web.Response:
     namespace = namespace_of(request)
     await service.policies.set_async(namespace, **changes)
     if "deduplication_enabled" in changes:
-        unload_namespace(service, namespace)
+        await unload_namespace(service, namespace)
     return no_content()
 
 
@@ -189,7 +191,7 @@ async def namespace_topics(request: web.Request) -> web.Response:
 
 @routes.route("PUT", NS + "/unload", "Unload every loaded topic of the namespace.")
 async def unload(request: web.Request) -> web.Response:
-    unload_namespace(request.app[SERVICE], namespace_of(request))
+    await unload_namespace(request.app[SERVICE], namespace_of(request))
     return no_content()
 
 

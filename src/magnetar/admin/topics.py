@@ -10,6 +10,7 @@ answers. Subscriptions are in ``subscriptions.py``.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from aiohttp import web
@@ -277,10 +278,12 @@ async def terminate(request: web.Request) -> web.Response:
 @routes.route("PUT", T + "/unload", "Unload a topic (its clients reconnect and reload it).")
 async def unload(request: web.Request) -> web.Response:
     service = request.app[SERVICE]
+    closing = []
     for part in await targets(service, topic_of(request)):
         topic = service.topics.get(part)
         if topic is not None:
-            service.unload_topic(topic, housekeep=True)
+            closing.append(service.unload_topic(topic, housekeep=True))
+    await asyncio.gather(*closing)  # answered once the ledgers are closed (off the loop)
     return no_content()
 
 

@@ -48,6 +48,9 @@ class NonDurableCursor(ManagedCursor):
     def persist(self) -> None:
         """Nothing to persist."""
 
+    async def persist_async(self) -> None:
+        """Nothing to persist."""
+
 
 class TopicAttacher:
     """Creates producers and consumers on the broker's topics for its connections."""
@@ -97,26 +100,46 @@ class TopicAttacher:
     # ------------------------------------------------------------------ consumers
 
     def subscribe_work(self, req: pb.CommandSubscribe) -> Coroutine[Any, Any, Any] | None:
-        """What `subscribe` needs done off the loop first (None: nothing); the topic is
-        loaded already."""
+        """What `subscribe` needs done off the loop first (None: nothing), one piece per
+        call (the connection calls again once it is done): the compacted view of a
+        ``read_compacted`` subscriber, the schemas to check, and a new durable
+        subscription's cursor row (stored before the Subscribe is answered, after the
+        checks that would refuse it). The topic is loaded already."""
         topic = self.service.get_topic(req.topic, create=req.force_topic_creation)
         compactor = self.service.compactor
         if req.read_compacted and isinstance(topic, PersistentTopic) and not compactor.known(topic):
             return compactor.view_async(topic)
-        return self.service.topic_schemas.consumer_work(topic, req)
+        work = self.service.topic_schemas.consumer_work(topic, req)
+        if work is not None or not req.durable or not isinstance(topic, PersistentTopic):
+            return work
+        existing = topic.subscriptions.get(req.subscription)
+        if existing is not None and not existing.durable:
+            return None  # a Reader's subscription of that name: nothing is stored
+        cursor = topic.ledger.cursor(req.subscription)
+        if cursor is not None and (cursor.creating is None or cursor.creating.done()):
+            return None
+        self.check_subscribe(topic, req)
+        earliest = req.initialPosition == pb.CommandSubscribe.Earliest
+        return topic.ledger.open_cursor_async(req.subscription, "earliest" if earliest else "latest")
 
-    def subscribe(self, cnx: ServerCnx, req: pb.CommandSubscribe) -> None:
-        """Attach a consumer, creating its subscription if needed (answered on ``cnx``)."""
+    def check_subscribe(self, topic: Topic, req: pb.CommandSubscribe) -> None:
+        """The refusals of a Subscribe that come before its subscription is created."""
         service = self.service
-        topic = service.get_topic(req.topic, create=req.force_topic_creation)
-        sub_type = req.subType
-        if sub_type == pb.CommandSubscribe.Key_Shared and not service.config.subscriptionKeySharedEnable:
+        if (req.subType == pb.CommandSubscribe.Key_Shared
+                and not service.config.subscriptionKeySharedEnable):
             raise BrokerError(pb.NotAllowedError, "Key_Shared subscriptions are disabled on this broker")
         if has_schema(req):
             service.topic_schemas.check_consumer(topic, req.schema)
         limit = service.policies.get(topic.topic_name.namespace).max_consumers_per_topic
         if limit > 0 and sum(len(s.consumers) for s in topic.subscriptions.values()) >= limit:
             raise BrokerError(pb.ConsumerBusy, f"Topic {topic.name} reached max consumers limit")
+
+    def subscribe(self, cnx: ServerCnx, req: pb.CommandSubscribe) -> None:
+        """Attach a consumer, creating its subscription if needed (answered on ``cnx``)."""
+        service = self.service
+        topic = service.get_topic(req.topic, create=req.force_topic_creation)
+        sub_type = req.subType
+        self.check_subscribe(topic, req)
         sub = topic.subscriptions.get(req.subscription)
         if sub is None:
             sub = self.new_subscription(topic, req)

@@ -20,12 +20,16 @@ old one is dropped.
 
 Off the event loop: the metadata store calls of `view_async`, `compact` and `delete` (the
 ``compaction/`` key: read on the storage's readers threads, written on its metadata writer
-thread), the compacted ledger's open, delete and the reading of its index, and
+thread), the compacted ledger's open, close, delete and the reading of its index,
 `compact`'s reading of the topic (`iterate_async`: what the read cache lacks is read on
-the readers threads). `view` answers from
-memory once `view_async` ran for the topic (the connection awaits it before attaching a
-``read_compacted`` consumer; housekeeping starts it and looks at the next pass); this class
-is the only writer of the keys, so it also remembers which topics have none.
+the readers threads), and a dispatcher's reads of the view (`CompactedView.read_cached`
+only takes what the read caches hold, `read_cold` reads the compacted ledger on the
+readers threads). `view` answers only from memory: `view_async` must have run for the
+topic (the connection awaits it before attaching a ``read_compacted`` consumer;
+housekeeping starts it and looks at the next pass); this class is the only writer of the
+keys, so it also remembers which topics have none. Still on the loop: the view's
+synchronous `read` / `read_entries` (a redelivery's re-read, GetLastMessageId), as for
+a plain ledger.
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ import logging
 import struct
 import time
 from bisect import bisect_left, bisect_right
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -154,22 +158,51 @@ class CompactedView:
         rest = self.ledger.read_entries(start, max_entries - len(out), budget)
         return out + [(p, bytes(d)) for p, d in rest]
 
+    def _compacted_at(self, start: Position) -> Position | None:
+        """Where in the compacted ledger the first kept entry ``>= start`` is (None: no
+        kept entry is left at or after ``start``, the tail after the horizon is next)."""
+        i = bisect_left(self._positions, start)
+        return self._where[self._positions[i]] if i < len(self._positions) else None
+
     def read_cached(self, start: Position, max_entries: int, max_bytes: int | None = None
-                    ) -> list[tuple[Position, bytes]]:
-        """For dispatchers that read the cache first and the disk off the loop: the
-        compacted part is read at once (from the compacted ledger), the tail as the topic's."""
+                    ) -> list[tuple[Position, bytes | memoryview]]:
+        """For dispatchers, which read the cache first and the disk off the loop: only what
+        the read caches hold (the compacted ledger's for the compacted part, the topic's
+        for the tail), never the disk."""
         if self.horizon is not None and start <= self.horizon:
-            return self.read_entries(start, max_entries, max_bytes)
+            where = self._compacted_at(start)
+            if where is not None:
+                return _unwrap(self.compacted.read_cached(where, max_entries, max_bytes))
+            start = self._after_horizon()
         return list(self.ledger.read_cached(start, max_entries, max_bytes))
 
     def read_cold(self, start: Position, max_entries: int, max_bytes: int | None = None
-                  ) -> asyncio.Future[list[tuple[Position, bytes]]]:
+                  ) -> asyncio.Future[list[tuple[Position, bytes | memoryview]]]:
+        """Entries from ``start`` read on the storage's readers threads: kept entries from
+        the compacted ledger (their original positions back), or the topic's tail."""
         if self.horizon is not None and start <= self.horizon:
-            done: asyncio.Future[list[tuple[Position, bytes]]] = (
-                asyncio.get_running_loop().create_future())
-            done.set_result(self.read_entries(start, max_entries, max_bytes))
-            return done
-        future: asyncio.Future[list[tuple[Position, bytes]]] = self.ledger.read_cold(
+            where = self._compacted_at(start)
+            if where is not None:
+                inner = self.compacted.read_cold(where, max_entries, max_bytes)
+                out: asyncio.Future[list[tuple[Position, bytes | memoryview]]] = (
+                    asyncio.get_running_loop().create_future())
+
+                def unwrapped(f: asyncio.Future[list[tuple[Position, memoryview]]]) -> None:
+                    if out.done():
+                        return
+                    if f.cancelled():
+                        out.cancel()
+                        return
+                    exc = f.exception()
+                    if exc is not None:
+                        out.set_exception(exc)
+                    else:
+                        out.set_result(_unwrap(f.result()))
+
+                inner.add_done_callback(unwrapped)
+                return out
+            start = self._after_horizon()
+        future: asyncio.Future[list[tuple[Position, bytes | memoryview]]] = self.ledger.read_cold(
             start, max_entries, max_bytes)
         return future
 
@@ -310,25 +343,16 @@ class Compactor:
         return view
 
     def view(self, topic: Any) -> CompactedView | None:
-        """The topic's compacted view (None if it was never compacted); from memory once
-        `view_async` ran for the topic, else read here, on the loop."""
+        """The topic's compacted view (None if it was never compacted), from memory only:
+        `view_async` (or a compaction) must have run for the topic first (`known`), which
+        is what the callers do (a Subscribe awaits it in `TopicAttacher.subscribe_work`,
+        housekeeping starts it and looks at the next pass). RuntimeError otherwise."""
         view = self._views.get(topic.name)
         if view is not None and view.ledger is topic.ledger:
             return view
         if topic.name in self._never:
             return None
-        meta = self.service.metadata.get(f"compaction/{topic.name}")
-        if meta is None:
-            return None
-        view = CompactedView(topic.ledger)
-        compacted = self.service.storage.open(meta["ledger"])
-        index = []
-        for cpos, data in _all_entries(compacted):
-            lid, eid = _HEADER.unpack_from(data)
-            index.append((Position(lid, eid), cpos))
-        view.install(Position(*meta["horizon"]), compacted, index)
-        self._views[topic.name] = view
-        return view
+        raise RuntimeError(f"the compacted view of {topic.name} is not loaded: await view_async first")
 
     def status(self, topic_name: str) -> CompactionStatus:
         return self._status.get(topic_name, CompactionStatus())
@@ -431,7 +455,7 @@ class Compactor:
         view = self._views.pop(topic_name, None)
         self._never.discard(topic_name)
         if view is not None and view.compacted is not None:
-            view.compacted.close()
+            self.service.close_ledger(view.compacted)  # its sealing runs off the loop
 
     async def delete(self, topic_name: str) -> None:
         """Delete a deleted topic's compacted view: its ``compaction/`` key and compacted
@@ -455,19 +479,17 @@ async def _read_async(ledger: Any, start: Position, count: int) -> list[tuple[Po
     return list(await ledger.read_cold(start, count))
 
 
+def _unwrap(chunk: Any) -> list[tuple[Position, bytes | memoryview]]:
+    """Compacted-ledger entries as the view's: each one's original position (its header)
+    and its data after the header."""
+    return [(Position(*_HEADER.unpack_from(data)), data[_HEADER.size:]) for _, data in chunk]
+
+
 def _messages_or_none(data: bytes) -> list[tuple[str | None, bool]]:
     try:
         return entry_messages(data)
     except Exception:  # an entry we cannot parse has no key for compaction
         return [(None, False)]
-
-
-def _all_entries(ledger: Any) -> Iterator[tuple[Position, bytes]]:
-    first = ledger.first_position()
-    last = ledger.last_confirmed()
-    if first is None or last is None:
-        return iter(())
-    return iter(ledger.read_range(first, last))
 
 
 __all__ = ["CompactedView", "CompactionStatus", "Compactor", "entry_messages", "keep_only"]

@@ -113,6 +113,11 @@ class BrokerConfig(SecurityConfig):
     # group policy: while the flusher thread idles, the event loop fdatasyncs a lone batch
     # itself (fewer thread hand-offs per unbatched send); false: always the thread
     magnetarSyncOnLoopWhenIdle: bool = True
+    # ... except for this many seconds after an fdatasync (on the loop or the thread) took
+    # longer than magnetarSyncOnLoopSlowMillis: a stalled disk then blocks the event loop
+    # once, not on every send
+    magnetarSyncOnLoopSlowMillis: float = 20.0
+    magnetarSyncOnLoopBackoffSeconds: float = 10.0
     # A topic without producers or consumers for this long is unloaded (closed, dropped
     # from memory) and reloaded from storage on its next use; 0 keeps topics loaded.
     magnetarTopicUnloadIdleSeconds: int = 300
@@ -170,6 +175,8 @@ class BrokerConfig(SecurityConfig):
             raise ConfigError("magnetarIdleTopicSweepIntervalSeconds must be >= 0 (0: no sweep)")
         if self.magnetarIdleTopicSweepMaxTopics < 1:
             raise ConfigError("magnetarIdleTopicSweepMaxTopics must be at least 1")
+        if self.magnetarSyncOnLoopSlowMillis < 0 or self.magnetarSyncOnLoopBackoffSeconds < 0:
+            raise ConfigError("magnetarSyncOnLoopSlowMillis and magnetarSyncOnLoopBackoffSeconds must be >= 0")
         if self.keepAliveIntervalSeconds <= 0:
             raise ConfigError("keepAliveIntervalSeconds must be positive")
         try:

@@ -836,39 +836,59 @@ class ServerCnx(asyncio.BufferedProtocol):
             )
 
     def handle_unsubscribe(self, cmd: pb.BaseCommand, frame: Frame) -> None:
+        """The subscription goes at once; the answer once its cursor's row is deleted
+        (off the loop), as Pulsar answers after the cursor's deletion."""
         req = cmd.unsubscribe
         consumer = self._consumer(req.consumer_id)
-        consumer.subscription.unsubscribe(consumer)
+        deleting = consumer.subscription.unsubscribe(consumer)
         self.consumers.pop(req.consumer_id, None)
-        self.send_success(req.request_id)
+        if deleting is None:
+            self.send_success(req.request_id)
+            return
+
+        async def deleted() -> None:
+            try:
+                await asyncio.wrap_future(deleting)
+            except Exception as exc:
+                raise BrokerError(pb.MetadataError, f"unsubscribe failed to store: {exc}") from exc
+            if not self.closed:
+                self.send_success(req.request_id)
+
+        self.run_async(cmd, deleted())
 
     def handle_seek(self, cmd: pb.BaseCommand, frame: Frame) -> None:
         req = cmd.seek
         consumer = self._consumer(req.consumer_id)
-        if req.HasField("message_id"):
-            consumer.subscription.seek_to_id(position_of(req.message_id))
-            self._seek_done(consumer, req.request_id)
-        elif req.HasField("message_publish_time"):
-            # the search reads the ledger: it runs off the event loop, then the seek ends
-            task = asyncio.ensure_future(
-                consumer.subscription.seek_to_time_async(req.message_publish_time))
-            task.add_done_callback(lambda t: self._seek_done(consumer, req.request_id, t))
-        else:
+        if not req.HasField("message_id") and not req.HasField("message_publish_time"):
             raise BrokerError(pb.MetadataError, "Seek needs a message id or a publish time")
+        task = asyncio.ensure_future(self._seek(consumer.subscription, req))
+        task.add_done_callback(lambda t: self._seek_done(consumer, req.request_id, t))
 
-    def _seek_done(self, consumer: Consumer, request_id: int, task: Any = None) -> None:
-        if task is not None:
-            exc = task.exception() if not task.cancelled() else BrokerError(
-                pb.ServiceNotReady, "seek cancelled: the broker is stopping")
-            if exc is not None:
-                code = exc.code if isinstance(exc, BrokerError) else pb.UnknownError
-                if not isinstance(exc, BrokerError):
-                    log.error("%s: seek by time failed: %r", self.peer, exc)
-                self.send_error(request_id, code, str(exc))
-                return
+    async def _seek(self, sub: Any, req: pb.CommandSeek) -> None:
+        """Move the subscription (a seek by time searches the ledger off the loop) and
+        store the cursor's new position off the loop; `_seek_done` answers once it is."""
+        if req.HasField("message_id"):
+            sub.seek_to_id(position_of(req.message_id))
+        else:
+            await sub.seek_to_time_async(req.message_publish_time)
+        await sub.cursor.persist_async()
+
+    def _seek_done(self, consumer: Consumer, request_id: int, task: Any) -> None:
+        if self.closed:
+            return
+        exc = task.exception() if not task.cancelled() else BrokerError(
+            pb.ServiceNotReady, "seek cancelled: the broker is stopping")
+        if exc is not None:
+            code = exc.code if isinstance(exc, BrokerError) else pb.UnknownError
+            if not isinstance(exc, BrokerError):
+                log.error("%s: seek failed: %r", self.peer, exc)
+            self.send_error(request_id, code, str(exc))
+            return
         # As Pulsar does: the consumers are closed before the seek is answered, so a client
         # takes the seek's reconnection path (it drops what it holds and any filter it
-        # kept from an earlier seek) instead of treating the close as an ordinary one.
+        # kept from an earlier seek) instead of treating the close as an ordinary one. Both
+        # in one turn: a consumer reconnecting before the answer would be sent entries
+        # the client drops when the answer comes (what went to the old one is redelivered).
         consumer.subscription.disconnect_consumers()
         self.send_success(request_id)
 

@@ -65,6 +65,13 @@ RE2_QUIET = re2.Options()
 RE2_QUIET.log_errors = False  # a client's bad pattern is its own business, not the log's
 
 
+def _done() -> asyncio.Future[None]:
+    """A future that is already done (nothing was left to wait for)."""
+    future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    future.set_result(None)
+    return future
+
+
 def install_event_loop_policy() -> None:
     """Use uvloop when it is installed (it is a dependency on Linux and macOS)."""
     try:
@@ -91,6 +98,8 @@ class BrokerService:
                 max_open_files=config.magnetarMaxOpenFiles,
                 cursor_persist_interval_s=float(config.managedLedgerCursorPositionFlushSeconds),
                 inline_sync_when_idle=config.magnetarSyncOnLoopWhenIdle,
+                inline_sync_slow_s=config.magnetarSyncOnLoopSlowMillis / 1000,
+                inline_sync_backoff_s=config.magnetarSyncOnLoopBackoffSeconds,
             )
         )
         self.metadata = self.storage.metadata
@@ -136,6 +145,8 @@ class BrokerService:
         self.housekeeping = Housekeeping(self)
         self.sweeper = IdleTopicSweeper(self)
         self.connections: set[ServerCnx] = set()
+        # ledgers being closed off the loop (close_ledger): stop lets them finish
+        self.closing_ledgers: set[asyncio.Future[None]] = set()
         self.port = config.brokerServicePort
         self.instance = secrets.token_hex(3)
         self._server: asyncio.AbstractServer | None = None
@@ -177,6 +188,8 @@ class BrokerService:
         if self._server is not None:
             await self._server.wait_closed()
         await self.dedup_snapshots.flush()  # the snapshots just taken land before the store closes
+        if self.closing_ledgers:  # unloads under way finish their disk work off the loop
+            await asyncio.gather(*list(self.closing_ledgers), return_exceptions=True)
         self.storage.close()
 
     # ------------------------------------------------------------------ housekeeping
@@ -200,13 +213,19 @@ class BrokerService:
         """Expire what is older than ``ttl_seconds`` (`MessageExpirer.expire_messages`)."""
         self.expirer.expire_messages(topic, ttl_seconds, now, subscription)
 
-    def unload_topic(self, topic: Topic, housekeep: bool = False, now: float | None = None) -> None:
+    def unload_topic(self, topic: Topic, housekeep: bool = False,
+                     now: float | None = None) -> asyncio.Future[None]:
         """Close a loaded topic and forget it (clients still attached are disconnected and
         reconnect, as after Pulsar's topic unload); its next use loads it again. With
         ``housekeep``, a persistent topic is housekept first (``now``: epoch seconds) and the
-        idle-topic sweep learns when it next needs a look; otherwise the sweep will look."""
+        idle-topic sweep learns when it next needs a look; otherwise the sweep will look.
+
+        The topic leaves memory in this call; its ledger's close (the last appends'
+        commit, sealing the segments, the cursors' last states) runs off the loop
+        (`close_ledger`). The future is done once it is; awaiting it is optional (a reload
+        of the topic waits for the close anyway)."""
         if self.topics.get(topic.name) is not topic:
-            return
+            return _done()
         if housekeep and isinstance(topic, PersistentTopic):
             now = time.time() if now is None else now
             self.housekeeping.housekeep_topic(topic, now)
@@ -226,7 +245,18 @@ class BrokerService:
                 sub.close_dispatcher()
         if isinstance(topic, PersistentTopic):
             self.dedup_snapshots.save(topic)
-            topic.ledger.close()
+            return self.close_ledger(topic.ledger)
+        return _done()
+
+    def close_ledger(self, ledger: ManagedLedger) -> asyncio.Future[None]:
+        """Close a ledger the broker stops using (an unloaded topic's, a compacted view's)
+        with its disk work off the loop (`ManagedLedger.close_async`: appends refused and
+        the ledger out of storage's registry at once, a reopen waits for the rest). `stop`
+        waits for the closes under way."""
+        future = ledger.close_async()
+        self.closing_ledgers.add(future)
+        future.add_done_callback(self.closing_ledgers.discard)
+        return future
 
     # ------------------------------------------------------------------ authentication
 
@@ -453,10 +483,12 @@ class BrokerService:
         return sorted(wanted), False
 
     async def terminate_topic(self, name: str) -> Position | None:
+        """Terminate a persistent topic (loaded off the loop if need be); its flag is
+        stored off the loop too (`PersistentTopic.terminate`)."""
         topic = await self.load_topic(name, create=False)
         if not isinstance(topic, PersistentTopic):
             raise BrokerError(pb.NotAllowedError, "only persistent topics can be terminated")
-        return topic.terminate()
+        return await topic.terminate()
 
     async def delete_topic(self, name: str) -> None:
         """Delete a topic with its data, subscriptions and dedup state (clients still
@@ -527,19 +559,25 @@ class BrokerService:
         if not isinstance(topic, PersistentTopic):
             raise BrokerError(pb.NotAllowedError, "only persistent topics keep subscriptions")
         if subscription not in topic.subscriptions:
-            cursor = topic.ledger.open_cursor(subscription, "earliest" if earliest else "latest")
-            topic.subscriptions[subscription] = PersistentSubscription(topic, subscription, cursor, durable=True)
+            cursor = await topic.ledger.open_cursor_async(
+                subscription, "earliest" if earliest else "latest")  # stored off the loop
+            if subscription not in topic.subscriptions and not cursor.closed:
+                topic.subscriptions[subscription] = PersistentSubscription(
+                    topic, subscription, cursor, durable=True)
 
     async def reset_cursor(self, topic_name: str, subscription: str, ledger_id: int, entry_id: int) -> None:
-        """Move a subscription to a message id (its consumers reconnect, as on Seek)."""
+        """Move a subscription to a message id (its consumers reconnect, as on Seek);
+        answered once the cursor's new position is stored (off the loop)."""
         sub = await self.durable_subscription(topic_name, subscription)
         sub.seek_to_id(Position(ledger_id, entry_id))
         sub.disconnect_consumers()
+        await sub.cursor.persist_async()
 
     async def reset_cursor_by_time(self, topic_name: str, subscription: str, publish_time_ms: int) -> None:
         sub = await self.durable_subscription(topic_name, subscription)
         await sub.seek_to_time_async(publish_time_ms)
         sub.disconnect_consumers()
+        await sub.cursor.persist_async()
 
     async def skip_messages(self, topic_name: str, subscription: str, count: int) -> int:
         """Acknowledge the next ``count`` unacknowledged entries; returns how many were skipped."""
@@ -553,6 +591,7 @@ class BrokerService:
             sub.cursor.delete(skipped)
             if sub.dispatcher is not None:
                 sub.dispatcher.rewind()
+            await sub.cursor.persist_async()  # answered once stored (off the loop)
         return len(skipped)
 
     async def clear_backlog(self, topic_name: str, subscription: str) -> None:
@@ -562,6 +601,7 @@ class BrokerService:
             sub.cursor.mark_delete(last)
             if sub.dispatcher is not None:
                 sub.dispatcher.rewind()
+            await sub.cursor.persist_async()  # answered once stored (off the loop)
 
     async def delete_subscription(self, topic_name: str, subscription: str, force: bool = False) -> None:
         """Delete a durable subscription; with ``force``, its consumers are disconnected first."""
@@ -571,4 +611,6 @@ class BrokerService:
         if sub.consumers:
             sub.disconnect_consumers()
             sub.close_dispatcher()
-        sub.topic.delete_subscription(subscription)
+        deleting = sub.topic.delete_subscription(subscription)
+        if deleting is not None:  # answered once the cursor's row is gone (off the loop)
+            await asyncio.wrap_future(deleting)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
 from magnetar.broker import ack_set as ack_sets
@@ -254,7 +255,9 @@ class PersistentSubscription:
                 self.ended_consumers.add(id(consumer))
                 consumer.reached_end_of_topic()
 
-    def unsubscribe(self, consumer: Consumer) -> None:
+    def unsubscribe(self, consumer: Consumer) -> Future[Any] | None:
+        """Drop the subscription (its only consumer asks); the future: its cursor row's
+        deletion, off the loop (None: nothing stored)."""
         others = [c for c in self.consumers if c is not consumer]
         if others:
             raise BrokerError(
@@ -264,7 +267,7 @@ class PersistentSubscription:
         if self.dispatcher is not None:
             self.dispatcher.remove_consumer(consumer)
             self.close_dispatcher()
-        self.topic.delete_subscription(self.name)
+        return self.topic.delete_subscription(self.name)
 
     def stats(self) -> dict[str, Any]:
         return {
@@ -382,8 +385,9 @@ class NonPersistentSubscription:
     def check_end_of_topic(self) -> None:
         """Non-persistent topics are never terminated."""
 
-    def unsubscribe(self, consumer: Consumer) -> None:
+    def unsubscribe(self, consumer: Consumer) -> Future[Any] | None:
         self.remove_consumer(consumer)
+        return None
 
     def stats(self) -> dict[str, Any]:
         return {"msgBacklog": 0, "consumers": [c.stats() for c in self.consumers]}

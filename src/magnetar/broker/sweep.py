@@ -251,11 +251,13 @@ class IdleTopicSweeper:
         if name in service.loading:  # a client is loading it too: it stays loaded for them
             return True
         try:
-            service.unload_topic(topic, housekeep=True, now=now)
+            closed = service.unload_topic(topic, housekeep=True, now=now)
         except Exception:  # one broken topic must not stop the pass
             log.exception("idle topic sweep: unloading %s failed", name)
             self._due[name] = Due(now + service.config.magnetarIdleTopicSweepIntervalSeconds,
                                   self._policies(name))
+        else:
+            await closed  # its ledger's close (off the loop): a slow disk slows the pass only
         return True
 
     # -- helpers --------------------------------------------------------------------------

@@ -13,6 +13,7 @@ import logging
 import struct
 import time
 from collections.abc import Callable
+from concurrent.futures import Future
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -388,21 +389,32 @@ class PersistentTopic(Topic):
         """Forget a subscription that holds no state (a Reader's, once its consumer left)."""
         self.subscriptions.pop(name, None)
 
-    def delete_subscription(self, name: str) -> None:
-        """Unsubscribe: drop the subscription and its durable cursor."""
+    def delete_subscription(self, name: str) -> Future[Any] | None:
+        """Unsubscribe: drop the subscription and its durable cursor, at once; the cursor's
+        row is deleted off the loop (its future, to await for the answer; None when there
+        is no row: a non-durable subscription)."""
         sub = self.subscriptions.pop(name, None)
         if sub is not None and sub.durable:
-            self.ledger.delete_cursor(name)
+            return self.ledger.delete_cursor(name)
+        return None
 
     # -- lifecycle -----------------------------------------------------------------
 
-    def terminate(self) -> Position | None:
-        """Stop accepting messages (admin 'terminate'); consumers get ReachedEndOfTopic."""
+    async def terminate(self) -> Position | None:
+        """Stop accepting messages (admin 'terminate'); consumers get ReachedEndOfTopic.
+        Sends are refused and producers closed at once; the ledger's terminated flag is
+        stored off the loop (`ManagedLedger.terminate_async`) and this returns once it is
+        (the last confirmed position then). If storing fails, the topic is not terminated
+        and the StorageError is raised."""
         self.terminated = True
-        self.ledger.terminate()
         for producer in list(self.producers.values()):
             producer.close_by_broker()
         self.producers.clear()
+        try:
+            await self.ledger.terminate_async()
+        except Exception:
+            self.terminated = self.ledger.is_terminated
+            raise
         for sub in self.subscriptions.values():
             sub.check_end_of_topic()
         return self.ledger.last_confirmed()

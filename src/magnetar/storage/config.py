@@ -18,7 +18,9 @@ class StorageConfig:
         resolves, in order, every append that was written before that fdatasync started.
         While that thread is idle, a small batch (at most 8 entries and 1 MiB; at most one
         per loop iteration) is synced on the loop thread instead (``inline_sync_when_idle``):
-        same guarantee, no thread hand-off.
+        same guarantee, no thread hand-off. A sync slower than ``inline_sync_slow_s`` (on
+        the loop or the thread) turns that off for ``inline_sync_backoff_s``, so a stalled
+        disk blocks the event loop once per episode, not once per send.
       - ``"always"``: every append is written and fdatasynced before `append` returns
         (simple and slow: it blocks the event loop for one fdatasync per entry).
       - ``"never"``: the future resolves as soon as the entry is written to the OS.
@@ -46,6 +48,12 @@ class StorageConfig:
     write_buffer_bytes: int = 4 * 1024 * 1024
     #: ``group`` only: sync a small lone batch on the loop thread while the flusher idles.
     inline_sync_when_idle: bool = True
+    #: ... unless a sync took longer than this (seconds) in the last ... (a healthy disk
+    #: syncs a small write in ~0.2 ms; a busy shared VM's tail reaches 10-20 ms; a stalled
+    #: disk takes hundreds of ms: the threshold sits between the last two)
+    inline_sync_slow_s: float = 0.020
+    #: ... this many seconds (then the next lone batch is synced inline again: a probe).
+    inline_sync_backoff_s: float = 10.0
 
     def __post_init__(self) -> None:
         if self.fsync not in FSYNC_POLICIES:

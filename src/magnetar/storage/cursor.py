@@ -6,7 +6,9 @@ wire, a set bit = still unacknowledged) for partially acknowledged batch entries
 
 Persistence (bounded cost): a change only marks the cursor dirty; the factory writes all
 dirty cursors in one SQLite transaction at most ``cursor_persist_interval_s`` later (when an
-event loop is running), and on `persist()` / close. One write is one row per cursor holding
+event loop is running, on its cursor writer thread), on `persist_async()` (the same thread,
+awaited) or `persist()` (blocking), and on close. A new cursor's first row is written off
+the loop too, ordered after its ledger's queued work (see `ManagedLedger.open_cursor`). One write is one row per cursor holding
 the mark-delete position plus at most ``cursor_max_persisted_ranges`` ranges and batch ack
 sets (the lowest ones); nothing unbounded is rewritten per acknowledgement.
 
@@ -19,11 +21,14 @@ redelivery, never loss: the cursor only ever restarts at or before where it was.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Iterable, Iterator
+from concurrent.futures import Future
 from itertools import zip_longest
 from typing import TYPE_CHECKING, Any
 
+from .errors import StorageError
 from .position import EARLIEST, Position
 from .ranges import PositionRangeSet
 
@@ -44,6 +49,8 @@ class ManagedCursor:
         self.batch_ack_sets: dict[Position, list[int]] = {}
         self.dirty = False
         self.closed = False
+        # a new cursor's first row, while it is being written (see ManagedLedger.open_cursor)
+        self.creating: Future[Any] | None = None
 
     # ------------------------------------------------------------------ state
     @property
@@ -239,8 +246,28 @@ class ManagedCursor:
         self._absorb()
 
     def persist(self) -> None:
-        """Write the cursor now."""
+        """Write the cursor now, on the calling thread (blocking: tests, tools)."""
         self.ledger._persist_cursors([self])
+
+    async def persist_async(self) -> None:
+        """Write the cursor's state as it is now on the factory's cursor writer thread
+        (after the writes queued before it, its first row included) and wait for it: what
+        the broker's explicit cursor moves (seek, reset, skip, clear backlog) await.
+        StorageError if the write failed (the cursor stays dirty: the timer tries again)."""
+        future = self.ledger._persist_cursor_later(self)
+        if future is None:
+            return
+        try:
+            await asyncio.shield(asyncio.wrap_future(future))
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            if not self.closed:
+                self.dirty = False
+                self._changed()
+            if isinstance(exc, StorageError):
+                raise
+            raise StorageError(f"persisting cursor {self.name} failed: {exc}") from exc
 
     def __repr__(self) -> str:
         return (

@@ -15,8 +15,13 @@ a closed ledger's last cursor states go to the cursor writer thread (after the c
 writes queued before them), a deleted ledger's directory is removed on a ``readers``
 thread and then its storage.db rows on the cursor writer thread (rows last: after a crash
 in between, the ledger exists and is empty, never an old directory under a new ledger).
-That work is the ledger's *settling*: an open of the same name waits for it (`open_async`
-awaits it, `open` and `delete` block on it), and `close` finishes it before the stores close.
+A ledger's `close_async` (the broker's close) takes it out of the registry at once and
+leaves its last commits and sealing to the flusher and ``readers`` threads; its
+termination flag (`terminate_async`) is written on the cursor writer thread. That work is
+the ledger's *settling* (each new piece also waits for what was under way before it): an
+open of the same name waits for it (`open_async` awaits it; `open` and `delete` block on
+it, finishing a `close_async` under way on their own thread, as the loop may be the one
+blocked), and `close` finishes it before the stores close.
 
 Layout: ``<data_dir>/ledgers/<quoted name>-<hash>/<ledger id>.seg`` (+ ``.idx``).
 Ledger ids are allocated in blocks whose upper bound is committed (synchronous=FULL)
@@ -32,6 +37,7 @@ import hashlib
 import logging
 import os
 import shutil
+import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, NamedTuple, TypeVar
@@ -71,6 +77,65 @@ class _Opened(NamedTuple):
     cursors: dict[str, Any]
 
 
+def _all_done(futures: builtins.list[Future[Any]]) -> Future[None]:
+    """A future done (with None) once every one of ``futures`` is, however it ended."""
+    out: Future[None] = _running_future()
+    left = [len(futures)]
+    lock = threading.Lock()
+
+    def one(_: Future[Any]) -> None:
+        with lock:
+            left[0] -= 1
+            last = left[0] == 0
+        if last:
+            out.set_result(None)
+
+    if not futures:
+        out.set_result(None)
+    for f in futures:
+        f.add_done_callback(one)
+    return out
+
+
+def _pending(future: Future[Any] | None) -> bool:
+    return future is not None and not future.done()
+
+
+def _running_future() -> Future[Any]:
+    """A future its owner completes, which nobody can cancel."""
+    future: Future[Any] = Future()
+    future.set_running_or_notify_cancel()
+    return future
+
+
+def _run_into(out: Future[Any], fn: Callable[..., Any], *args: Any) -> None:
+    """``fn(*args)`` here, its outcome into ``out``."""
+    try:
+        result = fn(*args)
+    except BaseException as exc:
+        out.set_exception(exc)
+    else:
+        out.set_result(result)
+
+
+def _copy_outcome(source: Future[Any], out: Future[Any]) -> None:
+    if source.cancelled():
+        out.set_exception(LedgerClosedError("storage work cancelled: shutting down"))
+        return
+    exc = source.exception()
+    if exc is not None:
+        out.set_exception(exc)
+    else:
+        out.set_result(source.result())
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
 def _fsync_dir(path: str) -> None:
     fd = os.open(path, os.O_RDONLY)
     try:
@@ -96,7 +161,11 @@ class ManagedLedgerFactory:
         )
         self._cache = ReadCache(config.read_cache_bytes, config.read_cache_max_age_s)
         self._files = FileLimiter(config.max_open_files, config.fsync != "never")
-        self._flusher = Flusher(inline=config.inline_sync_when_idle)
+        self._flusher = Flusher(
+            inline=config.inline_sync_when_idle,
+            slow_sync_s=config.inline_sync_slow_s,
+            backoff_s=config.inline_sync_backoff_s,
+        )
         # reads that miss the cache run here, so a slow disk never holds up the event loop
         self.readers = ThreadPoolExecutor(max_workers=4, thread_name_prefix="magnetar-read")
         # the periodic cursor writes go to SQLite from this one thread, in order
@@ -113,6 +182,8 @@ class ManagedLedgerFactory:
         self._dirty_cursors: dict[ManagedCursor, None] = {}
         # per ledger name, its last close or delete whose disk work runs on a thread
         self._settling: dict[str, Future[Any]] = {}
+        # ledgers a close_async is closing (out of _ledgers; an open of the name waits)
+        self._closing: dict[str, ManagedLedger] = {}
         self._persist_handle: asyncio.TimerHandle | None = None
         self._persist_loop: asyncio.AbstractEventLoop | None = None
         self._closed = False
@@ -259,17 +330,23 @@ class ManagedLedgerFactory:
         return existed
 
     def _wait_settled(self, name: str) -> None:
-        """Block until the last close or delete of ``name`` reached the disk."""
+        """Block until the last close or delete of ``name`` reached the disk (a close
+        `close_async` began is finished here, since its rest may need this thread)."""
+        closing = self._closing.get(name)
+        if closing is not None:
+            closing.close()
         settling = self._settling.get(name)
         if settling is not None:
             with contextlib.suppress(Exception):  # logged by whoever scheduled it
                 settling.result()
 
     def _settle(self, name: str, future: Future[Any]) -> Future[Any]:
-        """Note ``future`` as the latest disk work of ledger ``name`` (opens wait for it)."""
+        """Note ``future`` as the latest disk work of ledger ``name``: opens wait for it
+        and for the ledger's earlier work still under way. Returns ``future``."""
         for other in [n for n, f in self._settling.items() if f.done()]:
             del self._settling[other]
-        self._settling[name] = future
+        earlier = self._settling.get(name)
+        self._settling[name] = future if earlier is None else _all_done([earlier, future])
         return future
 
     def _dispose(self, name: str, directory: str | None) -> Future[bool]:
@@ -303,6 +380,26 @@ class ManagedLedgerFactory:
         if self._ledgers.get(ml.name) is ml:
             del self._ledgers[ml.name]
 
+    def _closing_started(
+        self, ml: ManagedLedger, cursors: builtins.list[ManagedCursor]
+    ) -> tuple[Future[None], Future[Any] | None]:
+        """`ManagedLedger.close_async` began: the cursors' last states go to the cursor
+        writer thread, the ledger leaves the registry, and opens of its name wait for the
+        first future returned (set by `_closing_finished`) and for those writes (the
+        second: None when there were none)."""
+        written = self._ledger_closing(ml.name, cursors)
+        self._ledger_closed(ml)
+        self._closing[ml.name] = ml
+        done: Future[None] = _running_future()
+        self._settle(ml.name, done)
+        return done, written
+
+    def _closing_finished(self, ml: ManagedLedger, done: Future[None] | None) -> None:
+        if self._closing.get(ml.name) is ml:
+            del self._closing[ml.name]
+        if done is not None and not done.done():
+            done.set_result(None)
+
     def _ledger_deleted(self, ml: ManagedLedger) -> None:
         """A deleted ledger left memory: its directory and rows go on storage threads."""
         self._ledger_closed(ml)
@@ -314,6 +411,15 @@ class ManagedLedgerFactory:
 
     def _save_ledger_meta(self, name: str, meta: dict[str, Any]) -> None:
         self._store.put_many({LEDGER_PREFIX + name: meta}, durable=True)
+
+    def _save_ledger_meta_later(self, name: str, meta: dict[str, Any]) -> Future[None]:
+        """`_save_ledger_meta` on the cursor writer thread (after the writes queued before
+        it); an open of the ledger waits for it."""
+        if self._closed:
+            raise LedgerClosedError("storage factory is closed")
+        future = self._run_after(None, self._meta_writer, self._save_ledger_meta, name, meta)
+        self._settle(name, future)
+        return future
 
     def _allocate_ledger_id(self) -> int:
         if self._next_id >= self._id_limit:
@@ -343,14 +449,20 @@ class ManagedLedgerFactory:
 
     def _persist_dirty(self) -> None:
         """The timer's write: the dirty cursors' states are taken on the loop and written
-        to SQLite on the metadata writer thread."""
+        to SQLite on the metadata writer thread. A cursor whose first row is still being
+        written (`_store_new_cursor`) waits for the next tick, so that row never lands
+        over a newer state."""
         self._persist_handle = None
+        loop = self._persist_loop
         if not self._dirty_cursors:
             return
-        cursors, items = self._take_states(list(self._dirty_cursors))
+        cursors, items = self._take_states(list(self._dirty_cursors), skip_creating=True)
+        if self._dirty_cursors and loop is not None and not loop.is_closed():
+            self._persist_handle = loop.call_later(
+                self.config.cursor_persist_interval_s, self._persist_dirty
+            )
         if not items:
             return
-        loop = self._persist_loop
         future = self._meta_writer.submit(self._store.put_many, items)
 
         def written(f: Any) -> None:
@@ -360,13 +472,16 @@ class ManagedLedgerFactory:
         future.add_done_callback(written)
 
     def _take_states(
-        self, cursors: builtins.list[ManagedCursor]
+        self, cursors: builtins.list[ManagedCursor], skip_creating: bool = False
     ) -> tuple[builtins.list[ManagedCursor], dict[str, Any]]:
         cap = self.config.cursor_max_persisted_ranges
         items = {}
         taken = []
         for c in cursors:
             if c.closed:
+                self._dirty_cursors.pop(c, None)  # (changed after it was closed: nothing to write)
+                continue
+            if skip_creating and _pending(c.creating):
                 continue
             items[self._cursor_key(c.ledger.name, c.name)] = c.to_state(cap)
             c.dirty = False
@@ -382,30 +497,83 @@ class ManagedLedgerFactory:
                 c._changed()  # dirty again: the next timer tries once more
 
     def _persist_cursors(self, cursors: builtins.list[ManagedCursor]) -> None:
-        """Write the cursors' states now, after any write still queued (so nothing older
-        lands after them)."""
+        """Write the cursors' states now, on the calling thread (blocking), after any write
+        still queued (so nothing older lands after them)."""
         taken, items = self._take_states(cursors)
         if not items:
             return
+        for c in taken:
+            if c.creating is not None:
+                with contextlib.suppress(Exception):  # a failed first write: this one counts
+                    c.creating.result()
         self._drain_writes()
         try:
             self._store.put_many(items)
         except StorageError as exc:
             self._persist_failed(taken, exc)
 
-    def _persist_new_cursor(self, ledger: str, cursor: ManagedCursor) -> None:
-        """Store a new cursor now (its subscription exists once this returns). Only this
-        ledger's queued close or delete writes come first (a cursor of the same name may
-        have been deleted there): other ledgers' queued writes hold nothing of it, so the
-        loop does not wait for them."""
+    def _persist_cursor_later(self, cursor: ManagedCursor) -> Future[Any] | None:
+        """Write the cursor's state on the cursor writer thread, after the writes queued
+        before it (its own first row included); None when there is nothing to write (a
+        closed cursor)."""
+        _, items = self._take_states([cursor])
+        if not items:
+            return None
+        return self._run_after(cursor.creating, self._meta_writer, self._store.put_many, items)
+
+    def _store_new_cursor(self, ledger: str, cursor: ManagedCursor) -> Future[Any] | None:
+        """Write a new cursor's first row off the loop (`ManagedCursor.creating`; the
+        subscription exists in memory at once, `open_cursor_async` waits for the row).
+        Only this ledger's queued work comes first (a cursor of the same name may have
+        been deleted there, a close may be writing its cursors), chained without blocking a
+        thread; other ledgers' queued cursor writes hold nothing of it, so it does not
+        wait behind them: it runs on a ``readers`` thread, not the cursor writer. Later
+        writes of this cursor wait for it (`_run_after`, the timer skips it meanwhile); a
+        reopen of the ledger waits for it too."""
         taken, items = self._take_states([cursor])
         if not items:
-            return
-        self._wait_settled(ledger)
-        try:
-            self._store.put_many(items)
-        except StorageError as exc:
-            self._persist_failed(taken, exc)
+            return None
+        earlier = self._settling.get(ledger)
+        future = self._run_after(earlier, self.readers, self._store.put_many, items)
+        cursor.creating = future
+        self._settle(ledger, future)
+        loop = self._persist_loop if self._persist_loop is not None else _running_loop()
+
+        def written(f: Future[Any]) -> None:
+            exc = None if f.cancelled() else f.exception()
+            if exc is not None:
+                log.error("ledger %s: storing new cursor %s failed: %s", ledger, cursor.name, exc)
+                if loop is not None and not loop.is_closed():
+                    with contextlib.suppress(RuntimeError):
+                        loop.call_soon_threadsafe(self._persist_failed, taken, exc)
+
+        future.add_done_callback(written)
+        return future
+
+    def _run_after(
+        self, first: Future[Any] | None, executor: ThreadPoolExecutor,
+        fn: Callable[..., Any], *args: Any
+    ) -> Future[Any]:
+        """``fn(*args)`` on ``executor`` once ``first`` (if any) is done, however it ended;
+        the waiting blocks no thread (a callback submits it). Its future cannot be
+        cancelled (a waiter that gives up must not cancel a write others count on); if
+        the executor is shut down by then, ``fn`` runs on the thread that finished
+        ``first`` (or on this one)."""
+        out = _running_future()
+
+        def go(_: Future[Any] | None = None) -> None:
+            try:
+                inner = executor.submit(fn, *args)
+            except RuntimeError:  # shut down: nothing else queued any more
+                _run_into(out, fn, *args)
+                return
+            inner.add_done_callback(lambda f: _copy_outcome(f, out))
+
+        if first is None:
+            go()
+        else:
+            first.add_done_callback(go)
+        return out
 
     def _drain_writes(self) -> None:
         """Wait for the metadata writer thread to finish what it was given."""
@@ -417,28 +585,28 @@ class ManagedLedgerFactory:
         on the cursor writer thread, behind any queued write of an older one)."""
         self._dirty_cursors.pop(cursor, None)
 
-    def _cursor_deleted(self, ledger: str, cursor: str) -> None:
+    def _cursor_deleted(self, ledger: str, cursor: str,
+                        creating: Future[Any] | None = None) -> Future[Any]:
         """Delete a cursor's row on the cursor writer thread, after any queued write of it
-        (a reopen of the ledger waits for it)."""
+        (``creating``: its first row, if still being written); a reopen of the ledger, and
+        a new cursor of the same name, wait for it. Returns its future."""
         key = self._cursor_key(ledger, cursor)
-        try:
-            future = self._meta_writer.submit(self._store.delete, key)
-        except RuntimeError:  # shut down: nothing queued any more
-            self._store.delete(key)
-            return
+        future = self._run_after(creating, self._meta_writer, self._store.delete, key)
         self._settle(ledger, future)
+        return future
 
-    def _ledger_closing(self, ledger: str, cursors: builtins.list[ManagedCursor]) -> None:
+    def _ledger_closing(
+        self, ledger: str, cursors: builtins.list[ManagedCursor]
+    ) -> Future[Any] | None:
         """Write a closing ledger's cursor states on the cursor writer thread (after the
-        writes queued before them); the loop does not wait: a reopen of the ledger does."""
+        writes queued before them, and the first rows of new cursors still being written);
+        the loop does not wait: a reopen of the ledger does. Returns the write's future."""
         taken, items = self._take_states(cursors)
         if not items:
-            return
-        try:
-            future = self._meta_writer.submit(self._store.put_many, items)
-        except RuntimeError:  # shut down: write them here
-            self._store.put_many(items)
-            return
+            return None
+        creating = [c.creating for c in taken if c.creating is not None and not c.creating.done()]
+        first = _all_done(creating) if creating else None
+        future = self._run_after(first, self._meta_writer, self._store.put_many, items)
 
         def written(f: Future[Any]) -> None:
             if f.exception() is not None:
@@ -447,6 +615,7 @@ class ManagedLedgerFactory:
 
         future.add_done_callback(written)
         self._settle(ledger, future)
+        return future
 
     def persist_cursors(self) -> None:
         """Persist every dirty cursor now."""
@@ -479,9 +648,9 @@ class ManagedLedgerFactory:
             with contextlib.suppress(RuntimeError):
                 self._persist_handle.cancel()
             self._persist_handle = None
-        for ml in list(self._ledgers.values()):
+        for ml in [*self._ledgers.values(), *self._closing.values()]:
             try:
-                ml.close()
+                ml.close()  # (finishes a close_async under way, on this thread)
             except Exception:
                 log.exception("closing ledger %s failed", ml.name)
         for settling in list(self._settling.values()):  # deletes need the writer thread

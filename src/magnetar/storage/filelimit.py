@@ -70,6 +70,11 @@ class FileLimiter:
         self._lru.pop(seg, None)
         seg.close_fd()
 
+    def untrack(self, seg: Segment) -> None:
+        """Stop tracking ``seg`` without closing its descriptor (its owner takes it away
+        and closes it elsewhere, e.g. on a storage thread)."""
+        self._lru.pop(seg, None)
+
     def open_count(self) -> int:
         return sum(1 for s in self._lru if s.fd is not None)
 

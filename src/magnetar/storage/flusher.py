@@ -9,10 +9,20 @@ early. Batches that already failed at write time travel the same queue, so the o
 sees outcomes strictly in append order.
 
 When the thread is idle, `try_inline` lets the event loop sync one small batch itself (the
-ledger decides what is small), at most once per loop iteration: a lone send then costs one fdatasync and no thread hand-offs
-(two context switches and a wake-up of the loop fewer, the bulk of an unbatched send's
-CPU on a virtual machine). Under load the thread is busy and takes every batch, so the
-loop keeps reading and writing while the disk syncs.
+ledger decides what is small), at most once per loop iteration: a lone send then costs one
+fdatasync and no thread hand-offs (two context switches and a wake-up of the loop fewer,
+the bulk of an unbatched send's CPU on a virtual machine). Under load the thread is busy
+and takes every batch, so the loop keeps reading and writing while the disk syncs.
+
+An inline sync is disk work on the event loop: if the disk stalls, every connection waits
+for it. So every sync is timed (`Segment.sync` returns how long its fdatasync took; a
+sync that fails is not counted), inline or on the thread, and one that takes longer than
+``slow_sync_s`` turns inline syncing off for ``backoff_s``: meanwhile every batch goes to
+the thread, and each slow sync there pushes the end of the back-off further. Once the
+back-off has passed without a slow sync, the next lone batch is synced inline again (the
+probe). What remains on the loop: the first slow inline sync of a slow-disk episode (and
+a probe that meets a disk still slow after a quiet back-off) blocks the loop once, for
+as long as that one fdatasync takes.
 """
 
 from __future__ import annotations
@@ -21,6 +31,7 @@ import asyncio
 import logging
 import queue
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -49,8 +60,23 @@ class Batch:
 class Flusher:
     """Background fdatasync thread shared by all ledgers of a factory."""
 
-    def __init__(self, name: str = "magnetar-storage-flusher", inline: bool = True) -> None:
+    def __init__(
+        self,
+        name: str = "magnetar-storage-flusher",
+        inline: bool = True,
+        slow_sync_s: float = 0.020,
+        backoff_s: float = 10.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        """``inline``: let the loop sync a lone batch while the thread idles; a sync
+        slower than ``slow_sync_s`` turns that off for ``backoff_s`` (``clock`` seconds)."""
         self.inline = inline
+        self.slow_sync_s = slow_sync_s
+        self.backoff_s = backoff_s
+        self._clock = clock
+        # inline syncs are off until this clock time (a slow sync was seen)
+        self._inline_after = 0.0
+        self.slow_syncs = 0
         # A C-level queue: one put per submitted batch costs far less than a Condition.
         self._queue: queue.SimpleQueue[Batch | None] = queue.SimpleQueue()
         self._lock = threading.Lock()
@@ -75,19 +101,41 @@ class Flusher:
         loop = batch.loop
         if not self.inline or self._busy or not self._queue.empty() or self._stopping or loop in self._inline_loops:
             return False
+        if self._inline_after and self._clock() < self._inline_after:
+            return False  # a recent sync was slow: the thread takes every batch for now
         self._inline_loops.add(loop)
         loop.call_soon(self._inline_loops.discard, loop)  # once per loop iteration
         error: BaseException | None = batch.error
         if error is None:
+            seg = batch.segment
             try:
-                batch.segment.sync()
+                elapsed = seg.sync()
             except OSError as exc:
-                log.error("fdatasync of %s failed: %s", batch.segment.path, exc)
+                log.error("fdatasync of %s failed: %s", seg.path, exc)
                 error = exc
+            else:
+                if elapsed > self.slow_sync_s:
+                    self._slow(seg, elapsed)
         self.inline_rounds += 1
         metrics.group_commit_batches.observe(1)
         _complete([(batch, error)])
         return True
+
+    @property
+    def inline_paused(self) -> bool:
+        """Whether inline syncs are off for now (a recent sync was slow)."""
+        return self._clock() < self._inline_after
+
+    def _slow(self, seg: Segment, elapsed: float) -> None:
+        """A sync of ``seg`` (event loop or flusher thread) took ``elapsed`` seconds, past
+        ``slow_sync_s``: inline syncs stop for ``backoff_s`` from now."""
+        self.slow_syncs += 1
+        now = self._clock()
+        if now >= self._inline_after and self.inline:
+            log.warning(
+                "fdatasync of %s took %.1f ms: the event loop leaves syncs to the flusher "
+                "thread for %.0f s", seg.path, elapsed * 1000, self.backoff_s)
+        self._inline_after = max(self._inline_after, now + self.backoff_s)
 
     def stop(self) -> None:
         """Finish what is queued, then end the thread."""
@@ -124,13 +172,16 @@ class Flusher:
             errors: dict[Segment, BaseException] = {}
             for seg in dict.fromkeys(b.segment for b in batches if b.error is None):
                 try:
-                    seg.sync()
+                    elapsed = seg.sync()
                 except OSError as exc:
                     log.error("fdatasync of %s failed: %s", seg.path, exc)
                     errors[seg] = exc
                 except Exception as exc:  # never let the thread die
                     log.exception("fdatasync of %s failed", seg.path)
                     errors[seg] = exc
+                else:
+                    if elapsed > self.slow_sync_s:
+                        self._slow(seg, elapsed)
             self.rounds += 1
             metrics.group_commit_batches.observe(len(batches))
             by_loop: dict[asyncio.AbstractEventLoop, list[tuple[Batch, BaseException | None]]] = {}

@@ -17,6 +17,11 @@ behind them, are removed from the index (and from the file, best effort); their 
 fail with `StorageError` in append order; the segment is sealed and the next append
 starts a new segment: the ledger stays readable and usable. A segment rolls over by size, entry count or age; a reopened ledger
 always starts a new segment for new appends, like a new Pulsar ledger after a restart.
+
+Closing: `close` flushes (fdatasyncs every dirty segment) and seals the segments (cuts the
+reserved space, writes the index sidecars) on the calling thread; `close_async`, what the
+broker uses, refuses appends at once, lets the flusher commit what is pending and seals on
+a ``readers`` thread, while an open of the same name waits for it (see the factory).
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ import time
 from bisect import bisect_left
 from collections import deque
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
 import crc32c
@@ -100,6 +106,25 @@ def _call(callback: AppendCallback, pos: Position | None, exc: BaseException | N
         log.exception("append callback %r failed", callback)
 
 
+#: The "error" of a marker batch (`ManagedLedger._flusher_barrier`): the flusher syncs
+#: nothing for a batch that failed already, and completes it in order.
+_BARRIER = LedgerClosedError("flusher barrier (not an append)")
+
+
+def _seal_files(segments: list[Segment], fds: list[int]) -> None:
+    """The disk work of sealing a closed ledger's segments (a ``readers`` thread, for
+    `ManagedLedger.close_async`; nothing writes them any more): give back the space
+    reserved past the last record, write the index sidecars still missing, close the
+    descriptors `_detach_files` took."""
+    for seg in segments:
+        seg.cut_reserve()
+        if seg.confirmed == seg.count and not seg.dirty and not seg.index_written:
+            seg.write_index()
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+
+
 def scan_segments(directory: str) -> list[Segment]:
     """Open (and, after a crash, recover) the segments a ledger directory holds, in id order.
     Touches only those files, never state shared with other ledgers: safe in a worker
@@ -159,7 +184,11 @@ class ManagedLedger:
         self.after_appends: Callable[[], None] | None = None
         self._cursors: dict[str, ManagedCursor] = {}
         self._terminated = bool(meta.get("terminated", False))
-        self._state = "open"
+        self._terminating: Future[Any] | None = None  # terminate_async's write, under way
+        self._state = "open"  # "closing" (close_async under way), "closed", "deleted"
+        self._close_task: asyncio.Task[None] | None = None
+        self._close_done: Future[None] | None = None  # the factory's: set once closed
+        self._seal_job: Future[None] | None = None
         for seg in scan_segments(directory) if segments is None else segments:
             self._add_segment(seg)
 
@@ -768,7 +797,11 @@ class ManagedLedger:
     # ------------------------------------------------------------------ cursors
     def open_cursor(self, name: str, initial_position: str = "latest") -> ManagedCursor:
         """The durable cursor ``name``, created if needed at ``"latest"`` (after the last
-        confirmed entry) or ``"earliest"`` (before the first)."""
+        confirmed entry) or ``"earliest"`` (before the first). A new cursor exists in
+        memory at once; its first row is written off the loop (`ManagedCursor.creating`),
+        after this ledger's queued work (a delete of a cursor of the same name lands
+        first) and before any later write of it; nothing here waits for it (see
+        `open_cursor_async`)."""
         self._check_open()
         cur = self._cursors.get(name)
         if cur is None:
@@ -782,24 +815,74 @@ class ManagedLedger:
                 )
             cur = ManagedCursor(self, name, md)
             self._cursors[name] = cur
-            self._factory._persist_new_cursor(self.name, cur)
+            self._factory._store_new_cursor(self.name, cur)
         return cur
 
-    def delete_cursor(self, name: str) -> None:
+    async def open_cursor_async(self, name: str, initial_position: str = "latest") -> ManagedCursor:
+        """`open_cursor`, returning once the cursor's row is stored (a subscription that
+        is answered exists after a crash). A first write that failed is tried again here;
+        StorageError if that fails too."""
+        cur = self.open_cursor(name, initial_position)
+        creating = cur.creating
+        if creating is None:
+            return cur
+        try:
+            await asyncio.shield(asyncio.wrap_future(creating))
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            if cur.closed or cur.creating is not creating:
+                raise
+            again = self._factory._store_new_cursor(self.name, cur)
+            if again is None:
+                raise
+            try:
+                await asyncio.shield(asyncio.wrap_future(again))
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                raise StorageError(f"cannot store cursor {name} of {self.name}: {exc}") from exc
+        if cur.closed:
+            raise LedgerClosedError(f"cursor {name} of {self.name} was deleted meanwhile")
+        return cur
+
+    def delete_cursor(self, name: str) -> Future[Any]:
+        """Forget the cursor ``name`` at once; its row is deleted on the factory's cursor
+        writer thread (after its queued writes; a reopen of the ledger and a new cursor of
+        the same name wait for it). Returns that deletion's future."""
         cur = self._cursors.pop(name, None)
+        creating = None
         if cur is not None:
             cur.closed = True
+            creating = cur.creating
             self._factory._forget_cursor(cur)
-        self._factory._cursor_deleted(self.name, name)
+        return self._factory._cursor_deleted(self.name, name, creating)
+
+    async def delete_cursor_async(self, name: str) -> None:
+        """`delete_cursor`, returning once the row is gone (StorageError if that failed)."""
+        future = self.delete_cursor(name)
+        try:
+            await asyncio.shield(asyncio.wrap_future(future))
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            raise StorageError(f"cannot delete cursor {name} of {self.name}: {exc}") from exc
 
     def cursors(self) -> dict[str, ManagedCursor]:
         return dict(self._cursors)
+
+    def cursor(self, name: str) -> ManagedCursor | None:
+        """The durable cursor ``name``, if there is one."""
+        return self._cursors.get(name)
 
     def _cursor_changed(self, cursor: ManagedCursor) -> None:
         self._factory._schedule_cursor_persist(cursor)
 
     def _persist_cursors(self, cursors: list[ManagedCursor]) -> None:
         self._factory._persist_cursors(cursors)
+
+    def _persist_cursor_later(self, cursor: ManagedCursor) -> Future[Any] | None:
+        return self._factory._persist_cursor_later(cursor)
 
     # ------------------------------------------------------------------ retention
     def slowest_mark_delete(self) -> Position | None:
@@ -857,14 +940,45 @@ class ManagedLedger:
 
     def terminate(self) -> Position | None:
         """Refuse further appends, persistently. Returns the last appended position
-        (appends already accepted still complete)."""
+        (appends already accepted still complete). The flag is written to storage.db on
+        the calling thread (see `terminate_async`)."""
         self._check_open()
         if not self._terminated:
             self._terminated = True
-            self._factory._save_ledger_meta(
-                self.name, {"dir": os.path.basename(self.directory), "terminated": True}
-            )
+            self._factory._save_ledger_meta(self.name, self._terminated_meta())
         return self.last_appended()
+
+    async def terminate_async(self) -> Position | None:
+        """`terminate`, with the durable storage.db write on the factory's cursor writer
+        thread: appends are refused at once, this returns once the flag is stored (a reopen
+        of the ledger waits for the write). If the write fails the ledger is not
+        terminated and the `StorageError` is raised."""
+        self._check_open()
+        pending = self._terminating
+        if pending is None and not self._terminated:
+            self._terminated = True
+            try:
+                pending = self._factory._save_ledger_meta_later(self.name, self._terminated_meta())
+            except BaseException:
+                self._terminated = False
+                raise
+            self._terminating = pending
+        if pending is not None:
+            try:
+                await asyncio.shield(asyncio.wrap_future(pending))
+            except asyncio.CancelledError:
+                raise
+            except BaseException as exc:
+                if self._terminating is pending:
+                    self._terminating = None
+                    self._terminated = False
+                raise StorageError(f"cannot terminate ledger {self.name}: {exc}") from exc
+            if self._terminating is pending:
+                self._terminating = None
+        return self.last_appended()
+
+    def _terminated_meta(self) -> dict[str, Any]:
+        return {"dir": os.path.basename(self.directory), "terminated": True}
 
     def flush(self) -> None:
         """Write the buffer and fdatasync every dirty segment now (blocking), resolving
@@ -886,7 +1000,13 @@ class ManagedLedger:
 
     def close(self) -> None:
         """Flush, close the files; the cursors' last states are written on the factory's
-        cursor writer thread (a reopen waits for them). Idempotent."""
+        cursor writer thread (a reopen waits for them). Idempotent. Blocking: the flush's
+        fdatasyncs and the sealing run on the calling thread (shutdown, tests, tools; the
+        broker's run-time paths use `close_async`). On a ledger that `close_async` is
+        closing, finishes that close here."""
+        if self._state == "closing":
+            self._finish_closing_now()
+            return
         if self._state != "open":
             return
         try:
@@ -903,11 +1023,129 @@ class ManagedLedger:
             self._state = "closed"
             self._factory._ledger_closed(self)
 
+    def close_async(self) -> asyncio.Future[None]:
+        """`close` without disk work on the event loop; call from the loop. Starts at once:
+        appends are refused from now on, the ledger leaves the factory (an open of its name
+        waits until this close is done) and the cursors' last states go to the cursor writer
+        thread. The appends still buffered are written and committed as any others (by the
+        flusher thread; as a lone small batch, inline if syncs are fast, see `Flusher`);
+        once every pending append has its outcome, the segments are sealed (reserved space
+        given back, index sidecars written) and their descriptors closed on a ``readers``
+        thread. The future is done once all of that is, the cursors' rows included
+        (awaiting it is optional; it never fails: errors are logged, as `close` logs them). A synchronous `close` meanwhile
+        finishes the job on its own thread. Idempotent: calls share one close."""
+        if self._state == "open":
+            factory = self._factory
+            self._state = "closing"
+            cursors = list(self._cursors.values())
+            self._close_done, cursors_written = factory._closing_started(self, cursors)
+            for cur in cursors:
+                cur.closed = True
+                factory._forget_cursor(cur)
+            self._close_task = asyncio.ensure_future(self._close_work(cursors_written))
+        task = self._close_task
+        if task is None:  # closed (or deleted) already
+            done: asyncio.Future[None] = _get_loop().create_future()
+            done.set_result(None)
+            return done
+        return asyncio.shield(task)
+
+    async def _close_work(self, cursors_written: Future[Any] | None) -> None:
+        """The part of `close_async` that waits: the pending appends' outcomes, then the
+        sealing on a ``readers`` thread, and the cursors' last states being stored."""
+        try:
+            await self._close_files_off_loop()
+        finally:
+            if cursors_written is not None:
+                with contextlib.suppress(Exception):  # (logged by the factory)
+                    await asyncio.shield(asyncio.wrap_future(cursors_written))
+
+    async def _close_files_off_loop(self) -> None:
+        try:
+            self._write_pending()
+            while self._pending and self._state == "closing":
+                await self._flusher_barrier()
+            if self._state != "closing":
+                return  # a synchronous close (or a delete) finished it meanwhile
+            segs, fds = self._detach_files()
+            try:
+                job = self._factory.readers.submit(_seal_files, segs, fds)
+            except RuntimeError:  # the factory is shutting down: seal here
+                _seal_files(segs, fds)
+            else:
+                self._seal_job = job
+                await asyncio.wrap_future(job)
+            if self._state == "closing":
+                self._finish_closing()
+        except Exception:
+            log.exception("closing ledger %s failed", self.name)
+            if self._state == "closing":
+                self._finish_closing_now()
+
+    def _flusher_barrier(self) -> asyncio.Future[None]:
+        """A future done once the flusher has handed back every batch submitted before
+        now (a marker batch it completes in order after them, syncing nothing)."""
+        loop = _get_loop()
+        passed: asyncio.Future[None] = loop.create_future()
+
+        def reached(batch: Batch, error: BaseException | None) -> None:
+            if not passed.done():
+                passed.set_result(None)
+
+        marker = Batch(self._pending[-1].segment, 0, [], [], loop, reached, _BARRIER)
+        try:
+            self._factory._flusher.submit(marker)
+        except RuntimeError:  # stopped: what it held was handed back already
+            passed.set_result(None)
+        return passed
+
+    def _detach_files(self) -> tuple[list[Segment], list[int]]:
+        """Seal every segment in memory and take its descriptor away from the loop's file
+        LRU (a read after this reopens one of its own): what `_seal_files` closes."""
+        self._active = None
+        fds = []
+        segs = list(self._segments)
+        for seg in segs:
+            seg.sealed = True
+            self._files.untrack(seg)
+            with seg.lock:
+                fd, seg.fd = seg.fd, None
+            if fd is not None:
+                fds.append(fd)
+        return segs, fds
+
+    def _finish_closing_now(self) -> None:
+        """Finish a close `close_async` began, on the calling thread (blocking)."""
+        try:
+            self.flush()
+        finally:
+            job = self._seal_job
+            sealed = False
+            if job is not None:
+                try:
+                    job.result()  # a thread is sealing already: let it finish
+                    sealed = True
+                except BaseException:  # cancelled (shut down) or failed: seal here
+                    log.debug("ledger %s: sealing on a storage thread did not happen", self.name)
+            if not sealed:
+                self._active = None
+                for seg in self._segments:
+                    self._seal(seg)
+                    self._files.forget(seg)
+            self._finish_closing()
+
+    def _finish_closing(self) -> None:
+        self._state = "closed"
+        done, self._close_done = self._close_done, None
+        self._factory._closing_finished(self, done)
+
     def delete(self) -> None:
         """Delete the ledger: its segments, cursors and metadata (gone for its users at
         once; the files and rows are removed on storage threads, see the factory)."""
         if self._state == "deleted":
             return
+        if self._state == "closing":
+            self._finish_closing_now()  # its sealing must not race the removal
         self._write_pending()
         for batch in list(self._pending):
             self._on_batch_done(batch, LedgerClosedError(f"ledger {self.name} deleted"))

@@ -411,8 +411,9 @@ class Segment:
                 return
             self.allocated = 0
 
-    def sync(self) -> None:
-        """fdatasync (called from the flusher thread, or inline for ``always``/close).
+    def sync(self) -> float:
+        """fdatasync (called from the flusher thread, or inline for ``always``/close);
+        returns how long the fdatasync took (seconds; 0.0 when there was nothing to sync).
         Once a sync failed, every later call fails too: the kernel may have dropped the
         dirty pages, and a later successful fsync would not bring them back."""
         with self.lock:
@@ -420,7 +421,7 @@ class Segment:
                 raise self.sync_error
             target = self.written
             if target <= self.synced:
-                return
+                return 0.0
             try:
                 while self.dir_sync:
                     _fsync_dir(self.dir_sync[0])
@@ -429,12 +430,14 @@ class Segment:
                     raise OSError(9, "segment closed with unsynced data")
                 started = time.perf_counter()
                 os.fdatasync(self.fd)
-                metrics.fsync_seconds.observe(time.perf_counter() - started)
+                elapsed = time.perf_counter() - started
+                metrics.fsync_seconds.observe(elapsed)
             except OSError as exc:
                 self.sync_error = exc
                 raise
             if target > self.synced:
                 self.synced = target
+            return elapsed
 
     def pread(self, start: int, end: int) -> bytes:
         fd = self.open_fd()
