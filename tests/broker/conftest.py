@@ -72,6 +72,8 @@ class ThreadedBroker:
                 self.call_async(self.service.stop)
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(timeout=10)
+        if not self.thread.is_alive():  # its descriptors (epoll, eventfd, io_uring...) go too
+            self.loop.close()
 
 
 def start_broker(tmp_path: Path, **settings: Any) -> ThreadedBroker:

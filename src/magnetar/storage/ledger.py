@@ -386,16 +386,28 @@ class ManagedLedger:
             end = batch.first + len(futs)
             if end > seg.confirmed:
                 seg.confirmed = min(end, seg.count)
-            _resolve(futs, batch.positions)
-            if (
-                seg.sealed
-                and not seg.index_written
-                and seg.confirmed == seg.count
-                and not seg.dirty
-            ):
-                seg.write_index()
-            self._appends_done()
+            try:
+                _resolve(futs, batch.positions)
+                if (
+                    seg.sealed
+                    and not seg.index_written
+                    and seg.confirmed == seg.count
+                    and not seg.dirty
+                ):
+                    seg.write_index()
+            finally:  # the owner writes what its callbacks queued, whatever failed here
+                self._appends_done()
             return
+        try:
+            self._fail_batch(batch, error)
+        finally:
+            self._appends_done()
+
+    def _fail_batch(self, batch: Batch, error: BaseException) -> None:
+        """``batch`` failed: roll it back and fail its waiters and every one behind it."""
+        pending = self._pending
+        seg = batch.segment
+        futs = batch.futures
         if not isinstance(error, StorageError):
             error = StorageError(f"append to {self.name} failed: {error}")
         self._rollback(seg, batch.first)
@@ -417,7 +429,6 @@ class ManagedLedger:
             self._rollback(wseg, first)
             for fut in wfuts:
                 _fail(fut, later)
-        self._appends_done()
 
     def _rollback(self, seg: Segment, first: int) -> None:
         """Entries ``first..`` of ``seg`` failed: forget them and seal the segment."""
