@@ -125,6 +125,15 @@ def _seal_files(segments: list[Segment], fds: list[int]) -> None:
             os.close(fd)
 
 
+async def _stored(future: Future[Any], what: str) -> None:
+    """Wait for a storage thread's write (shielded: a waiter that gives up does not cancel
+    it); its failure as `StorageError` ``"<what>: <error>"``."""
+    try:
+        await asyncio.shield(asyncio.wrap_future(future))
+    except Exception as exc:  # CancelledError is not an Exception: it passes through
+        raise StorageError(f"{what}: {exc}") from exc
+
+
 def scan_segments(directory: str) -> list[Segment]:
     """Open (and, after a crash, recover) the segments a ledger directory holds, in id order.
     Touches only those files, never state shared with other ledgers: safe in a worker
@@ -847,12 +856,7 @@ class ManagedLedger:
             again = self._factory._store_new_cursor(self.name, cur)
             if again is None:
                 raise
-            try:
-                await asyncio.shield(asyncio.wrap_future(again))
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                raise StorageError(f"cannot store cursor {name} of {self.name}: {exc}") from exc
+            await _stored(again, f"cannot store cursor {name} of {self.name}")
         if cur.closed:
             raise LedgerClosedError(f"cursor {name} of {self.name} was deleted meanwhile")
         return cur
@@ -871,13 +875,7 @@ class ManagedLedger:
 
     async def delete_cursor_async(self, name: str) -> None:
         """`delete_cursor`, returning once the row is gone (StorageError if that failed)."""
-        future = self.delete_cursor(name)
-        try:
-            await asyncio.shield(asyncio.wrap_future(future))
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            raise StorageError(f"cannot delete cursor {name} of {self.name}: {exc}") from exc
+        await _stored(self.delete_cursor(name), f"cannot delete cursor {name} of {self.name}")
 
     def cursors(self) -> dict[str, ManagedCursor]:
         return dict(self._cursors)
