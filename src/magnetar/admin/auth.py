@@ -47,8 +47,10 @@ from magnetar.broker.service import BrokerService
 
 log = logging.getLogger(__name__)
 
-#: where the middleware leaves the request's Identity (None when authentication is off)
-IDENTITY = "magnetar.identity"
+#: where the middleware leaves the request's Identity (None when authentication is off): a
+#: typed request key where aiohttp has them (3.14+), else the plain string key
+IDENTITY: Any = (web.RequestKey("magnetar.identity", object) if hasattr(web, "RequestKey")
+                 else "magnetar.identity")
 
 AUTHENTICATED = "authenticated"
 SUPERUSER = "superuser"

@@ -8,7 +8,7 @@ import itertools
 import re
 import ssl
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from magnetar.client.auth import Authentication
 from magnetar.client.backoff import with_retries
@@ -341,7 +341,7 @@ class Client:
             return None
         return TopicSchema(
             type=pb.Schema.Type.Name(schema.type), definition=bytes(schema.schema_data),
-            properties={kv.key: kv.value for kv in schema.properties}, name=schema.name,
+            properties={kv.key: kv.value for kv in cast("list[pb.KeyValue]", schema.properties)}, name=schema.name,
         )
 
     # ------------------------------------------------------------------ close

@@ -148,7 +148,7 @@ class Connection(asyncio.Protocol):
         if self._auth is not None:
             fields["auth_method_name"] = self._auth.method_name
             fields["auth_data"] = self._auth.auth_data()
-        transport.write(encode_command(command(T.CONNECT, **fields)))
+        self.write(encode_command(command(T.CONNECT, **fields)))
 
     def _h_connected(self, cmd: pb.BaseCommand, payload: bytes | None) -> None:
         c = cmd.connected
@@ -200,15 +200,15 @@ class Connection(asyncio.Protocol):
         consumers = self.consumers
         for frame in frames:
             if frame.__class__ is MessageFrame:  # the hot path: read without protobuf
-                c = consumers.get(frame.consumer_id)  # type: ignore[union-attr]
+                c = consumers.get(frame.consumer_id)
                 if c is not None:
-                    c._on_message(frame)  # type: ignore[arg-type]
+                    c._on_message(frame)
                 continue
             cmd = frame.command  # type: ignore[union-attr]
             kind = cmd.type
             handler = dispatch.get(kind)
             if handler is not None:
-                handler(cmd, frame.payload_part)  # type: ignore[union-attr]
+                handler(cmd, frame.payload_part)
             elif kind in _RESPONSES:
                 self._h_response(cmd, _RESPONSES[kind])
             else:

@@ -32,7 +32,7 @@ _STATUS_ERRORS = {
     503: pb.TooManyRequests,
 }
 
-_NAMESPACE_MODES = {
+_NAMESPACE_MODES: dict[int, str] = {
     pb.CommandGetTopicsOfNamespace.PERSISTENT: "PERSISTENT",
     pb.CommandGetTopicsOfNamespace.NON_PERSISTENT: "NON_PERSISTENT",
     pb.CommandGetTopicsOfNamespace.ALL: "ALL",
@@ -70,7 +70,7 @@ class HttpLookupService:
         url = self._base + path
         try:
             async with self._session.get(url, params=params, headers=self._headers(),
-                                         ssl=self._ssl if url.startswith("https:") else None,
+                                         ssl=self._ssl or True if url.startswith("https:") else True,
                                          ) as resp:
                 body = await resp.json(content_type=None) if resp.content_length != 0 else None
                 status = resp.status

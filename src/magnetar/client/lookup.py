@@ -60,7 +60,7 @@ class LookupService:
         if resp.HasField("response") and resp.response == \
                 pb.CommandPartitionedTopicMetadataResponse.Failed:
             raise server_error(resp.error, resp.message)
-        return resp.partitions
+        return int(resp.partitions)
 
     async def get_schema(self, topic: str) -> pb.Schema | None:
         """The latest schema of ``topic`` (of its partitioned base), None when it has none."""
@@ -81,4 +81,5 @@ async def schema_of(cnx: Connection, topic: str, timeout: float) -> pb.Schema | 
     resp = await cnx.request(T.GET_SCHEMA, timeout=timeout, topic=base_name(topic))
     if resp.HasField("error_code") or not resp.HasField("schema"):
         return None
-    return resp.schema
+    schema: pb.Schema = resp.schema
+    return schema

@@ -14,7 +14,7 @@ import enum
 import io
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from magnetar.protocol import pb
 
@@ -50,7 +50,8 @@ class Schema:
 
     def schema_info(self) -> pb.Schema | None:
         """The ``Schema`` sent to the broker, or ``None`` for raw bytes."""
-        return pb.Schema(name=self.name, schema_data=self.definition(), type=self.type)
+        return pb.Schema(name=self.name, schema_data=self.definition(),
+                         type=cast("pb.Schema.Type", self.type))
 
 
 class BytesSchema(Schema):
@@ -83,7 +84,8 @@ def _record_definition(record_cls: Any, definition: dict[str, Any] | None) -> di
     if definition is not None:
         return definition
     if hasattr(record_cls, "schema"):
-        return record_cls.schema()
+        found: dict[str, Any] = record_cls.schema()
+        return found
     raise TypeError("a record class with schema() or an explicit definition is required")
 
 
@@ -118,7 +120,7 @@ class JsonSchema(Schema):
 
     def decode(self, data: bytes) -> Any:
         values = json.loads(data)
-        return values if self._cls is dict else self._cls(**values)
+        return values if self._cls is dict else self._cls(**cast("dict[str, Any]", values))
 
 
 class AvroSchema(Schema):
@@ -145,7 +147,7 @@ class AvroSchema(Schema):
 
     def decode(self, data: bytes) -> Any:
         values = self._fastavro.schemaless_reader(io.BytesIO(data), self._parsed)
-        return values if self._cls is dict else self._cls(**values)
+        return values if self._cls is dict else self._cls(**cast("dict[str, Any]", values))
 
 
 _OFFICIAL_TYPES = {"STRING": pb.Schema.String, "JSON": pb.Schema.Json, "AVRO": pb.Schema.Avro}
@@ -172,7 +174,8 @@ class _OfficialSchema(Schema):
         return self._definition
 
     def encode(self, obj: Any) -> bytes:
-        return self._s.encode(obj)
+        data: bytes = self._s.encode(obj)
+        return data
 
     def decode(self, data: bytes) -> Any:
         return self._s.decode(data)

@@ -21,7 +21,7 @@ import time
 import uuid
 from collections import deque
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from magnetar.client.backoff import Backoff, with_retries
 from magnetar.client.batching import (
@@ -124,7 +124,7 @@ class TopicProducer:
         self._closed = False
         self._reconnecting: asyncio.Task[None] | None = None
         self._backoff = Backoff()
-        self._compression = int(conf.compression_type)
+        self._compression = cast("pb.CompressionType", int(conf.compression_type))
         self._batching = conf.batching_enabled
         self.batching = conf.batching_enabled
         # 0 or less: no limit, as in the official client
