@@ -42,8 +42,8 @@ class SourceOptions:
     client: ClientSettings
     topics: tuple[str, ...] = ()
     pattern: str | None = None
-    starting: str | dict[str, Bound] = "earliest"
-    ending: str | dict[str, Bound] = "latest"
+    starting: str | dict[str, str | Bound] = "earliest"
+    ending: str | dict[str, str | Bound] = "latest"
     starting_time: int | None = None
     ending_time: int | None = None
     fail_on_data_loss: bool = True

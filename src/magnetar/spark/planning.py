@@ -20,7 +20,7 @@ from magnetar.spark.offsets import EARLIEST, Bound, before
 from magnetar.spark.session import Session
 
 
-def _spec_for(spec: str | dict[str, Any], topic: str, default: str) -> str | Bound:
+def _spec_for(spec: str | dict[str, str | Bound], topic: str, default: str) -> str | Bound:
     if isinstance(spec, str):
         return spec
     if topic in spec:

@@ -134,7 +134,7 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _partitions(self) -> list[str]:
         return self.session.partitions_of(self.opts.topics, self.opts.pattern)
 
-    def initialOffset(self) -> dict:
+    def initialOffset(self) -> dict[str, Any]:
         parts = self._partitions()
         last = self.session.last_ids(parts)
         after = start_bounds(self.session, parts, self.opts.starting, self.opts.starting_time,
@@ -150,7 +150,7 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         n = self.opts.max_records_per_trigger
         return ReadMaxRows(n) if n else ReadAllAvailable()
 
-    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         begin = decode_offset(start)
         if self._target is not None:
             parts = sorted(self._target)
@@ -167,7 +167,7 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             end = self._admit(begin, end, limit.max_rows)
         return encode_offset(end)
 
-    def reportLatestOffset(self) -> dict | None:
+    def reportLatestOffset(self) -> dict[str, Any] | None:
         return None
 
     def _admit(self, begin: dict[str, Bound], avail: dict[str, Bound],
@@ -194,7 +194,7 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return end
 
     # --------------------------------------------------------------- planning
-    def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
         begin = decode_offset(start)
         stop = decode_offset(end)
         out = []
@@ -227,7 +227,7 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
         self._subscription = (session.run(make()), parts)
 
-    def commit(self, end: dict) -> None:
+    def commit(self, end: dict[str, Any]) -> None:
         if self.opts.subscription_name is None:
             return
         stop = decode_offset(end)
