@@ -27,9 +27,10 @@ only takes what the read caches hold, `read_cold` reads the compacted ledger on 
 readers threads). `view` answers only from memory: `view_async` must have run for the
 topic (the connection awaits it before attaching a ``read_compacted`` consumer;
 housekeeping starts it and looks at the next pass); this class is the only writer of the
-keys, so it also remembers which topics have none. Still on the loop: the view's
-synchronous `read` / `read_entries` (a redelivery's re-read, GetLastMessageId), as for
-a plain ledger.
+keys, so it also remembers which topics have none. A redelivery's re-read, the
+Key_Shared key of a replayed entry and GetLastMessageId go through `cached_entry` (the
+read caches only) and `read_positions_cold` (the readers threads). The synchronous `read`
+/ `read_entries` remain for tools and tests: nothing in the broker calls them.
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ from magnetar.broker.topic import split_entry
 from magnetar.protocol.batch import decode_batch, encode_batch
 from magnetar.protocol.compression import compress, decompress
 from magnetar.protocol.frames import build_payload_part, parse_payload_part
-from magnetar.storage import EntryNotFoundError, Position
+from magnetar.storage import EntryNotFoundError, Position, PositionsRead
 
 log = logging.getLogger(__name__)
 
@@ -130,6 +131,8 @@ class CompactedView:
     # -- the read API --------------------------------------------------------------
 
     def read(self, p: Position) -> bytes:
+        """One entry of the view, read on the calling thread (blocking: tools and tests;
+        the broker uses `cached_entry` and `read_positions_cold`)."""
         if self.horizon is not None and p <= self.horizon:
             where = self._where.get(Position(*p))
             if where is None:
@@ -139,6 +142,8 @@ class CompactedView:
 
     def read_entries(self, start: Position, max_entries: int, max_bytes: int | None = None
                      ) -> list[tuple[Position, bytes]]:
+        """Entries of the view from ``start``, read on the calling thread (blocking, as
+        `read`; dispatchers use `read_cached` and `read_cold`)."""
         out: list[tuple[Position, bytes]] = []
         budget = max_bytes
         if self.horizon is not None and start <= self.horizon:
@@ -205,6 +210,60 @@ class CompactedView:
         future: asyncio.Future[list[tuple[Position, bytes | memoryview]]] = self.ledger.read_cold(
             start, max_entries, max_bytes)
         return future
+
+    def cached_entry(self, p: Position) -> bytes | memoryview | None:
+        """The entry at ``p`` if a read cache holds it (the compacted ledger's for the
+        compacted part, the topic's for the tail); None otherwise. Never the disk."""
+        if self.horizon is not None and p <= self.horizon:
+            where = self._where.get(Position(*p))
+            if where is None:
+                return None  # compacted away: read_positions_cold says so
+            data = self.compacted.cached_entry(where)
+            return None if data is None else data[_HEADER.size:]
+        return self.ledger.cached_entry(p)  # type: ignore[no-any-return]
+
+    def read_positions_cold(self, positions: list[Position], max_bytes: int | None = None
+                            ) -> asyncio.Future[PositionsRead]:
+        """The entries at ``positions`` (ascending) read on the storage's readers threads,
+        as `ManagedLedger.read_positions_cold`: the kept ones up to the horizon from the
+        compacted ledger (with their original positions back; one that was compacted
+        away fails with `EntryNotFoundError`), the tail from the topic's ledger. A read
+        that asks for both reads the compacted part only: the tail is left for the next."""
+        if self.horizon is None or not positions or positions[0] > self.horizon:
+            future: asyncio.Future[PositionsRead] = self.ledger.read_positions_cold(
+                positions, max_bytes)
+            return future
+        horizon = self.horizon
+        failed: dict[Position, Exception] = {}
+        original: dict[Position, Position] = {}  # compacted-ledger position -> original
+        for p in positions:
+            if p > horizon:
+                break
+            where = self._where.get(Position(*p))
+            if where is None:
+                failed[Position(*p)] = EntryNotFoundError(f"{p} was compacted away")
+            else:
+                original[where] = Position(*p)
+        inner = self.compacted.read_positions_cold(list(original), max_bytes)
+        out: asyncio.Future[PositionsRead] = asyncio.get_running_loop().create_future()
+
+        def unwrapped(f: asyncio.Future[PositionsRead]) -> None:
+            if out.done():
+                return
+            if f.cancelled():
+                out.cancel()
+                return
+            exc = f.exception()
+            if exc is not None:
+                out.set_exception(exc)
+                return
+            got = f.result()
+            failed.update((original[cpos], err) for cpos, err in got.failed.items())
+            out.set_result(PositionsRead(
+                [(original[cpos], data[_HEADER.size:]) for cpos, data in got.entries], failed))
+
+        inner.add_done_callback(unwrapped)
+        return out
 
     def last_confirmed(self) -> Position | None:
         last = self.ledger.last_confirmed()

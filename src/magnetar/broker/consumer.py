@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -133,6 +134,9 @@ class Consumer:
         self.auto_consume_schema = False
         self.permits = 0
         self.pending = PendingAcks()
+        # acks waiting, in order, behind one whose entry is being read from disk (see
+        # PersistentSubscription.acknowledge); None: none waits
+        self.acks_waiting: deque[pb.CommandAck] | None = None
         # Pulsar counts unacknowledged messages (and blocks on them) only for individual
         # acknowledgements on durable subscriptions of persistent topics
         limit = cnx.config.maxUnackedMessagesPerConsumer

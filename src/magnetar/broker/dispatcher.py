@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from magnetar.broker.consumer import Consumer
     from magnetar.broker.subscription import PersistentSubscription
     from magnetar.protocol import pb
-    from magnetar.storage import Position
+    from magnetar.storage import Position, PositionsRead
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +80,8 @@ class Dispatcher:
         self._loop = asyncio.get_event_loop()
         # a read from disk under way: (its start position, its future)
         self._cold_read: tuple[Position, asyncio.Future[list[Entry]]] | None = None
+        # a read from disk of replay-set positions under way: (the positions, its future)
+        self._replay_read: tuple[list[Position], asyncio.Future[PositionsRead]] | None = None
         self._retry_delay = 0.0  # > 0 while an unreadable entry is being retried
         self._retry_timer: asyncio.TimerHandle | None = None
         self._corrupt_logged_at = -CORRUPT_LOG_INTERVAL_S
@@ -190,41 +192,116 @@ class Dispatcher:
     # -- reading -----------------------------------------------------------------------
 
     def has_more(self) -> bool:
+        if self._reading():
+            return False  # dispatch goes on when the read from disk is done
         if self.replay:
             return True
-        if self._cold_read is not None and not self._cold_read[1].done():
-            return False  # dispatch goes on when the read from disk is done
         last = self.ledger.last_confirmed()
         return last is not None and self.read_position <= last
 
+    def _reading(self) -> bool:
+        """Whether a read from disk is under way for this subscription (new entries or
+        replayed ones): nothing else is read or sent meanwhile, as in Pulsar."""
+        cold = self._cold_read
+        if cold is not None and not cold[1].done():
+            return True
+        replay = self._replay_read
+        return replay is not None and not replay[1].done()
+
     def read_replay(self, max_entries: int) -> list[Entry]:
         """Up to ``max_entries`` entries of the replay set, in position order, stopping
-        before ``dispatcherMaxReadSizeBytes`` (at least one entry)."""
-        if not self.replay:
+        before ``dispatcherMaxReadSizeBytes`` (at least one entry). Entries the read cache
+        holds are taken at once; at the first one it does not hold, the rest are read from
+        disk on the storage's reader threads (`_start_replay_read`) and this returns what
+        came before: the dispatcher runs again once that read is done and takes them from
+        it. A position that cannot be read (trimmed, unreadable) leaves the replay set,
+        with a warning."""
+        read = self._take_replay_read()
+        replay = self.replay
+        if not replay:
             return []
         out: list[Entry] = []
         budget = self.config.dispatcherMaxReadSizeBytes
-        for p in list(self.replay.islice(0, max_entries)):
-            if self.cursor.is_deleted(p):
-                self.replay.discard(p)
+        cached = self.ledger.cached_entry
+        is_deleted = self.cursor.is_deleted
+        for p in list(replay.islice(0, max_entries)):
+            if is_deleted(p):
+                replay.discard(p)
                 continue
-            try:
-                data = self.ledger.read(p)
-            except Exception as exc:  # trimmed or unreadable: drop it from the replay set
-                self.replay.discard(p)
-                log.warning("cannot re-read %s on %s: %s", p, self.sub.topic.name, exc)
-                continue
+            data = cached(p)
+            if data is None:
+                data = read.get(p) if read is not None else None
+                if data is None:
+                    self._start_replay_read(p, max_entries)
+                    break  # the rest after that read, in position order
             if len(data) > budget and out:
                 break  # stays in the replay set for the next read
             budget -= len(data)
-            self.replay.discard(p)
+            replay.discard(p)
             out.append((p, data))
         return out
+
+    def _start_replay_read(self, first: Position, max_entries: int) -> None:
+        """Read from disk, off the loop, the replay-set entries from ``first`` (up to
+        ``max_entries`` positions, those the read cache lacks), unless a disk read is
+        under way already (one at a time per subscription)."""
+        if self._reading():
+            return
+        cached = self.ledger.cached_entry
+        is_deleted = self.cursor.is_deleted
+        positions = []
+        for n, p in enumerate(self.replay.irange(minimum=first)):
+            if n >= max_entries:
+                break
+            if not is_deleted(p) and cached(p) is None:
+                positions.append(p)
+        self._read_positions(positions)
+
+    def _read_positions(self, positions: list[Position]) -> None:
+        """Start reading ``positions`` (ascending) from disk on the storage's reader
+        threads, at most ``dispatcherMaxReadSizeBytes`` of them; the dispatcher runs again
+        when the read is done (`_take_replay_read` takes it). The caller checked that no
+        disk read is under way."""
+        try:
+            future = self.ledger.read_positions_cold(positions, self.config.dispatcherMaxReadSizeBytes)
+        except Exception as exc:  # (storage shutting down) a read that failed as a whole
+            future = self._loop.create_future()
+            future.set_exception(exc)
+        self._replay_read = (positions, future)
+        future.add_done_callback(lambda _f: self.schedule())
+
+    def _take_replay_read(self) -> dict[Position, bytes | memoryview] | None:
+        """The entries of the finished replay read, by position (None: there is none).
+        Positions it could not read leave the replay set with a warning; entries no
+        longer in the replay set (acknowledged, rewound meanwhile) are simply not used."""
+        pending = self._replay_read
+        if pending is None or not pending[1].done():
+            return None
+        self._replay_read = None
+        positions, future = pending
+        if future.cancelled():
+            return None
+        exc = future.exception()
+        if exc is not None:  # not one failure per position: the whole read failed
+            failed: dict[Position, BaseException] = dict.fromkeys(positions, exc)
+            entries: list[tuple[Position, bytes | memoryview]] = []
+        else:
+            result = future.result()
+            failed, entries = dict(result.failed), list(result.entries)
+        replay = self.replay
+        for p, error in failed.items():
+            if p in replay:
+                replay.discard(p)
+                log.warning("cannot re-read %s on %s: %s", p, self.sub.topic.name, error)
+        return dict(entries)
 
     def read_new(self, max_entries: int) -> list[Entry]:
         """Entries from the read position: from the read cache at once, else from disk on
         the storage's reader threads (this returns nothing meanwhile and the dispatcher
         runs again when the read is done), so a slow disk holds up only this subscription."""
+        replaying = self._replay_read
+        if replaying is not None and not replaying[1].done():
+            return []  # replayed entries go first: new ones wait for their read
         last = self.ledger.last_confirmed()
         if last is None or self.read_position > last:
             return []
@@ -245,7 +322,7 @@ class Dispatcher:
         return [e for e in entries if not is_deleted(e[0])]
 
     def _start_cold_read(self, max_entries: int) -> None:
-        if self._cold_read is not None:
+        if self._cold_read is not None or self._reading():
             return  # one read from disk at a time per subscription
         start = self.read_position
         future = self.ledger.read_cold(start, max_entries, self.config.dispatcherMaxReadSizeBytes)

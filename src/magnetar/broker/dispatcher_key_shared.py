@@ -135,21 +135,51 @@ class KeySharedDispatcher(SharedDispatcher):
         return sent
 
     def _waiting_hashes(self) -> set[int]:
-        """Key hashes of the entries now in the replay set (reading those not seen yet)."""
+        """Key hashes of the entries now in the replay set. The hash of an entry not seen
+        yet (a redelivered or delayed one) comes from the read cache, else from disk: those
+        entries are read off the loop (`_read_positions`; `_take_replay_read` learns their
+        hashes and the dispatcher runs again) and meanwhile every hash counts as waiting
+        (`EveryHash`), so no new entry can overtake one of its key."""
         hashes = self._hash_of
         out: set[int] = set()
+        unknown: list[Position] = []
+        cached = self.ledger.cached_entry
         for position in self.replay:
             key_hash = hashes.get(position)
             if key_hash is None:
-                try:
-                    key_hash = metadata_key_hash(entry_metadata(self.ledger.read(position)))
-                except Exception:  # unreadable: read_replay will drop it
+                data = cached(position)
+                if data is None:
+                    if not self.cursor.is_deleted(position):  # (else read_replay drops it)
+                        unknown.append(position)
                     continue
-                hashes[position] = key_hash
+                key_hash = hashes[position] = metadata_key_hash(entry_metadata(data))
             out.add(key_hash)
         if len(hashes) > 2 * len(self.replay) + 1024:
             self._hash_of = {p: h for p, h in hashes.items() if p in self.replay}
+        if unknown:
+            if not self._reading():
+                self._read_positions(unknown)
+            return EveryHash()
         return out
+
+    def _take_replay_read(self) -> dict[Position, bytes | memoryview] | None:
+        """The base's, also learning the key hashes of the entries read."""
+        read = super()._take_replay_read()
+        if read:
+            hashes = self._hash_of
+            replay = self.replay
+            for position, data in read.items():
+                if position in replay and position not in hashes:
+                    hashes[position] = metadata_key_hash(entry_metadata(data))
+        return read
+
+
+class EveryHash(set[int]):
+    """The waiting hashes while some entries of the replay set have a hash not known yet:
+    every hash is taken for waiting (so every new entry is held back in order)."""
+
+    def __contains__(self, key_hash: object) -> bool:
+        return True
 
 
 def metadata_key_hash(metadata: pb.MessageMetadata | None) -> int:

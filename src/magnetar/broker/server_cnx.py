@@ -792,15 +792,26 @@ class ServerCnx(asyncio.BufferedProtocol):
                 log.warning("%s: Ack for unknown consumer id %d", self.peer, ack.consumer_id)
             return
         try:
-            consumer.subscription.acknowledge(consumer, ack)
+            if consumer.subscription.acknowledge(consumer, ack):
+                return  # applied later (an entry is read off the loop): see ack_applied
         except BrokerError as exc:
-            if not ack.HasField("request_id"):
-                log.warning("%s: Ack refused: %s", self.peer, exc)
-                return
-            self._ack_response(ack, exc.code, str(exc))
+            self.ack_applied(ack, exc)
             return
         if ack.HasField("request_id"):
             self._ack_response(ack, None, "")
+
+    def ack_applied(self, ack: pb.CommandAck, error: BrokerError | None) -> None:
+        """Answer ``ack`` (if it asked for a receipt) now that it was applied, or refused
+        with ``error`` (logged when nobody asked)."""
+        if self.closed:
+            return
+        if error is None:
+            if ack.HasField("request_id"):
+                self._ack_response(ack, None, "")
+        elif ack.HasField("request_id"):
+            self._ack_response(ack, error.code, str(error))
+        else:
+            log.warning("%s: Ack refused: %s", self.peer, error)
 
     def _ack_response(self, ack: Any, error: int | None, message: str) -> None:
         resp = pb.CommandAckResponse(consumer_id=ack.consumer_id, request_id=ack.request_id)
@@ -893,10 +904,25 @@ class ServerCnx(asyncio.BufferedProtocol):
         self.send_success(request_id)
 
     def handle_get_last_message_id(self, cmd: pb.BaseCommand, frame: Frame) -> None:
+        """Answered at once when the last entry is in the read cache; else once it was
+        read on the storage's reader threads (a slow disk delays only this request)."""
         req = cmd.getLastMessageId
-        consumer = self._consumer(req.consumer_id)
-        last, mark_delete = consumer.subscription.last_message_id()
-        resp = pb.CommandGetLastMessageIdResponse(request_id=req.request_id)
+        sub = self._consumer(req.consumer_id).subscription
+        answer = sub.last_message_id()
+        if answer is not None:
+            self._send_last_message_id(req.request_id, *answer)
+            return
+
+        async def read() -> None:
+            ids = await sub.last_message_id_async()
+            if not self.closed:
+                self._send_last_message_id(req.request_id, *ids)
+
+        self.run_async(cmd, read())
+
+    def _send_last_message_id(self, request_id: int, last: pb.MessageIdData,
+                              mark_delete: pb.MessageIdData | None) -> None:
+        resp = pb.CommandGetLastMessageIdResponse(request_id=request_id)
         resp.last_message_id.CopyFrom(last)
         if mark_delete is not None:
             resp.consumer_mark_delete_position.CopyFrom(mark_delete)

@@ -9,7 +9,9 @@ position. ``NonPersistentSubscription`` has no cursor: it pushes or drops.
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
@@ -22,7 +24,7 @@ from magnetar.broker.dispatcher_single_active import SingleActiveDispatcher
 from magnetar.broker.errors import BrokerError
 from magnetar.protocol import pb
 from magnetar.protocol.ids import message_id_data, wire_position
-from magnetar.storage import Position
+from magnetar.storage import Position, PositionsRead, StorageError
 
 if TYPE_CHECKING:
     from magnetar.broker.consumer import Consumer
@@ -117,18 +119,38 @@ class PersistentSubscription:
 
     # -- acknowledgements --------------------------------------------------------------
 
-    def acknowledge(self, consumer: Consumer, ack: pb.CommandAck) -> None:
+    def acknowledge(self, consumer: Consumer, ack: pb.CommandAck) -> bool:
+        """Apply ``ack``, at once unless it must wait (then True: it is applied, and
+        answered through `ServerCnx.ack_applied`, once it can be). A batch-index ack
+        of an entry the consumer was not sent needs the entry's message count: from the
+        read cache, else read from disk off the loop (`_read_counts`); meanwhile that
+        ack and every later one of the same consumer wait, so that one consumer's acks
+        apply in the order they came. BrokerError: refused (nothing applied)."""
+        if ack.ack_type == pb.CommandAck.Cumulative and consumer.sub_type not in (
+                SubType.Exclusive, SubType.Failover):
+            raise BrokerError(
+                pb.NotAllowedError,
+                f"cumulative acknowledgement is not allowed on a "
+                f"{SubType.SubType.Name(consumer.sub_type)} subscription",
+            )
+        waiting = consumer.acks_waiting
+        if waiting is not None:
+            waiting.append(ack)
+            return True
+        targets, unread = self._ack_targets(consumer, ack, None)
+        if unread:
+            self._read_counts(consumer, unread, {})
+            consumer.acks_waiting = deque([ack])
+            return True
+        self._apply_ack(consumer, ack, targets)
+        return False
+
+    def _apply_ack(self, consumer: Consumer, ack: pb.CommandAck,
+                   targets: list[tuple[Position, list[int]]]) -> None:
+        """Move the cursor as ``ack`` says (``targets``: see `_ack_targets`)."""
         cursor = self.cursor
         if ack.ack_type == pb.CommandAck.Cumulative:
-            if consumer.sub_type not in (SubType.Exclusive, SubType.Failover):
-                raise BrokerError(
-                    pb.NotAllowedError,
-                    f"cumulative acknowledgement is not allowed on a "
-                    f"{SubType.SubType.Name(consumer.sub_type)} subscription",
-                )
-            for mid in ack.message_id:
-                position = position_of(mid)
-                words = self._ack_words(consumer, position, mid.ack_set)
+            for position, words in targets:
                 if words and not ack_sets.is_all_acked(words):
                     self._mark_delete(Position(position[0], position[1] - 1))
                     cursor.set_batch_ack(position, words)
@@ -138,9 +160,7 @@ class PersistentSubscription:
                     del consumer.pending[p]
         else:
             deleted = []
-            for mid in ack.message_id:
-                position = position_of(mid)
-                words = self._ack_words(consumer, position, mid.ack_set)
+            for position, words in targets:
                 if words and not ack_sets.is_all_acked(words):
                     cursor.set_batch_ack(position, words)
                     if cursor.is_deleted(position):
@@ -157,19 +177,102 @@ class PersistentSubscription:
                                 break
         self.check_end_of_topic()
 
-    def _ack_words(self, consumer: Consumer, position: Position, ack_set: Any) -> list[int]:
-        """A batch-index ack set cut to the words its entry's batch can use: a client cannot
-        make the cursor keep more than the entry has messages (the count comes from what the
-        consumer was sent, else from the stored entry; an entry that is gone keeps nothing)."""
-        if not ack_set:
-            return []
-        count = consumer.pending.get(position)
-        if count is None:
-            ledger = self.topic.ledger
-            if not ledger.contains(position):
-                return []
-            count = entry_num_messages(entry_metadata(ledger.read(position)))
-        return list(ack_set[: (count + 63) // 64])
+    def _ack_targets(
+        self, consumer: Consumer, ack: pb.CommandAck, counts: dict[Position, int | Exception] | None
+    ) -> tuple[list[tuple[Position, list[int]]], list[Position]]:
+        """The position of each message id of ``ack`` with its batch-index ack set cut to
+        the words its entry's batch can use (empty: the whole entry): a client cannot make
+        the cursor keep more than the entry has messages. The count comes from what the
+        consumer was sent, else from the stored entry (the read cache, or ``counts``: what
+        `_read_counts` read); an entry that is gone keeps nothing. Second: the entries
+        whose count must be read from disk first (when there are any, the targets are
+        not complete). BrokerError if an entry could not be read."""
+        targets: list[tuple[Position, list[int]]] = []
+        unread: list[Position] = []
+        pending = consumer.pending
+        for mid in ack.message_id:
+            position = position_of(mid)
+            ack_set = mid.ack_set
+            if not ack_set:
+                targets.append((position, []))
+                continue
+            count = pending.get(position)
+            if count is None:
+                count = self._stored_count(position, counts)
+                if count is None:
+                    unread.append(position)
+                    continue
+            targets.append((position, list(ack_set[: (count + 63) // 64])))
+        return targets, unread
+
+    def _stored_count(self, position: Position,
+                      counts: dict[Position, int | Exception] | None) -> int | None:
+        """The message count of the stored entry at ``position`` without touching the disk
+        (0: there is no such entry; None: it must be read)."""
+        ledger = self.topic.ledger
+        if not ledger.contains(position):
+            return 0
+        data = ledger.cached_entry(position)
+        if data is not None:
+            return entry_num_messages(entry_metadata(data))
+        known = counts.get(position) if counts is not None else None
+        if isinstance(known, Exception):
+            raise BrokerError(pb.UnknownError, f"cannot read entry {position[0]}:{position[1]} "
+                              f"of {self.topic.name}: {known}")
+        return known
+
+    def _read_counts(self, consumer: Consumer, positions: list[Position],
+                     counts: dict[Position, int | Exception]) -> None:
+        """Read the entries at ``positions`` on the storage's reader threads, note their
+        message counts (or why they could not be read) in ``counts``, then apply the
+        consumer's waiting acks (`_apply_waiting_acks`)."""
+        future = self.topic.ledger.read_positions_cold(positions)
+
+        def read(f: asyncio.Future[PositionsRead]) -> None:
+            if f.cancelled():
+                failure: Exception = StorageError("the read was cancelled")
+            else:
+                exc = f.exception()
+                if exc is None:
+                    result = f.result()
+                    for p, data in result.entries:
+                        counts[p] = entry_num_messages(entry_metadata(data))
+                    counts.update(result.failed)
+                    self._apply_waiting_acks(consumer, counts)
+                    return
+                failure = exc if isinstance(exc, Exception) else StorageError(str(exc))
+            for p in positions:
+                counts[p] = failure
+            self._apply_waiting_acks(consumer, counts)
+
+        future.add_done_callback(read)
+
+    def _apply_waiting_acks(self, consumer: Consumer,
+                            counts: dict[Position, int | Exception]) -> None:
+        """Apply and answer the consumer's waiting acks in order, until one needs another
+        read from disk (then again once that is done) or none is left."""
+        waiting = consumer.acks_waiting
+        while waiting:
+            ack = waiting[0]
+            error: BrokerError | None = None
+            try:
+                targets, unread = self._ack_targets(consumer, ack, counts)
+                if unread:
+                    self._read_counts(consumer, unread, counts)
+                    return
+                if getattr(self.cursor, "closed", False):
+                    raise BrokerError(pb.ServiceNotReady, f"subscription {self.name} was closed "
+                                      "before the acknowledgement could be applied")
+                self._apply_ack(consumer, ack, targets)
+            except BrokerError as exc:
+                error = exc
+            except Exception:
+                log.exception("applying an acknowledgement on %s/%s failed",
+                              self.topic.name, self.name)
+                error = BrokerError(pb.UnknownError, "internal broker error")
+            waiting.popleft()
+            consumer.cnx.ack_applied(ack, error)
+        consumer.acks_waiting = None
 
     def _mark_delete(self, position: Position) -> None:
         if position > self.cursor.mark_delete_position:
@@ -227,14 +330,40 @@ class PersistentSubscription:
 
     # -- queries -----------------------------------------------------------------------
 
-    def last_message_id(self) -> tuple[pb.MessageIdData, pb.MessageIdData | None]:
+    def last_message_id(self) -> tuple[pb.MessageIdData, pb.MessageIdData | None] | None:
+        """GetLastMessageId's answer (the last entry's id, with the index of its last
+        message when it is a batch, and the mark-delete position), from memory: None when
+        the last entry is not in the read cache (`last_message_id_async` reads it)."""
         ledger = self.cursor.ledger  # the topic's, or its compacted view (read_compacted)
         last = ledger.last_confirmed()
         if last is None:
+            return self._last_message_ids(ledger, None, None)
+        data = ledger.cached_entry(last)
+        return None if data is None else self._last_message_ids(ledger, last, data)
+
+    async def last_message_id_async(self) -> tuple[pb.MessageIdData, pb.MessageIdData | None]:
+        """`last_message_id`, reading the last entry on the storage's reader threads when
+        the read cache does not hold it (the answer names the entry that was last when
+        asked, even if more came while it was read)."""
+        answer = self.last_message_id()
+        if answer is not None:
+            return answer
+        ledger = self.cursor.ledger
+        last = ledger.last_confirmed()
+        read = await ledger.read_positions_cold([last])
+        if not read.entries:
+            raise read.failed.get(last) or StorageError(f"cannot read the last entry {last}")
+        position, data = read.entries[0]
+        return self._last_message_ids(ledger, position, data)
+
+    def _last_message_ids(self, ledger: Any, last: Position | None,
+                          data: bytes | memoryview | None
+                          ) -> tuple[pb.MessageIdData, pb.MessageIdData | None]:
+        if last is None or data is None:
             ids = ledger.segment_ids()
             last_id = message_id_data(ids[-1] if ids else 0, -1)
         else:
-            metadata = entry_metadata(ledger.read(last))
+            metadata = entry_metadata(data)
             batch_index = -1
             if metadata is not None and metadata.HasField("num_messages_in_batch"):
                 batch_index = metadata.num_messages_in_batch - 1
@@ -362,8 +491,9 @@ class NonPersistentSubscription:
             consumer.close_by_broker()
             self.remove_consumer(consumer)
 
-    def acknowledge(self, consumer: Consumer, ack: pb.CommandAck) -> None:
-        """Nothing is kept, so acknowledgements change nothing."""
+    def acknowledge(self, consumer: Consumer, ack: pb.CommandAck) -> bool:
+        """Nothing is kept, so acknowledgements change nothing (and never wait)."""
+        return False
 
     def redeliver(self, consumer: Consumer, ids: list[Position]) -> None:
         """Nothing is kept, so there is nothing to redeliver."""
@@ -378,6 +508,9 @@ class NonPersistentSubscription:
 
     def last_message_id(self) -> tuple[pb.MessageIdData, pb.MessageIdData | None]:
         return message_id_data(0, self.topic.next_entry_id - 1), None
+
+    async def last_message_id_async(self) -> tuple[pb.MessageIdData, pb.MessageIdData | None]:
+        return self.last_message_id()
 
     def backlog(self) -> int:
         return 0

@@ -23,6 +23,7 @@ from magnetar.broker.topic_name import TopicName
 from magnetar.protocol import pb
 from magnetar.protocol.errors import ProtocolError
 from magnetar.protocol.frames import peek_metadata
+from magnetar.storage import StorageError
 
 if TYPE_CHECKING:
     from magnetar.broker.dedup import MessageDeduplication
@@ -69,26 +70,34 @@ def split_entry(data: bytes | memoryview) -> tuple[bytes | memoryview | None, by
 
 
 def load_entry_index(ledger: ManagedLedger) -> int:
-    """The next broker entry index of a ledger (entries carry the index of their last message)."""
+    """The next broker entry index of a ledger (entries carry the index of their last
+    message). Reads the last entry on the calling thread: for `BrokerService.get_topic`'s
+    blocking load (tests, tools); topic loads use `load_entry_index_async`."""
     last = ledger.last_confirmed()
     return 0 if last is None else entry_index_after(ledger.read(last))
 
 
 async def load_entry_index_async(ledger: ManagedLedger) -> int:
-    """`load_entry_index`, reading the last entry from the cache or on the reader threads."""
+    """`load_entry_index`, reading the last entry from the cache or on the reader threads
+    (StorageError if it cannot be read)."""
     last = ledger.last_confirmed()
     if last is None:
         return 0
-    found = ledger.read_cached(last, 1) or await ledger.read_cold(last, 1)
-    return entry_index_after(found[0][1]) if found and found[0][0] == last else load_entry_index(ledger)
+    data = ledger.cached_entry(last)
+    if data is None:
+        read = await ledger.read_positions_cold([last])
+        if not read.entries:
+            raise read.failed.get(last) or StorageError(f"{ledger.name}: cannot read {last}")
+        data = read.entries[0][1]
+    return entry_index_after(data)
 
 
-def entry_index_after(entry: bytes) -> int:
+def entry_index_after(entry: bytes | memoryview) -> int:
     """The broker entry index that follows a stored entry (0 without one)."""
     bem_raw, _ = split_entry(entry)
     if bem_raw is None:
         return 0
-    bem = pb.BrokerEntryMetadata.FromString(bem_raw)
+    bem = pb.BrokerEntryMetadata.FromString(bytes(bem_raw))
     return bem.index + 1 if bem.HasField("index") else 0
 
 

@@ -13,7 +13,7 @@ from .errors import (
     StorageError,
 )
 from .factory import ManagedLedgerFactory
-from .ledger import ManagedLedger
+from .ledger import ManagedLedger, PositionsRead
 from .metadata import MemoryMetadataStore, MetadataStore, SqliteMetadataStore
 from .position import EARLIEST, Position
 
@@ -30,6 +30,7 @@ __all__ = [
     "MemoryMetadataStore",
     "MetadataStore",
     "Position",
+    "PositionsRead",
     "SqliteMetadataStore",
     "StorageConfig",
     "StorageError",

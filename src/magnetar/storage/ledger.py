@@ -35,7 +35,7 @@ from bisect import bisect_left
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import crc32c
 
@@ -132,6 +132,48 @@ async def _stored(future: Future[Any], what: str) -> None:
         await asyncio.shield(asyncio.wrap_future(future))
     except Exception as exc:  # CancelledError is not an Exception: it passes through
         raise StorageError(f"{what}: {exc}") from exc
+
+
+class PositionsRead(NamedTuple):
+    """What `ManagedLedger.read_positions_cold` read: the entries it could read (in the
+    order they were asked for) and the positions it could not, each with its error. A
+    position past the read's byte budget is in neither."""
+
+    entries: list[tuple[Position, memoryview]]
+    failed: dict[Position, Exception]
+
+
+def _read_runs(runs: list[ColdSpan], failed: dict[Position, Exception]) -> PositionsRead:
+    """The disk work of `ManagedLedger.read_positions_cold` (a ``readers`` thread): each
+    run with one pread (`read_span`); a record that fails its checksum is reported and the
+    rest of its run read on, a file that is gone (trimmed meanwhile) or an I/O error fails
+    what is left of its run."""
+    entries: list[tuple[Position, memoryview]] = []
+    for run in runs:
+        lid, first, offs = run.ledger_id, run.first, run.offsets
+        count = len(offs) - 1
+        k = 0
+        while k < count:
+            part = run if k == 0 else ColdSpan(run.path, lid, first + k, offs[k:])
+            try:
+                got = read_span(part, views=True)
+            except CorruptEntryError as exc:  # the first record of ``part``
+                failed[Position(lid, first + k)] = exc
+                k += 1
+                continue
+            except Exception as exc:  # OSError and the like: nothing more of this run
+                for j in range(k, count):
+                    failed[Position(lid, first + j)] = exc
+                break
+            if not got:
+                gone = EntryNotFoundError(f"{run.path}: segment {lid} was deleted (trimmed)")
+                for j in range(k, count):
+                    failed[Position(lid, first + j)] = gone
+                break
+            for data in got:
+                entries.append((Position(lid, first + k), data))
+                k += 1
+    return PositionsRead(entries, failed)
 
 
 def scan_segments(directory: str) -> list[Segment]:
@@ -702,6 +744,59 @@ class ManagedLedger:
                     for k, data in enumerate(read_span(span, views=True))]
 
         return loop.run_in_executor(self._factory.readers, read)
+
+    def cached_entry(self, position: Position) -> bytes | memoryview | None:
+        """The confirmed entry at ``position`` if the read cache holds it; None for a miss
+        (or no such entry: `read_positions_cold` tells which). Never touches the disk."""
+        lid, eid = position
+        seg = self._by_id.get(lid)
+        if seg is None or not 0 <= eid < seg.confirmed:
+            return None
+        return self._cache.get(position)
+
+    def read_positions_cold(
+        self, positions: list[Position], max_bytes: int | None = None
+    ) -> asyncio.Future[PositionsRead]:
+        """The entries at ``positions`` (any confirmed ones, in the order given) read from
+        disk on the factory's reader threads, as `read_cold` reads a run: the loop plans
+        the read (each run of consecutive entries of a segment is one pread of a thread's
+        own descriptor), stopping before ``max_bytes`` of payload (at least one entry);
+        each record is checked against its CRC32C and handed back as a read-only
+        ``memoryview``. What cannot be read is reported rather than raised: a position
+        that names no confirmed entry (`EntryNotFoundError`, known at once), a record
+        that fails its checksum (`CorruptEntryError`), a segment deleted meanwhile, an I/O
+        error. The positions left out by ``max_bytes`` are in neither list."""
+        loop = asyncio.get_running_loop()
+        failed: dict[Position, Exception] = {}
+        runs: list[ColdSpan] = []
+        budget = -1 if max_bytes is None else max_bytes  # -1: unlimited
+        planned = 0
+        seg: Segment | None = None
+        run_last = -1
+        for p in positions:
+            lid, eid = p
+            if seg is None or seg.ledger_id != lid:
+                seg = self._by_id.get(lid)
+            if seg is None or not 0 <= eid < seg.confirmed:
+                failed[Position(lid, eid)] = EntryNotFoundError(f"{self.name}: no entry at {lid}:{eid}")
+                continue
+            offs = seg.offsets
+            if budget >= 0:
+                size = offs[eid + 1] - offs[eid] - _HS
+                if size > budget and planned:
+                    break
+                budget = max(0, budget - size)
+            planned += 1
+            if runs and run_last + 1 == eid and runs[-1].ledger_id == lid:
+                runs[-1].offsets.append(offs[eid + 1])  # one more record of the same run
+            else:
+                runs.append(ColdSpan(seg.path, lid, eid, [offs[eid], offs[eid + 1]]))
+            run_last = eid
+        if not runs:
+            done: asyncio.Future[PositionsRead] = loop.create_future()
+            done.set_result(PositionsRead([], failed))
+            return done
+        return loop.run_in_executor(self._factory.readers, _read_runs, runs, failed)
 
     def _read_disk(
         self, seg: Segment, first: int, last: int, budget: int, out: list[tuple[Position, bytes | memoryview]]
