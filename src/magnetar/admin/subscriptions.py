@@ -141,7 +141,7 @@ async def expire(request: web.Request) -> web.Response:
     service = request.app[SERVICE]
     seconds = int_param(request, "seconds")
     for part, sub in await _subscriptions(request):
-        service.expire_messages(await persistent(service, part), seconds, subscription=sub.name)
+        await service.expire_messages(await persistent(service, part), seconds, subscription=sub.name)
     return no_content()
 
 
@@ -151,7 +151,7 @@ async def expire_all(request: web.Request) -> web.Response:
     service = request.app[SERVICE]
     seconds = int_param(request, "seconds")
     for part in await targets(service, topic_of(request)):
-        service.expire_messages(await persistent(service, part), seconds)
+        await service.expire_messages(await persistent(service, part), seconds)
     return no_content()
 
 

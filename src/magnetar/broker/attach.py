@@ -16,6 +16,7 @@ or stored, a compacted view opened), each off the event loop, then calls them.
 from __future__ import annotations
 
 import itertools
+import time
 from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any
 
@@ -64,6 +65,17 @@ class TopicAttacher:
     def producer_work(self, req: pb.CommandProducer) -> Coroutine[Any, Any, Any] | None:
         """What `create_producer` needs done off the loop first (None: nothing)."""
         return self.service.topic_schemas.producer_work(req)
+
+    def quota_read(self, req: pb.CommandProducer) -> Coroutine[Any, Any, Any] | None:
+        """What the backlog time quota check of `create_producer` needs read off the loop
+        first (None: nothing): the oldest unacknowledged entry, when it is not in memory
+        (`BacklogQuotaManager.producer_read`). The topic is loaded already."""
+        topic = self.service.topics.get(str(self.service.check_topic_name(req.topic)))
+        if not isinstance(topic, PersistentTopic) or topic.terminated:
+            return None
+        if topic.fenced_until and time.monotonic() < topic.fenced_until:
+            return None  # refused before any quota check
+        return self.service.backlog_quota.producer_read(topic)
 
     def create_producer(self, cnx: ServerCnx, req: pb.CommandProducer) -> None:
         """Attach a producer (answered on ``cnx``: at once, or when an exclusive producer

@@ -12,12 +12,18 @@ which disconnects the producers of a topic over quota (they reconnect and meet t
 above) or, for ``consumer_backlog_eviction``, moves the slowest cursors forward until the
 backlog is back under 90% of the limit (size) or expires the messages older than 90% of it
 (time).
+
+The time quota needs the publish time of the oldest unacknowledged entry: from the read
+cache (or the topic's last such read), else read on the storage's reader threads, by
+`enforce` and, for a new producer, by `producer_read` (ServerCnx answers the Producer
+command once it is done); `producer_error` then finds it in memory.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Coroutine
 from typing import Any
 
 from magnetar.broker.message_expiry import MessageExpirer, skip_to
@@ -72,30 +78,57 @@ class BacklogQuotaManager:
                f"unacknowledged messages {age:.0f} s old, over the {seconds}-second quota")
         return over_size, over_time, why
 
-    def producer_error(self, topic: PersistentTopic, now: float | None = None) -> tuple[int, str] | None:
-        """The error for a new producer on a topic over its backlog quota, else None."""
+    def _checks_producers(self, topic: PersistentTopic) -> bool:
+        """Whether a new producer on ``topic`` meets a quota check at all (not under
+        ``consumer_backlog_eviction``, not without subscriptions or quotas)."""
         policies = self.policies.get(topic.topic_name.namespace)
-        policy = policies.backlog_quota_policy
-        if policy == "consumer_backlog_eviction" or not topic.subscriptions:
+        if policies.backlog_quota_policy == "consumer_backlog_eviction" or not topic.subscriptions:
+            return False
+        return policies.backlog_quota_limit_bytes >= 0 or policies.backlog_quota_limit_seconds > 0
+
+    def producer_read(self, topic: PersistentTopic) -> Coroutine[Any, Any, Any] | None:
+        """The read a new producer's check (`producer_error`) needs off the event loop
+        first, or None: the oldest unacknowledged entry's publish time for the time quota,
+        when neither the read cache nor the last such read has it (read on the storage's
+        reader threads, `PersistentTopic.oldest_backlog_publish_time_async`)."""
+        if not self._checks_producers(topic):
             return None
-        if policies.backlog_quota_limit_bytes < 0 and policies.backlog_quota_limit_seconds <= 0:
+        if self.policies.get(topic.topic_name.namespace).backlog_quota_limit_seconds <= 0:
+            return None
+        oldest = topic.oldest_backlog_position()
+        if oldest is None or topic.knows_publish_time(oldest):
+            return None
+        return topic.oldest_backlog_publish_time_async()
+
+    def producer_error(self, topic: PersistentTopic, now: float | None = None) -> tuple[int, str] | None:
+        """The error for a new producer on a topic over its backlog quota, else None. The
+        time quota's publish time of the oldest unacknowledged entry comes from memory
+        once `producer_read` is done (ServerCnx awaits it before the Producer command gets
+        here); elsewhere (tests, tools) a miss is read on the calling thread."""
+        if not self._checks_producers(topic):
             return None
         over_size, over_time, why = self.over_quota(topic, time.time() if now is None else now)
         if not (over_size or over_time):
             return None
         why = f"{topic.name}: {why}"
-        if policy == "producer_exception":
+        if self.policies.get(topic.topic_name.namespace).backlog_quota_policy == "producer_exception":
             return pb.ProducerBlockedQuotaExceededException, why
         return pb.ProducerBlockedQuotaExceededError, why + "; producers are on hold"
 
-    def enforce(self, topic: PersistentTopic, now: float | None = None) -> None:
-        """Enforce the size and time quotas on a topic now (see the module's docstring)."""
+    async def enforce(self, topic: PersistentTopic, now: float | None = None) -> None:
+        """Enforce the size and time quotas on a topic now (see the module's docstring).
+        The time quota's read of the oldest unacknowledged entry comes from the read
+        cache, else the storage's reader threads; its expiry searches there too."""
         policies = self.policies.get(topic.topic_name.namespace)
         limit = policies.backlog_quota_limit_bytes
         seconds = policies.backlog_quota_limit_seconds
         if limit < 0 and seconds <= 0:
             return
         now = time.time() if now is None else now
+        if seconds > 0:
+            await topic.oldest_backlog_publish_time_async()  # (over_quota finds it in memory)
+            if not topic.ledger.is_open:
+                return
         over_size, over_time, why = self.over_quota(topic, now)
         if not (over_size or over_time):
             return
@@ -107,7 +140,9 @@ class BacklogQuotaManager:
             return
         if over_time:  # as Pulsar: expire what is older than 90% of the time quota
             log.info("topic %s: %s: expiring older messages", topic.name, why)
-            self.expirer.expire_messages(topic, seconds * 0.9, now)
+            await self.expirer.expire_messages(topic, seconds * 0.9, now)
+            if not topic.ledger.is_open:
+                return
         if over_size:
             self.evict_to_size(topic, limit)
 

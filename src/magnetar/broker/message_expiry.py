@@ -2,11 +2,11 @@
 
 `MessageExpirer` (Pulsar's ``PersistentMessageExpiryMonitor``, one per broker here rather
 than one per subscription) owns message expiry: finding the last entry older than a cutoff
-(by binary search on publish time over the ledger, never a scan) and moving the cursors of
-the subscriptions behind it forward. `skip_to` is the one way a subscription is moved
+(by binary search on publish time over the ledger, never a scan, its reads on the storage's
+reader threads) and then moving the cursors of the subscriptions behind it forward. `skip_to` is the one way a subscription is moved
 forward on the broker's initiative (TTL here, backlog-quota eviction in backlog_quota.py).
 Housekeeping applies the namespace's ``message_ttl_seconds``; the admin API's
-expire-messages calls `MessageExpirer.expire_messages` for one subscription or all.
+expire-messages awaits `MessageExpirer.expire_messages` for one subscription or all.
 """
 
 from __future__ import annotations
@@ -30,29 +30,40 @@ def skip_to(sub: PersistentSubscription, position: Position) -> None:
 class MessageExpirer:
     """Expires messages past a time-to-live on a topic's subscriptions."""
 
-    def expire_messages(self, topic: PersistentTopic, ttl_seconds: float, now: float | None = None,
-                        subscription: str | None = None) -> None:
+    async def expire_messages(self, topic: PersistentTopic, ttl_seconds: float,
+                              now: float | None = None, subscription: str | None = None) -> None:
         """Message TTL: acknowledge, on every subscription (or only ``subscription``), the
-        entries published more than ``ttl_seconds`` ago (found by binary search on publish
-        time, not by a scan)."""
+        entries published more than ``ttl_seconds`` ago. The last such entry is found by
+        binary search on publish time (`ManagedLedger.find_position_async`: its reads run
+        on the storage's reader threads), over the entries stored when this is called; the
+        cursors are moved once it is done, those of subscriptions still there and not
+        already past that entry (a cursor never moves back). No search when no
+        subscription has anything to expire."""
         now = time.time() if now is None else now
         cutoff = int((now - ttl_seconds) * 1000)
         ledger = topic.ledger
         last = ledger.last_confirmed()
-        if last is None:
+        if last is None or not ledger.is_open:
+            return
+        subs = [sub for sub in topic.subscriptions.values()
+                if isinstance(sub, PersistentSubscription)
+                and (subscription is None or sub.name == subscription)
+                and sub.cursor.mark_delete_position < last]
+        if not subs:
             return
 
-        def fresh(data: bytes) -> bool:
+        def fresh(data: bytes | memoryview) -> bool:
             metadata = entry_metadata(data)
             return metadata is None or metadata.publish_time >= cutoff
 
-        first_fresh = ledger.find_position(fresh)
+        first_fresh = await ledger.find_position_async(fresh)
         if first_fresh is None:
             expire_to = last
         else:
             expire_to = Position(first_fresh.ledger_id, first_fresh.entry_id - 1)
-        for sub in list(topic.subscriptions.values()):
-            if subscription is not None and sub.name != subscription:
-                continue
-            if isinstance(sub, PersistentSubscription) and sub.cursor.mark_delete_position < expire_to:
+        if not ledger.is_open:  # unloaded or deleted meanwhile
+            return
+        for sub in subs:
+            if (topic.subscriptions.get(sub.name) is sub and not sub.cursor.closed
+                    and sub.cursor.mark_delete_position < expire_to):
                 skip_to(sub, expire_to)

@@ -34,7 +34,7 @@ from magnetar.broker.compaction import Compactor
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.dedup_snapshot import DedupSnapshots, Restored
 from magnetar.broker.errors import BrokerError
-from magnetar.broker.housekeeping import Housekeeping
+from magnetar.broker.housekeeping import Housekeeping, in_use
 from magnetar.broker.listeners import Listeners
 from magnetar.broker.message_expiry import MessageExpirer
 from magnetar.broker.namespaces import NamespaceRegistry
@@ -195,47 +195,84 @@ class BrokerService:
     # ------------------------------------------------------------------ housekeeping
     # (the work is the components'; these are the names the admin layer and tests use)
 
-    def run_housekeeping(self, now: float | None = None) -> None:
-        """Housekeep every loaded persistent topic now (`Housekeeping.run`)."""
-        self.housekeeping.run(now)
+    def run_housekeeping(self, now: float | None = None) -> asyncio.Future[Any]:
+        """Housekeep every loaded persistent topic now (`Housekeeping.run`); the future is
+        done once that work is."""
+        return self.housekeeping.run(now)
 
-    def housekeep_topic(self, topic: PersistentTopic, now: float | None = None) -> None:
+    def housekeep_topic(self, topic: PersistentTopic, now: float | None = None) -> asyncio.Future[None]:
         """One topic's periodic work now (`Housekeeping.housekeep_topic`)."""
-        self.housekeeping.housekeep_topic(topic, now)
+        return self.housekeeping.housekeep_topic(topic, now)
 
-    def unload_idle_topics(self, now: float | None = None, names: list[str] | None = None) -> int:
+    def unload_idle_topics(self, now: float | None = None,
+                           names: list[str] | None = None) -> asyncio.Future[int]:
         """Unload the topics idle for magnetarTopicUnloadIdleSeconds
-        (`Housekeeping.unload_idle_topics`); returns how many."""
+        (`Housekeeping.unload_idle_topics`); the future gives how many."""
         return self.housekeeping.unload_idle_topics(now, names)
 
-    def expire_messages(self, topic: PersistentTopic, ttl_seconds: float, now: float | None = None,
-                        subscription: str | None = None) -> None:
+    async def expire_messages(self, topic: PersistentTopic, ttl_seconds: float,
+                              now: float | None = None, subscription: str | None = None) -> None:
         """Expire what is older than ``ttl_seconds`` (`MessageExpirer.expire_messages`)."""
-        self.expirer.expire_messages(topic, ttl_seconds, now, subscription)
+        await self.expirer.expire_messages(topic, ttl_seconds, now, subscription)
 
     def unload_topic(self, topic: Topic, housekeep: bool = False,
-                     now: float | None = None) -> asyncio.Future[None]:
+                     now: float | None = None) -> asyncio.Future[Any]:
         """Close a loaded topic and forget it (clients still attached are disconnected and
         reconnect, as after Pulsar's topic unload); its next use loads it again. With
-        ``housekeep``, a persistent topic is housekept first (``now``: epoch seconds) and the
-        idle-topic sweep learns when it next needs a look; otherwise the sweep will look.
+        ``housekeep``, a persistent topic is housekept first (``now``: epoch seconds; the
+        disk work off the loop, the topic still loaded meanwhile) and the idle-topic sweep
+        learns when it next needs a look; otherwise the sweep will look.
 
-        The topic leaves memory in this call; its ledger's close (the last appends'
-        commit, sealing the segments, the cursors' last states) runs off the loop
-        (`close_ledger`). The future is done once it is; awaiting it is optional (a reload
-        of the topic waits for the close anyway)."""
+        Without housekeeping the topic leaves memory in this call. Its ledger's close (the
+        last appends' commit, sealing the segments, the cursors' last states) runs off the
+        loop (`close_ledger`). The future is done once it is; awaiting it is optional (a
+        reload of the topic waits for the close anyway)."""
         if self.topics.get(topic.name) is not topic:
             return _done()
         if housekeep and isinstance(topic, PersistentTopic):
-            now = time.time() if now is None else now
-            self.housekeeping.housekeep_topic(topic, now)
-            try:
-                self.sweeper.record(topic, now)
-            except Exception:
-                log.exception("topic %s: computing its next housekeeping time failed", topic.name)
-                self.sweeper.forget(topic.name)
-        else:
-            self.sweeper.forget(topic.name)
+            return self.housekeeping.keep(
+                asyncio.ensure_future(self._housekeep_and_unload(topic, now, if_idle=False)))
+        self.sweeper.forget(topic.name)
+        return self._unload_now(topic)
+
+    def unload_if_idle(self, topic: PersistentTopic, now: float | None = None) -> asyncio.Future[bool]:
+        """`unload_topic` with housekeeping, for idle unloading and the sweep: the topic
+        stays loaded if a client attached while it was housekept. The future gives whether
+        it was unloaded, once its ledger is closed."""
+        return self.housekeeping.keep(
+            asyncio.ensure_future(self._housekeep_and_unload(topic, now, if_idle=True)))
+
+    async def _housekeep_and_unload(self, topic: PersistentTopic, now: float | None,
+                                    if_idle: bool) -> bool:
+        """Housekeep ``topic``, note its next due time for the sweep, then unload it if it is
+        still the loaded one (and, ``if_idle``, unused). True if it was unloaded."""
+        now = time.time() if now is None else now
+        name = topic.name
+
+        def stays() -> bool:
+            if self.topics.get(name) is not topic:
+                return True
+            if if_idle and in_use(topic):
+                self.housekeeping.touch(name)
+                return True
+            return False
+
+        await self.housekeeping.housekeep_topic(topic, now)
+        if stays():
+            return False
+        try:
+            await self.sweeper.record(topic, now)
+        except Exception:
+            log.exception("topic %s: computing its next housekeeping time failed", name)
+            self.sweeper.forget(name)
+        if stays():
+            return False
+        await self._unload_now(topic)
+        return True
+
+    def _unload_now(self, topic: Topic) -> asyncio.Future[None]:
+        """`unload_topic`'s part on the loop: the topic leaves memory, its clients are
+        disconnected, its ledger's close starts (the future)."""
         del self.topics[topic.name]
         self.housekeeping.forget(topic.name)
         self.compactor.forget(topic.name)

@@ -21,16 +21,18 @@ keeps its cost bounded with thousands of idle topics:
   means nothing to do before a known time, without loading anything.
 - The remaining topics are loaded (`BrokerService.load_topic`: the ledger's recovery scan
   and stored state read off the event loop), housekept with exactly the rules of loaded
-  topics (`BrokerService.housekeep_topic`) and unloaded (`BrokerService.unload_topic`), at
-  most ``magnetarIdleTopicSweepMaxTopics`` per pass; the next pass resumes after the last
-  one loaded (round robin). The pass yields to the event loop after each load and every
-  256 names, so clients are served in between.
+  topics (`BrokerService.housekeep_topic`: its disk reads, stats and unlinks off the loop
+  too) and unloaded (`BrokerService.unload_if_idle`), at most
+  ``magnetarIdleTopicSweepMaxTopics`` per pass; the next pass resumes after the last one
+  loaded (round robin). The pass yields to the event loop after each load and every 256
+  names, so clients are served in between.
 
-Concurrency: housekeeping and unloading a topic happen in the event-loop turn its load
-ends, so no client request runs in between. A client that asked for the topic before sees
-it loaded (the sweep skips it); one whose own `load_topic` began while the sweep's was
-under way (`service.loading`) shares the ledger's scan, and the sweep then leaves the topic
-loaded for it; one that asks after loads it again, as after any unload. A topic a client's
+Concurrency: the topic is loaded (in ``service.topics``) while it is housekept, so clients
+may come in between: a client that asked for the topic before sees it loaded (the sweep
+skips it); one whose own `load_topic` began while the sweep's was under way
+(`service.loading`) shares the ledger's scan, and the sweep then leaves the topic loaded for
+it; one that attaches a producer or consumer while it is housekept keeps it loaded too;
+one that asks after the unload loads it again, as after any unload. A topic a client's
 `load_topic` is loading is left alone like a loaded one.
 """
 
@@ -40,7 +42,6 @@ import asyncio
 import bisect
 import logging
 import math
-import os
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
@@ -51,7 +52,6 @@ from magnetar.broker.topic import PersistentTopic
 from magnetar.broker.topic_name import TopicName, ledger_name
 from magnetar.storage import Position, StorageError
 from magnetar.storage.offline import SegmentFile, segment_files
-from magnetar.storage.segment import segment_name
 
 if TYPE_CHECKING:
     from magnetar.broker.service import BrokerService
@@ -119,16 +119,18 @@ def due_from_files(policies: Policies, files: list[SegmentFile] | None, now: flo
     return oldest.mtime + retention_s if retention_s >= 0 else math.inf
 
 
-def next_due(topic: PersistentTopic, policies: Policies, now: float) -> float:
+async def next_due(topic: PersistentTopic, policies: Policies, now: float) -> float:
     """When housekeeping may next change something on ``topic`` if nothing is published or
     acknowledged meanwhile: the oldest backlog reaching its TTL or time quota, or the oldest
-    consumed segment leaving the retention window. Call right after housekeeping it."""
+    consumed segment leaving the retention window. Call right after housekeeping it. The
+    oldest backlog entry's publish time comes from memory or the read cache, else from the
+    storage's reader threads, as does the segment file's modification time."""
     due = math.inf
     ledger = topic.ledger
     ages = _expiry_seconds(policies)
     if ages:
         try:
-            published = topic.oldest_backlog_publish_time()
+            published = await topic.oldest_backlog_publish_time_async()
         except StorageError:
             published = None
         if published is not None:
@@ -141,12 +143,17 @@ def next_due(topic: PersistentTopic, policies: Policies, now: float) -> float:
         count = ledger.count_between(Position(first_id, 0), Position(first_id, _LAST_ENTRY))
         consumed = ledger.slowest_mark_delete() if ledger.cursors() else ledger.last_confirmed()
         if count and consumed is not None and Position(first_id, count - 1) <= consumed:
-            try:
-                mtime = os.stat(os.path.join(ledger.directory, segment_name(first_id))).st_mtime
-            except OSError:
-                mtime = now
-            due = min(due, mtime + retention_s)
+            mtime = await ledger.segment_mtime_async(first_id)
+            due = min(due, (now if mtime is None else mtime) + retention_s)
     return due
+
+
+def _due_inputs(topic: PersistentTopic) -> tuple[object, ...]:
+    """What `next_due` depends on that clients change: new entries, acknowledgements,
+    trims."""
+    ledger = topic.ledger
+    return (ledger.last_confirmed(), topic.oldest_backlog_position(),
+            ledger.slowest_mark_delete(), ledger.segment_ids()[:1])
 
 
 class IdleTopicSweeper:
@@ -160,10 +167,16 @@ class IdleTopicSweeper:
 
     # -- bookkeeping the service calls ----------------------------------------------------
 
-    def record(self, topic: PersistentTopic, now: float) -> None:
-        """``topic`` was just housekept and is being unloaded: remember its due time."""
+    async def record(self, topic: PersistentTopic, now: float) -> None:
+        """``topic`` was just housekept and is being unloaded: remember its due time (its
+        reads off the loop; if the topic changed meanwhile, nothing is known of it)."""
         policies = self.service.policies.get(topic.topic_name.namespace)
-        self._due[topic.name] = Due(next_due(topic, policies, now), policies)
+        before = _due_inputs(topic)
+        due = await next_due(topic, policies, now)
+        if _due_inputs(topic) == before:
+            self._due[topic.name] = Due(due, policies)
+        else:
+            self._due.pop(topic.name, None)
 
     def forget(self, name: str) -> None:
         """Nothing is known any more about ``name`` (unloaded without housekeeping, deleted)."""
@@ -229,9 +242,9 @@ class IdleTopicSweeper:
 
     async def sweep_topic(self, name: str, now: float | None = None) -> bool:
         """Load ``name`` (off the loop, `BrokerService.load_topic`), then housekeep it as a
-        loaded topic, note its next due time and unload it in the turn the load ends, so no
-        client request interleaves. False if it is loaded, being loaded (or gone) and was
-        left alone; a client that began loading it meanwhile keeps it loaded."""
+        loaded topic, note its next due time and unload it (`BrokerService.unload_if_idle`).
+        False if it is loaded, being loaded (or gone) and was left alone; a client that
+        began loading it, or attached to it, meanwhile keeps it loaded."""
         service = self.service
         if name in service.topics or name in service.loading:
             return False
@@ -251,13 +264,13 @@ class IdleTopicSweeper:
         if name in service.loading:  # a client is loading it too: it stays loaded for them
             return True
         try:
-            closed = service.unload_topic(topic, housekeep=True, now=now)
+            # housekept (its disk work off the loop), then unloaded unless a client came
+            # meanwhile, its ledger closed (off the loop): a slow disk slows the pass only
+            await service.unload_if_idle(topic, now)
         except Exception:  # one broken topic must not stop the pass
             log.exception("idle topic sweep: unloading %s failed", name)
             self._due[name] = Due(now + service.config.magnetarIdleTopicSweepIntervalSeconds,
                                   self._policies(name))
-        else:
-            await closed  # its ledger's close (off the loop): a slow disk slows the pass only
         return True
 
     # -- helpers --------------------------------------------------------------------------

@@ -23,7 +23,7 @@ from magnetar.broker.topic_name import TopicName
 from magnetar.protocol import pb
 from magnetar.protocol.errors import ProtocolError
 from magnetar.protocol.frames import peek_metadata
-from magnetar.storage import StorageError
+from magnetar.storage import EntryNotFoundError, StorageError
 
 if TYPE_CHECKING:
     from magnetar.broker.dedup import MessageDeduplication
@@ -47,6 +47,9 @@ ACCESS_WAIT_FOR_EXCLUSIVE = pb.WaitForExclusive
 _NOT_CHUNKED = (-1, -1)
 _FENCE_MIN_S = 0.5
 _FENCE_MAX_S = 30.0
+#: `oldest_backlog_publish_time_async` reads again while acknowledgements move the oldest
+#: backlog entry during its read, this many times at most.
+_OLDEST_READS = 8
 
 
 def _chunk_of(payload: bytes) -> tuple[int, int]:
@@ -119,24 +122,6 @@ class Topic:
         self.created = time.time()
 
     # -- producers ---------------------------------------------------------------
-
-    def oldest_backlog_publish_time(self) -> float | None:
-        """Publish time (epoch seconds) of the oldest message some durable subscription has
-        not acknowledged; None without backlog (or without its metadata). The read may
-        raise StorageError."""
-        from magnetar.broker.dispatcher import entry_metadata
-        from magnetar.broker.subscription import PersistentSubscription
-
-        oldest: Position | None = None
-        for sub in self.subscriptions.values():
-            if isinstance(sub, PersistentSubscription) and sub.durable:
-                first = sub.cursor.read_position
-                if first is not None and (oldest is None or first < oldest):
-                    oldest = first
-        if oldest is None:
-            return None
-        metadata = entry_metadata(self.ledger.read(oldest))
-        return None if metadata is None else metadata.publish_time / 1000
 
     def last_sequence_id(self, producer_name: str) -> int:
         return -1
@@ -236,11 +221,81 @@ class PersistentTopic(Topic):
         # fenced_until (monotonic), backing off while the failures go on; see _storage_failed.
         self.fenced_until = 0.0
         self._fence_backoff = 0.0
+        # the publish time of the oldest backlog entry read last (backlog time quota, sweep)
+        self._publish_time_read: tuple[Position, float | None] | None = None
 
     def last_sequence_id(self, producer_name: str) -> int:
         if self.dedup is None:
             return -1
         return self.dedup.last_sequence_id(producer_name)
+
+    def oldest_backlog_position(self) -> Position | None:
+        """The oldest entry some durable subscription has not acknowledged (None: none)."""
+        from magnetar.broker.subscription import PersistentSubscription
+
+        oldest: Position | None = None
+        for sub in self.subscriptions.values():
+            if isinstance(sub, PersistentSubscription) and sub.durable:
+                first = sub.cursor.read_position
+                if first is not None and (oldest is None or first < oldest):
+                    oldest = first
+        return oldest
+
+    def _known_publish_time(self, position: Position) -> tuple[bool, float | None]:
+        """(known, publish time in epoch seconds or None without metadata) of the entry at
+        ``position``, from memory: the last one read for this, or the read cache."""
+        known = self._publish_time_read
+        if known is not None and known[0] == position:
+            return True, known[1]
+        cached = self.ledger.read_cached(position, 1)
+        if cached and cached[0][0] == position:
+            return True, self._remember_publish_time(position, cached[0][1])
+        return False, None
+
+    def knows_publish_time(self, position: Position) -> bool:
+        """Whether the publish time of the entry at ``position`` is known without a disk
+        read (then `oldest_backlog_publish_time` answers from memory for it)."""
+        return self._known_publish_time(position)[0]
+
+    def _remember_publish_time(self, position: Position, data: bytes | memoryview) -> float | None:
+        """The publish time of ``data``, the entry at ``position``, kept for the next ask."""
+        from magnetar.broker.dispatcher import entry_metadata
+
+        metadata = entry_metadata(data)
+        published = None if metadata is None else metadata.publish_time / 1000
+        self._publish_time_read = (position, published)
+        return published
+
+    def oldest_backlog_publish_time(self) -> float | None:
+        """Publish time (epoch seconds) of the oldest message some durable subscription has
+        not acknowledged; None without backlog (or without its metadata). From memory when
+        it can (see `oldest_backlog_publish_time_async`), else read from disk on the calling
+        thread (tests, tools); the read may raise StorageError."""
+        oldest = self.oldest_backlog_position()
+        if oldest is None:
+            return None
+        known, published = self._known_publish_time(oldest)
+        if known:
+            return published
+        return self._remember_publish_time(oldest, self.ledger.read(oldest))
+
+    async def oldest_backlog_publish_time_async(self) -> float | None:
+        """`oldest_backlog_publish_time` with the entry from the read cache, else read on
+        the storage's reader threads. What it returns is what `oldest_backlog_publish_time`
+        answers from memory in the same event-loop step (so a check made right after
+        awaiting this does no disk read). May raise StorageError."""
+        for _ in range(_OLDEST_READS):
+            oldest = self.oldest_backlog_position()
+            if oldest is None:
+                return None
+            known, published = self._known_publish_time(oldest)
+            if known:
+                return published
+            found = await self.ledger.read_cold(oldest, 1)
+            if not found or found[0][0] != oldest:
+                raise EntryNotFoundError(f"{self.ledger.name}: no entry at {oldest}")
+            published = self._remember_publish_time(oldest, found[0][1])
+        return published  # acknowledgements kept moving it: the last one read will do
 
     def add_producer(self, producer: Producer, request_id: int) -> bool:
         if self.fenced_until and time.monotonic() < self.fenced_until:
