@@ -627,7 +627,7 @@ class BrokerService:
     async def skip_messages(self, topic_name: str, subscription: str, count: int) -> int:
         """Acknowledge the next ``count`` unacknowledged entries; returns how many were skipped."""
         sub = await self.durable_subscription(topic_name, subscription)
-        skipped = []
+        skipped: list[Position] = []
         for position in sub.cursor.unacked_positions():
             if len(skipped) >= count:
                 break
