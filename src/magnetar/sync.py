@@ -32,7 +32,7 @@ class _LoopThread:
         try:
             import uvloop
 
-            self.loop = uvloop.new_event_loop()
+            self.loop: asyncio.AbstractEventLoop = uvloop.new_event_loop()
         except ImportError:  # pragma: no cover - uvloop is a dependency on Linux
             self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, name="magnetar-client",
@@ -153,8 +153,8 @@ class Producer:
 def _settle(out: concurrent.futures.Future[Any], fut: asyncio.Future[Any]) -> None:
     if fut.cancelled():
         out.cancel()
-    elif fut.exception() is not None:
-        out.set_exception(fut.exception())  # type: ignore[arg-type]
+    elif (exc := fut.exception()) is not None:
+        out.set_exception(exc)
     else:
         out.set_result(fut.result())
 

@@ -8,9 +8,11 @@ segment files' mtimes back (and ``now`` forward for the sweep's own due times an
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 
@@ -165,6 +167,27 @@ def test_idle_unload_trims_first(make_broker) -> None:
     # nothing can change before new messages: the sweep will not load it again
     assert broker.call(service.sweeper.due_time, topic) == float("inf")
     assert sweep(broker, time.time() + 100 * HOURS).loaded == 0
+
+
+def test_idle_unload_of_a_non_persistent_topic(make_broker,
+                                              caplog: pytest.LogCaptureFixture) -> None:
+    """Nothing to housekeep: it used to be housekept like a persistent topic, which failed
+    (no ledger) and logged two tracebacks before the unload went ahead anyway."""
+    broker = make_broker(magnetarTopicUnloadIdleSeconds=60)
+    topic = f"non-persistent://public/default/np-{uuid.uuid4().hex[:10]}"
+    client = pulsar.Client(broker.url, operation_timeout_seconds=10, logger=QUIET)
+    client.subscribe(topic, "sub").close()
+    client.create_producer(topic).close()
+    assert is_loaded(broker, topic)
+    service = service_of(broker)
+    with caplog.at_level(logging.WARNING, logger="magnetar"):
+        assert broker.call(service.unload_idle_topics, time.monotonic() + 61) == 1
+    assert not is_loaded(broker, topic)
+    assert not [r for r in caplog.records if r.name.startswith("magnetar")], caplog.text
+    consumer = client.subscribe(topic, "sub")  # loaded again on use
+    client.create_producer(topic).send(b"again")
+    assert consumer.receive(timeout_millis=5000).data() == b"again"
+    client.close()
 
 
 # ------------------------------------------------------------------------------------ TTL

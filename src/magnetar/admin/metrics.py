@@ -118,9 +118,9 @@ class BrokerCollector(Collector):
              storage_metrics.group_commit_batches),
         ):
             buckets, total = histogram.snapshot()
-            family = HistogramMetricFamily(name, doc, labels=["cluster"])
-            family.add_metric(broker, buckets, total)
-            yield family
+            histogram_family = HistogramMetricFamily(name, doc, labels=["cluster"])
+            histogram_family.add_metric(broker, buckets, total)
+            yield histogram_family
 
 
 def make_registry(service: BrokerService, rates: RateTracker) -> CollectorRegistry:

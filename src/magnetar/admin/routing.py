@@ -17,7 +17,7 @@ import json
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from aiohttp import web
 
@@ -31,6 +31,7 @@ from magnetar.protocol import pb
 log = logging.getLogger(__name__)
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+_H = TypeVar("_H", bound=Handler)  # a handler, of its own precise type
 
 SERVICE: web.AppKey[BrokerService] = web.AppKey("service", BrokerService)
 RATES: web.AppKey[RateTracker] = web.AppKey("rates", RateTracker)
@@ -169,8 +170,8 @@ class RouteTable:
     endpoints: list[Endpoint] = field(default_factory=list)
 
     def route(self, method: str, path: str, summary: str, body: str | None = None
-              ) -> Callable[[Handler], Handler]:
-        def register(handler: Handler) -> Handler:
+              ) -> Callable[[_H], _H]:
+        def register(handler: _H) -> _H:
             self.endpoints.append(Endpoint(method, path, handler, summary, body, self.tag))
             return handler
 

@@ -17,14 +17,10 @@ from aiohttp import web
 
 from magnetar.admin.namespaces import namespace_of
 from magnetar.admin.routing import SERVICE, RestError, RouteTable, expect, int_param, json_body
+from magnetar.broker.schema_compat import check_new_version
 from magnetar.broker.schema_registry import IncompatibleSchemaError, SchemaRecord
 from magnetar.broker.service import BrokerService
 from magnetar.protocol import pb
-
-try:  # the strategy-aware check, where the broker has it
-    from magnetar.broker.schema_compat import check_new_version as _check_new_version
-except ImportError:  # pragma: no cover - brokers before the compatibility checks
-    _check_new_version = None
 
 routes = RouteTable("schemas")
 
@@ -81,22 +77,20 @@ def strategy(service: BrokerService, base: str) -> str:
     """The compatibility strategy of the topic's namespace (its policy, else the broker's)."""
     namespace = base.rsplit("/", 1)[0]
     chosen = service.policies.get(namespace).schema_compatibility_strategy
-    return chosen or getattr(service.config, "schemaCompatibilityStrategy", "FULL")
+    default: str = getattr(service.config, "schemaCompatibilityStrategy", "FULL")
+    return chosen or default
 
 
 def is_compatible(service: BrokerService, base: str, record: SchemaRecord) -> bool:
     """The one place the admin API asks the broker whether ``record`` may follow the
-    topic's schemas (true without a schema, or for one already stored). It uses the
-    broker's strategy-aware check (``schema_compat.check_new_version``) where the broker
-    has one, else the registry's ``is_compatible`` hook."""
+    topic's schemas (true without a schema, or for one already stored), by the broker's
+    strategy-aware check (``schema_compat.check_new_version``)."""
     registry = service.schemas
     history = [r for v in registry.versions(base) if (r := registry.get(base, v)) is not None]
     if not history or any(r.same_schema(record) for r in history):
         return True
-    if _check_new_version is None:
-        return bool(registry.is_compatible(history[-1], record))
     try:
-        _check_new_version(history, record, strategy(service, base))
+        check_new_version(history, record, strategy(service, base))
     except IncompatibleSchemaError:
         return False
     return True

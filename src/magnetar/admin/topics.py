@@ -152,7 +152,7 @@ async def delete_topic(request: web.Request) -> web.Response:
 
 
 async def _partition_count(request: web.Request) -> int:
-    count = expect(await json_body(request), int, "number of partitions")
+    count: int = expect(await json_body(request), int, "number of partitions")
     if count < 1:
         raise RestError(412, "The number of partitions must be at least 1")
     return count

@@ -18,15 +18,17 @@ from __future__ import annotations
 import itertools
 import time
 from collections.abc import Coroutine
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from magnetar.broker.compaction import CompactedView
 from magnetar.broker.consumer import Consumer
+from magnetar.broker.dispatcher import Dispatcher
 from magnetar.broker.errors import BrokerError
 from magnetar.broker.producer import Producer
 from magnetar.broker.subscription import (
     NonPersistentSubscription,
     PersistentSubscription,
+    Subscription,
     position_of,
 )
 from magnetar.broker.topic import NonPersistentTopic, PersistentTopic, Topic
@@ -38,6 +40,7 @@ from magnetar.storage.cursor import ManagedCursor
 if TYPE_CHECKING:
     from magnetar.broker.server_cnx import ServerCnx
     from magnetar.broker.service import BrokerService
+    from magnetar.storage import ManagedLedger
 
 
 class NonDurableCursor(ManagedCursor):
@@ -172,8 +175,9 @@ class TopicAttacher:
             if not sub.consumers and not sub.durable:
                 topic.subscriptions.pop(req.subscription, None)
             raise
-        if view is not None and sub.dispatcher is not None:
-            sub.dispatcher.ledger = view  # read_compacted: the dispatcher reads the view too
+        dispatcher = sub.dispatcher
+        if view is not None and isinstance(dispatcher, Dispatcher):
+            dispatcher.ledger = view  # read_compacted: the dispatcher reads the view too
         cnx.on_consumer_ready(consumer, req.request_id)
         if sub.dispatcher is not None:
             sub.dispatcher.schedule()
@@ -191,11 +195,12 @@ class TopicAttacher:
             sub.cursor.ledger = view
         return view if sub.cursor.ledger is view else None
 
-    def new_subscription(self, topic: Topic, req: pb.CommandSubscribe) -> Any:
+    def new_subscription(self, topic: Topic, req: pb.CommandSubscribe) -> Subscription:
         """Create the subscription a Subscribe names (durable: a cursor stored with the
         ledger; a Reader's: a `NonDurableCursor`) and register it on the topic."""
+        sub: Subscription
         if isinstance(topic, NonPersistentTopic):
-            sub = NonPersistentSubscription(topic, req.subscription)
+            sub = NonPersistentSubscription(topic, req.subscription, req.subType)
             topic.subscriptions[req.subscription] = sub
             return sub
         assert isinstance(topic, PersistentTopic)
@@ -208,13 +213,15 @@ class TopicAttacher:
             view = self.service.compactor.view(topic) if req.read_compacted else None
             source = view if view is not None else ledger
             start = reader_start(source, req, earliest)
-            cursor = NonDurableCursor(source, req.subscription, start)
+            # the view offers the read API a cursor uses (storage types it for a ledger)
+            cursor = NonDurableCursor(cast("ManagedLedger", source), req.subscription, start)
             sub = PersistentSubscription(topic, req.subscription, cursor, durable=False)
         topic.subscriptions[req.subscription] = sub
         return sub
 
 
-def reader_start(ledger: Any, req: pb.CommandSubscribe, earliest: bool) -> Position:
+def reader_start(ledger: ManagedLedger | CompactedView, req: pb.CommandSubscribe,
+                 earliest: bool) -> Position:
     """The mark-delete position of a non-durable cursor (delivery starts after it)."""
     first = ledger.first_position()
     last = ledger.last_confirmed()

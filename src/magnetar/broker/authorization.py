@@ -88,7 +88,8 @@ class AuthorizationService:
         return self._store(namespace, record)
 
     def namespace_permissions(self, namespace: str) -> dict[str, list[str]]:
-        return self._record(namespace)["namespace"]
+        permissions: dict[str, list[str]] = self._record(namespace)["namespace"]
+        return permissions
 
     def grant_topic(self, topic: str, role: str, actions: Any) -> asyncio.Future[Any] | None:
         name = TopicName.parse(topic)

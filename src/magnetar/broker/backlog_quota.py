@@ -100,7 +100,8 @@ class BacklogQuotaManager:
             return None
         return topic.oldest_backlog_publish_time_async()
 
-    def producer_error(self, topic: PersistentTopic, now: float | None = None) -> tuple[int, str] | None:
+    def producer_error(self, topic: PersistentTopic,
+                       now: float | None = None) -> tuple[pb.ServerError, str] | None:
         """The error for a new producer on a topic over its backlog quota, else None. The
         time quota's publish time of the oldest unacknowledged entry comes from memory
         once `producer_read` is done (ServerCnx awaits it before the Producer command gets

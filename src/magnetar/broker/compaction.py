@@ -40,18 +40,20 @@ import logging
 import struct
 import time
 from bisect import bisect_left, bisect_right
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from magnetar.broker.topic import split_entry
 from magnetar.protocol.batch import decode_batch, encode_batch
 from magnetar.protocol.compression import compress, decompress
 from magnetar.protocol.frames import build_payload_part, parse_payload_part
-from magnetar.storage import EntryNotFoundError, Position, PositionsRead
+from magnetar.storage import EntryNotFoundError, ManagedLedger, Position, PositionsRead
 
 log = logging.getLogger(__name__)
 
+#: Entry data: ``bytes`` from a read cache, ``memoryview`` from a read from disk.
+_Data = TypeVar("_Data", bytes, memoryview)
 _HEADER = struct.Struct(">qq")  # original (ledger id, entry id) before each compacted entry
 _YIELD_EVERY = 256  # entries read between two event-loop yields while compacting
 
@@ -102,7 +104,7 @@ class CompactedView:
     """A topic's ledger as ``read_compacted`` readers see it (see the module docstring).
     It offers the read API cursors and dispatchers use; anything else goes to the ledger."""
 
-    def __init__(self, ledger: Any) -> None:
+    def __init__(self, ledger: ManagedLedger) -> None:
         self.ledger = ledger
         self.horizon: Position | None = None
         self.compacted: Any = None  # the managed ledger of compacted entries
@@ -182,14 +184,14 @@ class CompactedView:
         return list(self.ledger.read_cached(start, max_entries, max_bytes))
 
     def read_cold(self, start: Position, max_entries: int, max_bytes: int | None = None
-                  ) -> asyncio.Future[list[tuple[Position, bytes | memoryview]]]:
+                  ) -> asyncio.Future[list[tuple[Position, memoryview]]]:
         """Entries from ``start`` read on the storage's readers threads: kept entries from
         the compacted ledger (their original positions back), or the topic's tail."""
         if self.horizon is not None and start <= self.horizon:
             where = self._compacted_at(start)
             if where is not None:
                 inner = self.compacted.read_cold(where, max_entries, max_bytes)
-                out: asyncio.Future[list[tuple[Position, bytes | memoryview]]] = (
+                out: asyncio.Future[list[tuple[Position, memoryview]]] = (
                     asyncio.get_running_loop().create_future())
 
                 def unwrapped(f: asyncio.Future[list[tuple[Position, memoryview]]]) -> None:
@@ -207,9 +209,7 @@ class CompactedView:
                 inner.add_done_callback(unwrapped)
                 return out
             start = self._after_horizon()
-        future: asyncio.Future[list[tuple[Position, bytes | memoryview]]] = self.ledger.read_cold(
-            start, max_entries, max_bytes)
-        return future
+        return self.ledger.read_cold(start, max_entries, max_bytes)
 
     def cached_entry(self, p: Position) -> bytes | memoryview | None:
         """The entry at ``p`` if a read cache holds it (the compacted ledger's for the
@@ -220,7 +220,7 @@ class CompactedView:
                 return None  # compacted away: read_positions_cold says so
             data = self.compacted.cached_entry(where)
             return None if data is None else data[_HEADER.size:]
-        return self.ledger.cached_entry(p)  # type: ignore[no-any-return]
+        return self.ledger.cached_entry(p)
 
     def read_positions_cold(self, positions: list[Position], max_bytes: int | None = None
                             ) -> asyncio.Future[PositionsRead]:
@@ -538,7 +538,7 @@ async def _read_async(ledger: Any, start: Position, count: int) -> list[tuple[Po
     return list(await ledger.read_cold(start, count))
 
 
-def _unwrap(chunk: Any) -> list[tuple[Position, bytes | memoryview]]:
+def _unwrap(chunk: Iterable[tuple[Position, _Data]]) -> list[tuple[Position, _Data]]:
     """Compacted-ledger entries as the view's: each one's original position (its header)
     and its data after the header."""
     return [(Position(*_HEADER.unpack_from(data)), data[_HEADER.size:]) for _, data in chunk]

@@ -83,7 +83,7 @@ class PendingAcks(dict["Position", int]):
         if self.on_release is not None:
             self.on_release(key_hash)
 
-    def pop(self, position: Position, default: Any = _MISSING) -> Any:  # type: ignore[override]
+    def pop(self, position: Position, default: Any = _MISSING) -> Any:
         if position in self:
             value = super().pop(position)
             self._forget(position)
@@ -190,7 +190,9 @@ class Consumer:
 
     def flow(self, permits: int) -> None:
         self.permits += permits
-        self.subscription.dispatcher.schedule()
+        dispatcher = self.subscription.dispatcher
+        if dispatcher is not None:
+            dispatcher.schedule()
 
     def send_entry(
         self,

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 from magnetar.broker.config import BrokerConfig
@@ -95,6 +95,7 @@ class DedupSnapshots:
         replayed = 0
         last = ledger.last_confirmed()
         start = ledger.next_position(position)
+        chunk: Sequence[tuple[Position, bytes | memoryview]]  # cached entries, or a cold read's
         while start is not None and last is not None and start <= last:
             chunk = ledger.read_cached(start, 1024, _REPLAY_CHUNK_BYTES)
             if not chunk:
@@ -201,7 +202,7 @@ class DedupSnapshots:
             log.error("topic %s: deleting the dedup snapshot failed: %s", topic_name, exc)
 
 
-def replay_entry(dedup: MessageDeduplication, data: bytes) -> None:
+def replay_entry(dedup: MessageDeduplication, data: bytes | memoryview) -> None:
     """Apply one stored entry's producer and sequence ids to the dedup state."""
     metadata = entry_metadata(data)
     if metadata is None or not metadata.producer_name:

@@ -31,16 +31,21 @@ from magnetar.protocol.frames import peek_metadata
 from magnetar.storage import CorruptEntryError
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from magnetar.broker.compaction import CompactedView
     from magnetar.broker.consumer import Consumer
     from magnetar.broker.subscription import PersistentSubscription
     from magnetar.protocol import pb
-    from magnetar.storage import Position, PositionsRead
+    from magnetar.storage import ManagedLedger, Position, PositionsRead
 
 log = logging.getLogger(__name__)
 
 #: A stored entry: from the read cache ``bytes``, from a cold read a ``memoryview`` of the
 #: read's buffer (sent as it is; see ``ManagedLedger.read_cold``).
 Entry = tuple["Position", "bytes | memoryview"]
+#: An entry of a cold read (``ManagedLedger.read_cold``, ``CompactedView.read_cold``).
+ColdEntry = tuple["Position", memoryview]
 
 #: Reads one dispatch pass makes at most before it yields the event loop to others.
 MAX_READS_PER_PASS = 64
@@ -70,7 +75,9 @@ class Dispatcher:
     def __init__(self, subscription: PersistentSubscription, sub_type: int) -> None:
         self.sub = subscription
         self.sub_type = sub_type
-        self.ledger = subscription.topic.ledger
+        # the topic's ledger, or a read_compacted subscription's compacted view (set by
+        # `TopicAttacher.subscribe`)
+        self.ledger: ManagedLedger | CompactedView = subscription.topic.ledger
         self.cursor = subscription.cursor
         self.config = subscription.topic.service.config
         self.consumers: list[Consumer] = []
@@ -79,7 +86,7 @@ class Dispatcher:
         self._scheduled = False
         self._loop = asyncio.get_event_loop()
         # a read from disk under way: (its start position, its future)
-        self._cold_read: tuple[Position, asyncio.Future[list[Entry]]] | None = None
+        self._cold_read: tuple[Position, asyncio.Future[list[ColdEntry]]] | None = None
         # a read from disk of replay-set positions under way: (the positions, its future)
         self._replay_read: tuple[list[Position], asyncio.Future[PositionsRead]] | None = None
         self._retry_delay = 0.0  # > 0 while an unreadable entry is being retried
@@ -180,11 +187,11 @@ class Dispatcher:
 
     def start_position(self) -> Position:
         """The first unacknowledged entry, or the position the next entry will take."""
-        first = self.cursor.read_position
+        first: Position | None = self.cursor.read_position
         if first is not None:
             return first
         last = self.ledger.last_confirmed()
-        md = self.cursor.mark_delete_position
+        md: Position = self.cursor.mark_delete_position
         if last is None:
             return type(md)(md[0], md[1] + 1)
         return type(last)(last[0], last[1] + 1)
@@ -329,7 +336,7 @@ class Dispatcher:
         self._cold_read = (start, future)
         future.add_done_callback(lambda _f: self.schedule())
 
-    def _take_cold_read(self) -> list[Entry] | None:
+    def _take_cold_read(self) -> Sequence[Entry] | None:
         """The finished disk read that starts at the read position (None: there is none;
         a read of a position the dispatcher moved away from, by a seek or a rewind, is
         dropped). Its error, if it failed, is raised here."""

@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from magnetar.broker.dispatcher import MAX_READS_PER_PASS, Entry, entry_metadata, entry_num_messages
-from magnetar.broker.dispatcher_shared import SharedDispatcher
+from magnetar.broker.dispatcher_shared import Prepared, SharedDispatcher
 from magnetar.broker.errors import BrokerError
 from magnetar.broker.key_shared import AutoSplitSelector, StickySelector, sticky_key
 from magnetar.protocol import pb
@@ -37,7 +37,7 @@ class KeySharedDispatcher(SharedDispatcher):
         super().__init__(subscription, sub_type)
         self.mode = meta.keySharedMode if meta is not None else pb.AUTO_SPLIT
         self.allow_out_of_order = bool(meta is not None and meta.allowOutOfOrderDelivery)
-        self.selector: AutoSplitSelector | StickySelector = (
+        self.selector: AutoSplitSelector[Consumer] | StickySelector[Consumer] = (
             StickySelector() if self.mode == pb.STICKY else AutoSplitSelector()
         )
         self._hash_of: dict[Position, int] = {}  # key hashes of entries in the replay set
@@ -100,7 +100,9 @@ class KeySharedDispatcher(SharedDispatcher):
             self.schedule()
         self.sub.check_end_of_topic()
 
-    def assign(self, entries: list, replayed: int = 0) -> int:  # type: ignore[override]
+    def assign(  # type: ignore[override]  # returns how many it sent (Shared's: nothing)
+        self, entries: list[Prepared], replayed: int = 0
+    ) -> int:
         """Send what the rules allow; hold the rest back in the replay set. The first
         ``replayed`` entries come from the replay set, the others are new."""
         blocked_hashes: set[int] = set()

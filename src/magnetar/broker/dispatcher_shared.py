@@ -26,6 +26,9 @@ if TYPE_CHECKING:
     from magnetar.broker.subscription import PersistentSubscription
     from magnetar.protocol import pb
 
+#: An entry ready to assign: its position, data as stored and MessageMetadata (if readable).
+Prepared = tuple["Position", "bytes | memoryview", "pb.MessageMetadata | None"]
+
 
 class SharedDispatcher(Dispatcher):
     def __init__(self, subscription: PersistentSubscription, sub_type: int) -> None:
@@ -40,7 +43,7 @@ class SharedDispatcher(Dispatcher):
     def _available(self) -> list[Consumer]:
         return [c for c in self.consumers if c.available]
 
-    def read_for_dispatch(self, max_entries: int) -> list[tuple[Position, bytes, pb.MessageMetadata | None]]:
+    def read_for_dispatch(self, max_entries: int) -> list[Prepared]:
         """Replay first, then new entries; entries not due yet go to the delay tracker."""
         entries: list[Entry] = self.read_replay(max_entries)
         replayed = len(entries)
@@ -50,7 +53,7 @@ class SharedDispatcher(Dispatcher):
 
     def prepare(
         self, entries: list[Entry], replayed: int
-    ) -> list[tuple[Position, bytes, pb.MessageMetadata | None]]:
+    ) -> list[Prepared]:
         """Attach metadata; hold back new entries whose deliver_at_time is in the future."""
         out = []
         now_ms = int(time.time() * 1000)
@@ -98,7 +101,7 @@ class SharedDispatcher(Dispatcher):
             self.schedule()
         self.sub.check_end_of_topic()
 
-    def assign(self, entries: list[tuple[Position, bytes, pb.MessageMetadata | None]]) -> None:
+    def assign(self, entries: list[Prepared]) -> None:
         consumers = self.consumers
         for position, data, metadata in entries:
             chosen = None

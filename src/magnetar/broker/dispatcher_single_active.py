@@ -23,6 +23,7 @@ from magnetar.protocol import pb
 if TYPE_CHECKING:
     from magnetar.broker.consumer import Consumer
     from magnetar.broker.subscription import PersistentSubscription
+    from magnetar.storage import Position
 
 
 class SingleActiveDispatcher(Dispatcher):
@@ -52,7 +53,8 @@ class SingleActiveDispatcher(Dispatcher):
             consumer.msg_redelivered += consumer.unacked_messages
             self.rewind()
 
-    def redeliver_positions(self, positions: list, consumer: Consumer | None, count: bool = True) -> None:
+    def redeliver_positions(self, positions: list[Position], consumer: Consumer | None,
+                            count: bool = True) -> None:
         # Single-active subscriptions keep order: any redelivery rewinds to the first unacked.
         if consumer is not None and consumer is self.active:
             self.redeliver_all(consumer)

@@ -30,6 +30,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable
+from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from magnetar.broker.topic import PersistentTopic
@@ -279,9 +280,12 @@ class Housekeeping:
                         log.exception("unloading topic %s failed", name)
                         continue
                     self._unloading.add(name)
-                    future.add_done_callback(lambda _f, n=name: self._unloading.discard(n))
+                    future.add_done_callback(partial(self._unload_done, name))
                     unloading.append(future)
         return self.keep(asyncio.ensure_future(self._count_unloaded(unloading)))
+
+    def _unload_done(self, name: str, _future: asyncio.Future[bool]) -> None:
+        self._unloading.discard(name)
 
     async def _count_unloaded(self, unloading: list[Awaitable[bool]]) -> int:
         """How many of the unloads ``unloading`` unloaded their topic (once all are done)."""

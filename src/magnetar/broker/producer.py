@@ -50,7 +50,7 @@ class Producer:
         return pb.BaseCommand(type=pb.BaseCommand.PRODUCER_SUCCESS, producer_success=resp)
 
     def publish(
-        self, send: SendFrame, payload: bytes, size: int, part_crc: int | None = None
+        self, send: SendFrame, payload: bytes | memoryview, size: int, part_crc: int | None = None
     ) -> None:
         """Publish one Send; ``size`` is ``len(payload)``, handed back with its answer;
         ``part_crc`` the payload part's CRC32C when the caller checked it (`Topic.publish`)."""
@@ -78,7 +78,7 @@ class Producer:
         self.cnx.on_send_done(size)
         return must_release
 
-    def send_error(self, sequence_id: int, code: int, message: str, size: int) -> None:
+    def send_error(self, sequence_id: int, code: pb.ServerError, message: str, size: int) -> None:
         """Answer a send of ``size`` payload bytes with a SendError."""
         err = pb.CommandSendError(
             producer_id=self.producer_id, sequence_id=sequence_id, error=code, message=message

@@ -85,7 +85,8 @@ class SchemaStore(Protocol):
 
     def list(self, prefix: str) -> dict[str, Any]: ...
 
-    def delete(self, key: str) -> None: ...
+    # whatever it returns (the metadata store's: whether the key existed) goes unused
+    def delete(self, key: str) -> object: ...
 
 
 def encode_version(version: int) -> bytes:

@@ -24,7 +24,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Coroutine
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from magnetar.broker.auth import binary as auth_binary
 from magnetar.broker.authorization import CONSUME, LOOKUP, PRODUCE
@@ -171,12 +171,14 @@ class ServerCnx(asyncio.BufferedProtocol):
     # ------------------------------------------------------------------ transport events
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]  # uvloop's is not a subclass
-        peer = transport.get_extra_info("peername")
+        # a stream transport (asyncio's or uvloop's, which is not an asyncio.Transport subclass)
+        stream = cast("asyncio.Transport", transport)
+        self.transport = stream
+        peer = stream.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         if not self.security.limits.admit(self, peer[0] if peer else "?"):
             self.closed = True
-            transport.abort()
+            stream.abort()
             return
         self.service.connections.add(self)
         log.debug("connection from %s", self.peer)
@@ -433,13 +435,13 @@ class ServerCnx(asyncio.BufferedProtocol):
         if request_id is not None:
             self.send_error(request_id, pb.NotAllowedError, f"{name} is not supported by magnetar")
 
-    def send_error(self, request_id: int, code: int, message: str) -> None:
+    def send_error(self, request_id: int, code: pb.ServerError, message: str) -> None:
         self.send(T(type=T.ERROR, error=pb.CommandError(request_id=request_id, error=code, message=message)))
 
     def send_success(self, request_id: int) -> None:
         self.send(T(type=T.SUCCESS, success=pb.CommandSuccess(request_id=request_id)))
 
-    def _reply_error(self, cmd: pb.BaseCommand, code: int, message: str) -> None:
+    def _reply_error(self, cmd: pb.BaseCommand, code: pb.ServerError, message: str) -> None:
         if cmd.type == T.SEND:
             self._reply_send_error(SendFrame.from_command(cmd, None), code, message)
             return
@@ -717,7 +719,7 @@ class ServerCnx(asyncio.BufferedProtocol):
             self.on_send_done(size)
             raise
 
-    def _reply_send_error(self, send: SendFrame, code: int, message: str) -> None:
+    def _reply_send_error(self, send: SendFrame, code: pb.ServerError, message: str) -> None:
         self.send(T(type=T.SEND_ERROR, send_error=pb.CommandSendError(
             producer_id=send.producer_id, sequence_id=send.sequence_id, error=code, message=message)))
 
@@ -814,7 +816,7 @@ class ServerCnx(asyncio.BufferedProtocol):
         else:
             log.warning("%s: Ack refused: %s", self.peer, error)
 
-    def _ack_response(self, ack: Any, error: int | None, message: str) -> None:
+    def _ack_response(self, ack: Any, error: pb.ServerError | None, message: str) -> None:
         resp = pb.CommandAckResponse(consumer_id=ack.consumer_id, request_id=ack.request_id)
         if ack.HasField("txnid_least_bits"):
             resp.txnid_least_bits = ack.txnid_least_bits
@@ -996,7 +998,8 @@ _REQUEST_FIELDS = {
 }
 
 
-def _error_response(cmd: pb.BaseCommand, code: int, message: str) -> pb.BaseCommand | None:
+def _error_response(cmd: pb.BaseCommand, code: pb.ServerError,
+                    message: str) -> pb.BaseCommand | None:
     """The failure answer for requests the client matches only by their own response type.
 
     The official client resolves a lookup, partition-metadata, consumer-stats or schema
@@ -1034,12 +1037,15 @@ def _error_response(cmd: pb.BaseCommand, code: int, message: str) -> pb.BaseComm
 
 def _request_id(cmd: pb.BaseCommand) -> int | None:
     field = _REQUEST_FIELDS.get(cmd.type)
+    request_id: int
     if field is not None:
-        return getattr(cmd, field).request_id
+        request_id = getattr(cmd, field).request_id
+        return request_id
     # Commands we do not implement still carry a request id in most cases.
     for desc, value in cmd.ListFields():
         if desc.name != "type" and hasattr(value, "request_id"):
-            return value.request_id
+            request_id = value.request_id
+            return request_id
     return None
 
 

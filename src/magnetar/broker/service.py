@@ -235,10 +235,18 @@ class BrokerService:
         self.sweeper.forget(topic.name)
         return self._unload_now(topic)
 
-    def unload_if_idle(self, topic: PersistentTopic, now: float | None = None) -> asyncio.Future[bool]:
+    def unload_if_idle(self, topic: Topic, now: float | None = None) -> asyncio.Future[bool]:
         """`unload_topic` with housekeeping, for idle unloading and the sweep: the topic
         stays loaded if a client attached while it was housekept. The future gives whether
-        it was unloaded, once its ledger is closed."""
+        it was unloaded, once its ledger is closed. A non-persistent topic has nothing to
+        housekeep (nor to sweep later): it leaves memory at once."""
+        if not isinstance(topic, PersistentTopic):
+            unloaded: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+            loaded = self.topics.get(topic.name) is topic
+            if loaded:
+                self._unload_now(topic)
+            unloaded.set_result(loaded)
+            return unloaded
         return self.housekeeping.keep(
             asyncio.ensure_future(self._housekeep_and_unload(topic, now, if_idle=True)))
 
@@ -619,7 +627,7 @@ class BrokerService:
     async def skip_messages(self, topic_name: str, subscription: str, count: int) -> int:
         """Acknowledge the next ``count`` unacknowledged entries; returns how many were skipped."""
         sub = await self.durable_subscription(topic_name, subscription)
-        skipped = []
+        skipped: list[Position] = []
         for position in sub.cursor.unacked_positions():
             if len(skipped) >= count:
                 break

@@ -372,7 +372,8 @@ class PersistentSubscription:
         return last_id, message_id_data(md[0], md[1])
 
     def backlog(self) -> int:
-        return self.cursor.backlog()
+        backlog: int = self.cursor.backlog()
+        return backlog
 
     def check_end_of_topic(self) -> None:
         if not self.topic.terminated or self.dispatcher is None:
@@ -412,10 +413,10 @@ class PersistentSubscription:
         }
 
 
-def _published_since(publish_time_ms: int) -> Callable[[bytes], bool]:
+def _published_since(publish_time_ms: int) -> Callable[[bytes | memoryview], bool]:
     """Whether a stored entry was published at or after ``publish_time_ms`` (thread-safe)."""
 
-    def published_since(data: bytes) -> bool:
+    def published_since(data: bytes | memoryview) -> bool:
         metadata = entry_metadata(data)
         return metadata is not None and metadata.publish_time >= publish_time_ms
 
@@ -446,7 +447,7 @@ class NonPersistentDispatcher:
     def has_more(self) -> bool:
         return False
 
-    def offer(self, entry_id: int, payload: bytes, num_messages: int) -> bool:
+    def offer(self, entry_id: int, payload: bytes | memoryview, num_messages: int) -> bool:
         consumers = self.consumers
         if self.sub_type in (SubType.Exclusive, SubType.Failover):
             ordered = sorted(consumers, key=lambda c: (c.priority_level, c.name))
@@ -464,25 +465,26 @@ class NonPersistentDispatcher:
 class NonPersistentSubscription:
     durable = False
 
-    def __init__(self, topic: NonPersistentTopic, name: str) -> None:
+    def __init__(self, topic: NonPersistentTopic, name: str, sub_type: int) -> None:
         self.topic = topic
         self.name = name
-        self.dispatcher: NonPersistentDispatcher | None = None
+        # always there (`NonPersistentTopic.publish` offers to it): a subscription without
+        # consumers takes the type of the next consumer that joins
+        self.dispatcher = NonPersistentDispatcher(sub_type)
         self.out_of_removed = OutCounters()
 
     @property
     def consumers(self) -> list[Consumer]:
-        return self.dispatcher.consumers if self.dispatcher is not None else []
+        return self.dispatcher.consumers
 
     def add_consumer(self, consumer: Consumer, key_shared_meta: pb.KeySharedMeta | None) -> None:
-        if self.dispatcher is None or not self.dispatcher.consumers:
+        if not self.dispatcher.consumers:
             self.dispatcher = NonPersistentDispatcher(consumer.sub_type)
         self.dispatcher.add_consumer(consumer)
 
     def remove_consumer(self, consumer: Consumer) -> None:
-        if self.dispatcher is not None:
-            self.out_of_removed.keep(consumer, self.consumers)
-            self.dispatcher.remove_consumer(consumer)
+        self.out_of_removed.keep(consumer, self.consumers)
+        self.dispatcher.remove_consumer(consumer)
         if not self.consumers:
             self.topic.subscriptions.pop(self.name, None)
 
@@ -501,7 +503,7 @@ class NonPersistentSubscription:
     def seek_to_id(self, target: Position) -> None:
         raise BrokerError(pb.NotAllowedError, "seek is not supported on non-persistent topics")
 
-    seek_to_time = seek_to_id  # type: ignore[assignment]
+    seek_to_time = seek_to_id
 
     async def seek_to_time_async(self, publish_time_ms: int) -> None:
         self.seek_to_id(Position(0, 0))  # refused the same way

@@ -222,8 +222,9 @@ class IdleTopicSweeper:
             for name in chunk:
                 if name in service.topics:
                     continue
-                due = self._due.get(name)
-                if due is not None and due.policies == self._policies(name) and due.at > clock:
+                known = self._due.get(name)
+                if (known is not None and known.policies == self._policies(name)
+                        and known.at > clock):
                     stats.not_due += 1
                     continue
                 if stats.loaded >= budget:

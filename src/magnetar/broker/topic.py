@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast, overload
 
 from magnetar.broker.errors import BrokerError
 from magnetar.broker.producer import Producer
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from magnetar.broker.dedup_snapshot import Restored
     from magnetar.broker.server_cnx import ServerCnx
     from magnetar.broker.service import BrokerService
-    from magnetar.broker.subscription import Subscription
+    from magnetar.broker.subscription import NonPersistentSubscription, Subscription
     from magnetar.protocol.frames import SendFrame
     from magnetar.storage import ManagedLedger, Position
 
@@ -52,7 +52,7 @@ _FENCE_MAX_S = 30.0
 _OLDEST_READS = 8
 
 
-def _chunk_of(payload: bytes) -> tuple[int, int]:
+def _chunk_of(payload: bytes | memoryview) -> tuple[int, int]:
     """(chunk_id, num_chunks) of a chunk's payload part (dedup only records last chunks)."""
     try:
         metadata = peek_metadata(payload)
@@ -63,6 +63,10 @@ def _chunk_of(payload: bytes) -> tuple[int, int]:
     return metadata.chunk_id, metadata.num_chunks_from_msg
 
 
+@overload
+def split_entry(data: bytes) -> tuple[bytes | None, bytes]: ...
+@overload
+def split_entry(data: memoryview) -> tuple[memoryview | None, memoryview]: ...
 def split_entry(data: bytes | memoryview) -> tuple[bytes | memoryview | None, bytes | memoryview]:
     """Split a stored entry into (broker entry metadata, payload part); of the same type
     as ``data`` (a ``memoryview`` from a cold read is cut without copying)."""
@@ -170,7 +174,7 @@ class Topic:
     # -- publishing ----------------------------------------------------------------
 
     def publish(
-        self, producer: Producer, send: SendFrame, payload: bytes, size: int,
+        self, producer: Producer, send: SendFrame, payload: bytes | memoryview, size: int,
         part_crc: int | None = None,
     ) -> None:
         """Store (or hand out) one Send's ``payload`` part of ``size`` bytes and answer it.
@@ -318,7 +322,7 @@ class PersistentTopic(Topic):
             self.dedup.producer_removed(producer.name)
 
     def publish(
-        self, producer: Producer, send: SendFrame, payload: bytes, size: int,
+        self, producer: Producer, send: SendFrame, payload: bytes | memoryview, size: int,
         part_crc: int | None = None,
     ) -> None:
         seq = send.sequence_id
@@ -356,7 +360,7 @@ class PersistentTopic(Topic):
             # the entry starts with the broker entry metadata, not the part: its CRC is
             # the storage's own
             self.entry_index += num_messages
-            data = self._with_entry_metadata(payload, self.entry_index - 1)
+            data: bytes | memoryview = self._with_entry_metadata(payload, self.entry_index - 1)
             part_crc = None
         else:
             data = payload
@@ -364,7 +368,7 @@ class PersistentTopic(Topic):
             data, partial(self._persisted, producer, seq, highest, last_seq, chunk, size), part_crc
         )
 
-    def _with_entry_metadata(self, payload: bytes, index: int) -> bytes:
+    def _with_entry_metadata(self, payload: bytes | memoryview, index: int) -> bytes:
         bem = pb.BrokerEntryMetadata(broker_timestamp=int(time.time() * 1000), index=index)
         raw = bem.SerializeToString()
         return b"".join((ENTRY_METADATA_MAGIC, _U32.pack(len(raw)), raw, payload))
@@ -500,9 +504,11 @@ class NonPersistentTopic(Topic):
         super().__init__(service, name)
         self.next_entry_id = 0
         self.msg_dropped = 0
+        # `subscriptions` itself (the same dict), typed as what it holds on this topic
+        self._np_subscriptions = cast("dict[str, NonPersistentSubscription]", self.subscriptions)
 
     def publish(
-        self, producer: Producer, send: SendFrame, payload: bytes, size: int,
+        self, producer: Producer, send: SendFrame, payload: bytes | memoryview, size: int,
         part_crc: int | None = None,
     ) -> None:
         seq = send.sequence_id
@@ -514,7 +520,7 @@ class NonPersistentTopic(Topic):
         self.bytes_in += size
         entry_id = self.next_entry_id
         self.next_entry_id += 1
-        for sub in self.subscriptions.values():
+        for sub in self._np_subscriptions.values():
             if not sub.dispatcher.offer(entry_id, payload, num_messages):
                 self.msg_dropped += num_messages
         producer.send_receipt(seq, highest, -1, -1, size)

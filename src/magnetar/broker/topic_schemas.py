@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Coroutine
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from magnetar.broker.errors import BrokerError
 from magnetar.broker.schema_registry import SchemaRecord
@@ -50,9 +50,12 @@ class TopicSchemas:
         if record is None:
             return None
         schema = pb.Schema(
-            name=record.name, schema_data=record.data, type=record.type,
-            properties=[pb.KeyValue(key=k, value=v) for k, v in record.properties.items()],
+            name=record.name, schema_data=record.data, type=cast("pb.Schema.Type", record.type),
         )
+        # added one by one: the stub's ``Schema.KeyValue`` (a Type value) hides the message
+        # class, which makes a ``properties=`` list of pb.KeyValue a type error
+        for k, v in record.properties.items():
+            schema.properties.add(key=k, value=v)
         return schema, _VERSION.pack(record.version or 0)
 
     async def get_schema_async(self, topic: str, version: bytes | None) -> tuple[pb.Schema, bytes] | None:
@@ -162,5 +165,5 @@ def record_of(schema: pb.Schema) -> SchemaRecord:
     """The registry's record of a wire schema (no version yet)."""
     return SchemaRecord(
         name=schema.name, type=schema.type, data=bytes(schema.schema_data),
-        properties={kv.key: kv.value for kv in schema.properties},
+        properties={kv.key: kv.value for kv in cast("list[pb.KeyValue]", schema.properties)},
     )

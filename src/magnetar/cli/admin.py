@@ -44,8 +44,8 @@ EXAMPLES = {
 }
 
 
-def _cmd(group: argparse._SubParsersAction, name: str, fn: Command, help_text: str,
-         example: str, *args: tuple[tuple[str, ...], dict[str, Any]]) -> None:
+def _cmd(group: argparse._SubParsersAction[argparse.ArgumentParser], name: str, fn: Command,
+         help_text: str, example: str, *args: tuple[tuple[str, ...], dict[str, Any]]) -> None:
     p = group.add_parser(name, help=help_text, description=f"{help_text}\n\nExample:\n  {example}",
                          formatter_class=argparse.RawDescriptionHelpFormatter)
     for flags, kwargs in args:
@@ -109,7 +109,8 @@ def token_of(args: argparse.Namespace) -> str | None:
     return None
 
 
-def add_parser(sub: argparse._SubParsersAction, common: list[argparse.ArgumentParser]) -> None:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
+               common: list[argparse.ArgumentParser]) -> None:
     admin = sub.add_parser(
         "admin", parents=common, help="administer a broker over its REST API (like pulsar-admin)",
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -122,7 +123,7 @@ def add_parser(sub: argparse._SubParsersAction, common: list[argparse.ArgumentPa
     add_security_options(admin)
     groups = admin.add_subparsers(dest="group", metavar="GROUP")
     groups.required = True
-    g: dict[str, argparse._SubParsersAction] = {}
+    g: dict[str, argparse._SubParsersAction[argparse.ArgumentParser]] = {}
     for name, help_text in GROUPS.items():
         p = groups.add_parser(name, help=help_text, formatter_class=argparse.RawDescriptionHelpFormatter,
                               description=f"{help_text}.\n\nExamples:\n  {EXAMPLES[name]}")

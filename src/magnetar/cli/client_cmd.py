@@ -19,7 +19,8 @@ EXAMPLES = """Examples:
   magnetar client consume my-topic -s sub -n 0 -t Shared -p Earliest   # forever"""
 
 
-def add_parser(sub: argparse._SubParsersAction, common: list[argparse.ArgumentParser]) -> None:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
+               common: list[argparse.ArgumentParser]) -> None:
     client = sub.add_parser(
         "client", parents=common, help="produce and consume messages (like pulsar-client)",
         formatter_class=argparse.RawDescriptionHelpFormatter,

@@ -9,6 +9,7 @@ import argparse
 import asyncio
 import bisect
 import contextlib
+import functools
 import json
 import math
 import signal
@@ -118,7 +119,8 @@ class Meter:
               flush=True)
 
 
-def add_parser(sub: argparse._SubParsersAction, common: list[argparse.ArgumentParser]) -> None:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
+               common: list[argparse.ArgumentParser]) -> None:
     perf = sub.add_parser("perf", parents=common, help="measure throughput and latency (like pulsar-perf)",
                           formatter_class=argparse.RawDescriptionHelpFormatter,
                           description="Produce or consume at a rate and report msg/s, MB/s and "
@@ -218,7 +220,7 @@ async def _produce(args: argparse.Namespace, meter: Meter) -> None:
             t0 = time.perf_counter()
             fut = await producer.send_async(payload)
             pending.add(fut)
-            fut.add_done_callback(lambda f, t0=t0: done(f, t0))
+            fut.add_done_callback(functools.partial(done, t0=t0))
             sent += 1
             if args.rate > 0:
                 ahead = start + sent / args.rate - time.monotonic()

@@ -171,9 +171,9 @@ def run_tokens(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     action = args.tokens_command
     if action == "create-secret-key":
-        key = create_secret_key(args.signature_algorithm)
-        _write(args.output, base64.b64encode(key) + (b"\n" if not args.output else b"")
-               if args.base64 else key)
+        secret = create_secret_key(args.signature_algorithm)
+        _write(args.output, base64.b64encode(secret) + (b"\n" if not args.output else b"")
+               if args.base64 else secret)
         return 0
     if action == "create-key-pair":
         private, public = create_key_pair(args.signature_algorithm)

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
+from typing import final, overload
 
 import crc32c as _crc32c
 from google.protobuf.message import DecodeError
@@ -147,6 +148,7 @@ class MessageFrame:
         return self._wire_id
 
 
+@final  # never subclassed: `type(frame) is SendFrame` tells it from a Frame
 class SendFrame:
     """A SEND frame as the broker needs it, without protobuf objects: what a
     ``FrameDecoder(send_frames=True)`` returns for a plain send
@@ -516,7 +518,7 @@ def part_checksum(part: bytes | memoryview) -> int | None:
     return expected if _crc32c.crc32c(memoryview(part)[6:]) == expected else None
 
 
-def _parse_metadata(part: bytes, meta_size: int) -> pb.MessageMetadata:
+def _parse_metadata(part: bytes | memoryview, meta_size: int) -> pb.MessageMetadata:
     metadata = pb.MessageMetadata()
     try:
         view = memoryview(part)[_PART_HEADER.size : _PART_HEADER.size + meta_size]
@@ -528,10 +530,17 @@ def _parse_metadata(part: bytes, meta_size: int) -> pb.MessageMetadata:
     return metadata
 
 
+@overload
+def parse_payload_part(part: bytes, verify: bool = True) -> tuple[pb.MessageMetadata, bytes]: ...
+@overload
 def parse_payload_part(
-    part: bytes, verify: bool = True
-) -> tuple[pb.MessageMetadata, bytes]:
-    """Split a payload part into its metadata and payload, checking the CRC32C first."""
+    part: memoryview, verify: bool = True
+) -> tuple[pb.MessageMetadata, memoryview]: ...
+def parse_payload_part(
+    part: bytes | memoryview, verify: bool = True
+) -> tuple[pb.MessageMetadata, bytes | memoryview]:
+    """Split a payload part into its metadata and payload, checking the CRC32C first. The
+    payload is of the same type as ``part`` (a ``memoryview`` is cut without copying)."""
     _, meta_size = _check_part_layout(part)
     if verify:
         _verify_or_raise(part)
@@ -577,7 +586,7 @@ def split_message_at(tail: bytes, verify: bool = True) -> tuple[pb.MessageMetada
     return metadata, pos + meta_size
 
 
-def peek_metadata(part: bytes) -> pb.MessageMetadata:
+def peek_metadata(part: bytes | memoryview) -> pb.MessageMetadata:
     """Decode only the metadata of a payload part, without checking the checksum."""
     _, meta_size = _check_part_layout(part)
     return _parse_metadata(part, meta_size)
