@@ -40,7 +40,7 @@ import logging
 import struct
 import time
 from bisect import bisect_left, bisect_right
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -54,6 +54,8 @@ log = logging.getLogger(__name__)
 
 #: Entry data: ``bytes`` from a read cache, ``memoryview`` from a read from disk.
 _Data = TypeVar("_Data", bytes, memoryview)
+_In = TypeVar("_In")
+_Out = TypeVar("_Out")
 _HEADER = struct.Struct(">qq")  # original (ledger id, entry id) before each compacted entry
 _YIELD_EVERY = 256  # entries read between two event-loop yields while compacting
 
@@ -190,24 +192,7 @@ class CompactedView:
         if self.horizon is not None and start <= self.horizon:
             where = self._compacted_at(start)
             if where is not None:
-                inner = self.compacted.read_cold(where, max_entries, max_bytes)
-                out: asyncio.Future[list[tuple[Position, memoryview]]] = (
-                    asyncio.get_running_loop().create_future())
-
-                def unwrapped(f: asyncio.Future[list[tuple[Position, memoryview]]]) -> None:
-                    if out.done():
-                        return
-                    if f.cancelled():
-                        out.cancel()
-                        return
-                    exc = f.exception()
-                    if exc is not None:
-                        out.set_exception(exc)
-                    else:
-                        out.set_result(_unwrap(f.result()))
-
-                inner.add_done_callback(unwrapped)
-                return out
+                return _mapped(self.compacted.read_cold(where, max_entries, max_bytes), _unwrap)
             start = self._after_horizon()
         return self.ledger.read_cold(start, max_entries, max_bytes)
 
@@ -244,26 +229,13 @@ class CompactedView:
                 failed[Position(*p)] = EntryNotFoundError(f"{p} was compacted away")
             else:
                 original[where] = Position(*p)
-        inner = self.compacted.read_positions_cold(list(original), max_bytes)
-        out: asyncio.Future[PositionsRead] = asyncio.get_running_loop().create_future()
 
-        def unwrapped(f: asyncio.Future[PositionsRead]) -> None:
-            if out.done():
-                return
-            if f.cancelled():
-                out.cancel()
-                return
-            exc = f.exception()
-            if exc is not None:
-                out.set_exception(exc)
-                return
-            got = f.result()
+        def unwrapped(got: PositionsRead) -> PositionsRead:
             failed.update((original[cpos], err) for cpos, err in got.failed.items())
-            out.set_result(PositionsRead(
-                [(original[cpos], data[_HEADER.size:]) for cpos, data in got.entries], failed))
+            return PositionsRead(
+                [(original[cpos], data[_HEADER.size:]) for cpos, data in got.entries], failed)
 
-        inner.add_done_callback(unwrapped)
-        return out
+        return _mapped(self.compacted.read_positions_cold(list(original), max_bytes), unwrapped)
 
     def last_confirmed(self) -> Position | None:
         last = self.ledger.last_confirmed()
@@ -536,6 +508,27 @@ async def _read_async(ledger: Any, start: Position, count: int) -> list[tuple[Po
     if chunk:
         return chunk
     return list(await ledger.read_cold(start, count))
+
+
+def _mapped(inner: asyncio.Future[_In], transform: Callable[[_In], _Out]) -> asyncio.Future[_Out]:
+    """A future of ``transform`` applied to ``inner``'s result, done when ``inner`` is
+    (cancelled or failed as it was)."""
+    out: asyncio.Future[_Out] = inner.get_loop().create_future()
+
+    def done(f: asyncio.Future[_In]) -> None:
+        if out.done():
+            return
+        if f.cancelled():
+            out.cancel()
+            return
+        exc = f.exception()
+        if exc is not None:
+            out.set_exception(exc)
+        else:
+            out.set_result(transform(f.result()))
+
+    inner.add_done_callback(done)
+    return out
 
 
 def _unwrap(chunk: Iterable[tuple[Position, _Data]]) -> list[tuple[Position, _Data]]:
