@@ -120,6 +120,9 @@ def test_concurrent_batches_still_go_to_the_flusher_thread(make_factory, monkeyp
 
     async def go():
         loop_thread = threading.get_ident()
+        # each ledger's first segment file is made on a storage thread: make them first
+        await asyncio.gather(*[ml.append(b"w") for ml in ledgers])
+        del threads[:]
         futs = [ml.append(b"y") for ml in ledgers]  # three batches in one loop iteration
         await asyncio.gather(*futs)
         assert threads.count(loop_thread) == 1  # at most one inline sync per iteration

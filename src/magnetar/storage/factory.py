@@ -160,7 +160,6 @@ class ManagedLedgerFactory:
             os.path.join(root, "metadata.db")
         )
         self._cache = ReadCache(config.read_cache_bytes, config.read_cache_max_age_s)
-        self._files = FileLimiter(config.max_open_files, config.fsync != "never")
         self._flusher = Flusher(
             inline=config.inline_sync_when_idle,
             slow_sync_s=config.inline_sync_slow_s,
@@ -168,6 +167,8 @@ class ManagedLedgerFactory:
         )
         # reads that miss the cache run here, so a slow disk never holds up the event loop
         self.readers = ThreadPoolExecutor(max_workers=4, thread_name_prefix="magnetar-read")
+        # past max_open_files, segments with unsynced writes are synced on those threads
+        self._files = FileLimiter(config.max_open_files, config.fsync != "never", self.readers)
         # the periodic cursor writes go to SQLite from this one thread, in order
         self._meta_writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="magnetar-meta")
         # the broker's metadata store writes (write_metadata), in order, apart from the
@@ -179,6 +180,7 @@ class ManagedLedgerFactory:
         ids = self._store.get("ids") or {}
         self._next_id = int(ids.get("limit", 0))
         self._id_limit = self._next_id
+        self._id_block: Future[Any] | None = None  # the last id block's write, if pending
         self._dirty_cursors: dict[ManagedCursor, None] = {}
         # per ledger name, its last close or delete whose disk work runs on a thread
         self._settling: dict[str, Future[Any]] = {}
@@ -349,10 +351,13 @@ class ManagedLedgerFactory:
         self._settling[name] = future if earlier is None else _all_done([earlier, future])
         return future
 
-    def _dispose(self, name: str, directory: str | None) -> Future[bool]:
+    def _dispose(
+        self, name: str, directory: str | None, after: builtins.list[Future[Any]] | None = None
+    ) -> Future[bool]:
         """Remove a ledger's directory (``None``: the one storage.db records, if any) on a
-        ``readers`` thread, then its rows on the cursor writer thread (after the cursor
-        writes queued before them). The future is True if the ledger was stored."""
+        ``readers`` thread, once the file jobs ``after`` ended, then its rows on the cursor
+        writer thread (after the cursor writes queued before them). The future is True if
+        the ledger was stored."""
         def work() -> bool:
             path = directory
             if path is None:
@@ -364,7 +369,11 @@ class ManagedLedgerFactory:
             self._meta_writer.submit(self._forget_rows, name).result()
             return True
 
-        future = self.readers.submit(work)
+        future: Future[bool]
+        if after:
+            future = self._run_after(_all_done(after), self.readers, work)
+        else:
+            future = self.readers.submit(work)
 
         def done(f: Future[bool]) -> None:
             if not f.cancelled() and f.exception() is not None:
@@ -403,7 +412,7 @@ class ManagedLedgerFactory:
     def _ledger_deleted(self, ml: ManagedLedger) -> None:
         """A deleted ledger left memory: its directory and rows go on storage threads."""
         self._ledger_closed(ml)
-        self._dispose(ml.name, ml.directory)
+        self._dispose(ml.name, ml.directory, [f for f in ml._file_work if not f.done()])
 
     def _forget_rows(self, name: str) -> None:
         self._store.delete_prefix(self._cursor_key(name, ""))
@@ -421,14 +430,25 @@ class ManagedLedgerFactory:
         self._settle(name, future)
         return future
 
-    def _allocate_ledger_id(self) -> int:
+    def _allocate_ledger_id(self) -> tuple[int, Future[Any] | None]:
+        """A new segment id, and the durable storage.db write of its id block that its
+        file must wait for (None: stored already). Ids come in blocks of `_ID_BLOCK`: the
+        block's limit is stored (on the cursor writer thread, durably) before any file of
+        it exists, so a restart never hands out an id below one on disk."""
+        block = self._id_block
+        if block is not None and block.done():
+            if block.cancelled() or block.exception() is not None:
+                self._id_limit = self._next_id  # that block was never stored: store one now
+            self._id_block = block = None
         if self._next_id >= self._id_limit:
             limit = self._next_id + _ID_BLOCK
-            self._store.put_many({"ids": {"limit": limit}}, durable=True)
+            block = self._id_block = self._run_after(
+                None, self._meta_writer, self._store.put_many, {"ids": {"limit": limit}}, True
+            )
             self._id_limit = limit
         lid = self._next_id
         self._next_id += 1
-        return lid
+        return lid, block
 
     # ------------------------------------------------------------------ cursors
     @staticmethod

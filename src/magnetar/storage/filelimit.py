@@ -2,9 +2,12 @@
 
 Every descriptor use goes through `use`; past ``max_open`` the least recently used
 segments are closed (and reopened on their next use). Clean segments go first; if only
-segments with unsynced writes are left, the oldest is fdatasynced inline before closing
-(only when the policy syncs at all), so the bound holds even with thousands of ledgers
-writing at once (at the price of blocking syncs when it is too small). An evicted segment that is
+segments with unsynced writes are left, the oldest are *retired*: they leave the LRU at
+once, are fdatasynced on a storage thread (``retire_on``) and closed back on the loop
+unless used again meanwhile (only when the policy syncs at all). At most ``max_open / 8``
+(at least one) are retiring at a time; past that, or with no running loop, a segment is
+synced inline before closing, so the bound holds even with thousands of ledgers writing at
+once (at the price of blocking syncs when it is far too small). An evicted segment that is
 sealed, fully confirmed and has its index sidecar on disk also drops its in-memory offset
 index (8 bytes per entry; reloaded from the sidecar on next use), so an idle segment costs
 neither a descriptor nor memory proportional to its entries. Event loop thread only.
@@ -12,18 +15,29 @@ neither a descriptor nor memory proportional to its entries. Event loop thread o
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
 from collections import OrderedDict
+from concurrent.futures import Executor, Future
 
 from .segment import Segment
+
+log = logging.getLogger(__name__)
 
 
 class FileLimiter:
     """LRU of segments with an open descriptor."""
 
-    def __init__(self, max_open: int, sync_before_close: bool = True) -> None:
+    def __init__(
+        self, max_open: int, sync_before_close: bool = True, retire_on: Executor | None = None
+    ) -> None:
         self.max_open = max_open
         self.sync_before_close = sync_before_close
         self._lru: OrderedDict[Segment, None] = OrderedDict()
+        self._retire_on = retire_on
+        self._retire_max = max(1, max_open // 8)
+        self._retiring: set[Segment] = set()
 
     def use(self, seg: Segment) -> Segment:
         """Mark ``seg`` as just used (opening happens lazily in the segment)."""
@@ -51,9 +65,15 @@ class FileLimiter:
                 excess -= 1
             else:
                 dirty.append(seg)
+        loop = _running_loop() if dirty and self._retire_on is not None else None
         for seg in dirty:
             if excess <= 0:
                 break
+            if (loop is not None and len(self._retiring) < self._retire_max
+                    and self._retire(seg, loop)):
+                del lru[seg]
+                excess -= 1
+                continue
             try:
                 seg.sync()
             except OSError:
@@ -64,6 +84,41 @@ class FileLimiter:
             del lru[seg]
             seg.close_fd()
             _release_index(seg)
+
+    def _retire(self, seg: Segment, loop: asyncio.AbstractEventLoop) -> bool:
+        """Sync ``seg`` on a storage thread, then close it on the loop (`_retired`)."""
+        assert self._retire_on is not None
+        try:
+            job = self._retire_on.submit(seg.sync)
+        except RuntimeError:  # shutting down
+            return False
+        self._retiring.add(seg)
+
+        def synced(f: Future[float]) -> None:
+            with contextlib.suppress(RuntimeError):  # the loop is closed: the fd stays
+                loop.call_soon_threadsafe(self._retired, seg, f)
+
+        job.add_done_callback(synced)
+        return True
+
+    def _retired(self, seg: Segment, job: Future[float]) -> None:
+        """A retiring sync ended (event loop thread): close the descriptor unless the
+        segment was used again, or written, meanwhile."""
+        self._retiring.discard(seg)
+        if seg in self._lru:
+            return  # in use again: the LRU has it
+        if job.exception() is not None:
+            log.debug("%s: sync before closing failed: %s", seg.path, job.exception())
+            if seg.fd is not None:  # keep counting it; the flusher reports the failure
+                self._lru[seg] = None
+                self._lru.move_to_end(seg, last=False)
+            return
+        if not seg.dirty:
+            seg.close_fd()
+            _release_index(seg)
+
+    def retiring_count(self) -> int:
+        return len(self._retiring)
 
     def forget(self, seg: Segment) -> None:
         """Stop tracking ``seg`` (closing its descriptor)."""
@@ -76,12 +131,22 @@ class FileLimiter:
         self._lru.pop(seg, None)
 
     def open_count(self) -> int:
-        return sum(1 for s in self._lru if s.fd is not None)
+        """Descriptors open: the LRU's and those of segments still retiring."""
+        lru = self._lru
+        retiring = sum(1 for s in self._retiring if s.fd is not None and s not in lru)
+        return sum(1 for s in lru if s.fd is not None) + retiring
 
     def close_all(self) -> None:
         for seg in list(self._lru):
             seg.close_fd()
         self._lru.clear()
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
 
 
 def _release_index(seg: Segment) -> None:

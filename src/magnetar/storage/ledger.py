@@ -36,7 +36,7 @@ from bisect import bisect_left
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 import crc32c
 
@@ -81,6 +81,11 @@ AppendCallback = Callable[[Position | None, BaseException | None], None]
 #: Who waits for an append: a future (`append`) or a callback (`append_then`).
 Waiter = asyncio.Future[Position] | AppendCallback
 _Future = asyncio.Future
+#: A write batch held until its segment's file exists (`ManagedLedger._unwritten`).
+_Unwritten = tuple[
+    Segment, list[bytes | memoryview], int, list[Waiter], list[Position], asyncio.AbstractEventLoop
+]
+T = TypeVar("T")
 
 
 def _fail(waiter: Waiter, exc: BaseException) -> None:
@@ -126,6 +131,14 @@ def _seal_files(segments: list[Segment], fds: list[int]) -> None:
             os.close(fd)
 
 
+def _make_file(seg: Segment, block: Future[Any] | None) -> int:
+    """A new segment's file (a ``readers`` thread): once ``block``, the storage.db write
+    of its id block, is done (failed: no file)."""
+    if block is not None:
+        block.result()
+    return seg.create_file()
+
+
 def _segment_mtimes(paths: list[str]) -> dict[str, float | None]:
     """The modification time of each file (None: it cannot be stat'ed). Touches only the
     files: safe on a ``readers`` thread, where `ManagedLedger.trim_async` runs it."""
@@ -136,6 +149,11 @@ def _segment_mtimes(paths: list[str]) -> dict[str, float | None]:
         except OSError:
             out[path] = None
     return out
+
+
+def _sealing(segments: list[Segment]) -> list[Future[None]]:
+    """The sealing jobs (`ManagedLedger._seal_later`) of ``segments`` still under way."""
+    return [s.sealing for s in segments if s.sealing is not None and not s.sealing.done()]
 
 
 def _remove_segment_files(removals: list[tuple[str, str, int | None]]) -> None:
@@ -274,6 +292,11 @@ class ManagedLedger:
         self._close_task: asyncio.Task[None] | None = None
         self._close_done: Future[None] | None = None  # the factory's: set once closed
         self._seal_job: Future[None] | None = None
+        # write batches held until their segment's file exists (in append order):
+        # (segment, buffers, file offset, waiters, positions, loop)
+        self._unwritten: deque[_Unwritten] = deque()
+        # the file jobs on storage threads (segment creation, sealing) maybe under way
+        self._file_work: list[Future[Any]] = []
         for seg in scan_segments(directory) if segments is None else segments:
             self._add_segment(seg)
 
@@ -348,8 +371,8 @@ class ManagedLedger:
             or _monotonic() > self._roll_at
         ):
             try:
-                seg = self._roll()
-            except OSError as exc:
+                seg = self._roll(loop)
+            except (OSError, RuntimeError) as exc:
                 self._fail_now(waiter, StorageError(f"cannot create a segment for {self.name}: {exc}"))
                 return
         start = seg.end
@@ -403,6 +426,10 @@ class ManagedLedger:
         waiter: Waiter,
     ) -> None:
         try:
+            if not seg.ready:
+                self._wait_file(seg)  # this policy syncs on the loop anyway
+            if seg.create_error is not None:
+                raise OSError(f"cannot create its segment: {seg.create_error}")
             self._files.use(seg)
             seg.write([hdr, data], start)
             seg.sync()
@@ -419,25 +446,56 @@ class ManagedLedger:
         self._write_pending()
 
     def _write_pending(self) -> None:
-        """Hand the write buffer to the OS (one pwritev), then to the flusher."""
+        """Hand the write buffer to the OS (one pwritev), then to the flusher; held back
+        (in order) while its segment's file, or an earlier held batch's, is being made."""
         bufs = self._wbuf
         if not bufs:
             return
         seg = self._wseg
         assert seg is not None
-        futs, poss, nbytes = self._wfuts, self._wpos, self._wbytes
+        futs, poss = self._wfuts, self._wpos
+        nbytes = self._wbytes
         self._wbuf, self._wfuts, self._wpos, self._wbytes = [], [], [], 0
-        first = poss[0].entry_id
-        error: BaseException | None = None
-        try:
-            self._files.use(seg)
-            seg.write(bufs, self._wstart)
-        except OSError as exc:
-            log.error("append to %s (segment %d) failed: %s", self.name, seg.ledger_id, exc)
-            error = StorageError(f"append to {self.name} failed: {exc}")
-            self._rollback(seg, first)
         loop = self._wloop
         assert loop is not None
+        if self._unwritten or not seg.ready:
+            self._unwritten.append((seg, bufs, self._wstart, futs, poss, loop))
+            return
+        self._write_batch(seg, bufs, self._wstart, futs, poss, loop, nbytes)
+
+    def _write_held(self) -> None:
+        """Write the held batches whose segment files are made (or failed), in order."""
+        held = self._unwritten
+        while held:
+            seg = held[0][0]
+            if not seg.ready and seg.create_error is None:
+                return
+            seg, bufs, start, futs, poss, loop = held.popleft()
+            self._write_batch(seg, bufs, start, futs, poss, loop, sum(map(len, bufs)))
+
+    def _write_batch(
+        self,
+        seg: Segment,
+        bufs: list[bytes | memoryview],
+        start: int,
+        futs: list[Waiter],
+        poss: list[Position],
+        loop: asyncio.AbstractEventLoop,
+        nbytes: int,
+    ) -> None:
+        first = poss[0].entry_id
+        error: BaseException | None = None
+        if seg.create_error is not None:
+            error = StorageError(f"cannot create a segment for {self.name}: {seg.create_error}")
+            self._rollback(seg, first)
+        else:
+            try:
+                self._files.use(seg)
+                seg.write(bufs, start)
+            except OSError as exc:
+                log.error("append to %s (segment %d) failed: %s", self.name, seg.ledger_id, exc)
+                error = StorageError(f"append to {self.name} failed: {exc}")
+                self._rollback(seg, first)
         batch = Batch(seg, first, futs, poss, loop, self._on_batch_done, error)
         if self._policy == "never":
             seg.synced = seg.written  # nothing this policy will ever sync
@@ -473,13 +531,8 @@ class ManagedLedger:
                 seg.confirmed = min(end, seg.count)
             try:
                 _resolve(futs, batch.positions)
-                if (
-                    seg.sealed
-                    and not seg.index_written
-                    and seg.confirmed == seg.count
-                    and not seg.dirty
-                ):
-                    seg.write_index()
+                if seg.sealed and seg.sealing is None and seg.confirmed == seg.count:
+                    self._seal_later(seg)
             finally:  # the owner writes what its callbacks queued, whatever failed here
                 self._appends_done()
             return
@@ -522,7 +575,8 @@ class ManagedLedger:
             for eid in range(first, seg.count):
                 self._cache.discard(Position(lid, eid))
             seg.truncate_index(first)
-            seg.truncate_file()
+            if seg.ready:
+                seg.truncate_file()
         if seg is self._wseg and self._wbuf:
             # still-buffered appends to this segment were rolled back too: fail them in order
             futs, poss = self._wfuts, self._wpos
@@ -542,26 +596,121 @@ class ManagedLedger:
         if seg is self._active:
             self._active = None
         seg.sealed = True
-        seg.write_index()
+        if seg.ready:
+            seg.write_index()
+        elif seg.create_error is not None and seg.count == 0:
+            self._forget_segment(seg)  # it has no file and no entry left
 
-    def _roll(self) -> Segment:
-        """Seal the active segment and start a new one."""
+    def _forget_segment(self, seg: Segment) -> None:
+        if self._by_id.get(seg.ledger_id) is seg:
+            i = self._segments.index(seg)
+            del self._segments[i]
+            del self._ids[i]
+            del self._by_id[seg.ledger_id]
+
+    def _roll(self, loop: asyncio.AbstractEventLoop) -> Segment:
+        """Seal the active segment and start a new one. The new one takes appends at
+        once; its file is made on a ``readers`` thread (after its id block is stored,
+        when it starts one) and its writes are held until then (`_write_held`)."""
         old = self._active
         if old is not None:
             self._write_pending()
             self._active = None
-            self._seal(old)
-        lid = self._factory._allocate_ledger_id()
-        seg = Segment.create(self.directory, lid, [])
-        self._files.use(seg)
+            old.sealed = True
+            if old.confirmed == old.count:
+                self._seal_later(old)
+        lid, block = self._factory._allocate_ledger_id()
+        seg = Segment.planned(self.directory, lid)
+        job = self._file_job(_make_file, seg, block)
+        seg.creating = job
+
+        def made(_: Future[int]) -> None:
+            with contextlib.suppress(RuntimeError):  # the loop is closed: a blocking close waits
+                loop.call_soon_threadsafe(self._file_made, seg)
+
+        job.add_done_callback(made)
         self._add_segment(seg)
         self._active = seg
         self._roll_at = seg.created + self._max_age
         log.debug("ledger %s: new segment %d", self.name, lid)
         return seg
 
+    def _file_job(self, fn: Callable[..., T], *args: Any) -> Future[T]:
+        """``fn(*args)`` on a ``readers`` thread (here, if those are shut down), noted as
+        file work a close or delete waits for."""
+        work = [f for f in self._file_work if not f.done()]
+        try:
+            job = self._factory.readers.submit(fn, *args)
+        except RuntimeError:  # shutting down
+            job = Future()
+            try:
+                job.set_result(fn(*args))
+            except BaseException as exc:
+                job.set_exception(exc)
+        work.append(job)
+        self._file_work = work
+        return job
+
+    def _file_made(self, seg: Segment) -> None:
+        """The job making ``seg``'s file ended (event loop thread; idempotent): take the
+        descriptor, or note the failure, and write what was held for it."""
+        job = seg.creating
+        if seg.ready or seg.create_error is not None or job is None or not job.done():
+            return
+        exc = job.exception()
+        if exc is None:
+            fd = job.result()
+            if self._by_id.get(seg.ledger_id) is not seg:  # deleted meanwhile
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+                seg.create_error = LedgerClosedError(f"ledger {self.name} is {self._state}")
+            else:
+                seg.file_created(fd)
+                self._files.use(seg)
+        else:
+            log.error("ledger %s: cannot create segment %d: %s", self.name, seg.ledger_id, exc)
+            seg.create_error = exc
+        self._write_held()
+
+    def _wait_file(self, seg: Segment) -> None:
+        """Block until ``seg``'s file job ended and take its outcome (`_file_made`)."""
+        job = seg.creating
+        if job is not None:
+            with contextlib.suppress(BaseException):
+                job.result()
+        self._file_made(seg)
+
+    def _wait_files(self) -> None:
+        """Block until every file job of this ledger ended; write what was held."""
+        for seg in [s for s in self._segments if not s.ready]:
+            self._wait_file(seg)
+        for job in self._file_work:
+            with contextlib.suppress(BaseException):
+                job.result()
+        self._file_work = []
+        self._write_held()
+
+    async def _files_settled(self) -> None:
+        """`_wait_files` without blocking the loop."""
+        while True:
+            work = [f for f in self._file_work if not f.done()]
+            if not work:
+                break
+            await asyncio.wait([asyncio.wrap_future(f) for f in work])
+        for seg in [s for s in self._segments if not s.ready]:
+            self._file_made(seg)
+        self._write_held()
+
+    def _seal_later(self, seg: Segment) -> None:
+        """Give back ``seg``'s reserved space and write its sidecar on a ``readers``
+        thread (it is sealed and every entry is confirmed: nothing writes it any more)."""
+        if seg.sealing is None and seg.ready and not seg.dirty:
+            seg.sealing = self._file_job(_seal_files, [seg], [])
+
     def _seal(self, seg: Segment) -> None:
         seg.sealed = True
+        if not seg.ready:
+            return  # no file: nothing to seal
         seg.cut_reserve()
         if seg.confirmed == seg.count and not seg.dirty and not seg.index_written:
             seg.write_index()
@@ -1044,6 +1193,9 @@ class ManagedLedger:
         deleted = [seg.ledger_id for seg in drop]
         if deleted:
             log.info("ledger %s: trimmed segments %s", self.name, deleted)
+        for job in _sealing(drop):  # its sidecar must not reappear after the unlink
+            with contextlib.suppress(Exception):
+                job.result()
         _remove_segment_files(removals)
         return deleted
 
@@ -1072,6 +1224,9 @@ class ManagedLedger:
         removals = [self._drop_segment(seg) for seg in drop]
         deleted = [seg.ledger_id for seg in drop]
         log.info("ledger %s: trimmed segments %s", self.name, deleted)
+        sealing = _sealing(drop)
+        if sealing:  # its sidecar must not reappear after the unlink
+            await asyncio.wait([asyncio.wrap_future(f) for f in sealing])
         try:
             try:
                 job = self._factory.readers.submit(_remove_segment_files, removals)
@@ -1123,7 +1278,7 @@ class ManagedLedger:
     def _trimmable(self, seg: Segment, consumed: Position) -> bool:
         """Whether ``seg`` may go as far as the cursors are concerned: not the active one,
         every entry confirmed, the last one consumed (``consumed``)."""
-        if seg is self._active or seg.confirmed < seg.count:
+        if seg is self._active or seg.confirmed < seg.count or not seg.ready:
             return False
         return seg.count == 0 or Position(seg.ledger_id, seg.count - 1) <= consumed
 
@@ -1205,6 +1360,7 @@ class ManagedLedger:
         """Write the buffer and fdatasync every dirty segment now (blocking), resolving
         every pending append."""
         self._write_pending()
+        self._wait_files()
         errors: dict[Segment, OSError] = {}
         for seg in self._segments:
             if seg.dirty and self._policy != "never":
@@ -1284,8 +1440,11 @@ class ManagedLedger:
     async def _close_files_off_loop(self) -> None:
         try:
             self._write_pending()
+            await self._files_settled()  # segment files still being made: their writes
             while self._pending and self._state == "closing":
                 await self._flusher_barrier()
+            if self._state == "closing":
+                await self._files_settled()  # the sealing the last confirmations began
             if self._state != "closing":
                 return  # a synchronous close (or a delete) finished it meanwhile
             segs, fds = self._detach_files()
@@ -1368,8 +1527,13 @@ class ManagedLedger:
         if self._state == "closing":
             self._finish_closing_now()  # its sealing must not race the removal
         self._write_pending()
+        deleted = LedgerClosedError(f"ledger {self.name} deleted")
+        held, self._unwritten = list(self._unwritten), deque()
+        for seg, _bufs, _start, futs, poss, loop in held:
+            batch = Batch(seg, poss[0].entry_id, futs, poss, loop, self._on_batch_done, deleted)
+            self._on_batch_done(batch, deleted)
         for batch in list(self._pending):
-            self._on_batch_done(batch, LedgerClosedError(f"ledger {self.name} deleted"))
+            self._on_batch_done(batch, deleted)
         for cur in self._cursors.values():
             cur.closed = True
             self._factory._forget_cursor(cur)

@@ -17,7 +17,10 @@ sealed or closed; after a crash the reserved tail reads as zeros, which the reco
 stops at (an all-zero record header is never valid) and cuts off quietly.
 
 Threads: the event loop thread writes, reads and opens/closes the descriptor; the flusher
-thread only calls `sync`. ``lock`` serialises `sync` against `close_fd`.
+thread (and the file limiter's retiring syncs) only call `sync`. ``lock`` serialises `sync`
+against `close_fd`. A ``readers`` thread creates a new segment's file (`create_file`) and,
+once the segment is sealed and every entry confirmed, gives back its reserved space and
+writes its sidecar (`cut_reserve`, `write_index`): the loop writes nothing to it by then.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ import struct
 import threading
 import time
 from array import array
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Literal, overload
 
@@ -135,7 +139,9 @@ class Segment:
         "allocated",
         "confirmed",
         "count",
+        "create_error",
         "created",
+        "creating",
         "dir_sync",
         "directory",
         "end",
@@ -145,7 +151,9 @@ class Segment:
         "ledger_id",
         "lock",
         "path",
+        "ready",
         "sealed",
+        "sealing",
         "sync_error",
         "synced",
         "written",
@@ -170,25 +178,53 @@ class Segment:
         self.sync_error: OSError | None = None
         self.dir_sync: list[str] = []
         self.created = time.monotonic()
+        # A new segment's file is made on a storage thread (`planned`, `create_file`):
+        # until `file_created` runs on the loop, ``ready`` is False and ``creating`` is
+        # that job; ``create_error`` is why it failed, if it did.
+        self.ready = True
+        self.creating: Future[int] | None = None
+        self.create_error: BaseException | None = None
+        # the job giving back the reserved space and writing the sidecar once sealed
+        self.sealing: Future[None] | None = None
 
     # ------------------------------------------------------------------ creation / open
     @classmethod
     def create(cls, directory: str, ledger_id: int, dir_sync: list[str]) -> Segment:
-        """Create a new, empty segment file (the header is written at once)."""
+        """Create a new, empty segment file (the header is written at once), blocking."""
+        seg = cls.planned(directory, ledger_id)
+        seg.file_created(seg.create_file())
+        seg.dir_sync.extend(dir_sync)
+        return seg
+
+    @classmethod
+    def planned(cls, directory: str, ledger_id: int) -> Segment:
+        """A new segment whose file does not exist yet: entries can be indexed (not
+        written) until `create_file` (any thread) and then `file_created` (the owner's)."""
         seg = cls(directory, ledger_id)
-        fd = os.open(seg.path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+        seg._offsets = array("Q", [FILE_HEADER.size])
+        seg.ready = False
+        return seg
+
+    def create_file(self) -> int:
+        """Make the file with its header and return its descriptor. Touches nothing of
+        the segment's state: safe on a storage thread while the loop appends."""
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
         try:
-            os.pwrite(fd, FILE_HEADER.pack(SEG_MAGIC, ledger_id), 0)
+            os.pwrite(fd, FILE_HEADER.pack(SEG_MAGIC, self.ledger_id), 0)
         except OSError:
             os.close(fd)
             with contextlib.suppress(OSError):
-                os.unlink(seg.path)
+                os.unlink(self.path)
             raise
-        seg.fd = fd
-        seg._offsets = array("Q", [FILE_HEADER.size])
-        seg.written = FILE_HEADER.size
-        seg.dir_sync = [directory, *dir_sync]
-        return seg
+        return fd
+
+    def file_created(self, fd: int) -> None:
+        """`create_file` made the file (descriptor ``fd``): writes may go to it now. The
+        directory entry is made durable by the first `sync`."""
+        self.fd = fd
+        self.written = max(self.written, FILE_HEADER.size)
+        self.dir_sync = [self.directory]
+        self.ready = True
 
     @classmethod
     def open_existing(cls, directory: str, ledger_id: int) -> Segment | None:
