@@ -5,7 +5,7 @@ segments are closed (and reopened on their next use). Clean segments go first; i
 segments with unsynced writes are left, the oldest are *retired*: they leave the LRU at
 once, are fdatasynced on a storage thread (``retire_on``) and closed back on the loop
 unless used again meanwhile (only when the policy syncs at all). At most ``max_open / 8``
-(at least one) are retiring at a time; past that, or with no running loop, a segment is
+(at least four) are retiring at a time; past that, or with no running loop, a segment is
 synced inline before closing, so the bound holds even with thousands of ledgers writing at
 once (at the price of blocking syncs when it is far too small). An evicted segment that is
 sealed, fully confirmed and has its index sidecar on disk also drops its in-memory offset
@@ -36,7 +36,7 @@ class FileLimiter:
         self.sync_before_close = sync_before_close
         self._lru: OrderedDict[Segment, None] = OrderedDict()
         self._retire_on = retire_on
-        self._retire_max = max(1, max_open // 8)
+        self._retire_max = max(4, max_open // 8)
         self._retiring: set[Segment] = set()
 
     def use(self, seg: Segment) -> Segment:

@@ -15,8 +15,15 @@ Readers only ever see *confirmed* entries (durable per policy), so an entry whos
 fails is never visible. On a write or fsync error the failed entries, and every unconfirmed entry
 behind them, are removed from the index (and from the file, best effort); their futures
 fail with `StorageError` in append order; the segment is sealed and the next append
-starts a new segment: the ledger stays readable and usable. A segment rolls over by size, entry count or age; a reopened ledger
-always starts a new segment for new appends, like a new Pulsar ledger after a restart.
+starts a new segment: the ledger stays readable and usable. A segment rolls over by size,
+entry count or age; a reopened ledger always starts a new segment for new appends, like a
+new Pulsar ledger after a restart.
+
+Roll-over off the loop: the next segment exists in memory at once (positions, index,
+cache), its file is made on a ``readers`` thread (`_roll`, `_file_made`) and the write
+batches meant for it are held in order (`_unwritten`) until then; the old segment's
+sealing (reserve cut, index sidecar) runs on a ``readers`` thread once every entry of it
+is confirmed (`_seal_later`). Close, delete and trim wait for these file jobs.
 
 Closing: `close` flushes (fdatasyncs every dirty segment) and seals the segments (cuts the
 reserved space, writes the index sidecars) on the calling thread; `close_async`, what the
@@ -460,6 +467,7 @@ class ManagedLedger:
         assert loop is not None
         if self._unwritten or not seg.ready:
             self._unwritten.append((seg, bufs, self._wstart, futs, poss, loop))
+            self._write_held()  # (nothing, while the first held one's file is being made)
             return
         self._write_batch(seg, bufs, self._wstart, futs, poss, loop, nbytes)
 
