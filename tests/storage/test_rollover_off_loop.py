@@ -20,13 +20,9 @@ from typing import Any
 
 import pytest
 
-from magnetar.storage import (
-    LedgerClosedError,
-    ManagedLedgerFactory,
-    StorageError,
-    factory as factory_module,
-    segment as segment_module,
-)
+from magnetar.storage import LedgerClosedError, ManagedLedgerFactory, StorageError
+from magnetar.storage import factory as factory_module
+from magnetar.storage import segment as segment_module
 from magnetar.storage.filelimit import FileLimiter
 
 from .storage_testlib import append_all, run
