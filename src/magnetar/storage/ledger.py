@@ -646,17 +646,10 @@ class ManagedLedger:
     def _file_job(self, fn: Callable[..., T], *args: Any) -> Future[T]:
         """``fn(*args)`` on a ``readers`` thread (here, if those are shut down), noted as
         file work a close or delete waits for."""
-        work = [f for f in self._file_work if not f.done()]
-        try:
-            job = self._factory.readers.submit(fn, *args)
-        except RuntimeError:  # shutting down
-            job = Future()
-            try:
-                job.set_result(fn(*args))
-            except BaseException as exc:
-                job.set_exception(exc)
-        work.append(job)
-        self._file_work = work
+        factory = self._factory
+        job: Future[T] = factory._run_after(None, factory.readers, fn, *args)
+        self._file_work = [f for f in self._file_work if not f.done()]
+        self._file_work.append(job)
         return job
 
     def _file_made(self, seg: Segment) -> None:
