@@ -309,6 +309,9 @@ def test_the_sweep_runs_on_its_timer(make_broker) -> None:
     before = segment_files(broker)
     assert len(before) == 4
     unload(broker, topic)
-    wait_until(lambda: segment_files(broker) == before[-1:], 20,
-               "the sweep to delete the consumed segments")
+    # the sweep loads the topic, removes the segments, then unloads it again: wait for
+    # both (the files go first, so seeing them gone says nothing yet of the unload)
+    wait_until(lambda: segment_files(broker) == before[-1:] and not is_loaded(broker, topic),
+               20, "the sweep to delete the consumed segments and unload the topic")
+    assert segment_files(broker) == before[-1:]
     assert not is_loaded(broker, topic)
