@@ -324,10 +324,10 @@ def test_dirty_descriptors_past_the_limit_are_synced_off_the_loop(make_factory, 
 
     async def go() -> None:
         futs = [ml.append(b"x") for ml in ledgers]
-        for _ in range(200):  # the files are made and written (the flusher still waits)
+        deadline = time.monotonic() + 10  # the files are made and written (the flusher waits)
+        while not all(ml._segments and ml._segments[0].written > 16 for ml in ledgers):
+            assert time.monotonic() < deadline, "the appends were not written"
             await asyncio.sleep(0.005)
-            if all(ml._segments and ml._segments[0].written > 16 for ml in ledgers):
-                break
         assert retired, "no segment was retired"
         assert f.open_file_count() <= 8 + 4
         flusher_gate.release.set()
