@@ -258,6 +258,65 @@ def test_wait_for_exclusive_producer(client: pulsar.Client, topic: str) -> None:
     created[0].send(b"mine now")
 
 
+def test_exclusive_with_fencing_takes_the_topic_from_other_producers(
+    client: pulsar.Client, topic: str
+) -> None:
+    shared = client.create_producer(topic, send_timeout_millis=2000)
+    shared.send(b"before")
+    fencing = client.create_producer(
+        topic, access_mode=pulsar.ProducerAccessMode.ExclusiveWithFencing)
+    fencing.send(b"fencer")
+    # closed by the broker; its reconnects are refused (ProducerBusy) until its send times out
+    with pytest.raises(pulsar.Timeout):
+        shared.send(b"fenced out")
+    with pytest.raises(pulsar.ProducerBusy):  # the topic is held
+        client.create_producer(topic)
+    newest = client.create_producer(
+        topic, access_mode=pulsar.ProducerAccessMode.ExclusiveWithFencing)
+    newest.send(b"newest")  # the newest fencing producer wins
+    with pytest.raises(pulsar.ProducerFenced):  # its epoch is older than the topic's
+        fencing.send(b"fenced too")
+    reader = client.create_reader(topic, pulsar.MessageId.earliest)
+    got = [reader.read_next(timeout_millis=5000).data() for _ in range(3)]
+    assert got == [b"before", b"fencer", b"newest"]
+    with pytest.raises(pulsar.Timeout):
+        reader.read_next(timeout_millis=300)
+
+
+def test_exclusive_with_fencing_fails_waiting_producers_and_keeps_working_after(
+    client: pulsar.Client, topic: str
+) -> None:
+    first = client.create_producer(topic, access_mode=pulsar.ProducerAccessMode.Exclusive)
+    import threading
+
+    outcome: list[object] = []
+
+    def wait_for_it() -> None:
+        try:
+            outcome.append(client.create_producer(
+                topic, access_mode=pulsar.ProducerAccessMode.WaitForExclusive))
+        except Exception as exc:  # the outcome under test
+            outcome.append(exc)
+
+    waiter = threading.Thread(target=wait_for_it)
+    waiter.start()
+    waiter.join(0.5)
+    assert not outcome  # waiting for the exclusive producer to go
+    fencing = client.create_producer(
+        topic, access_mode=pulsar.ProducerAccessMode.ExclusiveWithFencing)
+    waiter.join(10)
+    assert len(outcome) == 1 and isinstance(outcome[0], pulsar.ProducerFenced)
+    with pytest.raises(pulsar.ProducerFenced):
+        first.send(b"stale")
+    fencing.send(b"kept")
+    fencing.close()
+    after = client.create_producer(topic, access_mode=pulsar.ProducerAccessMode.Exclusive)
+    after.send(b"next holder")
+    reader = client.create_reader(topic, pulsar.MessageId.earliest)
+    assert [reader.read_next(timeout_millis=5000).data() for _ in range(2)] == [
+        b"kept", b"next holder"]
+
+
 def test_consumer_stats_and_get_schema(client: pulsar.Client, broker: ThreadedBroker, topic: str) -> None:
     producer = client.create_producer(topic, schema=JsonSchema(Point))
     for _ in range(3):

@@ -103,6 +103,7 @@ class TopicAttacher:
             cnx, topic, req.producer_id, name,
             req.producer_access_mode if req.HasField("producer_access_mode") else pb.Shared,
             user_named, schema_version,
+            req.topic_epoch if req.HasField("topic_epoch") else None,
         )
         ready = topic.add_producer(producer, req.request_id)
         if ready:

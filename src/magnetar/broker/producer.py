@@ -25,7 +25,10 @@ class Producer:
         access_mode: int,
         user_provided_name: bool,
         schema_version: bytes | None,
+        topic_epoch: int | None = None,
     ) -> None:
+        """``topic_epoch``: the epoch a reconnecting exclusive producer was given (None: a
+        new producer); the topic sets the one it holds once it attaches (`Topic`)."""
         self.cnx = cnx
         self.topic = topic
         self.producer_id = producer_id
@@ -35,7 +38,7 @@ class Producer:
         self.schema_version = schema_version
         self.msg_in = 0
         self.bytes_in = 0
-        self.epoch = 0
+        self.topic_epoch = topic_epoch
         self.ready = True  # False while a WaitForExclusive producer waits for the topic
 
     def success_command(self, request_id: int, ready: bool = True) -> pb.BaseCommand:
@@ -47,6 +50,8 @@ class Producer:
         )
         if self.schema_version is not None:
             resp.schema_version = self.schema_version
+        if self.topic_epoch is not None and ready:
+            resp.topic_epoch = self.topic_epoch
         return pb.BaseCommand(type=pb.BaseCommand.PRODUCER_SUCCESS, producer_success=resp)
 
     def publish(

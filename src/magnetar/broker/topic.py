@@ -12,7 +12,6 @@ from __future__ import annotations
 import logging
 import struct
 import time
-from collections.abc import Callable
 from concurrent.futures import Future
 from functools import partial
 from typing import TYPE_CHECKING, Any, cast, overload
@@ -41,7 +40,7 @@ _U32 = struct.Struct(">I")
 
 ACCESS_SHARED = pb.Shared
 ACCESS_EXCLUSIVE = pb.Exclusive
-ACCESS_WAIT_FOR_EXCLUSIVE = pb.WaitForExclusive
+ACCESS_EXCLUSIVE_WITH_FENCING = pb.ExclusiveWithFencing
 
 
 _NOT_CHUNKED = (-1, -1)
@@ -120,6 +119,7 @@ class Topic:
         self.producers: dict[str, Producer] = {}
         self.subscriptions: dict[str, Subscription] = {}
         self.waiting_exclusive: list[tuple[Producer, int]] = []
+        self.topic_epoch: int | None = None  # of the exclusive producers (see add_producer)
         self.msg_in = 0
         self.bytes_in = 0
         self.terminated = False
@@ -131,38 +131,88 @@ class Topic:
         return -1
 
     def add_producer(self, producer: Producer, request_id: int) -> bool:
-        """Attach ``producer``; False when it waits for exclusive access (WaitForExclusive)."""
+        """Attach ``producer``; False when it waits for exclusive access (WaitForExclusive).
+
+        Access modes as in Pulsar: a Shared producer is refused (ProducerBusy) while an
+        exclusive one holds the topic or waits for it; Exclusive is refused (ProducerFenced)
+        while any other producer is attached or waiting; WaitForExclusive waits until the
+        topic is free; ExclusiveWithFencing takes it, closing every producer attached
+        (they find it held when they reconnect) and failing the waiting ones. An exclusive
+        producer gets the topic's next epoch (in ProducerSuccess); one reconnecting with an
+        epoch older than the topic's is fenced (ProducerFenced): a newer exclusive producer
+        held the topic meanwhile. The epoch lives as long as the topic is loaded."""
         if self.terminated:
             raise BrokerError(pb.TopicTerminatedError, f"topic {self.name} is terminated")
         if producer.name in self.producers:
             raise BrokerError(
                 pb.ProducerBusy, f"producer with name '{producer.name}' is already connected to {self.name}"
             )
-        exclusive_held = any(p.access_mode != ACCESS_SHARED for p in self.producers.values())
+        held = self.exclusive_holder()
         mode = producer.access_mode
         if mode == ACCESS_SHARED:
-            if exclusive_held:
+            if held is not None or self.waiting_exclusive:
                 raise BrokerError(pb.ProducerBusy, f"topic {self.name} has an exclusive producer")
-        elif self.producers:
-            if mode == ACCESS_EXCLUSIVE:
+            self.producers[producer.name] = producer
+            return True
+        if mode == ACCESS_EXCLUSIVE:
+            if held is not None or self.waiting_exclusive:
                 raise BrokerError(
-                    pb.ProducerFenced, f"topic {self.name} already has producers; exclusive access refused"
-                )
+                    pb.ProducerFenced, f"topic {self.name} has an exclusive producer: {held or 'waiting'}")
+            if self.producers:
+                raise BrokerError(pb.ProducerFenced, f"topic {self.name} has shared producers")
+        elif mode == ACCESS_EXCLUSIVE_WITH_FENCING:
+            self._fence_producers()
+        elif self.producers:  # WaitForExclusive
             self.waiting_exclusive.append((producer, request_id))
             return False
+        self._take_epoch(producer)
         self.producers[producer.name] = producer
         return True
+
+    def exclusive_holder(self) -> str | None:
+        """The name of the exclusive producer holding the topic, if one does."""
+        for p in self.producers.values():
+            if p.access_mode != ACCESS_SHARED:
+                return p.name
+        return None
+
+    def _fence_producers(self) -> None:
+        """ExclusiveWithFencing arrived: fail the waiting producers, close the attached."""
+        waiting, self.waiting_exclusive = self.waiting_exclusive, []
+        for p, request_id in waiting:
+            p.cnx.producers.pop(p.producer_id, None)
+            p.cnx.send_error(request_id, pb.ProducerFenced, f"fenced out of {self.name}")
+        for p in list(self.producers.values()):
+            self.remove_producer(p)
+            p.close_by_broker()
+
+    def _take_epoch(self, producer: Producer) -> None:
+        """Give exclusive ``producer`` the topic's epoch (ProducerFenced: it is stale)."""
+        current = -1 if self.topic_epoch is None else self.topic_epoch
+        asked = producer.topic_epoch
+        if asked is not None and asked < current:
+            raise BrokerError(
+                pb.ProducerFenced,
+                f"topic {self.name} epoch moved to {current}; producer {producer.name} has {asked}")
+        self.topic_epoch = producer.topic_epoch = current + 1 if asked is None else asked
 
     def remove_producer(self, producer: Producer) -> None:
         waiting = [w for w in self.waiting_exclusive if w[0] is not producer]
         self.waiting_exclusive = waiting
         if self.producers.get(producer.name) is producer:
             del self.producers[producer.name]
-        if not self.producers and self.waiting_exclusive:
+        while not self.producers and self.waiting_exclusive:
             nxt, request_id = self.waiting_exclusive.pop(0)
-            if not nxt.cnx.closed:
-                self.producers[nxt.name] = nxt
-                nxt.cnx.on_producer_ready(nxt, request_id)
+            if nxt.cnx.closed:
+                continue
+            try:
+                self._take_epoch(nxt)
+            except BrokerError as exc:
+                nxt.cnx.producers.pop(nxt.producer_id, None)
+                nxt.cnx.send_error(request_id, exc.code, str(exc))
+                continue
+            self.producers[nxt.name] = nxt
+            nxt.cnx.on_producer_ready(nxt, request_id)
 
     def close_all(self) -> None:
         for producer in list(self.producers.values()):
@@ -525,5 +575,3 @@ class NonPersistentTopic(Topic):
                 self.msg_dropped += num_messages
         producer.send_receipt(seq, highest, -1, -1, size)
 
-
-TopicFactory = Callable[[TopicName], Topic]
