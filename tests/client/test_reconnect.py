@@ -6,7 +6,14 @@ import asyncio
 
 import pytest
 
-from magnetar.client import Client, InitialPosition, Timeout
+from magnetar.client import (
+    Client,
+    InitialPosition,
+    MessageId,
+    ProducerAccessMode,
+    ProducerFenced,
+    Timeout,
+)
 from tests.client.conftest import BrokerProcess, needs_magnetar, run
 
 
@@ -97,5 +104,30 @@ def test_create_gives_up_after_operation_timeout(own_broker: BrokerProcess, topi
         async with Client(own_broker.url, operation_timeout_seconds=0.5) as client:
             with pytest.raises(ConnectError):
                 await client.create_producer(topic)
+
+    run(main)
+
+
+def test_an_exclusive_producer_fenced_by_a_newer_one_fails_its_sends(
+    broker: BrokerProcess, topic: str
+) -> None:
+    needs_magnetar(broker, "producer access modes")
+
+    async def main() -> None:
+        async with Client(broker.url, operation_timeout_seconds=10) as client:
+            old = await client.create_producer(topic, access_mode=ProducerAccessMode.Exclusive)
+            await old.send(b"old")
+            new = await client.create_producer(
+                topic, access_mode=ProducerAccessMode.ExclusiveWithFencing)
+            await new.send(b"new")
+            # closed by the broker; its reconnect carries its topic epoch, which is stale
+            with pytest.raises(ProducerFenced):
+                await asyncio.wait_for(await old.send_async(b"lost"), 10)
+            with pytest.raises(ProducerFenced):
+                await old.send_async(b"refused at once")
+            await new.send(b"still new")  # the newest producer kept the topic
+            reader = await client.create_reader(topic, MessageId.earliest)
+            got = [(await reader.read_next(5000)).data() for _ in range(3)]
+            assert got == [b"old", b"new", b"still new"]
 
     run(main)

@@ -70,6 +70,10 @@ class ProducerBusy(ServerError):
     pass
 
 
+class ProducerFenced(ServerError):
+    """An exclusive producer lost the topic to a newer one (its sends fail from then on)."""
+
+
 class IncompatibleSchema(ServerError):
     pass
 
@@ -82,6 +86,7 @@ _BY_CODE: dict[int, type[ServerError]] = {
     pb.TopicNotFound: TopicNotFound,
     pb.ConsumerBusy: ConsumerBusy,
     pb.ProducerBusy: ProducerBusy,
+    pb.ProducerFenced: ProducerFenced,
     pb.IncompatibleSchema: IncompatibleSchema,
     pb.TopicTerminatedError: TopicTerminated,
 }

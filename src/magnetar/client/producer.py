@@ -84,7 +84,7 @@ class Producer:
                 and properties is None and partition_key is None and ordering_key is None
                 and sequence_id is None and event_timestamp is None and deliver_at is None
                 and deliver_after is None and self._encode is None and not self._closed
-                and part.pending < part.max_pending and part.batching):
+                and part.pending < part.max_pending and part.batching and part.fenced is None):
             # the common case, kept short: one plain message into the open batch
             fut: asyncio.Future[MessageId] = self._new_future()
             part.add_plain(content, fut)
@@ -98,6 +98,8 @@ class Producer:
         if part is None:
             assert self._router is not None
             part = self._parts[self._router.choose(partition_key, content)]
+        if part.fenced is not None:
+            raise part.fenced
         if part.pending >= part.max_pending:
             if not self._block:
                 raise ProducerQueueIsFull(f"{part.pending} messages pending on {part.topic}")

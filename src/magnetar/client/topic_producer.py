@@ -35,6 +35,7 @@ from magnetar.client.connection import Connection
 from magnetar.client.errors import (
     AlreadyClosed,
     MessageTooBig,
+    ProducerFenced,
     PulsarException,
     ServerError,
     Timeout,
@@ -122,6 +123,10 @@ class TopicProducer:
         self._schema_version = b""
         self._epoch = 0
         self._closed = False
+        # an exclusive producer's topic epoch, sent back on reconnect; a newer producer's
+        # fencing ends this one for good (``fenced``: the error its sends fail with)
+        self._topic_epoch: int | None = None
+        self.fenced: ProducerFenced | None = None
         self._reconnecting: asyncio.Task[None] | None = None
         self._backoff = Backoff()
         self._compression = cast("pb.CompressionType", int(conf.compression_type))
@@ -157,6 +162,8 @@ class TopicProducer:
             fields["schema"] = self.conf.schema_info
         if self.conf.initial_subscription_name:
             fields["initial_subscription_name"] = self.conf.initial_subscription_name
+        if self._topic_epoch is not None:
+            fields["topic_epoch"] = self._topic_epoch
         try:
             resp = await cnx.request(T.PRODUCER, timeout=self._client._op_timeout, **fields)
         except BaseException:
@@ -164,6 +171,8 @@ class TopicProducer:
             raise
         self._epoch += 1
         self.name = resp.producer_name
+        if resp.HasField("topic_epoch"):
+            self._topic_epoch = resp.topic_epoch
         if resp.HasField("schema_version"):
             self._schema_version = resp.schema_version
         if first and self.conf.initial_sequence_id is None and resp.last_sequence_id >= 0:
@@ -191,6 +200,11 @@ class TopicProducer:
                 try:
                     await self._connect()
                     log.info("producer %s on %s reconnected", self.name, self.topic)
+                    return
+                except ProducerFenced as exc:  # a newer exclusive producer holds the topic
+                    log.warning("producer %s on %s is fenced: %s", self.name, self.topic, exc)
+                    self.fenced = exc
+                    self._fail_all(exc)
                     return
                 except (PulsarException, OSError) as exc:
                     log.info("producer on %s: reconnect failed: %s", self.topic, exc)
