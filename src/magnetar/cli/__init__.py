@@ -1,1 +1,1 @@
-"""Command-line entry points: ``magnetar standalone | admin | client | perf``."""
+"""Command-line entry points: ``magnetar standalone | admin | client | perf | tokens``."""

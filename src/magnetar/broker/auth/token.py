@@ -4,7 +4,7 @@ Tokens are verified with ``tokenSecretKey`` (HMAC: HS256/384/512) or, when that 
 ``tokenPublicKey`` (RSA: RS*/PS*, EC: ES*, chosen by the key's type). The role is the
 ``tokenAuthClaim`` claim (default ``sub``). With ``tokenAudience`` set, the
 ``tokenAudienceClaim`` claim (default ``aud``) must name it. An ``exp`` claim makes the
-credentials expire: the connection is then challenged to refresh them (see ``session``).
+credentials expire: the connection is then challenged to refresh them (see ``binary``).
 Over HTTP the token comes in ``Authorization: Bearer <token>``.
 """
 
