@@ -15,7 +15,7 @@ import pytest
 
 from magnetar.storage import segment as segment_module
 
-from .conftest import QUIET, ThreadedBroker
+from .conftest import QUIET, ThreadedBroker, start_broker
 from .test_slow_disk import SLOW, served_elsewhere
 
 Segment = segment_module.Segment
@@ -107,3 +107,41 @@ def test_a_stalled_roll_over_does_not_delay_other_topics(
     finally:
         stalled_files.release.set()
         client.close()
+
+
+@pytest.mark.parametrize("fsync", ["group", "always", "never"])
+def test_a_segment_per_entry_keeps_every_message_across_a_restart(tmp_path, fsync: str) -> None:
+    """Every entry rolls over (one per segment), with a descriptor limit far below the
+    segment count: held writes, off-loop creations and seals, retiring descriptors, all
+    at once under the official client's batched and unbatched sends."""
+    settings = {"managedLedgerMaxEntriesPerLedger": 1, "magnetarMaxOpenFiles": 8,
+                "magnetarFsyncPolicy": fsync}
+    topic = "persistent://public/default/one-entry-segments"
+    broker = start_broker(tmp_path, **settings)
+    try:
+        client = pulsar.Client(broker.url, operation_timeout_seconds=30, logger=QUIET)
+        consumer = client.subscribe(topic, "s")
+        batched = client.create_producer(topic, batching_enabled=True,
+                                         batching_max_messages=10)
+        for i in range(100):
+            batched.send_async(b"b%03d" % i, None)
+        batched.flush()
+        single = client.create_producer(topic, batching_enabled=False)
+        for i in range(60):
+            single.send(b"u%03d" % i)
+        expected = [b"b%03d" % i for i in range(100)] + [b"u%03d" % i for i in range(60)]
+        got = [consumer.receive(timeout_millis=10_000).data() for _ in expected]
+        assert got == expected
+        client.close()
+    finally:
+        broker.stop()
+    broker = start_broker(tmp_path, **settings)
+    try:
+        client = pulsar.Client(broker.url, operation_timeout_seconds=30, logger=QUIET)
+        reader = client.create_reader(topic, pulsar.MessageId.earliest)
+        again = [reader.read_next(timeout_millis=10_000).data() for _ in expected]
+        assert again == expected
+        assert not reader.has_message_available()
+        client.close()
+    finally:
+        broker.stop()
