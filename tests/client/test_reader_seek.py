@@ -88,7 +88,10 @@ def test_consumer_seek_by_id_and_time(broker: BrokerProcess, topic: str) -> None
     async def main() -> None:
         async with Client(broker.url) as client:
             ids = await _fill(client, topic, 3)
-            middle = int(time.time() * 1000)
+            filled = int(time.time() * 1000)  # at or after v0..v2's publish times
+            while int(time.time() * 1000) <= filled:
+                await asyncio.sleep(0.001)
+            middle = int(time.time() * 1000)  # after them: a seek here lands on v3
             while int(time.time() * 1000) <= middle:
                 await asyncio.sleep(0.001)  # publish times must move past ``middle``
             p = await client.create_producer(topic)
