@@ -90,7 +90,8 @@ Waiter = asyncio.Future[Position] | AppendCallback
 _Future = asyncio.Future
 #: A write batch held until its segment's file exists (`ManagedLedger._unwritten`).
 _Unwritten = tuple[
-    Segment, list[bytes | memoryview], int, list[Waiter], list[Position], asyncio.AbstractEventLoop
+    Segment, list[bytes | memoryview], int, list[Waiter], list[Position],
+    asyncio.AbstractEventLoop, int,
 ]
 T = TypeVar("T")
 
@@ -300,7 +301,7 @@ class ManagedLedger:
         self._close_done: Future[None] | None = None  # the factory's: set once closed
         self._seal_job: Future[None] | None = None
         # write batches held until their segment's file exists (in append order):
-        # (segment, buffers, file offset, waiters, positions, loop)
+        # (segment, buffers, file offset, waiters, positions, loop, payload bytes)
         self._unwritten: deque[_Unwritten] = deque()
         # the file jobs on storage threads (segment creation, sealing) maybe under way
         self._file_work: list[Future[Any]] = []
@@ -466,7 +467,7 @@ class ManagedLedger:
         loop = self._wloop
         assert loop is not None
         if self._unwritten or not seg.ready:
-            self._unwritten.append((seg, bufs, self._wstart, futs, poss, loop))
+            self._unwritten.append((seg, bufs, self._wstart, futs, poss, loop, nbytes))
             self._write_held()  # (nothing, while the first held one's file is being made)
             return
         self._write_batch(seg, bufs, self._wstart, futs, poss, loop, nbytes)
@@ -478,8 +479,7 @@ class ManagedLedger:
             seg = held[0][0]
             if not seg.ready and seg.create_error is None:
                 return
-            seg, bufs, start, futs, poss, loop = held.popleft()
-            self._write_batch(seg, bufs, start, futs, poss, loop, sum(map(len, bufs)))
+            self._write_batch(*held.popleft())
 
     def _write_batch(
         self,
@@ -1530,7 +1530,7 @@ class ManagedLedger:
         self._write_pending()
         deleted = LedgerClosedError(f"ledger {self.name} deleted")
         held, self._unwritten = list(self._unwritten), deque()
-        for seg, _bufs, _start, futs, poss, loop in held:
+        for seg, _bufs, _start, futs, poss, loop, _nbytes in held:
             batch = Batch(seg, poss[0].entry_id, futs, poss, loop, self._on_batch_done, deleted)
             self._on_batch_done(batch, deleted)
         for batch in list(self._pending):
