@@ -33,6 +33,7 @@ from magnetar.client.producer import Producer
 from magnetar.client.reader import Reader
 from magnetar.client.routing import Router
 from magnetar.client.schema import TopicSchema, as_schema
+from magnetar.client.service_url import service_hosts
 from magnetar.client.topic import full_name, namespace_of, partition_name
 from magnetar.client.topic_producer import KeyedTopicProducer, ProducerConf, TopicProducer
 from magnetar.protocol import DEFAULT_MAX_FRAME_SIZE, pb
@@ -69,7 +70,8 @@ class Client:
     Use as ``async with Client("pulsar://localhost:6650") as client: ...``, or call
     ``await client.close()`` when done. Must be created inside a running event loop.
     The service URL is a broker's binary address (``pulsar://``, ``pulsar+ssl://``) or its
-    web service (``http://``, ``https://``: lookups over HTTP, as the official client does).
+    web service (``http://``, ``https://``: lookups over HTTP, as the official client does);
+    it may name several brokers of a cluster, ``pulsar://h1:6650,h2:6650``, asked in turn.
     """
 
     def __init__(self, service_url: str, authentication: Authentication | None = None,
@@ -86,9 +88,10 @@ class Client:
         if web:  # lookups over HTTP; an https:// service URL means TLS for the brokers too
             tls = use_tls or service_url.startswith("https://")
         else:
-            host, port, tls = split_address(service_url)
-            tls = tls or use_tls
-            self._service_url = f"{'pulsar+ssl' if tls else 'pulsar'}://{host}:{port}"
+            hosts = [split_address(h) for h in service_hosts(service_url)]
+            tls = hosts[0][2] or use_tls
+            self._service_urls = [f"{'pulsar+ssl' if tls else 'pulsar'}://{h}:{p}"
+                                  for h, p, _ in hosts]
         if tls and ssl_context is None:
             ssl_context = _ssl_context(tls_trust_certs_file_path, tls_allow_insecure_connection,
                                        tls_validate_hostname, tls_certificate_file_path,
@@ -103,8 +106,8 @@ class Client:
             self._lookup = HttpLookupService(self._pool, service_url, tls, self._op_timeout,
                                              authentication, ssl_context, listener_name)
         else:
-            self._lookup = LookupService(self._pool, self._service_url, tls, self._op_timeout,
-                                         listener_name)
+            self._lookup = LookupService(self._pool, self._service_urls, tls,
+                                         self._op_timeout, listener_name)
         self._max_message_size = DEFAULT_MAX_FRAME_SIZE
         self._handles: set[Any] = set()
         self._closed = False

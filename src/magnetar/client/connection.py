@@ -63,12 +63,12 @@ _RESPONSES: dict[int, str] = {
 class ProducerHandler(Protocol):
     def _on_receipt(self, receipt: pb.CommandSendReceipt) -> None: ...
     def _on_send_error(self, err: pb.CommandSendError) -> None: ...
-    def _on_disconnect(self, cnx: Connection) -> None: ...
+    def _on_disconnect(self, cnx: Connection, assigned_url: str | None = None) -> None: ...
 
 
 class ConsumerHandler(Protocol):
     def _on_message(self, msg: MessageFrame) -> None: ...
-    def _on_disconnect(self, cnx: Connection) -> None: ...
+    def _on_disconnect(self, cnx: Connection, assigned_url: str | None = None) -> None: ...
     def _on_end_of_topic(self) -> None: ...
 
 
@@ -254,15 +254,23 @@ class Connection(asyncio.Protocol):
     def _h_ping(self, cmd: pb.BaseCommand, payload: bytes | None) -> None:
         self.write(encode_command(command(T.PONG)))
 
+    def _assigned_url(self, close: pb.CommandCloseProducer | pb.CommandCloseConsumer
+                      ) -> str | None:
+        """The new owner a broker named when closing us (a bundle moving away), in this
+        connection's scheme; None when it named none."""
+        tls = self.address.startswith(("pulsar+ssl://", "pulsars://"))
+        url = close.assignedBrokerServiceUrlTls if tls else close.assignedBrokerServiceUrl
+        return url or None
+
     def _h_close_producer(self, cmd: pb.BaseCommand, payload: bytes | None) -> None:
         p = self.producers.pop(cmd.close_producer.producer_id, None)
         if p is not None:
-            p._on_disconnect(self)
+            p._on_disconnect(self, self._assigned_url(cmd.close_producer))
 
     def _h_close_consumer(self, cmd: pb.BaseCommand, payload: bytes | None) -> None:
         c = self.consumers.pop(cmd.close_consumer.consumer_id, None)
         if c is not None:
-            c._on_disconnect(self)
+            c._on_disconnect(self, self._assigned_url(cmd.close_consumer))
 
     def _h_end_of_topic(self, cmd: pb.BaseCommand, payload: bytes | None) -> None:
         c = self.consumers.get(cmd.reachedEndOfTopic.consumer_id)

@@ -1,7 +1,9 @@
 """Service discovery over HTTP, for a client given ``http://`` or ``https://`` as its
 service URL (as ``pulsar.Client("http://localhost:8080")`` is): topic lookup through
 ``/lookup/v2/topic/...``, partition counts and namespace listings through the admin API,
-then the binary protocol to the broker the lookup named (schemas are asked there).
+then the binary protocol to the broker the lookup named (schemas are asked there). A web
+service URL naming several brokers (``http://h1:8080,h2:8080``) is asked host by host in
+turn, passing over a host that cannot be reached.
 
 Credentials go as HTTP headers (``Authorization: Bearer`` for tokens, ``Basic`` for basic
 auth); a TLS client certificate goes through the same SSL context as the binary connections."""
@@ -19,6 +21,7 @@ from magnetar.client.auth import Authentication
 from magnetar.client.errors import AuthenticationError, ConnectError, LookupError, server_error
 from magnetar.client.lookup import schema_of
 from magnetar.client.pool import ConnectionPool
+from magnetar.client.service_url import ServiceNameResolver, service_hosts
 from magnetar.protocol import pb
 
 log = logging.getLogger(__name__)
@@ -52,7 +55,7 @@ class HttpLookupService:
                  auth: Authentication | None, ssl_context: ssl.SSLContext | None,
                  listener_name: str | None = None) -> None:
         self._pool = pool
-        self._base = web_url.rstrip("/")
+        self._bases = ServiceNameResolver(service_hosts(web_url))
         self._tls = use_tls
         self._timeout = timeout
         self._auth = auth
@@ -67,17 +70,25 @@ class HttpLookupService:
         if self._session is None:
             self._session = aiohttp.ClientSession(
                 timeout=aiohttp.ClientTimeout(total=self._timeout))
-        url = self._base + path
-        try:
-            async with self._session.get(url, params=params, headers=self._headers(),
-                                         ssl=self._ssl or True if url.startswith("https:") else True,
-                                         ) as resp:
-                body = await resp.json(content_type=None) if resp.content_length != 0 else None
-                status = resp.status
-        except aiohttp.ClientConnectionError as exc:  # retried, as an unreachable broker is
-            raise ConnectError(f"GET {url}: {exc}") from exc
-        except (aiohttp.ClientError, ValueError) as exc:
-            raise LookupError(f"GET {url}: {exc}") from exc
+        body: Any = None
+        status = 0
+        url = path
+        for attempt in range(len(self._bases)):
+            url = self._bases.next() + path
+            try:
+                async with self._session.get(
+                        url, params=params, headers=self._headers(),
+                        ssl=self._ssl or True if url.startswith("https:") else True) as resp:
+                    body = await resp.json(content_type=None) \
+                        if resp.content_length != 0 else None
+                    status = resp.status
+                break
+            except aiohttp.ClientConnectionError as exc:  # retried, as an unreachable broker is
+                if attempt + 1 == len(self._bases):
+                    raise ConnectError(f"GET {url}: {exc}") from exc
+                log.info("web service %s unreachable: %s", url, exc)
+            except (aiohttp.ClientError, ValueError) as exc:
+                raise LookupError(f"GET {url}: {exc}") from exc
         if status < 300:
             return body
         reason = body.get("reason", "") if isinstance(body, dict) else ""

@@ -1,13 +1,18 @@
 """Binary-protocol service discovery: topic lookup (following redirects), partition
-metadata, schemas and namespace topic listings (``http_lookup`` does the same over HTTP)."""
+metadata, schemas and namespace topic listings (``http_lookup`` does the same over HTTP).
+
+A service URL may name several brokers: each discovery request goes to the next one in
+turn, passing over those that cannot be reached. A lookup then follows ``Redirect``
+answers (sending back their ``authoritative`` flag) until a broker answers ``Connect``."""
 
 from __future__ import annotations
 
 import logging
 
 from magnetar.client.connection import Connection
-from magnetar.client.errors import LookupError, server_error
+from magnetar.client.errors import ConnectError, LookupError, server_error
 from magnetar.client.pool import ConnectionPool
+from magnetar.client.service_url import ServiceNameResolver
 from magnetar.client.topic import base_name
 from magnetar.protocol import pb
 
@@ -18,23 +23,35 @@ MAX_REDIRECTS = 20
 
 
 class LookupService:
-    def __init__(self, pool: ConnectionPool, service_url: str, use_tls: bool,
+    def __init__(self, pool: ConnectionPool, service_urls: list[str], use_tls: bool,
                  timeout: float, listener_name: str | None = None) -> None:
         self._pool = pool
         self._listener = listener_name
-        self._service_url = service_url
+        self._resolver = ServiceNameResolver(service_urls)
         self._tls = use_tls
         self._timeout = timeout
 
     async def _service_cnx(self) -> Connection:
-        return await self._pool.get(self._service_url)
+        """A connection to the next service host that answers."""
+        failure: ConnectError | None = None
+        for _ in range(len(self._resolver)):
+            address = self._resolver.next()
+            try:
+                return await self._pool.get(address)
+            except ConnectError as exc:
+                log.info("service host %s unreachable: %s", address, exc)
+                failure = exc
+        assert failure is not None
+        raise failure
 
     async def lookup(self, topic: str) -> str:
         """Address of the broker that owns ``topic``."""
-        address = self._service_url
+        cnx = await self._service_cnx()
+        service_address = address = cnx.address
         authoritative = False
-        for _ in range(MAX_REDIRECTS):
-            cnx = await self._pool.get(address)
+        for hop in range(MAX_REDIRECTS):
+            if hop:
+                cnx = await self._pool.get(address)
             extra = {"advertised_listener_name": self._listener} if self._listener else {}
             resp = await cnx.request(T.LOOKUP, timeout=self._timeout, topic=topic,
                                      authoritative=authoritative, **extra)
@@ -46,7 +63,7 @@ class LookupService:
                       else resp.brokerServiceUrl) or address
             if resp.response == R.Connect:
                 if resp.proxy_through_service_url:
-                    return self._service_url
+                    return service_address
                 return target
             authoritative = resp.authoritative
             address = target

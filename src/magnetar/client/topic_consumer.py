@@ -65,6 +65,7 @@ class TopicConsumer:
         self._chunks = ChunkAssembler(parent._conf.max_pending_chunked_message)
         self._backoff = Backoff()
         self._reconnecting: asyncio.Task[None] | None = None
+        self._assigned: str | None = None  # the new owner a CloseProducer/Consumer named
         self.start_id = start
         self._filter: MessageId | None = None
         self.start_inclusive = parent._conf.start_message_id_inclusive
@@ -108,7 +109,10 @@ class TopicConsumer:
         return fields
 
     async def _connect(self) -> None:
-        address = await self._client._lookup.lookup(self.topic)
+        # a broker that moved our topic named its new owner: go straight there, once
+        address, self._assigned = self._assigned, None
+        if address is None:
+            address = await self._client._lookup.lookup(self.topic)
         cnx = await self._client._pool.get(address)
         cnx.consumers[self.consumer_id] = self
         try:
@@ -128,10 +132,11 @@ class TopicConsumer:
         cnx.write(encode_command(command(T.FLOW, consumer_id=self.consumer_id,
                                          messagePermits=self._queue_size)))
 
-    def _on_disconnect(self, cnx: Connection) -> None:
+    def _on_disconnect(self, cnx: Connection, assigned_url: str | None = None) -> None:
         if cnx is not self._cnx:
             return
         self._cnx = None
+        self._assigned = assigned_url
         self._discard_queued()
         if self._closed or self._reconnecting is not None:
             return
@@ -148,7 +153,8 @@ class TopicConsumer:
     async def _reconnect(self) -> None:
         try:
             while not self._closed:
-                await asyncio.sleep(self._backoff.next())
+                if self._assigned is None:  # an assigned new owner is tried at once
+                    await asyncio.sleep(self._backoff.next())
                 try:
                     await self._connect()
                     log.info("consumer on %s reconnected", self.topic)

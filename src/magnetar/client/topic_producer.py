@@ -128,6 +128,7 @@ class TopicProducer:
         self._topic_epoch: int | None = None
         self.fenced: ProducerFenced | None = None
         self._reconnecting: asyncio.Task[None] | None = None
+        self._assigned: str | None = None  # the new owner a CloseProducer/Consumer named
         self._backoff = Backoff()
         self._compression = cast("pb.CompressionType", int(conf.compression_type))
         self._batching = conf.batching_enabled
@@ -145,7 +146,10 @@ class TopicProducer:
         await with_retries(lambda: self._connect(first=True), self._client._op_timeout)
 
     async def _connect(self, first: bool = False) -> None:
-        address = await self._client._lookup.lookup(self.topic)
+        # a broker that moved our topic named its new owner: go straight there, once
+        address, self._assigned = self._assigned, None
+        if address is None:
+            address = await self._client._lookup.lookup(self.topic)
         cnx = await self._client._pool.get(address)
         cnx.producers[self.producer_id] = self
         fields: dict[str, Any] = {
@@ -185,10 +189,11 @@ class TopicProducer:
         if self._ops:
             cnx.write(b"".join(op.frame for op in self._ops))
 
-    def _on_disconnect(self, cnx: Connection) -> None:
+    def _on_disconnect(self, cnx: Connection, assigned_url: str | None = None) -> None:
         if cnx is not self._cnx:
             return
         self._cnx = None
+        self._assigned = assigned_url
         if self._closed or self._reconnecting is not None:
             return
         self._reconnecting = self._loop.create_task(self._reconnect())
@@ -196,7 +201,8 @@ class TopicProducer:
     async def _reconnect(self) -> None:
         try:
             while not self._closed:
-                await asyncio.sleep(self._backoff.next())
+                if self._assigned is None:  # an assigned new owner is tried at once
+                    await asyncio.sleep(self._backoff.next())
                 try:
                     await self._connect()
                     log.info("producer %s on %s reconnected", self.name, self.topic)
