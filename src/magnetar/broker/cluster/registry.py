@@ -1,0 +1,79 @@
+"""`BrokerRegistry`: this broker's ephemeral entry under ``/loadbalance/brokers``, its load
+report refreshed periodically, and the live brokers as the other brokers report them.
+
+The entry's key is the broker id, ``host:webPort`` as in Pulsar; its value a
+`BrokerData` (Pulsar's ``LocalBrokerData``). ``report`` is a callable the broker supplies
+that returns the current report (URLs plus load figures); the registry writes it every
+``interval_s`` and whenever ``refresh()`` is called. ``live()`` reads the other entries
+through a `MetadataCache`, so it costs no round trip while nothing changed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from magnetar.broker.cluster.records import BROKERS_ROOT, BrokerData, broker_path
+from magnetar.metadata import (
+    MetadataCache,
+    MetadataStore,
+    json_encode,
+)
+
+log = logging.getLogger(__name__)
+
+
+class BrokerRegistry:
+    def __init__(self, store: MetadataStore, broker_id: str,
+                 report: Callable[[], BrokerData], interval_s: float = 5.0) -> None:
+        self.store = store
+        self.broker_id = broker_id
+        self.report = report
+        self.interval_s = interval_s
+        self._cache: MetadataCache[Any] = MetadataCache(store)
+        self._task: asyncio.Task[None] | None = None
+        self.last: BrokerData | None = None
+
+    @property
+    def path(self) -> str:
+        return broker_path(self.broker_id)
+
+    async def start(self) -> None:
+        """Register (create the ephemeral entry) and start the periodic refresh."""
+        await self.refresh()
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        with contextlib.suppress(Exception):
+            await self.store.delete(self.path)
+
+    async def refresh(self) -> None:
+        """Write the current load report (creating the entry if it is missing)."""
+        data = self.report()
+        self.last = data
+        await self.store.put(self.path, json_encode(data.to_json()), ephemeral=True)
+
+    async def _run(self) -> None:
+        while True:
+            await asyncio.sleep(self.interval_s)
+            try:
+                await self.refresh()
+            except Exception as exc:  # the store is down: the next round tries again
+                log.warning("broker registry: load report not written: %s", exc)
+
+    async def live(self) -> dict[str, BrokerData]:
+        """The live brokers by id (this one included), from their registry entries."""
+        out: dict[str, BrokerData] = {}
+        for name in await self._cache.children(BROKERS_ROOT):
+            data = await self._cache.get(broker_path(name))
+            if isinstance(data, dict):
+                out[name] = BrokerData.from_json(data)
+        return out
