@@ -24,7 +24,8 @@ import asyncio
 import logging
 import secrets
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import re2
 
@@ -60,6 +61,9 @@ from magnetar.storage import (
     Position,
     StorageConfig,
 )
+
+if TYPE_CHECKING:
+    from magnetar.broker.cluster.coordinator import ClusterCoordinator
 
 log = logging.getLogger(__name__)
 
@@ -154,6 +158,9 @@ class BrokerService:
         self.closing_ledgers: set[asyncio.Future[None]] = set()
         self.port = config.brokerServicePort
         self.instance = secrets.token_hex(3)
+        # metadataStoreUrl=zk:...: this broker's part in a cluster (docs/cluster.md);
+        # None for a broker alone, which serves every topic as it always did
+        self.cluster: ClusterCoordinator | None = None
         self._server: asyncio.AbstractServer | None = None
 
     # ------------------------------------------------------------------ lifecycle
@@ -174,6 +181,23 @@ class BrokerService:
         await self.security.start()
         self.housekeeping.start()
         log.info("broker listening on %s:%d", self.config.bindAddress, self.port)
+
+    async def join_cluster(self, urls: dict[str, str | None],
+                           on_shutdown: Callable[[], None] | None = None) -> None:
+        """Join the cluster of ``metadataStoreUrl`` (once listening: ``urls`` are this
+        broker's service and web URLs); ``on_shutdown`` is called if the broker must stop
+        (its metadata session expired, with zookeeperSessionExpiredPolicy=shutdown)."""
+        from magnetar.broker.cluster.membership import join_cluster
+
+        self.cluster = await join_cluster(self, urls, on_shutdown)
+
+    async def leave_cluster(self) -> None:
+        """Release this broker's bundles and registry entry (before `stop`)."""
+        if self.cluster is not None:
+            from magnetar.broker.cluster.membership import leave_cluster
+
+            cluster, self.cluster = self.cluster, None
+            await leave_cluster(cluster)
 
     def serving(self) -> bool:
         """Whether the binary-protocol listener accepts connections (health checks)."""

@@ -132,6 +132,17 @@ def run_standalone(args: argparse.Namespace) -> int:
             "webServiceUrlTls": f"https://{host}:{admin.tls_port}"
             if admin is not None and admin.tls_port is not None else None,
         }
+        if config.metadataStoreUrl:  # a broker of a cluster (docs/cluster.md)
+            try:
+                await service.join_cluster(urls, on_shutdown=stop.set)
+            except Exception as exc:
+                print(f"magnetar: cannot join the cluster at {config.metadataStoreUrl}: {exc}",
+                      file=sys.stderr)
+                started = False
+                if admin is not None:
+                    await admin.stop()
+                await service.stop()
+                return
         print(
             f"magnetar standalone: serving {' and '.join(u for u in urls.values() if u)} "
             f"(data in {config.magnetarDataDir}, fsync {config.fsync_policy})",
@@ -141,6 +152,7 @@ def run_standalone(args: argparse.Namespace) -> int:
         if getattr(args, "ready_file", None):
             write_ready_file(args.ready_file, urls)
         await stop.wait()
+        await service.leave_cluster()
         if admin is not None:
             await admin.stop()
         await service.stop()

@@ -66,6 +66,7 @@ class ClusterCoordinator:
         self._bundles: dict[str, NamespaceBundles] = {}
         # bundles sent to other brokers since their last report: (broker id, when)
         self._placed: list[tuple[str, float]] = []
+        self._acquiring = 0  # ownership keys being created by lookups here
 
     async def start(self) -> None:
         await self.registry.start()
@@ -125,31 +126,63 @@ class ClusterCoordinator:
                     raise BrokerError(pb.ServiceNotReady,
                                       f"bundle {namespace}/{bundle} is being unloaded; retry")
                 return LookupResult(False, owner)
-            target = self.broker_id if authoritative else await self._place()
-            if target != self.broker_id:
-                brokers = await self.registry.live()
-                if target in brokers:
-                    self._placed.append((target, time.monotonic()))
+            if not authoritative:
+                target, brokers = await self._place()
+                if target != self.broker_id:
                     return LookupResult(False, brokers[target].owner_data())
-            owner = await self.ownership.try_acquire(namespace, bundle)
+            self._acquiring += 1  # counted by placements made while the key is created
+            try:
+                owner = await self.ownership.try_acquire(namespace, bundle)
+            finally:
+                self._acquiring -= 1
             if owner is None:  # freed again meanwhile: look once more
                 continue
             return LookupResult(owner is self.me, owner)
         raise BrokerError(pb.ServiceNotReady, f"bundle {namespace}/{bundle} keeps changing owner")
 
-    async def _place(self) -> str:
+    async def _place(self) -> tuple[str, dict[str, BrokerData]]:
+        """The broker a free bundle goes to, with the live brokers; a placement elsewhere
+        is recorded before this returns (no await after the choice), so concurrent lookups
+        of one partitioned topic spread their bundles."""
         brokers = await self.registry.live()
         # a bundle placed elsewhere counts until that broker's next report (which has it)
         pending: dict[str, int] = {}
         kept = []
+        now_wall, now = time.time(), time.monotonic()
         for broker_id, when in self._placed:
             data = brokers.get(broker_id)
-            reported_ms = data.last_update if data is not None else 0
-            if data is not None and reported_ms / 1000 < time.time() - (time.monotonic() - when):
+            if data is not None and data.last_update / 1000 < now_wall - (now - when):
                 pending[broker_id] = pending.get(broker_id, 0) + 1
                 kept.append((broker_id, when))
         self._placed = kept
-        if self.broker_id in brokers:  # our own count is current, not as of our last report
-            brokers[self.broker_id] = dataclasses.replace(
-                brokers[self.broker_id], num_bundles=len(self.ownership.owned))
-        return least_loaded(brokers, pending) or self.broker_id
+        # our own count is current (owned and being taken), not as of our last report
+        brokers[self.broker_id] = dataclasses.replace(
+            brokers.get(self.broker_id) or self.report(),
+            num_bundles=len(self.ownership.owned) + self._acquiring)
+        target = least_loaded(brokers, pending) or self.broker_id
+        if target != self.broker_id:
+            self._placed.append((target, now))
+        return target, brokers
+
+def lookup_response(result: LookupResult, request_id: int, listener: str | None,
+                    own_url: str, own_tls_url: str | None) -> pb.CommandLookupTopicResponse:
+    """The wire answer to a lookup: ``Connect`` with this broker's URLs (``own_url`` already
+    chosen for the client's listener), or ``Redirect`` + authoritative with the owner's for
+    that listener (``ServiceNotReady`` if the owner does not advertise it)."""
+    R = pb.CommandLookupTopicResponse
+    if result.connect:
+        response = R(request_id=request_id, response=R.Connect, brokerServiceUrl=own_url,
+                     authoritative=True, proxy_through_service_url=False)
+        if own_tls_url:
+            response.brokerServiceUrlTls = own_tls_url
+        return response
+    try:
+        urls = result.owner.urls_for(listener)
+    except KeyError:
+        raise BrokerError(pb.ServiceNotReady,
+                          f"the owner of this topic has no {listener} listener") from None
+    response = R(request_id=request_id, response=R.Redirect, authoritative=True,
+                 brokerServiceUrl=urls.service_url, proxy_through_service_url=False)
+    if urls.service_url_tls:
+        response.brokerServiceUrlTls = urls.service_url_tls
+    return response

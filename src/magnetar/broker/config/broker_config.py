@@ -49,6 +49,15 @@ class BrokerConfig(SecurityConfig):
     # broker-wide; Pulsar's default is half the JVM's direct memory; 0 or less: no limit
     maxMessagePublishBufferSizeInMB: int = 256
 
+    # Cluster (docs/cluster.md): empty runs one broker alone, as standalone always did;
+    # zk:host:port[,host:port][/chroot] joins the brokers sharing that ZooKeeper
+    metadataStoreUrl: str = ""
+    metadataStoreSessionTimeoutMillis: int = 30000
+    zookeeperSessionExpiredPolicy: str = "shutdown"
+    defaultNumberOfNamespaceBundles: int = 4
+    # how often this broker's load report under /loadbalance/brokers is rewritten
+    loadBalancerReportUpdateMinIntervalMillis: int = 5000
+
     # admin HTTP service: how often message rates (stats, metrics) are recomputed
     statsUpdateFrequencyInSecs: int = 60
 
@@ -152,6 +161,14 @@ class BrokerConfig(SecurityConfig):
             raise ConfigError(
                 f"magnetarFsyncPolicy must be always, group or never, not {self.magnetarFsyncPolicy!r}"
             )
+        if self.metadataStoreUrl and not self.metadataStoreUrl.startswith("zk:"):
+            raise ConfigError("metadataStoreUrl: a cluster needs ZooKeeper, "
+                              f"zk:host:port[,host:port][/chroot], not {self.metadataStoreUrl!r}")
+        if self.defaultNumberOfNamespaceBundles < 1:
+            raise ConfigError("defaultNumberOfNamespaceBundles must be at least 1")
+        if self.zookeeperSessionExpiredPolicy not in ("shutdown", "reconnect"):
+            raise ConfigError("zookeeperSessionExpiredPolicy must be shutdown or reconnect, "
+                              f"not {self.zookeeperSessionExpiredPolicy!r}")
         policies = ("producer_request_hold", "producer_exception", "consumer_backlog_eviction")
         if self.backlogQuotaDefaultRetentionPolicy not in policies:
             raise ConfigError(

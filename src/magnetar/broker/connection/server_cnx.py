@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any, cast
 
+from magnetar.broker.cluster.coordinator import lookup_response
 from magnetar.broker.errors import BrokerError
 from magnetar.broker.security.auth import binary as auth_binary
 from magnetar.broker.security.authorization import CONSUME, LOOKUP, PRODUCE
@@ -577,6 +578,9 @@ class ServerCnx(asyncio.BufferedProtocol):
         self.service.check_topic_name(lookup.topic)
         self.authorize(lookup.topic, LOOKUP)
         listener = lookup.advertised_listener_name if lookup.HasField("advertised_listener_name") else None
+        if self.service.cluster is not None:  # owned here, or redirect to the owner
+            self._cluster_lookup(cmd, listener)
+            return
         response = pb.CommandLookupTopicResponse(
             request_id=lookup.request_id,
             response=pb.CommandLookupTopicResponse.Connect,
@@ -588,6 +592,27 @@ class ServerCnx(asyncio.BufferedProtocol):
         if tls_url is not None:
             response.brokerServiceUrlTls = tls_url
         self.send(T(type=T.LOOKUP_RESPONSE, lookupTopicResponse=response))
+
+    def _cluster_lookup(self, cmd: pb.BaseCommand, listener: str | None) -> None:
+        """`handle_lookup` in a cluster: the metadata store is asked off the event loop."""
+        cluster = self.service.cluster
+        assert cluster is not None
+        lookup = cmd.lookupTopic
+        limits = self.security.limits
+        self.lookups_held -= 1  # the slot goes with the task, until its answer is sent
+
+        async def answer() -> None:
+            try:
+                result = await cluster.lookup(lookup.topic, lookup.authoritative)
+                own = self.service.listeners.broker_url(listener, self._advertised_url()) \
+                    if result.connect else ""
+                response = lookup_response(result, lookup.request_id, listener, own,
+                                           self._advertised_tls_url())
+                self.send(T(type=T.LOOKUP_RESPONSE, lookupTopicResponse=response))
+            finally:
+                limits.release_lookups(1)
+
+        self.run_async(cmd, answer())
 
     def handle_partitioned_metadata(self, cmd: pb.BaseCommand, frame: Frame) -> None:
         if not self._lookup_admitted(cmd):
@@ -661,6 +686,8 @@ class ServerCnx(asyncio.BufferedProtocol):
                 return
             raise BrokerError(pb.ProducerBusy, f"producer id {req.producer_id} is already in use on this connection")
         self.service.check_topic_name(req.topic)
+        if self.service.cluster is not None:  # a topic served elsewhere: look it up again
+            self.service.cluster.check_owned(req.topic)
         self.authorize(req.topic, PRODUCE)
         self.security.limits.check_producer(self, req.topic)
         attacher = self.service.attacher
@@ -766,6 +793,8 @@ class ServerCnx(asyncio.BufferedProtocol):
                 return
             raise BrokerError(pb.ConsumerBusy, f"consumer id {req.consumer_id} is already in use on this connection")
         self.service.check_topic_name(req.topic)
+        if self.service.cluster is not None:  # a topic served elsewhere: look it up again
+            self.service.cluster.check_owned(req.topic)
         self.authorize(req.topic, CONSUME)
         self.security.limits.check_consumer(self, req.topic, req.subscription)
         attacher = self.service.attacher

@@ -1,0 +1,116 @@
+"""Joining and leaving a cluster: the glue between a running `BrokerService` and its
+`ClusterCoordinator` (``metadataStoreUrl=zk:...``).
+
+``join_cluster`` opens the metadata store session, registers the broker under its id
+(``host:webPort``) with its URLs and advertised listeners, and wires the broker's side of
+ownership: a bundle lost without being released (session expired, key deleted) has its
+loaded topics unloaded at once, so their clients look them up again; with
+``zookeeperSessionExpiredPolicy=shutdown`` (Pulsar's default) a lost session also stops
+the broker, as Pulsar's does. The load report carries CPU time used since the last report
+(``cpu.limit`` is 100 per core), loaded topics, producers and consumers.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+from magnetar import __version__
+from magnetar.broker.cluster.bundles import BundleRange, topic_hash
+from magnetar.broker.cluster.coordinator import ClusterCoordinator
+from magnetar.broker.cluster.records import ListenerUrls, OwnerData
+from magnetar.broker.topics.topic_name import TopicName
+from magnetar.metadata import SessionEvent, create_metadata_store
+
+if TYPE_CHECKING:
+    from magnetar.broker.service import BrokerService
+
+log = logging.getLogger(__name__)
+
+
+def broker_id_of(service_url: str, web_url: str | None) -> str:
+    """Pulsar's broker id, ``host:webPort`` (``host:port`` of the binary service without a
+    web service)."""
+    parts = urlsplit(web_url or service_url)
+    return f"{parts.hostname}:{parts.port}"
+
+
+class _CpuMeter:
+    """CPU time this process used between two readings, in percent of one core."""
+
+    def __init__(self) -> None:
+        self._cpu = time.process_time()
+        self._wall = time.monotonic()
+
+    def read(self) -> float:
+        cpu, wall = time.process_time(), time.monotonic()
+        used = 100.0 * (cpu - self._cpu) / max(wall - self._wall, 1e-6)
+        self._cpu, self._wall = cpu, wall
+        return used
+
+
+async def join_cluster(service: BrokerService, urls: dict[str, str | None],
+                       on_shutdown: Callable[[], None] | None = None) -> ClusterCoordinator:
+    """Open the metadata session, register this broker and return its coordinator."""
+    config = service.config
+    service_url = urls.get("brokerServiceUrl") or urls.get("brokerServiceUrlTls") or ""
+    me = OwnerData(
+        urls.get("brokerServiceUrl") or "", urls.get("brokerServiceUrlTls") or "",
+        urls.get("webServiceUrl") or "", urls.get("webServiceUrlTls") or "",
+        {name: ListenerUrls(listener.url or "", listener.tls_url or "")
+         for name, listener in service.listeners.by_name.items()})
+    store = await create_metadata_store(
+        config.metadataStoreUrl,
+        session_timeout_s=config.metadataStoreSessionTimeoutMillis / 1000,
+        session_expired_policy=config.zookeeperSessionExpiredPolicy)
+    cpu = _CpuMeter()
+    cores = os.cpu_count() or 1
+
+    def load() -> dict[str, Any]:
+        producers = consumers = 0
+        for topic in service.topics.values():
+            producers += len(topic.producers)
+            consumers += sum(len(sub.consumers) for sub in topic.subscriptions.values())
+        return {"cpu_usage": cpu.read(), "cpu_limit": 100.0 * cores,
+                "num_topics": len(service.topics), "num_producers": producers,
+                "num_consumers": consumers, "version": __version__}
+
+    def lost(namespace: str, bundle: BundleRange) -> None:
+        for name, topic in list(service.topics.items()):
+            if TopicName.parse(name).namespace == namespace and bundle.contains(topic_hash(name)):
+                log.info("topic %s: its bundle %s was lost; unloading", name, bundle)
+                service.unload_topic(topic)
+
+    def session(event: SessionEvent) -> None:
+        if event == SessionEvent.SESSION_LOST and config.zookeeperSessionExpiredPolicy == "shutdown":
+            log.error("metadata session expired (zookeeperSessionExpiredPolicy=shutdown): "
+                      "stopping the broker")
+            if on_shutdown is not None:
+                on_shutdown()
+
+    coordinator = ClusterCoordinator(
+        store, broker_id_of(service_url, urls.get("webServiceUrl")), me, load,
+        default_bundles=config.defaultNumberOfNamespaceBundles,
+        report_interval_s=config.loadBalancerReportUpdateMinIntervalMillis / 1000,
+        on_lost=lost)
+    store.register_session_listener(session)
+    try:
+        await coordinator.start()
+    except BaseException:
+        await store.close()
+        raise
+    log.info("joined the cluster at %s as %s", config.metadataStoreUrl, coordinator.broker_id)
+    return coordinator
+
+
+async def leave_cluster(coordinator: ClusterCoordinator) -> None:
+    """Release this broker's bundles and registry entry, then close the session."""
+    try:
+        await coordinator.stop()
+    except Exception as exc:  # the store is gone already: the session's end frees them
+        log.warning("leaving the cluster: %s", exc)
+    await coordinator.store.close()
