@@ -4,6 +4,7 @@ Readiness is the broker's ready file (a bounded poll), never a sleep."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -12,7 +13,12 @@ import sys
 import time
 from pathlib import Path
 
+from magnetar.client.connection import Connection
+from magnetar.protocol import pb
 from tests.zkserver import ZooKeeperServer, free_port
+
+R = pb.CommandLookupTopicResponse
+T = pb.BaseCommand
 
 
 class ClusterBroker:
@@ -99,3 +105,35 @@ class Cluster:
     @property
     def service_url(self) -> str:
         return "pulsar://" + ",".join(f"127.0.0.1:{b.port}" for b in self.brokers)
+
+
+async def raw_lookup(port: int, topic: str, authoritative: bool = False) -> pb.CommandLookupTopicResponse:
+    cnx = await Connection.open("127.0.0.1", port, address=f"pulsar://127.0.0.1:{port}")
+    try:
+        resp: pb.CommandLookupTopicResponse = await cnx.request(
+            T.LOOKUP, timeout=10, topic=topic, authoritative=authoritative)
+        return resp
+    finally:
+        cnx.close()
+
+
+def owner_port(cluster: Cluster, topic: str) -> int:
+    """Look ``topic`` up at the first broker, following a redirect once."""
+    a = cluster.brokers[0]
+    first = asyncio.run(raw_lookup(a.port, topic))
+    if first.response == R.Connect:
+        return a.port
+    assert first.response == R.Redirect and first.authoritative
+    port = int(first.brokerServiceUrl.rsplit(":", 1)[1])
+    second = asyncio.run(raw_lookup(port, topic, authoritative=True))
+    assert second.response == R.Connect and second.brokerServiceUrl == first.brokerServiceUrl
+    return port
+
+
+def topic_owned_by(cluster: Cluster, port: int, prefix: str = "probe") -> str:
+    """A topic whose bundle the broker on ``port`` owns (placing free bundles meanwhile)."""
+    for i in range(200):
+        topic = f"persistent://public/default/{prefix}-{i}-partition-0"  # no partitions of its own
+        if owner_port(cluster, topic) == port:
+            return topic
+    raise AssertionError(f"no topic of a bundle owned by the broker on port {port}")

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.cluster.brokers import Cluster
 from tests.zkserver import ZooKeeperServer, zk_missing_reason
 
 
@@ -19,3 +20,14 @@ def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperSer
     server.start()
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="session")
+def cluster(zookeeper: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory
+            ) -> Iterator[Cluster]:
+    """Two brokers (subprocesses) of one cluster; topics auto-created with 4 partitions."""
+    c = Cluster(tmp_path_factory.mktemp("cluster"), zookeeper, 2,
+                {"allowAutoTopicCreationType": "partitioned", "defaultNumPartitions": "4"})
+    c.start()
+    yield c
+    c.stop()

@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import json
 import urllib.request
-from collections.abc import Iterator
 
 import pulsar
 import pytest
@@ -18,54 +17,11 @@ from magnetar.client import Client
 from magnetar.client.connection import Connection
 from magnetar.client.errors import ServerError
 from magnetar.protocol import pb
-from tests.cluster.brokers import Cluster
-from tests.zkserver import ZooKeeperServer
+from tests.cluster.brokers import Cluster, owner_port, raw_lookup, topic_owned_by
 
 QUIET = pulsar.ConsoleLogger(pulsar.LoggerLevel.Error)
 R = pb.CommandLookupTopicResponse
 T = pb.BaseCommand
-
-
-@pytest.fixture(scope="module")
-def cluster(zookeeper: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory
-            ) -> Iterator[Cluster]:
-    c = Cluster(tmp_path_factory.mktemp("lookup"), zookeeper, 2,
-                {"allowAutoTopicCreationType": "partitioned", "defaultNumPartitions": "4"})
-    c.start()
-    yield c
-    c.stop()
-
-
-async def raw_lookup(port: int, topic: str, authoritative: bool = False) -> pb.CommandLookupTopicResponse:
-    cnx = await Connection.open("127.0.0.1", port, address=f"pulsar://127.0.0.1:{port}")
-    try:
-        resp: pb.CommandLookupTopicResponse = await cnx.request(
-            T.LOOKUP, timeout=10, topic=topic, authoritative=authoritative)
-        return resp
-    finally:
-        cnx.close()
-
-
-def owner_port(cluster: Cluster, topic: str) -> int:
-    """Look ``topic`` up at the first broker, following a redirect once."""
-    a = cluster.brokers[0]
-    first = asyncio.run(raw_lookup(a.port, topic))
-    if first.response == R.Connect:
-        return a.port
-    assert first.response == R.Redirect and first.authoritative
-    port = int(first.brokerServiceUrl.rsplit(":", 1)[1])
-    second = asyncio.run(raw_lookup(port, topic, authoritative=True))
-    assert second.response == R.Connect and second.brokerServiceUrl == first.brokerServiceUrl
-    return port
-
-
-def topic_owned_by(cluster: Cluster, port: int) -> str:
-    """A topic whose bundle the broker on ``port`` owns (placing free bundles meanwhile)."""
-    for i in range(200):
-        topic = f"persistent://public/default/probe-{i}-partition-0"  # no partitions of its own
-        if owner_port(cluster, topic) == port:
-            return topic
-    raise AssertionError(f"no topic of a bundle owned by the broker on port {port}")
 
 
 def test_brokers_register_and_partitions_spread(cluster: Cluster) -> None:
@@ -98,7 +54,7 @@ def test_brokers_register_and_partitions_spread(cluster: Cluster) -> None:
 
 def test_redirects_followed_by_both_clients(cluster: Cluster) -> None:
     a, b = cluster.brokers
-    topic = topic_owned_by(cluster, b.port)
+    topic = topic_owned_by(cluster, b.port, "redirect")
     resp = asyncio.run(raw_lookup(a.port, topic))
     assert resp.response == R.Redirect and resp.brokerServiceUrl == b.url and resp.authoritative
     # the official client, given A, produces to B's topic through the redirect
@@ -126,7 +82,7 @@ def test_redirects_followed_by_both_clients(cluster: Cluster) -> None:
 
 def test_producer_at_a_non_owner_gets_service_not_ready(cluster: Cluster) -> None:
     a, b = cluster.brokers
-    topic = topic_owned_by(cluster, b.port)
+    topic = topic_owned_by(cluster, b.port, "refused")
 
     async def attach_at_a() -> None:
         cnx = await Connection.open("127.0.0.1", a.port, address=a.url)

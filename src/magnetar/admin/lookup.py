@@ -1,7 +1,9 @@
 """HTTP topic lookup, ``/lookup/v2/topic/{domain}/{tenant}/{namespace}/{topic}``: with it
 (and the partitions endpoint in ``topics.py``) a client given ``http://host:8080`` as its
-service URL finds the binary-protocol address of any topic. One broker owns every topic,
-so the answer is always this broker, on the host name the client used to reach it.
+service URL finds the binary-protocol address of any topic. A broker alone owns every
+topic, so the answer is this broker, on the host name the client used to reach it; in a
+cluster a topic owned by another broker is answered with a 307 to that broker's lookup
+(``authoritative=true``), as Pulsar answers it.
 
 An HTTP lookup takes one of the broker's ``maxConcurrentLookupRequest`` slots while it runs,
 as the binary lookups do; with none free it is answered 503, as Pulsar answers it."""
@@ -25,6 +27,19 @@ async def lookup(request: web.Request) -> web.Response:
         return error_response(503, "too many lookup requests in progress on the broker "
                               "(maxConcurrentLookupRequest); retry")
     try:
+        cluster = request.app[SERVICE].cluster
+        if cluster is not None:
+            namespace_of(request)
+            m = request.match_info
+            topic = f"{m['domain']}://{m['tenant']}/{m['namespace']}/{m['topic']}"
+            request.app[SERVICE].check_topic_name(topic)
+            authoritative = request.query.get("authoritative", "false").lower() == "true"
+            result = await cluster.lookup(topic, authoritative)
+            if not result.connect:
+                query = dict(request.query)
+                query["authoritative"] = "true"
+                raise web.HTTPTemporaryRedirect(
+                    result.owner.web_url.rstrip("/") + str(request.rel_url.with_query(query)))
         return _lookup(request)
     finally:
         limits.release_lookups(1)

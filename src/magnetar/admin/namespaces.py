@@ -189,12 +189,6 @@ async def namespace_topics(request: web.Request) -> web.Response:
     return web.json_response(listed[0])
 
 
-@routes.route("PUT", NS + "/unload", "Unload every loaded topic of the namespace.")
-async def unload(request: web.Request) -> web.Response:
-    await unload_namespace(request.app[SERVICE], namespace_of(request))
-    return no_content()
-
-
 # ---------------------------------------------------------------------- policies
 
 def _policies(request: web.Request) -> Policies:

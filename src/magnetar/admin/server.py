@@ -13,6 +13,7 @@ import logging
 from aiohttp import web
 
 from magnetar.admin import (
+    cluster,
     lookup,
     metrics,
     namespaces,
@@ -40,7 +41,7 @@ log = logging.getLogger(__name__)
 
 #: every route table, in matching order
 TABLES: list[RouteTable] = [
-    openapi.routes, tenants.routes, namespaces.routes, topics.routes, subscriptions.routes,
+    openapi.routes, cluster.routes, tenants.routes, namespaces.routes, topics.routes, subscriptions.routes,
     schemas.routes, permissions.routes,
     lookup.routes, metrics.routes,
 ]

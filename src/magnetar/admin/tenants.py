@@ -69,6 +69,9 @@ async def health(request: web.Request) -> web.Response:
 @routes.route("GET", "/admin/v2/brokers/{cluster}", "The active brokers of a cluster.")
 async def list_brokers(request: web.Request) -> web.Response:
     _cluster(request)
+    cluster = request.app[SERVICE].cluster
+    if cluster is not None:  # the brokers registered under /loadbalance/brokers
+        return web.json_response(sorted(await cluster.registry.live()))
     host = request.app[SERVICE].config.advertisedAddress or request.url.host or "localhost"
     return web.json_response([f"{host}:{request.url.port}"])
 

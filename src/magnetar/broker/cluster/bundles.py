@@ -35,6 +35,7 @@ __all__ = [
     "DEFAULT_NUMBER_OF_BUNDLES",
     "FULL_LOWER",
     "FULL_UPPER",
+    "RANGE_EQUALLY_DIVIDE",
     "SPLIT_ALGORITHMS",
     "BundleRange",
     "NamespaceBundles",

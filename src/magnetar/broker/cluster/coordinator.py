@@ -18,25 +18,44 @@ cached for the synchronous ownership check producers and consumers go through.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import dataclasses
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from magnetar.broker.cluster.bundles import BundleRange, NamespaceBundles
+from magnetar.broker.cluster.bundles import (
+    RANGE_EQUALLY_DIVIDE,
+    BundleRange,
+    NamespaceBundles,
+    split_points,
+    topic_hash,
+)
 from magnetar.broker.cluster.ownership import OwnershipCache
 from magnetar.broker.cluster.placement import least_loaded
 from magnetar.broker.cluster.records import (
+    LEADER_PATH,
     BrokerData,
+    LeaderData,
     OwnerData,
     local_policies_path,
 )
 from magnetar.broker.cluster.registry import BrokerRegistry
 from magnetar.broker.errors import BrokerError
 from magnetar.broker.topics.topic_name import TopicName
-from magnetar.metadata import MetadataCache, MetadataStore
+from magnetar.metadata import (
+    BadVersionError,
+    MetadataCache,
+    MetadataStore,
+    Notification,
+    NotificationType,
+    SessionEvent,
+    json_decode,
+    json_encode,
+)
 from magnetar.protocol import pb
 
 log = logging.getLogger(__name__)
@@ -67,13 +86,65 @@ class ClusterCoordinator:
         # bundles sent to other brokers since their last report: (broker id, when)
         self._placed: list[tuple[str, float]] = []
         self._acquiring = 0  # ownership keys being created by lookups here
+        # unloads this broker's topics of a bundle (set by the broker; None: nothing loaded)
+        self.unload_topics: Callable[[str, BundleRange], Awaitable[None]] | None = None
+        self.is_leader = False
+        self._electing: asyncio.Task[None] | None = None
+        store.register_listener(self._on_notification)
+        store.register_session_listener(self._on_session)
 
     async def start(self) -> None:
         await self.registry.start()
+        await self._elect()
+
+    # -- the leader (Pulsar's /loadbalance/leader): the first to create the key -----------
+    async def _elect(self) -> None:
+        value = LeaderData(self.broker_id, self.me.web_url or self.me.service_url)
+        try:
+            await self.store.put(LEADER_PATH, json_encode(value.to_json()), -1, ephemeral=True)
+            self.is_leader = True
+            log.info("%s is the cluster's leader", self.broker_id)
+        except BadVersionError:
+            self.is_leader = False
+        # a read sets the watch that tells us when the leader goes
+        if not await self.store.exists(LEADER_PATH):
+            await self._elect()
+
+    def _elect_soon(self) -> None:
+        if self._electing is None or self._electing.done():
+            self._electing = asyncio.get_running_loop().create_task(self._elect_logged())
+
+    async def _elect_logged(self) -> None:
+        try:
+            await self._elect()
+        except Exception as exc:
+            log.warning("leader election: %s", exc)
+
+    async def leader(self) -> LeaderData | None:
+        got = await self.store.get(LEADER_PATH)
+        data = json_decode(got[0]) if got is not None else None
+        return LeaderData.from_json(data) if isinstance(data, dict) else None
+
+    def _on_notification(self, note: Notification) -> None:
+        if note.path == LEADER_PATH and note.type == NotificationType.DELETED:
+            self.is_leader = False
+            self._elect_soon()
+
+    def _on_session(self, event: SessionEvent) -> None:
+        if event == SessionEvent.SESSION_LOST:
+            self.is_leader = False
+        elif event == SessionEvent.SESSION_REESTABLISHED:
+            self._elect_soon()
 
     async def stop(self) -> None:
         """Leave the cluster: release every owned bundle, then the registry entry."""
+        if self._electing is not None:
+            self._electing.cancel()
         await self.ownership.release_all()
+        if self.is_leader:
+            self.is_leader = False
+            with contextlib.suppress(Exception):
+                await self.store.delete(LEADER_PATH)
         await self.registry.stop()
 
     # -- the load report ------------------------------------------------------------------
@@ -113,6 +184,52 @@ class ClusterCoordinator:
         if not self.owns(topic):
             raise BrokerError(pb.ServiceNotReady,
                               f"topic {topic} is not served by this broker; look it up again")
+
+    # -- moving bundles ---------------------------------------------------------------------
+    async def unload(self, namespace: str, bundle: BundleRange) -> bool:
+        """Give up an owned bundle: mark it unloading (lookups stop sending clients here),
+        unload its topics (their appends flushed, ledgers closed), then free it. False if
+        this broker did not own it."""
+        if not self.ownership.is_owned(namespace, bundle):
+            return False
+        await self.ownership.set_disabled(namespace, bundle)
+        if self.unload_topics is not None:
+            await self.unload_topics(namespace, bundle)
+        await self.ownership.release(namespace, bundle)
+        return True
+
+    async def split(self, namespace: str, bundle: BundleRange,
+                    algorithm: str = RANGE_EQUALLY_DIVIDE,
+                    topics: tuple[str, ...] = ()) -> NamespaceBundles:
+        """Split ``bundle`` (compare-and-set on the namespace's local policies). The owner
+        of the parent owns the halves at once; its topics keep being served."""
+        path = local_policies_path(namespace)
+        for _ in range(10):
+            got = await self.store.get(path)
+            policies = json_decode(got[0]) if got is not None else None
+            if not isinstance(policies, dict):
+                policies = {}
+            current = NamespaceBundles.from_json(policies["bundles"]) \
+                if isinstance(policies.get("bundles"), dict) \
+                else NamespaceBundles.evenly(self.default_bundles)
+            if bundle not in current:
+                raise ValueError(f"bundle {bundle} is not a bundle of {namespace}")
+            mine = [t for t in topics if bundle.contains(topic_hash(t))]
+            new = current.split(bundle, split_points(algorithm, bundle, topics=mine))
+            try:
+                await self.store.put(path, json_encode({**policies, "bundles": new.to_json()}),
+                                     -1 if got is None else got[1].version)
+            except BadVersionError:
+                continue
+            self._bundles[namespace] = new
+            if self.ownership.is_owned(namespace, bundle):
+                for child in new.ranges:
+                    if bundle.lower <= child.lower < bundle.upper:
+                        await self.ownership.try_acquire(namespace, child)
+                await self.ownership.release(namespace, bundle)
+            log.info("split bundle %s/%s into %d", namespace, bundle, len(new) - len(current) + 1)
+            return new
+        raise BadVersionError(path, -2)
 
     # -- lookup ----------------------------------------------------------------------------
     async def lookup(self, topic: str, authoritative: bool = False) -> LookupResult:

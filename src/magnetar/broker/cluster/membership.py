@@ -12,6 +12,7 @@ the broker, as Pulsar's does. The load report carries CPU time used since the la
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import time
@@ -28,6 +29,7 @@ from magnetar.metadata import SessionEvent, create_metadata_store
 
 if TYPE_CHECKING:
     from magnetar.broker.service import BrokerService
+    from magnetar.broker.topics.topic import Topic
 
 log = logging.getLogger(__name__)
 
@@ -79,11 +81,19 @@ async def join_cluster(service: BrokerService, urls: dict[str, str | None],
                 "num_topics": len(service.topics), "num_producers": producers,
                 "num_consumers": consumers, "version": __version__}
 
+    def in_bundle(namespace: str, bundle: BundleRange) -> list[Topic]:
+        return [topic for name, topic in service.topics.items()
+                if TopicName.parse(name).namespace == namespace
+                and bundle.contains(topic_hash(name))]
+
     def lost(namespace: str, bundle: BundleRange) -> None:
-        for name, topic in list(service.topics.items()):
-            if TopicName.parse(name).namespace == namespace and bundle.contains(topic_hash(name)):
-                log.info("topic %s: its bundle %s was lost; unloading", name, bundle)
-                service.unload_topic(topic)
+        for topic in in_bundle(namespace, bundle):
+            log.info("topic %s: its bundle %s was lost; unloading", topic.name, bundle)
+            service.unload_topic(topic)
+
+    async def unload_topics(namespace: str, bundle: BundleRange) -> None:
+        closing = [service.unload_topic(topic) for topic in in_bundle(namespace, bundle)]
+        await asyncio.gather(*closing, return_exceptions=True)
 
     def session(event: SessionEvent) -> None:
         if event == SessionEvent.SESSION_LOST and config.zookeeperSessionExpiredPolicy == "shutdown":
@@ -97,6 +107,7 @@ async def join_cluster(service: BrokerService, urls: dict[str, str | None],
         default_bundles=config.defaultNumberOfNamespaceBundles,
         report_interval_s=config.loadBalancerReportUpdateMinIntervalMillis / 1000,
         on_lost=lost)
+    coordinator.unload_topics = unload_topics
     store.register_session_listener(session)
     try:
         await coordinator.start()

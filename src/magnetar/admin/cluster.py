@@ -1,0 +1,132 @@
+"""Cluster endpoints at Pulsar's paths: the leader broker, a namespace's bundles, unloading
+and splitting a bundle, unloading a namespace across its bundles' owners.
+
+In a cluster (``metadataStoreUrl=zk:...``) a request about a bundle another broker owns is
+answered with a 307 to that broker's web service, as Pulsar answers it. A broker alone is
+a one-broker cluster whose namespaces have one bundle, ``0x00000000_0xffffffff``.
+"""
+
+from __future__ import annotations
+
+import aiohttp
+from aiohttp import web
+
+from magnetar.admin.namespaces import NS, namespace_of, unload_namespace
+from magnetar.admin.routing import SERVICE, RestError, RouteTable, no_content
+from magnetar.admin.tenants import host_of, web_service_url
+from magnetar.broker.cluster.bundles import SPLIT_ALGORITHMS, BundleRange, NamespaceBundles
+
+routes = RouteTable("cluster")
+
+_FULL = NamespaceBundles.evenly(1)
+
+
+def _bundle_of(request: web.Request) -> BundleRange:
+    try:
+        return BundleRange.parse(request.match_info["bundle"])
+    except ValueError as exc:
+        raise RestError(400, str(exc)) from None
+
+
+def _redirect(request: web.Request, web_url: str) -> web.Response:
+    """307 to the same request at another broker's web service."""
+    query = dict(request.query)
+    query["authoritative"] = "true"
+    location = web_url.rstrip("/") + str(request.rel_url.with_query(query))
+    raise web.HTTPTemporaryRedirect(location)
+
+
+@routes.route("GET", "/admin/v2/brokers/leaderBroker",
+              "The leader broker: brokerId and serviceUrl (its web service).")
+async def leader_broker(request: web.Request) -> web.Response:
+    cluster = request.app[SERVICE].cluster
+    if cluster is None:
+        return web.json_response({"brokerId": f"{host_of(request)}:{request.url.port}",
+                                  "serviceUrl": web_service_url(request)})
+    leader = await cluster.leader()
+    if leader is None:
+        raise RestError(404, "the cluster has no leader broker right now")
+    return web.json_response(leader.to_json())
+
+
+@routes.route("GET", NS + "/bundles", "The namespace's bundles (BundlesData).")
+async def bundles(request: web.Request) -> web.Response:
+    namespace = namespace_of(request)
+    cluster = request.app[SERVICE].cluster
+    found = _FULL if cluster is None else await cluster.bundles(namespace)
+    return web.json_response(found.to_json())
+
+
+@routes.route("PUT", NS + "/unload", "Unload the namespace: every bundle, on its owner.")
+async def unload(request: web.Request) -> web.Response:
+    namespace = namespace_of(request)
+    service = request.app[SERVICE]
+    cluster = service.cluster
+    if cluster is None:
+        await unload_namespace(service, namespace)
+        return no_content()
+    async with aiohttp.ClientSession() as session:
+        for bundle in (await cluster.bundles(namespace)).ranges:
+            if await cluster.unload(namespace, bundle):
+                continue
+            owner = await cluster.ownership.owner_of(namespace, bundle)
+            if owner is None or not owner.web_url:
+                continue
+            url = f"{owner.web_url}/admin/v2/namespaces/{namespace}/{bundle}/unload"
+            headers = {k: v for k, v in request.headers.items() if k.lower() == "authorization"}
+            async with session.put(url, params={"authoritative": "true"},
+                                   headers=headers) as resp:
+                if resp.status >= 300:
+                    raise RestError(resp.status, f"unloading {bundle} at {owner.web_url}: "
+                                    f"HTTP {resp.status}")
+    return no_content()
+
+
+@routes.route("PUT", NS + "/{bundle}/unload",
+              "Unload a bundle: its topics closed and its ownership released (307 to its owner).")
+async def unload_bundle(request: web.Request) -> web.Response:
+    namespace = namespace_of(request)
+    bundle = _bundle_of(request)
+    service = request.app[SERVICE]
+    cluster = service.cluster
+    if cluster is None:
+        if bundle != _FULL.ranges[0]:
+            raise RestError(404, f"bundle {bundle} is not a bundle of {namespace}")
+        await unload_namespace(service, namespace)
+        return no_content()
+    if bundle not in await cluster.bundles(namespace):
+        raise RestError(404, f"bundle {bundle} is not a bundle of {namespace}")
+    if not await cluster.unload(namespace, bundle):
+        owner = await cluster.ownership.owner_of(namespace, bundle)
+        if owner is not None and owner.web_url and owner.web_url != cluster.me.web_url:
+            return _redirect(request, owner.web_url)
+    return no_content()
+
+
+@routes.route("PUT", NS + "/{bundle}/split",
+              "Split a bundle (?splitAlgorithmName=range_equally_divide|topic_count_equally_divide"
+              "&unload=false); 307 to its owner.")
+async def split_bundle(request: web.Request) -> web.Response:
+    namespace = namespace_of(request)
+    bundle = _bundle_of(request)
+    service = request.app[SERVICE]
+    cluster = service.cluster
+    if cluster is None:
+        raise RestError(412, "bundles are split in a cluster (metadataStoreUrl); a broker "
+                        "alone serves each namespace as one bundle")
+    algorithm = request.query.get("splitAlgorithmName") or "range_equally_divide"
+    if algorithm not in SPLIT_ALGORITHMS[:2]:
+        raise RestError(412, f"unsupported splitAlgorithmName {algorithm!r}")
+    if not cluster.ownership.is_owned(namespace, bundle):
+        owner = await cluster.ownership.owner_of(namespace, bundle)
+        if owner is not None and owner.web_url and owner.web_url != cluster.me.web_url:
+            return _redirect(request, owner.web_url)
+    try:
+        await cluster.split(namespace, bundle, algorithm, tuple(service.topics))
+    except ValueError as exc:
+        raise RestError(412, str(exc)) from None
+    if request.query.get("unload", "false").lower() == "true":
+        for child in (await cluster.bundles(namespace)).ranges:
+            if bundle.lower <= child.lower < bundle.upper:
+                await cluster.unload(namespace, child)
+    return no_content()
