@@ -18,6 +18,7 @@ Quick start:
   magnetar standalone                                  # pulsar://localhost:6650, http://localhost:8080
   magnetar standalone --data-dir /var/lib/magnetar --port 6651
   magnetar standalone --config standalone.conf         # Pulsar broker.conf key names
+  magnetar cluster up --brokers 2                      # ZooKeeper + 2 brokers (docs/cluster.md)
   magnetar tokens --help                               # keys and tokens for authentication
   magnetar admin topics create-partitioned-topic my-topic -p 4   # like pulsar-admin
   magnetar client produce my-topic -m hello -n 10      # like pulsar-client
@@ -114,6 +115,9 @@ directory held by another broker), 2 for a bad option or configuration value."""
     from magnetar.cli.tokens import add_parser as add_tokens_parser
 
     add_tokens_parser(sub, [log_level])
+    from magnetar.cli.cluster import add_parsers as add_cluster_parsers
+
+    add_cluster_parsers(sub, [log_level])
     return parser
 
 
@@ -140,6 +144,10 @@ def main(argv: list[str] | None = None) -> int:
         from magnetar.cli.client_cmd import run as run_client
 
         return run_client(args)
+    if args.command in ("cluster", "initialize-cluster-metadata"):
+        from magnetar.cli.cluster import run as run_cluster
+
+        return run_cluster(args)
     if args.command == "perf":
         from magnetar.cli.perf import run as run_perf
 
