@@ -22,8 +22,10 @@ T = pb.BaseCommand
 
 
 class ClusterBroker:
-    def __init__(self, root: Path, zk_url: str, extra: dict[str, str] | None = None) -> None:
+    def __init__(self, root: Path, zk_url: str, extra: dict[str, str] | None = None,
+                 data_dir: Path | None = None) -> None:
         self.root = root
+        self.data_dir = data_dir or root / "data"
         root.mkdir(parents=True, exist_ok=True)
         self.port, self.http_port = free_port(), free_port()
         self.ready = root / "ready.json"
@@ -50,7 +52,7 @@ class ClusterBroker:
         log = open(self.root / "broker.log", "ab")  # noqa: SIM115 - handed to the child
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "magnetar.cli.main", "standalone", "--data-dir",
-             str(self.root / "data"), "--port", str(self.port), "--http-port",
+             str(self.data_dir), "--port", str(self.port), "--http-port",
              str(self.http_port), "--bind-address", "127.0.0.1", "--config",
              str(self.root / "broker.conf"), "--ready-file", str(self.ready)],
             stdout=log, stderr=subprocess.STDOUT,
@@ -85,9 +87,14 @@ class ClusterBroker:
 
 class Cluster:
     def __init__(self, root: Path, zk: ZooKeeperServer, n: int,
-                 extra: dict[str, str] | None = None) -> None:
+                 extra: dict[str, str] | None = None, shared: bool = False) -> None:
+        """``shared``: the brokers share one data directory (magnetarSharedStorage)."""
         self.zk_url = zk.url(f"/{root.name}")
-        self.brokers = [ClusterBroker(root / f"broker-{i}", self.zk_url, extra) for i in range(n)]
+        if shared:
+            extra = {**(extra or {}), "magnetarSharedStorage": "true"}
+        self.brokers = [ClusterBroker(root / f"broker-{i}", self.zk_url, extra,
+                                      root / "shared-data" if shared else None)
+                        for i in range(n)]
 
     def start(self) -> Cluster:
         try:

@@ -83,7 +83,8 @@ async def unload(request: web.Request) -> web.Response:
 
 
 @routes.route("PUT", NS + "/{bundle}/unload",
-              "Unload a bundle: its topics closed and its ownership released (307 to its owner).")
+              "Unload a bundle (?destinationBroker=host:port): its topics closed, their clients "
+              "sent to the next owner, its ownership released (307 to its owner).")
 async def unload_bundle(request: web.Request) -> web.Response:
     namespace = namespace_of(request)
     bundle = _bundle_of(request)
@@ -96,7 +97,7 @@ async def unload_bundle(request: web.Request) -> web.Response:
         return no_content()
     if bundle not in await cluster.bundles(namespace):
         raise RestError(404, f"bundle {bundle} is not a bundle of {namespace}")
-    if not await cluster.unload(namespace, bundle):
+    if not await cluster.unload(namespace, bundle, request.query.get("destinationBroker")):
         owner = await cluster.ownership.owner_of(namespace, bundle)
         if owner is not None and owner.web_url and owner.web_url != cluster.me.web_url:
             return _redirect(request, owner.web_url)

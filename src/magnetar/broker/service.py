@@ -109,6 +109,7 @@ class BrokerService:
                 inline_sync_when_idle=config.magnetarSyncOnLoopWhenIdle,
                 inline_sync_slow_s=config.magnetarSyncOnLoopSlowMillis / 1000,
                 inline_sync_backoff_s=config.magnetarSyncOnLoopBackoffSeconds,
+                shared=config.magnetarSharedStorage,
             )
         )
         self.metadata = self.storage.metadata

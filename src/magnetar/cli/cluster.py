@@ -4,7 +4,8 @@
 ``cluster up`` starts a ZooKeeper server (Debian's ``zkServer.sh`` under
 /usr/share/zookeeper, on its own port, data under ``--dir``), initializes the cluster's
 metadata there, starts N ``magnetar standalone`` brokers joined through it on consecutive
-ports (each with its own data directory under ``--dir``), prints their URLs, and on Ctrl-C
+ports (sharing one data directory, ``--dir``/data: ``magnetarSharedStorage``), prints their
+URLs, and on Ctrl-C
 (or SIGTERM) stops the brokers, then ZooKeeper. Exit status: 0 after a clean stop, 1 if a
 part could not start (its log is named), 2 for bad options.
 
@@ -178,12 +179,12 @@ def run_up(args: argparse.Namespace) -> int:
             d.mkdir(exist_ok=True)
             conf = d / "broker.conf"
             conf.write_text(base + f"\nmetadataStoreUrl={store_url}\nadvertisedAddress={host}\n"
-                            f"clusterName={args.cluster_name}\n")
+                            f"clusterName={args.cluster_name}\nmagnetarSharedStorage=true\n")
             ready = d / "ready.json"
             ready.unlink(missing_ok=True)
             broker = _Child(f"broker-{i}", [
                 sys.executable, "-m", "magnetar.cli.main", "standalone", "--data-dir",
-                str(d / "data"), "--port", str(port), "--http-port", str(http_port),
+                str(root / "data"), "--port", str(port), "--http-port", str(http_port),
                 "--config", str(conf), "--ready-file", str(ready)], d / "broker.log")
             children.append(broker)
             if not _wait(ready.exists, broker, 60, stop):

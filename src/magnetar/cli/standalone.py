@@ -30,16 +30,20 @@ def config_from_args(args: argparse.Namespace) -> BrokerConfig:
     return BrokerConfig.load(args.config, **overrides)
 
 
-def lock_data_dir(data_dir: str) -> IO[str] | None:
-    """Hold an exclusive lock on ``data_dir`` for the life of the process; None if taken."""
+def lock_data_dir(data_dir: str, shared: bool = False) -> IO[str] | None:
+    """Hold a lock on ``data_dir`` for the life of the process; None if taken. Exclusive,
+    unless ``shared`` (the brokers of a cluster sharing the directory: none of them may
+    run while a broker alone holds it, and the reverse)."""
     path = Path(data_dir)
     path.mkdir(parents=True, exist_ok=True)
     handle = open(path / "magnetar.lock", "a+")  # noqa: SIM115 - kept open while serving
     try:
-        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        fcntl.flock(handle, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
     except OSError:
         handle.close()
         return None
+    if shared:
+        return handle
     handle.seek(0)
     handle.truncate()
     handle.write(f"{os.getpid()}\n")
@@ -64,7 +68,7 @@ def run_standalone(args: argparse.Namespace) -> int:
     from magnetar.broker.service import BrokerService, install_event_loop_policy
 
     try:
-        lock = lock_data_dir(config.magnetarDataDir)
+        lock = lock_data_dir(config.magnetarDataDir, config.magnetarSharedStorage)
     except OSError as exc:
         print(f"magnetar: cannot use data directory {config.magnetarDataDir}: {exc}", file=sys.stderr)
         return 1

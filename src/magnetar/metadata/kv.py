@@ -109,6 +109,28 @@ class SqliteKeyValueStore(KeyValueStore):
                 if durable:
                     self._db.execute("PRAGMA synchronous=NORMAL")
 
+    def reserve(self, key: str, count: int, floor: int = 0) -> int:
+        """Take ``count`` values of the counter at ``key`` (stored as ``{"limit": n}``),
+        starting no lower than ``floor``, atomically and durably even across processes
+        sharing the file (one IMMEDIATE transaction); returns the first value taken."""
+        with self._lock:
+            try:
+                self._db.execute("PRAGMA synchronous=FULL")
+                self._db.execute("BEGIN IMMEDIATE")
+                row = self._db.execute("SELECT value FROM kv WHERE key = ?", (key,)).fetchone()
+                stored = json.loads(row[0]).get("limit", 0) if row is not None else 0
+                start = max(int(floor), int(stored))
+                self._db.execute("INSERT OR REPLACE INTO kv (key, value) VALUES (?, ?)",
+                                 (key, json.dumps({"limit": start + count})))
+                self._db.execute("COMMIT")
+            except sqlite3.Error as exc:
+                if self._db.in_transaction:
+                    self._db.execute("ROLLBACK")
+                raise self.error_type(f"metadata write failed: {exc}") from exc
+            finally:
+                self._db.execute("PRAGMA synchronous=NORMAL")
+        return start
+
     def delete(self, key: str) -> bool:
         with self._lock:
             try:

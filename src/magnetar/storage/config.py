@@ -34,6 +34,10 @@ class StorageConfig:
     segment_max_entries: int = 50_000
     #: ... or is this old (seconds since its first append).
     segment_max_age_s: float = 4 * 3600.0
+    #: The data directory is shared by the brokers of a cluster (one host's directory or a
+    #: shared file system): ledger ids are then reserved in storage.db across processes,
+    #: and a ledger opened after another broker wrote to it gets ids above all of its own.
+    shared: bool = False
     #: Read cache shared by every ledger of the factory (bytes of entry payload).
     read_cache_bytes: int = 64 * 1024 * 1024
     #: Entries older than this leave the read cache (seconds; 0: no age limit).

@@ -282,6 +282,10 @@ class ManagedLedgerFactory:
         """Register a prepared ledger (on the event loop, or the thread that owns the factory)."""
         if self._opening.get(name) is not None:
             del self._opening[name]
+        if self.config.shared and opened.segments:
+            top = max(seg.ledger_id for seg in opened.segments)
+            if top >= self._next_id:  # written by another broker: our next ids go above
+                self._next_id = self._id_limit = top + 1
         ml = ManagedLedger(self, name, opened.path, opened.meta, segments=opened.segments)
         ml._load_cursors(opened.cursors)
         self._ledgers[name] = ml
@@ -440,6 +444,11 @@ class ManagedLedgerFactory:
             if block.cancelled() or block.exception() is not None:
                 self._id_limit = self._next_id  # that block was never stored: store one now
             self._id_block = block = None
+        if self._next_id >= self._id_limit and self.config.shared:
+            # another broker may take blocks too: reserve one in storage.db, atomically
+            # (one synchronous transaction per _ID_BLOCK segments), above every id seen
+            self._next_id = self._store.reserve("ids", _ID_BLOCK, self._next_id)
+            self._id_limit = self._next_id + _ID_BLOCK
         if self._next_id >= self._id_limit:
             limit = self._next_id + _ID_BLOCK
             block = self._id_block = self._run_after(

@@ -23,7 +23,7 @@ import contextlib
 import dataclasses
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
@@ -86,8 +86,10 @@ class ClusterCoordinator:
         # bundles sent to other brokers since their last report: (broker id, when)
         self._placed: list[tuple[str, float]] = []
         self._acquiring = 0  # ownership keys being created by lookups here
-        # unloads this broker's topics of a bundle (set by the broker; None: nothing loaded)
-        self.unload_topics: Callable[[str, BundleRange], Awaitable[None]] | None = None
+        # unloads this broker's topics of a bundle, their clients told to go to the given
+        # new owner if any (set by the broker; None: nothing loaded here)
+        self.unload_topics: Callable[[str, BundleRange, OwnerData | None],
+                                     Awaitable[None]] | None = None
         self.is_leader = False
         self._electing: asyncio.Task[None] | None = None
         store.register_listener(self._on_notification)
@@ -186,17 +188,46 @@ class ClusterCoordinator:
                               f"topic {topic} is not served by this broker; look it up again")
 
     # -- moving bundles ---------------------------------------------------------------------
-    async def unload(self, namespace: str, bundle: BundleRange) -> bool:
+    async def unload(self, namespace: str, bundle: BundleRange,
+                     destination: str | None = None) -> bool:
         """Give up an owned bundle: mark it unloading (lookups stop sending clients here),
-        unload its topics (their appends flushed, ledgers closed), then free it. False if
-        this broker did not own it."""
+        pick its next owner (``destination``, a broker id, or the least-loaded other live
+        broker), unload its topics (appends flushed, ledgers closed, clients closed with
+        that owner's URL as ``assignedBrokerServiceUrl``), then free it: the clients
+        reconnect straight to the new owner, which takes the free bundle. False if this
+        broker did not own it."""
         if not self.ownership.is_owned(namespace, bundle):
             return False
+        brokers = await self.registry.live()
+        others = {k: v for k, v in brokers.items() if k != self.broker_id}
+        target = destination if destination in others else least_loaded(others)
+        moving_to = others[target].owner_data() if target is not None else None
         await self.ownership.set_disabled(namespace, bundle)
         if self.unload_topics is not None:
-            await self.unload_topics(namespace, bundle)
+            await self.unload_topics(namespace, bundle, moving_to)
         await self.ownership.release(namespace, bundle)
         return True
+
+    def claim(self, topic: str) -> Coroutine[Any, Any, None] | None:
+        """None if this broker serves ``topic``; otherwise the work that takes its bundle
+        if it is free (or is being released by an unloading owner), and raises
+        ``ServiceNotReady`` if another broker keeps it."""
+        return None if self.owns(topic) else self._claim(topic)
+
+    async def _claim(self, topic: str) -> None:
+        namespace, bundle = await self.bundle_of(topic)
+        for _ in range(3):
+            if self.ownership.is_owned(namespace, bundle):
+                return
+            owner = await self.ownership.owner_of(namespace, bundle)
+            if owner is not None and owner.disabled:  # moving, maybe here: wait for it
+                await self.ownership.wait_free(namespace, bundle, 10.0)
+                continue
+            if owner is None and await self.ownership.try_acquire(namespace, bundle) is self.me:
+                return
+            break
+        raise BrokerError(pb.ServiceNotReady,
+                          f"topic {topic} is not served by this broker; look it up again")
 
     async def split(self, namespace: str, bundle: BundleRange,
                     algorithm: str = RANGE_EQUALLY_DIVIDE,

@@ -91,8 +91,13 @@ async def join_cluster(service: BrokerService, urls: dict[str, str | None],
             log.info("topic %s: its bundle %s was lost; unloading", topic.name, bundle)
             service.unload_topic(topic)
 
-    async def unload_topics(namespace: str, bundle: BundleRange) -> None:
-        closing = [service.unload_topic(topic) for topic in in_bundle(namespace, bundle)]
+    async def unload_topics(namespace: str, bundle: BundleRange,
+                            moving_to: OwnerData | None) -> None:
+        topics = in_bundle(namespace, bundle)
+        for topic in topics:
+            if moving_to is not None:
+                topic.moving_to = (moving_to.service_url, moving_to.service_url_tls)
+        closing = [service.unload_topic(topic) for topic in topics]
         await asyncio.gather(*closing, return_exceptions=True)
 
     def session(event: SessionEvent) -> None:

@@ -12,6 +12,7 @@ reported through ``on_lost`` so the broker stops serving its topics at once.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import dataclasses
 import logging
@@ -47,6 +48,7 @@ class OwnershipCache:
         self.on_lost = on_lost
         self.owned: dict[Bundle, OwnerData] = {}
         self._owners: MetadataCache[Any] = MetadataCache(store)
+        self._released: dict[str, list[asyncio.Future[None]]] = {}  # waiters by key
         store.register_listener(self._on_notification)
         store.register_session_listener(self._on_session)
 
@@ -94,6 +96,23 @@ class OwnershipCache:
             await self.store.put(owner_path(namespace, bundle),
                                  json_encode(disabled.to_json()))
 
+    async def wait_free(self, namespace: str, bundle: BundleRange, timeout: float) -> bool:
+        """Wait (at most ``timeout`` seconds) until the bundle's ownership key is gone;
+        whether it is."""
+        path = owner_path(namespace, bundle)
+        waiter = asyncio.get_running_loop().create_future()
+        self._released.setdefault(path, []).append(waiter)
+        try:
+            if not await self.store.exists(path):  # the read also sets the watch
+                return True
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(waiter), timeout)
+            return waiter.done()
+        finally:
+            waiters = self._released.get(path, [])
+            if waiter in waiters:
+                waiters.remove(waiter)
+
     async def release(self, namespace: str, bundle: BundleRange) -> None:
         """Give an owned bundle up (its key deleted: the bundle is free)."""
         if self.owned.pop((namespace, bundle), None) is None:
@@ -120,6 +139,9 @@ class OwnershipCache:
             return
         self._owners.invalidate(note.path)
         if note.type == NotificationType.DELETED:
+            for waiter in self._released.pop(note.path, []):
+                if not waiter.done():
+                    waiter.set_result(None)
             self._lost(*parsed)
 
     def _on_session(self, event: SessionEvent) -> None:

@@ -57,6 +57,10 @@ class BrokerConfig(SecurityConfig):
     defaultNumberOfNamespaceBundles: int = 4
     # how often this broker's load report under /loadbalance/brokers is rewritten
     loadBalancerReportUpdateMinIntervalMillis: int = 5000
+    # the brokers of the cluster share magnetarDataDir (one host's directory, or a shared
+    # file system mounted at the same path): a bundle's topics keep their messages when it
+    # moves to another broker (docs/cluster.md)
+    magnetarSharedStorage: bool = False
 
     # admin HTTP service: how often message rates (stats, metrics) are recomputed
     statsUpdateFrequencyInSecs: int = 60

@@ -686,8 +686,11 @@ class ServerCnx(asyncio.BufferedProtocol):
                 return
             raise BrokerError(pb.ProducerBusy, f"producer id {req.producer_id} is already in use on this connection")
         self.service.check_topic_name(req.topic)
-        if self.service.cluster is not None:  # a topic served elsewhere: look it up again
-            self.service.cluster.check_owned(req.topic)
+        # in a cluster: a topic served elsewhere gets ServiceNotReady (the client looks it
+        # up again); a free one (a client sent here by assignedBrokerServiceUrl) is taken
+        if self.service.cluster is not None and not self.ready_or_defer(
+                self.service.cluster.claim(req.topic), self.handle_producer, cmd, frame):
+            return
         self.authorize(req.topic, PRODUCE)
         self.security.limits.check_producer(self, req.topic)
         attacher = self.service.attacher
@@ -771,10 +774,11 @@ class ServerCnx(asyncio.BufferedProtocol):
 
     def producer_closed_by_broker(self, producer: Producer) -> None:
         if self.producers.pop(producer.producer_id, None) is not None:
-            self.send(
-                T(type=T.CLOSE_PRODUCER, close_producer=pb.CommandCloseProducer(
-                    producer_id=producer.producer_id, request_id=0))
-            )
+            close = pb.CommandCloseProducer(producer_id=producer.producer_id, request_id=0)
+            if producer.topic.moving_to is not None:  # its bundle moves: go straight there
+                url, tls_url = producer.topic.moving_to
+                close.assignedBrokerServiceUrl, close.assignedBrokerServiceUrlTls = url, tls_url
+            self.send(T(type=T.CLOSE_PRODUCER, close_producer=close))
 
     # ------------------------------------------------------------------ consumers
 
@@ -793,8 +797,9 @@ class ServerCnx(asyncio.BufferedProtocol):
                 return
             raise BrokerError(pb.ConsumerBusy, f"consumer id {req.consumer_id} is already in use on this connection")
         self.service.check_topic_name(req.topic)
-        if self.service.cluster is not None:  # a topic served elsewhere: look it up again
-            self.service.cluster.check_owned(req.topic)
+        if self.service.cluster is not None and not self.ready_or_defer(  # as for producers
+                self.service.cluster.claim(req.topic), self.handle_subscribe, cmd, frame):
+            return
         self.authorize(req.topic, CONSUME)
         self.security.limits.check_consumer(self, req.topic, req.subscription)
         attacher = self.service.attacher
@@ -873,10 +878,11 @@ class ServerCnx(asyncio.BufferedProtocol):
 
     def consumer_closed_by_broker(self, consumer: Consumer) -> None:
         if self.consumers.pop(consumer.consumer_id, None) is not None:
-            self.send(
-                T(type=T.CLOSE_CONSUMER, close_consumer=pb.CommandCloseConsumer(
-                    consumer_id=consumer.consumer_id, request_id=0))
-            )
+            close = pb.CommandCloseConsumer(consumer_id=consumer.consumer_id, request_id=0)
+            moving_to = consumer.subscription.topic.moving_to
+            if moving_to is not None:  # its bundle moves: go straight there
+                close.assignedBrokerServiceUrl, close.assignedBrokerServiceUrlTls = moving_to
+            self.send(T(type=T.CLOSE_CONSUMER, close_consumer=close))
 
     def handle_unsubscribe(self, cmd: pb.BaseCommand, frame: Frame) -> None:
         """The subscription goes at once; the answer once its cursor's row is deleted

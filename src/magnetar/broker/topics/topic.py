@@ -120,6 +120,9 @@ class Topic:
         self.subscriptions: dict[str, Subscription] = {}
         self.waiting_exclusive: list[tuple[Producer, int]] = []
         self.topic_epoch: int | None = None  # of the exclusive producers (see add_producer)
+        # in a cluster, while its bundle moves: the new owner's (pulsar://, pulsar+ssl://)
+        # URLs, sent as assignedBrokerServiceUrl when its clients are closed
+        self.moving_to: tuple[str, str] | None = None
         self.msg_in = 0
         self.bytes_in = 0
         self.terminated = False
