@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import os
+import signal
 import threading
 import time
 from collections.abc import Iterator
@@ -17,7 +19,7 @@ import pytest
 
 from magnetar.broker.cluster.bundles import NamespaceBundles
 from magnetar.protocol import pb
-from tests.cluster.brokers import Cluster, owner_port, raw_lookup
+from tests.cluster.brokers import Cluster, ClusterBroker, owner_port, raw_lookup, topic_owned_by
 from tests.cluster.test_cluster_admin import call
 from tests.zkserver import ZooKeeperServer
 
@@ -127,3 +129,56 @@ def test_kill_9_of_the_owner_loses_no_acked_message(shared: Cluster) -> None:
         assert resp.response == R.Connect and resp.brokerServiceUrl == survivor.url
     finally:
         client.close()
+
+
+def live_brokers(broker: ClusterBroker) -> list[str]:
+    status, listed, _ = call("GET", f"{broker.web_url}/admin/v2/brokers/standalone")
+    return list(listed) if status == 200 and listed else []
+
+
+def test_a_paused_owner_that_resumes_acknowledges_nothing_lost(shared: Cluster) -> None:
+    """SIGSTOP the owner past its session timeout, let the other broker take the topic
+    over, SIGCONT it: sends it held while paused are fenced out (never acknowledged
+    unless a broker that serves them acknowledged them), and every acknowledged message
+    is read back from the new owner."""
+    a, b = shared.brokers
+    topic = topic_owned_by(shared, a.port, "paused")
+    assert a.proc is not None
+    c1 = pulsar.Client(a.url, operation_timeout_seconds=15, logger=QUIET)
+    c2 = pulsar.Client(b.url, operation_timeout_seconds=30, logger=QUIET)
+    try:
+        p1 = c1.create_producer(topic, batching_enabled=False, send_timeout_millis=15_000)
+        acked = {f"a{i}" for i in range(10) if p1.send(f"a{i}".encode()) is not None}
+        results: dict[str, pulsar.Result] = {}
+        os.kill(a.proc.pid, signal.SIGSTOP)
+        try:
+            for i in range(10):  # they wait in the paused broker's socket
+                key = f"late{i}"
+                p1.send_async(key.encode(), lambda res, _mid, key=key: results.__setitem__(key, res))
+            deadline = time.monotonic() + 60
+            while a.broker_id in live_brokers(b):  # A's session expires
+                assert time.monotonic() < deadline, "the paused broker's session never expired"
+                time.sleep(0.1)  # bounded poll of the other broker's view
+            p2 = c2.create_producer(topic, batching_enabled=False)  # B takes the topic over
+            for i in range(10):
+                p2.send(f"b{i}".encode())
+                acked.add(f"b{i}")
+        finally:
+            os.kill(a.proc.pid, signal.SIGCONT)
+        deadline = time.monotonic() + 90
+        while len(results) < 10:  # each late send ends: refused, timed out or acknowledged
+            assert time.monotonic() < deadline, results
+            time.sleep(0.05)  # bounded poll of the client's callbacks
+        acked |= {k for k, r in results.items() if r == pulsar.Result.Ok}
+        consumer = c2.subscribe(topic, "check", initial_position=pulsar.InitialPosition.Earliest)
+        got: set[str] = set()
+        while True:
+            try:
+                got.add(consumer.receive(3_000).data().decode())
+            except pulsar.Timeout:
+                break
+        assert acked <= got, sorted(acked - got)
+        assert a.proc is None or a.proc.wait(30) is not None  # it stopped (session lost)
+    finally:
+        c1.close()
+        c2.close()

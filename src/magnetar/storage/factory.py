@@ -46,6 +46,7 @@ from urllib.parse import quote
 from .config import StorageConfig
 from .cursor import ManagedCursor
 from .errors import LedgerClosedError, StorageError
+from .fence import Fence
 from .filelimit import FileLimiter
 from .flusher import Flusher
 from .ledger import ManagedLedger, scan_segments
@@ -75,6 +76,7 @@ class _Opened(NamedTuple):
     path: str
     segments: builtins.list[Segment]
     cursors: dict[str, Any]
+    fence: Fence | None = None  # shared storage: the fence this open wrote
 
 
 def _all_done(futures: builtins.list[Future[Any]]) -> Future[None]:
@@ -267,12 +269,14 @@ class ManagedLedgerFactory:
             path = os.path.join(self._root, meta["dir"])
             os.makedirs(path, exist_ok=True)
         try:
+            # shared storage: fence out any previous writer before reading (fence.py)
+            fence = Fence.take(path) if self.config.shared else None
             segments = scan_segments(path)
         except OSError as exc:
             raise StorageError(f"cannot open ledger {name}: {exc}") from exc
         prefix = self._cursor_key(name, "")
         cursors = {k[len(prefix) :]: v for k, v in self._store.list(prefix).items()}
-        return _Opened(meta, path, segments, cursors)
+        return _Opened(meta, path, segments, cursors, fence)
 
     def _forget_open(self, name: str, pending: Future[_Opened]) -> None:
         if self._opening.get(name) is pending:
@@ -287,6 +291,7 @@ class ManagedLedgerFactory:
             if top >= self._next_id:  # written by another broker: our next ids go above
                 self._next_id = self._id_limit = top + 1
         ml = ManagedLedger(self, name, opened.path, opened.meta, segments=opened.segments)
+        ml.fence = opened.fence
         ml._load_cursors(opened.cursors)
         self._ledgers[name] = ml
         return ml
@@ -511,6 +516,12 @@ class ManagedLedgerFactory:
                 self._dirty_cursors.pop(c, None)  # (changed after it was closed: nothing to write)
                 continue
             if skip_creating and _pending(c.creating):
+                continue
+            fence = c.ledger.fence
+            if fence is not None and not fence.holds():
+                # fenced (shared storage): the new writer's cursor rows are not ours to write
+                c.dirty = False
+                self._dirty_cursors.pop(c, None)
                 continue
             items[self._cursor_key(c.ledger.name, c.name)] = c.to_state(cap)
             c.dirty = False

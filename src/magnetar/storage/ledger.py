@@ -56,6 +56,7 @@ from .errors import (
     LedgerTerminatedError,
     StorageError,
 )
+from .fence import Fence
 from .flusher import Batch
 from .position import EARLIEST, Position
 from .segment import ColdSpan, Segment, read_span
@@ -293,6 +294,9 @@ class ManagedLedger:
         self._pending: deque[Batch] = deque()
         #: Called once after the waiters of each completed batch were told (see `append_then`).
         self.after_appends: Callable[[], None] | None = None
+        #: Shared storage: this ledger's fence (`fence.py`), checked before each batch is
+        #: written and after it is synced, before it is confirmed. None: not shared.
+        self.fence: Fence | None = None
         self._cursors: dict[str, ManagedCursor] = {}
         self._terminated = bool(meta.get("terminated", False))
         self._terminating: Future[Any] | None = None  # terminate_async's write, under way
@@ -493,7 +497,10 @@ class ManagedLedger:
     ) -> None:
         first = poss[0].entry_id
         error: BaseException | None = None
-        if seg.create_error is not None:
+        if self.fence is not None and not self.fence.holds():
+            error = self._fenced_error()
+            self._rollback(seg, first)
+        elif seg.create_error is not None:
             error = StorageError(f"cannot create a segment for {self.name}: {seg.create_error}")
             self._rollback(seg, first)
         else:
@@ -533,6 +540,8 @@ class ManagedLedger:
             pending.remove(batch)
         seg = batch.segment
         futs = batch.futures
+        if error is None and self.fence is not None and not self.fence.holds():
+            error = self._fenced_error()  # synced, but another broker took the ledger over
         if error is None:
             end = batch.first + len(futs)
             if end > seg.confirmed:
@@ -548,6 +557,11 @@ class ManagedLedger:
             self._fail_batch(batch, error)
         finally:
             self._appends_done()
+
+    def _fenced_error(self) -> StorageError:
+        log.error("%s: fenced: another broker took this ledger over; appends refused",
+                  self.name)
+        return StorageError(f"ledger {self.name} was taken over by another broker (fenced)")
 
     def _fail_batch(self, batch: Batch, error: BaseException) -> None:
         """``batch`` failed: roll it back and fail its waiters and every one behind it."""

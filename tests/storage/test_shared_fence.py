@@ -1,0 +1,61 @@
+"""Shared storage (``StorageConfig.shared``): two factories on one data directory, as two
+brokers of a cluster on one host. Ledger ids never repeat between them and keep growing
+across a takeover; a takeover fences the previous writer, whose appends and cursor writes
+are then refused, and which never confirms anything the new writer cannot see."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from magnetar.storage import StorageError
+from magnetar.storage.fence import Fence
+from tests.storage.storage_testlib import append_all, run
+
+
+def test_ids_are_reserved_across_factories(make_factory) -> None:
+    a, b = make_factory(shared=True), make_factory(shared=True)
+    la, lb = a.open("ta"), b.open("tb")
+    pa = run(append_all(la, [b"a"]))[0]
+    pb = run(append_all(lb, [b"b"]))[0]
+    assert pa.ledger_id != pb.ledger_id  # each took its own block from storage.db
+
+
+def test_takeover_fences_the_old_writer(make_factory) -> None:
+    a = make_factory(shared=True, segment_max_entries=3)
+    b = make_factory(shared=True, segment_max_entries=3)
+    old = a.open("t")
+    kept = run(append_all(old, [b"m%d" % i for i in range(5)]))
+    cursor = run(old.open_cursor_async("sub", "earliest"))  # its row is written
+    new = b.open("t")  # B takes the ledger over: fence, then scan
+    key = b._cursor_key("t", "sub")
+    row = b._store.get(key)
+    assert row is not None
+    assert [d for _, d in new.read_entries(kept[0], 10)] == [b"m%d" % i for i in range(5)]
+    # the old writer can no longer append: refused before anything is written
+    with pytest.raises(StorageError, match="fenced"):
+        run(append_all(old, [b"stale"]))
+    # the new writer appends above every id of the ledger
+    after = run(append_all(new, [b"n0"]))[0]
+    assert after.ledger_id > max(p.ledger_id for p in kept)
+    assert new.next_position(kept[-1]) == after
+    # the old writer's cursor state does not overwrite the new writer's rows
+    cursor.mark_delete(kept[-1])
+    old.close()
+    a.close()  # a closing factory writes its cursors' last states: not this one's
+    assert b._store.get(key) == row
+
+
+def test_a_batch_not_confirmed_before_the_fence_is_refused(make_factory) -> None:
+    a = make_factory(shared=True)
+    ml = a.open("t")
+    run(append_all(ml, [b"first"]))
+
+    async def go() -> None:
+        fut = ml.append(b"second")  # written now, synced and confirmed later
+        Fence.take(ml.directory)  # another broker fences in between
+        with pytest.raises(StorageError, match="fenced"):
+            await asyncio.wait_for(fut, 10)
+
+    run(go())
