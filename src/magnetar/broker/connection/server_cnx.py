@@ -26,8 +26,8 @@ import time
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any, cast
 
+from magnetar.broker.connection import handshake
 from magnetar.broker.errors import BrokerError
-from magnetar.broker.security.auth import binary as auth_binary
 from magnetar.broker.security.authorization import CONSUME, LOOKUP, PRODUCE
 from magnetar.broker.subscriptions.subscription import position_of
 from magnetar.protocol import pb
@@ -465,7 +465,7 @@ class ServerCnx(asyncio.BufferedProtocol):
         if self.security.authentication.enabled:
             self.supports_auth_refresh = bool(
                 connect.HasField("feature_flags") and connect.feature_flags.supports_auth_refresh)
-            auth_binary.start_connect(self, connect, lambda ident: self._connected(connect, ident))
+            handshake.start_connect(self, connect, lambda ident: self._connected(connect, ident))
             return
         try:
             self.principal = self.service.authenticate(connect)
@@ -502,7 +502,7 @@ class ServerCnx(asyncio.BufferedProtocol):
         self.send(T(type=T.CONNECTED, connected=connected))
 
     def handle_auth_response(self, cmd: pb.BaseCommand, frame: Frame) -> None:
-        auth_binary.handle_auth_response(self, cmd)
+        handshake.handle_auth_response(self, cmd)
 
     def authorize(self, topic: str, action: str) -> None:
         """Raise AuthorizationError unless this connection's role may ``action`` on ``topic``."""
