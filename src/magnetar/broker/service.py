@@ -32,7 +32,8 @@ from magnetar.broker.config.broker_config import BrokerConfig
 from magnetar.broker.config.listeners import Listeners
 from magnetar.broker.connection import handshake
 from magnetar.broker.connection.attach import TopicAttacher
-from magnetar.broker.connection.server_cnx import PublishBuffer, ServerCnx
+from magnetar.broker.connection.base import PublishBuffer
+from magnetar.broker.connection.server_cnx import ServerCnx
 from magnetar.broker.errors import BrokerError
 from magnetar.broker.namespaces.backlog_quota import BacklogQuotaManager
 from magnetar.broker.namespaces.housekeeping import Housekeeping, in_use
