@@ -45,7 +45,7 @@ from magnetar.broker.cluster.records import (
 )
 from magnetar.broker.cluster.registry import BrokerRegistry
 from magnetar.broker.errors import BrokerError
-from magnetar.broker.topics.topic_name import TopicName
+from magnetar.broker.topic_name import TopicName
 from magnetar.metadata import (
     BadVersionError,
     MetadataCache,

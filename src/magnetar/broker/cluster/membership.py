@@ -24,7 +24,7 @@ from magnetar import __version__
 from magnetar.broker.cluster.bundles import BundleRange, topic_hash
 from magnetar.broker.cluster.coordinator import ClusterCoordinator
 from magnetar.broker.cluster.records import ListenerUrls, OwnerData
-from magnetar.broker.topics.topic_name import TopicName
+from magnetar.broker.topic_name import TopicName
 from magnetar.metadata import SessionEvent, create_metadata_store
 
 if TYPE_CHECKING:
