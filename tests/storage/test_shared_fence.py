@@ -10,8 +10,14 @@ import asyncio
 import pytest
 
 from magnetar.storage import StorageError
-from magnetar.storage.fence import Fence
+from magnetar.storage.fence import Fence, FencedError
 from tests.storage.storage_testlib import append_all, run
+
+
+def fenced(factory, epoch: int):
+    """``factory`` as a cluster's broker sets it up: ledgers fenced with ``epoch``."""
+    factory.fence_epoch = lambda name: epoch
+    return factory
 
 
 def test_ids_are_reserved_across_factories(make_factory) -> None:
@@ -23,8 +29,8 @@ def test_ids_are_reserved_across_factories(make_factory) -> None:
 
 
 def test_takeover_fences_the_old_writer(make_factory) -> None:
-    a = make_factory(shared=True, segment_max_entries=3)
-    b = make_factory(shared=True, segment_max_entries=3)
+    a = fenced(make_factory(shared=True, segment_max_entries=3), 1)
+    b = fenced(make_factory(shared=True, segment_max_entries=3), 2)
     old = a.open("t")
     kept = run(append_all(old, [b"m%d" % i for i in range(5)]))
     cursor = run(old.open_cursor_async("sub", "earliest"))  # its row is written
@@ -48,14 +54,26 @@ def test_takeover_fences_the_old_writer(make_factory) -> None:
 
 
 def test_a_batch_not_confirmed_before_the_fence_is_refused(make_factory) -> None:
-    a = make_factory(shared=True)
+    a = fenced(make_factory(shared=True), 1)
     ml = a.open("t")
     run(append_all(ml, [b"first"]))
 
     async def go() -> None:
         fut = ml.append(b"second")  # written now, synced and confirmed later
-        Fence.take(ml.directory)  # another broker fences in between
+        Fence.take(ml.directory, 2)  # another broker fences in between
         with pytest.raises(StorageError, match="fenced"):
             await asyncio.wait_for(fut, 10)
 
     run(go())
+
+
+def test_a_stale_owner_cannot_fence_out_a_newer_one(make_factory) -> None:
+    a = fenced(make_factory(shared=True), 1)
+    b = fenced(make_factory(shared=True), 2)
+    old = a.open("t")
+    run(append_all(old, [b"x"]))
+    new = b.open("t")
+    old.close()  # the stale owner unloads the ledger and opens it again: refused
+    with pytest.raises(FencedError):
+        a.open("t")
+    assert run(append_all(new, [b"y"]))  # the newer owner keeps writing

@@ -131,6 +131,10 @@ class ManagedLedgerFactory(CursorRows):
         self._persist_handle: asyncio.TimerHandle | None = None
         self._persist_loop: asyncio.AbstractEventLoop | None = None
         self._closed = False
+        #: Shared storage: the ownership epoch to fence a ledger with when it opens (by
+        #: ledger name; None: not fenced). Set by the broker of a cluster; read on the
+        #: ``readers`` threads.
+        self.fence_epoch: Callable[[str], int | None] | None = None
 
     # ------------------------------------------------------------------ ledgers
     def open(self, name: str) -> ManagedLedger:
@@ -210,7 +214,9 @@ class ManagedLedgerFactory(CursorRows):
             os.makedirs(path, exist_ok=True)
         try:
             # shared storage: fence out any previous writer before reading (fence.py)
-            fence = Fence.take(path) if self.config.shared else None
+            epoch = self.fence_epoch(name) if self.fence_epoch is not None else None
+            fence = Fence.take(path, epoch) if self.config.shared and epoch is not None \
+                else None
             segments = scan_segments(path)
         except OSError as exc:
             raise StorageError(f"cannot open ledger {name}: {exc}") from exc

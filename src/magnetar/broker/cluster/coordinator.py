@@ -181,6 +181,15 @@ class ClusterCoordinator:
         return bundles is not None and self.ownership.is_owned(
             name.namespace, bundles.bundle_of(str(name)))
 
+    def epoch_of(self, topic: str) -> int | None:
+        """The ownership epoch of ``topic``'s bundle if this broker owns it, else -1 (a
+        ledger opened without owning its bundle may not fence out its owner)."""
+        name = TopicName.parse(topic)
+        bundles = self._bundles.get(name.namespace)
+        if bundles is None:
+            return -1
+        return self.ownership.epochs.get((name.namespace, bundles.bundle_of(str(name))), -1)
+
     def check_owned(self, topic: str) -> None:
         """``ServiceNotReady`` unless this broker serves ``topic`` (the client looks up)."""
         if not self.owns(topic):

@@ -13,6 +13,7 @@ the broker, as Pulsar's does. The load report carries CPU time used since the la
 from __future__ import annotations
 
 import asyncio
+import base64
 import logging
 import os
 import time
@@ -24,7 +25,7 @@ from magnetar import __version__
 from magnetar.broker.cluster.bundles import BundleRange, topic_hash
 from magnetar.broker.cluster.coordinator import ClusterCoordinator
 from magnetar.broker.cluster.records import ListenerUrls, OwnerData
-from magnetar.broker.topic_name import TopicName
+from magnetar.broker.topic_name import TopicName, ledger_name
 from magnetar.metadata import SessionEvent, create_metadata_store
 
 if TYPE_CHECKING:
@@ -113,6 +114,20 @@ async def join_cluster(service: BrokerService, urls: dict[str, str | None],
         report_interval_s=config.loadBalancerReportUpdateMinIntervalMillis / 1000,
         on_lost=lost)
     coordinator.unload_topics = unload_topics
+
+    def fence_epoch(ledger: str) -> int | None:
+        """The epoch a topic's ledger is fenced with (None: not a topic's ledger)."""
+        try:
+            topic = "persistent://" + base64.urlsafe_b64decode(ledger + "=" * (-len(ledger) % 4)
+                                                               ).decode()
+            if ledger_name(TopicName.parse(topic)) != ledger:
+                return None  # a compacted view's ledger, or another non-topic name
+        except ValueError:
+            return None
+        return coordinator.epoch_of(topic)
+
+    if config.magnetarSharedStorage:
+        service.storage.fence_epoch = fence_epoch
     store.register_session_listener(session)
     try:
         await coordinator.start()

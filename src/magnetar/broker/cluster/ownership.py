@@ -35,6 +35,9 @@ from magnetar.metadata import (
 
 log = logging.getLogger(__name__)
 
+#: Magnetar's own key: the cluster's ownership epoch, raised on every bundle takeover
+EPOCH_PATH = "/magnetar/ownership-epoch"
+
 Bundle = tuple[str, BundleRange]  # (tenant/namespace, range)
 
 
@@ -47,6 +50,9 @@ class OwnershipCache:
         self.me = me
         self.on_lost = on_lost
         self.owned: dict[Bundle, OwnerData] = {}
+        # each owned bundle's ownership epoch: raised cluster-wide on every takeover, it
+        # fences the bundle's ledgers in shared storage (storage/fence.py)
+        self.epochs: dict[Bundle, int] = {}
         self._owners: MetadataCache[Any] = MetadataCache(store)
         self._released: dict[str, list[asyncio.Future[None]]] = {}  # waiters by key
         store.register_listener(self._on_notification)
@@ -78,14 +84,30 @@ class OwnershipCache:
             if got is None:
                 return None
             if got[1].created_by_self:  # ours already (a retry after a lost answer)
+                self.epochs[key] = await self._next_epoch()
                 self.owned[key] = self.me
                 return self.me
             return OwnerData.from_json(json_decode(got[0]) or {})
+        self.epochs[key] = await self._next_epoch()
         self.owned[key] = self.me
         # a read sets the watch that tells us if the key is deleted under us
         await self.store.exists(path)
         log.info("took ownership of bundle %s/%s", namespace, bundle)
         return self.me
+
+    async def _next_epoch(self) -> int:
+        """Raise the cluster's ownership epoch (compare-and-set) and return it."""
+        for _ in range(100):
+            got = await self.store.get(EPOCH_PATH)
+            value = json_decode(got[0]) if got is not None else None
+            epoch = (value if isinstance(value, int) else 0) + 1
+            try:
+                await self.store.put(EPOCH_PATH, json_encode(epoch),
+                                     -1 if got is None else got[1].version)
+            except BadVersionError:
+                continue
+            return epoch
+        raise BadVersionError(EPOCH_PATH, -2)
 
     async def set_disabled(self, namespace: str, bundle: BundleRange) -> None:
         """Mark an owned bundle as being unloaded (lookups stop sending clients here)."""
@@ -117,6 +139,7 @@ class OwnershipCache:
         """Give an owned bundle up (its key deleted: the bundle is free)."""
         if self.owned.pop((namespace, bundle), None) is None:
             return
+        self.epochs.pop((namespace, bundle), None)
         with contextlib.suppress(NotFoundError):
             await self.store.delete(owner_path(namespace, bundle))
         log.info("released bundle %s/%s", namespace, bundle)
@@ -127,6 +150,7 @@ class OwnershipCache:
 
     # -- losing bundles without releasing them -------------------------------------------
     def _lost(self, namespace: str, bundle: BundleRange) -> None:
+        self.epochs.pop((namespace, bundle), None)
         if self.owned.pop((namespace, bundle), None) is None:
             return
         log.warning("lost ownership of bundle %s/%s", namespace, bundle)
