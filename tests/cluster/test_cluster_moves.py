@@ -183,3 +183,47 @@ def test_a_paused_owner_that_resumes_acknowledges_nothing_lost(shared: Cluster) 
     finally:
         c1.close()
         c2.close()
+
+
+def test_magnetar_client_follows_a_moving_bundle(shared: Cluster) -> None:
+    """Magnetar's client, producing and consuming while the bundle moves twice: each close
+    names the new owner (assignedBrokerServiceUrl), the client goes there, nothing acked is
+    lost."""
+    from magnetar.client import Client
+
+    a, b = shared.brokers
+    topic = "persistent://public/default/magnetar-moving"
+    bundle = NamespaceBundles.evenly(4).bundle_of(topic)
+
+    async def scenario() -> tuple[list[int], set[int], list[int]]:
+        async with Client(shared.service_url, operation_timeout_seconds=30) as client:
+            consumer = await client.subscribe(topic, "s")
+            producer = await client.create_producer(topic)
+            acked: list[int] = []
+            owners = [await asyncio.to_thread(owner_port, shared, topic)]
+            n = 0
+            for _ in range(2):
+                for _ in range(30):
+                    await producer.send(str(n).encode())
+                    acked.append(n)
+                    n += 1
+                owner = a if owners[-1] == a.port else b
+                status, _, _ = await asyncio.to_thread(
+                    call, "PUT",
+                    f"{owner.web_url}/admin/v2/namespaces/public/default/{bundle}/unload")
+                assert status == 204
+                for _ in range(30):  # sent through the reconnection to the new owner
+                    await producer.send(str(n).encode())
+                    acked.append(n)
+                    n += 1
+                owners.append(await asyncio.to_thread(owner_port, shared, topic))
+            got: set[int] = set()
+            while not set(acked) <= got:
+                msg = await asyncio.wait_for(consumer.receive(), 30)
+                got.add(int(msg.data()))
+                await consumer.acknowledge(msg)
+            return acked, got, owners
+
+    acked, got, owners = asyncio.run(asyncio.wait_for(scenario(), 120))
+    assert set(acked) <= got
+    assert all(x != y for x, y in itertools.pairwise(owners)), owners
