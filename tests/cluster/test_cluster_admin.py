@@ -6,15 +6,19 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import subprocess
+import sys
 import urllib.error
 import urllib.request
+from pathlib import Path
 from typing import Any
 
 import pulsar
 
 from magnetar.broker.cluster.bundles import BundleRange, NamespaceBundles
 from magnetar.client import Client
-from tests.cluster.brokers import Cluster, owner_port, topic_owned_by
+from tests.cluster.brokers import Cluster, ClusterBroker, owner_port, topic_owned_by
 
 QUIET = pulsar.ConsoleLogger(pulsar.LoggerLevel.Error)
 
@@ -120,3 +124,28 @@ def test_unload_frees_the_bundle_and_clients_carry_on(cluster: Cluster) -> None:
         assert owner_port(cluster, topic) in (a.port, b.port)
     finally:
         client.close()
+
+
+def admin_cli(broker: ClusterBroker, *args: str) -> Any:
+    out = subprocess.run(
+        [sys.executable, "-m", "magnetar.cli.main", "admin", "--admin-url", broker.web_url,
+         *args, "--output", "json"], capture_output=True, text=True, timeout=60,
+        env=dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2] / "src")))
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout) if out.stdout.strip() else None
+
+
+def test_admin_cli_brokers_bundles_lookup_and_split(cluster: Cluster) -> None:
+    a, b = cluster.brokers
+    assert admin_cli(a, "brokers", "list", "standalone") == sorted([a.broker_id, b.broker_id])
+    assert admin_cli(b, "brokers", "leader-broker")["brokerId"] in (a.broker_id, b.broker_id)
+    ensure_namespace(cluster, "public/cli")
+    assert admin_cli(a, "namespaces", "bundles", "public/cli")["numBundles"] == 4
+    topic = "persistent://public/cli/t-partition-0"
+    served_by = admin_cli(a, "topics", "lookup", topic)["brokerUrl"]
+    assert served_by in (a.url, b.url)
+    owner_of_topic = a if served_by == a.url else b
+    other = b if owner_of_topic is a else a
+    bundle = str(NamespaceBundles.evenly(4).bundle_of(topic))
+    admin_cli(other, "namespaces", "split-bundle", "public/cli", "--bundle", bundle)  # 307 followed
+    assert admin_cli(a, "namespaces", "bundles", "public/cli")["numBundles"] == 5

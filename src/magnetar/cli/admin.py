@@ -23,6 +23,7 @@ GROUPS = {
     "topics": "create, list, delete, inspect and manage topics",
     "subscriptions": "create, delete, skip, reset and peek subscriptions",
     "schemas": "read, upload, delete and check topic schemas",
+    "brokers": "list a cluster's brokers and its leader",
 }
 
 EXAMPLES = {
@@ -41,6 +42,8 @@ EXAMPLES = {
                      "  magnetar admin subscriptions peek my-topic -s sub -n 3",
     "schemas": "magnetar admin schemas upload my-topic -f schema.json\n"
                "  magnetar admin schemas get my-topic",
+    "brokers": "magnetar admin brokers list standalone\n"
+               "  magnetar admin brokers leader-broker",
 }
 
 
@@ -146,7 +149,17 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
     _cmd(n, "delete", ops.ns_delete, "delete a namespace", f"{ex} delete acme/orders", NS, FORCE)
     _cmd(n, "policies", ops.ns_policies, "show every policy", f"{ex} policies public/default", NS)
     _cmd(n, "topics", ops.ns_topics, "list the namespace's topics", f"{ex} topics public/default", NS)
-    _cmd(n, "unload", ops.ns_unload, "unload the namespace's topics", f"{ex} unload public/default", NS)
+    _cmd(n, "unload", ops.ns_unload, "unload the namespace's topics (or one bundle)",
+         f"{ex} unload public/default --bundle 0x00000000_0x40000000", NS,
+         A("-b", "--bundle", help="only this bundle (0xLLLLLLLL_0xUUUUUUUU)"),
+         A("-d", "--destinationBroker", dest="destination_broker",
+           help="the broker (host:port) to hand the bundle to"))
+    _cmd(n, "bundles", ops.ns_bundles, "show the namespace's bundles", f"{ex} bundles public/default", NS)
+    _cmd(n, "split-bundle", ops.ns_split_bundle, "split a bundle in two",
+         f"{ex} split-bundle public/default --bundle 0x00000000_0x40000000", NS,
+         A("-b", "--bundle", required=True, help="the bundle (0xLLLLLLLL_0xUUUUUUUU)"),
+         A("-u", "--unload", action="store_true", help="unload the new bundles"),
+         A("--split-algorithm-name", help="range_equally_divide or topic_count_equally_divide"))
     _cmd(n, "set-retention", ops.ns_set_retention, "set retention (time and size; -1 = unlimited)",
          f"{ex} set-retention public/default --time 1d --size 10G", NS,
          A("-t", "--time", type=ops.seconds, required=True, help="e.g. 60m, 1d, -1"),
@@ -238,6 +251,13 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
     _cmd(tp, "terminate", ops.topics_get("/terminate", "POST"), "stop a topic taking messages",
          f"{ex} terminate my-topic", TOPIC)
     _cmd(tp, "unload", ops.topics_get("/unload", "PUT"), "unload a topic", f"{ex} unload my-topic", TOPIC)
+    _cmd(tp, "lookup", ops.topics_lookup, "which broker serves a topic", f"{ex} lookup my-topic", TOPIC)
+
+    b = g["brokers"]
+    _cmd(b, "list", ops.brokers_list, "list the cluster's live brokers",
+         "magnetar admin brokers list standalone", A("cluster"))
+    _cmd(b, "leader-broker", ops.brokers_leader, "show the cluster's leader broker",
+         "magnetar admin brokers leader-broker")
     _cmd(tp, "compact", ops.topics_get("/compaction", "PUT"), "start compacting a topic",
          f"{ex} compact my-topic", TOPIC)
     _cmd(tp, "compaction-status", ops.topics_get("/compaction"), "show the compaction status",

@@ -107,7 +107,34 @@ def ns_topics(a: argparse.Namespace, api: AdminClient) -> Any:
 
 
 def ns_unload(a: argparse.Namespace, api: AdminClient) -> Any:
+    if getattr(a, "bundle", None):
+        query = f"?destinationBroker={quote(a.destination_broker)}" \
+            if getattr(a, "destination_broker", None) else ""
+        return api.call("PUT", _ns(a) + f"/{a.bundle}/unload{query}")
     return api.call("PUT", _ns(a) + "/unload")
+
+
+def ns_bundles(a: argparse.Namespace, api: AdminClient) -> Any:
+    return api.call("GET", _ns(a) + "/bundles")
+
+
+def ns_split_bundle(a: argparse.Namespace, api: AdminClient) -> Any:
+    query = f"?unload={'true' if a.unload else 'false'}"
+    if a.split_algorithm_name:
+        query += f"&splitAlgorithmName={quote(a.split_algorithm_name)}"
+    return api.call("PUT", _ns(a) + f"/{a.bundle}/split{query}")
+
+
+def brokers_list(a: argparse.Namespace, api: AdminClient) -> Any:
+    return api.call("GET", f"/admin/v2/brokers/{quote(a.cluster)}")
+
+
+def brokers_leader(a: argparse.Namespace, api: AdminClient) -> Any:
+    return api.call("GET", "/admin/v2/brokers/leaderBroker")
+
+
+def topics_lookup(a: argparse.Namespace, api: AdminClient) -> Any:
+    return api.call("GET", f"/lookup/v2/topic/{topic_path(a.topic)}")
 
 
 def ns_set_retention(a: argparse.Namespace, api: AdminClient) -> Any:

@@ -49,7 +49,12 @@ Clients may use any broker, or all of them (pulsar://localhost:6650,localhost:66
 Stop with Ctrl-C: the brokers stop first (their bundles released), then ZooKeeper.
 See docs/cluster.md for a cluster across machines.""")
     verbs = cluster.add_subparsers(dest="cluster_command", metavar="VERB")
-    up = verbs.add_parser("up", parents=parents, help="start ZooKeeper and the brokers")
+    up = verbs.add_parser(
+        "up", parents=parents, help="start ZooKeeper and the brokers",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Start ZooKeeper and N brokers sharing one data directory; Ctrl-C stops "
+                    "them.\n\nExamples:\n  magnetar cluster up --brokers 2\n"
+                    "  magnetar cluster up --brokers 3 --port 7650 --http-port 9080 --dir /tmp/c3")
     up.add_argument("--brokers", type=int, default=2, help="how many brokers (default 2)")
     up.add_argument("--port", type=int, default=6650,
                     help="the first broker's binary port; the next ones follow (default 6650)")
@@ -67,7 +72,13 @@ See docs/cluster.md for a cluster across machines.""")
 
     init = sub.add_parser(
         "initialize-cluster-metadata", parents=parents,
-        help="write a cluster's metadata in its store (once, before its brokers start)")
+        help="write a cluster's metadata in its store (once, before its brokers start)",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Write /admin/clusters/NAME in the metadata store, once per cluster.\n\n"
+                    "Example:\n  magnetar initialize-cluster-metadata --cluster prod "
+                    "--metadata-store zk:zk1:2181,zk2:2181,zk3:2181 \\\n"
+                    "      --web-service-url http://b1:8080 "
+                    "--broker-service-url pulsar://b1:6650,b2:6650")
     init.add_argument("--cluster", required=True, help="the cluster's name (clusterName)")
     init.add_argument("--metadata-store", required=True,
                       help="the metadata store, zk:host:port[,host:port][/chroot]")

@@ -8,7 +8,7 @@ import json
 import ssl
 import urllib.error
 import urllib.request
-from typing import Any
+from typing import Any, NoReturn
 
 
 class AdminError(Exception):
@@ -47,20 +47,33 @@ class AdminClient:
         headers = {"Content-Type": "application/json"}
         if self.token:
             headers["Authorization"] = f"Bearer {self.token}"
-        req = urllib.request.Request(self.url + path, data=data, method=method, headers=headers)
-        try:
-            with urllib.request.urlopen(req, timeout=self.timeout, context=self.context) as resp:
-                return _decode(resp.read(), resp.headers.get("Content-Type", ""), resp.headers)
-        except urllib.error.HTTPError as exc:
-            raw = exc.read()
+        url = self.url + path
+        for _ in range(5):  # a cluster's broker answers 307 for a bundle another one owns
+            req = urllib.request.Request(url, data=data, method=method, headers=headers)
             try:
-                reason = json.loads(raw).get("reason", raw.decode(errors="replace"))
-            except (ValueError, AttributeError):
-                reason = raw.decode(errors="replace") or exc.reason
-            raise AdminError(exc.code, str(reason)) from None
-        except (urllib.error.URLError, OSError) as exc:
-            reason = getattr(exc, "reason", exc)
-            raise AdminError(0, f"cannot reach {self.url}: {reason}") from None
+                with urllib.request.urlopen(req, timeout=self.timeout,
+                                            context=self.context) as resp:
+                    return _decode(resp.read(), resp.headers.get("Content-Type", ""),
+                                   resp.headers)
+            except urllib.error.HTTPError as exc:
+                location = exc.headers.get("Location") if exc.code in (307, 308) else None
+                if location:
+                    url = location
+                    continue
+                self._fail(exc)
+            except (urllib.error.URLError, OSError) as exc:
+                reason = getattr(exc, "reason", exc)
+                raise AdminError(0, f"cannot reach {self.url}: {reason}") from None
+        raise AdminError(0, f"too many redirects from {self.url + path}")
+
+    @staticmethod
+    def _fail(exc: urllib.error.HTTPError) -> NoReturn:
+        raw = exc.read()
+        try:
+            reason = json.loads(raw).get("reason", raw.decode(errors="replace"))
+        except (ValueError, AttributeError):
+            reason = raw.decode(errors="replace") or exc.reason
+        raise AdminError(exc.code, str(reason)) from None
 
 
 def _decode(data: bytes, content_type: str, headers: Any) -> Any:
