@@ -207,12 +207,18 @@ def run_up(args: argparse.Namespace) -> int:
         print(f"service URL: pulsar://{','.join(u.split('://', 1)[1] for u, _ in urls)}")
         print(f"metadata store: {store_url} (data in {root}); Ctrl-C stops everything",
               flush=True)
+        reported: set[str] = set()
         while not stop["now"]:
-            for child in children:
-                if child.proc.poll() is not None:
-                    print(f"magnetar: {child.name} exited ({child.proc.returncode}); "
-                          f"see {child.log_path}; stopping", file=sys.stderr)
-                    return 1
+            if zk.proc.poll() is not None:
+                print(f"magnetar: ZooKeeper exited ({zk.proc.returncode}); see {zk.log_path}; "
+                      "stopping", file=sys.stderr)
+                return 1
+            for child in children[1:]:  # a broker that dies leaves the others serving
+                if child.proc.poll() is not None and child.name not in reported:
+                    reported.add(child.name)
+                    print(f"magnetar: {child.name} exited ({child.proc.returncode}); its "
+                          f"bundles move to the others; see {child.log_path}",
+                          file=sys.stderr, flush=True)
             time.sleep(0.2)  # idle wait for a signal; nothing to synchronise with
         return 0
     finally:
