@@ -149,3 +149,18 @@ def test_admin_cli_brokers_bundles_lookup_and_split(cluster: Cluster) -> None:
     bundle = str(NamespaceBundles.evenly(4).bundle_of(topic))
     admin_cli(other, "namespaces", "split-bundle", "public/cli", "--bundle", bundle)  # 307 followed
     assert admin_cli(a, "namespaces", "bundles", "public/cli")["numBundles"] == 5
+
+
+def test_topic_admin_at_a_non_owner_redirects(cluster: Cluster) -> None:
+    a, b = cluster.brokers
+    topic = topic_owned_by(cluster, b.port, "stats")
+    client = pulsar.Client(b.url, operation_timeout_seconds=20, logger=QUIET)
+    try:
+        client.create_producer(topic).send(b"x")
+    finally:
+        client.close()
+    path = "/admin/v2/" + topic.replace("://", "/") + "/stats"
+    status, _, location = call("GET", a.web_url + path)
+    assert status == 307 and location.startswith(b.web_url + path)
+    with urllib.request.urlopen(a.web_url + path) as resp:  # followed: B's stats
+        assert json.load(resp)["msgInCounter"] == 1

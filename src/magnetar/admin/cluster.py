@@ -8,6 +8,11 @@ a one-broker cluster whose namespaces have one bundle, ``0x00000000_0xffffffff``
 
 from __future__ import annotations
 
+import re
+from collections.abc import Awaitable, Callable
+from typing import NoReturn
+from urllib.parse import unquote
+
 import aiohttp
 from aiohttp import web
 
@@ -17,6 +22,7 @@ from magnetar.admin.tenants import host_of, web_service_url
 from magnetar.broker.cluster.bundles import SPLIT_ALGORITHMS, BundleRange, NamespaceBundles
 
 routes = RouteTable("cluster")
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 _FULL = NamespaceBundles.evenly(1)
 
@@ -28,7 +34,7 @@ def _bundle_of(request: web.Request) -> BundleRange:
         raise RestError(400, str(exc)) from None
 
 
-def _redirect(request: web.Request, web_url: str) -> web.Response:
+def _redirect(request: web.Request, web_url: str) -> NoReturn:
     """307 to the same request at another broker's web service."""
     query = dict(request.query)
     query["authoritative"] = "true"
@@ -131,3 +137,30 @@ async def split_bundle(request: web.Request) -> web.Response:
             if bundle.lower <= child.lower < bundle.upper:
                 await cluster.unload(namespace, child)
     return no_content()
+
+
+_TOPIC_PATH = re.compile(
+    r"^/admin/v2/(persistent|non-persistent)/([^/]+)/([^/]+)/([^/]+)(/.*)?$")
+#: endpoints about a partitioned topic as a whole: no broker owns the base topic
+_WHOLE_TOPIC = ("/partitions", "/partitioned-stats", "/partitioned-internalStats")
+
+
+@web.middleware
+async def owner_redirect_middleware(request: web.Request, handler: Handler
+                                    ) -> web.StreamResponse:
+    """In a cluster, a request about a topic another live broker serves is answered with a
+    307 to that broker (``authoritative=true``), as Pulsar answers it."""
+    cluster = request.app[SERVICE].cluster
+    m = _TOPIC_PATH.match(request.path) if cluster is not None else None
+    if (cluster is None or m is None or (m.group(5) or "").startswith(_WHOLE_TOPIC)
+            or request.query.get("authoritative") == "true"):
+        return await handler(request)
+    topic = f"{m.group(1)}://{m.group(2)}/{m.group(3)}/{unquote(m.group(4))}"
+    try:
+        namespace, bundle = await cluster.bundle_of(topic)
+    except ValueError:
+        return await handler(request)  # a bad name: the handler says what is wrong
+    owner = await cluster.ownership.owner_of(namespace, bundle)
+    if owner is not None and owner.web_url and owner.web_url != cluster.me.web_url:
+        _redirect(request, owner.web_url)
+    return await handler(request)
