@@ -6,6 +6,7 @@ and a ZooKeeper restarted while two brokers serve."""
 from __future__ import annotations
 
 import json
+import shutil
 import time
 import urllib.error
 import urllib.request
@@ -15,6 +16,7 @@ from typing import Any
 
 import pulsar
 import pytest
+from kazoo.client import KazooClient
 
 from tests.zkserver import ZooKeeperServer, free_port
 
@@ -171,4 +173,42 @@ def test_zookeeper_restart_while_brokers_serve(tmp_path: Path) -> None:
         for broker in (a, b):
             if broker is not None:
                 broker.stop()
+        zk.stop()
+
+
+
+def test_expired_session_stops_the_broker_with_the_shutdown_policy(tmp_path: Path) -> None:
+    zk = ZooKeeperServer(tmp_path / "zk")
+    zk.start()
+    broker = None
+    try:
+        url = zk.url("/expiry")
+        initialize(url, "c1")
+        broker = BrokerProc(tmp_path / "b", url, metadataStoreSessionTimeoutMillis=4000).start()
+        assert len(zk.sessions()) == 1  # the broker's
+        # a ZooKeeper that comes back without its data does not know the broker's session:
+        # the broker's reconnection is told the session expired (once the server's
+        # transaction id has passed the last one the broker saw: until then it refuses the
+        # broker, as a server behind its client does)
+        zk.stop()
+        shutil.rmtree(tmp_path / "zk" / "data")
+        (tmp_path / "zk" / "data").mkdir()
+        zk.start()
+        writer = KazooClient(hosts=zk.address, timeout=10.0)
+        writer.start(timeout=30)
+        for i in range(500):
+            if broker.proc is not None and broker.proc.poll() is not None:
+                break
+            writer.create(f"/filler-{i}")
+        writer.stop()
+        writer.close()
+        assert broker.proc is not None
+        assert broker.proc.wait(timeout=90) == 0
+        log = (tmp_path / "b" / "broker.log").read_text()
+        assert "expired (zookeeperSessionExpiredPolicy=shutdown)" in log
+        assert "session expired (zookeeperSessionExpiredPolicy=shutdown): stopping" in log
+        assert "Traceback" not in log
+    finally:
+        if broker is not None:
+            broker.stop()
         zk.stop()
