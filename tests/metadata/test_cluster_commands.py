@@ -91,6 +91,7 @@ def test_initialize_twice(zookeeper: ZooKeeperServer) -> None:
     assert again.returncode == 0 and "already exists" in again.stdout
 
 
+@pytest.mark.timeout(300)
 def test_standalone_grows_into_a_cluster(zookeeper: ZooKeeperServer, tmp_path: Path) -> None:
     standalone = BrokerProc(tmp_path / "s", None).start()
     web = standalone.web_url
@@ -140,6 +141,7 @@ def test_standalone_grows_into_a_cluster(zookeeper: ZooKeeperServer, tmp_path: P
         second.stop()
 
 
+@pytest.mark.timeout(300)
 def test_zookeeper_restart_while_brokers_serve(tmp_path: Path) -> None:
     zk = ZooKeeperServer(tmp_path / "zk")
     zk.start()
@@ -177,6 +179,7 @@ def test_zookeeper_restart_while_brokers_serve(tmp_path: Path) -> None:
 
 
 
+@pytest.mark.timeout(300)
 def test_expired_session_stops_the_broker_with_the_shutdown_policy(tmp_path: Path) -> None:
     zk = ZooKeeperServer(tmp_path / "zk")
     zk.start()
