@@ -21,7 +21,7 @@ from magnetar.broker.namespaces.cluster_paths import (
     with_part,
 )
 from magnetar.broker.namespaces.cluster_store import ClusterKeyValueStore
-from magnetar.metadata import MemoryKeyValueStore
+from magnetar.metadata import MemoryKeyValueStore, MetadataStoreError
 
 from .conftest import Backend, run
 
@@ -132,6 +132,25 @@ def test_two_cluster_stores_see_each_other(backend: Backend) -> None:
         kv1.delete("partitioned/persistent://acme/orders/p")
         await asyncio.wait_for(until("partitioned/persistent://acme/orders/p", None), 10)
         assert await s2.get_children("/admin/partitioned-topics/acme/orders") == []
+        await kv1.stop()
+        await kv2.stop()
+
+    run(backend, scenario)
+
+
+def test_a_schema_version_is_written_once(backend: Backend) -> None:
+    async def scenario(b: Backend) -> None:
+        s1, s2 = await b.store(), await b.store()
+        kv1 = ClusterKeyValueStore(MemoryKeyValueStore(), s1, cluster="c1")
+        kv2 = ClusterKeyValueStore(MemoryKeyValueStore(), s2, cluster="c1")
+        await kv1.start()
+        await kv2.start()
+        key = "schemas/acme/orders/t/0000000000"
+        await kv1.write_async(key, {"type": 1, "data": "QQ=="})
+        await kv1.write_async(key, {"type": 1, "data": "QQ=="})  # the same again: fine
+        with pytest.raises(MetadataStoreError, match="stored by another broker"):
+            await kv2.write_async(key, {"type": 2, "data": "Qg=="})
+        assert kv2.get(key) == {"type": 1, "data": "QQ=="}  # the mirror shows the winner
         await kv1.stop()
         await kv2.stop()
 

@@ -11,7 +11,8 @@ threads, so this store keeps a mirror of every cluster-wide key in memory: `star
 no polling. A read is a dict lookup.
 
 A change made here updates the mirror at once and is written to the metadata store by one
-writer task, in order. A namespace's three flat keys share one Policies node: each write
+writer task, in order. A schema version is created, never overwritten (compare-and-set on
+"must not exist"). A namespace's three flat keys share one Policies node: each write
 is a read-modify-write of the node's own part with compare-and-set, retried when another
 broker changed the node meanwhile. Called from a storage thread (`KeyWriter`'s off-loop
 writes), ``put``/``delete`` return once the metadata store has the change; called on the
@@ -210,22 +211,33 @@ class ClusterKeyValueStore(KeyValueStore):
         assert self._writes is not None
         while True:
             key, value, delete, done = await self._writes.get()
+            failed: Exception | None = None
             try:
                 await self._write(key, value, delete)
             except Exception as exc:
-                log.warning("metadata write of %s failed: %s", key, exc)
-                if not done.done():
-                    done.set_exception(exc)
+                failed = exc
+            left = self._pending.get(key, 1) - 1
+            if left > 0:
+                self._pending[key] = left
             else:
+                self._pending.pop(key, None)
+            if failed is not None:
+                log.warning("metadata write of %s failed: %s", key, failed)
+                await self._resync(key)  # the mirror showed the write: show the store again
                 if not done.done():
-                    done.set_result(None)
-            finally:
-                left = self._pending.get(key, 1) - 1
-                if left > 0:
-                    self._pending[key] = left
-                else:
-                    self._pending.pop(key, None)
-                self._writes.task_done()
+                    done.set_exception(failed)
+            elif not done.done():
+                done.set_result(None)
+            self._writes.task_done()
+
+    async def _resync(self, key: str) -> None:
+        path = node_path(key, self.cluster)
+        try:
+            got = await self._store_for(key).get(path)
+        except MetadataStoreError as exc:
+            log.warning("cannot read %s again: %s", path, exc)
+            return
+        self._on_node(path, None if got is None else got[0])
 
     def _store_for(self, key: str) -> MetadataStore:
         return self.store if key.startswith("schemas/") else self.config_store
@@ -247,8 +259,21 @@ class ClusterKeyValueStore(KeyValueStore):
             with contextlib.suppress(NotFoundError):
                 await store.delete(path)
             await self._prune(store, path)
+        elif kind == "schemas":
+            await self._create_version(store, path, value)
         else:
             await store.put(path, encode(value))
+
+    async def _create_version(self, store: MetadataStore, path: str, value: Any) -> None:
+        """A schema version is written once: two brokers numbering a new version alike
+        cannot overwrite each other's (the second fails; its registry reads afresh)."""
+        try:
+            await store.put(path, encode(value), -1)
+        except BadVersionError:
+            got = await store.get(path)
+            if got is None or decode(got[0]) != value:
+                raise MetadataStoreError(
+                    f"schema version {path} was stored by another broker meanwhile") from None
 
     async def _write_namespace_part(self, store: MetadataStore, path: str, kind: str,
                                     value: Any, delete: bool) -> None:
