@@ -1,6 +1,6 @@
 """Metadata stores side by side in one run: the embedded SQLite store and ZooKeeper.
 
-Two parts, each run on both backends in alternation (``--rounds``):
+Three parts; the first and the last run both backends in alternation (``--rounds``):
 
 1. **attach**: 1,000 producers (``--producers``) over 100 topics (``--topics``) of
    ``public/default``, created one after the other with the official ``pulsar-client`` on a
@@ -9,10 +9,19 @@ Two parts, each run on both backends in alternation (``--rounds``):
    Each round uses fresh topic names, so every topic is created (lookup, namespace and
    policy checks, topic creation) once and then attached to 9 more times. Figure: producers
    per second, wall time from the first ``create_producer`` to the last; the ratio is
-   ZooKeeper / SQLite time. In cluster mode every metadata read of an attach is answered
-   from the broker's in-memory mirror of the store (kept current by notifications), so the
-   expected ratio is about 1; what bounds both is the broker's attach path and the client.
-2. **store**: 10,000 metadata operations through the store API (``--ops``): writes
+   ZooKeeper / SQLite time; which broker goes first alternates between rounds. In cluster
+   mode every metadata read of an attach is answered from the broker's in-memory mirror
+   of the store (kept current by notifications); standalone reads its partitioned-topic
+   keys from SQLite on each lookup. What bounds both is the broker's attach path (topic
+   creation: a ledger directory and a SQLite key per new topic) and the client; the
+   machine's other load moves the wall times, so the broker's own CPU time per attach
+   (utime + stime from ``/proc/PID/stat``) is reported beside them.
+2. **propagate**: two ``magnetar broker`` processes on the ZooKeeper; 50 times
+   (``--changes``), a namespace's message TTL is set through A's admin API and B's admin
+   API is polled (every 2 ms) until it answers the new value. Figure: the time from A's
+   answer to B's, median and max. What bounds it: ZooKeeper's notification to B, B's
+   re-read of the node, and the polling HTTP requests themselves.
+3. **store**: 10,000 metadata operations through the store API (``--ops``): writes
    (``put`` of 1 KB JSON values over 1,000 keys), reads (``get``), and reads through a warm
    `MetadataCache`, each in windows of 100 concurrent requests (``--window``). Figure:
    operations per second. What bounds them: ZooKeeper's round trip and its fsync of each
@@ -20,7 +29,7 @@ Two parts, each run on both backends in alternation (``--rounds``):
    per request; SQLite's commits (WAL, ``synchronous=NORMAL``: no fsync per commit) on one
    thread; cached reads, neither (a dict lookup on the loop).
 
-    python bench/metadata_bench.py                 # both parts, 3 rounds
+    python bench/metadata_bench.py                 # every part, 6 rounds
     python bench/metadata_bench.py --parts store --ops 20000
 """
 
@@ -45,6 +54,14 @@ from tests.metadata.clusterproc import BrokerProc, initialize  # noqa: E402
 from tests.zkserver import ZooKeeperServer, zk_missing_reason  # noqa: E402
 
 
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of a process so far (/proc/PID/stat)."""
+    import os
+
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def attach(service_url: str, producers: int, topics: int) -> float:
     import pulsar
 
@@ -58,6 +75,31 @@ def attach(service_url: str, producers: int, topics: int) -> float:
         producer.close()
     client.close()
     return elapsed
+
+
+def http(base: str, method: str, path: str, body: object = None) -> object:
+    import urllib.request
+
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(base + path, data=data, method=method,
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=30) as resp:
+        raw = resp.read()
+        return json.loads(raw) if raw else None
+
+
+def propagate(a: BrokerProc, b: BrokerProc, changes: int) -> list[float]:
+    path = "/admin/v2/namespaces/public/default/messageTTL"
+    out = []
+    for i in range(changes):
+        http(a.web_url, "POST", path, 1000 + i)
+        started = time.perf_counter()
+        while http(b.web_url, "GET", path) != 1000 + i:
+            if time.perf_counter() - started > 30:
+                raise RuntimeError("a change made through A did not reach B in 30 s")
+            time.sleep(0.002)
+        out.append(time.perf_counter() - started)
+    return out
 
 
 async def store_ops(url: str, ops: int, window: int) -> dict[str, float]:
@@ -86,8 +128,9 @@ async def store_ops(url: str, ops: int, window: int) -> dict[str, float]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--parts", default="attach,store")
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--parts", default="attach,propagate,store")
+    parser.add_argument("--changes", type=int, default=50)
+    parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--producers", type=int, default=1000)
     parser.add_argument("--topics", type=int, default=100)
     parser.add_argument("--ops", type=int, default=10_000)
@@ -109,11 +152,16 @@ def main() -> int:
                 brokers = {"sqlite": BrokerProc(root / "sqlite", None, "bench").start(),
                            "zookeeper": BrokerProc(root / "zk-broker", url, "bench").start()}
                 times: dict[str, list[float]] = {name: [] for name in brokers}
+                cpu: dict[str, list[float]] = {name: [] for name in brokers}
                 try:
-                    for _ in range(args.rounds):
-                        for name, broker in brokers.items():
+                    for round_ in range(args.rounds):  # who goes first alternates
+                        order = list(brokers.items())[::1 if round_ % 2 == 0 else -1]
+                        for name, broker in order:
+                            assert broker.proc is not None
+                            before = cpu_seconds(broker.proc.pid)
                             times[name].append(attach(broker.service_url, args.producers,
                                                       args.topics))
+                            cpu[name].append(cpu_seconds(broker.proc.pid) - before)
                 finally:
                     for broker in brokers.values():
                         broker.stop()
@@ -124,7 +172,29 @@ def main() -> int:
                     print(f"  {name:10s} {rates}   median {statistics.median(values):.2f} s")
                 ratios = [z / s for z, s in zip(times["zookeeper"], times["sqlite"], strict=True)]
                 print("  zookeeper/sqlite time per round: "
-                      + ", ".join(f"{r:.2f}x" for r in ratios))
+                      + ", ".join(f"{r:.2f}x" for r in ratios)
+                      + f"   median {statistics.median(ratios):.2f}x")
+                for name, values in cpu.items():
+                    per = ", ".join(f"{v / args.producers * 1e6:,.0f}" for v in values)
+                    print(f"  {name:10s} broker CPU us per attach: {per}   "
+                          f"median {statistics.median(values) / args.producers * 1e6:,.0f}")
+                cpu_ratios = [z / s for z, s in zip(cpu["zookeeper"], cpu["sqlite"], strict=True)]
+                print("  zookeeper/sqlite broker CPU per round: "
+                      + ", ".join(f"{r:.2f}x" for r in cpu_ratios)
+                      + f"   median {statistics.median(cpu_ratios):.2f}x")
+            if "propagate" in parts:
+                url = zk.url("/bench-propagate")
+                initialize(url, "bench")
+                a = BrokerProc(root / "pa", url, "bench").start()
+                b = BrokerProc(root / "pb", url, "bench").start()
+                try:
+                    delays = propagate(a, b, args.changes)
+                finally:
+                    a.stop()
+                    b.stop()
+                print(f"propagate: {args.changes} message-TTL changes through A, seen through B "
+                      f"after median {statistics.median(delays) * 1000:.1f} ms, "
+                      f"max {max(delays) * 1000:.1f} ms")
             if "store" in parts:
                 rows: dict[str, list[dict[str, float]]] = {"sqlite": [], "zookeeper": []}
                 for _ in range(args.rounds):

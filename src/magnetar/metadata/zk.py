@@ -89,7 +89,6 @@ class ZKMetadataStore(MetadataStore):
         self._session_id: int | None = None
         self._expired = False
         self._ephemerals: dict[str, bytes] = {}
-        self.session_events: list[SessionEvent] = []
 
     # -- lifecycle ------------------------------------------------------------------------
     def _make_client(self) -> KazooClient:
@@ -266,7 +265,6 @@ class ZKMetadataStore(MetadataStore):
                 self._tell(SessionEvent.RECONNECTED)
 
     def _tell(self, event: SessionEvent) -> None:
-        self.session_events.append(event)
         self._deliver_session(event)
 
     async def _reestablish(self) -> None:
