@@ -108,10 +108,13 @@ def test_standalone_grows_into_a_cluster(zookeeper: ZooKeeperServer, tmp_path: P
         producer = client.create_producer("persistent://acme/orders/kept")
         producer.send(b"from the standalone days")
         client.close()
+        url = zookeeper.url(f"/grown-{uuid.uuid4().hex[:6]}")
+        running = magnetar("copy-standalone-metadata", "--data-dir",
+                           str(tmp_path / "s" / "data"), "--cluster", "c1", "--metadata-store", url)
+        assert running.returncode == 1 and "stop it first" in running.stderr
     finally:
         standalone.stop()
 
-    url = zookeeper.url(f"/grown-{uuid.uuid4().hex[:6]}")
     done = magnetar("copy-standalone-metadata", "--data-dir", str(tmp_path / "s" / "data"),
                     "--cluster", "c1", "--metadata-store", url)
     assert done.returncode == 0, done.stderr

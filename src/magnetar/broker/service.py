@@ -54,7 +54,7 @@ from magnetar.broker.topics.topic import (
     load_entry_index_async,
 )
 from magnetar.broker.topics.topic_schemas import TopicSchemas
-from magnetar.metadata import KeyValueStore
+from magnetar.metadata import KeyValueStore, MetadataStore
 from magnetar.protocol import pb
 from magnetar.storage import (
     LedgerClosedError,
@@ -118,6 +118,9 @@ class BrokerService:
             metadata,
         )
         self.metadata = self.storage.metadata
+        # cluster mode: the cluster's metadata store (versions, ephemeral keys, notifications:
+        # magnetar.metadata) under the flat keys, for ownership and lookups; None standalone
+        self.metadata_store: MetadataStore | None = getattr(metadata, "store", None)
         self.schemas = SchemaRegistry(
             self.metadata,
             allow_auto_update=config.isAllowAutoUpdateSchemaEnabled,

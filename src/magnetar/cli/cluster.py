@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
 
 from magnetar.metadata import InvalidUrlError, MetadataStoreError
@@ -78,6 +79,18 @@ def run(args: argparse.Namespace) -> int:
     except InvalidUrlError as exc:
         print(f"magnetar: {exc}", file=sys.stderr)
         return 2
+    lock = None
+    if args.command == "copy-standalone-metadata":
+        from magnetar.cli.standalone import lock_data_dir
+
+        if not os.path.isdir(args.data_dir):
+            print(f"magnetar: no data directory {args.data_dir}", file=sys.stderr)
+            return 1
+        lock = lock_data_dir(args.data_dir)
+        if lock is None:
+            print(f"magnetar: {args.data_dir} is in use by a running magnetar; stop it first, "
+                  "so that the copy is complete", file=sys.stderr)
+            return 1
     try:
         return asyncio.run(_run(args))
     except MetadataStoreError as exc:
@@ -86,6 +99,9 @@ def run(args: argparse.Namespace) -> int:
     except FileNotFoundError as exc:
         print(f"magnetar: {exc}", file=sys.stderr)
         return 1
+    finally:
+        if lock is not None:
+            lock.close()
 
 
 async def _run(args: argparse.Namespace) -> int:
