@@ -52,6 +52,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+#: the request id of an Error that answers no request (a refused Connect): -1 on the wire
+NO_REQUEST = (1 << 64) - 1
+
 T = pb.BaseCommand
 FRAME_OVERHEAD = 10 * 1024
 #: Bytes of messages one connection queues in an event-loop turn before its dispatchers wait
@@ -176,9 +179,13 @@ class ServerCnx(asyncio.BufferedProtocol):
         self.transport = stream
         peer = stream.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
-        if not self.security.limits.admit(self, peer[0] if peer else "?"):
+        refusal = self.security.limits.admit(self, peer[0] if peer else "?")
+        if refusal is not None:  # answered before any Connect, as Pulsar answers it
             self.closed = True
-            stream.abort()
+            error = pb.CommandError(request_id=NO_REQUEST, error=pb.NotAllowedError,
+                                    message=f"connection refused: {refusal}")
+            stream.write(encode_command(T(type=T.ERROR, error=error)))
+            stream.close()
             return
         self.service.connections.add(self)
         log.debug("connection from %s", self.peer)
@@ -470,7 +477,7 @@ class ServerCnx(asyncio.BufferedProtocol):
         try:
             self.principal = self.service.authenticate(connect)
         except BrokerError as exc:
-            self.send_error(0, exc.code, str(exc))
+            self.send_error(NO_REQUEST, exc.code, str(exc))
             self.close()
             return
         self._connected(connect, None)
@@ -903,7 +910,7 @@ class ServerCnx(asyncio.BufferedProtocol):
         # kept from an earlier seek) instead of treating the close as an ordinary one. Both
         # in one turn: a consumer reconnecting before the answer would be sent entries
         # the client drops when the answer comes (what went to the old one is redelivered).
-        consumer.subscription.disconnect_consumers()
+        consumer.subscription.disconnect_for_seek()
         self.send_success(request_id)
 
     def handle_get_last_message_id(self, cmd: pb.BaseCommand, frame: Frame) -> None:
@@ -911,22 +918,26 @@ class ServerCnx(asyncio.BufferedProtocol):
         read on the storage's reader threads (a slow disk delays only this request)."""
         req = cmd.getLastMessageId
         sub = self._consumer(req.consumer_id).subscription
+        partition = sub.topic.topic_name.partition_index
         answer = sub.last_message_id()
         if answer is not None:
-            self._send_last_message_id(req.request_id, *answer)
+            self._send_last_message_id(req.request_id, partition, *answer)
             return
 
         async def read() -> None:
             ids = await sub.last_message_id_async()
             if not self.closed:
-                self._send_last_message_id(req.request_id, *ids)
+                self._send_last_message_id(req.request_id, partition, *ids)
 
         self.run_async(cmd, read())
 
-    def _send_last_message_id(self, request_id: int, last: pb.MessageIdData,
+    def _send_last_message_id(self, request_id: int, partition: int, last: pb.MessageIdData,
                               mark_delete: pb.MessageIdData | None) -> None:
+        """The answer names the topic's partition index in the last id, as Pulsar's does."""
         resp = pb.CommandGetLastMessageIdResponse(request_id=request_id)
         resp.last_message_id.CopyFrom(last)
+        if partition >= 0:
+            resp.last_message_id.partition = partition
         if mark_delete is not None:
             resp.consumer_mark_delete_position.CopyFrom(mark_delete)
         self.send(T(type=T.GET_LAST_MESSAGE_ID_RESPONSE, getLastMessageIdResponse=resp))
