@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from magnetar.broker.auth.passwords import md5_crypt
+from magnetar.broker.security.auth.passwords import md5_crypt
 from magnetar.testing import StandaloneBroker, standalone
 from tests.security.pki import Pki
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from magnetar.admin.routing import RestError, expect
-from magnetar.broker.policies import (
+from magnetar.broker.namespaces.policies import (
     BACKLOG_POLICIES,
     SCHEMA_COMPATIBILITY_STRATEGIES,
     TOPIC_TYPES,
