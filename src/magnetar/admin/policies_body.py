@@ -25,6 +25,7 @@ from magnetar.broker.namespaces.policies import (
     SCHEMA_COMPATIBILITY_STRATEGIES,
     TOPIC_TYPES,
 )
+from magnetar.broker.security.authorization import ACTIONS
 
 #: Pulsar Policies fields Magnetar does not implement, with the value that means "unset"
 _UNSUPPORTED_DEFAULTS: dict[str, tuple[Any, ...]] = {
@@ -70,8 +71,14 @@ def _strings(value: Any, what: str) -> list[str]:
 
 def _grants(value: Any, what: str) -> dict[str, list[str]]:
     grants = expect(value, dict, what)
-    return {expect(role, str, what): _strings(actions, f"{what}.{role}")
-            for role, actions in grants.items()}
+    out = {expect(role, str, what): _strings(actions, f"{what}.{role}")
+           for role, actions in grants.items()}
+    for role, actions in out.items():
+        unknown = sorted({a.lower() for a in actions} - ACTIONS)
+        if unknown:
+            raise RestError(400, f"{what}.{role}: unknown actions {unknown}; known: "
+                                 f"{', '.join(sorted(ACTIONS))}")
+    return out
 
 
 def _auth_policies(body: dict[str, Any], out: NamespaceBody) -> None:
