@@ -272,3 +272,19 @@ def test_namespace_policies_body_refusals(api: Api, body: dict[str, object], sta
     got, answer = api.put(f"/admin/v2/namespaces/{ns}", body)
     assert got == status and answer["reason"], answer
     assert api.get(f"/admin/v2/namespaces/{ns}")[0] == 404  # nothing was created
+
+
+def test_namespace_replication_clusters(api: Api) -> None:
+    ns = f"public/rc-{uuid.uuid4().hex[:6]}"
+    assert api.put(f"/admin/v2/namespaces/{ns}")[0] == 204
+    assert api.get(f"/admin/v2/namespaces/{ns}/replication") == (200, ["standalone"])
+    assert api.post(f"/admin/v2/namespaces/{ns}/replication", ["nowhere"])[0] == 412
+    assert api.post(f"/admin/v2/namespaces/{ns}/replication", [])[0] == 412
+    assert api.post(f"/admin/v2/namespaces/{ns}/replication", "standalone")[0] == 400
+    other = f"c-{uuid.uuid4().hex[:6]}"
+    assert api.put(f"/admin/v2/clusters/{other}", {"serviceUrl": "http://o:8080"})[0] == 204
+    assert api.post(f"/admin/v2/namespaces/{ns}/replication", [other])[0] == 403  # not allowed to public
+    assert api.post(f"/admin/v2/namespaces/{ns}/replication", ["standalone"])[0] == 204
+    assert api.get(f"/admin/v2/namespaces/{ns}")[1]["replication_clusters"] == ["standalone"]
+    assert api.delete(f"/admin/v2/clusters/{other}")[0] == 204
+    assert api.delete(f"/admin/v2/namespaces/{ns}")[0] == 204

@@ -129,6 +129,19 @@ async def list_namespaces(request: web.Request) -> web.Response:
     return web.json_response(request.app[SERVICE].namespaces.namespaces(request.match_info["tenant"]))
 
 
+def _replication_clusters(service: BrokerService, tenant: str, clusters: list[str]) -> list[str]:
+    """The clusters, checked as Pulsar checks them: known (412), allowed to the tenant (403)."""
+    known = set(service.namespaces.clusters())
+    unknown = [c for c in clusters if c not in known]
+    if unknown:
+        raise RestError(412, f"Clusters do not exist: {', '.join(unknown)}")
+    allowed = service.namespaces.tenant(tenant).get("allowedClusters", [])
+    refused = [c for c in clusters if c not in allowed]
+    if refused:
+        raise RestError(403, f"Clusters {', '.join(refused)} are not allowed to tenant {tenant}")
+    return sorted(set(clusters))
+
+
 @routes.route("PUT", NS, "Create a namespace (409 if it exists, 404 for an unknown tenant).",
               body="Pulsar's Policies (optional): auth_policies, replication_clusters, "
                    "retention_policies, message_ttl_in_seconds, backlog_quota_map, "
@@ -143,15 +156,8 @@ async def create_namespace(request: web.Request) -> web.Response:
     wanted = read_policies_body(body) if body is not None else NamespaceBody()
     changes = dict(wanted.changes)
     if wanted.replication_clusters:
-        known = set(service.namespaces.clusters())
-        unknown = [c for c in wanted.replication_clusters if c not in known]
-        if unknown:
-            raise RestError(412, f"Clusters do not exist: {', '.join(unknown)}")
-        allowed = service.namespaces.tenant(tenant).get("allowedClusters", [])
-        refused = [c for c in wanted.replication_clusters if c not in allowed]
-        if refused:
-            raise RestError(403, f"Clusters {', '.join(refused)} are not allowed to tenant {tenant}")
-        changes["replication_clusters"] = sorted(set(wanted.replication_clusters))
+        changes["replication_clusters"] = _replication_clusters(
+            service, tenant, wanted.replication_clusters)
     for topic in wanted.topic_grants:
         try:
             in_namespace = TopicName.parse(topic).namespace == namespace
@@ -219,6 +225,25 @@ async def unload(request: web.Request) -> web.Response:
 
 def _policies(request: web.Request) -> Policies:
     return request.app[SERVICE].policies.get(namespace_of(request))
+
+
+@routes.route("GET", NS + "/replication", "The clusters the namespace is replicated to.")
+async def get_replication(request: web.Request) -> web.Response:
+    service = request.app[SERVICE]
+    return web.json_response(_policies(request).replication_clusters or [service.config.clusterName])
+
+
+@routes.route("POST", NS + "/replication",
+              "Set the namespace's replication clusters (kept: Magnetar does not replicate).",
+              body='a JSON list of cluster names: ["standalone"]')
+async def set_replication(request: web.Request) -> web.Response:
+    body = expect(await json_body(request), list, "clusters")
+    clusters = [expect(c, str, "cluster") for c in body]
+    if not clusters:
+        raise RestError(412, "the replication clusters must not be empty")
+    tenant = request.match_info["tenant"]
+    return await _set(request, replication_clusters=_replication_clusters(
+        request.app[SERVICE], tenant, clusters))
 
 
 @routes.route("GET", NS + "/retention", "Retention: time (minutes) and size (MB); -1 is unlimited.")
