@@ -329,6 +329,13 @@ def test_every_connect_refusal_is_answered_at_once(make_broker: Any, keys: dict[
     for what, fields in refusals.items():
         message = _refused_connect(broker.url, pb.AuthenticationError, **fields)
         assert message, what
+    # a second Connect on a connection: answered, then the connection closes
+    with RawClient.for_url(broker.url, timeout=5) as raw:
+        raw.connect(auth_method_name="token", auth_data=user)
+        raw.send("CONNECT", client_version="raw", protocol_version=21)
+        error = raw.expect(pb.BaseCommand.ERROR, timeout=5).error
+        assert error.error == pb.NotAllowedError and "second Connect" in error.message
+        assert raw.wait_closed(5)
     # past a connection limit: refused before any Connect, with an Error saying why
     limited = make_broker(brokerMaxConnections=1)
     with RawClient.for_url(limited.url) as held:

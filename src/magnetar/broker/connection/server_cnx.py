@@ -465,7 +465,8 @@ class ServerCnx(asyncio.BufferedProtocol):
     # ------------------------------------------------------------------ handshake & liveness
 
     def handle_connect(self, cmd: pb.BaseCommand, frame: Frame) -> None:
-        if self.connected or self.auth_task is not None:
+        if self.connected or self.auth_task is not None:  # answered too, then closed
+            self.send_error(NO_REQUEST, pb.NotAllowedError, "a second Connect on one connection")
             self._protocol_violation("second Connect on one connection")
             return
         connect = cmd.connect
