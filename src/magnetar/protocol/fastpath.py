@@ -73,7 +73,7 @@ def message_command(
     """The serialized BaseCommand of a MESSAGE (to frame with its payload part);
     ``partition`` is the consumer's `partition_field` (the topic's partition index, which
     Pulsar's broker puts in every message id it sends)."""
-    mid = _message_id(ledger_id, entry_id) + partition
+    mid = b"".join((b"\x08", _varint(ledger_id), b"\x10", _varint(entry_id), partition))
     parts = [b"\x08", _varint(consumer_id), b"\x12", _varint(len(mid)), mid,
              b"\x18", _varint(redelivery_count)]
     if ack_set:
