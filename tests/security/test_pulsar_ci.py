@@ -13,7 +13,7 @@ from typing import Any
 import pulsar
 import pytest
 
-from tests.broker.brokerproc import SILENT
+from tests.broker.brokerproc import SILENT, wait_until
 from tests.security.pulsar_ci import BASIC_USERS, CiBroker
 
 
@@ -113,6 +113,16 @@ def test_message_ids_carry_the_partition_index(pulsar_ci: CiBroker) -> None:
             got.add(msg.message_id().partition())
             multi.acknowledge(msg)
         assert got == {0, 1}
+        # acknowledgements by those ids land: the subscriptions have no backlog left
+        path = f"/admin/v2/{base.replace('://', '/')}/partitioned-stats"
+
+        def backlog(sub: str) -> int:
+            status, stats = pulsar_ci.admin("GET", path)
+            assert status == 200, stats
+            return int(stats["subscriptions"][sub]["msgBacklog"])
+
+        wait_until(lambda: (backlog("whole"), backlog("multi"), backlog("one")) == (0, 0, 3), 10,
+                   "the acknowledgements")
         assert plain.receive(timeout_millis=10000).message_id().partition() == -1
 
         # GetLastMessageId names the partition too (a reader of one partition asks it)
