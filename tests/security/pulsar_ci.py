@@ -135,10 +135,13 @@ def ci_admin_calls(web_url: str, service_url: str) -> list[tuple[str, str, Any, 
                "brokerServiceUrl": service_url.replace("pulsar+ssl://", "pulsar://"),
                "brokerServiceUrlTls": service_url}
     grants = {"anonymous": ["produce", "consume"]}
+    public = {"adminRoles": ["anonymous"], "allowedClusters": ["standalone"]}
     return [
         ("PUT", "/admin/v2/clusters/standalone", cluster, {204, 409}),
-        ("PUT", "/admin/v2/tenants/public",
-         {"adminRoles": ["anonymous"], "allowedClusters": ["standalone"]}, {204, 409}),
+        ("PUT", "/admin/v2/tenants/public", public, {204, 409}),
+        # the CI means to *update* the public tenant ("anonymous" administers it): where it
+        # was there already, that is a POST
+        ("POST", "/admin/v2/tenants/public", public, {204}),
         ("PUT", "/admin/v2/namespaces/public/default",
          {"auth_policies": {"namespace_auth": grants, "destination_auth": {},
                             "subscription_auth_roles": {}},
