@@ -26,7 +26,7 @@ from magnetar.admin.routing import (
 from magnetar.broker.namespaces.key_writes import written
 from magnetar.broker.namespaces.policies import Policies
 from magnetar.broker.service import BrokerService
-from magnetar.broker.topics.topic_name import TopicName
+from magnetar.broker.topic_name import TopicName
 from magnetar.protocol import pb
 
 routes = RouteTable("namespaces")

@@ -16,7 +16,7 @@ from typing import Any
 from urllib.parse import quote
 
 from magnetar.broker.config.durations import parse_duration
-from magnetar.broker.topics.topic_name import TopicName
+from magnetar.broker.topic_name import TopicName
 from magnetar.cli.http import AdminClient, AdminError
 
 Command = Callable[[argparse.Namespace, AdminClient], Any]
