@@ -248,6 +248,7 @@ class PersistentTopic(Topic):
         # managed ledger's properties too); the write of a new one, while under way
         stored = ledger.properties.get(TOPIC_EPOCH_PROPERTY)
         self.topic_epoch = int(stored) if stored is not None else None
+        self._stored_epoch = self.topic_epoch
         self._epoch_write: asyncio.Future[None] | None = None
         # Dedup state reflects every entry up to dedup_position; the stored snapshot lags by
         # dedup_unsaved entries (replayed from the ledger after a crash).
@@ -273,8 +274,12 @@ class PersistentTopic(Topic):
 
 
     def _epoch_taken(self) -> None:
-        """Store the new epoch with the ledger; `producer_ready` answers after that."""
-        epoch = str(self.topic_epoch)
+        """Store the new epoch with the ledger; `producer_ready` answers after that (a
+        producer reconnecting with the stored epoch needs no write)."""
+        if self.topic_epoch == self._stored_epoch and self._epoch_write is None:
+            return
+        taken = self.topic_epoch
+        epoch = str(taken)
         write = asyncio.ensure_future(self.ledger.set_property_async(TOPIC_EPOCH_PROPERTY, epoch))
         self._epoch_write = write
 
@@ -283,6 +288,8 @@ class PersistentTopic(Topic):
                 self._epoch_write = None
             if not f.cancelled() and f.exception() is not None:
                 log.error("topic %s: cannot store epoch %s: %s", self.name, epoch, f.exception())
+            elif not f.cancelled():
+                self._stored_epoch = max(taken or 0, self._stored_epoch or 0)
 
         write.add_done_callback(done)
 
