@@ -174,6 +174,7 @@ def test_clusters_put_creates_post_updates(api: Api) -> None:
     assert "someFutureField" not in got  # unknown fields are ignored, as Pulsar ignores them
     assert api.post(f"/admin/v2/clusters/{name}", {**data, "serviceUrl": "http://moved:8080"})[0] == 204
     assert api.get(f"/admin/v2/clusters/{name}")[1]["serviceUrl"] == "http://moved:8080"
+    assert api.get(f"/admin/v2/brokers/{name}") == (200, [])  # not this broker's cluster
     for bad in ({"serviceUrl": 5}, {"brokerServiceUrl": "http://not-pulsar"}, ["a", "list"],
                 {"brokerClientTlsEnabled": "yes"}):
         status, answer = api.post(f"/admin/v2/clusters/{name}", bad)

@@ -131,7 +131,8 @@ async def health(request: web.Request) -> web.Response:
 
 @routes.route("GET", "/admin/v2/brokers/{cluster}", "The active brokers of a cluster.")
 async def list_brokers(request: web.Request) -> web.Response:
-    _cluster(request)
+    if _cluster(request) != request.app[SERVICE].config.clusterName:
+        return web.json_response([])  # a registered cluster: none of its brokers is known here
     host = request.app[SERVICE].config.advertisedAddress or request.url.host or "localhost"
     return web.json_response([f"{host}:{request.url.port}"])
 
