@@ -68,7 +68,8 @@ def test_paths_both_ways() -> None:
         assert node_path(key, "c1") == path
         assert key in flat_keys(path, "c1")
     assert flat_keys("/admin/partitioned-topics/acme", "c1") == []
-    assert flat_keys("/admin/clusters/other", "c1") == []
+    assert flat_keys("/admin/clusters/other", "c1") == ["clusters/other"]
+    assert flat_keys("/admin/clusters/c1", "c1") == ["clusters/c1", "cluster/bootstrapped"]
 
 
 def test_a_namespace_node_keeps_what_it_does_not_own() -> None:
@@ -79,7 +80,7 @@ def test_a_namespace_node_keeps_what_it_does_not_own() -> None:
     assert node["bundles"] == {"numBundles": 8} and node["encryption_required"] is True
     assert "message_ttl_in_seconds" not in node
     parts = namespace_parts(node)
-    assert parts["policies"] == {"retention_size_mb": 1}
+    assert parts["policies"] == {"retention_size_mb": 1, "replication_clusters": ["c1"]}
     assert parts["permissions"] == {"namespace": {"app": ["produce"]}, "topics": {}}
 
 
@@ -110,7 +111,9 @@ def test_two_cluster_stores_see_each_other(backend: Backend) -> None:
         kv1.put("namespaces/acme/orders", {"created": 1})
         kv1.put("policies/acme/orders", {"message_ttl_seconds": 30})
         kv1.put("topics/local-only", {"created": 1})  # per-broker: not shared
-        await asyncio.wait_for(until("policies/acme/orders", {"message_ttl_seconds": 30}), 10)
+        # a namespace's Policies always name its replication clusters, as Pulsar's do
+        await asyncio.wait_for(until("policies/acme/orders", {
+            "message_ttl_seconds": 30, "replication_clusters": ["c1"]}), 10)
         assert kv2.get("tenants/acme") == {"adminRoles": [], "allowedClusters": ["c1"]}
         assert "namespaces/acme/orders" in kv2.list("namespaces/")
         assert kv2.get("topics/local-only") is None and kv1.get("topics/local-only")
@@ -128,7 +131,7 @@ def test_two_cluster_stores_see_each_other(backend: Backend) -> None:
                                      {"partitions": 4}), 10)
 
         kv1.delete("policies/acme/orders")
-        await asyncio.wait_for(until("policies/acme/orders", None), 10)
+        await asyncio.wait_for(until("policies/acme/orders", {"replication_clusters": ["c1"]}), 10)
         kv1.delete("partitioned/persistent://acme/orders/p")
         await asyncio.wait_for(until("partitioned/persistent://acme/orders/p", None), 10)
         assert await s2.get_children("/admin/partitioned-topics/acme/orders") == []

@@ -16,7 +16,8 @@ flat key                               path (value)
                                        ``deduplicationEnabled``, ``autoTopicCreationOverride``,
                                        ``max_producers_per_topic``,
                                        ``max_consumers_per_topic``,
-                                       ``schema_compatibility_strategy`` (others Magnetar
+                                       ``schema_compatibility_strategy``,
+                                       ``replication_clusters`` (others Magnetar
                                        has and Pulsar names differently: ``magnetar_policies``)
 ``permissions/{t}/{ns}``               its ``auth_policies``: ``namespace_auth``,
                                        ``destination_auth``
@@ -24,7 +25,8 @@ flat key                               path (value)
                                        (``{"partitions": n}``; ``x`` URL-encoded)
 ``schemas/{t}/{ns}/{x}/{version}``     ``/schemas/{t}/{ns}/{x}/{version}`` (one key per
                                        version, the registry's JSON)
-``cluster/bootstrapped``               ``/admin/clusters/{cluster}`` exists (ClusterData)
+``clusters/{c}``                       ``/admin/clusters/{c}`` (ClusterData: ``serviceUrl``...)
+``cluster/bootstrapped``               ``/admin/clusters/{cluster}`` (this broker's) exists
 =====================================  ===================================================
 
 Everything else (topics, cursors, dedup state, compaction) is per-broker state and stays in
@@ -45,7 +47,7 @@ BOOTSTRAPPED = "cluster/bootstrapped"
 
 #: flat prefixes kept in the cluster's store
 CLUSTER_PREFIXES = ("tenants/", "namespaces/", "policies/", "permissions/", "partitioned/",
-                    "schemas/", BOOTSTRAPPED)
+                    "schemas/", "clusters/", BOOTSTRAPPED)
 #: the flat kinds that are parts of one namespace's Policies node
 NAMESPACE_PARTS = ("namespaces", "policies", "permissions")
 
@@ -56,6 +58,7 @@ _SIMPLE = {
     "max_producers_per_topic": "max_producers_per_topic",
     "max_consumers_per_topic": "max_consumers_per_topic",
     "schema_compatibility_strategy": "schema_compatibility_strategy",
+    "replication_clusters": "replication_clusters",
 }
 # nested: (Pulsar field, sub-field)
 _NESTED = {
@@ -81,6 +84,8 @@ def node_path(key: str, cluster: str) -> str:
     kind, _, rest = key.partition("/")
     if key == BOOTSTRAPPED:
         return f"{CLUSTERS_ROOT}/{cluster}"
+    if kind == "clusters":
+        return f"{CLUSTERS_ROOT}/{rest}"
     if kind == "tenants":
         return f"{POLICIES_ROOT}/{rest}"
     if kind in NAMESPACE_PARTS:
@@ -112,8 +117,8 @@ def flat_keys(path: str, cluster: str) -> list[str]:
     elif path.startswith(SCHEMAS_ROOT + "/") and len(parts) == 5:
         tenant, ns, local, version = parts[1:]
         return [f"schemas/{tenant}/{ns}/{unquote(local)}/{version}"]
-    elif path == f"{CLUSTERS_ROOT}/{cluster}":
-        return [BOOTSTRAPPED]
+    elif path.startswith(CLUSTERS_ROOT + "/") and len(parts) == 3:
+        return [f"clusters/{parts[2]}"] + ([BOOTSTRAPPED] if parts[2] == cluster else [])
     return []
 
 
@@ -227,7 +232,8 @@ def with_part(node: dict[str, Any], kind: str, value: Any) -> dict[str, Any]:
     """``node`` with the part of ``kind`` replaced by flat ``value`` (None: cleared)."""
     out = dict(node)
     if kind == "policies":
-        for field in POLICY_FIELDS:
+        # a namespace always has replication clusters (Pulsar's too): kept unless set anew
+        for field in POLICY_FIELDS - {"replication_clusters"}:
             out.pop(field, None)
         out.update(policies_to_node(value))
     elif kind == "permissions":

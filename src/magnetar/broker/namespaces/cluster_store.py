@@ -258,7 +258,8 @@ class ClusterKeyValueStore(KeyValueStore):
         if delete:
             with contextlib.suppress(NotFoundError):
                 await store.delete(path)
-            await self._prune(store, path)
+            if kind in ("partitioned", "schemas"):
+                await self._prune(store, path)
         elif kind == "schemas":
             await self._create_version(store, path, value)
         else:
@@ -316,16 +317,15 @@ class ClusterKeyValueStore(KeyValueStore):
         if not keys:
             return
         node = decode(raw) if raw is not None else None
-        if len(keys) == 3:  # a namespace's Policies node
+        if keys[0].startswith("namespaces/"):  # a namespace's Policies node
             parts = namespace_parts(node if raw is not None else None)
             if raw is not None and node is None:
                 parts = {"namespaces": {"created": 0}, "policies": None, "permissions": None}
             values = {f"{kind}/{keys[0].split('/', 1)[1]}": parts[kind]
                       for kind in NAMESPACE_PARTS}
-        elif keys[0] == BOOTSTRAPPED:
-            values = {BOOTSTRAPPED: None if raw is None else {"at": 0}}
         else:
-            values = {keys[0]: node if raw is not None else None}
+            values = {key: None if raw is None else ({"at": 0} if key == BOOTSTRAPPED else node)
+                      for key in keys}
         for key, value in values.items():
             self._apply_remote(key, value)
 
