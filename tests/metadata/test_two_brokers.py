@@ -95,6 +95,10 @@ def test_admin_changes_through_a_are_seen_and_enforced_through_b(
     assert "c1" in api_b.ok("GET", "/admin/v2/clusters")
     assert "public/default" in api_b.ok("GET", "/admin/v2/namespaces/public")
 
+    east = f"east{uuid.uuid4().hex[:4]}"
+    api_a.ok("PUT", f"/admin/v2/clusters/{east}", {"serviceUrl": "http://east:8080"})
+    within(lambda: east in api_b.ok("GET", "/admin/v2/clusters"), "registered cluster on B")
+
     api_a.ok("PUT", f"/admin/v2/tenants/{tenant}",
              {"adminRoles": ["ops"], "allowedClusters": ["c1"]})
     within(lambda: tenant in api_b.ok("GET", "/admin/v2/tenants"), "tenant on B")
