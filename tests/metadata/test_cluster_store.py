@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+import uuid
 from typing import Any
 
 import pytest
@@ -21,7 +22,8 @@ from magnetar.broker.namespaces.cluster_paths import (
     with_part,
 )
 from magnetar.broker.namespaces.cluster_store import ClusterKeyValueStore
-from magnetar.metadata import MemoryKeyValueStore, MetadataStoreError
+from magnetar.metadata import MemoryKeyValueStore, MetadataStoreError, create_metadata_store
+from tests.zkserver import ZooKeeperServer
 
 from .conftest import Backend, run
 
@@ -158,3 +160,26 @@ def test_a_schema_version_is_written_once(backend: Backend) -> None:
         await kv2.stop()
 
     run(backend, scenario)
+
+
+def test_configuration_store_holds_admin_paths_and_metadata_store_the_schemas(
+        zookeeper: ZooKeeperServer) -> None:
+    async def main() -> None:
+        suffix = uuid.uuid4().hex[:6]
+        store = await create_metadata_store(zookeeper.url(f"/local-{suffix}"))
+        config_store = await create_metadata_store(zookeeper.url(f"/global-{suffix}"))
+        kv = ClusterKeyValueStore(MemoryKeyValueStore(), store, config_store, cluster="c1")
+        await kv.start()
+        try:
+            await kv.write_async("tenants/acme", {"adminRoles": [], "allowedClusters": ["c1"]})
+            await kv.write_async("schemas/acme/orders/t/0000000000", {"type": 1})
+            assert await config_store.exists("/admin/policies/acme")
+            assert not await store.exists("/admin/policies/acme")
+            assert await store.exists("/schemas/acme/orders/t/0000000000")
+            assert not await config_store.exists("/schemas/acme/orders/t/0000000000")
+        finally:
+            await kv.stop()
+            await store.close()
+            await config_store.close()
+
+    asyncio.run(asyncio.wait_for(main(), 60))
