@@ -1,253 +1,134 @@
-"""``magnetar cluster up`` (a local cluster in one command) and
-``magnetar initialize-cluster-metadata`` (Pulsar's command of that name).
+"""``magnetar initialize-cluster-metadata`` and ``magnetar copy-standalone-metadata``: the
+one-off commands that set up a cluster's metadata store (ZooKeeper).
 
-``cluster up`` starts a ZooKeeper server (Debian's ``zkServer.sh`` under
-/usr/share/zookeeper, on its own port, data under ``--dir``), initializes the cluster's
-metadata there, starts N ``magnetar standalone`` brokers joined through it on consecutive
-ports (sharing one data directory, ``--dir``/data: ``magnetarSharedStorage``), prints their
-URLs, and on Ctrl-C
-(or SIGTERM) stops the brokers, then ZooKeeper. Exit status: 0 after a clean stop, 1 if a
-part could not start (its log is named), 2 for bad options.
-
-``initialize-cluster-metadata`` writes ``/admin/clusters/{cluster}`` (Pulsar's
-``ClusterData``: ``serviceUrl``, ``brokerServiceUrl``) in the metadata store, once per
-cluster, before its brokers start.
+Exit codes: 0 done, 1 the store cannot be reached or the copy's source is missing, 2 a bad
+option (a malformed URL).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
-import json
 import os
-import signal
-import socket
-import subprocess
 import sys
-import time
-from collections.abc import Callable
-from pathlib import Path
-from typing import IO
 
-ZK_SERVER = os.environ.get("MAGNETAR_ZK_SERVER", "/usr/share/zookeeper/bin/zkServer.sh")
+from magnetar.metadata import InvalidUrlError, MetadataStoreError
 
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser],
                 parents: list[argparse.ArgumentParser]) -> None:
-    cluster = sub.add_parser(
-        "cluster", parents=parents, help="run a local cluster: ZooKeeper and N brokers",
+    init = sub.add_parser(
+        "initialize-cluster-metadata",
+        parents=parents,
+        help="create a cluster's metadata in ZooKeeper (once, before its brokers start)",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description="""\
-Run a cluster on this machine: a ZooKeeper server and N brokers on consecutive ports.
+Create the cluster, the tenant public and the namespace public/default in the metadata
+store, as Pulsar's `pulsar initialize-cluster-metadata` does. What exists is left as it is,
+so running it twice is harmless.
 
-Examples:
-  magnetar cluster up --brokers 2          # pulsar://localhost:6650,localhost:6651
-  magnetar cluster up --brokers 3 --port 7650 --http-port 9080 --dir /tmp/c3
-
-Clients may use any broker, or all of them (pulsar://localhost:6650,localhost:6651).
-Stop with Ctrl-C: the brokers stop first (their bundles released), then ZooKeeper.
-See docs/cluster.md for a cluster across machines.""")
-    verbs = cluster.add_subparsers(dest="cluster_command", metavar="VERB")
-    up = verbs.add_parser(
-        "up", parents=parents, help="start ZooKeeper and the brokers",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        description="Start ZooKeeper and N brokers sharing one data directory; Ctrl-C stops "
-                    "them.\n\nExamples:\n  magnetar cluster up --brokers 2\n"
-                    "  magnetar cluster up --brokers 3 --port 7650 --http-port 9080 --dir /tmp/c3")
-    up.add_argument("--brokers", type=int, default=2, help="how many brokers (default 2)")
-    up.add_argument("--port", type=int, default=6650,
-                    help="the first broker's binary port; the next ones follow (default 6650)")
-    up.add_argument("--http-port", type=int, default=8080,
-                    help="the first broker's web port; the next ones follow (default 8080)")
-    up.add_argument("--zk-port", type=int, default=0,
-                    help="ZooKeeper's client port (default: a free one)")
-    up.add_argument("--dir", default="data/cluster",
-                    help="where ZooKeeper's and the brokers' data live (default data/cluster)")
-    up.add_argument("--config", metavar="FILE",
-                    help="a broker.conf every broker reads (cluster keys are set on top)")
-    up.add_argument("--cluster-name", default="standalone", help="clusterName (default standalone)")
-    up.add_argument("--advertised-address", default="localhost",
-                    help="the host name in the brokers' URLs (default localhost)")
-
-    init = sub.add_parser(
-        "initialize-cluster-metadata", parents=parents,
-        help="write a cluster's metadata in its store (once, before its brokers start)",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        description="Write /admin/clusters/NAME in the metadata store, once per cluster.\n\n"
-                    "Example:\n  magnetar initialize-cluster-metadata --cluster prod "
-                    "--metadata-store zk:zk1:2181,zk2:2181,zk3:2181 \\\n"
-                    "      --web-service-url http://b1:8080 "
-                    "--broker-service-url pulsar://b1:6650,b2:6650")
+Example:
+  magnetar initialize-cluster-metadata --cluster c1 \\
+      --metadata-store zk:zk1:2181,zk2:2181/pulsar \\
+      --configuration-metadata-store zk:zk1:2181,zk2:2181/pulsar \\
+      --web-service-url http://broker1:8080 --broker-service-url pulsar://broker1:6650""",
+    )
     init.add_argument("--cluster", required=True, help="the cluster's name (clusterName)")
-    init.add_argument("--metadata-store", required=True,
-                      help="the metadata store, zk:host:port[,host:port][/chroot]")
-    init.add_argument("--web-service-url", default="", help="http://... of the cluster")
-    init.add_argument("--broker-service-url", default="", help="pulsar://... of the cluster")
+    _store_options(init)
+    init.add_argument("--web-service-url", default="", help="the cluster's HTTP URL")
+    init.add_argument("--web-service-url-tls", default="", help="its HTTPS URL")
+    init.add_argument("--broker-service-url", default="", help="its pulsar:// URL")
+    init.add_argument("--broker-service-url-tls", default="", help="its pulsar+ssl:// URL")
+
+    copy = sub.add_parser(
+        "copy-standalone-metadata",
+        parents=parents,
+        help="copy a standalone's tenants, namespaces, policies, permissions, partitioned "
+             "topics and schemas into a cluster's metadata store",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="""\
+Copy the cluster-wide metadata of a `magnetar standalone` data directory into a cluster's
+metadata store, so a deployment that started small can grow: stop the standalone, copy,
+then run `magnetar broker --data-dir SAME_DIR --metadata-store ...` (its topics' data and
+cursors stay in the data directory) and more brokers beside it.
+
+Example:
+  magnetar copy-standalone-metadata --data-dir data/standalone --cluster c1 \\
+      --metadata-store zk:zk1:2181/pulsar""",
+    )
+    copy.add_argument("--data-dir", required=True, help="the standalone's data directory")
+    copy.add_argument("--cluster", required=True, help="the cluster's name (clusterName)")
+    _store_options(copy)
 
 
-async def initialize_cluster_metadata(store_url: str, cluster: str, web_url: str,
-                                      broker_url: str) -> None:
-    """Write ``/admin/clusters/{cluster}`` unless it exists already."""
-    from magnetar.metadata import BadVersionError, create_metadata_store, json_encode
-
-    store = await create_metadata_store(store_url)
-    try:
-        data = {"serviceUrl": web_url, "brokerServiceUrl": broker_url}
-        with contextlib.suppress(BadVersionError):  # initialized before: keep what is there
-            await store.put(f"/admin/clusters/{cluster}", json_encode(data), -1)
-    finally:
-        await store.close()
-
-
-def run_initialize(args: argparse.Namespace) -> int:
-    try:
-        asyncio.run(initialize_cluster_metadata(args.metadata_store, args.cluster,
-                                                args.web_service_url, args.broker_service_url))
-    except Exception as exc:
-        print(f"magnetar: cannot initialize {args.metadata_store}: {exc}", file=sys.stderr)
-        return 1
-    print(f"cluster {args.cluster} initialized in {args.metadata_store}")
-    return 0
-
-
-def _ruok(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=1) as s:
-            s.sendall(b"ruok")
-            return s.recv(4) == b"imok"
-    except OSError:
-        return False
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class _Child:
-    def __init__(self, name: str, cmd: list[str], log_path: Path,
-                 env: dict[str, str] | None = None) -> None:
-        self.name = name
-        self.log_path = log_path
-        log: IO[bytes] = open(log_path, "ab")  # noqa: SIM115 - handed to the child
-        self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env,
-                                     start_new_session=True)
-        log.close()
-
-    def stop(self, timeout: float = 30.0) -> None:
-        if self.proc.poll() is not None:
-            return
-        os.killpg(self.proc.pid, signal.SIGTERM)
-        try:
-            self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait()
-
-
-def run_up(args: argparse.Namespace) -> int:
-    if not 1 <= args.brokers <= 64:
-        print("magnetar: --brokers must be between 1 and 64", file=sys.stderr)
-        return 2
-    if not os.path.exists(ZK_SERVER):
-        print(f"magnetar: ZooKeeper is not installed ({ZK_SERVER} is missing; on Debian: "
-              "apt-get install zookeeper)", file=sys.stderr)
-        return 1
-    root = Path(args.dir).resolve()
-    (root / "zookeeper" / "data").mkdir(parents=True, exist_ok=True)
-    zk_port = args.zk_port or _free_port()
-    (root / "zookeeper" / "zoo.cfg").write_text(
-        f"tickTime=2000\nclientPort={zk_port}\nclientPortAddress=127.0.0.1\n"
-        f"dataDir={root / 'zookeeper' / 'data'}\nadmin.enableServer=false\nmaxClientCnxns=0\n"
-        "4lw.commands.whitelist=ruok\n")
-    stop = {"now": False}
-
-    def on_signal(signum: int, frame: object) -> None:
-        stop["now"] = True
-
-    signal.signal(signal.SIGINT, on_signal)
-    signal.signal(signal.SIGTERM, on_signal)
-    children: list[_Child] = []
-    try:
-        zk = _Child("zookeeper", [ZK_SERVER, "start-foreground", str(root / "zookeeper" / "zoo.cfg")],
-                    root / "zookeeper" / "server.log",
-                    env=dict(os.environ, ZOO_LOG_DIR=str(root / "zookeeper"), JMXDISABLE="true"))
-        children.append(zk)
-        if not _wait(lambda: _ruok(zk_port), zk, 60, stop):
-            return _failed(zk)
-        store_url = f"zk:127.0.0.1:{zk_port}"
-        host = args.advertised_address
-        ports = [(args.port + i, args.http_port + i) for i in range(args.brokers)]
-        asyncio.run(initialize_cluster_metadata(
-            store_url, args.cluster_name, f"http://{host}:{ports[0][1]}",
-            "pulsar://" + ",".join(f"{host}:{p}" for p, _ in ports)))
-        base = Path(args.config).read_text() if args.config else ""
-        urls = []
-        for i, (port, http_port) in enumerate(ports):
-            d = root / f"broker-{i}"
-            d.mkdir(exist_ok=True)
-            conf = d / "broker.conf"
-            conf.write_text(base + f"\nmetadataStoreUrl={store_url}\nadvertisedAddress={host}\n"
-                            f"clusterName={args.cluster_name}\nmagnetarSharedStorage=true\n")
-            ready = d / "ready.json"
-            ready.unlink(missing_ok=True)
-            broker = _Child(f"broker-{i}", [
-                sys.executable, "-m", "magnetar.cli.main", "standalone", "--data-dir",
-                str(root / "data"), "--port", str(port), "--http-port", str(http_port),
-                "--config", str(conf), "--ready-file", str(ready)], d / "broker.log")
-            children.append(broker)
-            if not _wait(ready.exists, broker, 60, stop):
-                return _failed(broker)
-            info = json.loads(ready.read_text())
-            urls.append((info["brokerServiceUrl"], info["webServiceUrl"]))
-        for i, (service_url, web_url) in enumerate(urls):
-            print(f"broker-{i}: {service_url} {web_url}")
-        print(f"service URL: pulsar://{','.join(u.split('://', 1)[1] for u, _ in urls)}")
-        print(f"metadata store: {store_url} (data in {root}); Ctrl-C stops everything",
-              flush=True)
-        reported: set[str] = set()
-        while not stop["now"]:
-            if zk.proc.poll() is not None:
-                print(f"magnetar: ZooKeeper exited ({zk.proc.returncode}); see {zk.log_path}; "
-                      "stopping", file=sys.stderr)
-                return 1
-            for child in children[1:]:  # a broker that dies leaves the others serving
-                if child.proc.poll() is not None and child.name not in reported:
-                    reported.add(child.name)
-                    print(f"magnetar: {child.name} exited ({child.proc.returncode}); its "
-                          f"bundles move to the others; see {child.log_path}",
-                          file=sys.stderr, flush=True)
-            time.sleep(0.2)  # idle wait for a signal; nothing to synchronise with
-        return 0
-    finally:
-        for child in reversed(children):  # brokers first, ZooKeeper last
-            child.stop()
-
-
-def _wait(ready: Callable[[], bool], child: _Child, timeout: float, stop: dict[str, bool]) -> bool:
-    deadline = time.monotonic() + timeout
-    while not stop["now"] and time.monotonic() < deadline:
-        if ready():
-            return True
-        if child.proc.poll() is not None:
-            return False
-        time.sleep(0.05)  # polling a child process, bounded by the deadline
-    return False
-
-
-def _failed(child: _Child) -> int:
-    tail = child.log_path.read_text(errors="replace")[-2000:] if child.log_path.exists() else ""
-    print(f"magnetar: {child.name} did not start; its log ({child.log_path}) ends:\n{tail}",
-          file=sys.stderr)
-    return 1
+def _store_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--metadata-store", required=True, metavar="URL",
+                        help="metadataStoreUrl, e.g. zk:zk1:2181,zk2:2181/chroot")
+    parser.add_argument("--configuration-metadata-store", "--configuration-store",
+                        default="", metavar="URL",
+                        help="configurationMetadataStoreUrl (default: the metadata store)")
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.command == "initialize-cluster-metadata":
-        return run_initialize(args)
-    if getattr(args, "cluster_command", None) == "up":
-        return run_up(args)
-    print("magnetar: cluster needs a verb: up", file=sys.stderr)
-    return 2
+    from magnetar.metadata import parse_store_url
+
+    try:
+        parse_store_url(args.metadata_store)
+        if args.configuration_metadata_store:
+            parse_store_url(args.configuration_metadata_store)
+    except InvalidUrlError as exc:
+        print(f"magnetar: {exc}", file=sys.stderr)
+        return 2
+    lock = None
+    if args.command == "copy-standalone-metadata":
+        from magnetar.cli.standalone import lock_data_dir
+
+        if not os.path.isdir(args.data_dir):
+            print(f"magnetar: no data directory {args.data_dir}", file=sys.stderr)
+            return 1
+        lock = lock_data_dir(args.data_dir)
+        if lock is None:
+            print(f"magnetar: {args.data_dir} is in use by a running magnetar; stop it first, "
+                  "so that the copy is complete", file=sys.stderr)
+            return 1
+    try:
+        return asyncio.run(_run(args))
+    except MetadataStoreError as exc:
+        print(f"magnetar: {exc}", file=sys.stderr)
+        return 1
+    except FileNotFoundError as exc:
+        print(f"magnetar: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        if lock is not None:
+            lock.close()
+
+
+async def _run(args: argparse.Namespace) -> int:
+    from magnetar.broker.namespaces.cluster_setup import (
+        connect_stores,
+        copy_standalone_metadata,
+        initialize_cluster_metadata,
+    )
+
+    store, config_store, stores = await connect_stores(
+        args.metadata_store, args.configuration_metadata_store)
+    try:
+        if args.command == "initialize-cluster-metadata":
+            created = await initialize_cluster_metadata(
+                config_store, args.cluster, web_service_url=args.web_service_url,
+                web_service_url_tls=args.web_service_url_tls,
+                broker_service_url=args.broker_service_url,
+                broker_service_url_tls=args.broker_service_url_tls)
+            if created:
+                print(f"cluster {args.cluster}: created {', '.join(created)}")
+            else:
+                print(f"cluster {args.cluster}: metadata already exists, left as it is")
+            return 0
+        counts = await copy_standalone_metadata(args.data_dir, store, config_store, args.cluster)
+        summary = ", ".join(f"{n} {kind}" for kind, n in counts.items()) or "nothing"
+        print(f"copied {summary} from {args.data_dir} into {args.metadata_store}")
+        return 0
+    finally:
+        for s in stores:
+            await s.close()

@@ -75,6 +75,7 @@ class ClusterCoordinator:
                  default_bundles: int = 4, report_interval_s: float = 5.0,
                  on_lost: Callable[[str, BundleRange], None] | None = None) -> None:
         self.store = store
+        self.owns_store = False  # closed by leave_cluster (else the broker's own session)
         self.broker_id = broker_id
         self.me = me
         self.load = load or dict

@@ -66,10 +66,14 @@ async def join_cluster(service: BrokerService, urls: dict[str, str | None],
         urls.get("webServiceUrl") or "", urls.get("webServiceUrlTls") or "",
         {name: ListenerUrls(listener.url or "", listener.tls_url or "")
          for name, listener in service.listeners.by_name.items()})
-    store = await create_metadata_store(
-        config.metadataStoreUrl,
-        session_timeout_s=config.metadataStoreSessionTimeoutMillis / 1000,
-        session_expired_policy=config.zookeeperSessionExpiredPolicy)
+    # the broker's own cluster metadata session when it has one (one session per broker)
+    store = service.metadata_store
+    own_store = store is None
+    if store is None:
+        store = await create_metadata_store(
+            config.metadataStoreUrl,
+            session_timeout_s=config.metadataStoreSessionTimeoutMillis / 1000,
+            session_expired_policy=config.zookeeperSessionExpiredPolicy)
     cpu = _CpuMeter()
     cores = os.cpu_count() or 1
 
@@ -129,10 +133,12 @@ async def join_cluster(service: BrokerService, urls: dict[str, str | None],
     if config.magnetarSharedStorage:
         service.storage.fence_epoch = fence_epoch
     store.register_session_listener(session)
+    coordinator.owns_store = own_store
     try:
         await coordinator.start()
     except BaseException:
-        await store.close()
+        if own_store:
+            await store.close()
         raise
     log.info("joined the cluster at %s as %s", config.metadataStoreUrl, coordinator.broker_id)
     return coordinator
@@ -144,4 +150,5 @@ async def leave_cluster(coordinator: ClusterCoordinator) -> None:
         await coordinator.stop()
     except Exception as exc:  # the store is gone already: the session's end frees them
         log.warning("leaving the cluster: %s", exc)
-    await coordinator.store.close()
+    if coordinator.owns_store:
+        await coordinator.store.close()

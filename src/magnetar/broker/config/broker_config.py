@@ -21,6 +21,7 @@ from typing import Any
 from magnetar.broker.config.listeners import ListenerConfigError, Listeners
 from magnetar.broker.config.security_config import SecurityConfig, SecurityConfigError
 from magnetar.broker.schema.compat import validate_strategy
+from magnetar.metadata import InvalidUrlError, parse_store_url
 
 log = logging.getLogger(__name__)
 
@@ -49,11 +50,7 @@ class BrokerConfig(SecurityConfig):
     # broker-wide; Pulsar's default is half the JVM's direct memory; 0 or less: no limit
     maxMessagePublishBufferSizeInMB: int = 256
 
-    # Cluster (docs/cluster.md): empty runs one broker alone, as standalone always did;
-    # zk:host:port[,host:port][/chroot] joins the brokers sharing that ZooKeeper
-    metadataStoreUrl: str = ""
-    metadataStoreSessionTimeoutMillis: int = 30000
-    zookeeperSessionExpiredPolicy: str = "shutdown"
+    # Cluster (docs/cluster.md; metadataStoreUrl below makes a broker one of a cluster)
     defaultNumberOfNamespaceBundles: int = 4
     # how often this broker's load report under /loadbalance/brokers is rewritten
     loadBalancerReportUpdateMinIntervalMillis: int = 5000
@@ -119,6 +116,17 @@ class BrokerConfig(SecurityConfig):
     managedLedgerCursorPositionFlushSeconds: int = 1
     journalSyncData: bool = True
 
+    # Metadata store (cluster mode). Empty metadataStoreUrl: standalone, the flat SQLite store
+    # in the data directory; zk:host:2181,.../chroot (or sqlite:/path, memory:): cluster-wide
+    # state (tenants, namespaces and their policies and permissions, partitioned topics,
+    # schemas) in that store at Pulsar's paths. configurationMetadataStoreUrl: where the
+    # /admin/... paths live, when not in metadataStoreUrl's store.
+    metadataStoreUrl: str = ""
+    configurationMetadataStoreUrl: str = ""
+    zookeeperSessionExpiredPolicy: str = "shutdown"  # or reconnect
+    metadataStoreSessionTimeoutMillis: int = 30000
+    metadataStoreOperationTimeoutSeconds: int = 30
+
     # Magnetar's own settings
     magnetarDataDir: str = "data/standalone"
     magnetarFsyncPolicy: str = "group"
@@ -165,14 +173,8 @@ class BrokerConfig(SecurityConfig):
             raise ConfigError(
                 f"magnetarFsyncPolicy must be always, group or never, not {self.magnetarFsyncPolicy!r}"
             )
-        if self.metadataStoreUrl and not self.metadataStoreUrl.startswith("zk:"):
-            raise ConfigError("metadataStoreUrl: a cluster needs ZooKeeper, "
-                              f"zk:host:port[,host:port][/chroot], not {self.metadataStoreUrl!r}")
         if self.defaultNumberOfNamespaceBundles < 1:
             raise ConfigError("defaultNumberOfNamespaceBundles must be at least 1")
-        if self.zookeeperSessionExpiredPolicy not in ("shutdown", "reconnect"):
-            raise ConfigError("zookeeperSessionExpiredPolicy must be shutdown or reconnect, "
-                              f"not {self.zookeeperSessionExpiredPolicy!r}")
         policies = ("producer_request_hold", "producer_exception", "consumer_backlog_eviction")
         if self.backlogQuotaDefaultRetentionPolicy not in policies:
             raise ConfigError(
@@ -204,6 +206,18 @@ class BrokerConfig(SecurityConfig):
             Listeners(self.advertisedListeners, self.internalListenerName)
         except ListenerConfigError as exc:
             raise ConfigError(str(exc)) from None
+        for key in ("metadataStoreUrl", "configurationMetadataStoreUrl"):
+            if getattr(self, key):
+                try:
+                    parse_store_url(getattr(self, key))
+                except InvalidUrlError as exc:
+                    raise ConfigError(str(exc).replace("metadataStoreUrl", key, 1)) from None
+        if self.zookeeperSessionExpiredPolicy.strip().lower() not in ("shutdown", "reconnect"):
+            raise ConfigError("zookeeperSessionExpiredPolicy must be shutdown or reconnect, not "
+                              f"{self.zookeeperSessionExpiredPolicy!r}")
+        if self.metadataStoreSessionTimeoutMillis <= 0 or self.metadataStoreOperationTimeoutSeconds <= 0:
+            raise ConfigError("metadataStoreSessionTimeoutMillis and "
+                              "metadataStoreOperationTimeoutSeconds must be positive")
         if self.statsUpdateFrequencyInSecs <= 0:
             raise ConfigError("statsUpdateFrequencyInSecs must be positive")
         if not -1 <= self.webServicePort <= 65535:

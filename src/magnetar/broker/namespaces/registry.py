@@ -6,10 +6,17 @@ consumer). A fresh data directory starts with the tenant ``public`` and its name
 ``public/default``, as Pulsar's standalone does; a data directory written before namespaces
 existed gets, on start, every namespace that holds one of its topics.
 
-Metadata keys: ``tenants/{tenant}`` = ``{"adminRoles": [...], "allowedClusters": [...]}``,
+Clusters: this broker's own (``clusterName``) always exists; others may be registered
+(``clusters/{name}`` = Pulsar's ClusterData, its service URLs) so that tenants and
+namespaces may name them, as Pulsar's ``clusters create`` allows (Magnetar does not
+replicate to them). Metadata keys: ``tenants/{tenant}`` = ``{"adminRoles": [...], "allowedClusters": [...]}``,
 ``namespaces/{tenant}/{namespace}`` = ``{"created": epoch seconds}``; the namespace's
 policies live apart, under ``policies/{tenant}/{namespace}`` (see ``policies.py``). The
 sets of names are kept in memory as well: the check on every lookup costs a set lookup.
+
+In cluster mode (``metadataStoreUrl``) the store is `ClusterKeyValueStore`: the keys live
+in the cluster's metadata store, and changes made through other brokers reach the sets
+through its ``watch``.
 
 A change applies in memory at once (so a second create of the same name is refused, and a
 deleted namespace's topics are refused, from that moment) and is stored off the loop, in
@@ -75,12 +82,40 @@ class NamespaceRegistry:
         self._namespaces: set[str] = {
             key[len("namespaces/"):] for key in metadata.list("namespaces/")
         }
+        self._clusters: dict[str, dict[str, Any]] = {
+            key[len("clusters/"):]: dict(value) for key, value in metadata.list("clusters/").items()
+        }
+        # in cluster mode, another broker's changes (no-op for a store only we write)
+        if hasattr(metadata, "watch"):
+            metadata.watch("tenants/", self._tenant_changed)
+            metadata.watch("namespaces/", self._namespace_changed)
+            metadata.watch("clusters/", self._cluster_changed)
         if metadata.get(_BOOTSTRAPPED) is None:
             if DEFAULT_TENANT not in self._tenants:
                 self.create_tenant(DEFAULT_TENANT)
             if DEFAULT_NAMESPACE not in self._namespaces:
                 self.create_namespace(DEFAULT_NAMESPACE)
             metadata.put(_BOOTSTRAPPED, {"at": time.time()})
+
+    def _tenant_changed(self, key: str, value: Any) -> None:
+        tenant = key[len("tenants/"):]
+        if value is None:
+            self._tenants.pop(tenant, None)
+        else:
+            self._tenants[tenant] = dict(value)
+
+    def _cluster_changed(self, key: str, value: Any) -> None:
+        cluster = key[len("clusters/"):]
+        if value is None:
+            self._clusters.pop(cluster, None)
+        else:
+            self._clusters[cluster] = dict(value)
+
+    def _namespace_changed(self, key: str, value: Any) -> None:
+        if value is None:
+            self._namespaces.discard(key[len("namespaces/"):])
+        else:
+            self._namespaces.add(key[len("namespaces/"):])
 
     def start_writing_off_loop(self) -> None:
         """From now on, changes are stored on the metadata writer thread (start-up's
@@ -98,6 +133,39 @@ class NamespaceRegistry:
                 self._put_tenant(tenant, {"adminRoles": [], "allowedClusters": [self.cluster]})
             self._put_namespace(namespace)
             log.info("namespace %s registered: it holds existing topics", namespace)
+
+    # ------------------------------------------------------------------ clusters
+
+    def clusters(self) -> list[str]:
+        return sorted({self.cluster, *self._clusters})
+
+    def cluster_data(self, cluster: str) -> dict[str, Any]:
+        """The stored ClusterData of a cluster ({} for our own when none was stored)."""
+        if cluster != self.cluster and cluster not in self._clusters:
+            raise NotFound(f"Cluster {cluster} does not exist")
+        return dict(self._clusters.get(cluster, {}))
+
+    def create_cluster(self, cluster: str, data: dict[str, Any]) -> asyncio.Future[Any] | None:
+        _check_name("cluster", cluster)
+        if cluster == self.cluster or cluster in self._clusters:
+            raise AlreadyExists(f"Cluster {cluster} already exists")
+        self._clusters[cluster] = dict(data)
+        return self._writes.put(f"clusters/{cluster}", dict(data))
+
+    def update_cluster(self, cluster: str, data: dict[str, Any]) -> asyncio.Future[Any] | None:
+        self.cluster_data(cluster)
+        self._clusters[cluster] = dict(data)
+        return self._writes.put(f"clusters/{cluster}", dict(data))
+
+    def delete_cluster(self, cluster: str) -> asyncio.Future[Any] | None:
+        self.cluster_data(cluster)
+        if cluster == self.cluster:
+            raise NotEmpty(f"Cluster {cluster} is this broker's own cluster")
+        users = [t for t, info in self._tenants.items() if cluster in info.get("allowedClusters", [])]
+        if users:
+            raise NotEmpty(f"Cluster {cluster} is allowed to tenants: {', '.join(sorted(users))}")
+        del self._clusters[cluster]
+        return self._writes.delete(f"clusters/{cluster}")
 
     # ------------------------------------------------------------------ tenants
 
@@ -135,7 +203,7 @@ class NamespaceRegistry:
 
     def _tenant_info(self, admin_roles: list[str] | None, clusters: list[str] | None) -> dict[str, Any]:
         clusters = [self.cluster] if clusters is None else list(clusters)
-        unknown = [c for c in clusters if c != self.cluster]
+        unknown = [c for c in clusters if c != self.cluster and c not in self._clusters]
         if unknown:
             raise InvalidName(f"Clusters do not exist: {', '.join(unknown)}")
         return {"adminRoles": list(admin_roles or []), "allowedClusters": clusters}

@@ -13,7 +13,8 @@ Permissions live in the metadata store, one record per namespace under
 ``permissions/{tenant}/{namespace}``: ``{"namespace": {role: [actions]},
 "topics": {full topic name: {role: [actions]}}}``. ``grant_*``, ``revoke_*`` and
 ``*_permissions`` are the Python API the admin HTTP layer calls. The records are read once,
-at start, and kept in memory, so a check (on every Lookup, Producer and Subscribe) never
+at start, and kept in memory (in cluster mode the store's ``watch`` brings in grants and
+revocations made through other brokers), so a check (on every Lookup, Producer and Subscribe) never
 touches the store; a grant or revoke applies at once and is stored off the loop, in order
 (`KeyWriter`): it returns the write's future, which the admin handlers await.
 """
@@ -59,11 +60,19 @@ class AuthorizationService:
         self._records: dict[str, dict[str, Any]] = {
             key[len("permissions/"):]: value for key, value in metadata.list("permissions/").items()
         }
+        if hasattr(metadata, "watch"):  # cluster mode: grants made through other brokers
+            metadata.watch("permissions/", self._changed)
         self.enabled = bool(config.authorizationEnabled)
         self.super_users: set[str] = config.super_user_roles
         self.proxy_roles: set[str] = config.proxy_roles
 
     # ------------------------------------------------------------------ storage
+
+    def _changed(self, key: str, value: Any) -> None:
+        if value is None:
+            self._records.pop(key[len("permissions/"):], None)
+        else:
+            self._records[key[len("permissions/"):]] = value
 
     def _record(self, namespace: str) -> dict[str, Any]:
         record = self._records.get(namespace) or {}
@@ -80,6 +89,23 @@ class AuthorizationService:
         log.info("namespace %s: granted %s to role %s", namespace, ",".join(record["namespace"][role]), role)
         return self._store(namespace, record)
 
+    def replace_namespace(self, namespace: str, grants: dict[str, list[str]],
+                          topic_grants: dict[str, dict[str, list[str]]],
+                          ) -> asyncio.Future[Any] | None:
+        """Set every permission of a namespace at once (a namespace created with Pulsar's
+        ``auth_policies``): what it had before, from an earlier namespace of that name,
+        is dropped."""
+        record: dict[str, Any] = {
+            "namespace": {role: _check_actions(actions) for role, actions in grants.items()},
+            "topics": {str(TopicName.parse(topic)): {r: _check_actions(a) for r, a in roles.items()}
+                       for topic, roles in topic_grants.items()},
+        }
+        if not record["namespace"] and not record["topics"] and namespace not in self._records:
+            return None
+        log.info("namespace %s: permissions set for roles %s", namespace,
+                 ",".join(sorted(record["namespace"])) or "(none)")
+        return self._store(namespace, record)
+
     def revoke_namespace(self, namespace: str, role: str) -> asyncio.Future[Any] | None:
         record = self._record(namespace)
         if record["namespace"].pop(role, None) is None:
@@ -90,6 +116,11 @@ class AuthorizationService:
     def namespace_permissions(self, namespace: str) -> dict[str, list[str]]:
         permissions: dict[str, list[str]] = self._record(namespace)["namespace"]
         return permissions
+
+    def topic_grants(self, namespace: str) -> dict[str, dict[str, list[str]]]:
+        """The grants made on single topics of a namespace: ``{topic: {role: [actions]}}``."""
+        grants: dict[str, dict[str, list[str]]] = self._record(namespace)["topics"]
+        return grants
 
     def grant_topic(self, topic: str, role: str, actions: Any) -> asyncio.Future[Any] | None:
         name = TopicName.parse(topic)
