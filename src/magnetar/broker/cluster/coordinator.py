@@ -44,6 +44,7 @@ from magnetar.broker.cluster.records import (
     local_policies_path,
 )
 from magnetar.broker.cluster.registry import BrokerRegistry
+from magnetar.broker.cluster.shedding import Shedder
 from magnetar.broker.errors import BrokerError
 from magnetar.broker.topic_name import TopicName
 from magnetar.metadata import (
@@ -76,6 +77,7 @@ class ClusterCoordinator:
                  on_lost: Callable[[str, BundleRange], None] | None = None) -> None:
         self.store = store
         self.owns_store = False  # closed by leave_cluster (else the broker's own session)
+        self.shedder: Shedder | None = None  # the leader's load shedding (membership)
         self.broker_id = broker_id
         self.me = me
         self.load = load or dict

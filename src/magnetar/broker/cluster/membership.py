@@ -25,10 +25,12 @@ from magnetar import __version__
 from magnetar.broker.cluster.bundles import BundleRange, topic_hash
 from magnetar.broker.cluster.coordinator import ClusterCoordinator
 from magnetar.broker.cluster.records import ListenerUrls, OwnerData
+from magnetar.broker.cluster.shedding import Shedder
 from magnetar.broker.topic_name import TopicName, ledger_name
 from magnetar.metadata import SessionEvent, create_metadata_store
 
 if TYPE_CHECKING:
+    from magnetar.broker.config.broker_config import BrokerConfig
     from magnetar.broker.service import BrokerService
     from magnetar.broker.topics.topic import Topic
 
@@ -140,12 +142,39 @@ async def join_cluster(service: BrokerService, urls: dict[str, str | None],
         if own_store:
             await store.close()
         raise
+    if config.loadBalancerSheddingEnabled:
+        coordinator.shedder = _shedder(coordinator, config)
+        coordinator.shedder.start()
     log.info("joined the cluster at %s as %s", config.metadataStoreUrl, coordinator.broker_id)
     return coordinator
 
 
+def _shedder(coordinator: ClusterCoordinator, config: BrokerConfig) -> Shedder:
+    async def unload(broker_id: str, bundle: str) -> None:
+        brokers = await coordinator.registry.live()
+        data = brokers.get(broker_id)
+        if data is None or not data.web_url:
+            return
+        namespace, _, bundle_range = bundle.rpartition("/")
+        import aiohttp  # the admin layer's HTTP client, only for this call
+
+        url = f"{data.web_url}/admin/v2/namespaces/{namespace}/{bundle_range}/unload"
+        async with aiohttp.ClientSession() as session, \
+                session.put(url, params={"authoritative": "true"}) as resp:
+            if resp.status >= 300:
+                raise RuntimeError(f"PUT {url}: HTTP {resp.status}")
+
+    interval = config.magnetarLoadBalancerSheddingIntervalSeconds \
+        or 60.0 * config.loadBalancerSheddingIntervalMinutes
+    return Shedder(lambda: coordinator.is_leader, coordinator.registry.live, unload, interval,
+                   float(config.loadBalancerBrokerOverloadedThresholdPercentage),
+                   60.0 * config.loadBalancerSheddingGracePeriodMinutes)
+
+
 async def leave_cluster(coordinator: ClusterCoordinator) -> None:
     """Release this broker's bundles and registry entry, then close the session."""
+    if coordinator.shedder is not None:
+        await coordinator.shedder.stop()
     try:
         await coordinator.stop()
     except Exception as exc:  # the store is gone already: the session's end frees them

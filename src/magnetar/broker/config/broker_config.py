@@ -54,6 +54,14 @@ class BrokerConfig(SecurityConfig):
     defaultNumberOfNamespaceBundles: int = 4
     # how often this broker's load report under /loadbalance/brokers is rewritten
     loadBalancerReportUpdateMinIntervalMillis: int = 5000
+    # load shedding by the leader: one bundle per round off each broker whose CPU use (of
+    # all its cores) is above the threshold; a shed bundle stays put for the grace period
+    loadBalancerSheddingEnabled: bool = True
+    loadBalancerSheddingIntervalMinutes: int = 1
+    loadBalancerBrokerOverloadedThresholdPercentage: int = 85
+    loadBalancerSheddingGracePeriodMinutes: int = 30
+    # > 0: the shedding interval in seconds instead (tests, small clusters)
+    magnetarLoadBalancerSheddingIntervalSeconds: float = 0.0
     # the brokers of the cluster share magnetarDataDir (one host's directory, or a shared
     # file system mounted at the same path): a bundle's topics keep their messages when it
     # moves to another broker (docs/cluster.md)
