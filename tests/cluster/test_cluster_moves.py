@@ -179,7 +179,7 @@ def test_a_paused_owner_that_resumes_acknowledges_nothing_lost(shared: Cluster) 
             except pulsar.Timeout:
                 continue
         assert acked <= got, (sorted(acked - got), results)
-        assert a.proc is None or a.proc.wait(30) is not None  # it stopped (session lost)
+        assert a.proc is None or a.proc.wait(90) is not None  # it stopped (session lost)
     finally:
         c1.close()
         c2.close()
