@@ -196,3 +196,21 @@ def test_the_checker_tells_the_kinds_of_import_apart() -> None:
         ("service.py", "typing"),
         ("connection/server_cnx.py", "lazy"),
     }
+
+
+#: About 600 lines: past this a module is usually two jobs (docs/architecture.md).
+MAX_LINES = 650
+
+
+def test_no_module_is_two_jobs_without_saying_why() -> None:
+    """A module over ``MAX_LINES`` lines says in its docstring why it is one piece."""
+    wrong = []
+    for path in sorted(SRC.rglob("*.py")):
+        if path.name.endswith("_pb2.py"):
+            continue
+        text = path.read_text()
+        if text.count("\n") > MAX_LINES:
+            doc = ast.get_docstring(ast.parse(text)) or ""
+            if "one piece" not in doc:
+                wrong.append(f"{path.relative_to(SRC)}: {text.count(chr(10))} lines")
+    assert wrong == []
