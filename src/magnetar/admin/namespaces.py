@@ -113,6 +113,9 @@ async def _set(request: web.Request, **changes: Any) -> web.Response:
     return no_content()
 
 
+_JAVA_INT_MAX = 2**31 - 1
+
+
 def _int(value: Any, what: str) -> int:
     return int(expect(value, int, what))
 
@@ -227,7 +230,10 @@ async def get_ttl(request: web.Request) -> web.Response:
 
 @routes.route("POST", NS + "/messageTTL", "Set the message TTL.", body="int: seconds")
 async def set_ttl(request: web.Request) -> web.Response:
-    return await _set(request, message_ttl_seconds=_int(await json_body(request), "messageTTL"))
+    ttl = _int(await json_body(request), "messageTTL")
+    if not 0 <= ttl <= _JAVA_INT_MAX:  # Pulsar: 412 for a negative TTL (an int of seconds)
+        raise RestError(412, f"Invalid value for message TTL: {ttl} (seconds, 0 or more)")
+    return await _set(request, message_ttl_seconds=ttl)
 
 
 @routes.route("DELETE", NS + "/messageTTL", "Back to the broker's default TTL.")

@@ -9,6 +9,8 @@ Groups and commands keep pulsar-admin's names (``topics create-partitioned-topic
 from __future__ import annotations
 
 import argparse
+import logging
+import os
 import sys
 from typing import Any
 
@@ -16,6 +18,8 @@ from magnetar.cli import admin_ops as ops
 from magnetar.cli.admin_ops import Command
 from magnetar.cli.http import AdminClient, AdminError
 from magnetar.cli.output import add_late_options, emit
+
+log = logging.getLogger(__name__)
 
 GROUPS = {
     "tenants": "create, list and delete tenants",
@@ -117,8 +121,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
         description="Administer tenants, namespaces, topics, subscriptions and schemas over the "
                     "broker's admin REST API.\n\nExamples:\n  " + "\n  ".join(EXAMPLES.values())
                     + "\n\nA broker with a token and TLS:\n  " + SECURITY_EXAMPLE)
-    admin.add_argument("--admin-url", default="http://localhost:8080",
-                       help="the broker's web service URL (default http://localhost:8080; "
+    admin.add_argument("--admin-url", default=os.environ.get("MAGNETAR_ADMIN_URL", "http://localhost:8080"),
+                       help="the broker's web service URL (default $MAGNETAR_ADMIN_URL, else "
+                            "http://localhost:8080; "
                             "https://host:8443 for webServicePortTls)")
     add_security_options(admin)
     groups = admin.add_subparsers(dest="group", metavar="GROUP")
@@ -217,6 +222,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
     _cmd(tp, "revoke-permission", ops.topics_revoke, "revoke a role's actions on a topic",
          f"{ex} revoke-permission acme/orders/new --role app", TOPIC, A("--role", required=True))
     _cmd(tp, "list", ops.topics_list, "list a namespace's topics", f"{ex} list public/default", NS)
+    _cmd(tp, "list-partitioned-topics", ops.topics_list_partitioned, "list a namespace's "
+         "partitioned topics", f"{ex} list-partitioned-topics public/default", NS)
     _cmd(tp, "create", ops.topics_create, "create a non-partitioned topic", f"{ex} create my-topic", TOPIC)
     _cmd(tp, "create-partitioned-topic", ops.topics_create_partitioned, "create a partitioned topic",
          f"{ex} create-partitioned-topic my-topic -p 4", TOPIC,
@@ -279,17 +286,32 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
 
 
 def run(args: argparse.Namespace) -> int:
+    """Run the chosen command: 0, or a one-line error on stderr and 1 (2: bad URL or
+    credentials options). Never a traceback: an unexpected failure is reported in one line
+    too (``--log-level DEBUG`` shows where it came from)."""
     try:
         api = AdminClient(args.admin_url, token=token_of(args),
                           trust_certs=args.tls_trust_certs, cert_file=args.tls_cert_file,
                           key_file=args.tls_key_file, allow_insecure=args.tls_allow_insecure)
     except (OSError, ValueError) as exc:
-        print(f"magnetar admin: {exc}", file=sys.stderr)
+        print(f"magnetar admin: {_one_line(exc)}", file=sys.stderr)
         return 2
     try:
         result = args.admin_fn(args, api)
     except AdminError as exc:
         print(f"magnetar admin: {exc}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:
+        log.debug("admin command failed", exc_info=True)
+        print(f"magnetar admin: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
     emit(result, args.output)
     return 0
+
+
+def _one_line(exc: BaseException) -> str:
+    if isinstance(exc, OSError) and exc.strerror:
+        return f"{exc.filename}: {exc.strerror}" if exc.filename else exc.strerror
+    return str(exc)

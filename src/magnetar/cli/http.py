@@ -4,11 +4,14 @@
 
 from __future__ import annotations
 
+import http.client
 import json
+import socket
 import ssl
 import urllib.error
 import urllib.request
 from typing import Any
+from urllib.parse import urlsplit
 
 
 class AdminError(Exception):
@@ -30,7 +33,7 @@ class AdminClient:
     def __init__(self, url: str, timeout: float = 30.0, token: str | None = None,
                  trust_certs: str | None = None, cert_file: str | None = None,
                  key_file: str | None = None, allow_insecure: bool = False) -> None:
-        self.url = url.rstrip("/")
+        self.url = check_admin_url(url).rstrip("/")
         self.timeout = timeout
         self.token = token
         self.context: ssl.SSLContext | None = None
@@ -58,9 +61,44 @@ class AdminClient:
             except (ValueError, AttributeError):
                 reason = raw.decode(errors="replace") or exc.reason
             raise AdminError(exc.code, str(reason)) from None
-        except (urllib.error.URLError, OSError) as exc:
-            reason = getattr(exc, "reason", exc)
-            raise AdminError(0, f"cannot reach {self.url}: {reason}") from None
+        except (urllib.error.URLError, OSError, http.client.HTTPException, ValueError) as exc:
+            raise AdminError(0, f"cannot reach the admin API at {self.url}: {_why(exc)}") from None
+
+
+def check_admin_url(url: str) -> str:
+    """``url`` if it can be the broker's web service URL, else ValueError with a hint."""
+    parts = urlsplit(url)
+    if "://" not in url:
+        raise ValueError(f"admin URL {url!r} has no scheme: use http://{url}")
+    if parts.scheme.startswith("pulsar"):
+        raise ValueError(f"admin URL {url!r} is a binary protocol URL: the admin API is the "
+                         "broker's web service, e.g. http://localhost:8080 (webServicePort)")
+    if parts.scheme not in ("http", "https"):
+        raise ValueError(f"admin URL {url!r}: use http:// or https://")
+    try:
+        parts.port  # noqa: B018 (raises for a port that is not a number in range)
+    except ValueError:
+        raise ValueError(f"admin URL {url!r} has an invalid port") from None
+    if not parts.hostname or any(c.isspace() for c in url):
+        raise ValueError(f"admin URL {url!r} is not a valid URL (e.g. http://localhost:8080)")
+    return url
+
+
+def _why(exc: BaseException) -> str:
+    """A failed request's cause in a few words, with a hint for the usual mistakes."""
+    reason = getattr(exc, "reason", exc)
+    if isinstance(reason, socket.gaierror):
+        return "unknown host"
+    if isinstance(reason, ConnectionRefusedError):
+        return "connection refused (is the broker running, with its web service on that port?)"
+    if isinstance(reason, TimeoutError | socket.timeout):
+        return "timed out"
+    if isinstance(exc, http.client.RemoteDisconnected | http.client.BadStatusLine):
+        return ("no HTTP answer (is that the broker's binary port? the admin API is on the web "
+                "service port, 8080 by default)")
+    if isinstance(reason, OSError) and reason.strerror:
+        return reason.strerror
+    return str(reason)
 
 
 def _decode(data: bytes, content_type: str, headers: Any) -> Any:

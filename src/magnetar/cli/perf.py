@@ -6,6 +6,7 @@ a summary at the end (after ``-m`` messages, ``--time`` seconds, or Ctrl-C)."""
 from __future__ import annotations
 
 import argparse
+import os
 import asyncio
 import bisect
 import contextlib
@@ -125,7 +126,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
                           formatter_class=argparse.RawDescriptionHelpFormatter,
                           description="Produce or consume at a rate and report msg/s, MB/s and "
                                       "latency percentiles.\n\n" + EXAMPLES)
-    perf.add_argument("--url", default="pulsar://localhost:6650", help="service URL")
+    perf.add_argument("--url", default=os.environ.get("MAGNETAR_SERVICE_URL", "pulsar://localhost:6650"),
+                      help="service URL (default $MAGNETAR_SERVICE_URL, else pulsar://localhost:6650)")
     cmds = perf.add_subparsers(dest="perf_command", metavar="COMMAND")
     cmds.required = True
     shared = argparse.ArgumentParser(add_help=False)

@@ -114,12 +114,12 @@ def run_standalone(args: argparse.Namespace) -> int:
                 await admin.stop()
                 await service.stop()
                 reason = os.strerror(exc.errno) if exc.errno else str(exc)
-                print(
-                    f"magnetar: cannot listen on {config.bindAddress}:{config.webServicePort} "
-                    f"(HTTP) or {config.webServicePortTls} (HTTPS): {reason}. Pick another --http-port "
-                    "(-1: none) or webServicePortTls.",
-                    file=sys.stderr,
-                )
+                if admin.http_started or config.webServicePort < 0:  # the HTTPS one failed
+                    where, fix = f"{config.webServicePortTls} (HTTPS)", "another webServicePortTls"
+                else:
+                    where, fix = f"{config.webServicePort} (HTTP)", "another --http-port (-1: none)"
+                print(f"magnetar: cannot listen on {config.bindAddress}:{where}: {reason}. "
+                      f"Is another broker running? Pick {fix}.", file=sys.stderr)
                 return
         started = True
         host = config.advertisedAddress or "localhost"
