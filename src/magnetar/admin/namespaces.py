@@ -114,10 +114,16 @@ async def _set(request: web.Request, **changes: Any) -> web.Response:
 
 
 _JAVA_INT_MAX = 2**31 - 1
+_JAVA_LONG_MAX = 2**63 - 1
 
 
-def _int(value: Any, what: str) -> int:
-    return int(expect(value, int, what))
+def _int(value: Any, what: str, limit: int = _JAVA_INT_MAX) -> int:
+    """A JSON integer that fits the Java type Pulsar gives the field (``int`` unless
+    ``limit`` says ``long``): 400 otherwise, as Pulsar's JSON parsing answers."""
+    number = int(expect(value, int, what))
+    if not -limit - 1 <= number <= limit:
+        raise RestError(400, f"{what}: {number} is out of range")
+    return number
 
 
 # ---------------------------------------------------------------------- namespaces
@@ -140,7 +146,7 @@ async def create_namespace(request: web.Request) -> web.Response:
         retention = body.get("retention_policies")
         if retention:
             changes["retention_time_minutes"] = _int(retention.get("retentionTimeInMinutes", 0), "retentionTimeInMinutes")
-            changes["retention_size_mb"] = _int(retention.get("retentionSizeInMB", 0), "retentionSizeInMB")
+            changes["retention_size_mb"] = _int(retention.get("retentionSizeInMB", 0), "retentionSizeInMB", _JAVA_LONG_MAX)
         for key, name in (("message_ttl_in_seconds", "message_ttl_seconds"),
                           ("max_producers_per_topic", "max_producers_per_topic"),
                           ("max_consumers_per_topic", "max_consumers_per_topic")):
@@ -215,7 +221,7 @@ async def set_retention(request: web.Request) -> web.Response:
     body = expect(await json_body(request), dict, "retention")
     return await _set(request,
                 retention_time_minutes=_int(body.get("retentionTimeInMinutes", 0), "retentionTimeInMinutes"),
-                retention_size_mb=_int(body.get("retentionSizeInMB", 0), "retentionSizeInMB"))
+                retention_size_mb=_int(body.get("retentionSizeInMB", 0), "retentionSizeInMB", _JAVA_LONG_MAX))
 
 
 @routes.route("DELETE", NS + "/retention", "Back to the broker's default retention.")
@@ -275,7 +281,7 @@ async def set_backlog_quota(request: web.Request) -> web.Response:
         changes["backlog_quota_policy"] = expect(body["policy"], str, "policy")
     if kind == "destination_storage":
         limit = body.get("limitSize", body.get("limit", -1))
-        changes["backlog_quota_limit_bytes"] = _int(limit, "limitSize")
+        changes["backlog_quota_limit_bytes"] = _int(limit, "limitSize", _JAVA_LONG_MAX)
     elif kind == "message_age":
         changes["backlog_quota_limit_seconds"] = _int(body.get("limitTime", -1), "limitTime")
     else:
@@ -309,6 +315,10 @@ async def set_auto_creation(request: web.Request) -> web.Response:
         partitions = _int(body.get("defaultNumPartitions", 1), "defaultNumPartitions")
         if partitions < 1:
             raise RestError(412, "defaultNumPartitions must be at least 1")
+        limit = request.app[SERVICE].config.maxNumPartitionsPerPartitionedTopic
+        if limit > 0 and partitions > limit:
+            raise RestError(412, f"defaultNumPartitions must be at most {limit} "
+                                 "(maxNumPartitionsPerPartitionedTopic)")
         changes["default_num_partitions"] = partitions
     return await _set(request, **changes)
 

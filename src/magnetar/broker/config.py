@@ -57,6 +57,9 @@ class BrokerConfig(SecurityConfig):
     allowAutoTopicCreation: bool = True
     allowAutoTopicCreationType: str = "non-partitioned"
     defaultNumPartitions: int = 1
+    # the most partitions an admin request may give a topic (0: no limit, Pulsar's default;
+    # here a limit, so that a typo such as -p 40000000 cannot stall the broker)
+    maxNumPartitionsPerPartitionedTopic: int = 1024
     # (brokerDeleteInactiveTopicsEnabled is not implemented: Pulsar's default, true, deletes
     # topics without producers and subscriptions; here topics stay until deleted.)
     brokerDeduplicationEnabled: bool = False
@@ -158,6 +161,8 @@ class BrokerConfig(SecurityConfig):
             raise ConfigError("maxUnackedMessagesPerConsumer must be >= 0 (0: no limit)")
         if self.defaultNumPartitions < 1:
             raise ConfigError("defaultNumPartitions must be at least 1")
+        if self.maxNumPartitionsPerPartitionedTopic < 0:
+            raise ConfigError("maxNumPartitionsPerPartitionedTopic must be >= 0 (0: no limit)")
         if self.magnetarTopicUnloadIdleSeconds < 0:
             raise ConfigError("magnetarTopicUnloadIdleSeconds must be >= 0 (0: never unload)")
         if self.magnetarIdleTopicSweepIntervalSeconds < 0:

@@ -18,6 +18,7 @@ from magnetar.cli import admin_ops as ops
 from magnetar.cli.admin_ops import Command
 from magnetar.cli.http import AdminClient, AdminError
 from magnetar.cli.output import add_late_options, emit
+from magnetar.cli.values import int32
 
 log = logging.getLogger(__name__)
 
@@ -184,7 +185,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
          A("--enable", "-e", dest="enable", action="store_true", default=True),
          A("--disable", "-d", dest="enable", action="store_false"),
          A("-t", "--type", default="non-partitioned", choices=["non-partitioned", "partitioned"]),
-         A("-n", "--num-partitions", type=int, default=1))
+         A("-n", "--num-partitions", type=int32, default=1))
     _cmd(n, "get-auto-topic-creation", ops.ns_get("/autoTopicCreation"), "show topic auto-creation",
          f"{ex} get-auto-topic-creation public/default", NS)
     _cmd(n, "set-schema-compatibility-strategy", ops.ns_set_strategy, "set the schema compatibility strategy",
@@ -195,10 +196,10 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
          f"{ex} get-schema-compatibility-strategy public/default", NS)
     _cmd(n, "set-max-producers-per-topic", ops.ns_set_max_producers, "limit producers per topic (0: none)",
          f"{ex} set-max-producers-per-topic public/default --max-producers-per-topic 10", NS,
-         A("-p", "--max-producers-per-topic", dest="max", type=int, required=True))
+         A("-p", "--max-producers-per-topic", dest="max", type=int32, required=True))
     _cmd(n, "set-max-consumers-per-topic", ops.ns_set_max_consumers, "limit consumers per topic (0: none)",
          f"{ex} set-max-consumers-per-topic public/default --max-consumers-per-topic 10", NS,
-         A("-c", "--max-consumers-per-topic", dest="max", type=int, required=True))
+         A("-c", "--max-consumers-per-topic", dest="max", type=int32, required=True))
 
     _cmd(n, "permissions", ops.ns_permissions, "show the roles granted actions on the namespace",
          f"{ex} permissions acme/orders", NS)
@@ -227,10 +228,10 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
     _cmd(tp, "create", ops.topics_create, "create a non-partitioned topic", f"{ex} create my-topic", TOPIC)
     _cmd(tp, "create-partitioned-topic", ops.topics_create_partitioned, "create a partitioned topic",
          f"{ex} create-partitioned-topic my-topic -p 4", TOPIC,
-         A("-p", "--partitions", type=int, required=True))
+         A("-p", "--partitions", type=int32, required=True))
     _cmd(tp, "update-partitioned-topic", ops.topics_update_partitioned, "add partitions",
          f"{ex} update-partitioned-topic my-topic -p 8", TOPIC,
-         A("-p", "--partitions", type=int, required=True))
+         A("-p", "--partitions", type=int32, required=True))
     _cmd(tp, "get-partitioned-topic-metadata", ops.topics_metadata, "show the number of partitions",
          f"{ex} get-partitioned-topic-metadata my-topic", TOPIC)
     _cmd(tp, "delete", ops.topics_delete, "delete a topic", f"{ex} delete my-topic -f", TOPIC, FORCE)
@@ -260,7 +261,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
                         help="latest, earliest or LEDGER:ENTRY"))
     _cmd(s, "delete", ops.subs_delete, "delete a subscription", f"{ex} delete my-topic -s sub", TOPIC, SUBN, FORCE)
     _cmd(s, "skip", ops.subs_skip, "skip N messages", f"{ex} skip my-topic -s sub -n 10", TOPIC, SUBN,
-         A("-n", "--count", type=int, required=True))
+         A("-n", "--count", type=int32, required=True))
     _cmd(s, "clear-backlog", ops.subs_clear_backlog, "skip every message", f"{ex} clear-backlog my-topic -s sub",
          TOPIC, SUBN)
     _cmd(s, "reset-cursor", ops.subs_reset_cursor, "move a subscription back in time or to an id",
@@ -271,12 +272,12 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
          f"{ex} expire-messages my-topic -s sub -t 1h", TOPIC, SUBN,
          A("-t", "--expireTime", dest="expire_time", type=ops.seconds, required=True))
     _cmd(s, "peek", ops.subs_peek, "show the next N unacknowledged messages",
-         f"{ex} peek my-topic -s sub -n 3", TOPIC, SUBN, A("-n", "--count", type=int, default=1))
+         f"{ex} peek my-topic -s sub -n 3", TOPIC, SUBN, A("-n", "--count", type=int32, default=1))
 
     sc = g["schemas"]
     ex = "magnetar admin schemas"
     _cmd(sc, "get", ops.schemas_get, "show a topic's schema", f"{ex} get my-topic", TOPIC,
-         A("--version", type=int))
+         A("--version", type=int32))
     _cmd(sc, "upload", ops.schemas_upload, "upload a schema", f"{ex} upload my-topic -f schema.json",
          TOPIC, A("-f", "--filename", required=True,
                   help='JSON file: {"type": "AVRO", "schema": "...", "properties": {}}'))

@@ -11,6 +11,7 @@ import sys
 from typing import Any
 
 from magnetar.cli.output import add_late_options
+from magnetar.cli.values import finite, int32
 from magnetar.client import ConsumerType, InitialPosition
 from magnetar.client.errors import PulsarException, Timeout
 from magnetar.client.pool import check_service_url
@@ -34,7 +35,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
     client.add_argument("--url", default=os.environ.get("MAGNETAR_SERVICE_URL", "pulsar://localhost:6650"),
                         help="service URL (default $MAGNETAR_SERVICE_URL, else "
                              "pulsar://localhost:6650; http:// works too)")
-    client.add_argument("--connection-timeout-ms", type=int, default=10000,
+    client.add_argument("--connection-timeout-ms", type=int32, default=10000,
                         help="give up on a broker that cannot be reached after this long "
                              "(default 10000, as Pulsar's clients)")
     cmds = client.add_subparsers(dest="client_command", metavar="COMMAND")
@@ -47,7 +48,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
     produce.add_argument("topic")
     produce.add_argument("-m", "--messages", action="append", required=True,
                          help="message text (repeatable)")
-    produce.add_argument("-n", "--num-produce", type=int, default=1,
+    produce.add_argument("-n", "--num-produce", type=int32, default=1,
                          help="how many times to send the messages (default 1)")
     produce.add_argument("-k", "--key", help="partition key of every message")
     produce.add_argument("-p", "--property", action="append", default=[],
@@ -60,7 +61,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
                     "  magnetar client consume my-topic -s sub -n 0 -p Earliest --output json")
     consume.add_argument("topic")
     consume.add_argument("-s", "--subscription-name", required=True)
-    consume.add_argument("-n", "--num-messages", type=int, default=1,
+    consume.add_argument("-n", "--num-messages", type=int32, default=1,
                          help="messages to receive (0: forever; default 1)")
     consume.add_argument("-t", "--subscription-type", default="Exclusive",
                          choices=["Exclusive", "Shared", "Failover", "Key_Shared"])
@@ -68,7 +69,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
                          choices=["Latest", "Earliest"])
     for leaf in (produce, consume):
         add_late_options(leaf, "--url", "service URL")
-    consume.add_argument("--timeout", type=float, default=0,
+    consume.add_argument("--timeout", type=finite, default=0,
                          help="stop after this many seconds without a message (default 0: "
                               "wait, as pulsar-client does)")
 

@@ -85,12 +85,15 @@ def parse_namespace(name: str) -> tuple[str, str]:
     valid name or the shape is wrong. The legacy ``tenant/cluster/namespace`` comes back as
     ``(tenant, "cluster/namespace")``."""
     parts = name.split("/") if isinstance(name, str) else []
-    if len(parts) not in (2, 3):
+    if "://" in name or len(parts) not in (2, 3):
         raise ValueError(f"Invalid namespace name {name!r}: expected <tenant>/<namespace>")
-    check_named_entity("tenant", parts[0])
-    if len(parts) == 3:
-        check_named_entity("cluster", parts[1])
-    check_named_entity("namespace", parts[-1])
+    kinds = ("tenant", "cluster", "namespace") if len(parts) == 3 else ("tenant", "namespace")
+    for kind, part in zip(kinds, parts, strict=True):
+        if not part:
+            raise ValueError(f"Invalid namespace name {name!r}: empty {kind}")
+        if _NAMED_ENTITY.fullmatch(part) is None:
+            raise ValueError(f"Invalid namespace name {name!r}: {kind} {part!r} may only "
+                             f"contain {_ALLOWED}")
     return parts[0], "/".join(parts[1:])
 
 
