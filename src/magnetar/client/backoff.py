@@ -65,6 +65,6 @@ async def with_retries(attempt: Callable[[], Awaitable[R]], budget: float,
                 raise
             if (connect_budget is not None and isinstance(exc, ConnectError)
                     and now + delay > start + connect_budget):
-                raise ConnectError(f"{exc} (tried for {now - start:.0f} s, the connection "
-                                   "timeout)") from None
+                raise ConnectError(f"{exc} (tried for {now - start:.0f} s, within the connection "
+                                   f"timeout of {connect_budget:g} s)") from None
         await asyncio.sleep(delay)
