@@ -61,8 +61,10 @@ class AdminClient:
             except (ValueError, AttributeError):
                 reason = raw.decode(errors="replace") or exc.reason
             raise AdminError(exc.code, str(reason)) from None
-        except (urllib.error.URLError, OSError, http.client.HTTPException, ValueError) as exc:
+        except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:
             raise AdminError(0, f"cannot reach the admin API at {self.url}: {_why(exc)}") from None
+        except ValueError as exc:  # a header (token) or URL that cannot be sent as given
+            raise AdminError(0, f"cannot send {method} {self.url}{path}: {exc}") from None
 
 
 def check_admin_url(url: str) -> str:
