@@ -229,6 +229,20 @@ def test_busy_http_port_names_the_http_port(tmp_path: Path) -> None:
     assert f":{port} (HTTP)" in line and "HTTPS" not in line
 
 
+@pytest.mark.parametrize(("args", "code", "words"), [
+    (["--port", "99999"], 2, "brokerServicePort must be a TCP port"),
+    (["--bind-address", "no-such-host.invalid", "--port", "0", "--http-port", "0"], 1, "unknown host"),
+    (["--port", "0", "--http-port", "-1", "--ready-file", "/proc/no/such"], 1, "--ready-file"),
+    (["--config", "/"], 2, "cannot read config file /"),
+])
+def test_standalone_refuses_bad_options_in_one_line(tmp_path: Path, args: list[str], code: int,
+                                                   words: str) -> None:
+    out = magnetar(None, "standalone", "--data-dir", str(tmp_path / "d"), *args)
+    assert out.returncode == code, out.stderr
+    assert "Traceback" not in out.stderr
+    assert words in out.stderr.strip().splitlines()[-1]
+
+
 # ------------------------------------------------------------------ 6. where a Pulsar user reaches
 
 

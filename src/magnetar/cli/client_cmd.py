@@ -22,8 +22,9 @@ log = logging.getLogger(__name__)
 EXAMPLES = """Examples:
   magnetar client produce my-topic -m hello -n 10
   magnetar client produce my-topic -m a -m b -k order-1 -p source=cli
-  magnetar client consume my-topic -s sub -n 10
-  magnetar client consume my-topic -s sub -n 0 -t Shared -p Earliest   # forever"""
+  magnetar client consume my-topic -s sub -n 10 -p Earliest   # what is there already
+  magnetar client consume my-topic -s sub -n 0 -t Shared -p Earliest   # forever
+  magnetar client consume my-topic -s sub -n 5 --timeout 10   # give up after 10 s of quiet"""
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
@@ -56,8 +57,10 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
     consume = cmds.add_parser(
         "consume", help="receive and acknowledge messages",
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        description="Receive N messages (0: until interrupted), print and acknowledge them.\n\n"
-                    "Examples:\n  magnetar client consume my-topic -s sub -n 10\n"
+        description="Receive N messages (0: until interrupted), print and acknowledge them.\n"
+                    "A new subscription starts at the latest message, as in Pulsar: -p Earliest\n"
+                    "reads what is already there.\n\n"
+                    "Examples:\n  magnetar client consume my-topic -s sub -n 10 -p Earliest\n"
                     "  magnetar client consume my-topic -s sub -n 0 -p Earliest --output json")
     consume.add_argument("topic")
     consume.add_argument("-s", "--subscription-name", required=True)
