@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import socket
 import ssl
 from typing import Any
@@ -57,7 +58,9 @@ def topic_path(topic: str) -> str:
 def _reason(exc: aiohttp.ClientConnectionError) -> str:
     """The OS's words for a failed connection (aiohttp's own repeat the host and port)."""
     cause = getattr(exc, "os_error", None)
-    return str(cause.strerror or cause) if isinstance(cause, OSError) else str(exc)
+    if isinstance(cause, OSError):
+        return os.strerror(cause.errno) if cause.errno else str(cause)
+    return str(exc)
 
 
 class HttpLookupService:
