@@ -213,8 +213,14 @@ def test_config_typo_suggests_the_key_and_bad_fsync_policy_names_the_line(
     with pytest.raises(ConfigError, match=rf"{bad}:2: magnetarFsyncPolicy must be one of "
                                            r"always, group, never, not 'sometimes'"):
         BrokerConfig.load(bad)
-    out = magnetar(None, "standalone", "--config", str(bad), "--data-dir", str(tmp_path / "d"))
-    assert out.returncode == 2 and f"{bad}:2" in out.stderr and "Traceback" not in out.stderr
+    # the real command: the typo's hint, then the bad value's file:line, and exit 2
+    both = tmp_path / "both.conf"
+    both.write_text("brokerServicePrt=6651\nmagnetarFsyncPolicy=sometimes\n")
+    out = magnetar(None, "standalone", "--config", str(both), "--data-dir", str(tmp_path / "d"))
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert f"{both}:1: unknown key brokerServicePrt, did you mean brokerServicePort?" in out.stderr
+    assert out.stderr.strip().splitlines()[-1] == (
+        f"magnetar: {both}:2: magnetarFsyncPolicy must be one of always, group, never, not 'sometimes'")
 
 
 def test_busy_http_port_names_the_http_port(tmp_path: Path) -> None:
