@@ -12,9 +12,6 @@ from typing import Any
 
 from magnetar.cli.output import add_late_options
 from magnetar.cli.values import finite, int32
-from magnetar.client import ConsumerType, InitialPosition
-from magnetar.client.errors import PulsarException, Timeout
-from magnetar.client.pool import check_service_url
 from magnetar.protocol.naming import TopicName
 
 log = logging.getLogger(__name__)
@@ -84,6 +81,7 @@ def run(args: argparse.Namespace) -> int:
     if problem:
         print(f"magnetar client: {problem}", file=sys.stderr)
         return 2
+    from magnetar.client.errors import PulsarException
     from magnetar.sync import Client
 
     try:
@@ -107,6 +105,8 @@ def run(args: argparse.Namespace) -> int:
 
 def _check_arguments(args: argparse.Namespace) -> str | None:
     """What is wrong with the arguments, checked before connecting (None: nothing)."""
+    from magnetar.client.pool import check_service_url  # the client: only once used
+
     try:
         check_service_url(args.url)
         TopicName.parse(args.topic)
@@ -147,6 +147,9 @@ def _produce(client: Any, args: argparse.Namespace) -> int:
 
 
 def _consume(client: Any, args: argparse.Namespace) -> int:
+    from magnetar.client import ConsumerType, InitialPosition
+    from magnetar.client.errors import Timeout
+
     consumer = client.subscribe(
         args.topic, args.subscription_name,
         consumer_type=ConsumerType[args.subscription_type.replace("_", "")],

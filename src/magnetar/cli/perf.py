@@ -22,8 +22,6 @@ from typing import Any
 
 from magnetar.cli.output import add_late_options
 from magnetar.cli.values import finite, int32
-from magnetar.client.errors import PulsarException
-from magnetar.client.pool import check_service_url
 from magnetar.protocol.naming import TopicName
 
 log = logging.getLogger(__name__)
@@ -172,6 +170,8 @@ def run(args: argparse.Namespace) -> int:
     if problem:
         print(f"magnetar perf: {problem}", file=sys.stderr)
         return 2
+    from magnetar.client.errors import PulsarException  # the client: only once used
+
     meter = Meter(args.perf_command, args.output)
     body = _produce(args, meter) if args.perf_command == "produce" else _consume(args, meter)
     try:
@@ -193,6 +193,8 @@ def run(args: argparse.Namespace) -> int:
 
 def _check_arguments(args: argparse.Namespace) -> str | None:
     """What is wrong with the arguments (None: nothing), found before connecting."""
+    from magnetar.client.pool import check_service_url
+
     try:
         check_service_url(args.url)
         for topic in args.topics:
