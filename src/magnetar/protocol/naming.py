@@ -5,7 +5,8 @@ the client and both CLIs (so a name one of them accepts, the others accept too).
 Theory of operation
 -------------------
 Tenant, cluster and namespace names are *named entities*: non-empty, ASCII letters, digits
-and ``_-=:.`` only (:func:`check_named_entity`). A namespace is ``tenant/namespace`` (or the
+and ``_-=:.`` only (:func:`check_named_entity`), and not ``.`` or ``..`` (Pulsar's pattern
+allows those, but they cannot be metadata path segments). A namespace is ``tenant/namespace`` (or the
 legacy ``tenant/cluster/namespace``), checked by :func:`parse_namespace`.
 
 A topic name written by a user comes in one of three shapes:
@@ -63,6 +64,9 @@ PARTITION_SUFFIX = "-partition-"
 _DOMAINS = (PERSISTENT, NON_PERSISTENT)
 _NAMED_ENTITY = re.compile(r"[-=:.\w]*", re.ASCII)
 _JAVA_INT_MAX = 2**31 - 1
+# Pulsar's pattern allows them, but as metadata path segments (ZooKeeper's too) they are
+# relative paths: refused here, where a user learns it, rather than by the store
+_DOT_NAMES = (".", "..")
 
 
 _ALLOWED = "letters, digits and _-=:."
@@ -77,6 +81,8 @@ def check_named_entity(kind: str, value: str) -> str:
         raise ValueError(f"Invalid {kind} name '': it is empty")
     if _NAMED_ENTITY.fullmatch(value) is None:
         raise ValueError(f"Invalid {kind} name {value!r}: use only {_ALLOWED}")
+    if value in _DOT_NAMES:
+        raise ValueError(f"Invalid {kind} name {value!r}: not a usable path segment")
     return value
 
 
@@ -94,6 +100,9 @@ def parse_namespace(name: str) -> tuple[str, str]:
         if _NAMED_ENTITY.fullmatch(part) is None:
             raise ValueError(f"Invalid namespace name {name!r}: {kind} {part!r} may only "
                              f"contain {_ALLOWED}")
+        if part in _DOT_NAMES:
+            raise ValueError(f"Invalid namespace name {name!r}: {kind} {part!r} is not a "
+                             "usable path segment")
     return parts[0], "/".join(parts[1:])
 
 
@@ -107,6 +116,8 @@ def _check_entity(kind: str, value: str, full: str) -> None:
         raise ValueError(f"Invalid topic name {full!r}: empty {kind}")
     if _NAMED_ENTITY.fullmatch(value) is None:
         raise ValueError(f"Invalid topic name {full!r}: {kind} {value!r} may only contain {_ALLOWED}")
+    if value in _DOT_NAMES:
+        raise ValueError(f"Invalid topic name {full!r}: {kind} {value!r} is not a usable path segment")
 
 
 def _partition_index_of(name: str) -> int:
