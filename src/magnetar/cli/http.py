@@ -13,6 +13,9 @@ import urllib.request
 from typing import Any
 from urllib.parse import urlsplit
 
+#: seconds to wait for the broker to accept the connection (Pulsar's clients: 10 s)
+CONNECT_TIMEOUT = 10.0
+
 
 class AdminError(Exception):
     """A non-2xx answer (or no answer) from the admin API."""
@@ -31,10 +34,12 @@ class AdminClient:
     ``allow_insecure``: do not check the broker's certificate."""
 
     def __init__(self, url: str, timeout: float = 30.0, token: str | None = None,
+                 connect_timeout: float = CONNECT_TIMEOUT,
                  trust_certs: str | None = None, cert_file: str | None = None,
                  key_file: str | None = None, allow_insecure: bool = False) -> None:
         self.url = check_admin_url(url).rstrip("/")
         self.timeout = timeout
+        self.connect_timeout = connect_timeout
         self.token = token
         self.context: ssl.SSLContext | None = None
         if self.url.startswith("https://"):
@@ -52,7 +57,7 @@ class AdminClient:
             headers["Authorization"] = f"Bearer {self.token}"
         req = urllib.request.Request(self.url + path, data=data, method=method, headers=headers)
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout, context=self.context) as resp:
+            with self._opener().open(req, timeout=self.timeout) as resp:
                 return _decode(resp.read(), resp.headers.get("Content-Type", ""), resp.headers)
         except urllib.error.HTTPError as exc:
             raw = exc.read()
@@ -65,6 +70,30 @@ class AdminClient:
             raise AdminError(0, f"cannot reach the admin API at {self.url}: {_why(exc)}") from None
         except ValueError as exc:  # a header (token) or URL that cannot be sent as given
             raise AdminError(0, f"cannot send {method} {self.url}{path}: {exc}") from None
+
+
+    def _opener(self) -> urllib.request.OpenerDirector:
+        connect = self.connect_timeout
+
+        class Plain(http.client.HTTPConnection):
+            def connect(self) -> None:  # connect within the connection timeout, then read
+                self.sock = socket.create_connection(
+                    (self.host, self.port), connect, getattr(self, "source_address", None))
+                self.sock.settimeout(self.timeout)
+
+        class Tls(http.client.HTTPSConnection, Plain):  # its connect() wraps Plain's
+            pass
+
+        class PlainHandler(urllib.request.HTTPHandler):
+            def http_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+                return self.do_open(Plain, req)
+
+        class TlsHandler(urllib.request.HTTPSHandler):
+            def https_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+                return self.do_open(Tls, req, context=context)
+
+        context = self.context
+        return urllib.request.build_opener(PlainHandler, TlsHandler)
 
 
 def check_admin_url(url: str) -> str:
