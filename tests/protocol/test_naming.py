@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from urllib.parse import unquote
+
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from magnetar.protocol.naming import TopicName, check_named_entity, parse_namespace, url_segment
 
@@ -44,3 +48,18 @@ def test_local_names_go_into_urls_as_one_segment() -> None:
         assert "/" not in segment and "?" not in segment and " " not in segment
     assert TopicName.parse("public/default/q?x=1").rest_path() == "persistent/public/default/q%3Fx%3D1"
     assert TopicName.parse("bad topic name!").rest_path() == "persistent/public/default/bad%20topic%20name%21"
+
+
+@given(st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="/"), min_size=1))
+def test_any_local_name_survives_the_url_whole(local: str) -> None:
+    """Whatever the local name, its URL segment holds no separator and decodes back to it
+    (what the admin API's server does), so the topic the broker has is the one addressed."""
+    name = TopicName.parse(f"persistent://public/default/{local}")
+    segment = name.rest_path().split("/", 3)[3]
+    assert "/" not in segment and "?" not in segment and "#" not in segment
+    assert unquote(segment, errors="strict") == local
+
+
+def test_a_name_that_is_not_utf8_is_refused() -> None:
+    with pytest.raises(ValueError, match="not valid UTF-8"):
+        TopicName.parse("bad-\udcff")  # what argv holds for the byte 0xff

@@ -80,7 +80,10 @@ def subscription(name: str) -> str:
     """A subscription name as one URL path segment (empty: AdminError)."""
     if not name:
         raise AdminError(0, "Invalid subscription name '': it is empty")
-    return url_segment(name)
+    try:
+        return url_segment(name)
+    except ValueError as exc:
+        raise AdminError(0, f"Invalid subscription name: {exc}") from None
 
 
 def message_id(text: str) -> dict[str, int]:
@@ -345,7 +348,10 @@ def role_segment(role: str) -> str:
     """A role name as one URL path segment (empty: AdminError)."""
     if not role:
         raise AdminError(0, "Invalid role '': it is empty")
-    return url_segment(role)
+    try:
+        return url_segment(role)
+    except ValueError as exc:
+        raise AdminError(0, f"Invalid role: {exc}") from None
 
 
 def _action_list(text: str) -> list[str]:

@@ -11,7 +11,7 @@ import sys
 from typing import Any
 
 from magnetar.cli.output import add_late_options
-from magnetar.cli.values import finite, int32
+from magnetar.cli.values import finite, int32, utf8
 from magnetar.protocol.naming import TopicName
 
 log = logging.getLogger(__name__)
@@ -44,12 +44,12 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
                     "  magnetar client produce my-topic -m hello -n 10\n"
                     "  magnetar client produce my-topic -m '{\"id\": 1}' -k key-1 -p origin=cli")
     produce.add_argument("topic")
-    produce.add_argument("-m", "--messages", action="append", required=True,
+    produce.add_argument("-m", "--messages", action="append", required=True, type=utf8,
                          help="message text (repeatable)")
     produce.add_argument("-n", "--num-produce", type=int32, default=1,
                          help="how many times to send the messages (default 1)")
-    produce.add_argument("-k", "--key", help="partition key of every message")
-    produce.add_argument("-p", "--property", action="append", default=[],
+    produce.add_argument("-k", "--key", type=utf8, help="partition key of every message")
+    produce.add_argument("-p", "--property", action="append", default=[], type=utf8,
                          help="KEY=VALUE message property (repeatable)")
     consume = cmds.add_parser(
         "consume", help="receive and acknowledge messages",
@@ -60,7 +60,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
                     "Examples:\n  magnetar client consume my-topic -s sub -n 10 -p Earliest\n"
                     "  magnetar client consume my-topic -s sub -n 0 -p Earliest --output json")
     consume.add_argument("topic")
-    consume.add_argument("-s", "--subscription-name", required=True)
+    consume.add_argument("-s", "--subscription-name", required=True, type=utf8)
     consume.add_argument("-n", "--num-messages", type=int32, default=1,
                          help="messages to receive (0: forever; default 1)")
     consume.add_argument("-t", "--subscription-type", default="Exclusive",

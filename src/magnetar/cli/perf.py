@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from magnetar.cli.output import add_late_options
-from magnetar.cli.values import finite, int32
+from magnetar.cli.values import finite, int32, utf8
 from magnetar.protocol.naming import TopicName
 
 log = logging.getLogger(__name__)
@@ -158,7 +158,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
                                           "  magnetar perf consume t1 t2 -s perf -t Shared")
     for leaf in (produce, consume):
         add_late_options(leaf, "--url", "service URL")
-    consume.add_argument("-s", "--subscription", default="perf-sub")
+    consume.add_argument("-s", "--subscription", default="perf-sub", type=utf8)
     consume.add_argument("-t", "--subscription-type", default="Exclusive",
                          choices=["Exclusive", "Shared", "Failover", "Key_Shared"])
     consume.add_argument("-q", "--receiver-queue-size", type=int32, default=1000)

@@ -107,8 +107,12 @@ def parse_namespace(name: str) -> tuple[str, str]:
 
 
 def url_segment(text: str) -> str:
-    """``text`` percent-encoded as one URL path segment (``/``, ``?``, ``%``, spaces too)."""
-    return quote(text, safe="")
+    """``text`` percent-encoded as one URL path segment (``/``, ``?``, ``%``, spaces too);
+    ValueError for text that is not valid UTF-8 (a lone surrogate)."""
+    try:
+        return quote(text, safe="")
+    except UnicodeEncodeError:
+        raise ValueError(f"{text!r} is not valid UTF-8 text") from None
 
 
 def _check_entity(kind: str, value: str, full: str) -> None:
@@ -237,6 +241,10 @@ class TopicName:
 @lru_cache(maxsize=4096)
 def _parse_cached(name: str) -> TopicName:
     original = name
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate: bytes that were not UTF-8 (argv, say)
+        raise ValueError(f"Invalid topic name {name!r}: not valid UTF-8 text") from None
     if "://" not in name:
         parts = name.split("/")
         if len(parts) == 1:
