@@ -49,6 +49,7 @@ class AdminClient:
                 self.context.verify_mode = ssl.CERT_NONE
             if cert_file:
                 self.context.load_cert_chain(cert_file, key_file)
+        self._opener = _opener(connect_timeout, self.context)
 
     def call(self, method: str, path: str, body: Any = None) -> Any:
         data = json.dumps(body).encode() if body is not None else None
@@ -57,7 +58,7 @@ class AdminClient:
             headers["Authorization"] = f"Bearer {self.token}"
         req = urllib.request.Request(self.url + path, data=data, method=method, headers=headers)
         try:
-            with self._opener().open(req, timeout=self.timeout) as resp:
+            with self._opener.open(req, timeout=self.timeout) as resp:
                 return _decode(resp.read(), resp.headers.get("Content-Type", ""), resp.headers)
         except urllib.error.HTTPError as exc:
             raw = exc.read()
@@ -72,28 +73,29 @@ class AdminClient:
             raise AdminError(0, f"cannot send {method} {self.url}{path}: {exc}") from None
 
 
-    def _opener(self) -> urllib.request.OpenerDirector:
-        connect = self.connect_timeout
 
-        class Plain(http.client.HTTPConnection):
-            def connect(self) -> None:  # connect within the connection timeout, then read
-                self.sock = socket.create_connection(
-                    (self.host, self.port), connect, getattr(self, "source_address", None))
-                self.sock.settimeout(self.timeout)
+def _opener(connect: float, context: ssl.SSLContext | None) -> urllib.request.OpenerDirector:
+    """urllib's opener, but connecting within ``connect`` seconds (the request's own timeout
+    then bounds each read)."""
 
-        class Tls(http.client.HTTPSConnection, Plain):  # its connect() wraps Plain's
-            pass
+    class Plain(http.client.HTTPConnection):
+        def connect(self) -> None:
+            self.sock = socket.create_connection(
+                (self.host, self.port), connect, getattr(self, "source_address", None))
+            self.sock.settimeout(self.timeout)
 
-        class PlainHandler(urllib.request.HTTPHandler):
-            def http_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
-                return self.do_open(Plain, req)
+    class Tls(http.client.HTTPSConnection, Plain):  # its connect() wraps Plain's socket
+        pass
 
-        class TlsHandler(urllib.request.HTTPSHandler):
-            def https_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
-                return self.do_open(Tls, req, context=context)
+    class PlainHandler(urllib.request.HTTPHandler):
+        def http_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+            return self.do_open(Plain, req)
 
-        context = self.context
-        return urllib.request.build_opener(PlainHandler, TlsHandler)
+    class TlsHandler(urllib.request.HTTPSHandler):
+        def https_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+            return self.do_open(Tls, req, context=context)
+
+    return urllib.request.build_opener(PlainHandler, TlsHandler)
 
 
 def check_admin_url(url: str) -> str:
