@@ -184,6 +184,11 @@ def test_negative_ttl_is_412_and_a_bad_schema_definition_422(broker: StandaloneB
     assert "412" in line and "-5" in line
     assert rest(broker, "POST", "/admin/v2/namespaces/public/default/messageTTL", -5)[0] == 412
     assert rest(broker, "GET", "/admin/v2/namespaces/public/default/messageTTL")[1] != -5
+    # the same rule in a namespace's Policies body
+    ns = f"public/fh-{uuid.uuid4().hex[:6]}"
+    status, body = rest(broker, "PUT", f"/admin/v2/namespaces/{ns}", {"message_ttl_in_seconds": -5})
+    assert status == 412 and "message TTL" in body["reason"]
+    assert rest(broker, "GET", f"/admin/v2/namespaces/{ns}")[0] == 404
     for kind, definition in (("JSON", "{bad"), ("AVRO", '{"type": "nonsense"}')):
         status, body = rest(broker, "POST", "/admin/v2/schemas/public/default/fh-schema/schema",
                             {"type": kind, "schema": definition, "properties": {}})

@@ -13,7 +13,7 @@ from typing import Any
 
 from aiohttp import web
 
-from magnetar.admin.policies_body import NamespaceBody, read_policies_body
+from magnetar.admin.policies_body import NamespaceBody, check_values, read_policies_body
 from magnetar.admin.routing import (
     SERVICE,
     RestError,
@@ -282,9 +282,7 @@ async def get_ttl(request: web.Request) -> web.Response:
 @routes.route("POST", NS + "/messageTTL", "Set the message TTL.", body="int: seconds")
 async def set_ttl(request: web.Request) -> web.Response:
     ttl = _int(await json_body(request), "messageTTL")
-    if not 0 <= ttl <= _JAVA_INT_MAX:  # Pulsar: 412 for a negative TTL (an int of seconds)
-        raise RestError(412, f"Invalid value for message TTL: {ttl} (seconds, 0 or more)")
-    return await _set(request, message_ttl_seconds=ttl)
+    return await _set(request, **check_values({"message_ttl_seconds": ttl}))
 
 
 @routes.route("DELETE", NS + "/messageTTL", "Back to the broker's default TTL.")
@@ -394,9 +392,7 @@ async def get_max_producers(request: web.Request) -> web.Response:
 @routes.route("POST", NS + "/maxProducersPerTopic", "Limit the producers per topic.", body="int")
 async def set_max_producers(request: web.Request) -> web.Response:
     value = _int(await json_body(request), "maxProducersPerTopic")
-    if value < 0:
-        raise RestError(412, "maxProducersPerTopic must be 0 or more")
-    return await _set(request, max_producers_per_topic=value)
+    return await _set(request, **check_values({"max_producers_per_topic": value}))
 
 
 @routes.route("DELETE", NS + "/maxProducersPerTopic", "Remove the producer limit.")
@@ -412,9 +408,7 @@ async def get_max_consumers(request: web.Request) -> web.Response:
 @routes.route("POST", NS + "/maxConsumersPerTopic", "Limit the consumers per topic.", body="int")
 async def set_max_consumers(request: web.Request) -> web.Response:
     value = _int(await json_body(request), "maxConsumersPerTopic")
-    if value < 0:
-        raise RestError(412, "maxConsumersPerTopic must be 0 or more")
-    return await _set(request, max_consumers_per_topic=value)
+    return await _set(request, **check_values({"max_consumers_per_topic": value}))
 
 
 @routes.route("DELETE", NS + "/maxConsumersPerTopic", "Remove the consumer limit.")

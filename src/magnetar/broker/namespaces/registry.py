@@ -59,13 +59,13 @@ class InvalidName(NamespaceError):
 
 
 def _check_name(kind: str, name: str) -> None:
-    """InvalidName unless ``name`` is a valid tenant name or ``tenant/namespace``
-    (``topic_name``'s rules, the same everywhere)."""
+    """InvalidName unless ``name`` is a valid tenant or cluster name, or a valid
+    ``tenant/namespace`` (``protocol/naming.py``'s rules, the same everywhere)."""
     try:
-        if kind == "tenant":
-            check_named_entity(kind, name)
-        else:
+        if kind == "namespace":
             parse_namespace(name)
+        else:  # a tenant or a cluster
+            check_named_entity(kind, name)
     except ValueError as exc:
         raise InvalidName(str(exc)) from None
 
