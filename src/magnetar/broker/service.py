@@ -54,6 +54,7 @@ from magnetar.broker.topics.topic import (
     load_entry_index_async,
 )
 from magnetar.broker.topics.topic_schemas import TopicSchemas
+from magnetar.metadata import KeyValueStore, MetadataStore
 from magnetar.protocol import pb
 from magnetar.storage import (
     LedgerClosedError,
@@ -79,6 +80,10 @@ def _done() -> asyncio.Future[None]:
     return future
 
 
+def _nothing() -> None:
+    """A no-op job: awaited on the metadata writer, it waits for the writes before it."""
+
+
 def install_event_loop_policy() -> None:
     """Use uvloop when it is installed (it is a dependency on Linux and macOS)."""
     try:
@@ -91,7 +96,9 @@ def install_event_loop_policy() -> None:
 class BrokerService:
     """The broker: lifecycle, topic registry, and the components listed above."""
 
-    def __init__(self, config: BrokerConfig) -> None:
+    def __init__(self, config: BrokerConfig, metadata: KeyValueStore | None = None) -> None:
+        """``metadata``: the key store for the broker's metadata (cluster mode: a started
+        `ClusterKeyValueStore`; default: ``metadata.db`` in the data directory)."""
         self.config = config
         self.storage = ManagedLedgerFactory(
             StorageConfig(
@@ -107,9 +114,13 @@ class BrokerService:
                 inline_sync_when_idle=config.magnetarSyncOnLoopWhenIdle,
                 inline_sync_slow_s=config.magnetarSyncOnLoopSlowMillis / 1000,
                 inline_sync_backoff_s=config.magnetarSyncOnLoopBackoffSeconds,
-            )
+            ),
+            metadata,
         )
         self.metadata = self.storage.metadata
+        # cluster mode: the cluster's metadata store (versions, ephemeral keys, notifications:
+        # magnetar.metadata) under the flat keys, for ownership and lookups; None standalone
+        self.metadata_store: MetadataStore | None = getattr(metadata, "store", None)
         self.schemas = SchemaRegistry(
             self.metadata,
             allow_auto_update=config.isAllowAutoUpdateSchemaEnabled,
@@ -204,6 +215,9 @@ class BrokerService:
         if self._server is not None:
             await self._server.wait_closed()
         await self.dedup_snapshots.flush()  # the snapshots just taken land before the store closes
+        # metadata writes already handed to the writer thread finish while the loop runs (in
+        # cluster mode they wait for the loop to store them in the metadata store)
+        await self.storage.write_metadata(_nothing)
         if self.closing_ledgers:  # unloads under way finish their disk work off the loop
             await asyncio.gather(*list(self.closing_ledgers), return_exceptions=True)
         self.storage.close()

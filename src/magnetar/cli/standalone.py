@@ -1,4 +1,7 @@
-"""``magnetar standalone``: build the broker configuration and run the service until a signal.
+"""``magnetar standalone`` and ``magnetar broker``: build the broker configuration and run
+the service until a signal. ``broker`` is one broker of a cluster: its cluster-wide metadata
+lives in ``metadataStoreUrl`` (ZooKeeper); ``standalone`` keeps it in its data directory
+unless its configuration names a metadata store too.
 
 Exit codes: 0 after a clean stop (SIGINT or SIGTERM), 1 when the broker cannot start (port in
 use, data directory held by another broker), 2 for a configuration error.
@@ -16,13 +19,15 @@ import signal
 import socket
 import sys
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from magnetar.broker.config import BrokerConfig, ConfigError
 
 
 def config_from_args(args: argparse.Namespace) -> BrokerConfig:
     overrides = {
+        "metadataStoreUrl": getattr(args, "metadata_store", None),
+        "configurationMetadataStoreUrl": getattr(args, "configuration_metadata_store", None),
         "magnetarDataDir": args.data_dir,
         "brokerServicePort": args.port,
         "webServicePort": args.http_port,
@@ -70,11 +75,16 @@ def listen_error(exc: OSError, address: str, port: str, fix: str) -> str:
     return f"magnetar: cannot listen on {address}:{port}: {reason}"
 
 
-def run_standalone(args: argparse.Namespace) -> int:
+def run_standalone(args: argparse.Namespace, cluster_mode: bool = False) -> int:
     try:
         config = config_from_args(args)
     except ConfigError as exc:
         print(f"magnetar: {exc}", file=sys.stderr)
+        return 2
+    if cluster_mode and not config.metadataStoreUrl:
+        print("magnetar: a broker of a cluster needs metadataStoreUrl (zk:host:2181,...) in "
+              "--config or --metadata-store; `magnetar standalone` runs one on its own",
+              file=sys.stderr)
         return 2
     from magnetar.broker.service import BrokerService, install_event_loop_policy
 
@@ -94,13 +104,43 @@ def run_standalone(args: argparse.Namespace) -> int:
     started = False
 
     async def serve() -> None:
-        nonlocal started
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):  # a signal during start-up stops after it
             loop.add_signal_handler(sig, stop.set)
+        cluster = None
+        if config.metadataStoreUrl:
+            from magnetar.broker.namespaces.cluster_setup import open_cluster_metadata
+            from magnetar.metadata import MetadataStoreError, SessionEvent
+
+            host = config.advertisedAddress or "localhost"
+            try:
+                cluster = await open_cluster_metadata(
+                    config, web_service_url=f"http://{host}:{config.webServicePort}",
+                    broker_service_url=f"pulsar://{host}:{config.brokerServicePort}")
+            except MetadataStoreError as exc:
+                print(f"magnetar: {exc}", file=sys.stderr)
+                return
+
+            def on_session(event: SessionEvent) -> None:
+                if event is SessionEvent.SESSION_LOST and cluster is not None and \
+                        cluster.store.session_expired_policy.value == "shutdown":
+                    print("magnetar: the metadata store session expired "
+                          "(zookeeperSessionExpiredPolicy=shutdown): stopping", file=sys.stderr)
+                    stop.set()
+
+            for store in cluster.stores:
+                store.register_session_listener(on_session)
         try:
-            service = BrokerService(config)
+            await _serve_broker(config, cluster.kv if cluster is not None else None, stop)
+        finally:
+            if cluster is not None:
+                await cluster.close()
+
+    async def _serve_broker(config: BrokerConfig, metadata: Any, stop: asyncio.Event) -> None:
+        nonlocal started
+        try:
+            service = BrokerService(config, metadata)
         except ValueError as exc:  # security settings that cannot be used (keys, TLS files)
             print(f"magnetar: {exc}", file=sys.stderr)
             return
@@ -142,7 +182,7 @@ def run_standalone(args: argparse.Namespace) -> int:
             if admin is not None and admin.tls_port is not None else None,
         }
         print(
-            f"magnetar standalone: serving {' and '.join(u for u in urls.values() if u)} "
+            f"magnetar {'broker' if cluster_mode else 'standalone'}: serving {' and '.join(u for u in urls.values() if u)} "
             f"(data in {config.magnetarDataDir}, fsync {config.fsync_policy})",
             file=sys.stderr,
             flush=True,

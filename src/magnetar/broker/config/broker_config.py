@@ -22,6 +22,7 @@ from typing import Any
 from magnetar.broker.config.listeners import ListenerConfigError, Listeners
 from magnetar.broker.config.security_config import SecurityConfig, SecurityConfigError
 from magnetar.broker.schema.compat import validate_strategy
+from magnetar.metadata import InvalidUrlError, parse_store_url
 
 log = logging.getLogger(__name__)
 
@@ -110,6 +111,17 @@ class BrokerConfig(SecurityConfig):
     managedLedgerCursorPositionFlushSeconds: int = 1
     journalSyncData: bool = True
 
+    # Metadata store (cluster mode). Empty metadataStoreUrl: standalone, the flat SQLite store
+    # in the data directory; zk:host:2181,.../chroot (or sqlite:/path, memory:): cluster-wide
+    # state (tenants, namespaces and their policies and permissions, partitioned topics,
+    # schemas) in that store at Pulsar's paths. configurationMetadataStoreUrl: where the
+    # /admin/... paths live, when not in metadataStoreUrl's store.
+    metadataStoreUrl: str = ""
+    configurationMetadataStoreUrl: str = ""
+    zookeeperSessionExpiredPolicy: str = "shutdown"  # or reconnect
+    metadataStoreSessionTimeoutMillis: int = 30000
+    metadataStoreOperationTimeoutSeconds: int = 30
+
     # Magnetar's own settings
     magnetarDataDir: str = "data/standalone"
     magnetarFsyncPolicy: str = "group"
@@ -177,6 +189,18 @@ class BrokerConfig(SecurityConfig):
             Listeners(self.advertisedListeners, self.internalListenerName)
         except ListenerConfigError as exc:
             raise ConfigError(str(exc)) from None
+        for key in ("metadataStoreUrl", "configurationMetadataStoreUrl"):
+            if getattr(self, key):
+                try:
+                    parse_store_url(getattr(self, key))
+                except InvalidUrlError as exc:
+                    raise ConfigError(str(exc).replace("metadataStoreUrl", key, 1)) from None
+        if self.zookeeperSessionExpiredPolicy.strip().lower() not in ("shutdown", "reconnect"):
+            raise ConfigError("zookeeperSessionExpiredPolicy must be shutdown or reconnect, not "
+                              f"{self.zookeeperSessionExpiredPolicy!r}")
+        if self.metadataStoreSessionTimeoutMillis <= 0 or self.metadataStoreOperationTimeoutSeconds <= 0:
+            raise ConfigError("metadataStoreSessionTimeoutMillis and "
+                              "metadataStoreOperationTimeoutSeconds must be positive")
         if self.statsUpdateFrequencyInSecs <= 0:
             raise ConfigError("statsUpdateFrequencyInSecs must be positive")
         if not -1 <= self.webServicePort <= 65535:

@@ -14,6 +14,10 @@ replicate to them). Metadata keys: ``tenants/{tenant}`` = ``{"adminRoles": [...]
 policies live apart, under ``policies/{tenant}/{namespace}`` (see ``policies.py``). The
 sets of names are kept in memory as well: the check on every lookup costs a set lookup.
 
+In cluster mode (``metadataStoreUrl``) the store is `ClusterKeyValueStore`: the keys live
+in the cluster's metadata store, and changes made through other brokers reach the sets
+through its ``watch``.
+
 A change applies in memory at once (so a second create of the same name is refused, and a
 deleted namespace's topics are refused, from that moment) and is stored off the loop, in
 order (`KeyWriter`): the changing methods return the write's future (None when it was
@@ -87,12 +91,37 @@ class NamespaceRegistry:
         self._clusters: dict[str, dict[str, Any]] = {
             key[len("clusters/"):]: dict(value) for key, value in metadata.list("clusters/").items()
         }
+        # in cluster mode, another broker's changes (no-op for a store only we write)
+        if hasattr(metadata, "watch"):
+            metadata.watch("tenants/", self._tenant_changed)
+            metadata.watch("namespaces/", self._namespace_changed)
+            metadata.watch("clusters/", self._cluster_changed)
         if metadata.get(_BOOTSTRAPPED) is None:
             if DEFAULT_TENANT not in self._tenants:
                 self.create_tenant(DEFAULT_TENANT)
             if DEFAULT_NAMESPACE not in self._namespaces:
                 self.create_namespace(DEFAULT_NAMESPACE)
             metadata.put(_BOOTSTRAPPED, {"at": time.time()})
+
+    def _tenant_changed(self, key: str, value: Any) -> None:
+        tenant = key[len("tenants/"):]
+        if value is None:
+            self._tenants.pop(tenant, None)
+        else:
+            self._tenants[tenant] = dict(value)
+
+    def _cluster_changed(self, key: str, value: Any) -> None:
+        cluster = key[len("clusters/"):]
+        if value is None:
+            self._clusters.pop(cluster, None)
+        else:
+            self._clusters[cluster] = dict(value)
+
+    def _namespace_changed(self, key: str, value: Any) -> None:
+        if value is None:
+            self._namespaces.discard(key[len("namespaces/"):])
+        else:
+            self._namespaces.add(key[len("namespaces/"):])
 
     def start_writing_off_loop(self) -> None:
         """From now on, changes are stored on the metadata writer thread (start-up's
