@@ -71,7 +71,13 @@ def _store_options(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from magnetar.metadata import parse_store_url
+    from magnetar.protocol.naming import check_named_entity
 
+    try:
+        check_named_entity("cluster", args.cluster)  # the broker's own rule for the name
+    except ValueError as exc:
+        print(f"magnetar: {exc}", file=sys.stderr)
+        return 2
     try:
         parse_store_url(args.metadata_store)
         if args.configuration_metadata_store:

@@ -23,7 +23,7 @@ Quick start:
   magnetar tokens --help                               # keys and tokens for authentication
   magnetar admin topics create-partitioned-topic my-topic -p 4   # like pulsar-admin
   magnetar client produce my-topic -m hello -n 10      # like pulsar-client
-  magnetar client consume my-topic -s sub -n 10
+  magnetar client consume my-topic -s sub -n 10 -p Earliest
   magnetar perf produce my-topic --rate 1000 --time 30 # like pulsar-perf
   magnetar COMMAND --help                              # every option, with examples
 """

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import errno
 import fcntl
 import json
 import os
 import signal
+import socket
 import sys
 from pathlib import Path
 from typing import IO, Any
@@ -62,6 +64,19 @@ def write_ready_file(path: str, urls: dict[str, str | None]) -> None:
     with open(tmp, "w") as handle:
         json.dump({**urls, "pid": os.getpid()}, handle)
     os.replace(tmp, path)
+
+
+def listen_error(exc: OSError, address: str, port: str, fix: str) -> str:
+    """One line saying why the broker cannot listen on ``address:port``, and what to do."""
+    if isinstance(exc, socket.gaierror):
+        return f"magnetar: cannot listen on {address}:{port}: unknown host {address!r} (--bind-address)"
+    if exc.errno == errno.EADDRNOTAVAIL:
+        return (f"magnetar: cannot listen on {address}:{port}: {address} is not an address of "
+                "this machine (--bind-address)")
+    reason = os.strerror(exc.errno) if exc.errno else str(exc)
+    if exc.errno == errno.EADDRINUSE:
+        return f"magnetar: cannot listen on {address}:{port}: {reason}. Is another broker running? Pick {fix}."
+    return f"magnetar: cannot listen on {address}:{port}: {reason}"
 
 
 def run_standalone(args: argparse.Namespace, cluster_mode: bool = False) -> int:
@@ -137,12 +152,8 @@ def run_standalone(args: argparse.Namespace, cluster_mode: bool = False) -> int:
             await service.start()
         except OSError as exc:
             await service.stop()
-            reason = os.strerror(exc.errno) if exc.errno else str(exc)
-            print(
-                f"magnetar: cannot listen on {config.bindAddress}:{config.brokerServicePort}: "
-                f"{reason}. Is another broker running? Pick another --port.",
-                file=sys.stderr,
-            )
+            print(listen_error(exc, config.bindAddress, str(config.brokerServicePort),
+                               "another --port"), file=sys.stderr)
             return
         admin = None
         if config.webServicePort >= 0 or config.webServicePortTls >= 0:
@@ -157,13 +168,11 @@ def run_standalone(args: argparse.Namespace, cluster_mode: bool = False) -> int:
             except OSError as exc:
                 await admin.stop()
                 await service.stop()
-                reason = os.strerror(exc.errno) if exc.errno else str(exc)
-                print(
-                    f"magnetar: cannot listen on {config.bindAddress}:{config.webServicePort} "
-                    f"(HTTP) or {config.webServicePortTls} (HTTPS): {reason}. Pick another --http-port "
-                    "(-1: none) or webServicePortTls.",
-                    file=sys.stderr,
-                )
+                if admin.http_started or config.webServicePort < 0:  # the HTTPS one failed
+                    where, fix = f"{config.webServicePortTls} (HTTPS)", "another webServicePortTls"
+                else:
+                    where, fix = f"{config.webServicePort} (HTTP)", "another --http-port (-1: none)"
+                print(listen_error(exc, config.bindAddress, where, fix), file=sys.stderr)
                 return
         started = True
         host = config.advertisedAddress or "localhost"
@@ -194,7 +203,13 @@ def run_standalone(args: argparse.Namespace, cluster_mode: bool = False) -> int:
             flush=True,
         )
         if getattr(args, "ready_file", None):
-            write_ready_file(args.ready_file, urls)
+            try:
+                write_ready_file(args.ready_file, urls)
+            except OSError as exc:
+                print(f"magnetar: cannot write --ready-file {args.ready_file}: "
+                      f"{exc.strerror or exc}", file=sys.stderr)
+                started = False
+                stop.set()
         await stop.wait()
         await service.leave_cluster()
         if admin is not None:

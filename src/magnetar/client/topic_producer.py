@@ -143,7 +143,8 @@ class TopicProducer:
 
     # -------------------------------------------------------------- connecting
     async def start(self) -> None:
-        await with_retries(lambda: self._connect(first=True), self._client._op_timeout)
+        await with_retries(lambda: self._connect(first=True), self._client._op_timeout,
+                           self._client._pool.connect_budget())
 
     async def _connect(self, first: bool = False) -> None:
         # a broker that moved our topic named its new owner: go straight there, once

@@ -13,6 +13,7 @@ Pulsar, a key with a blank value (``managedLedgerCacheSizeMB=``) keeps its defau
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -74,6 +75,9 @@ class BrokerConfig(SecurityConfig):
     allowAutoTopicCreation: bool = True
     allowAutoTopicCreationType: str = "non-partitioned"
     defaultNumPartitions: int = 1
+    # the most partitions an admin request may give a topic (0: no limit, Pulsar's default;
+    # here a limit, so that a typo such as -p 40000000 cannot stall the broker)
+    maxNumPartitionsPerPartitionedTopic: int = 1024
     # (brokerDeleteInactiveTopicsEnabled is not implemented: Pulsar's default, true, deletes
     # topics without producers and subscriptions; here topics stay until deleted.)
     brokerDeduplicationEnabled: bool = False
@@ -172,22 +176,10 @@ class BrokerConfig(SecurityConfig):
         return bool(self.brokerEntryMetadataInterceptors.strip())
 
     def validate(self) -> None:
-        if self.allowAutoTopicCreationType not in ("non-partitioned", "partitioned"):
-            raise ConfigError(
-                "allowAutoTopicCreationType must be 'non-partitioned' or 'partitioned', "
-                f"not {self.allowAutoTopicCreationType!r}"
-            )
-        if self.magnetarFsyncPolicy not in ("always", "group", "never"):
-            raise ConfigError(
-                f"magnetarFsyncPolicy must be always, group or never, not {self.magnetarFsyncPolicy!r}"
-            )
+        for key in _CHOICES:
+            _check_choice(key, getattr(self, key), "")
         if self.defaultNumberOfNamespaceBundles < 1:
             raise ConfigError("defaultNumberOfNamespaceBundles must be at least 1")
-        policies = ("producer_request_hold", "producer_exception", "consumer_backlog_eviction")
-        if self.backlogQuotaDefaultRetentionPolicy not in policies:
-            raise ConfigError(
-                f"backlogQuotaDefaultRetentionPolicy must be one of {', '.join(policies)}"
-            )
         try:
             self.schemaCompatibilityStrategy = validate_strategy(self.schemaCompatibilityStrategy)
         except ValueError as exc:
@@ -200,6 +192,8 @@ class BrokerConfig(SecurityConfig):
             raise ConfigError("maxUnackedMessagesPerConsumer must be >= 0 (0: no limit)")
         if self.defaultNumPartitions < 1:
             raise ConfigError("defaultNumPartitions must be at least 1")
+        if self.maxNumPartitionsPerPartitionedTopic < 0:
+            raise ConfigError("maxNumPartitionsPerPartitionedTopic must be >= 0 (0: no limit)")
         if self.magnetarTopicUnloadIdleSeconds < 0:
             raise ConfigError("magnetarTopicUnloadIdleSeconds must be >= 0 (0: never unload)")
         if self.magnetarIdleTopicSweepIntervalSeconds < 0:
@@ -245,8 +239,16 @@ class BrokerConfig(SecurityConfig):
             return False
         raw = raw.strip()
         if raw:  # blank: keep the default, as Pulsar does
-            setattr(self, key, _convert(key, f.type, raw, where))
+            setattr(self, key, _check_choice(key, _convert(key, f.type, raw, where), where))
         return True
+
+    def suggest(self, key: str) -> str | None:
+        """The implemented key ``key`` is most likely a typo of, if any: one or two
+        characters away (a longer difference is more likely another Pulsar key)."""
+        names = [f.name for f in dataclasses.fields(self) if f.name != "unknown_keys"]
+        close = [n for n in difflib.get_close_matches(key, names, n=3, cutoff=0.85)
+                 if abs(len(n) - len(key)) <= 2]
+        return close[0] if close else None
 
     @classmethod
     def load(cls, path: str | Path | None = None, **overrides: Any) -> BrokerConfig:
@@ -276,6 +278,10 @@ class BrokerConfig(SecurityConfig):
                 raise ConfigError(f"{path}:{lineno}: expected key=value, got {line!r}")
             if not self.set(key, value, f"{path}:{lineno}") and key not in self.unknown_keys:
                 self.unknown_keys.append(key)
+                guess = self.suggest(key)
+                if guess is not None:
+                    log.warning("%s:%d: unknown key %s, did you mean %s? (ignored)",
+                                path, lineno, key, guess)
         if self.unknown_keys:
             log.warning(
                 "config %s: %d keys not implemented by magnetar, ignored: %s",
@@ -318,6 +324,25 @@ def _split_property(line: str) -> tuple[str, str]:
     if len(parts) == 2:
         return parts[0], parts[1]
     return "", line
+
+
+#: string settings with a fixed set of values
+_CHOICES = {
+    "allowAutoTopicCreationType": ("non-partitioned", "partitioned"),
+    "magnetarFsyncPolicy": ("always", "group", "never"),
+    "backlogQuotaDefaultRetentionPolicy": (
+        "producer_request_hold", "producer_exception", "consumer_backlog_eviction"),
+}
+
+
+def _check_choice(key: str, value: Any, where: str) -> Any:
+    """``value`` if ``key`` takes any value or this is one of its values, else ConfigError
+    (naming the file and line when ``where`` says them)."""
+    allowed = _CHOICES.get(key)
+    if allowed is not None and value not in allowed:
+        prefix = f"{where}: " if where else ""
+        raise ConfigError(f"{prefix}{key} must be one of {', '.join(allowed)}, not {value!r}")
+    return value
 
 
 _TYPE_WORDS = {"bool": "true or false", "int": "an integer", "float": "a number"}

@@ -28,19 +28,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 import time
 from collections.abc import Callable
 from typing import Any
 
 from magnetar.broker.namespaces.key_writes import KeyWriter, Write
+from magnetar.protocol.naming import check_named_entity, parse_namespace
 
 log = logging.getLogger(__name__)
 
 DEFAULT_TENANT = "public"
 DEFAULT_NAMESPACE = "public/default"
 _BOOTSTRAPPED = "cluster/bootstrapped"
-_NAME = re.compile(r"^[-=:.\w]+$")  # Pulsar's NamedEntity rule
 
 
 class NamespaceError(Exception):
@@ -64,8 +63,15 @@ class InvalidName(NamespaceError):
 
 
 def _check_name(kind: str, name: str) -> None:
-    if not _NAME.match(name):
-        raise InvalidName(f"{kind} name {name!r} is not valid")
+    """InvalidName unless ``name`` is a valid tenant or cluster name, or a valid
+    ``tenant/namespace`` (``protocol/naming.py``'s rules, the same everywhere)."""
+    try:
+        if kind == "namespace":
+            parse_namespace(name)
+        else:  # a tenant or a cluster
+            check_named_entity(kind, name)
+    except ValueError as exc:
+        raise InvalidName(str(exc)) from None
 
 
 class NamespaceRegistry:
@@ -175,6 +181,7 @@ class NamespaceRegistry:
     def tenant(self, tenant: str) -> dict[str, Any]:
         info = self._tenants.get(tenant)
         if info is None:
+            _check_name("tenant", tenant)
             raise NotFound(f"Tenant {tenant} does not exist")
         return dict(info)
 
@@ -225,15 +232,19 @@ class NamespaceRegistry:
         return sorted(ns for ns in self._namespaces if ns.startswith(prefix))
 
     def require(self, namespace: str) -> None:
-        """NotFound unless the namespace (and its tenant) exists."""
+        """NotFound unless the namespace (and its tenant) exists; InvalidName for a name
+        that cannot exist."""
+        if namespace in self._namespaces:
+            return
+        _check_name("namespace", namespace)
         tenant = namespace.split("/", 1)[0]
         self.tenant(tenant)
         if namespace not in self._namespaces:
             raise NotFound(f"Namespace {namespace} does not exist")
 
     def create_namespace(self, namespace: str) -> asyncio.Future[Any] | None:
-        tenant, _, local = namespace.partition("/")
-        _check_name("namespace", local)
+        _check_name("namespace", namespace)
+        tenant = namespace.partition("/")[0]
         self.tenant(tenant)
         if namespace in self._namespaces:
             raise AlreadyExists(f"Namespace {namespace} already exists")
