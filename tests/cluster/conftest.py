@@ -25,9 +25,11 @@ def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperSer
 @pytest.fixture(scope="session")
 def cluster(zookeeper: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory
             ) -> Iterator[Cluster]:
-    """Two brokers (subprocesses) of one cluster; topics auto-created with 4 partitions."""
+    """Two brokers (subprocesses) of one cluster sharing a data directory; topics
+    auto-created with 4 partitions."""
     c = Cluster(tmp_path_factory.mktemp("cluster"), zookeeper, 2,
-                {"allowAutoTopicCreationType": "partitioned", "defaultNumPartitions": "4"})
+                {"allowAutoTopicCreationType": "partitioned", "defaultNumPartitions": "4"},
+                shared=True)
     c.start()
     yield c
     c.stop()

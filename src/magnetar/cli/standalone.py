@@ -185,7 +185,10 @@ def run_standalone(args: argparse.Namespace, cluster_mode: bool = False) -> int:
             "webServiceUrlTls": f"https://{host}:{admin.tls_port}"
             if admin is not None and admin.tls_port is not None else None,
         }
-        if config.metadataStoreUrl:  # a broker of a cluster (docs/cluster.md)
+        # bundle ownership and lookup redirects need brokers that can all serve every
+        # topic's data: a shared data directory (docs/cluster.md); without one, each broker
+        # of a cluster serves the topics of its own directory
+        if config.metadataStoreUrl and config.magnetarSharedStorage:
             try:
                 await service.join_cluster(urls, on_shutdown=stop.set)
             except Exception as exc:
