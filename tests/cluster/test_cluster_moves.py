@@ -70,6 +70,27 @@ class Load:
         return list(self.acked)
 
 
+class AsyncLoad(Load):
+    """`Load` with up to 200 sends in flight (``send_async``): a bundle moving away
+    leaves some stored but unanswered, which the client resends to the new owner."""
+
+    def _run(self) -> None:
+        i = 0
+        lock = threading.Lock()
+
+        def done(res: pulsar.Result, _mid: object, n: int) -> None:
+            with lock:
+                if res == pulsar.Result.Ok:
+                    self.acked.append(n)
+                else:
+                    self.failed += 1
+
+        while not self.stop.is_set():
+            self.producer.send_async(str(i).encode(), lambda r, m, n=i: done(r, m, n))
+            i += 1
+        self.producer.flush()
+
+
 def receive_all(consumer: pulsar.Consumer, wanted: set[int]) -> set[int]:
     got: set[int] = set()
     deadline = time.monotonic() + 60
@@ -227,3 +248,42 @@ def test_magnetar_client_follows_a_moving_bundle(shared: Cluster) -> None:
     acked, got, owners = asyncio.run(asyncio.wait_for(scenario(), 120))
     assert set(acked) <= got
     assert all(x != y for x, y in itertools.pairwise(owners)), owners
+
+
+def test_with_dedup_a_moving_bundle_stores_nothing_twice(
+        zookeeper: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Deduplication on: sends under way while the bundle moves are resent to the new
+    owner, which knows their sequence ids (the ledger and dedup state are shared): the
+    topic holds every acknowledged message exactly once."""
+    c = Cluster(tmp_path_factory.mktemp("dedup"), zookeeper, 2,
+                {"brokerDeduplicationEnabled": "true"}, shared=True)
+    c.start()
+    try:
+        a, b = c.brokers
+        topic = "persistent://public/default/dedup-moving"
+        bundle = NamespaceBundles.evenly(4).bundle_of(topic)
+        client = pulsar.Client(c.service_url, operation_timeout_seconds=30, logger=QUIET)
+        try:
+            load = AsyncLoad(client.create_producer(
+                topic, producer_name="dedup-p", batching_enabled=False,
+                block_if_queue_full=True, max_pending_messages=200))
+            load.wait_for(30)
+            owners = [owner_port(c, topic)]
+            for _ in range(3):
+                owner = a if owners[-1] == a.port else b
+                status, _, _ = call(
+                    "PUT", f"{owner.web_url}/admin/v2/namespaces/public/default/{bundle}/unload")
+                assert status == 204
+                load.wait_for(len(load.acked) + 30)
+                owners.append(owner_port(c, topic))
+            acked = load.finish()
+            reader = client.create_reader(topic, pulsar.MessageId.earliest)
+            stored: list[int] = []
+            while reader.has_message_available():
+                stored.append(int(reader.read_next(10_000).data()))
+            assert set(acked) <= set(stored)
+            assert len(stored) == len(set(stored)), "a message was stored twice"
+        finally:
+            client.close()
+    finally:
+        c.stop()
