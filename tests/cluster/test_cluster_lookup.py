@@ -18,6 +18,7 @@ from magnetar.client.connection import Connection
 from magnetar.client.errors import ServerError
 from magnetar.protocol import pb
 from tests.cluster.brokers import Cluster, owner_port, raw_lookup, topic_owned_by
+from tests.cluster.test_cluster_admin import ensure_namespace
 
 QUIET = pulsar.ConsoleLogger(pulsar.LoggerLevel.Error)
 R = pb.CommandLookupTopicResponse
@@ -28,7 +29,9 @@ def test_brokers_register_and_partitions_spread(cluster: Cluster) -> None:
     a, b = cluster.brokers
     with urllib.request.urlopen(f"{a.web_url}/admin/v2/brokers/standalone") as resp:
         assert resp.status == 200
-    topic = "persistent://public/default/spread"
+    # a namespace of its own: its bundles are all free (other tests own some of default's)
+    ensure_namespace(cluster, "public/spread")
+    topic = "persistent://public/spread/spread"
     parts = [f"{topic}-partition-{i}" for i in range(4)]
     # precondition from the bundle arithmetic: the partitions fall in 2+ of the 4 bundles
     assert len({NamespaceBundles.evenly().bundle_of(p) for p in parts}) >= 2

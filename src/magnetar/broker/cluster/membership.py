@@ -172,12 +172,15 @@ def _shedder(coordinator: ClusterCoordinator, config: BrokerConfig) -> Shedder:
 
 
 async def leave_cluster(coordinator: ClusterCoordinator) -> None:
-    """Release this broker's bundles and registry entry, then close the session."""
-    if coordinator.shedder is not None:
-        await coordinator.shedder.stop()
+    """Release this broker's bundles and registry entry, then close the session. Best
+    effort, bounded: with the session lost its keys are gone anyway."""
+    log.info("leaving the cluster as %s", coordinator.broker_id)
     try:
-        await coordinator.stop()
+        async with asyncio.timeout(10):
+            if coordinator.shedder is not None:
+                await coordinator.shedder.stop()
+            await coordinator.stop()
     except Exception as exc:  # the store is gone already: the session's end frees them
-        log.warning("leaving the cluster: %s", exc)
+        log.warning("leaving the cluster: %s", exc or type(exc).__name__)
     if coordinator.owns_store:
         await coordinator.store.close()
