@@ -280,11 +280,11 @@ def test_flags_override_the_file(tmp_path: Path) -> None:
 def test_unknown_keys_are_reported_once_in_one_line(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.WARNING, logger="magnetar.broker.config")
+    caplog.set_level(logging.WARNING, logger="magnetar.broker.config.broker_config")
     conf = write_conf(tmp_path / "u.conf", "fooKey=1", "barKey=2", "fooKey=3", "clusterName=x")
     config = BrokerConfig.load(conf)
     assert config.clusterName == "x"
-    records = [r for r in caplog.records if r.name == "magnetar.broker.config"]
+    records = [r for r in caplog.records if r.name == "magnetar.broker.config.broker_config"]
     assert len(records) == 1
     assert "fooKey" in records[0].getMessage() and "barKey" in records[0].getMessage()
     assert config.unknown_keys == ["fooKey", "barKey"]

@@ -15,12 +15,14 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "magnetar"
 #: What each layer may import from magnetar (itself included).
 ALLOWED = {
     "protocol": {"protocol"},
-    "storage": {"storage"},
+    "metadata": {"metadata"},
+    "storage": {"storage", "metadata"},
     "client": {"client", "protocol"},
-    "broker": {"broker", "storage", "protocol"},
-    "admin": {"admin", "broker", "storage", "protocol", "client"},
+    "broker": {"broker", "storage", "metadata", "protocol"},
+    "admin": {"admin", "broker", "storage", "metadata", "protocol", "client"},
     "spark": {"spark", "client", "protocol"},
-    "cli": {"cli", "admin", "broker", "storage", "protocol", "client", "spark", "sync"},
+    "cli": {"cli", "admin", "broker", "storage", "metadata", "protocol", "client", "spark",
+            "sync"},
 }
 
 

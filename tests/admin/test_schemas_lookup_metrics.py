@@ -153,7 +153,7 @@ def test_metrics_scrape(api: Api, client: pulsar.Client, name: str) -> None:
 
 
 def test_schema_compatibility_follows_the_namespace_strategy(api: Api) -> None:
-    pytest.importorskip("magnetar.broker.schema_compat")  # the broker's strategy-aware check
+    pytest.importorskip("magnetar.broker.schema.compat")  # the broker's strategy-aware check
     ns = f"public/compat-{uuid.uuid4().hex[:8]}"
     api.ok("PUT", f"/admin/v2/namespaces/{ns}")
     S = f"/admin/v2/schemas/{ns}/t"

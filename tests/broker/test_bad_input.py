@@ -21,7 +21,7 @@ from .conftest import ThreadedBroker
 from .rawclient import RawClient
 
 T = pb.BaseCommand
-CNX_LOGGER = "magnetar.broker.server_cnx"
+CNX_LOGGER = "magnetar.broker.connection.server_cnx"
 
 
 @pytest.fixture

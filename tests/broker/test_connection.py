@@ -17,7 +17,7 @@ from .conftest import QUIET, ThreadedBroker, start_broker
 from .rawclient import RawClient
 
 T = pb.BaseCommand
-CNX_LOGGER = "magnetar.broker.server_cnx"
+CNX_LOGGER = "magnetar.broker.connection.server_cnx"
 
 
 def round_trip(client: pulsar.Client, topic: str, payload: bytes = b"still-serving") -> None:

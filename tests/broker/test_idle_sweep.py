@@ -19,8 +19,8 @@ from pathlib import Path
 import pulsar
 import pytest
 
+from magnetar.broker.namespaces.sweep import SweepStats
 from magnetar.broker.service import BrokerService
-from magnetar.broker.sweep import SweepStats
 
 from .brokerproc import drain, new_topic, wait_until
 from .conftest import QUIET, ThreadedBroker

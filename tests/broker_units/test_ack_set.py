@@ -1,4 +1,4 @@
-"""Tests for magnetar.broker.ack_set (wire layout and set-bit = unacknowledged)."""
+"""Tests for magnetar.broker.subscriptions.ack_set (wire layout and set-bit = unacknowledged)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from magnetar.broker import ack_set as A
+from magnetar.broker.subscriptions import ack_set as A
 
 INT64_MIN = -(2**63)
 INT64_MAX = 2**63 - 1

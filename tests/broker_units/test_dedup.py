@@ -1,4 +1,4 @@
-"""Tests for magnetar.broker.dedup (Pulsar's pushed/persisted dedup rules)."""
+"""Tests for magnetar.broker.topics.dedup (Pulsar's pushed/persisted dedup rules)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from magnetar.broker.dedup import DUPLICATE, NEW, UNKNOWN, MessageDeduplication
+from magnetar.broker.topics.dedup import DUPLICATE, NEW, UNKNOWN, MessageDeduplication
 
 
 class FakeClock:

@@ -1,4 +1,4 @@
-"""Tests for magnetar.broker.delayed_delivery (explicit clocks, no sleeping)."""
+"""Tests for magnetar.broker.subscriptions.delayed_delivery (explicit clocks, no sleeping)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import time
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from magnetar.broker.delayed_delivery import DelayedDeliveryTracker
+from magnetar.broker.subscriptions.delayed_delivery import DelayedDeliveryTracker
 
 
 class FakeClock:

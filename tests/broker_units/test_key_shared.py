@@ -1,4 +1,4 @@
-"""Tests for magnetar.broker.key_shared (selectors use plain int hashes)."""
+"""Tests for magnetar.broker.subscriptions.key_shared (selectors use plain int hashes)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from magnetar.broker.key_shared import (
+from magnetar.broker.subscriptions.key_shared import (
     DEFAULT_RANGE_SIZE,
     NONE_KEY,
     AutoSplitSelector,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from magnetar.broker.config import BrokerConfig, ConfigError
-from magnetar.broker.policies import PolicyStore
+from magnetar.broker.namespaces.policies import PolicyStore
 from magnetar.storage import MemoryMetadataStore
 
 

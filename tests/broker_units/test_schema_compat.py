@@ -1,4 +1,4 @@
-"""Tests for magnetar.broker.schema_compat: Avro resolution and Pulsar's strategies."""
+"""Tests for magnetar.broker.schema.compat: Avro resolution and Pulsar's strategies."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from magnetar.broker.schema_compat import (
+from magnetar.broker.schema.compat import (
     STRATEGIES,
     IncompatibleSchemaError,
     check_consumer,

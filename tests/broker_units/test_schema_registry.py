@@ -1,4 +1,4 @@
-"""Tests for magnetar.broker.schema_registry, over a dict-backed fake store."""
+"""Tests for magnetar.broker.schema.registry, over a dict-backed fake store."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from magnetar.broker.schema_registry import (
+from magnetar.broker.schema.registry import (
     IncompatibleSchemaError,
     SchemaRecord,
     SchemaRegistry,

@@ -37,7 +37,7 @@ import atheris
 
 with atheris.instrument_imports(include=["magnetar"]):
     from magnetar.broker.config import BrokerConfig
-    from magnetar.broker.server_cnx import ServerCnx
+    from magnetar.broker.connection.server_cnx import ServerCnx
     from magnetar.broker.service import BrokerService
     from magnetar.protocol.commands import command
     from magnetar.protocol.errors import ProtocolError

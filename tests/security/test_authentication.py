@@ -20,7 +20,7 @@ import pulsar
 import pytest
 
 from magnetar import sync
-from magnetar.broker.auth.passwords import md5_crypt
+from magnetar.broker.security.auth.passwords import md5_crypt
 from magnetar.cli.tokens import create_token
 from magnetar.client import AuthenticationBasic, AuthenticationToken
 from tests.broker.brokerproc import SILENT, wait_until

@@ -34,7 +34,7 @@ from .conftest import file_url, token_settings
 from .test_authentication import round_trip
 
 T = pb.BaseCommand
-CNX_LOGGER = "magnetar.broker.server_cnx"
+CNX_LOGGER = "magnetar.broker.connection.server_cnx"
 HANDLED = [
     "LOOKUP", "PARTITIONED_METADATA", "PRODUCER", "SEND", "CLOSE_PRODUCER", "SUBSCRIBE", "FLOW",
     "ACK", "REDELIVER_UNACKNOWLEDGED_MESSAGES", "CLOSE_CONSUMER", "UNSUBSCRIBE", "SEEK",

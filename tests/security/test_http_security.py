@@ -23,7 +23,7 @@ import pulsar
 import pytest
 
 import magnetar.client
-from magnetar.broker.auth.passwords import md5_crypt
+from magnetar.broker.security.auth.passwords import md5_crypt
 from magnetar.cli.tokens import create_secret_key, create_token
 from magnetar.client import AuthenticationBasic, AuthenticationToken, MessageId
 from magnetar.client.errors import AuthenticationError, ServerError

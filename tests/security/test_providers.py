@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from magnetar.broker.auth.base import AuthenticationError, AuthSource
-from magnetar.broker.auth.basic import BasicAuthenticationProvider, parse_users
-from magnetar.broker.auth.keys import KeyMaterialError, read_key_value
-from magnetar.broker.auth.passwords import check_password, md5_crypt
-from magnetar.broker.auth.service import AuthenticationService, provider_class
 from magnetar.broker.config import BrokerConfig, ConfigError
+from magnetar.broker.security.auth.base import AuthenticationError, AuthSource
+from magnetar.broker.security.auth.basic import BasicAuthenticationProvider, parse_users
+from magnetar.broker.security.auth.keys import KeyMaterialError, read_key_value
+from magnetar.broker.security.auth.passwords import check_password, md5_crypt
+from magnetar.broker.security.auth.service import AuthenticationService, provider_class
 from magnetar.cli.tokens import create_token
 
 # hashes written by `openssl passwd -1` / `-apr1` for "p" and for the empty password

@@ -15,7 +15,7 @@ import pytest
 from cryptography import x509
 
 from magnetar import sync
-from magnetar.broker.tls import TlsConfigError, TlsContextManager, openssl_cipher_name
+from magnetar.broker.security.tls import TlsConfigError, TlsContextManager, openssl_cipher_name
 from magnetar.cli.tokens import create_token
 from tests.broker.brokerproc import wait_until
 from tests.broker.conftest import ThreadedBroker

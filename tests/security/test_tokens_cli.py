@@ -12,8 +12,8 @@ from typing import Any
 import pulsar
 import pytest
 
-from magnetar.broker.auth.base import AuthSource
-from magnetar.broker.auth.token import TokenAuthenticationProvider
+from magnetar.broker.security.auth.base import AuthSource
+from magnetar.broker.security.auth.token import TokenAuthenticationProvider
 from magnetar.cli.tokens import parse_duration
 
 from .test_authentication import round_trip

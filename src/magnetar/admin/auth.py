@@ -37,12 +37,12 @@ from typing import Any
 from aiohttp import web
 
 from magnetar.admin.routing import SERVICE, Handler, error_response
-from magnetar.broker import namespaces as ns_errors
-from magnetar.broker.auth.base import AuthenticationError
-from magnetar.broker.auth.binary import peer_certificate
-from magnetar.broker.auth.service import Identity
-from magnetar.broker.authorization import CONSUME, LOOKUP
 from magnetar.broker.errors import BrokerError
+from magnetar.broker.namespaces import registry as ns_errors
+from magnetar.broker.security.auth.base import AuthenticationError
+from magnetar.broker.security.auth.binary import peer_certificate
+from magnetar.broker.security.auth.service import Identity
+from magnetar.broker.security.authorization import CONSUME, LOOKUP
 from magnetar.broker.service import BrokerService
 
 log = logging.getLogger(__name__)

@@ -30,8 +30,8 @@ from prometheus_client.registry import Collector
 
 from magnetar.admin.routing import RATES, SERVICE, RouteTable
 from magnetar.broker.service import BrokerService
-from magnetar.broker.stats import RateTracker
-from magnetar.broker.topic import PersistentTopic
+from magnetar.broker.topics.stats import RateTracker
+from magnetar.broker.topics.topic import PersistentTopic
 from magnetar.storage import metrics as storage_metrics
 
 routes = RouteTable("metrics")

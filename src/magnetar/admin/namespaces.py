@@ -22,8 +22,8 @@ from magnetar.admin.routing import (
     no_content,
     query_flag,
 )
-from magnetar.broker.key_writes import written
-from magnetar.broker.policies import Policies
+from magnetar.broker.namespaces.key_writes import written
+from magnetar.broker.namespaces.policies import Policies
 from magnetar.broker.service import BrokerService
 from magnetar.protocol import pb
 

@@ -15,8 +15,8 @@ from aiohttp import web
 from magnetar.admin.namespaces import namespace_of
 from magnetar.admin.routing import SERVICE, RestError, RouteTable, expect, json_body, no_content
 from magnetar.admin.topics import topic_of
-from magnetar.broker.authorization import AuthorizationService
-from magnetar.broker.key_writes import written
+from magnetar.broker.namespaces.key_writes import written
+from magnetar.broker.security.authorization import AuthorizationService
 
 routes = RouteTable("permissions")
 

@@ -21,11 +21,11 @@ from typing import Any, TypeVar
 
 from aiohttp import web
 
-from magnetar.broker import namespaces as ns_errors
 from magnetar.broker.config import ConfigError
 from magnetar.broker.errors import BrokerError
+from magnetar.broker.namespaces import registry as ns_errors
 from magnetar.broker.service import BrokerService
-from magnetar.broker.stats import RateTracker
+from magnetar.broker.topics.stats import RateTracker
 from magnetar.protocol import pb
 
 log = logging.getLogger(__name__)

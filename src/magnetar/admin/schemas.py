@@ -17,8 +17,8 @@ from aiohttp import web
 
 from magnetar.admin.namespaces import namespace_of
 from magnetar.admin.routing import SERVICE, RestError, RouteTable, expect, int_param, json_body
-from magnetar.broker.schema_compat import check_new_version
-from magnetar.broker.schema_registry import IncompatibleSchemaError, SchemaRecord
+from magnetar.broker.schema.compat import check_new_version
+from magnetar.broker.schema.registry import IncompatibleSchemaError, SchemaRecord
 from magnetar.broker.service import BrokerService
 from magnetar.protocol import pb
 

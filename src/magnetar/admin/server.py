@@ -34,7 +34,7 @@ from magnetar.admin.routing import (
     error_middleware,
 )
 from magnetar.broker.service import BrokerService
-from magnetar.broker.stats import RateTracker
+from magnetar.broker.topics.stats import RateTracker
 
 log = logging.getLogger(__name__)
 

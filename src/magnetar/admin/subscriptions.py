@@ -21,8 +21,8 @@ from magnetar.admin.routing import (
 )
 from magnetar.admin.topics import SUB, T, loaded, persistent, read_entry, targets, topic_of
 from magnetar.broker.errors import BrokerError
-from magnetar.broker.subscription import PersistentSubscription
-from magnetar.broker.topic import split_entry
+from magnetar.broker.subscriptions.subscription import PersistentSubscription
+from magnetar.broker.topics.topic import split_entry
 from magnetar.protocol import pb
 from magnetar.protocol.compression import decompress
 from magnetar.protocol.frames import parse_payload_part

@@ -14,7 +14,7 @@ from magnetar.admin.routing import (
     json_body,
     no_content,
 )
-from magnetar.broker.key_writes import written
+from magnetar.broker.namespaces.key_writes import written
 
 routes = RouteTable("clusters, brokers, tenants")
 

@@ -26,10 +26,10 @@ from magnetar.admin.routing import (
     query_flag,
     rates_of,
 )
-from magnetar.broker import stats as broker_stats
-from magnetar.broker.dispatcher import entry_metadata
 from magnetar.broker.service import BrokerService
-from magnetar.broker.topic import PersistentTopic, Topic
+from magnetar.broker.subscriptions.dispatcher import entry_metadata
+from magnetar.broker.topics import stats as broker_stats
+from magnetar.broker.topics.topic import PersistentTopic, Topic
 from magnetar.protocol import pb
 from magnetar.storage import EntryNotFoundError, Position
 

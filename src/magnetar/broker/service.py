@@ -28,25 +28,30 @@ from typing import Any
 
 import re2
 
-from magnetar.broker.attach import TopicAttacher
-from magnetar.broker.backlog_quota import BacklogQuotaManager
-from magnetar.broker.compaction import Compactor
-from magnetar.broker.config import BrokerConfig
-from magnetar.broker.dedup_snapshot import DedupSnapshots, Restored
+from magnetar.broker.config.broker_config import BrokerConfig
+from magnetar.broker.config.listeners import Listeners
+from magnetar.broker.connection.attach import TopicAttacher
+from magnetar.broker.connection.server_cnx import PublishBuffer, ServerCnx
 from magnetar.broker.errors import BrokerError
-from magnetar.broker.housekeeping import Housekeeping, in_use
-from magnetar.broker.listeners import Listeners
-from magnetar.broker.message_expiry import MessageExpirer
-from magnetar.broker.namespaces import NamespaceRegistry
-from magnetar.broker.policies import Policies, PolicyStore
-from magnetar.broker.schema_registry import SchemaRegistry
-from magnetar.broker.security import BrokerSecurity
-from magnetar.broker.server_cnx import PublishBuffer, ServerCnx
-from magnetar.broker.subscription import PersistentSubscription
-from magnetar.broker.sweep import IdleTopicSweeper
-from magnetar.broker.topic import NonPersistentTopic, PersistentTopic, Topic, load_entry_index_async
-from magnetar.broker.topic_name import TopicName, ledger_name
-from magnetar.broker.topic_schemas import TopicSchemas
+from magnetar.broker.namespaces.backlog_quota import BacklogQuotaManager
+from magnetar.broker.namespaces.housekeeping import Housekeeping, in_use
+from magnetar.broker.namespaces.message_expiry import MessageExpirer
+from magnetar.broker.namespaces.policies import Policies, PolicyStore
+from magnetar.broker.namespaces.registry import NamespaceRegistry
+from magnetar.broker.namespaces.sweep import IdleTopicSweeper
+from magnetar.broker.schema.registry import SchemaRegistry
+from magnetar.broker.security.broker_security import BrokerSecurity
+from magnetar.broker.subscriptions.subscription import PersistentSubscription
+from magnetar.broker.topics.compaction import Compactor
+from magnetar.broker.topics.dedup_snapshot import DedupSnapshots, Restored
+from magnetar.broker.topics.topic import (
+    NonPersistentTopic,
+    PersistentTopic,
+    Topic,
+    load_entry_index_async,
+)
+from magnetar.broker.topics.topic_name import TopicName, ledger_name
+from magnetar.broker.topics.topic_schemas import TopicSchemas
 from magnetar.protocol import pb
 from magnetar.storage import (
     LedgerClosedError,

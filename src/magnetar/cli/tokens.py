@@ -22,7 +22,7 @@ import jwt
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
-from magnetar.broker.auth.keys import (
+from magnetar.broker.security.auth.keys import (
     KeyMaterialError,
     algorithms_for_key,
     load_private_key,

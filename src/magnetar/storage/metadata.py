@@ -1,159 +1,25 @@
-"""Metadata stores: a small key/value interface with JSON values, and its SQLite backend.
-
-The broker keeps topics, partitioned-topic metadata, subscriptions, schemas, dedup state,
-namespace policies and terminated flags here (it chooses the keys). `MetadataStore` is the
-interface a ZooKeeper or etcd backend would implement; `SqliteMetadataStore` (stdlib
-sqlite3, WAL mode) is the default and `MemoryMetadataStore` serves tests.
-
-`list(prefix)` is a plain string-prefix match over keys, in key order.
-"""
+"""The broker's key/JSON stores under their storage-layer names (they live in
+`magnetar.metadata.kv`); here they raise `StorageError` as they always have."""
 
 from __future__ import annotations
 
-import json
-import sqlite3
-import threading
-from abc import ABC, abstractmethod
-from collections.abc import Mapping
-from pathlib import Path
-from typing import Any
+from magnetar.metadata.kv import KeyValueStore, MemoryKeyValueStore, SqliteKeyValueStore
 
 from .errors import StorageError
 
-_MAX_CHAR = "\U0010ffff"
+MetadataStore = KeyValueStore
 
 
-class MetadataStore(ABC):
-    """Key/value store of JSON-serialisable values."""
+class SqliteMetadataStore(SqliteKeyValueStore):
+    """`SqliteKeyValueStore` raising `StorageError`."""
 
-    @abstractmethod
-    def get(self, key: str) -> Any | None:
-        """The value stored at ``key``, or None."""
-
-    @abstractmethod
-    def put(self, key: str, value: Any) -> None:
-        """Store ``value`` (JSON-serialisable) at ``key``, replacing any old value."""
-
-    @abstractmethod
-    def delete(self, key: str) -> bool:
-        """Remove ``key``; True if it existed."""
-
-    @abstractmethod
-    def list(self, prefix: str = "") -> dict[str, Any]:
-        """Every key starting with ``prefix`` with its value, in key order."""
-
-    def put_many(self, items: Mapping[str, Any]) -> None:
-        """Store several keys (atomically where the backend can)."""
-        for k, v in items.items():
-            self.put(k, v)
-
-    def delete_prefix(self, prefix: str) -> int:
-        """Remove every key starting with ``prefix``; returns how many."""
-        keys = list(self.list(prefix))
-        for k in keys:
-            self.delete(k)
-        return len(keys)
-
-    def close(self) -> None:  # noqa: B027 - optional hook
-        """Release resources."""
+    error_type = StorageError
 
 
-class SqliteMetadataStore(MetadataStore):
-    """`MetadataStore` in one SQLite file (WAL, ``synchronous=NORMAL``: a commit survives a
-    process crash; after a power loss the last commits may be lost, never corrupted)."""
+class MemoryMetadataStore(MemoryKeyValueStore):
+    """`MemoryKeyValueStore` raising `StorageError`."""
 
-    def __init__(self, path: str | Path, synchronous: str = "NORMAL") -> None:
-        self.path = str(path)
-        try:
-            self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute(f"PRAGMA synchronous={synchronous}")
-            self._db.execute(
-                "CREATE TABLE IF NOT EXISTS kv (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
-                " WITHOUT ROWID"
-            )
-        except sqlite3.Error as exc:
-            raise StorageError(f"cannot open metadata store {self.path}: {exc}") from exc
-        self._lock = threading.Lock()
-
-    def get(self, key: str) -> Any | None:
-        with self._lock:
-            row = self._db.execute("SELECT value FROM kv WHERE key = ?", (key,)).fetchone()
-        return None if row is None else json.loads(row[0])
-
-    def put(self, key: str, value: Any) -> None:
-        self.put_many({key: value})
-
-    def put_many(self, items: Mapping[str, Any], durable: bool = False) -> None:
-        rows = [(k, json.dumps(v, separators=(",", ":"))) for k, v in items.items()]
-        with self._lock:
-            try:
-                if durable:
-                    self._db.execute("PRAGMA synchronous=FULL")
-                self._db.execute("BEGIN")
-                self._db.executemany("INSERT OR REPLACE INTO kv (key, value) VALUES (?, ?)", rows)
-                self._db.execute("COMMIT")
-            except sqlite3.Error as exc:
-                if self._db.in_transaction:
-                    self._db.execute("ROLLBACK")
-                raise StorageError(f"metadata write failed: {exc}") from exc
-            finally:
-                if durable:
-                    self._db.execute("PRAGMA synchronous=NORMAL")
-
-    def delete(self, key: str) -> bool:
-        with self._lock:
-            try:
-                cur = self._db.execute("DELETE FROM kv WHERE key = ?", (key,))
-            except sqlite3.Error as exc:
-                raise StorageError(f"metadata delete failed: {exc}") from exc
-        return cur.rowcount > 0
-
-    def delete_prefix(self, prefix: str) -> int:
-        with self._lock:
-            try:
-                cur = self._db.execute(
-                    "DELETE FROM kv WHERE key >= ? AND key < ?", (prefix, prefix + _MAX_CHAR)
-                )
-            except sqlite3.Error as exc:
-                raise StorageError(f"metadata delete failed: {exc}") from exc
-        return cur.rowcount
-
-    def list(self, prefix: str = "") -> dict[str, Any]:
-        with self._lock:
-            rows = self._db.execute(
-                "SELECT key, value FROM kv WHERE key >= ? AND key < ? ORDER BY key",
-                (prefix, prefix + _MAX_CHAR),
-            ).fetchall()
-        return {k: json.loads(v) for k, v in rows}
-
-    def close(self) -> None:
-        with self._lock:
-            self._db.close()
+    error_type = StorageError
 
 
-class MemoryMetadataStore(MetadataStore):
-    """`MetadataStore` in a dict (tests; nothing survives the process)."""
-
-    def __init__(self) -> None:
-        self._data: dict[str, str] = {}
-        self._lock = threading.Lock()
-
-    def get(self, key: str) -> Any | None:
-        with self._lock:
-            raw = self._data.get(key)
-        return None if raw is None else json.loads(raw)
-
-    def put(self, key: str, value: Any) -> None:
-        raw = json.dumps(value)
-        with self._lock:
-            self._data[key] = raw
-
-    def delete(self, key: str) -> bool:
-        with self._lock:
-            return self._data.pop(key, None) is not None
-
-    def list(self, prefix: str = "") -> dict[str, Any]:
-        with self._lock:
-            items = sorted((k, v) for k, v in self._data.items() if k.startswith(prefix))
-        return {k: json.loads(v) for k, v in items}
+__all__ = ["MemoryMetadataStore", "MetadataStore", "SqliteMetadataStore"]

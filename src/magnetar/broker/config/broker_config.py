@@ -1,0 +1,299 @@
+"""Broker configuration, read with Apache Pulsar's ``broker.conf`` key names.
+
+A user's ``standalone.conf`` carries over: every key we implement has the name Pulsar gives
+it, keys we do not implement are reported once (one log line listing them) and ignored, and a
+value of the wrong type is an error that names the key and the line.
+Settings of our own (no Pulsar equivalent) start with ``magnetar``.
+
+The file syntax is that of Java properties as Pulsar writes them: ``key=value`` (or
+``key: value``), ``#`` and ``!`` comments, a trailing backslash continuing the line. As in
+Pulsar, a key with a blank value (``managedLedgerCacheSizeMB=``) keeps its default.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from magnetar.broker.config.listeners import ListenerConfigError, Listeners
+from magnetar.broker.config.security_config import SecurityConfig, SecurityConfigError
+from magnetar.broker.schema.compat import validate_strategy
+
+log = logging.getLogger(__name__)
+
+
+class ConfigError(ValueError):
+    """A configuration file or option that cannot be used as given."""
+
+
+@dataclass
+class BrokerConfig(SecurityConfig):
+    """Every broker setting, named as in Pulsar's broker.conf (camelCase keys map 1:1);
+    security and connection limits are inherited from ``SecurityConfig``."""
+
+    # Network
+    bindAddress: str = "0.0.0.0"
+    advertisedAddress: str = ""
+    # name:pulsar://host:port,... (lookups pick one by the client's listener name)
+    advertisedListeners: str = ""
+    internalListenerName: str = ""
+    brokerServicePort: int = 6650
+    webServicePort: int = 8080
+    clusterName: str = "standalone"
+    keepAliveIntervalSeconds: int = 30
+    maxMessageSize: int = 5 * 1024 * 1024
+    maxPendingPublishRequestsPerConnection: int = 1000  # 0: no limit
+    # broker-wide; Pulsar's default is half the JVM's direct memory; 0 or less: no limit
+    maxMessagePublishBufferSizeInMB: int = 256
+
+    # admin HTTP service: how often message rates (stats, metrics) are recomputed
+    statsUpdateFrequencyInSecs: int = 60
+
+    # Topics
+    allowAutoTopicCreation: bool = True
+    allowAutoTopicCreationType: str = "non-partitioned"
+    defaultNumPartitions: int = 1
+    # (brokerDeleteInactiveTopicsEnabled is not implemented: Pulsar's default, true, deletes
+    # topics without producers and subscriptions; here topics stay until deleted.)
+    brokerDeduplicationEnabled: bool = False
+    brokerDeduplicationEntriesInterval: int = 1000
+    brokerDeduplicationMaxNumberOfProducers: int = 10000
+    brokerDeduplicationProducerInactivityTimeoutMinutes: int = 360
+    brokerEntryMetadataInterceptors: str = ""
+    exposingBrokerEntryMetadataToClientEnabled: bool = False
+    delayedDeliveryEnabled: bool = True
+    delayedDeliveryTickTimeMillis: int = 1000
+    isAllowAutoUpdateSchemaEnabled: bool = True
+    # namespace default; one of schema_compat.STRATEGIES (case-insensitive)
+    schemaCompatibilityStrategy: str = "FULL"
+    # true: a producer without a schema may not connect to a topic that has one
+    isSchemaValidationEnforced: bool = False
+    subscriptionKeySharedEnable: bool = True
+
+    # Compaction: start one when a topic has more than this many bytes past its compacted
+    # view (0: only when asked through the admin API)
+    brokerServiceCompactionThresholdInBytes: int = 0
+
+    # Dispatch
+    dispatcherMaxReadBatchSize: int = 100
+    dispatcherMaxReadSizeBytes: int = 5 * 1024 * 1024  # per read, at least one entry
+    maxUnackedMessagesPerConsumer: int = 50000  # Shared and Key_Shared; 0: no limit
+    # an entry that fails its checksum on read: skip it (acknowledged for every reader of
+    # it, one error log, counted) rather than retry it with a back-off until an operator acts
+    autoSkipNonRecoverableData: bool = False
+
+    # Retention, TTL and backlog quotas (namespace defaults)
+    defaultRetentionTimeInMinutes: int = 0
+    defaultRetentionSizeInMB: int = 0
+    ttlDurationDefaultInSeconds: int = 0
+    backlogQuotaDefaultLimitBytes: int = -1
+    backlogQuotaDefaultLimitGB: float = -1.0  # deprecated in Pulsar; wins over Bytes when > 0
+    backlogQuotaDefaultLimitSecond: int = -1
+    backlogQuotaDefaultRetentionPolicy: str = "producer_request_hold"
+    backlogQuotaCheckIntervalInSeconds: int = 60
+    retentionCheckIntervalInSeconds: int = 120
+    messageExpiryCheckIntervalInMinutes: int = 5
+
+    # Managed ledger
+    managedLedgerMaxEntriesPerLedger: int = 50000
+    managedLedgerMaxSizePerLedgerMbytes: int = 2048
+    managedLedgerMaxLedgerRolloverTimeMinutes: int = 240
+    managedLedgerCacheSizeMB: int = 256
+    managedLedgerCacheEvictionTimeThresholdMillis: int = 1000
+    managedLedgerCursorPositionFlushSeconds: int = 1
+    journalSyncData: bool = True
+
+    # Magnetar's own settings
+    magnetarDataDir: str = "data/standalone"
+    magnetarFsyncPolicy: str = "group"
+    magnetarMaxOpenFiles: int = 512
+    # group policy: while the flusher thread idles, the event loop fdatasyncs a lone batch
+    # itself (fewer thread hand-offs per unbatched send); false: always the thread
+    magnetarSyncOnLoopWhenIdle: bool = True
+    # ... except for this many seconds after an fdatasync (on the loop or the thread) took
+    # longer than magnetarSyncOnLoopSlowMillis: a stalled disk then blocks the event loop
+    # once, not on every send
+    magnetarSyncOnLoopSlowMillis: float = 20.0
+    magnetarSyncOnLoopBackoffSeconds: float = 10.0
+    # A topic without producers or consumers for this long is unloaded (closed, dropped
+    # from memory) and reloaded from storage on its next use; 0 keeps topics loaded.
+    magnetarTopicUnloadIdleSeconds: int = 300
+    # Retention, message TTL and backlog-quota eviction also apply to topics that are not
+    # loaded: every this many seconds a sweep loads, in turn, the unloaded persistent
+    # topics that may have work due, applies the same housekeeping as to loaded topics and
+    # unloads them again; 0 turns the sweep off (unloaded topics then keep their data and
+    # backlog until their next use, as in Pulsar).
+    magnetarIdleTopicSweepIntervalSeconds: int = 60
+    # At most this many topics are loaded per sweep (the rest wait for the next one, in
+    # round-robin order); topics known to have nothing due are skipped without loading.
+    magnetarIdleTopicSweepMaxTopics: int = 500
+
+    unknown_keys: list[str] = field(default_factory=list, repr=False)
+
+    @property
+    def fsync_policy(self) -> str:
+        """The effective fsync policy: ``journalSyncData=false`` turns syncing off."""
+        return self.magnetarFsyncPolicy if self.journalSyncData else "never"
+
+    @property
+    def entry_metadata_enabled(self) -> bool:
+        return bool(self.brokerEntryMetadataInterceptors.strip())
+
+    def validate(self) -> None:
+        if self.allowAutoTopicCreationType not in ("non-partitioned", "partitioned"):
+            raise ConfigError(
+                "allowAutoTopicCreationType must be 'non-partitioned' or 'partitioned', "
+                f"not {self.allowAutoTopicCreationType!r}"
+            )
+        if self.magnetarFsyncPolicy not in ("always", "group", "never"):
+            raise ConfigError(
+                f"magnetarFsyncPolicy must be always, group or never, not {self.magnetarFsyncPolicy!r}"
+            )
+        policies = ("producer_request_hold", "producer_exception", "consumer_backlog_eviction")
+        if self.backlogQuotaDefaultRetentionPolicy not in policies:
+            raise ConfigError(
+                f"backlogQuotaDefaultRetentionPolicy must be one of {', '.join(policies)}"
+            )
+        try:
+            self.schemaCompatibilityStrategy = validate_strategy(self.schemaCompatibilityStrategy)
+        except ValueError as exc:
+            raise ConfigError(f"schemaCompatibilityStrategy: {exc}") from None
+        if self.maxMessageSize <= 0:
+            raise ConfigError("maxMessageSize must be positive")
+        if self.dispatcherMaxReadSizeBytes <= 0:
+            raise ConfigError("dispatcherMaxReadSizeBytes must be positive")
+        if self.maxUnackedMessagesPerConsumer < 0:
+            raise ConfigError("maxUnackedMessagesPerConsumer must be >= 0 (0: no limit)")
+        if self.defaultNumPartitions < 1:
+            raise ConfigError("defaultNumPartitions must be at least 1")
+        if self.magnetarTopicUnloadIdleSeconds < 0:
+            raise ConfigError("magnetarTopicUnloadIdleSeconds must be >= 0 (0: never unload)")
+        if self.magnetarIdleTopicSweepIntervalSeconds < 0:
+            raise ConfigError("magnetarIdleTopicSweepIntervalSeconds must be >= 0 (0: no sweep)")
+        if self.magnetarIdleTopicSweepMaxTopics < 1:
+            raise ConfigError("magnetarIdleTopicSweepMaxTopics must be at least 1")
+        if self.magnetarSyncOnLoopSlowMillis < 0 or self.magnetarSyncOnLoopBackoffSeconds < 0:
+            raise ConfigError("magnetarSyncOnLoopSlowMillis and magnetarSyncOnLoopBackoffSeconds must be >= 0")
+        if self.keepAliveIntervalSeconds <= 0:
+            raise ConfigError("keepAliveIntervalSeconds must be positive")
+        try:
+            Listeners(self.advertisedListeners, self.internalListenerName)
+        except ListenerConfigError as exc:
+            raise ConfigError(str(exc)) from None
+        if self.statsUpdateFrequencyInSecs <= 0:
+            raise ConfigError("statsUpdateFrequencyInSecs must be positive")
+        if not -1 <= self.webServicePort <= 65535:
+            raise ConfigError(f"webServicePort must be a TCP port (or -1: none), not {self.webServicePort}")
+        if not -1 <= self.brokerServicePort <= 65535:
+            raise ConfigError(f"brokerServicePort must be a TCP port, not {self.brokerServicePort}")
+        try:
+            self.validate_security()
+        except SecurityConfigError as exc:
+            raise ConfigError(str(exc)) from None
+
+    def set(self, key: str, raw: str, where: str = "") -> bool:
+        """Set ``key`` from its text form; returns False for a key we do not implement."""
+        fields = {f.name: f for f in dataclasses.fields(self) if f.name != "unknown_keys"}
+        f = fields.get(key)
+        if f is None:
+            return False
+        raw = raw.strip()
+        if raw:  # blank: keep the default, as Pulsar does
+            setattr(self, key, _convert(key, f.type, raw, where))
+        return True
+
+    @classmethod
+    def load(cls, path: str | Path | None = None, **overrides: Any) -> BrokerConfig:
+        """Read a Pulsar-style ``key=value`` file, then apply keyword overrides."""
+        config = cls()
+        if path is not None:
+            config._read_file(Path(path))
+        for key, value in overrides.items():
+            if value is None:
+                continue
+            if not hasattr(config, key):
+                raise ConfigError(f"unknown setting {key!r}")
+            setattr(config, key, value)
+        if config.backlogQuotaDefaultLimitGB > 0:
+            config.backlogQuotaDefaultLimitBytes = int(config.backlogQuotaDefaultLimitGB * 1024**3)
+        config.validate()
+        return config
+
+    def _read_file(self, path: Path) -> None:
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from exc
+        for lineno, line in _logical_lines(text):
+            key, value = _split_property(line)
+            if not key:
+                raise ConfigError(f"{path}:{lineno}: expected key=value, got {line!r}")
+            if not self.set(key, value, f"{path}:{lineno}") and key not in self.unknown_keys:
+                self.unknown_keys.append(key)
+        if self.unknown_keys:
+            log.warning(
+                "config %s: %d keys not implemented by magnetar, ignored: %s",
+                path,
+                len(self.unknown_keys),
+                ", ".join(self.unknown_keys),
+            )
+
+
+def _logical_lines(text: str) -> list[tuple[int, str]]:
+    """(first line number, text) of each non-comment line, continuations joined."""
+    out: list[tuple[int, str]] = []
+    pending: list[str] = []
+    start = 0
+    for lineno, physical in enumerate(text.splitlines(), 1):
+        line = physical.strip() if not pending else physical.lstrip()
+        if not pending:
+            if not line or line[0] in "#!":
+                continue
+            start = lineno
+        # an odd number of trailing backslashes continues the line
+        trailing = len(line) - len(line.rstrip("\\"))
+        if trailing % 2:
+            pending.append(line[:-1])
+            continue
+        pending.append(line)
+        out.append((start, "".join(pending)))
+        pending = []
+    if pending:
+        out.append((start, "".join(pending)))
+    return out
+
+
+def _split_property(line: str) -> tuple[str, str]:
+    """Split at the first ``=`` or ``:`` (or, failing both, whitespace)."""
+    cut = min((i for i in (line.find("="), line.find(":")) if i >= 0), default=-1)
+    if cut >= 0:
+        return line[:cut].strip(), line[cut + 1 :]
+    parts = line.split(None, 1)
+    if len(parts) == 2:
+        return parts[0], parts[1]
+    return "", line
+
+
+_TYPE_WORDS = {"bool": "true or false", "int": "an integer", "float": "a number"}
+
+
+def _convert(key: str, type_name: Any, raw: str, where: str) -> Any:
+    type_name = type_name if isinstance(type_name, str) else type_name.__name__
+    try:
+        if type_name == "bool":
+            lowered = raw.lower()
+            if lowered not in ("true", "false"):
+                raise ValueError
+            return lowered == "true"
+        if type_name == "int":
+            return int(raw)
+        if type_name == "float":
+            return float(raw)
+        return raw
+    except ValueError:
+        prefix = f"{where}: " if where else ""
+        expected = _TYPE_WORDS.get(type_name, type_name)
+        raise ConfigError(f"{prefix}{key} expects {expected}, got {raw!r}") from None

@@ -1,0 +1,147 @@
+"""Namespace policies over broker defaults: retention, message TTL, backlog quota,
+deduplication, auto topic creation, producer and consumer limits, schema compatibility.
+
+A namespace may set any of these (the admin layer calls ``set``); whatever it leaves
+unset falls back to the broker's ``broker.conf`` defaults, as in Pulsar. Policies live in the
+metadata store under ``policies/{tenant}/{namespace}`` so they survive restarts.
+
+They are read from the store once, at start, and kept in memory: `get` never touches the
+store. A change applies in memory at once (to loaded topics too: they read ``get``) and is
+stored off the loop, in order (`KeyWriter`); `set_async` / `clear` return after it is stored.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+from magnetar.broker.config.broker_config import BrokerConfig, ConfigError
+from magnetar.broker.namespaces.key_writes import KeyWriter, Write, written
+
+BACKLOG_POLICIES = ("producer_request_hold", "producer_exception", "consumer_backlog_eviction")
+TOPIC_TYPES = ("non-partitioned", "partitioned")
+SCHEMA_COMPATIBILITY_STRATEGIES = (
+    "UNDEFINED", "ALWAYS_INCOMPATIBLE", "ALWAYS_COMPATIBLE", "BACKWARD", "FORWARD", "FULL",
+    "BACKWARD_TRANSITIVE", "FORWARD_TRANSITIVE", "FULL_TRANSITIVE",
+)
+
+
+@dataclass(frozen=True)
+class Policies:
+    """The effective policies of one namespace (-1 means unlimited, as in Pulsar)."""
+
+    retention_time_minutes: int
+    retention_size_mb: int
+    message_ttl_seconds: int
+    backlog_quota_limit_bytes: int
+    backlog_quota_limit_seconds: int
+    backlog_quota_policy: str
+    deduplication_enabled: bool = False
+    allow_auto_topic_creation: bool = True
+    auto_topic_creation_type: str = "non-partitioned"
+    default_num_partitions: int = 1
+    max_producers_per_topic: int = 0  # 0: no limit
+    max_consumers_per_topic: int = 0  # 0: no limit
+    # None: the broker's default strategy (read by the schema compatibility check)
+    schema_compatibility_strategy: str | None = None
+
+    @property
+    def retention_time_seconds(self) -> int:
+        return self.retention_time_minutes * 60 if self.retention_time_minutes >= 0 else -1
+
+    @property
+    def retention_size_bytes(self) -> int:
+        return self.retention_size_mb * 1024 * 1024 if self.retention_size_mb >= 0 else -1
+
+
+def broker_defaults(config: BrokerConfig) -> Policies:
+    return Policies(
+        retention_time_minutes=config.defaultRetentionTimeInMinutes,
+        retention_size_mb=config.defaultRetentionSizeInMB,
+        message_ttl_seconds=config.ttlDurationDefaultInSeconds,
+        backlog_quota_limit_bytes=config.backlogQuotaDefaultLimitBytes,
+        backlog_quota_limit_seconds=config.backlogQuotaDefaultLimitSecond,
+        backlog_quota_policy=config.backlogQuotaDefaultRetentionPolicy,
+        deduplication_enabled=config.brokerDeduplicationEnabled,
+        allow_auto_topic_creation=config.allowAutoTopicCreation,
+        auto_topic_creation_type=config.allowAutoTopicCreationType,
+        default_num_partitions=config.defaultNumPartitions,
+    )
+
+
+_FIELDS = {f.name for f in fields(Policies)}
+
+
+class PolicyStore:
+    """Reads and writes namespace policies; caches the effective values per namespace."""
+
+    def __init__(self, metadata: Any, config: BrokerConfig, write: Write | None = None) -> None:
+        self.metadata = metadata
+        self.config = config
+        self._writes = KeyWriter(metadata, write)
+        self._cache: dict[str, Policies] = {}
+        # what each namespace sets itself, as stored (read once: this is the only writer)
+        self._overrides: dict[str, dict[str, Any]] = {
+            key[len("policies/"):]: dict(value) for key, value in metadata.list("policies/").items()
+        }
+
+    def overrides(self, namespace: str) -> dict[str, Any]:
+        """What the namespace itself sets (empty when it follows the broker defaults)."""
+        return dict(self._overrides.get(namespace) or {})
+
+    def get(self, namespace: str) -> Policies:
+        cached = self._cache.get(namespace)
+        if cached is None:
+            values = asdict(broker_defaults(self.config))
+            values.update(self.overrides(namespace))
+            cached = self._cache[namespace] = Policies(**values)
+        return cached
+
+    def set(self, namespace: str, **changes: Any) -> Policies:
+        """Set (or, with value None, clear) namespace-level policies: in effect at once,
+        stored off the loop (`set_async` waits for that)."""
+        return self._set(namespace, changes)[0]
+
+    async def set_async(self, namespace: str, **changes: Any) -> Policies:
+        """`set`, returning once the change is stored."""
+        policies, stored = self._set(namespace, changes)
+        await written(stored)
+        return policies
+
+    def _set(self, namespace: str, changes: dict[str, Any]) -> tuple[Policies, Any]:
+        unknown = set(changes) - _FIELDS
+        if unknown:
+            raise ConfigError(f"unknown namespace policies: {', '.join(sorted(unknown))}")
+        policy = changes.get("backlog_quota_policy")
+        if policy is not None and policy not in BACKLOG_POLICIES:
+            raise ConfigError(f"backlog_quota_policy must be one of {', '.join(BACKLOG_POLICIES)}")
+        kind = changes.get("auto_topic_creation_type")
+        if kind is not None and kind not in TOPIC_TYPES:
+            raise ConfigError(f"auto_topic_creation_type must be one of {', '.join(TOPIC_TYPES)}")
+        strategy = changes.get("schema_compatibility_strategy")
+        if strategy is not None and strategy not in SCHEMA_COMPATIBILITY_STRATEGIES:
+            raise ConfigError(
+                "schema_compatibility_strategy must be one of "
+                + ", ".join(SCHEMA_COMPATIBILITY_STRATEGIES)
+            )
+        current = self.overrides(namespace)
+        for key, value in changes.items():
+            if value is None:
+                current.pop(key, None)
+            else:
+                current[key] = value
+        if current:
+            self._overrides[namespace] = current
+            stored = self._writes.put(f"policies/{namespace}", dict(current))
+        else:
+            self._overrides.pop(namespace, None)
+            stored = self._writes.delete(f"policies/{namespace}")
+        self._cache.pop(namespace, None)
+        return self.get(namespace), stored
+
+    async def clear(self, namespace: str) -> None:
+        """Forget every namespace-level policy (the namespace was deleted or created anew);
+        returns once that is stored."""
+        self._overrides.pop(namespace, None)
+        self._cache.pop(namespace, None)
+        await written(self._writes.delete(f"policies/{namespace}"))

@@ -1,0 +1,95 @@
+"""Producer: one client producer attached to a topic, and its publish bookkeeping."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from magnetar.protocol import pb
+from magnetar.protocol.fastpath import send_receipt_frame
+
+if TYPE_CHECKING:
+    from magnetar.broker.connection.server_cnx import ServerCnx
+    from magnetar.broker.topics.topic import Topic
+    from magnetar.protocol.frames import SendFrame
+
+
+class Producer:
+    """A producer as the broker sees it: connection, topic, id, name, access mode, counters."""
+
+    def __init__(
+        self,
+        cnx: ServerCnx,
+        topic: Topic,
+        producer_id: int,
+        name: str,
+        access_mode: int,
+        user_provided_name: bool,
+        schema_version: bytes | None,
+        topic_epoch: int | None = None,
+    ) -> None:
+        """``topic_epoch``: the epoch a reconnecting exclusive producer was given (None: a
+        new producer); the topic sets the one it holds once it attaches (`Topic`)."""
+        self.cnx = cnx
+        self.topic = topic
+        self.producer_id = producer_id
+        self.name = name
+        self.access_mode = access_mode
+        self.user_provided_name = user_provided_name
+        self.schema_version = schema_version
+        self.msg_in = 0
+        self.bytes_in = 0
+        self.topic_epoch = topic_epoch
+        self.ready = True  # False while a WaitForExclusive producer waits for the topic
+
+    def success_command(self, request_id: int, ready: bool = True) -> pb.BaseCommand:
+        resp = pb.CommandProducerSuccess(
+            request_id=request_id,
+            producer_name=self.name,
+            last_sequence_id=self.topic.last_sequence_id(self.name),
+            producer_ready=ready,
+        )
+        if self.schema_version is not None:
+            resp.schema_version = self.schema_version
+        if self.topic_epoch is not None and ready:
+            resp.topic_epoch = self.topic_epoch
+        return pb.BaseCommand(type=pb.BaseCommand.PRODUCER_SUCCESS, producer_success=resp)
+
+    def publish(
+        self, send: SendFrame, payload: bytes | memoryview, size: int, part_crc: int | None = None
+    ) -> None:
+        """Publish one Send; ``size`` is ``len(payload)``, handed back with its answer;
+        ``part_crc`` the payload part's CRC32C when the caller checked it (`Topic.publish`)."""
+        self.msg_in += send.num_messages
+        self.bytes_in += size
+        self.topic.publish(self, send, payload, size, part_crc)
+
+    def send_receipt(
+        self, sequence_id: int, highest_sequence_id: int, ledger_id: int, entry_id: int, size: int
+    ) -> None:
+        """Answer a send of ``size`` payload bytes with its receipt."""
+        self.cnx.write(
+            send_receipt_frame(self.producer_id, sequence_id, ledger_id, entry_id, highest_sequence_id)
+        )
+        self.cnx.on_send_done(size)
+
+    def receipt_held(
+        self, sequence_id: int, highest_sequence_id: int, ledger_id: int, entry_id: int, size: int
+    ) -> bool:
+        """`send_receipt`, queued for the caller's ``cnx.release_held()`` (see
+        `ServerCnx.write_held`); True when the caller must make that call."""
+        must_release = self.cnx.write_held(
+            send_receipt_frame(self.producer_id, sequence_id, ledger_id, entry_id, highest_sequence_id)
+        )
+        self.cnx.on_send_done(size)
+        return must_release
+
+    def send_error(self, sequence_id: int, code: pb.ServerError, message: str, size: int) -> None:
+        """Answer a send of ``size`` payload bytes with a SendError."""
+        err = pb.CommandSendError(
+            producer_id=self.producer_id, sequence_id=sequence_id, error=code, message=message
+        )
+        self.cnx.send(pb.BaseCommand(type=pb.BaseCommand.SEND_ERROR, send_error=err))
+        self.cnx.on_send_done(size)
+
+    def close_by_broker(self) -> None:
+        self.cnx.producer_closed_by_broker(self)

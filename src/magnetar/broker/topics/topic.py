@@ -1,0 +1,577 @@
+"""PersistentTopic and NonPersistentTopic: producers, subscriptions and the publish path.
+
+Publish path (persistent): the payload part arrives exactly as the producer framed it; if
+broker entry metadata is configured, a 0x0e02 section is put in front; the bytes are
+appended to the managed ledger; when the ledger says the entry is durable, the SendReceipt
+goes out (receipts resolve in append order) and every subscription is told to dispatch.
+Nothing inside the payload is decoded on this path.
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+import time
+from concurrent.futures import Future
+from functools import partial
+from typing import TYPE_CHECKING, Any, cast, overload
+
+from magnetar.broker.errors import BrokerError
+from magnetar.broker.topics.producer import Producer
+from magnetar.broker.topics.topic_name import TopicName
+from magnetar.protocol import pb
+from magnetar.protocol.errors import ProtocolError
+from magnetar.protocol.frames import peek_metadata
+from magnetar.storage import EntryNotFoundError, StorageError
+
+if TYPE_CHECKING:
+    from magnetar.broker.connection.server_cnx import ServerCnx
+    from magnetar.broker.service import BrokerService
+    from magnetar.broker.subscriptions.subscription import NonPersistentSubscription, Subscription
+    from magnetar.broker.topics.dedup import MessageDeduplication
+    from magnetar.broker.topics.dedup_snapshot import Restored
+    from magnetar.protocol.frames import SendFrame
+    from magnetar.storage import ManagedLedger, Position
+
+log = logging.getLogger(__name__)
+
+ENTRY_METADATA_MAGIC = b"\x0e\x02"
+_U32 = struct.Struct(">I")
+
+ACCESS_SHARED = pb.Shared
+ACCESS_EXCLUSIVE = pb.Exclusive
+ACCESS_EXCLUSIVE_WITH_FENCING = pb.ExclusiveWithFencing
+
+
+_NOT_CHUNKED = (-1, -1)
+_FENCE_MIN_S = 0.5
+_FENCE_MAX_S = 30.0
+#: `oldest_backlog_publish_time_async` reads again while acknowledgements move the oldest
+#: backlog entry during its read, this many times at most.
+_OLDEST_READS = 8
+
+
+def _chunk_of(payload: bytes | memoryview) -> tuple[int, int]:
+    """(chunk_id, num_chunks) of a chunk's payload part (dedup only records last chunks)."""
+    try:
+        metadata = peek_metadata(payload)
+    except ProtocolError:
+        return _NOT_CHUNKED
+    if not metadata.HasField("chunk_id"):
+        return _NOT_CHUNKED
+    return metadata.chunk_id, metadata.num_chunks_from_msg
+
+
+@overload
+def split_entry(data: bytes) -> tuple[bytes | None, bytes]: ...
+@overload
+def split_entry(data: memoryview) -> tuple[memoryview | None, memoryview]: ...
+def split_entry(data: bytes | memoryview) -> tuple[bytes | memoryview | None, bytes | memoryview]:
+    """Split a stored entry into (broker entry metadata, payload part); of the same type
+    as ``data`` (a ``memoryview`` from a cold read is cut without copying)."""
+    if data[:2] == ENTRY_METADATA_MAGIC:
+        (size,) = _U32.unpack_from(data, 2)
+        return data[6 : 6 + size], data[6 + size :]
+    return None, data
+
+
+def load_entry_index(ledger: ManagedLedger) -> int:
+    """The next broker entry index of a ledger (entries carry the index of their last
+    message). Reads the last entry on the calling thread: for `BrokerService.get_topic`'s
+    blocking load (tests, tools); topic loads use `load_entry_index_async`."""
+    last = ledger.last_confirmed()
+    return 0 if last is None else entry_index_after(ledger.read(last))
+
+
+async def load_entry_index_async(ledger: ManagedLedger) -> int:
+    """`load_entry_index`, reading the last entry from the cache or on the reader threads
+    (StorageError if it cannot be read)."""
+    last = ledger.last_confirmed()
+    if last is None:
+        return 0
+    data = ledger.cached_entry(last)
+    if data is None:
+        read = await ledger.read_positions_cold([last])
+        if not read.entries:
+            raise read.failed.get(last) or StorageError(f"{ledger.name}: cannot read {last}")
+        data = read.entries[0][1]
+    return entry_index_after(data)
+
+
+def entry_index_after(entry: bytes | memoryview) -> int:
+    """The broker entry index that follows a stored entry (0 without one)."""
+    bem_raw, _ = split_entry(entry)
+    if bem_raw is None:
+        return 0
+    bem = pb.BrokerEntryMetadata.FromString(bytes(bem_raw))
+    return bem.index + 1 if bem.HasField("index") else 0
+
+
+class Topic:
+    """What both topic kinds share: the name, producers, subscriptions, access modes."""
+
+    persistent = True
+
+    def __init__(self, service: BrokerService, name: TopicName) -> None:
+        self.service = service
+        self.topic_name = name
+        self.name = str(name)
+        self.producers: dict[str, Producer] = {}
+        self.subscriptions: dict[str, Subscription] = {}
+        self.waiting_exclusive: list[tuple[Producer, int]] = []
+        self.topic_epoch: int | None = None  # of the exclusive producers (see add_producer)
+        self.msg_in = 0
+        self.bytes_in = 0
+        self.terminated = False
+        self.created = time.time()
+
+    # -- producers ---------------------------------------------------------------
+
+    def last_sequence_id(self, producer_name: str) -> int:
+        return -1
+
+    def add_producer(self, producer: Producer, request_id: int) -> bool:
+        """Attach ``producer``; False when it waits for exclusive access (WaitForExclusive).
+
+        Access modes as in Pulsar: a Shared producer is refused (ProducerBusy) while an
+        exclusive one holds the topic or waits for it; Exclusive is refused (ProducerFenced)
+        while any other producer is attached or waiting; WaitForExclusive waits until the
+        topic is free; ExclusiveWithFencing takes it, closing every producer attached
+        (they find it held when they reconnect) and failing the waiting ones. An exclusive
+        producer gets the topic's next epoch (in ProducerSuccess); one reconnecting with an
+        epoch older than the topic's is fenced (ProducerFenced): a newer exclusive producer
+        held the topic meanwhile. The epoch lives as long as the topic is loaded."""
+        if self.terminated:
+            raise BrokerError(pb.TopicTerminatedError, f"topic {self.name} is terminated")
+        if producer.name in self.producers:
+            raise BrokerError(
+                pb.ProducerBusy, f"producer with name '{producer.name}' is already connected to {self.name}"
+            )
+        held = self.exclusive_holder()
+        mode = producer.access_mode
+        if mode == ACCESS_SHARED:
+            if held is not None or self.waiting_exclusive:
+                raise BrokerError(pb.ProducerBusy, f"topic {self.name} has an exclusive producer")
+            self.producers[producer.name] = producer
+            return True
+        if mode == ACCESS_EXCLUSIVE:
+            if held is not None or self.waiting_exclusive:
+                raise BrokerError(
+                    pb.ProducerFenced, f"topic {self.name} has an exclusive producer: {held or 'waiting'}")
+            if self.producers:
+                raise BrokerError(pb.ProducerFenced, f"topic {self.name} has shared producers")
+        elif mode == ACCESS_EXCLUSIVE_WITH_FENCING:
+            self._fence_producers()
+        elif self.producers:  # WaitForExclusive
+            self.waiting_exclusive.append((producer, request_id))
+            return False
+        self._take_epoch(producer)
+        self.producers[producer.name] = producer
+        return True
+
+    def exclusive_holder(self) -> str | None:
+        """The name of the exclusive producer holding the topic, if one does."""
+        for p in self.producers.values():
+            if p.access_mode != ACCESS_SHARED:
+                return p.name
+        return None
+
+    def _fence_producers(self) -> None:
+        """ExclusiveWithFencing arrived: fail the waiting producers, close the attached."""
+        waiting, self.waiting_exclusive = self.waiting_exclusive, []
+        for p, request_id in waiting:
+            p.cnx.producers.pop(p.producer_id, None)
+            p.cnx.send_error(request_id, pb.ProducerFenced, f"fenced out of {self.name}")
+        for p in list(self.producers.values()):
+            self.remove_producer(p)
+            p.close_by_broker()
+
+    def _take_epoch(self, producer: Producer) -> None:
+        """Give exclusive ``producer`` the topic's epoch (ProducerFenced: it is stale)."""
+        current = -1 if self.topic_epoch is None else self.topic_epoch
+        asked = producer.topic_epoch
+        if asked is not None and asked < current:
+            raise BrokerError(
+                pb.ProducerFenced,
+                f"topic {self.name} epoch moved to {current}; producer {producer.name} has {asked}")
+        self.topic_epoch = producer.topic_epoch = current + 1 if asked is None else asked
+
+    def remove_producer(self, producer: Producer) -> None:
+        waiting = [w for w in self.waiting_exclusive if w[0] is not producer]
+        self.waiting_exclusive = waiting
+        if self.producers.get(producer.name) is producer:
+            del self.producers[producer.name]
+        while not self.producers and self.waiting_exclusive:
+            nxt, request_id = self.waiting_exclusive.pop(0)
+            if nxt.cnx.closed:
+                continue
+            try:
+                self._take_epoch(nxt)
+            except BrokerError as exc:
+                nxt.cnx.producers.pop(nxt.producer_id, None)
+                nxt.cnx.send_error(request_id, exc.code, str(exc))
+                continue
+            self.producers[nxt.name] = nxt
+            nxt.cnx.on_producer_ready(nxt, request_id)
+
+    def close_all(self) -> None:
+        for producer in list(self.producers.values()):
+            producer.close_by_broker()
+        self.producers.clear()
+        for sub in list(self.subscriptions.values()):
+            sub.disconnect_consumers()
+
+    # -- publishing ----------------------------------------------------------------
+
+    def publish(
+        self, producer: Producer, send: SendFrame, payload: bytes | memoryview, size: int,
+        part_crc: int | None = None,
+    ) -> None:
+        """Store (or hand out) one Send's ``payload`` part of ``size`` bytes and answer it.
+        ``part_crc``: the part's CRC32C, which the caller checked against its content
+        (`magnetar.protocol.frames.part_checksum`); a persistent topic stores the part
+        with it, so storage computes no checksum of its own. None: not checked."""
+        raise NotImplementedError
+
+    def stats(self) -> dict[str, Any]:
+        return {
+            "msgInCounter": self.msg_in,
+            "bytesInCounter": self.bytes_in,
+            "publishers": [
+                {"producerName": p.name, "producerId": p.producer_id, "msgInCounter": p.msg_in,
+                 "bytesInCounter": p.bytes_in, "address": p.cnx.peer}
+                for p in self.producers.values()
+            ],
+            "subscriptions": {name: sub.stats() for name, sub in self.subscriptions.items()},
+        }
+
+
+class PersistentTopic(Topic):
+    """A topic whose entries live in a ManagedLedger; subscriptions have durable cursors."""
+
+    def __init__(self, service: BrokerService, name: TopicName, ledger: ManagedLedger,
+                 restored: Restored | None = None, entry_index: int | None = None) -> None:
+        """``restored`` / ``entry_index``: the dedup state and next entry index when the
+        caller read them already (`BrokerService.load_topic`, off the loop); else read here."""
+        super().__init__(service, name)
+        self.ledger = ledger
+        self.terminated = ledger.is_terminated
+        # Dedup state reflects every entry up to dedup_position; the stored snapshot lags by
+        # dedup_unsaved entries (replayed from the ledger after a crash).
+        self.dedup_position: Position | None = None
+        self.dedup_unsaved = 0
+        self.dedup: MessageDeduplication | None = None
+        if service.policies.get(name.namespace).deduplication_enabled:
+            snapshots = service.dedup_snapshots
+            self.dedup = snapshots.load(self) if restored is None else snapshots.apply(self, restored)
+        self.entry_index = -1
+        if service.config.entry_metadata_enabled:
+            self.entry_index = load_entry_index(ledger) if entry_index is None else entry_index
+        self.last_publish_error: str | None = None
+        self._held: list[ServerCnx] = []  # connections with receipts queued for _appends_done
+        self._confirmed = False  # entries were confirmed since the last _appends_done
+        ledger.after_appends = self._appends_done
+        # After a failed append (disk full, I/O error) new producers are refused until
+        # fenced_until (monotonic), backing off while the failures go on; see _storage_failed.
+        self.fenced_until = 0.0
+        self._fence_backoff = 0.0
+        # the publish time of the oldest backlog entry read last (backlog time quota, sweep)
+        self._publish_time_read: tuple[Position, float | None] | None = None
+
+    def last_sequence_id(self, producer_name: str) -> int:
+        if self.dedup is None:
+            return -1
+        return self.dedup.last_sequence_id(producer_name)
+
+    def oldest_backlog_position(self) -> Position | None:
+        """The oldest entry some durable subscription has not acknowledged (None: none)."""
+        from magnetar.broker.subscriptions.subscription import PersistentSubscription
+
+        oldest: Position | None = None
+        for sub in self.subscriptions.values():
+            if isinstance(sub, PersistentSubscription) and sub.durable:
+                first = sub.cursor.read_position
+                if first is not None and (oldest is None or first < oldest):
+                    oldest = first
+        return oldest
+
+    def _known_publish_time(self, position: Position) -> tuple[bool, float | None]:
+        """(known, publish time in epoch seconds or None without metadata) of the entry at
+        ``position``, from memory: the last one read for this, or the read cache."""
+        known = self._publish_time_read
+        if known is not None and known[0] == position:
+            return True, known[1]
+        cached = self.ledger.read_cached(position, 1)
+        if cached and cached[0][0] == position:
+            return True, self._remember_publish_time(position, cached[0][1])
+        return False, None
+
+    def knows_publish_time(self, position: Position) -> bool:
+        """Whether the publish time of the entry at ``position`` is known without a disk
+        read (then `oldest_backlog_publish_time` answers from memory for it)."""
+        return self._known_publish_time(position)[0]
+
+    def _remember_publish_time(self, position: Position, data: bytes | memoryview) -> float | None:
+        """The publish time of ``data``, the entry at ``position``, kept for the next ask."""
+        from magnetar.broker.subscriptions.dispatcher import entry_metadata
+
+        metadata = entry_metadata(data)
+        published = None if metadata is None else metadata.publish_time / 1000
+        self._publish_time_read = (position, published)
+        return published
+
+    def oldest_backlog_publish_time(self) -> float | None:
+        """Publish time (epoch seconds) of the oldest message some durable subscription has
+        not acknowledged; None without backlog (or without its metadata). From memory when
+        it can (see `oldest_backlog_publish_time_async`), else read from disk on the calling
+        thread (tests, tools); the read may raise StorageError."""
+        oldest = self.oldest_backlog_position()
+        if oldest is None:
+            return None
+        known, published = self._known_publish_time(oldest)
+        if known:
+            return published
+        return self._remember_publish_time(oldest, self.ledger.read(oldest))
+
+    async def oldest_backlog_publish_time_async(self) -> float | None:
+        """`oldest_backlog_publish_time` with the entry from the read cache, else read on
+        the storage's reader threads. What it returns is what `oldest_backlog_publish_time`
+        answers from memory in the same event-loop step (so a check made right after
+        awaiting this does no disk read). May raise StorageError."""
+        for _ in range(_OLDEST_READS):
+            oldest = self.oldest_backlog_position()
+            if oldest is None:
+                return None
+            known, published = self._known_publish_time(oldest)
+            if known:
+                return published
+            found = await self.ledger.read_cold(oldest, 1)
+            if not found or found[0][0] != oldest:
+                raise EntryNotFoundError(f"{self.ledger.name}: no entry at {oldest}")
+            published = self._remember_publish_time(oldest, found[0][1])
+        return published  # acknowledgements kept moving it: the last one read will do
+
+    def add_producer(self, producer: Producer, request_id: int) -> bool:
+        if self.fenced_until and time.monotonic() < self.fenced_until:
+            raise BrokerError(
+                pb.ServiceNotReady,
+                f"storage of topic {self.name} is failing ({self.last_publish_error}); retry later",
+            )
+        if not self.terminated:
+            quota_error = self.service.backlog_quota.producer_error(self)
+            if quota_error is not None:
+                raise BrokerError(*quota_error)
+        ready = super().add_producer(producer, request_id)
+        if self.dedup is not None:
+            self.dedup.producer_added(producer.name)
+        return ready
+
+    def remove_producer(self, producer: Producer) -> None:
+        super().remove_producer(producer)
+        if self.dedup is not None and producer.name not in self.producers:
+            self.dedup.producer_removed(producer.name)
+
+    def publish(
+        self, producer: Producer, send: SendFrame, payload: bytes | memoryview, size: int,
+        part_crc: int | None = None,
+    ) -> None:
+        seq = send.sequence_id
+        highest = send.highest_sequence_id
+        if highest < 0:
+            highest = seq
+        if self.terminated:
+            producer.send_error(seq, pb.TopicTerminatedError, f"topic {self.name} is terminated", size)
+            return
+        num_messages = send.num_messages
+        chunk = _NOT_CHUNKED
+        last_seq = highest
+        if self.dedup is not None:
+            if send.is_chunk:
+                chunk = _chunk_of(payload)
+            if num_messages > 1 and send.highest_sequence_id < 0:
+                # a batch from a client that numbers its messages consecutively (the C++
+                # client sends no highest_sequence_id and counts seq + n - 1 as published)
+                last_seq = seq + num_messages - 1
+            verdict = self.dedup.check(
+                producer.name, seq, last_seq, chunk_id=chunk[0], num_chunks=chunk[1]
+            )
+            if verdict == "duplicate":
+                producer.send_receipt(seq, highest, -1, -1, size)
+                return
+            if verdict == "unknown":
+                producer.send_error(
+                    seq, pb.PersistenceError, "a message with this sequence id is still being stored",
+                    size,
+                )
+                return
+        self.msg_in += num_messages
+        self.bytes_in += size
+        if self.entry_index >= 0:
+            # the entry starts with the broker entry metadata, not the part: its CRC is
+            # the storage's own
+            self.entry_index += num_messages
+            data: bytes | memoryview = self._with_entry_metadata(payload, self.entry_index - 1)
+            part_crc = None
+        else:
+            data = payload
+        self.ledger.append_then(
+            data, partial(self._persisted, producer, seq, highest, last_seq, chunk, size), part_crc
+        )
+
+    def _with_entry_metadata(self, payload: bytes | memoryview, index: int) -> bytes:
+        bem = pb.BrokerEntryMetadata(broker_timestamp=int(time.time() * 1000), index=index)
+        raw = bem.SerializeToString()
+        return b"".join((ENTRY_METADATA_MAGIC, _U32.pack(len(raw)), raw, payload))
+
+    def _persisted(
+        self,
+        producer: Producer,
+        seq: int,
+        highest: int,
+        last_seq: int,
+        chunk: tuple[int, int],
+        size: int,
+        position: Position | None,
+        exc: BaseException | None,
+    ) -> None:
+        """The append of one send finished: answer it, exactly once, whatever fails here
+        (an unanswered send would keep its pending-send slot and publish-buffer bytes).
+        A receipt is queued on its connection and written by `_appends_done`, once for
+        every send of the batch the storage completed."""
+        answered = False
+        try:
+            if position is None:
+                self._storage_failed(exc or RuntimeError("append failed"))
+                if self.dedup is not None:
+                    self.dedup.reset_pushed()
+                answered = True
+                producer.send_error(seq, pb.PersistenceError, f"could not store the message: {exc}", size)
+                return
+            if self._fence_backoff:
+                self._fence_backoff = 0.0
+            if self.dedup is not None:
+                self.dedup.on_persisted(producer.name, seq, last_seq, chunk_id=chunk[0], num_chunks=chunk[1])
+                self.dedup_position = position
+                self.dedup_unsaved += 1
+            answered = True
+            if producer.receipt_held(seq, highest, position.ledger_id, position.entry_id, size):
+                self._held.append(producer.cnx)
+            self._confirmed = True
+            if self.dedup is not None and (
+                self.dedup_unsaved >= self.service.config.brokerDeduplicationEntriesInterval
+            ):
+                self.service.dedup_snapshots.save(self)
+        except Exception:
+            log.exception("topic %s: failed to complete send %d of producer %s",
+                          self.name, seq, producer.name)
+            if not answered:
+                producer.send_error(seq, pb.UnknownError, "internal broker error", size)
+
+    def _appends_done(self) -> None:
+        """The storage told the outcome of a batch of appends (the ledger's
+        ``after_appends``): write the receipts queued for it, one write per connection,
+        and, if entries were confirmed, give every subscription with consumers a dispatch
+        pass (once per batch however many entries it holds: thousands of subscriptions
+        nobody consumes from cost nothing per entry)."""
+        held = self._held
+        if held:
+            self._held = []
+            for cnx in held:
+                cnx.release_held()
+        if self._confirmed:
+            self._confirmed = False
+            self._notify_subscriptions()
+
+    def _notify_subscriptions(self) -> None:
+        for sub in self.subscriptions.values():
+            dispatcher = sub.dispatcher  # None: a stored subscription nobody joined yet
+            if dispatcher is not None and dispatcher.consumers:
+                dispatcher.schedule()
+
+    def _storage_failed(self, exc: BaseException) -> None:
+        """An append failed: the send gets a SendError (on which clients drop the connection,
+        reconnect and resend) and, for a back-off that doubles while failures go on, the
+        producers' reconnections are refused with ServiceNotReady. Without that pause a
+        client would resend at once, forever: its send timeout restarts with every
+        reconnection, so the application would never hear of the failure."""
+        self.last_publish_error = str(exc)
+        now = time.monotonic()
+        if now < self.fenced_until:
+            return  # same failure period: already logged
+        self._fence_backoff = min(_FENCE_MAX_S, max(_FENCE_MIN_S, self._fence_backoff * 2))
+        self.fenced_until = now + self._fence_backoff
+        log.error("topic %s: append failed (%s); producers refused for %.1f s",
+                  self.name, exc, self._fence_backoff)
+
+    def remove_subscription(self, name: str) -> None:
+        """Forget a subscription that holds no state (a Reader's, once its consumer left)."""
+        self.subscriptions.pop(name, None)
+
+    def delete_subscription(self, name: str) -> Future[Any] | None:
+        """Unsubscribe: drop the subscription and its durable cursor, at once; the cursor's
+        row is deleted off the loop (its future, to await for the answer; None when there
+        is no row: a non-durable subscription)."""
+        sub = self.subscriptions.pop(name, None)
+        if sub is not None and sub.durable:
+            return self.ledger.delete_cursor(name)
+        return None
+
+    # -- lifecycle -----------------------------------------------------------------
+
+    async def terminate(self) -> Position | None:
+        """Stop accepting messages (admin 'terminate'); consumers get ReachedEndOfTopic.
+        Sends are refused and producers closed at once; the ledger's terminated flag is
+        stored off the loop (`ManagedLedger.terminate_async`) and this returns once it is
+        (the last confirmed position then). If storing fails, the topic is not terminated
+        and the StorageError is raised."""
+        self.terminated = True
+        for producer in list(self.producers.values()):
+            producer.close_by_broker()
+        self.producers.clear()
+        try:
+            await self.ledger.terminate_async()
+        except Exception:
+            self.terminated = self.ledger.is_terminated
+            raise
+        for sub in self.subscriptions.values():
+            sub.check_end_of_topic()
+        return self.ledger.last_confirmed()
+
+    def stats(self) -> dict[str, Any]:
+        out = super().stats()
+        out["storageSize"] = self.ledger.size_bytes()
+        out["entryCount"] = self.ledger.entry_count()
+        out["terminated"] = self.terminated
+        return out
+
+
+class NonPersistentTopic(Topic):
+    """Dispatch-or-drop: a message goes to consumers that have permits now, or nowhere."""
+
+    persistent = False
+
+    def __init__(self, service: BrokerService, name: TopicName) -> None:
+        super().__init__(service, name)
+        self.next_entry_id = 0
+        self.msg_dropped = 0
+        # `subscriptions` itself (the same dict), typed as what it holds on this topic
+        self._np_subscriptions = cast("dict[str, NonPersistentSubscription]", self.subscriptions)
+
+    def publish(
+        self, producer: Producer, send: SendFrame, payload: bytes | memoryview, size: int,
+        part_crc: int | None = None,
+    ) -> None:
+        seq = send.sequence_id
+        highest = send.highest_sequence_id
+        if highest < 0:
+            highest = seq
+        num_messages = send.num_messages
+        self.msg_in += num_messages
+        self.bytes_in += size
+        entry_id = self.next_entry_id
+        self.next_entry_id += 1
+        for sub in self._np_subscriptions.values():
+            if not sub.dispatcher.offer(entry_id, payload, num_messages):
+                self.msg_dropped += num_messages
+        producer.send_receipt(seq, highest, -1, -1, size)
+

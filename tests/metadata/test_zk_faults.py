@@ -1,0 +1,194 @@
+"""ZooKeeper faults, with a real server that the tests stop, restart and expire sessions on:
+unreachable at start (a clear error naming the address after retries with back-off; a
+server that comes up during the retries is used), a restart while connected (nothing lost,
+ephemeral keys kept, listeners told, notifications flow again), an expired session (the
+``reconnect`` policy re-creates the ephemeral keys; ``shutdown`` closes the store)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from kazoo.client import KazooClient
+
+from magnetar.metadata import (
+    MetadataCache,
+    MetadataStore,
+    NotificationType,
+    SessionEvent,
+    StoreClosedError,
+    StoreUnavailableError,
+    create_metadata_store,
+)
+from magnetar.metadata.zk import ZKMetadataStore
+from tests.zkserver import ZooKeeperServer, free_port, zk_missing_reason
+
+from .test_contract import Recorder
+
+pytestmark = pytest.mark.skipif(zk_missing_reason() is not None,
+                                reason=zk_missing_reason() or "")
+
+
+@pytest.fixture
+def own_zk(tmp_path: Path) -> Iterator[ZooKeeperServer]:
+    """A ZooKeeper of this test alone (the test stops and restarts it)."""
+    server = ZooKeeperServer(tmp_path / "zk")
+    server.start()
+    yield server
+    server.stop()
+
+
+class Sessions:
+    def __init__(self, store: MetadataStore) -> None:
+        self.events: list[SessionEvent] = []
+        self.changed = asyncio.Event()
+        store.register_session_listener(self.on)
+
+    def on(self, event: SessionEvent) -> None:
+        self.events.append(event)
+        self.changed.set()
+
+    async def wait_for(self, event: SessionEvent, timeout: float = 30.0) -> None:
+        async def until() -> None:
+            while event not in self.events:
+                self.changed.clear()
+                await self.changed.wait()
+
+        await asyncio.wait_for(until(), timeout)
+
+
+def test_unreachable_at_start_is_a_clear_error(caplog: pytest.LogCaptureFixture) -> None:
+    port = free_port()
+
+    async def main() -> None:
+        with pytest.raises(StoreUnavailableError) as err:
+            await create_metadata_store(f"zk:127.0.0.1:{port}", connect_timeout_s=2.5)
+        assert f"127.0.0.1:{port}" in str(err.value)
+        assert err.value.__cause__ is None and err.value.__suppress_context__
+
+    with caplog.at_level(logging.WARNING, logger="magnetar.metadata"):
+        asyncio.run(main())
+    retries = [r for r in caplog.records if "unreachable (attempt" in r.getMessage()]
+    assert len(retries) >= 1
+    assert all(f"127.0.0.1:{port}" in r.getMessage() and not r.exc_info for r in retries)
+
+
+def test_server_coming_up_during_the_retries_is_used(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    server = ZooKeeperServer(tmp_path / "zk")
+
+    async def main() -> None:
+        connecting = asyncio.ensure_future(
+            create_metadata_store(server.url(), connect_timeout_s=60))
+        while not any("unreachable (attempt" in r.getMessage() for r in caplog.records):
+            assert not connecting.done()
+            await asyncio.sleep(0.05)
+        await asyncio.get_running_loop().run_in_executor(None, server.start)
+        store = await connecting
+        await store.put("/up", b"yes")
+        assert (await store.get("/up"))[0] == b"yes"  # type: ignore[index]
+        await store.close()
+
+    try:
+        with caplog.at_level(logging.WARNING, logger="magnetar.metadata"):
+            asyncio.run(asyncio.wait_for(main(), 90))
+    finally:
+        server.stop()
+
+
+def test_restart_while_connected_loses_nothing(own_zk: ZooKeeperServer) -> None:
+    async def main() -> None:
+        # a session outlives a restart shorter than its timeout (30 s: a busy machine's JVM
+        # start-up included)
+        store = await create_metadata_store(own_zk.url("/c"), session_timeout_s=30.0)
+        other = await create_metadata_store(own_zk.url("/c"), session_timeout_s=30.0)
+        sessions = Sessions(store)
+        await store.put("/admin/policies/acme", b'{"a": 1}')
+        await store.put("/brokers/b1", b"b1", ephemeral=True)
+        cache: MetadataCache[dict[str, int]] = MetadataCache(store)
+        assert await cache.get("/admin/policies/acme") == {"a": 1}
+
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(None, own_zk.stop)
+        await sessions.wait_for(SessionEvent.CONNECTION_LOST)
+        await loop.run_in_executor(None, own_zk.start)
+        await sessions.wait_for(SessionEvent.RECONNECTED)
+        assert SessionEvent.SESSION_LOST not in sessions.events
+
+        assert (await store.get("/admin/policies/acme"))[0] == b'{"a": 1}'  # type: ignore[index]
+        got = await store.get("/brokers/b1")
+        assert got is not None and got[1].ephemeral and got[1].created_by_self
+        # caches were cleared (changes could have been missed), and watches work again
+        rec = Recorder(store)
+        assert await cache.get("/admin/policies/acme") == {"a": 1}
+        await other.put("/admin/policies/acme", b'{"a": 2}')
+        await rec.wait_for(NotificationType.MODIFIED, "/admin/policies/acme")
+        assert await cache.get("/admin/policies/acme") == {"a": 2}
+        await store.close()
+        await other.close()
+
+    asyncio.run(asyncio.wait_for(main(), 120))
+
+
+def _expire(server: ZooKeeperServer, store: ZKMetadataStore) -> None:
+    """Expire ``store``'s session the way ZooKeeper's own tests do: open the same session
+    from a second client and close it there."""
+    session = store.session
+    assert session is not None
+    thief = KazooClient(hosts=server.address, client_id=session, timeout=4.0)
+    thief.start(timeout=15)
+    thief.stop()
+    thief.close()
+
+
+def test_expired_session_with_reconnect_policy_recreates_ephemeral_keys(
+        zookeeper: ZooKeeperServer) -> None:
+    async def main() -> None:
+        url = zookeeper.url("/expire-reconnect")
+        store = await create_metadata_store(url, session_timeout_s=4.0,
+                                            session_expired_policy="reconnect")
+        observer = await create_metadata_store(url, session_timeout_s=4.0)
+        assert isinstance(store, ZKMetadataStore)
+        sessions = Sessions(store)
+        await store.put("/brokers/b1", b"owner-1", ephemeral=True)
+        await store.put("/kept", b"persistent")
+        rec = Recorder(observer)
+        assert await observer.get("/brokers/b1") is not None
+        before = store.session
+
+        await asyncio.get_running_loop().run_in_executor(None, _expire, zookeeper, store)
+        await rec.wait_for(NotificationType.DELETED, "/brokers/b1")
+        await sessions.wait_for(SessionEvent.SESSION_LOST)
+        await sessions.wait_for(SessionEvent.SESSION_REESTABLISHED)
+        assert store.session != before and not store.closed
+        got = await observer.get("/brokers/b1")
+        assert got is not None and got[0] == b"owner-1" and got[1].ephemeral
+        assert (await store.get("/brokers/b1"))[1].created_by_self  # type: ignore[index]
+        assert (await store.get("/kept"))[0] == b"persistent"  # type: ignore[index]
+        await store.close()
+        await observer.close()
+
+    asyncio.run(asyncio.wait_for(main(), 120))
+
+
+def test_expired_session_with_shutdown_policy_closes_the_store(
+        zookeeper: ZooKeeperServer) -> None:
+    async def main() -> None:
+        store = await create_metadata_store(zookeeper.url("/expire-shutdown"),
+                                            session_timeout_s=4.0)
+        assert isinstance(store, ZKMetadataStore)
+        assert store.session_expired_policy.value == "shutdown"  # Pulsar's default
+        sessions = Sessions(store)
+        await store.put("/brokers/b1", b"x", ephemeral=True)
+        await asyncio.get_running_loop().run_in_executor(None, _expire, zookeeper, store)
+        await sessions.wait_for(SessionEvent.SESSION_LOST)
+        while not store.closed:
+            await asyncio.sleep(0.02)
+        with pytest.raises(StoreClosedError):
+            await store.get("/brokers/b1")
+        assert SessionEvent.SESSION_REESTABLISHED not in sessions.events
+
+    asyncio.run(asyncio.wait_for(main(), 120))
