@@ -13,6 +13,7 @@ from magnetar.client.entry import Entry
 from magnetar.client.message_id import MessageId
 from magnetar.protocol import pb
 from magnetar.protocol.batch import encode_batch
+from magnetar.spark import arrow
 from magnetar.spark.arrow import BatchBuilder
 from magnetar.spark.offsets import EARLIEST
 from magnetar.spark.ranges import entry_runs
@@ -74,8 +75,10 @@ def test_skipped_indexes_cut_runs():
     assert [(r.lo, r.hi) for r in runs] == [(0, 1), (2, 3), (4, 6)]
 
 
+@pytest.mark.parametrize("small", [0, 8])  # batches as Arrow columns / a value per message
 @pytest.mark.parametrize("fmt", [ValueFormat(), ValueFormat("string")])
-def test_columns_match_the_client_view(fmt):
+def test_columns_match_the_client_view(fmt, small, monkeypatch):
+    monkeypatch.setattr(arrow, "SMALL", small)
     entries = [single_entry(3, 1), batch_entry(3, 2, 4), single_entry(3, 3),
                single_entry(3, 4), batch_entry(3, 5, 3)]
     runs = [r for e in entries for r in entry_runs(e, (3, 2, 0), (3, 5, 1))[0]]

@@ -1,7 +1,8 @@
 """Every default column of a batch read equals what the official client's ``Reader`` says
 of the same messages: a partitioned topic holding batched and unbatched messages, with and
 without keys (of several lengths), properties, event times, values of one size (runs the
-column builder decodes vectorised) and of varying sizes (walked message by message)."""
+column builder decodes vectorised) and of varying sizes (walked message by message), and
+batches of a few messages (built a value per message)."""
 
 from __future__ import annotations
 
@@ -62,10 +63,12 @@ def test_all_columns_equal_the_official_readers(spark, broker: ThreadedBroker,
         topic, batching_enabled=True, batching_max_messages=200, block_if_queue_full=True,
         batching_max_publish_delay_ms=50)
     plain = official.create_producer(topic, batching_enabled=False, producer_name="plain")
+    small = official.create_producer(topic, batching_enabled=True, batching_max_messages=3,
+                                     block_if_queue_full=True, producer_name="small")
     for i in range(900):
-        _send(plain if 600 <= i < 650 else batched, i, sent)
-    batched.flush()
-    plain.flush()
+        _send(plain if 600 <= i < 650 else small if 650 <= i < 700 else batched, i, sent)
+    for p in (batched, plain, small):
+        p.flush()
     assert len(sent) == 900
 
     df = (spark.read.format("pulsar").option("service.url", broker.url)
@@ -90,6 +93,6 @@ def test_all_columns_equal_the_official_readers(spark, broker: ThreadedBroker,
     assert sorted((int(r.value.split(b":")[0][:8]), r["__sequenceId"]) for r in got) == \
         [(i, 10_000 + i) for i in range(900)]
     # both kinds of entry and every kind of field were there
-    assert {r["__producerName"] for r in got} >= {"plain"}
+    assert {r["__producerName"] for r in got} >= {"plain", "small"}
     assert any(r["__key"] for r in got) and any(r["__messageProperties"] for r in got)
     assert any(r["__eventTime"] is None for r in got)

@@ -402,6 +402,9 @@ def split_columns(payload: bytes, count: int) -> BatchColumns:
     index = 0
     pos = 0
     walk = _WALK  # how many to walk by hand after a short run (doubles while runs stay short)
+    if count <= _SHORT_RUN:  # too few for numpy to pay
+        pos = _walk(out, payload, pos, size, index, count)
+        index = count
     while index < count:
         lay = _read(payload, pos, size, index)
         done = _run(out, arr, payload, pos, lay, index, count - index)  # 0: walk from here

@@ -196,17 +196,34 @@ def _no_props(k: int) -> pa.Array:
     return _INDEXES.empty_maps.slice(0, k)
 
 
-def _groups(runs: list[Run]) -> list[Run | list[Entry]]:
-    """Batch runs one by one; consecutive one-message entries together."""
-    out: list[Run | list[Entry]] = []
+#: Batches of at most this many messages are built a Python value per message, with the
+#: unbatched entries around them: Arrow calls per entry cost more than that for them.
+SMALL = 8
+
+#: A message in a group of small entries: its entry, and its index in the batch (-1: an
+#: unbatched entry)
+_Item = tuple[Split, int]
+
+
+def _groups(runs: list[Run]) -> list[Run | list[_Item]]:
+    """Runs of larger batches one by one; the messages of consecutive unbatched entries
+    and small batches together."""
+    out: list[Run | list[_Item]] = []
     for r in runs:
-        if r.split.batch is not None:
+        if r.split.batch is not None and r.split.batch.count > SMALL:
             out.append(r)
-        elif out and isinstance(out[-1], list):
-            out[-1].append(r.split.entry)
+            continue
+        items = [(r.split, -1)] if r.split.batch is None else \
+            [(r.split, i) for i in range(r.lo, r.hi)]
+        if out and isinstance(out[-1], list):
+            out[-1].extend(items)
         else:
-            out.append([r.split.entry])
+            out.append(items)
     return out
+
+
+def _text(payload: bytes, start: int, end: int) -> str:
+    return bytes(payload[start:end]).decode("utf-8", "replace")
 
 
 class BatchBuilder:
@@ -243,36 +260,68 @@ class BatchBuilder:
                 pa.scalar(message_id_batch_size(n), pa.binary()), _EMPTY)
         return split.column(name).slice(run.lo, k)
 
-    def _single_column(self, name: str, entries: list[Entry]) -> pa.Array:
-        """Column ``name`` for one-message entries (one value each)."""
-        if name == "value":
-            return pa.array([e.payload() for e in entries], pa.binary())
+    def _few_column(self, name: str, items: list[_Item]) -> pa.Array:
+        """Column ``name`` for unbatched entries and messages of small batches (a Python
+        value each)."""
         if name == "__topic":
-            return pa.repeat(self._topic_scalar, len(entries))
-        if name == "__messageId":
-            part = self.partition
-            return pa.array([message_id_prefix(e.ledger_id(), e.entry_id(), part)
-                             for e in entries], pa.binary())
-        metas = [e.metadata() for e in entries]
-        if name == "__publishTime":
-            return pa.array([m.publish_time * 1000 for m in metas], _TS)
-        if name == "__producerName":
-            return pa.array([m.producer_name for m in metas], pa.string())
-        if name == "__sequenceId":
-            return pa.array([m.sequence_id for m in metas], pa.int64())
-        if name == "__eventTime":
-            return pa.array([m.event_time * 1000 if m.event_time else None for m in metas],
-                            _TS)
-        if name == "__key":
-            return pa.array([_key(m) for m in metas], pa.string())
-        if name == "__messageProperties":
-            props = [_props(m) for m in metas]
-            return pa.array(props, _MAP) if any(props) else _no_props(len(props))
-        raise KeyError(name)
+            return pa.repeat(self._topic_scalar, len(items))
+        get = getattr(self, "_one_" + name.lstrip("_"))
+        out = [get(split, i) for split, i in items]
+        if name == "__messageProperties" and not any(out):
+            return _no_props(len(out))
+        return pa.array(out, _FEW_TYPES[name])
 
-    def _values_of(self, groups: list[Run | list[Entry]]) -> pa.Array:
+    def _one_value(self, split: Split, i: int) -> bytes:
+        payload = split.entry.payload()
+        if i < 0:
+            return bytes(payload)
+        b = split.batch
+        assert b is not None
+        return bytes(payload[b.value_start[i]:b.value_end[i]])
+
+    def _one_messageId(self, split: Split, i: int) -> bytes:
+        e = split.entry
+        prefix = message_id_prefix(e.ledger_id(), e.entry_id(), self.partition)
+        return prefix if i < 0 else prefix + message_id_suffix(i, e.num_messages())
+
+    def _one_publishTime(self, split: Split, i: int) -> int:
+        return split.entry.metadata().publish_time * 1000
+
+    def _one_producerName(self, split: Split, i: int) -> str:
+        return split.entry.metadata().producer_name
+
+    def _one_sequenceId(self, split: Split, i: int) -> int:
+        meta = split.entry.metadata()
+        if i < 0 or split.batch is None:
+            return meta.sequence_id
+        seq = int(split.batch.sequence_ids[i])
+        return seq if seq >= 0 else meta.sequence_id + i
+
+    def _one_eventTime(self, split: Split, i: int) -> int | None:
+        if i < 0 or split.batch is None:
+            t = split.entry.metadata().event_time
+        else:
+            t = int(split.batch.event_times[i])
+        return t * 1000 if t else None
+
+    def _one_key(self, split: Split, i: int) -> str | None:
+        if i < 0 or split.batch is None:
+            return _key(split.entry.metadata())
+        b = split.batch
+        ks, ke = int(b.key_start[i]), int(b.key_end[i])
+        return _text(split.entry.payload(), ks, ke) if ke > ks else None
+
+    def _one_messageProperties(self, split: Split, i: int) -> list[tuple[str, str]]:
+        if i < 0 or split.batch is None:
+            return _props(split.entry.metadata())
+        b = split.batch
+        payload = split.entry.payload()
+        return [(_text(payload, int(ks), int(ke)), _text(payload, int(vs), int(ve)))
+                for ks, ke, vs, ve in b.prop_bounds[b.prop_offsets[i]:b.prop_offsets[i + 1]]]
+
+    def _values_of(self, groups: list[Run | list[_Item]]) -> pa.Array:
         parts = [self._column("value", g) if isinstance(g, Run) else
-                 self._single_column("value", g) for g in groups]
+                 self._few_column("value", g) for g in groups]
         return parts[0] if len(parts) == 1 else pa.concat_arrays(parts)
 
     def build(self, runs: list[Run]) -> pa.RecordBatch:
@@ -291,7 +340,7 @@ class BatchBuilder:
                         arr = _strings(arr)
                 else:
                     parts = [self._column(name, g) if isinstance(g, Run) else
-                             self._single_column(name, g) for g in groups]
+                             self._few_column(name, g) for g in groups]
                     arr = parts[0] if len(parts) == 1 else pa.concat_arrays(parts)
                 if arr.type != fld.type:
                     arr = arr.cast(fld.type)
@@ -312,6 +361,10 @@ class BatchBuilder:
         except Exception:
             return None
 
+
+_FEW_TYPES = {"value": pa.binary(), "__messageId": pa.binary(), "__publishTime": _TS,
+              "__producerName": pa.string(), "__sequenceId": pa.int64(), "__eventTime": _TS,
+              "__key": pa.string(), "__messageProperties": _MAP}
 
 _NON_RECORD = frozenset({"value", "__key", "__topic", "__messageId", "__publishTime",
                          "__eventTime", "__messageProperties", "__producerName",
