@@ -12,7 +12,8 @@ from pathlib import Path
 import pulsar
 import pytest
 
-from magnetar.storage import ledger, record
+from magnetar.storage import record
+from magnetar.storage.ledger import append as ledger
 from magnetar.storage.segment import FILE_HEADER
 
 from .conftest import QUIET, ThreadedBroker, start_broker

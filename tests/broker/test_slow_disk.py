@@ -19,8 +19,8 @@ import pulsar
 import pytest
 
 from magnetar.admin.server import AdminServer
-from magnetar.storage import ledger as ledger_module
 from magnetar.storage import segment as segment_module
+from magnetar.storage.ledger import reads as ledger_module
 from magnetar.storage.metadata import SqliteMetadataStore
 
 from .conftest import QUIET, ThreadedBroker

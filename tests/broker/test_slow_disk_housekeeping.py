@@ -23,8 +23,8 @@ from typing import Any
 import pulsar
 import pytest
 
-from magnetar.storage import ledger as ledger_module
 from magnetar.storage import segment as segment_module
+from magnetar.storage.ledger import reads as ledger_module
 
 from .conftest import QUIET, ThreadedBroker
 from .test_slow_disk import (

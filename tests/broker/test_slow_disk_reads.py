@@ -18,9 +18,9 @@ import pytest
 
 from magnetar.protocol import pb
 from magnetar.protocol.frames import parse_payload_part
-from magnetar.storage import Position
-from magnetar.storage import ledger as ledger_module
+from magnetar.storage import ManagedLedger, Position
 from magnetar.storage import segment as segment_module
+from magnetar.storage.ledger import reads as ledger_module
 
 from . import rawconsumer as rc
 from .conftest import QUIET, ThreadedBroker
@@ -345,13 +345,13 @@ def test_cache_hits_never_go_to_the_reader_threads(
     batch-index ack of an entry the consumer was not sent and GetLastMessageId are served
     at once on the loop: no read of positions is ever planned."""
     planned: list[list[Position]] = []
-    real = ledger_module.ManagedLedger.read_positions_cold
+    real = ManagedLedger.read_positions_cold
 
     def counted(self: Any, positions: list[Position], max_bytes: int | None = None) -> Any:
         planned.append(list(positions))
         return real(self, positions, max_bytes)
 
-    monkeypatch.setattr(ledger_module.ManagedLedger, "read_positions_cold", counted)
+    monkeypatch.setattr(ManagedLedger, "read_positions_cold", counted)
     broker = make_broker()
     service = broker.service
     assert service is not None

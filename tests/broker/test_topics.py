@@ -139,7 +139,7 @@ def test_broker_entry_metadata(tmp_path, topic: str) -> None:
         for i in range(3):
             producer.send(f"e-{i}".encode())
         assert [consumer.receive(5000).data() for _ in range(3)] == [b"e-0", b"e-1", b"e-2"]
-        from magnetar.broker.topics.topic import split_entry
+        from magnetar.broker.entries import split_entry
         from magnetar.protocol import pb
 
         def indexes() -> list[int]:

@@ -1,4 +1,4 @@
-"""Tests for magnetar.broker.topics.topic_name."""
+"""Tests for magnetar.broker.topic_name."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from magnetar.broker.topics.topic_name import TopicName, namespace_of
+from magnetar.broker.topic_name import TopicName, namespace_of
 
 
 @pytest.mark.parametrize(

@@ -14,7 +14,7 @@ from magnetar.storage import (
     StorageError,
     record,
 )
-from magnetar.storage import ledger as ledger_mod
+from magnetar.storage.ledger import append as ledger_mod
 
 from .storage_testlib import append_all, run
 

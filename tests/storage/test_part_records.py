@@ -13,7 +13,7 @@ import crc32c
 import pytest
 
 from magnetar.storage import Position, StorageError, record
-from magnetar.storage import ledger as ledger_mod
+from magnetar.storage.ledger import append as ledger_mod
 from magnetar.storage.segment import FILE_HEADER, SEG_MAGIC
 
 from .storage_testlib import append_all, append_parts, make_part, run

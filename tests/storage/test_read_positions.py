@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from magnetar.storage import CorruptEntryError, EntryNotFoundError, Position, PositionsRead
-from magnetar.storage import ledger as ledger_mod
+from magnetar.storage.ledger import reads as ledger_mod
 
 from .storage_testlib import append_all, run
 

@@ -36,12 +36,12 @@ from typing import Any
 
 from aiohttp import web
 
-from magnetar.admin.routing import SERVICE, Handler, error_response
+from magnetar.admin.routing import SERVICE, Handler, error_response, openapi_path
 from magnetar.broker.errors import BrokerError
 from magnetar.broker.namespaces import registry as ns_errors
 from magnetar.broker.security.auth.base import AuthenticationError
-from magnetar.broker.security.auth.binary import peer_certificate
 from magnetar.broker.security.auth.service import Identity
+from magnetar.broker.security.auth.tls import peer_certificate
 from magnetar.broker.security.authorization import CONSUME, LOOKUP
 from magnetar.broker.service import BrokerService
 
@@ -97,8 +97,6 @@ def _rule_of(request: web.Request) -> str:
     resource = request.match_info.route.resource
     canonical = resource.canonical if resource is not None else request.path
     # aiohttp's canonical form keeps regex constraints: {domain:persistent|...} -> {domain}
-    from magnetar.admin.openapi import openapi_path
-
     return access_rule(request.method, openapi_path(canonical))
 
 

@@ -3,28 +3,22 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from aiohttp import web
 
 from magnetar import __version__
-from magnetar.admin.routing import Endpoint, RouteTable
+from magnetar.admin.auth import access_rule
+from magnetar.admin.routing import PATH_PARAM, Endpoint, RouteTable, openapi_path
 
 routes = RouteTable("openapi")
 
-_PARAM = re.compile(r"\{(\w+)(?::([^}]+))?\}")
 _INTEGER_PARAMS = {"count", "timestamp", "seconds", "n", "version"}
-
-
-def openapi_path(path: str) -> str:
-    """An aiohttp path as an OpenAPI path (regex constraints dropped)."""
-    return _PARAM.sub(lambda m: "{" + m.group(1) + "}", path)
 
 
 def _parameters(path: str) -> list[dict[str, Any]]:
     params = []
-    for name, regex in _PARAM.findall(path):
+    for name, regex in PATH_PARAM.findall(path):
         schema: dict[str, Any] = {"type": "integer" if name in _INTEGER_PARAMS else "string"}
         if regex:
             schema["enum"] = regex.split("|")
@@ -50,8 +44,6 @@ def _operation(e: Endpoint) -> dict[str, Any]:
         },
     }
     # who may call it when authorizationEnabled=true (see magnetar.admin.auth)
-    from magnetar.admin.auth import access_rule
-
     op["x-magnetar-access"] = access_rule(e.method, openapi_path(e.path))
     if e.body is not None:
         op["requestBody"] = {"description": e.body, "content": {"application/json": {}}}

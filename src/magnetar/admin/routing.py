@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -35,6 +36,15 @@ _H = TypeVar("_H", bound=Handler)  # a handler, of its own precise type
 
 SERVICE: web.AppKey[BrokerService] = web.AppKey("service", BrokerService)
 RATES: web.AppKey[RateTracker] = web.AppKey("rates", RateTracker)
+
+#: A path parameter in aiohttp syntax: ``{name}`` or ``{name:regex}``.
+PATH_PARAM = re.compile(r"\{(\w+)(?::([^}]+))?\}")
+
+
+def openapi_path(path: str) -> str:
+    """An aiohttp path as an OpenAPI path (regex constraints dropped): how the OpenAPI
+    document and the access rules (``auth.access_rule``) both name a route."""
+    return PATH_PARAM.sub(lambda m: "{" + m.group(1) + "}", path)
 
 
 @dataclass

@@ -20,9 +20,9 @@ from magnetar.admin.routing import (
     query_flag,
 )
 from magnetar.admin.topics import SUB, T, loaded, persistent, read_entry, targets, topic_of
+from magnetar.broker.entries import split_entry
 from magnetar.broker.errors import BrokerError
 from magnetar.broker.subscriptions.subscription import PersistentSubscription
-from magnetar.broker.topics.topic import split_entry
 from magnetar.protocol import pb
 from magnetar.protocol.compression import decompress
 from magnetar.protocol.frames import parse_payload_part

@@ -26,8 +26,8 @@ from magnetar.admin.routing import (
     query_flag,
     rates_of,
 )
+from magnetar.broker.entries import entry_metadata
 from magnetar.broker.service import BrokerService
-from magnetar.broker.subscriptions.dispatcher import entry_metadata
 from magnetar.broker.topics import stats as broker_stats
 from magnetar.broker.topics.topic import PersistentTopic, Topic
 from magnetar.protocol import pb

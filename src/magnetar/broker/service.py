@@ -30,8 +30,10 @@ import re2
 
 from magnetar.broker.config.broker_config import BrokerConfig
 from magnetar.broker.config.listeners import Listeners
+from magnetar.broker.connection import handshake
 from magnetar.broker.connection.attach import TopicAttacher
-from magnetar.broker.connection.server_cnx import PublishBuffer, ServerCnx
+from magnetar.broker.connection.base import PublishBuffer
+from magnetar.broker.connection.server_cnx import ServerCnx
 from magnetar.broker.errors import BrokerError
 from magnetar.broker.namespaces.backlog_quota import BacklogQuotaManager
 from magnetar.broker.namespaces.housekeeping import Housekeeping, in_use
@@ -42,6 +44,7 @@ from magnetar.broker.namespaces.sweep import IdleTopicSweeper
 from magnetar.broker.schema.registry import SchemaRegistry
 from magnetar.broker.security.broker_security import BrokerSecurity
 from magnetar.broker.subscriptions.subscription import PersistentSubscription
+from magnetar.broker.topic_name import TopicName, ledger_name
 from magnetar.broker.topics.compaction import Compactor
 from magnetar.broker.topics.dedup_snapshot import DedupSnapshots, Restored
 from magnetar.broker.topics.topic import (
@@ -50,7 +53,6 @@ from magnetar.broker.topics.topic import (
     Topic,
     load_entry_index_async,
 )
-from magnetar.broker.topics.topic_name import TopicName, ledger_name
 from magnetar.broker.topics.topic_schemas import TopicSchemas
 from magnetar.protocol import pb
 from magnetar.storage import (
@@ -171,9 +173,18 @@ class BrokerService:
             )
             sock = self._server.sockets[0]
             self.port = sock.getsockname()[1]
-        await self.security.start()
+        await self.security.start(lambda: ServerCnx(self), self.check_credentials)
         self.housekeeping.start()
         log.info("broker listening on %s:%d", self.config.bindAddress, self.port)
+
+    def check_credentials(self) -> None:
+        """Challenge each connection whose credentials expire before the next check
+        (every ``authenticationRefreshCheckSeconds``, from ``BrokerSecurity``)."""
+        for cnx in list(self.connections):
+            try:
+                handshake.refresh_tick(cnx)
+            except Exception:
+                log.exception("%s: checking credentials expiry failed", cnx.peer)
 
     def serving(self) -> bool:
         """Whether the binary-protocol listener accepts connections (health checks)."""

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from magnetar.broker.topics.topic_name import TopicName
+from magnetar.broker.topic_name import TopicName
 from magnetar.cli.http import AdminClient, AdminError
 
 Command = Callable[[argparse.Namespace, AdminClient], Any]

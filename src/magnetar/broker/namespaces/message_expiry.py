@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 
-from magnetar.broker.subscriptions.dispatcher import entry_metadata
+from magnetar.broker.entries import entry_metadata
 from magnetar.broker.subscriptions.subscription import PersistentSubscription
 from magnetar.broker.topics.topic import PersistentTopic
 from magnetar.storage import Position

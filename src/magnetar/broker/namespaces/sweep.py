@@ -48,8 +48,8 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from magnetar.broker.errors import BrokerError
 from magnetar.broker.namespaces.policies import Policies
+from magnetar.broker.topic_name import TopicName, ledger_name
 from magnetar.broker.topics.topic import PersistentTopic
-from magnetar.broker.topics.topic_name import TopicName, ledger_name
 from magnetar.storage import Position, StorageError
 from magnetar.storage.offline import SegmentFile, segment_files
 

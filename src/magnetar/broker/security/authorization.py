@@ -26,7 +26,7 @@ from typing import Any
 
 from magnetar.broker.errors import BrokerError
 from magnetar.broker.namespaces.key_writes import KeyWriter, Write
-from magnetar.broker.topics.topic_name import TopicName
+from magnetar.broker.topic_name import TopicName
 from magnetar.protocol import pb
 
 log = logging.getLogger(__name__)

@@ -1,7 +1,9 @@
 """BrokerSecurity: the broker's authentication, authorization, TLS listener and limits.
 
 The service owns one (``service.security``) and starts and stops it with itself; connections
-reach its parts through it. Periodic work: challenging connections whose credentials expire
+reach its parts through it. The connection room sits above this one, so the service hands in
+what the TLS listener serves (``new_connection``) and how connections are checked for
+expiring credentials (``check_credentials``). Periodic work: challenging connections whose credentials expire
 (every ``authenticationRefreshCheckSeconds``) and reloading changed TLS files (every
 ``tlsCertRefreshCheckDurationSec``).
 """
@@ -12,13 +14,14 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING
 
-from magnetar.broker.security.auth import binary as auth_binary
 from magnetar.broker.security.auth.service import AuthenticationService
 from magnetar.broker.security.authorization import AuthorizationService
 from magnetar.broker.security.limits import Limits
 from magnetar.broker.security.tls import TlsContextManager
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from magnetar.broker.service import BrokerService
 
 log = logging.getLogger(__name__)
@@ -39,15 +42,15 @@ class BrokerSecurity:
         self._server: asyncio.AbstractServer | None = None
         self._tasks: list[asyncio.Task[None]] = []
 
-    async def start(self) -> None:
-        """Open the TLS listener (if configured) and start the periodic work."""
-        from magnetar.broker.connection.server_cnx import ServerCnx
-
+    async def start(self, new_connection: Callable[[], asyncio.BaseProtocol],
+                    check_credentials: Callable[[], None]) -> None:
+        """Open the TLS listener (if configured) serving ``new_connection()`` for each
+        client, and start the periodic work (``check_credentials()`` every
+        ``authenticationRefreshCheckSeconds``)."""
         loop = asyncio.get_running_loop()
-        service = self.service
         if self.tls is not None and self.config.tls_port is not None:
             self._server = await loop.create_server(
-                lambda: ServerCnx(service),
+                new_connection,
                 host=self.config.bindAddress,
                 port=self.config.tls_port,
                 ssl=self.tls.context,
@@ -60,7 +63,7 @@ class BrokerSecurity:
         if self.tls is not None and self.config.tlsCertRefreshCheckDurationSec > 0:
             self._tasks.append(asyncio.create_task(self._tls_reload_loop()))
         if self.authentication.enabled:
-            self._tasks.append(asyncio.create_task(self._refresh_loop()))
+            self._tasks.append(asyncio.create_task(self._refresh_loop(check_credentials)))
 
     def stop(self) -> None:
         """Stop the periodic work and the TLS listener (the service closes connections)."""
@@ -69,15 +72,11 @@ class BrokerSecurity:
         if self._server is not None:
             self._server.close()
 
-    async def _refresh_loop(self) -> None:
+    async def _refresh_loop(self, check_credentials: Callable[[], None]) -> None:
         interval = self.authentication.refresh_check_seconds
         while True:
             await asyncio.sleep(interval)
-            for cnx in list(self.service.connections):
-                try:
-                    auth_binary.refresh_tick(cnx)
-                except Exception:
-                    log.exception("%s: checking credentials expiry failed", cnx.peer)
+            check_credentials()
 
     async def _tls_reload_loop(self) -> None:
         assert self.tls is not None

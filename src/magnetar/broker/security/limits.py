@@ -24,16 +24,43 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from magnetar.broker.errors import BrokerError
-from magnetar.broker.topics.topic_name import TopicName
+from magnetar.broker.topic_name import TopicName
 from magnetar.protocol import pb
 
 if TYPE_CHECKING:
-    from magnetar.broker.connection.server_cnx import ServerCnx
+    import asyncio
+    from collections.abc import Sized
+
+    from magnetar.broker.service import BrokerService
 
 log = logging.getLogger(__name__)
+
+
+class LimitedCnx(Protocol):
+    """What the limits use of a client connection (``connection.ServerCnx`` is one): the
+    security room names no room above it."""
+
+    counted_ip: str | None
+    handshake_timer: asyncio.TimerHandle | None
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop: ...
+    @property
+    def connected(self) -> bool: ...
+    @property
+    def closed(self) -> bool: ...
+    @property
+    def peer(self) -> str: ...
+    @property
+    def producers(self) -> Sized: ...
+    @property
+    def consumers(self) -> Sized: ...
+    @property
+    def service(self) -> BrokerService: ...
+    def close(self) -> None: ...
 
 
 class Limits:
@@ -51,7 +78,7 @@ class Limits:
 
     # ------------------------------------------------------------------ connections
 
-    def admit(self, cnx: ServerCnx, ip: str) -> bool:
+    def admit(self, cnx: LimitedCnx, ip: str) -> bool:
         """Count a new connection; False (and the caller closes it) when over a limit."""
         cfg = self.config
         why = None
@@ -75,7 +102,7 @@ class Limits:
             cnx.handshake_timer = cnx.loop.call_later(timeout, self._handshake_expired, cnx)
         return True
 
-    def release(self, cnx: ServerCnx) -> None:
+    def release(self, cnx: LimitedCnx) -> None:
         ip = cnx.counted_ip
         if ip is None:
             return
@@ -89,12 +116,12 @@ class Limits:
             cnx.handshake_timer = None
 
     @staticmethod
-    def handshake_done(cnx: ServerCnx) -> None:
+    def handshake_done(cnx: LimitedCnx) -> None:
         if cnx.handshake_timer is not None:
             cnx.handshake_timer.cancel()
             cnx.handshake_timer = None
 
-    def _handshake_expired(self, cnx: ServerCnx) -> None:
+    def _handshake_expired(self, cnx: LimitedCnx) -> None:
         cnx.handshake_timer = None
         if not cnx.connected and not cnx.closed:
             log.info("%s: closing connection: no Connect within %d s", cnx.peer,
@@ -123,7 +150,7 @@ class Limits:
 
     # ------------------------------------------------------------------ producers, consumers
 
-    def check_producer(self, cnx: ServerCnx, topic: str) -> None:
+    def check_producer(self, cnx: LimitedCnx, topic: str) -> None:
         cfg = self.config
         limit = cfg.magnetarMaxProducersPerConnection
         if limit and len(cnx.producers) >= limit:
@@ -135,7 +162,7 @@ class Limits:
                 raise BrokerError(pb.ProducerBusy,
                                   f"topic {topic} reached max producers limit ({limit})")
 
-    def check_consumer(self, cnx: ServerCnx, topic: str, subscription: str) -> None:
+    def check_consumer(self, cnx: LimitedCnx, topic: str, subscription: str) -> None:
         cfg = self.config
         limit = cfg.magnetarMaxConsumersPerConnection
         if limit and len(cnx.consumers) >= limit:

@@ -18,14 +18,15 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from magnetar.broker.topics.topic import split_entry
+from magnetar.broker.entries import split_entry
 from magnetar.protocol import pb
 from magnetar.protocol.fastpath import message_command, message_frame_head
 
 if TYPE_CHECKING:
-    from magnetar.broker.connection.server_cnx import ServerCnx
+    from magnetar.broker.config import BrokerConfig
+    from magnetar.broker.errors import BrokerError
     from magnetar.broker.subscriptions.subscription import Subscription
     from magnetar.storage import Position
 
@@ -110,12 +111,34 @@ class PendingAcks(dict["Position", int]):
         self._removed(self.messages)
 
 
+class ConsumerCnx(Protocol):
+    """What consumers and subscriptions use of the connection a consumer came in on
+    (``connection.ServerCnx`` is one): the subscriptions room names no room above it."""
+
+    @property
+    def config(self) -> BrokerConfig: ...
+    @property
+    def remote_protocol_version(self) -> int: ...
+    @property
+    def understands_end_of_topic(self) -> bool: ...
+    @property
+    def writable(self) -> bool: ...
+    @property
+    def closed(self) -> bool: ...
+    @property
+    def peer(self) -> str: ...
+    def send(self, cmd: pb.BaseCommand) -> None: ...
+    def write_frame(self, head: bytes, payload: bytes | memoryview) -> None: ...
+    def ack_applied(self, ack: pb.CommandAck, error: BrokerError | None) -> None: ...
+    def consumer_closed_by_broker(self, consumer: Consumer) -> None: ...
+
+
 class Consumer:
     """A consumer as the broker sees it."""
 
     def __init__(
         self,
-        cnx: ServerCnx,
+        cnx: ConsumerCnx,
         subscription: Subscription,
         consumer_id: int,
         name: str,

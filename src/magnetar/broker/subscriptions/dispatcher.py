@@ -21,13 +21,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from sortedcontainers import SortedSet
 
-from magnetar.broker.topics.topic import split_entry
-from magnetar.protocol.errors import ProtocolError
-from magnetar.protocol.frames import peek_metadata
 from magnetar.storage import CorruptEntryError
 
 if TYPE_CHECKING:
@@ -35,9 +32,7 @@ if TYPE_CHECKING:
 
     from magnetar.broker.subscriptions.consumer import Consumer
     from magnetar.broker.subscriptions.subscription import PersistentSubscription
-    from magnetar.broker.topics.compaction import CompactedView
-    from magnetar.protocol import pb
-    from magnetar.storage import ManagedLedger, Position, PositionsRead
+    from magnetar.storage import Position, PositionsRead
 
 log = logging.getLogger(__name__)
 
@@ -47,26 +42,27 @@ Entry = tuple["Position", "bytes | memoryview"]
 #: An entry of a cold read (``ManagedLedger.read_cold``, ``CompactedView.read_cold``).
 ColdEntry = tuple["Position", memoryview]
 
+
+class EntrySource(Protocol):
+    """Where a dispatcher reads entries: the topic's ``ManagedLedger``, or for a
+    ``read_compacted`` subscription a ``topics.compaction.CompactedView`` over it."""
+
+    def last_confirmed(self) -> Position | None: ...
+    def cached_entry(self, position: Position) -> bytes | memoryview | None: ...
+    def read_cached(self, start: Position, max_entries: int, max_bytes: int | None = None
+                    ) -> list[tuple[Position, bytes | memoryview]]: ...
+    def read_cold(self, start: Position, max_entries: int, max_bytes: int | None = None
+                  ) -> asyncio.Future[list[tuple[Position, memoryview]]]: ...
+    def read_positions_cold(self, positions: list[Position], max_bytes: int | None = None
+                            ) -> asyncio.Future[PositionsRead]: ...
+
+
 #: Reads one dispatch pass makes at most before it yields the event loop to others.
 MAX_READS_PER_PASS = 64
 #: Back-off of the retries of an unreadable entry, in seconds (doubling), and log interval.
 CORRUPT_RETRY_MIN_S = 0.1
 CORRUPT_RETRY_MAX_S = 60.0
 CORRUPT_LOG_INTERVAL_S = 60.0
-
-
-def entry_metadata(data: bytes | memoryview) -> pb.MessageMetadata | None:
-    """The producer's MessageMetadata of a stored entry (None if it cannot be parsed)."""
-    try:
-        return peek_metadata(split_entry(data)[1])
-    except (ProtocolError, ValueError, IndexError):
-        return None
-
-
-def entry_num_messages(metadata: pb.MessageMetadata | None) -> int:
-    if metadata is None or not metadata.HasField("num_messages_in_batch"):
-        return 1
-    return max(1, metadata.num_messages_in_batch)
 
 
 class Dispatcher:
@@ -77,7 +73,7 @@ class Dispatcher:
         self.sub_type = sub_type
         # the topic's ledger, or a read_compacted subscription's compacted view (set by
         # `TopicAttacher.subscribe`)
-        self.ledger: ManagedLedger | CompactedView = subscription.topic.ledger
+        self.ledger: EntrySource = subscription.topic.ledger
         self.cursor = subscription.cursor
         self.config = subscription.topic.service.config
         self.consumers: list[Consumer] = []

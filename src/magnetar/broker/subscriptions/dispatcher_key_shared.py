@@ -15,12 +15,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from magnetar.broker.entries import entry_metadata, entry_num_messages
 from magnetar.broker.errors import BrokerError
 from magnetar.broker.subscriptions.dispatcher import (
     MAX_READS_PER_PASS,
     Entry,
-    entry_metadata,
-    entry_num_messages,
 )
 from magnetar.broker.subscriptions.dispatcher_shared import Prepared, SharedDispatcher
 from magnetar.broker.subscriptions.key_shared import AutoSplitSelector, StickySelector, sticky_key

@@ -9,13 +9,12 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
+from magnetar.broker.entries import entry_metadata, entry_num_messages
 from magnetar.broker.subscriptions.delayed_delivery import DelayedDeliveryTracker
 from magnetar.broker.subscriptions.dispatcher import (
     MAX_READS_PER_PASS,
     Dispatcher,
     Entry,
-    entry_metadata,
-    entry_num_messages,
 )
 from magnetar.storage import Position
 

@@ -11,12 +11,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from magnetar.broker.entries import entry_metadata, entry_num_messages
 from magnetar.broker.errors import BrokerError
 from magnetar.broker.subscriptions.dispatcher import (
     MAX_READS_PER_PASS,
     Dispatcher,
-    entry_metadata,
-    entry_num_messages,
 )
 from magnetar.protocol import pb
 

@@ -14,11 +14,11 @@ import logging
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
+from magnetar.broker.entries import entry_metadata, entry_num_messages
 from magnetar.broker.errors import BrokerError
 from magnetar.broker.subscriptions import ack_set as ack_sets
-from magnetar.broker.subscriptions.dispatcher import entry_metadata, entry_num_messages
 from magnetar.broker.subscriptions.dispatcher_key_shared import KeySharedDispatcher
 from magnetar.broker.subscriptions.dispatcher_shared import SharedDispatcher
 from magnetar.broker.subscriptions.dispatcher_single_active import SingleActiveDispatcher
@@ -27,9 +27,11 @@ from magnetar.protocol.ids import message_id_data, wire_position
 from magnetar.storage import Position, PositionsRead, StorageError
 
 if TYPE_CHECKING:
+    from magnetar.broker.service import BrokerService
     from magnetar.broker.subscriptions.consumer import Consumer
     from magnetar.broker.subscriptions.dispatcher import Dispatcher
-    from magnetar.broker.topics.topic import NonPersistentTopic, PersistentTopic
+    from magnetar.broker.topic_name import TopicName
+    from magnetar.storage import ManagedLedger
 
 log = logging.getLogger(__name__)
 
@@ -57,8 +59,37 @@ class OutCounters:
             self.bytes += consumer.bytes_out
 
 
+class SubscribedTopic(Protocol):
+    """What a persistent subscription and its dispatcher use of their topic
+    (``topics.PersistentTopic`` is one): the subscriptions room names no room above it."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def topic_name(self) -> TopicName: ...
+    @property
+    def service(self) -> BrokerService: ...
+    @property
+    def ledger(self) -> ManagedLedger: ...
+    @property
+    def terminated(self) -> bool: ...
+    def remove_subscription(self, name: str) -> None: ...
+    def delete_subscription(self, name: str) -> Future[Any] | None: ...
+
+
+class NonPersistentSubscribedTopic(Protocol):
+    """What a non-persistent subscription uses of its topic (``topics.NonPersistentTopic``)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def subscriptions(self) -> dict[str, Subscription]: ...
+    @property
+    def next_entry_id(self) -> int: ...
+
+
 class PersistentSubscription:
-    def __init__(self, topic: PersistentTopic, name: str, cursor: Any, durable: bool) -> None:
+    def __init__(self, topic: SubscribedTopic, name: str, cursor: Any, durable: bool) -> None:
         self.topic = topic
         self.name = name
         self.cursor = cursor
@@ -465,7 +496,7 @@ class NonPersistentDispatcher:
 class NonPersistentSubscription:
     durable = False
 
-    def __init__(self, topic: NonPersistentTopic, name: str, sub_type: int) -> None:
+    def __init__(self, topic: NonPersistentSubscribedTopic, name: str, sub_type: int) -> None:
         self.topic = topic
         self.name = name
         # always there (`NonPersistentTopic.publish` offers to it): a subscription without

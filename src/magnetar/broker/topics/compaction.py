@@ -44,7 +44,7 @@ from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from magnetar.broker.topics.topic import split_entry
+from magnetar.broker.entries import split_entry
 from magnetar.protocol.batch import decode_batch, encode_batch
 from magnetar.protocol.compression import compress, decompress
 from magnetar.protocol.frames import build_payload_part, parse_payload_part

@@ -30,7 +30,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 from magnetar.broker.config.broker_config import BrokerConfig
-from magnetar.broker.subscriptions.dispatcher import entry_metadata
+from magnetar.broker.entries import entry_metadata
 from magnetar.broker.topics.dedup import MessageDeduplication
 from magnetar.broker.topics.topic import PersistentTopic
 from magnetar.storage import EARLIEST, ManagedLedger, ManagedLedgerFactory, Position, StorageError

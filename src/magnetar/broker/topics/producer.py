@@ -2,15 +2,34 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from magnetar.protocol import pb
 from magnetar.protocol.fastpath import send_receipt_frame
 
 if TYPE_CHECKING:
-    from magnetar.broker.connection.server_cnx import ServerCnx
     from magnetar.broker.topics.topic import Topic
     from magnetar.protocol.frames import SendFrame
+
+
+class ProducerCnx(Protocol):
+    """What producers and topics use of the connection a producer came in on
+    (``connection.ServerCnx`` is one): the topics room names no room above it."""
+
+    @property
+    def producers(self) -> dict[int, Producer]: ...
+    @property
+    def closed(self) -> bool: ...
+    @property
+    def peer(self) -> str: ...
+    def send(self, cmd: pb.BaseCommand) -> None: ...
+    def send_error(self, request_id: int, code: pb.ServerError, message: str) -> None: ...
+    def write(self, data: bytes) -> None: ...
+    def write_held(self, data: bytes) -> bool: ...
+    def release_held(self) -> None: ...
+    def on_send_done(self, size: int) -> None: ...
+    def on_producer_ready(self, producer: Producer, request_id: int) -> None: ...
+    def producer_closed_by_broker(self, producer: Producer) -> None: ...
 
 
 class Producer:
@@ -18,7 +37,7 @@ class Producer:
 
     def __init__(
         self,
-        cnx: ServerCnx,
+        cnx: ProducerCnx,
         topic: Topic,
         producer_id: int,
         name: str,

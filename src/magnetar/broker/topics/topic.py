@@ -10,22 +10,21 @@ Nothing inside the payload is decoded on this path.
 from __future__ import annotations
 
 import logging
-import struct
 import time
 from concurrent.futures import Future
 from functools import partial
-from typing import TYPE_CHECKING, Any, cast, overload
+from typing import TYPE_CHECKING, Any, cast
 
+from magnetar.broker.entries import entry_index_after, entry_metadata, with_entry_metadata
 from magnetar.broker.errors import BrokerError
-from magnetar.broker.topics.producer import Producer
-from magnetar.broker.topics.topic_name import TopicName
+from magnetar.broker.topic_name import TopicName
+from magnetar.broker.topics.producer import Producer, ProducerCnx
 from magnetar.protocol import pb
 from magnetar.protocol.errors import ProtocolError
 from magnetar.protocol.frames import peek_metadata
 from magnetar.storage import EntryNotFoundError, StorageError
 
 if TYPE_CHECKING:
-    from magnetar.broker.connection.server_cnx import ServerCnx
     from magnetar.broker.service import BrokerService
     from magnetar.broker.subscriptions.subscription import NonPersistentSubscription, Subscription
     from magnetar.broker.topics.dedup import MessageDeduplication
@@ -34,9 +33,6 @@ if TYPE_CHECKING:
     from magnetar.storage import ManagedLedger, Position
 
 log = logging.getLogger(__name__)
-
-ENTRY_METADATA_MAGIC = b"\x0e\x02"
-_U32 = struct.Struct(">I")
 
 ACCESS_SHARED = pb.Shared
 ACCESS_EXCLUSIVE = pb.Exclusive
@@ -62,19 +58,6 @@ def _chunk_of(payload: bytes | memoryview) -> tuple[int, int]:
     return metadata.chunk_id, metadata.num_chunks_from_msg
 
 
-@overload
-def split_entry(data: bytes) -> tuple[bytes | None, bytes]: ...
-@overload
-def split_entry(data: memoryview) -> tuple[memoryview | None, memoryview]: ...
-def split_entry(data: bytes | memoryview) -> tuple[bytes | memoryview | None, bytes | memoryview]:
-    """Split a stored entry into (broker entry metadata, payload part); of the same type
-    as ``data`` (a ``memoryview`` from a cold read is cut without copying)."""
-    if data[:2] == ENTRY_METADATA_MAGIC:
-        (size,) = _U32.unpack_from(data, 2)
-        return data[6 : 6 + size], data[6 + size :]
-    return None, data
-
-
 def load_entry_index(ledger: ManagedLedger) -> int:
     """The next broker entry index of a ledger (entries carry the index of their last
     message). Reads the last entry on the calling thread: for `BrokerService.get_topic`'s
@@ -96,15 +79,6 @@ async def load_entry_index_async(ledger: ManagedLedger) -> int:
             raise read.failed.get(last) or StorageError(f"{ledger.name}: cannot read {last}")
         data = read.entries[0][1]
     return entry_index_after(data)
-
-
-def entry_index_after(entry: bytes | memoryview) -> int:
-    """The broker entry index that follows a stored entry (0 without one)."""
-    bem_raw, _ = split_entry(entry)
-    if bem_raw is None:
-        return 0
-    bem = pb.BrokerEntryMetadata.FromString(bytes(bem_raw))
-    return bem.index + 1 if bem.HasField("index") else 0
 
 
 class Topic:
@@ -268,7 +242,7 @@ class PersistentTopic(Topic):
         if service.config.entry_metadata_enabled:
             self.entry_index = load_entry_index(ledger) if entry_index is None else entry_index
         self.last_publish_error: str | None = None
-        self._held: list[ServerCnx] = []  # connections with receipts queued for _appends_done
+        self._held: list[ProducerCnx] = []  # connections with receipts queued for _appends_done
         self._confirmed = False  # entries were confirmed since the last _appends_done
         ledger.after_appends = self._appends_done
         # After a failed append (disk full, I/O error) new producers are refused until
@@ -313,7 +287,6 @@ class PersistentTopic(Topic):
 
     def _remember_publish_time(self, position: Position, data: bytes | memoryview) -> float | None:
         """The publish time of ``data``, the entry at ``position``, kept for the next ask."""
-        from magnetar.broker.subscriptions.dispatcher import entry_metadata
 
         metadata = entry_metadata(data)
         published = None if metadata is None else metadata.publish_time / 1000
@@ -410,18 +383,13 @@ class PersistentTopic(Topic):
             # the entry starts with the broker entry metadata, not the part: its CRC is
             # the storage's own
             self.entry_index += num_messages
-            data: bytes | memoryview = self._with_entry_metadata(payload, self.entry_index - 1)
+            data: bytes | memoryview = with_entry_metadata(payload, self.entry_index - 1)
             part_crc = None
         else:
             data = payload
         self.ledger.append_then(
             data, partial(self._persisted, producer, seq, highest, last_seq, chunk, size), part_crc
         )
-
-    def _with_entry_metadata(self, payload: bytes | memoryview, index: int) -> bytes:
-        bem = pb.BrokerEntryMetadata(broker_timestamp=int(time.time() * 1000), index=index)
-        raw = bem.SerializeToString()
-        return b"".join((ENTRY_METADATA_MAGIC, _U32.pack(len(raw)), raw, payload))
 
     def _persisted(
         self,

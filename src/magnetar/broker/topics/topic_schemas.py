@@ -25,8 +25,8 @@ from typing import TYPE_CHECKING, Any, cast
 
 from magnetar.broker.errors import BrokerError
 from magnetar.broker.schema.registry import SchemaRecord
+from magnetar.broker.topic_name import TopicName
 from magnetar.broker.topics.topic import PersistentTopic, Topic
-from magnetar.broker.topics.topic_name import TopicName
 from magnetar.protocol import pb
 
 if TYPE_CHECKING:

@@ -20,6 +20,22 @@ from magnetar.broker.security.auth.base import (
 )
 
 
+def peer_certificate(transport: Any) -> x509.Certificate | None:
+    """The verified certificate a TLS client presented, if any."""
+    if transport is None:
+        return None
+    ssl_object = transport.get_extra_info("ssl_object")
+    if ssl_object is None:
+        return None
+    der = ssl_object.getpeercert(binary_form=True)
+    if not der:
+        return None
+    try:
+        return x509.load_der_x509_certificate(der)
+    except ValueError:
+        return None
+
+
 def common_name(certificate: x509.Certificate) -> str | None:
     names = certificate.subject.get_attributes_for_oid(NameOID.COMMON_NAME)
     if not names:

@@ -1,4 +1,4 @@
-"""Authentication on the binary protocol: Connect, AuthChallenge/AuthResponse, expiry.
+"""The connect/auth command family: Connect, AuthChallenge/AuthResponse, expiry.
 
 ``ServerCnx`` calls in here and keeps only the outcome (``cnx.identity``). With
 authentication enabled, a Connect is authenticated in a task (a bcrypt check runs off the
@@ -18,12 +18,11 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING, Any
-
-from cryptography import x509
+from typing import TYPE_CHECKING
 
 from magnetar.broker.security.auth.base import AuthenticationError, AuthSource
 from magnetar.broker.security.auth.service import Identity
+from magnetar.broker.security.auth.tls import peer_certificate
 from magnetar.protocol import pb
 from magnetar.protocol.version import PROTOCOL_VERSION
 
@@ -36,22 +35,6 @@ log = logging.getLogger(__name__)
 
 T = pb.BaseCommand
 REFRESH = b"refresh"
-
-
-def peer_certificate(transport: Any) -> x509.Certificate | None:
-    """The verified certificate a TLS client presented, if any."""
-    if transport is None:
-        return None
-    ssl_object = transport.get_extra_info("ssl_object")
-    if ssl_object is None:
-        return None
-    der = ssl_object.getpeercert(binary_form=True)
-    if not der:
-        return None
-    try:
-        return x509.load_der_x509_certificate(der)
-    except ValueError:
-        return None
 
 
 def _refuse(cnx: ServerCnx, what: str, method: str, reason: str) -> None:
@@ -151,4 +134,4 @@ def handle_auth_response(cnx: ServerCnx, cmd: pb.BaseCommand) -> None:
     cnx.auth_task = cnx.loop.create_task(run())
 
 
-__all__ = ["Identity", "handle_auth_response", "peer_certificate", "refresh_tick", "start_connect"]
+__all__ = ["Identity", "handle_auth_response", "refresh_tick", "start_connect"]

@@ -1,0 +1,173 @@
+"""The lookup and metadata commands of a connection (`LookupCommands`): topic lookup with
+the advertised address, partitioned metadata, topics of a namespace, and schemas (get,
+get-or-create).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from magnetar.broker.errors import BrokerError
+from magnetar.broker.security.authorization import LOOKUP
+from magnetar.protocol import pb
+from magnetar.protocol.frames import (
+    Frame,
+)
+
+if TYPE_CHECKING:
+    pass
+
+from magnetar.broker.connection.base import CnxBase, error_response
+
+T = pb.BaseCommand
+
+
+class LookupCommands(CnxBase):
+    """Lookup, partitioned metadata, namespace listings and schemas."""
+
+    def _advertised_host(self) -> str:
+        host = self.config.advertisedAddress
+        if not host and self.transport is not None:
+            sock = self.transport.get_extra_info("sockname")
+            host = sock[0] if sock else "localhost"
+            if ":" in host:
+                host = f"[{host}]"
+        return host
+
+    def _advertised_url(self) -> str:
+        if self.service.port < 0:  # TLS only
+            return self._advertised_tls_url() or ""
+        return f"pulsar://{self._advertised_host()}:{self.service.port}"
+
+    def _advertised_tls_url(self) -> str | None:
+        tls_port = self.security.tls_port
+        return None if tls_port is None else f"pulsar+ssl://{self._advertised_host()}:{tls_port}"
+
+    def _lookup_admitted(self, cmd: pb.BaseCommand) -> bool:
+        """Take a ``maxConcurrentLookupRequest`` slot for a lookup (held until its answer is
+        flushed), or answer ``TooManyRequests`` at once and return False."""
+        limits = self.security.limits
+        if limits.acquire_lookup(self.peer):
+            self.lookups_held += 1
+            return True
+        refusal = error_response(
+            cmd, pb.TooManyRequests, "too many lookup requests in progress on the broker "
+            f"(maxConcurrentLookupRequest={self.config.maxConcurrentLookupRequest}); retry")
+        assert refusal is not None
+        self.send(refusal)
+        return False
+
+    def handle_lookup(self, cmd: pb.BaseCommand, frame: Frame) -> None:
+        if not self._lookup_admitted(cmd):
+            return
+        lookup = cmd.lookupTopic
+        self.service.check_topic_name(lookup.topic)
+        self.authorize(lookup.topic, LOOKUP)
+        listener = lookup.advertised_listener_name if lookup.HasField("advertised_listener_name") else None
+        response = pb.CommandLookupTopicResponse(
+            request_id=lookup.request_id,
+            response=pb.CommandLookupTopicResponse.Connect,
+            brokerServiceUrl=self.service.listeners.broker_url(listener, self._advertised_url()),
+            authoritative=True,
+            proxy_through_service_url=False,
+        )
+        tls_url = self._advertised_tls_url()
+        if tls_url is not None:
+            response.brokerServiceUrlTls = tls_url
+        self.send(T(type=T.LOOKUP_RESPONSE, lookupTopicResponse=response))
+
+    def handle_partitioned_metadata(self, cmd: pb.BaseCommand, frame: Frame) -> None:
+        if not self._lookup_admitted(cmd):
+            return
+        req = cmd.partitionMetadata
+        try:
+            self.service.check_topic_name(req.topic)
+            self.authorize(req.topic, LOOKUP)
+        except BrokerError as exc:
+            self.send_partitioned_metadata(req.request_id, exc)
+            return
+
+        limits = self.security.limits
+        self.lookups_held -= 1  # the slot goes with the task, until its answer is sent
+
+        async def answer() -> None:  # the metadata store is read off the event loop
+            try:
+                partitions = await self.service.partitioned_metadata_async(req.topic)
+            except BrokerError as exc:
+                self.send_partitioned_metadata(req.request_id, exc)
+            else:
+                self.send_partitioned_metadata(req.request_id, partitions)
+            finally:
+                limits.release_lookups(1)
+
+        self.run_async(cmd, answer())
+
+    def send_partitioned_metadata(self, request_id: int, outcome: int | BrokerError) -> None:
+        if isinstance(outcome, BrokerError):
+            resp = pb.CommandPartitionedTopicMetadataResponse(
+                request_id=request_id,
+                response=pb.CommandPartitionedTopicMetadataResponse.Failed,
+                error=outcome.code,
+                message=str(outcome),
+            )
+        else:
+            resp = pb.CommandPartitionedTopicMetadataResponse(
+                request_id=request_id,
+                partitions=outcome,
+                response=pb.CommandPartitionedTopicMetadataResponse.Success,
+            )
+        self.send(T(type=T.PARTITIONED_METADATA_RESPONSE, partitionMetadataResponse=resp))
+
+    def handle_get_topics_of_namespace(self, cmd: pb.BaseCommand, frame: Frame) -> None:
+        req = cmd.getTopicsOfNamespace
+        if self.security.authorization.enabled:
+            identity = self.identity
+            self.security.authorization.check_namespace(
+                identity.role if identity else None,
+                identity.original_principal if identity else None, req.namespace, self.peer)
+
+        async def answer() -> None:  # the metadata store is listed off the event loop
+            topics, filtered = await self.service.topics_of_namespace_async(
+                req.namespace, req.mode, req.topics_pattern if req.HasField("topics_pattern") else None
+            )
+            resp = pb.CommandGetTopicsOfNamespaceResponse(
+                request_id=req.request_id, topics=topics, filtered=filtered, changed=True
+            )
+            self.send(T(type=T.GET_TOPICS_OF_NAMESPACE_RESPONSE, getTopicsOfNamespaceResponse=resp))
+
+        self.run_async(cmd, answer())
+
+    def handle_get_schema(self, cmd: pb.BaseCommand, frame: Frame) -> None:
+        req = cmd.getSchema
+        version = req.schema_version if req.HasField("schema_version") else None
+        resp = pb.CommandGetSchemaResponse(request_id=req.request_id)
+
+        async def answer() -> None:  # the topic's versions are read off the loop
+            found = await self.service.topic_schemas.get_schema_async(req.topic, version)
+            if found is None:
+                resp.error_code = pb.TopicNotFound
+                resp.error_message = f"no schema for {req.topic}"
+            else:
+                schema, version_bytes = found
+                resp.schema.CopyFrom(schema)
+                resp.schema_version = version_bytes
+            if not self.closed:
+                self.send(T(type=T.GET_SCHEMA_RESPONSE, getSchemaResponse=resp))
+
+        self.run_async(cmd, answer())
+
+    def handle_get_or_create_schema(self, cmd: pb.BaseCommand, frame: Frame) -> None:
+        req = cmd.getOrCreateSchema
+        resp = pb.CommandGetOrCreateSchemaResponse(request_id=req.request_id)
+
+        async def answer() -> None:  # stored off the loop, answered once stored
+            try:
+                resp.schema_version = await self.service.topic_schemas.get_or_create_async(
+                    req.topic, req.schema)
+            except BrokerError as exc:
+                resp.error_code = exc.code
+                resp.error_message = str(exc)
+            if not self.closed:
+                self.send(T(type=T.GET_OR_CREATE_SCHEMA_RESPONSE, getOrCreateSchemaResponse=resp))
+
+        self.run_async(cmd, answer())

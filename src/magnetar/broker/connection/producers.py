@@ -1,0 +1,128 @@
+"""The producer commands of a connection (`ProducerCommands`): Producer, CloseProducer, and
+the SEND path (`run_send`, `publish`: the hot path of a publish) with its per-connection
+and broker-wide backpressure.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from magnetar.broker.errors import BrokerError
+from magnetar.broker.security.authorization import PRODUCE
+from magnetar.protocol import pb
+from magnetar.protocol.frames import (
+    Frame,
+    SendFrame,
+    part_checksum,
+)
+
+if TYPE_CHECKING:
+    from magnetar.broker.topics.producer import Producer
+
+from magnetar.broker.connection.base import CNX_LOGGER, CnxBase
+
+log = logging.getLogger(CNX_LOGGER)
+
+T = pb.BaseCommand
+
+
+class ProducerCommands(CnxBase):
+    """Producers and the publish path."""
+
+    def handle_producer(self, cmd: pb.BaseCommand, frame: Frame) -> None:
+        req = cmd.producer
+        if req.producer_id in self.producers:
+            existing = self.producers[req.producer_id]
+            if existing.topic.name == req.topic:  # a retry of a request that already succeeded
+                self.send(existing.success_command(req.request_id))
+                return
+            raise BrokerError(pb.ProducerBusy, f"producer id {req.producer_id} is already in use on this connection")
+        self.service.check_topic_name(req.topic)
+        self.authorize(req.topic, PRODUCE)
+        self.security.limits.check_producer(self, req.topic)
+        attacher = self.service.attacher
+        if (self.loaded_or_defer(req.topic, True, self.handle_producer, cmd, frame)
+                and self.ready_or_defer(attacher.producer_work(req), self.handle_producer, cmd, frame)
+                and self.ready_or_defer(attacher.quota_read(req), self.handle_producer, cmd, frame)):
+            attacher.create_producer(self._whole, req)
+
+    def on_producer_ready(self, producer: Producer, request_id: int) -> None:
+        producer.ready = True
+        self.producers[producer.producer_id] = producer
+        self.send(producer.success_command(request_id))
+
+    def handle_send(self, cmd: pb.BaseCommand, frame: Frame) -> None:
+        """A SEND that protobuf parsed (a transactional or unusual one)."""
+        self.run_send(SendFrame.from_command(cmd, frame.payload_part))
+
+    def run_send(self, send: SendFrame) -> None:
+        """Publish one SEND; a refusal or a bug becomes its SendError."""
+        try:
+            self.publish(send)
+        except BrokerError as exc:
+            log.info("%s: SEND refused (%s): %s", self.peer, pb.ServerError.Name(exc.code), exc)
+            self._reply_send_error(send, exc.code, str(exc))
+        except Exception:  # a bug must not take the other connections down
+            log.exception("%s: failed to handle SEND", self.peer)
+            self._reply_send_error(send, pb.UnknownError, "internal broker error")
+
+    def publish(self, send: SendFrame) -> None:
+        producer = self.producers.get(send.producer_id)
+        if producer is None or not producer.ready:
+            state = "unknown" if producer is None else "not yet ready (waiting for exclusive access)"
+            self._protocol_violation(f"Send for {state} producer id {send.producer_id}")
+            return
+        payload = send.payload_part
+        if payload is None:
+            raise BrokerError(pb.UnknownError, "Send without a payload")
+        part_crc = part_checksum(payload)  # the one CRC32C of this send: storage keeps it
+        if part_crc is None:
+            log.warning("%s: checksum mismatch from producer %s", self.peer, producer.name)
+            self._reply_send_error(send, pb.ChecksumError, "checksum of the message does not match its content")
+            return
+        self.pending_sends += 1
+        if self.pending_sends >= self.max_pending_sends and not self.reading_paused:
+            self.reading_paused = True
+            if self.transport is not None and not self.buffer_paused:
+                self.transport.pause_reading()
+        size = len(payload)
+        buffer = self.publish_buffer
+        buffer.bytes += size
+        if buffer.bytes >= buffer.limit and not self.buffer_paused:
+            buffer.pause(self.service.connections)
+        try:
+            producer.publish(send, payload, size, part_crc)
+        except BaseException:  # no answer will come for this send: release what it holds
+            self.on_send_done(size)
+            raise
+
+    def _reply_send_error(self, send: SendFrame, code: pb.ServerError, message: str) -> None:
+        self.send(T(type=T.SEND_ERROR, send_error=pb.CommandSendError(
+            producer_id=send.producer_id, sequence_id=send.sequence_id, error=code, message=message)))
+
+    def on_send_done(self, size: int) -> None:
+        """A send was answered (receipt or error): it no longer counts against the limits."""
+        self.pending_sends -= 1
+        if self.reading_paused and self.pending_sends <= self.max_pending_sends // 2:
+            self.reading_paused = False
+            if self.transport is not None and not self.closed and not self.buffer_paused:
+                self.transport.resume_reading()
+        buffer = self.publish_buffer
+        buffer.bytes -= size
+        if buffer.bytes < buffer.resume_below and buffer.paused:
+            buffer.resume()
+
+    def handle_close_producer(self, cmd: pb.BaseCommand, frame: Frame) -> None:
+        req = cmd.close_producer
+        producer = self.producers.pop(req.producer_id, None)
+        if producer is not None:
+            producer.topic.remove_producer(producer)
+        self.send_success(req.request_id)
+
+    def producer_closed_by_broker(self, producer: Producer) -> None:
+        if self.producers.pop(producer.producer_id, None) is not None:
+            self.send(
+                T(type=T.CLOSE_PRODUCER, close_producer=pb.CommandCloseProducer(
+                    producer_id=producer.producer_id, request_id=0))
+            )

@@ -1,0 +1,478 @@
+"""Appends and group commit, and segment roll-over (`LedgerAppends`).
+
+The hot path of a send: `append_then` assigns the position, indexes the record, puts the
+payload in the read cache and queues header + payload; once per loop turn the batch goes
+to the file in one ``pwritev`` and, per fsync policy, to the flusher (`_write_batch`,
+`_on_batch_done`). A failed write rolls back its entries (`_rollback`). A full or old
+segment rolls over (`_roll`): the next one exists in memory at once, its file is made on
+a ``readers`` thread and the batches meant for it wait in `_unwritten`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import time
+from collections.abc import Callable
+from concurrent.futures import Future
+from typing import Any, TypeVar
+
+import crc32c
+
+from .. import record
+from ..errors import (
+    LedgerClosedError,
+    LedgerTerminatedError,
+    StorageError,
+)
+from ..flusher import Batch
+from ..position import Position
+from ..segment import Segment
+from .segment_files import make_file, seal_files
+from .state import AppendCallback, LedgerState, Waiter
+
+log = logging.getLogger(__name__)
+
+_get_loop = asyncio.get_running_loop
+# append builds a record header inline, as record.encode_header (seeded) and
+# record.encode_part_header (part) do: two function calls fewer per entry.
+_pack = record.HEADER.pack
+_crc = crc32c.crc32c
+_SEED = record.SEED
+_PART = record.PART_FLAG
+_HS = record.HEADER_SIZE
+_monotonic = time.monotonic
+
+
+#: A batch this small may be synced on the loop thread while the flusher idles (a lone
+#: send waiting for its receipt). Bigger ones are a stream: the flusher thread syncs them
+#: while the loop goes on writing the next.
+_INLINE_MAX_ENTRIES = 8
+_INLINE_MAX_BYTES = 1024 * 1024
+
+_Future = asyncio.Future
+T = TypeVar("T")
+
+
+def _fail(waiter: Waiter, exc: BaseException) -> None:
+    if type(waiter) is not _Future:
+        _call(waiter, None, exc)  # type: ignore[arg-type]
+    elif not waiter.done():
+        with contextlib.suppress(RuntimeError):  # event loop closed: nobody is waiting
+            waiter.set_exception(exc)
+
+
+def _resolve(waiters: list[Waiter], positions: list[Position]) -> None:
+    for waiter, pos in zip(waiters, positions, strict=True):
+        if type(waiter) is not _Future:
+            _call(waiter, pos, None)  # type: ignore[arg-type]
+        elif not waiter.done():
+            with contextlib.suppress(RuntimeError):  # event loop closed: nobody is waiting
+                waiter.set_result(pos)
+
+
+def _call(callback: AppendCallback, pos: Position | None, exc: BaseException | None) -> None:
+    try:
+        callback(pos, exc)
+    except Exception:  # one failing owner must not keep the others from their outcome
+        log.exception("append callback %r failed", callback)
+
+
+class LedgerAppends(LedgerState):
+    """Appending: position, index, cache, write batch, fsync per policy, roll-over."""
+
+    def append(
+        self, data: bytes | memoryview, part_crc: int | None = None
+    ) -> asyncio.Future[Position]:
+        """Append one entry; the future resolves to its position once it is durable per
+        the fsync policy (in append order), or fails with `StorageError`.
+
+        ``part_crc``: the caller's promise that ``data`` is a payload part it has checked
+        (magic 0x0e01, then ``part_crc`` big-endian, which is the CRC32C of ``data[6:]``);
+        the entry is then stored as a part record carrying that CRC and no checksum is
+        computed here (see `record`). A broken promise makes the record fail its check
+        when read, and recovery cut its segment there. Without it, the record's CRC is
+        computed over ``data``."""
+        loop = self._loop
+        if loop is None or loop.is_closed():  # get_running_loop costs a getpid syscall
+            loop = self._loop = _get_loop()
+        fut: asyncio.Future[Position] = loop.create_future()
+        self._append(data, part_crc, fut, loop)
+        return fut
+
+    def append_then(
+        self, data: bytes | memoryview, on_done: AppendCallback, part_crc: int | None = None
+    ) -> None:
+        """`append` without a future: ``on_done(position, None)`` (or ``(None, error)``) is
+        called once the entry is durable (or failed), in append order, from the storage's
+        completion of its batch, with the other entries of that batch; then
+        `after_appends` is called once. ``on_done`` may also be called before this returns
+        (a closed ledger, the ``always`` policy). The cheap path for a hot caller: no
+        future, and no extra turn of the event loop to run its callbacks."""
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            loop = self._loop = _get_loop()
+        self._append(data, part_crc, on_done, loop)
+
+    def _append(
+        self,
+        data: bytes | memoryview,
+        part_crc: int | None,
+        waiter: Waiter,
+        loop: asyncio.AbstractEventLoop,
+    ) -> None:
+        if self._state != "open":
+            self._fail_now(waiter, LedgerClosedError(f"ledger {self.name} is {self._state}"))
+            return
+        if self._terminated:
+            self._fail_now(waiter, LedgerTerminatedError(f"ledger {self.name} is terminated"))
+            return
+        if type(data) is not bytes and not (type(data) is memoryview and data.readonly):
+            data = bytes(data)  # a read-only view is the caller's promise it won't change
+        n = len(data)
+        seg = self._active
+        if (
+            seg is None
+            or seg.count >= self._max_entries
+            or (seg.end + n > self._max_bytes and seg.count)
+            or _monotonic() > self._roll_at
+        ):
+            try:
+                seg = self._roll(loop)
+            except (OSError, RuntimeError) as exc:
+                self._fail_now(waiter, StorageError(f"cannot create a segment for {self.name}: {exc}"))
+                return
+        start = seg.end
+        end = start + _HS + n
+        eid = seg.count
+        seg.end = end
+        seg.offsets.append(end)
+        seg.count = eid + 1
+        pos = Position(seg.ledger_id, eid)
+        self._cache.put(pos, data)
+        hdr = _pack(n, _crc(data, _SEED ^ n)) if part_crc is None else _pack(n | _PART, part_crc)
+        if self._policy == "always":
+            self._append_always(seg, hdr, data, start, pos, waiter)
+            return
+        buf = self._wbuf
+        if not buf:
+            self._wseg = seg
+            self._wstart = start
+            self._wloop = loop
+            if not self._write_scheduled:
+                self._write_scheduled = True
+                loop.call_soon(self._on_tick)
+        buf.append(hdr)
+        buf.append(data)
+        self._wfuts.append(waiter)
+        self._wpos.append(pos)
+        self._wbytes += n
+        if self._wbytes >= self._wbuf_limit:
+            self._write_pending()
+
+    def _fail_now(self, waiter: Waiter, exc: BaseException) -> None:
+        _fail(waiter, exc)
+        self._appends_done()
+
+    def _appends_done(self) -> None:
+        """Every waiter of a completed batch was told: the owner's once-per-batch step."""
+        hook = self.after_appends
+        if hook is not None:
+            try:
+                hook()
+            except Exception:
+                log.exception("%s: after_appends failed", self.name)
+
+    def _append_always(
+        self,
+        seg: Segment,
+        hdr: bytes,
+        data: bytes | memoryview,
+        start: int,
+        pos: Position,
+        waiter: Waiter,
+    ) -> None:
+        try:
+            if not seg.ready:
+                self._wait_file(seg)  # this policy syncs on the loop anyway
+            if seg.create_error is not None:
+                raise OSError(f"cannot create its segment: {seg.create_error}")
+            self._files.use(seg)
+            seg.write([hdr, data], start)
+            seg.sync()
+        except OSError as exc:
+            self._rollback(seg, pos.entry_id)
+            self._fail_now(waiter, StorageError(f"append to {self.name} failed: {exc}"))
+            return
+        seg.confirmed = pos.entry_id + 1
+        _resolve([waiter], [pos])
+        self._appends_done()
+
+    def _on_tick(self) -> None:
+        self._write_scheduled = False
+        self._write_pending()
+
+    def _write_pending(self) -> None:
+        """Hand the write buffer to the OS (one pwritev), then to the flusher; held back
+        (in order) while its segment's file, or an earlier held batch's, is being made."""
+        bufs = self._wbuf
+        if not bufs:
+            return
+        seg = self._wseg
+        assert seg is not None
+        futs, poss = self._wfuts, self._wpos
+        nbytes = self._wbytes
+        self._wbuf, self._wfuts, self._wpos, self._wbytes = [], [], [], 0
+        loop = self._wloop
+        assert loop is not None
+        if self._unwritten or not seg.ready:
+            self._unwritten.append((seg, bufs, self._wstart, futs, poss, loop, nbytes))
+            self._write_held()  # (nothing, while the first held one's file is being made)
+            return
+        self._write_batch(seg, bufs, self._wstart, futs, poss, loop, nbytes)
+
+    def _write_held(self) -> None:
+        """Write the held batches whose segment files are made (or failed), in order."""
+        held = self._unwritten
+        while held:
+            seg = held[0][0]
+            if not seg.ready and seg.create_error is None:
+                return
+            self._write_batch(*held.popleft())
+
+    def _write_batch(
+        self,
+        seg: Segment,
+        bufs: list[bytes | memoryview],
+        start: int,
+        futs: list[Waiter],
+        poss: list[Position],
+        loop: asyncio.AbstractEventLoop,
+        nbytes: int,
+    ) -> None:
+        first = poss[0].entry_id
+        error: BaseException | None = None
+        if seg.create_error is not None:
+            error = StorageError(f"cannot create a segment for {self.name}: {seg.create_error}")
+            self._rollback(seg, first)
+        else:
+            try:
+                self._files.use(seg)
+                seg.write(bufs, start)
+            except OSError as exc:
+                log.error("append to %s (segment %d) failed: %s", self.name, seg.ledger_id, exc)
+                error = StorageError(f"append to {self.name} failed: {exc}")
+                self._rollback(seg, first)
+        batch = Batch(seg, first, futs, poss, loop, self._on_batch_done, error)
+        if self._policy == "never":
+            seg.synced = seg.written  # nothing this policy will ever sync
+            self._on_batch_done(batch, error)
+            return
+        self._pending.append(batch)
+        flusher = self._factory._flusher
+        if (
+            len(self._pending) == 1
+            and len(futs) <= _INLINE_MAX_ENTRIES
+            and nbytes <= _INLINE_MAX_BYTES
+            and flusher.try_inline(batch)
+        ):
+            return
+        try:
+            flusher.submit(batch)
+        except RuntimeError:
+            self._pending.pop()
+            self._on_batch_done(batch, LedgerClosedError("storage is shutting down"))
+
+    def _on_batch_done(self, batch: Batch, error: BaseException | None) -> None:
+        batch.done = True
+        pending = self._pending
+        if pending and pending[0] is batch:
+            pending.popleft()
+        elif batch in pending:
+            pending.remove(batch)
+        seg = batch.segment
+        futs = batch.futures
+        if error is None:
+            end = batch.first + len(futs)
+            if end > seg.confirmed:
+                seg.confirmed = min(end, seg.count)
+            try:
+                _resolve(futs, batch.positions)
+                if seg.sealed and seg.sealing is None and seg.confirmed == seg.count:
+                    self._seal_later(seg)
+            finally:  # the owner writes what its callbacks queued, whatever failed here
+                self._appends_done()
+            return
+        try:
+            self._fail_batch(batch, error)
+        finally:
+            self._appends_done()
+
+    def _fail_batch(self, batch: Batch, error: BaseException) -> None:
+        """``batch`` failed: roll it back and fail its waiters and every one behind it."""
+        pending = self._pending
+        seg = batch.segment
+        futs = batch.futures
+        if not isinstance(error, StorageError):
+            error = StorageError(f"append to {self.name} failed: {error}")
+        self._rollback(seg, batch.first)
+        for fut in futs:
+            _fail(fut, error)
+        # Every append behind a failed one fails too (as in Pulsar), so a producer never
+        # sees a later message stored after an earlier one was lost.
+        later = StorageError(f"append to {self.name} failed: an earlier append failed")
+        while pending:
+            b = pending.popleft()
+            b.done = True
+            self._rollback(b.segment, b.first)
+            for fut in b.futures:
+                _fail(fut, later)
+        if self._wbuf:
+            wseg, first, wfuts = self._wseg, self._wpos[0].entry_id, self._wfuts
+            self._wbuf, self._wfuts, self._wpos, self._wbytes = [], [], [], 0
+            assert wseg is not None
+            self._rollback(wseg, first)
+            for fut in wfuts:
+                _fail(fut, later)
+
+    def _rollback(self, seg: Segment, first: int) -> None:
+        """Entries ``first..`` of ``seg`` failed: forget them and seal the segment."""
+        if seg.count > first:
+            lid = seg.ledger_id
+            for eid in range(first, seg.count):
+                self._cache.discard(Position(lid, eid))
+            seg.truncate_index(first)
+            if seg.ready:
+                seg.truncate_file()
+        if seg is self._wseg and self._wbuf:
+            # still-buffered appends to this segment were rolled back too: fail them in order
+            futs, poss = self._wfuts, self._wpos
+            self._wbuf, self._wfuts, self._wpos, self._wbytes = [], [], [], 0
+            err = StorageError(f"append to {self.name} failed: an earlier append failed")
+            loop = self._wloop
+            assert loop is not None
+            batch = Batch(seg, poss[0].entry_id, futs, poss, loop, self._on_batch_done, err)
+            if self._policy == "group":
+                self._pending.append(batch)
+                try:
+                    self._factory._flusher.submit(batch)
+                except RuntimeError:
+                    self._on_batch_done(batch, err)
+            else:
+                self._on_batch_done(batch, err)
+        if seg is self._active:
+            self._active = None
+        seg.sealed = True
+        if seg.ready:
+            seg.write_index()
+        elif seg.create_error is not None and seg.count == 0:
+            self._forget_segment(seg)  # it has no file and no entry left
+
+    def _forget_segment(self, seg: Segment) -> None:
+        if self._by_id.get(seg.ledger_id) is seg:
+            i = self._segments.index(seg)
+            del self._segments[i]
+            del self._ids[i]
+            del self._by_id[seg.ledger_id]
+
+    def _roll(self, loop: asyncio.AbstractEventLoop) -> Segment:
+        """Seal the active segment and start a new one. The new one takes appends at
+        once; its file is made on a ``readers`` thread (after its id block is stored,
+        when it starts one) and its writes are held until then (`_write_held`)."""
+        old = self._active
+        if old is not None:
+            self._write_pending()
+            self._active = None
+            old.sealed = True
+            if old.confirmed == old.count:
+                self._seal_later(old)
+        lid, block = self._factory._allocate_ledger_id()
+        seg = Segment.planned(self.directory, lid)
+        job = self._file_job(make_file, seg, block)
+        seg.creating = job
+
+        def made(_: Future[int]) -> None:
+            with contextlib.suppress(RuntimeError):  # the loop is closed: a blocking close waits
+                loop.call_soon_threadsafe(self._file_made, seg)
+
+        job.add_done_callback(made)
+        self._add_segment(seg)
+        self._active = seg
+        self._roll_at = seg.created + self._max_age
+        log.debug("ledger %s: new segment %d", self.name, lid)
+        return seg
+
+    def _file_job(self, fn: Callable[..., T], *args: Any) -> Future[T]:
+        """``fn(*args)`` on a ``readers`` thread (here, if those are shut down), noted as
+        file work a close or delete waits for."""
+        factory = self._factory
+        job: Future[T] = factory._run_after(None, factory.readers, fn, *args)
+        self._file_work = [f for f in self._file_work if not f.done()]
+        self._file_work.append(job)
+        return job
+
+    def _file_made(self, seg: Segment) -> None:
+        """The job making ``seg``'s file ended (event loop thread; idempotent): take the
+        descriptor, or note the failure, and write what was held for it."""
+        job = seg.creating
+        if seg.ready or seg.create_error is not None or job is None or not job.done():
+            return
+        exc = job.exception()
+        if exc is None:
+            fd = job.result()
+            if self._by_id.get(seg.ledger_id) is not seg:  # deleted meanwhile
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+                seg.create_error = LedgerClosedError(f"ledger {self.name} is {self._state}")
+            else:
+                seg.file_created(fd)
+                self._files.use(seg)
+        else:
+            log.error("ledger %s: cannot create segment %d: %s", self.name, seg.ledger_id, exc)
+            seg.create_error = exc
+        self._write_held()
+
+    def _wait_file(self, seg: Segment) -> None:
+        """Block until ``seg``'s file job ended and take its outcome (`_file_made`)."""
+        job = seg.creating
+        if job is not None:
+            with contextlib.suppress(BaseException):
+                job.result()
+        self._file_made(seg)
+
+    def _wait_files(self) -> None:
+        """Block until every file job of this ledger ended; write what was held."""
+        for seg in [s for s in self._segments if not s.ready]:
+            self._wait_file(seg)
+        for job in self._file_work:
+            with contextlib.suppress(BaseException):
+                job.result()
+        self._file_work = []
+        self._write_held()
+
+    async def _files_settled(self) -> None:
+        """`_wait_files` without blocking the loop."""
+        while True:
+            work = [f for f in self._file_work if not f.done()]
+            if not work:
+                break
+            await asyncio.wait([asyncio.wrap_future(f) for f in work])
+        for seg in [s for s in self._segments if not s.ready]:
+            self._file_made(seg)
+        self._write_held()
+
+    def _seal_later(self, seg: Segment) -> None:
+        """Give back ``seg``'s reserved space and write its sidecar on a ``readers``
+        thread (it is sealed and every entry is confirmed: nothing writes it any more)."""
+        if seg.sealing is None and seg.ready and not seg.dirty:
+            seg.sealing = self._file_job(seal_files, [seg], [])
+
+    def _seal(self, seg: Segment) -> None:
+        seg.sealed = True
+        if not seg.ready:
+            return  # no file: nothing to seal
+        seg.cut_reserve()
+        if seg.confirmed == seg.count and not seg.dirty and not seg.index_written:
+            seg.write_index()

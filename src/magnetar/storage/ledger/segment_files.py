@@ -1,0 +1,89 @@
+"""The disk work on a ledger's segment files, run on a ``readers`` thread (or on the
+calling thread of a blocking close): making a new segment's file, sealing, modification
+times, removal of trimmed segments; and `scan_segments`, the recovery scan that opens a
+ledger directory's segments. Functions of files only: no ledger state is touched.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from concurrent.futures import Future
+from typing import Any
+
+from ..segment import Segment
+
+
+def seal_files(segments: list[Segment], fds: list[int]) -> None:
+    """The disk work of sealing a closed ledger's segments (a ``readers`` thread, for
+    `ManagedLedger.close_async`; nothing writes them any more): give back the space
+    reserved past the last record, write the index sidecars still missing, close the
+    descriptors `_detach_files` took."""
+    for seg in segments:
+        seg.cut_reserve()
+        if seg.confirmed == seg.count and not seg.dirty and not seg.index_written:
+            seg.write_index()
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+
+
+def make_file(seg: Segment, block: Future[Any] | None) -> int:
+    """A new segment's file (a ``readers`` thread): once ``block``, the storage.db write
+    of its id block, is done (failed: no file)."""
+    if block is not None:
+        block.result()
+    return seg.create_file()
+
+
+def segment_mtimes(paths: list[str]) -> dict[str, float | None]:
+    """The modification time of each file (None: it cannot be stat'ed). Touches only the
+    files: safe on a ``readers`` thread, where `ManagedLedger.trim_async` runs it."""
+    out: dict[str, float | None] = {}
+    for path in paths:
+        try:
+            out[path] = os.stat(path).st_mtime
+        except OSError:
+            out[path] = None
+    return out
+
+
+def sealing_jobs(segments: list[Segment]) -> list[Future[None]]:
+    """The sealing jobs (`ManagedLedger._seal_later`) of ``segments`` still under way."""
+    return [s.sealing for s in segments if s.sealing is not None and not s.sealing.done()]
+
+
+def remove_segment_files(removals: list[tuple[str, str, int | None]]) -> None:
+    """Close the descriptors and unlink the files (segment, index sidecar) of segments a
+    trim dropped (`ManagedLedger._drop_segment`; a ``readers`` thread for `trim_async`).
+    A file already gone is no error; the first other error is raised once every removal
+    was tried."""
+    first: OSError | None = None
+    for path, idx_path, fd in removals:
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        for p in (path, idx_path):
+            try:
+                os.unlink(p)
+            except FileNotFoundError:
+                pass
+            except OSError as exc:
+                first = first or exc
+    if first is not None:
+        raise first
+
+
+def scan_segments(directory: str) -> list[Segment]:
+    """Open (and, after a crash, recover) the segments a ledger directory holds, in id order.
+    Touches only those files, never state shared with other ledgers: safe in a worker
+    thread, which is where `ManagedLedgerFactory.open_async` runs it."""
+    ids = sorted(
+        int(n[:-4]) for n in os.listdir(directory) if n.endswith(".seg") and n[:-4].isdigit()
+    )
+    segments = []
+    for lid in ids:
+        seg = Segment.open_existing(directory, lid)
+        if seg is not None:
+            segments.append(seg)
+    return segments

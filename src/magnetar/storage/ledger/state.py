@@ -1,0 +1,205 @@
+"""`LedgerState`: the fields every part of `ManagedLedger` shares (segments, write
+buffer, cursors, lifecycle state, set up in ``__init__``), and what positions the ledger
+holds (`next_position`, `last_confirmed`, counts). The parts in the sibling modules are
+mixins over it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from bisect import bisect_left
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import Future
+from typing import TYPE_CHECKING, Any
+
+from ..cursor import ManagedCursor
+from ..errors import (
+    LedgerClosedError,
+)
+from ..flusher import Batch
+from ..position import EARLIEST, Position
+from ..segment import Segment
+from .segment_files import scan_segments
+
+if TYPE_CHECKING:
+    from ..factory import ManagedLedgerFactory
+
+_Future = asyncio.Future
+
+#: Told the outcome of one append: its position, or None and the error.
+AppendCallback = Callable[[Position | None, BaseException | None], None]
+#: Who waits for an append: a future (`append`) or a callback (`append_then`).
+Waiter = asyncio.Future[Position] | AppendCallback
+#: A write batch held until its segment's file exists (`ManagedLedger._unwritten`):
+#: (segment, buffers, file offset, waiters, positions, loop, payload bytes).
+UnwrittenBatch = tuple[
+    Segment, list[bytes | memoryview], int, list[Waiter], list[Position],
+    asyncio.AbstractEventLoop, int,
+]
+
+
+class LedgerState:
+    """The shared state of a ledger and its positions."""
+
+    def __init__(
+        self,
+        factory: ManagedLedgerFactory,
+        name: str,
+        directory: str,
+        meta: dict[str, Any],
+        segments: list[Segment] | None = None,
+    ) -> None:
+        """``segments``: the directory's segments as `scan_segments` found them (scanned
+        here when None)."""
+        cfg = factory.config
+        self.name = name
+        self.directory = directory
+        self._factory = factory
+        self._policy = cfg.fsync
+        self._max_bytes = cfg.segment_max_bytes
+        self._max_entries = cfg.segment_max_entries
+        self._max_age = cfg.segment_max_age_s
+        self._wbuf_limit = cfg.write_buffer_bytes
+        self._cache = factory._cache
+        self._files = factory._files
+        self._segments: list[Segment] = []
+        self._ids: list[int] = []
+        self._by_id: dict[int, Segment] = {}
+        self._active: Segment | None = None
+        self._roll_at = 0.0
+        # write buffer (all for self._wseg, starting at byte offset self._wstart)
+        self._wbuf: list[bytes | memoryview] = []
+        self._wfuts: list[Waiter] = []
+        self._wpos: list[Position] = []
+        self._wbytes = 0
+        self._wseg: Segment | None = None
+        self._wloop: asyncio.AbstractEventLoop | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None  # the loop of the last append
+        self._wstart = 0
+        self._write_scheduled = False
+        self._pending: deque[Batch] = deque()
+        #: Called once after the waiters of each completed batch were told (see `append_then`).
+        self.after_appends: Callable[[], None] | None = None
+        self._cursors: dict[str, ManagedCursor] = {}
+        self._terminated = bool(meta.get("terminated", False))
+        self._terminating: Future[Any] | None = None  # terminate_async's write, under way
+        self._state = "open"  # "closing" (close_async under way), "closed", "deleted"
+        self._close_task: asyncio.Task[None] | None = None
+        self._close_done: Future[None] | None = None  # the factory's: set once closed
+        self._seal_job: Future[None] | None = None
+        # write batches held until their segment's file exists (in append order):
+        # (segment, buffers, file offset, waiters, positions, loop, payload bytes)
+        self._unwritten: deque[UnwrittenBatch] = deque()
+        # the file jobs on storage threads (segment creation, sealing) maybe under way
+        self._file_work: list[Future[Any]] = []
+        for seg in scan_segments(directory) if segments is None else segments:
+            self._add_segment(seg)
+
+    def _add_segment(self, seg: Segment) -> None:
+        self._segments.append(seg)
+        self._ids.append(seg.ledger_id)
+        self._by_id[seg.ledger_id] = seg
+
+    def _locate(self, p: Position) -> tuple[int, int] | None:
+        """(segment index, entry id) of the first confirmed entry ``>= p``."""
+        lid, eid = p
+        segs = self._segments
+        i = bisect_left(self._ids, lid)
+        if eid < 0:
+            eid = 0
+        while i < len(segs):
+            seg = segs[i]
+            if seg.ledger_id != lid:
+                eid = 0
+            if eid < seg.confirmed:
+                return i, eid
+            i += 1
+        return None
+
+    def next_position(self, p: Position) -> Position | None:
+        """The first confirmed position after ``p``."""
+        lid, eid = p
+        seg = self._by_id.get(lid)
+        if seg is not None and 0 <= eid + 1 < seg.confirmed:
+            return Position(lid, eid + 1)
+        loc = self._locate(Position(lid, eid + 1))
+        if loc is None:
+            return None
+        return Position(self._segments[loc[0]].ledger_id, loc[1])
+
+    def contains(self, p: Position) -> bool:
+        """Whether ``p`` names a confirmed entry that is still stored."""
+        seg = self._by_id.get(p[0])
+        return seg is not None and 0 <= p[1] < seg.confirmed
+
+    def first_position(self) -> Position | None:
+        """The oldest confirmed entry."""
+        loc = self._locate(EARLIEST)
+        return None if loc is None else Position(self._segments[loc[0]].ledger_id, loc[1])
+
+    def last_confirmed(self) -> Position | None:
+        """The newest confirmed (durable, readable) entry."""
+        for seg in reversed(self._segments):
+            if seg.confirmed:
+                return Position(seg.ledger_id, seg.confirmed - 1)
+        return None
+
+    def last_appended(self) -> Position | None:
+        """The newest appended entry, confirmed or not."""
+        for seg in reversed(self._segments):
+            if seg.count:
+                return Position(seg.ledger_id, seg.count - 1)
+        return None
+
+    def entry_count(self) -> int:
+        """Confirmed entries in the ledger."""
+        return sum(s.confirmed for s in self._segments)
+
+    def size_bytes(self) -> int:
+        """Bytes of the segment files."""
+        return sum(s.end for s in self._segments)
+
+    def count_after(self, p: Position) -> int:
+        """Confirmed entries ``> p``."""
+        lid, eid = p
+        segs = self._segments
+        i = bisect_left(self._ids, lid)
+        n = 0
+        if i < len(segs) and segs[i].ledger_id == lid:
+            n = max(0, segs[i].confirmed - max(eid + 1, 0))
+            i += 1
+        for seg in segs[i:]:
+            n += seg.confirmed
+        return n
+
+    def count_between(self, start: Position, end: Position) -> int:
+        """Confirmed entries in ``[start, end]``."""
+        if start[0] == end[0]:
+            seg = self._by_id.get(start[0])
+            if seg is None:
+                return 0
+            lo = max(start[1], 0)
+            hi = min(end[1], seg.confirmed - 1)
+            return max(0, hi - lo + 1)
+        return self.count_after(Position(start[0], start[1] - 1)) - self.count_after(end)
+
+    def segment_ids(self) -> list[int]:
+        """Ledger ids of the segments, ascending."""
+        return list(self._ids)
+
+    @property
+    def is_open(self) -> bool:
+        """False once the ledger is closed or deleted."""
+        return self._state == "open"
+
+    @property
+    def is_terminated(self) -> bool:
+        return self._terminated
+
+    def _check_open(self) -> None:
+        if self._state != "open":
+            raise LedgerClosedError(f"ledger {self.name} is {self._state}")
+
+    def __repr__(self) -> str:
+        return f"ManagedLedger({self.name!r}, segments={self._ids}, state={self._state})"
