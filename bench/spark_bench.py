@@ -168,8 +168,9 @@ def cpu_by_group(broker_pid: int) -> dict[str, float]:
             continue
         if b"org.apache.spark" in cmd or b"spark-submit" in cmd:
             out["jvm"] += _cpu_seconds(fields)
-        elif b"pyspark.daemon" in cmd or b"pyspark.worker" in cmd:
-            # the daemon's reaped children count too: workers that ended
+        elif b"pyspark" in cmd:
+            # workers, the daemon they fork from (its reaped children count too: workers
+            # that ended) and the driver-side runners of a Python data source
             out["python workers"] += _cpu_seconds(fields, children=b"daemon" in cmd)
     return out
 
@@ -294,14 +295,16 @@ def run(url: str, args: argparse.Namespace, tmp: Path, broker_pid: int) -> None:
     df.cache().count()
     topics = iter(range(10**6))
 
+    written: list[str] = []
+
     def sink() -> None:
-        df.write.format("pulsar").option("service.url", url) \
-            .option("topic", f"persistent://public/default/bench-write-{next(topics)}") \
+        written.append(f"persistent://public/default/bench-write-{next(topics)}")
+        df.write.format("pulsar").option("service.url", url).option("topic", written[-1]) \
             .mode("append").save()
 
     def naive_sink() -> None:
-        df.foreachPartition(naive_writer(
-            url, f"persistent://public/default/bench-naive-write-{next(topics)}"))
+        written.append(f"persistent://public/default/bench-naive-write-{next(topics)}")
+        df.foreachPartition(naive_writer(url, written[-1]))
 
     writes = [(Measured("naive foreachPartition writer, official producer batching", n),
                naive_sink),
@@ -312,8 +315,13 @@ def run(url: str, args: argparse.Namespace, tmp: Path, broker_pid: int) -> None:
     for _ in range(args.rounds):
         for m, fn in writes:
             m.run(broker_pid, fn)
+    for t in written:  # every row arrived, once (after the timed writes)
+        got = spark.read.format("pulsar").option("service.url", url).option("topic", t) \
+            .schema(TWO).load().count()
+        assert got == n, (t, got)
+    print(f"  checked: each of the {len(written)} written topics holds {n:,} rows")
 
-    latency = streaming_latency(spark, url, tmp, args.rate, args.stream_seconds)
+    latency = streaming_latency(spark, url, tmp, args.rate, args.stream_seconds, broker_pid)
     spark.stop()
 
     print("\n| figure | rows/s | vs naive | CPU s per M rows (broker / JVM / Python workers) |")
@@ -334,7 +342,7 @@ def _ms(iso: str) -> float:
 
 
 def streaming_latency(spark: SparkSession, url: str, tmp: Path, rate: int,
-                      seconds: float) -> str:
+                      seconds: float, broker_pid: int) -> str:
     """Publish at ``rate`` msg/s while a ``processingTime="0 seconds"`` query appends each
     row's publish time and its micro-batch's timestamp to a memory sink. A row is in the
     sink when its micro-batch commits: the start of that trigger (the progress report's
@@ -359,6 +367,7 @@ def streaming_latency(spark: SparkSession, url: str, tmp: Path, rate: int,
 
     publisher = threading.Thread(target=publish, daemon=True)
     publisher.start()
+    before = cpu_by_group(broker_pid)
     started = time.time() * 1000
     q = (spark.readStream.format("pulsar").option("service.url", url)
          .option("topic", topic).option("startingOffsets", "latest").load()
@@ -368,6 +377,8 @@ def streaming_latency(spark: SparkSession, url: str, tmp: Path, rate: int,
          .option("checkpointLocation", str(tmp / "lat-ckpt"))
          .trigger(processingTime="0 seconds").start())
     time.sleep(seconds)  # the measuring window
+    after = cpu_by_group(broker_pid)
+    window = time.time() - started / 1000
     stop.set()
     publisher.join()
     prod.flush()
@@ -396,7 +407,9 @@ def streaming_latency(spark: SparkSession, url: str, tmp: Path, rate: int,
             f"committed in the sink p50 {p50:.0f} ms, p99 {p99:.0f} ms ({len(lats):,} rows in "
             f"{len(progress)} micro-batches); first micro-batch with rows committed "
             f"{first / 1000:.2f} s after start(); median ms per micro-batch after the "
-            f"first: {phases}")
+            f"first: {phases}; CPU core-s per s while it ran: "
+            + ", ".join(f"{k} {(after[k] - before[k]) / window:.2f}" for k in before)
+            + " (the bench's publisher thread not counted)")
 
 
 if __name__ == "__main__":
