@@ -105,3 +105,17 @@ def test_columns_match_the_client_view(fmt, small, monkeypatch):
     assert [r["__publishTime"] for r in rows][:1] == \
         [dt.datetime.fromtimestamp(1.234, dt.UTC)]
     assert {r["__topic"] for r in rows} == {TOPIC}
+
+
+def test_property_value_before_its_key():
+    """Legal protobuf no client writes: a KeyValue's value first. Still read right."""
+    kv = b"\x12\x01v\x0a\x01k"  # value "v", then key "k"
+    smm = b"\x0a" + bytes([len(kv)]) + kv + b"\x18\x01"
+    one = len(smm).to_bytes(4, "big") + smm + b"x"
+    meta = pb.MessageMetadata(producer_name="p", sequence_id=0, publish_time=1,
+                              num_messages_in_batch=20)
+    e = Entry(one * 20, meta, MessageId(2, 3, 4), TOPIC, 0, None)
+    runs, _ = entry_runs(e, EARLIEST, (9, 0, -1))
+    rows = BatchBuilder(default_schema(ValueFormat()), ValueFormat(), TOPIC, 2).build(runs)
+    assert rows.column("__messageProperties").to_pylist() == [[("k", "v")]] * 20
+    assert rows.column("value").to_pylist() == [b"x"] * 20

@@ -54,6 +54,12 @@ def _pieces(payload: pa.Buffer, cuts: np.ndarray[Any, Any], every: int,
     (pieces lie between consecutive cuts), then every ``every``-th piece from ``first``
     taken (the others are the bytes between them)."""
     offsets = cuts.astype(np.int32)
+    if len(offsets) > 1 and (np.diff(offsets) < 0).any():
+        # out of order (a property's value written before its key: legal protobuf, never
+        # seen from a client): no offsets array can express it, so slice one by one
+        data = payload.to_pybytes()
+        return pa.array([data[offsets[i]:offsets[i + 1]]
+                         for i in range(first, len(offsets) - 1, every)], pa.binary())
     pieces = pa.Array.from_buffers(pa.binary(), len(offsets) - 1,
                                    [None, pa.py_buffer(offsets), payload])
     return pieces.take(pa.array(np.arange(first, len(offsets) - 1, every, dtype=np.int32)))
