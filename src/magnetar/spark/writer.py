@@ -136,14 +136,16 @@ class _Targets:
 
 def _records(values: pa.Array) -> tuple[memoryview, npt.NDArray[np.int64], npt.NDArray[np.int64]]:
     """Batch records (size, ``SingleMessageMetadata(payload_size)``, value) of ``values``,
-    joined in one buffer: (buffer, offset of each record and of the end, value sizes)."""
+    joined in one buffer: (buffer, where each record starts in it and where the last
+    ends, value sizes)."""
     sizes = pc.binary_length(values).to_numpy(zero_copy_only=False).astype(np.int64)
     unique, inverse = np.unique(sizes, return_inverse=True)
     headers = pa.array([plain_header(int(n)) for n in unique], pa.binary())
     joined = pc.binary_join_element_wise(headers.take(pa.array(inverse.astype(np.int32))),
                                          values, _NO_SEPARATOR)
     _, offsets, data = joined.buffers()
-    ends = np.frombuffer(offsets, np.int32, len(joined) + 1, joined.offset).astype(np.int64)
+    ends = np.frombuffer(offsets, np.int32, len(joined) + 1,
+                         4 * joined.offset).astype(np.int64)
     return memoryview(data), ends, sizes
 
 
@@ -203,7 +205,7 @@ async def _publish(session: Session, opts: SinkOptions, name: str, base: int,
                 for a, b in _cuts(sizes, targets.max_n, targets.max_bytes):
                     p = parts[(partition + sent) % len(parts)]
                     sent += 1
-                    records = bytes(data[ends[a] - ends[0]:ends[b] - ends[0]])
+                    records = bytes(data[ends[a]:ends[b]])  # offsets into the buffer
                     futures.append(await p.send_batch_async(records, b - a, base + row + a))
                 row += batch.num_rows
             else:
