@@ -153,3 +153,139 @@ def test_policies_apply_to_topics(api: Api, client: pulsar.Client) -> None:
     producer.close()
     stats = api.ok("GET", f"/admin/v2/persistent/{ns}/created/internalStats")
     assert stats["numberOfEntries"] == 1
+
+
+# ------------------------------------------------------------- Pulsar's bodies, as Pulsar takes them
+
+
+def test_clusters_put_creates_post_updates(api: Api) -> None:
+    """``PUT clusters/{name}`` registers a cluster (409 when it exists: our own included),
+    ``POST`` updates it (404 when unknown); bodies are ClusterData, checked with 400s."""
+    name = f"c-{uuid.uuid4().hex[:6]}"
+    data = {"serviceUrl": "http://other:8080", "brokerServiceUrl": "pulsar://other:6650",
+            "brokerServiceUrlTls": "pulsar+ssl://other:6651", "someFutureField": 1}
+    assert api.put("/admin/v2/clusters/standalone", data)[0] == 409
+    assert api.post(f"/admin/v2/clusters/{name}", data)[0] == 404
+    assert api.put(f"/admin/v2/clusters/{name}", data)[0] == 204
+    assert api.put(f"/admin/v2/clusters/{name}", data)[0] == 409
+    assert name in api.get("/admin/v2/clusters")[1]
+    status, got = api.get(f"/admin/v2/clusters/{name}")
+    assert status == 200 and got["brokerServiceUrl"] == "pulsar://other:6650"
+    assert "someFutureField" not in got  # unknown fields are ignored, as Pulsar ignores them
+    assert api.post(f"/admin/v2/clusters/{name}", {**data, "serviceUrl": "http://moved:8080"})[0] == 204
+    assert api.get(f"/admin/v2/clusters/{name}")[1]["serviceUrl"] == "http://moved:8080"
+    assert api.get(f"/admin/v2/brokers/{name}") == (200, [])  # not this broker's cluster
+    for bad in ({"serviceUrl": 5}, {"brokerServiceUrl": "http://not-pulsar"}, ["a", "list"],
+                {"brokerClientTlsEnabled": "yes"}):
+        status, answer = api.post(f"/admin/v2/clusters/{name}", bad)
+        assert status == 400 and answer["reason"], bad
+    assert api.put(f"/admin/v2/clusters/{name}x")[0] == 400  # a body is required
+    # a tenant may now allow it; then the cluster cannot go
+    tenant = f"tc-{uuid.uuid4().hex[:6]}"
+    assert api.put(f"/admin/v2/tenants/{tenant}", {"allowedClusters": ["standalone", name]})[0] == 204
+    assert api.delete(f"/admin/v2/clusters/{name}")[0] == 409
+    assert api.delete(f"/admin/v2/tenants/{tenant}")[0] == 204
+    assert api.delete(f"/admin/v2/clusters/{name}")[0] == 204
+    assert api.get(f"/admin/v2/clusters/{name}")[0] == 404
+    assert api.delete("/admin/v2/clusters/standalone")[0] == 409
+
+
+def test_tenant_bodies_are_checked(api: Api) -> None:
+    tenant = f"tb-{uuid.uuid4().hex[:6]}"
+    for bad in ({"adminRoles": "ops"}, {"adminRoles": [1]}, {"allowedClusters": "standalone"},
+                [1, 2]):
+        status, answer = api.put(f"/admin/v2/tenants/{tenant}", bad)
+        assert status == 400 and answer["reason"], bad
+    assert api.post(f"/admin/v2/tenants/{tenant}", {"adminRoles": []})[0] == 404
+    assert api.put(f"/admin/v2/tenants/{tenant}", {"adminRoles": ["ops"], "allowedClusters": ["standalone"],
+                                                   "unknownField": True})[0] == 204
+    assert api.post(f"/admin/v2/tenants/{tenant}", {"adminRoles": ["ops", "dev"],
+                                                    "allowedClusters": ["standalone"]})[0] == 204
+    assert api.get(f"/admin/v2/tenants/{tenant}")[1]["adminRoles"] == ["ops", "dev"]
+    assert api.delete(f"/admin/v2/tenants/{tenant}")[0] == 204
+
+
+def test_namespace_created_with_a_policies_body(api: Api, client: pulsar.Client) -> None:
+    """Every field of a Pulsar Policies body Magnetar implements is applied, as Pulsar's
+    createNamespace applies it; fields at their defaults (what pulsar-admin sends) pass."""
+    ns = f"public/pb-{uuid.uuid4().hex[:6]}"
+    topic = f"persistent://{ns}/t"
+    body = {
+        "auth_policies": {"namespace_auth": {"app": ["produce", "consume"]},
+                          "destination_auth": {topic: {"reader": ["consume"]}},
+                          "subscription_auth_roles": {}},
+        "replication_clusters": ["standalone"],
+        "retention_policies": {"retentionTimeInMinutes": 60, "retentionSizeInMB": 100},
+        "message_ttl_in_seconds": 3600,
+        "backlog_quota_map": {"destination_storage": {"limitSize": 1 << 30, "limitTime": -1,
+                                                      "policy": "producer_exception"}},
+        "deduplicationEnabled": True,
+        "autoTopicCreationOverride": {"allowAutoTopicCreation": True, "topicType": "partitioned",
+                                      "defaultNumPartitions": 2},
+        "schema_compatibility_strategy": "FORWARD",
+        "max_producers_per_topic": 3,
+        "max_consumers_per_topic": 4,
+        # what pulsar-admin sends for everything else: the defaults
+        "bundles": {"boundaries": ["0x00000000", "0xffffffff"], "numBundles": 1},
+        "clusterDispatchRate": {}, "persistence": None, "encryption_required": False,
+        "subscription_auth_mode": "None", "offload_threshold": -1, "deleted": False,
+        "schema_auto_update_compatibility_strategy": "Full", "properties": {},
+        "subscription_types_enabled": [], "latency_stats_sample_rate": {},
+    }
+    assert api.put(f"/admin/v2/namespaces/{ns}", body)[0] == 204
+    status, doc = api.get(f"/admin/v2/namespaces/{ns}")
+    assert status == 200
+    assert doc["auth_policies"]["namespace_auth"] == {"app": ["consume", "produce"]}
+    assert doc["auth_policies"]["destination_auth"] == {topic: {"reader": ["consume"]}}
+    assert doc["replication_clusters"] == ["standalone"]
+    assert doc["retention_policies"] == {"retentionTimeInMinutes": 60, "retentionSizeInMB": 100}
+    assert doc["message_ttl_in_seconds"] == 3600
+    assert doc["backlog_quota_map"]["destination_storage"]["limitSize"] == 1 << 30
+    assert doc["backlog_quota_map"]["destination_storage"]["policy"] == "producer_exception"
+    assert doc["deduplicationEnabled"] is True
+    assert doc["autoTopicCreationOverride"] == {"allowAutoTopicCreation": True,
+                                                "topicType": "partitioned", "defaultNumPartitions": 2}
+    assert doc["schema_compatibility_strategy"] == "FORWARD"
+    assert (doc["max_producers_per_topic"], doc["max_consumers_per_topic"]) == (3, 4)
+    assert api.get(f"/admin/v2/namespaces/{ns}/permissions")[1] == {"app": ["consume", "produce"]}
+    # the auto-creation override is live: a new topic is created with 2 partitions
+    client.create_producer(f"persistent://{ns}/auto").close()
+    assert api.get(f"/admin/v2/persistent/{ns}/auto/partitions")[1]["partitions"] == 2
+    assert api.delete(f"/admin/v2/namespaces/{ns}?force=true")[0] == 204
+
+
+@pytest.mark.parametrize("body, status", [
+    ({"auth_policies": {"namespace_auth": {"app": ["fly"]}}}, 400),
+    ({"auth_policies": {"namespace_auth": ["app"]}}, 400),
+    ({"auth_policies": {"subscription_auth_roles": {"s": ["app"]}}}, 412),
+    ({"replication_clusters": "standalone"}, 400),
+    ({"replication_clusters": ["nowhere"]}, 412),
+    ({"retention_policies": {"retentionTimeInMinutes": "1h"}}, 400),
+    ({"backlog_quota_map": {"destination_storage": {"policy": "drop_everything"}}}, 400),
+    ({"backlog_quota_map": {"sideways": {}}}, 400),
+    ({"deduplicationEnabled": "yes"}, 400),
+    ({"schema_compatibility_strategy": "SOMETIMES"}, 400),
+    ({"encryption_required": True}, 412),
+    ({"persistence": {"bookkeeperEnsemble": 3}}, 412),
+])
+def test_namespace_policies_body_refusals(api: Api, body: dict[str, object], status: int) -> None:
+    ns = f"public/pr-{uuid.uuid4().hex[:6]}"
+    got, answer = api.put(f"/admin/v2/namespaces/{ns}", body)
+    assert got == status and answer["reason"], answer
+    assert api.get(f"/admin/v2/namespaces/{ns}")[0] == 404  # nothing was created
+
+
+def test_namespace_replication_clusters(api: Api) -> None:
+    ns = f"public/rc-{uuid.uuid4().hex[:6]}"
+    assert api.put(f"/admin/v2/namespaces/{ns}")[0] == 204
+    assert api.get(f"/admin/v2/namespaces/{ns}/replication") == (200, ["standalone"])
+    assert api.post(f"/admin/v2/namespaces/{ns}/replication", ["nowhere"])[0] == 412
+    assert api.post(f"/admin/v2/namespaces/{ns}/replication", [])[0] == 412
+    assert api.post(f"/admin/v2/namespaces/{ns}/replication", "standalone")[0] == 400
+    other = f"c-{uuid.uuid4().hex[:6]}"
+    assert api.put(f"/admin/v2/clusters/{other}", {"serviceUrl": "http://o:8080"})[0] == 204
+    assert api.post(f"/admin/v2/namespaces/{ns}/replication", [other])[0] == 403  # not allowed to public
+    assert api.post(f"/admin/v2/namespaces/{ns}/replication", ["standalone"])[0] == 204
+    assert api.get(f"/admin/v2/namespaces/{ns}")[1]["replication_clusters"] == ["standalone"]
+    assert api.delete(f"/admin/v2/clusters/{other}")[0] == 204
+    assert api.delete(f"/admin/v2/namespaces/{ns}")[0] == 204

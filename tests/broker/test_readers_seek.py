@@ -105,3 +105,28 @@ def test_reader_sees_every_message_once(client: pulsar.Client, topic: str, n: in
     _produce(client, topic, n)
     reader = client.create_reader(topic, pulsar.MessageId.earliest)
     assert len(_read_all(reader)) == n
+
+
+def test_seek_keeps_a_readers_subscription_for_its_reconnect_only_for_a_while(
+        broker, topic: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """After a seek closes a Reader's consumer, its subscription (and the cursor the seek
+    moved) waits for the consumer to come back, as Pulsar keeps the reset cursor; one
+    that never comes back does not leave it behind."""
+    from magnetar.broker.subscriptions import subscription
+    from magnetar.protocol import pb
+    from tests.broker.brokerproc import wait_until
+    from tests.broker.rawclient import RawClient
+
+    monkeypatch.setattr(subscription, "READER_SEEK_HOLD_SECONDS", 0.5)
+    with RawClient.for_url(broker.url) as raw:
+        raw.connect()
+        raw.send("SUBSCRIBE", topic=topic, subscription="reader-sub", subType=pb.CommandSubscribe.Exclusive,
+                 consumer_id=1, request_id=raw.next_request_id(), durable=False)
+        assert raw.expect(pb.BaseCommand.SUCCESS).type == pb.BaseCommand.SUCCESS
+        loaded = broker.service.topics[topic]
+        raw.send("SEEK", consumer_id=1, request_id=raw.next_request_id(), message_publish_time=0)
+        answers = [raw.read_reply().type, raw.read_reply().type]  # the consumer is closed first
+        assert answers == [pb.BaseCommand.CLOSE_CONSUMER, pb.BaseCommand.SUCCESS]
+        assert "reader-sub" in loaded.subscriptions  # kept for the reconnect
+        wait_until(lambda: "reader-sub" not in loaded.subscriptions, 10,
+                   "the unclaimed Reader subscription to go")

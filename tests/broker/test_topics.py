@@ -335,3 +335,38 @@ def test_consumer_stats_and_get_schema(client: pulsar.Client, broker: ThreadedBr
     assert resp.schema_version == (0).to_bytes(8, "big")
     sock.close()
 
+
+
+def test_topic_epoch_survives_a_restart(tmp_path) -> None:
+    """The exclusive producers' epoch is stored with the ledger before a producer is told
+    it: after a restart the next one gets a newer epoch, and a producer holding one of the
+    fenced epochs is still fenced."""
+    from tests.broker.rawclient import RawClient
+
+    topic = f"persistent://public/default/epoch-{uuid.uuid4().hex[:8]}"
+    fencing = pb.ProducerAccessMode.ExclusiveWithFencing
+    broker = start_broker(tmp_path)
+    try:
+        with RawClient.for_url(broker.url) as raw:
+            raw.connect()
+            epochs = []
+            for producer_id in (1, 2, 3):
+                answer = raw.create_producer(topic, producer_id, producer_access_mode=fencing)
+                while answer.type == pb.BaseCommand.CLOSE_PRODUCER:  # the fenced one before
+                    answer = raw.read_reply()
+                assert answer.type == pb.BaseCommand.PRODUCER_SUCCESS, answer
+                epochs.append(answer.producer_success.topic_epoch)
+            assert epochs == [0, 1, 2]
+    finally:
+        broker.stop()
+    broker = ThreadedBroker(tmp_path / "data").start()
+    try:
+        with RawClient.for_url(broker.url) as raw:
+            raw.connect()
+            stale = raw.create_producer(topic, 1, producer_access_mode=fencing, topic_epoch=1)
+            assert stale.type == pb.BaseCommand.ERROR
+            assert stale.error.error == pb.ProducerFenced
+            answer = raw.create_producer(topic, 2, producer_access_mode=fencing)
+            assert answer.producer_success.topic_epoch == 3
+    finally:
+        broker.stop()

@@ -33,14 +33,21 @@ def test_send_receipt_with_minus_one_ids() -> None:
 
 
 @given(u64, u64, u64, st.integers(min_value=0, max_value=1000),
-       st.lists(st.integers(min_value=-(2**63), max_value=2**63 - 1), max_size=4))
-def test_message_matches_protobuf(consumer_id, ledger, entry, redelivery, ack_set) -> None:
+       st.lists(st.integers(min_value=-(2**63), max_value=2**63 - 1), max_size=4),
+       st.integers(min_value=-1, max_value=100_000))
+def test_message_matches_protobuf(consumer_id, ledger, entry, redelivery, ack_set,
+                                  partition) -> None:
+    from magnetar.protocol.fastpath import partition_field
+
     msg = pb.CommandMessage(consumer_id=consumer_id, redelivery_count=redelivery)
     msg.message_id.ledgerId = ledger
     msg.message_id.entryId = entry
+    if partition >= 0:  # a consumer of partition N: N in every id, as Pulsar's broker sends
+        msg.message_id.partition = partition
     msg.ack_set.extend(ack_set)
     cmd = pb.BaseCommand(type=pb.BaseCommand.MESSAGE, message=msg)
-    fast = message_command(consumer_id, ledger, entry, redelivery, ack_set)
+    fast = message_command(consumer_id, ledger, entry, redelivery, ack_set,
+                           partition_field(partition))
     assert fast == cmd.SerializeToString()
     part = b"\x0e\x01\x00\x00\x00\x00\x00\x00\x00\x00"
     assert message_frame(fast, part, None) == encode_payload_command(cmd, part)
@@ -118,7 +125,10 @@ def test_parse_message_command_declines_what_it_does_not_read() -> None:
     msg = pb.CommandMessage(consumer_id=1)
     msg.message_id.ledgerId = 2
     msg.message_id.entryId = 3
-    msg.message_id.partition = 4  # a field of the id it does not keep
+    msg.message_id.partition = 4  # read past (the consumer knows its partition)
+    data = pb.BaseCommand(type=pb.BaseCommand.MESSAGE, message=msg).SerializeToString()
+    assert parse_message_command(data, 0, len(data)) == (1, 2, 3, 0, [])
+    msg.message_id.batch_index = 5  # a field of the id it does not read
     data = pb.BaseCommand(type=pb.BaseCommand.MESSAGE, message=msg).SerializeToString()
     assert parse_message_command(data, 0, len(data)) is None
     ping = pb.BaseCommand(type=pb.BaseCommand.PING, ping=pb.CommandPing()).SerializeToString()
@@ -148,6 +158,7 @@ def test_message_frames_from_the_decoder() -> None:
     msg.message_id.ledgerId = 8
     msg.message_id.entryId = 9
     msg.message_id.partition = 2
+    msg.message_id.batch_index = 1  # not read by the fast path: this one goes through protobuf
     slow = encode_payload_command(pb.BaseCommand(type=pb.BaseCommand.MESSAGE, message=msg), part)
     ping = encode_command(pb.BaseCommand(type=pb.BaseCommand.PING, ping=pb.CommandPing()))
     decoder = FrameDecoder(raw_payload=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +11,7 @@ import pytest
 from magnetar.cli.tokens import create_key_pair, create_secret_key
 from tests.broker.conftest import make_broker  # noqa: F401 - the broker tests' fixture, shared
 from tests.security.pki import Pki
+from tests.security.pulsar_ci import CiBroker, ci_broker
 
 
 @pytest.fixture(scope="session")
@@ -50,3 +52,12 @@ def token_settings(keys: dict[str, Path], **extra: Any) -> dict[str, Any]:
         "tokenSecretKey": file_url(keys["secret"]),
         **extra,
     }
+
+
+@pytest.fixture(scope="module")
+def pulsar_ci(tmp_path_factory: pytest.TempPathFactory, pki: Pki) -> Iterator[CiBroker]:
+    """A broker started and configured as the official Python client's CI starts Pulsar
+    (``pulsar_ci.py``): TLS, token + basic + TLS authentication, authorization, its admin
+    calls made. One per test module."""
+    with ci_broker(tmp_path_factory.mktemp("pulsar-ci"), pki) as ci:
+        yield ci

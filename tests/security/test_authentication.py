@@ -292,3 +292,70 @@ def pb_error() -> int:
 
 def broker_of(b: ThreadedBroker) -> Any:
     return b.service
+
+
+# ---------------------------------------------------------------------- every refusal answered
+
+
+def _refused_connect(url: str, code: int, **connect: Any) -> str:
+    """Send a Connect; the broker must answer it with an Error (request id -1, ``code``)
+    at once, then close: never leave it unanswered. Returns the Error's message."""
+    from magnetar.protocol import pb
+
+    with RawClient.for_url(url, timeout=5) as raw:
+        raw.send("CONNECT", client_version="raw", protocol_version=21, **connect)
+        error = raw.expect(pb.BaseCommand.ERROR, timeout=5).error
+        assert (error.request_id, error.error) == ((1 << 64) - 1, code), error
+        assert raw.wait_closed(5)
+        return str(error.message)
+
+
+def test_every_connect_refusal_is_answered_at_once(make_broker: Any, keys: dict[str, Path]) -> None:
+    from magnetar.protocol import pb
+
+    broker = make_broker(**token_settings(keys, proxyRoles="proxy"))
+    user = create_token("user", secret_key=secret(keys)).encode()
+    proxy = create_token("proxy", secret_key=secret(keys)).encode()
+    bad = create_token("user", secret_key=secret(keys, "other-secret")).encode()
+    refusals = {
+        "no credentials, no anonymous role": {},
+        "an unknown method, no anonymous role": {"auth_method_name": "athenz"},
+        "a token signed with another key": {"auth_method_name": "token", "auth_data": bad},
+        "not a token": {"auth_method_name": "token", "auth_data": b"junk"},
+        "a client speaking for another": {"auth_method_name": "token", "auth_data": user,
+                                          "original_principal": "admin"},
+        "a proxy that does not say for whom": {"auth_method_name": "token", "auth_data": proxy},
+    }
+    for what, fields in refusals.items():
+        message = _refused_connect(broker.url, pb.AuthenticationError, **fields)
+        assert message, what
+    # a second Connect on a connection: answered, then the connection closes
+    with RawClient.for_url(broker.url, timeout=5) as raw:
+        raw.connect(auth_method_name="token", auth_data=user)
+        raw.send("CONNECT", client_version="raw", protocol_version=21)
+        error = raw.expect(pb.BaseCommand.ERROR, timeout=5).error
+        assert error.error == pb.NotAllowedError and "second Connect" in error.message
+        assert raw.wait_closed(5)
+    # past a connection limit: refused before any Connect, with an Error saying why
+    limited = make_broker(brokerMaxConnections=1)
+    with RawClient.for_url(limited.url) as held:
+        held.connect()
+        assert "brokerMaxConnections" in _refused_connect(limited.url, pb.NotAllowedError)
+
+
+def test_unknown_method_with_anonymous_role_is_anonymous(make_broker: Any,
+                                                         keys: dict[str, Path]) -> None:
+    """As Pulsar does: the unknown method connects as ``anonymousUserRole``; authorization
+    refuses what that role is not granted, as an answer to the request."""
+    from magnetar.protocol import pb
+
+    broker = make_broker(**token_settings(keys, anonymousUserRole="guest",
+                                          authorizationEnabled=True))
+    with RawClient.for_url(broker.url) as raw:
+        raw.connect(auth_method_name="athenz", auth_data=b"whatever")
+        answer = raw.create_producer(new_topic())
+        assert answer.type == pb.BaseCommand.ERROR
+        assert answer.error.error == pb.AuthorizationError
+    # credentials a provider refuses are refused, anonymous role or not
+    _refused_connect(broker.url, pb.AuthenticationError, auth_method_name="token",
+                     auth_data=b"junk")

@@ -77,3 +77,32 @@ def test_a_discarded_checkpoint_never_evicts_newer_entries(clock: Clock) -> None
     clock.now += 2
     cache.evict_expired()
     assert _keys(cache) == [1]  # kept: its age is unknown, so it is not dropped early
+
+
+def test_entries_before_a_discarded_checkpoint_still_age_out(clock: Clock) -> None:
+    """Eviction follows insertion order: a rolled-back entry that held a checkpoint does
+    not stop the age bound before the older entries."""
+    cache = ReadCache(max_bytes=1 << 20, max_age_s=1.0)
+    cache.put(Position(1, 0), b"a")  # checkpoint
+    clock.now += 0.02
+    cache.put(Position(1, 1), b"b")  # checkpoint
+    cache.discard(Position(1, 1))  # rolled back: its checkpoint goes with it
+    clock.now += 1.1  # entry 0 is past the limit
+    cache.put(Position(1, 2), b"c")
+    assert _keys(cache) == [2] and cache.size == 1
+
+
+def test_the_tail_of_an_idle_cache_ages_out(clock: Clock) -> None:
+    cache = ReadCache(max_bytes=1 << 20, max_age_s=1.0)
+    cache.put(Position(1, 0), b"a")  # checkpoint
+    clock.now += 0.001
+    cache.put(Position(1, 1), b"b")  # same tick: no checkpoint of its own
+    clock.now += 1.5
+    cache.evict_expired()
+    assert _keys(cache) == [1]  # not known to be old enough yet: kept
+    clock.now += 0.5
+    cache.evict_expired()
+    assert _keys(cache) == [1]  # the checkpoint taken at the last timer is 0.5 s old
+    clock.now += 0.6
+    cache.evict_expired()
+    assert _keys(cache) == [] and cache.size == 0  # no longer kept for ever

@@ -13,6 +13,7 @@ from typing import Any
 
 from aiohttp import web
 
+from magnetar.admin.policies_body import NamespaceBody, read_policies_body
 from magnetar.admin.routing import (
     SERVICE,
     RestError,
@@ -25,6 +26,7 @@ from magnetar.admin.routing import (
 from magnetar.broker.namespaces.key_writes import written
 from magnetar.broker.namespaces.policies import Policies
 from magnetar.broker.service import BrokerService
+from magnetar.broker.topic_name import TopicName
 from magnetar.protocol import pb
 
 routes = RouteTable("namespaces")
@@ -88,8 +90,11 @@ def auto_topic_creation_doc(p: Policies) -> dict[str, Any]:
 def policies_doc(service: BrokerService, namespace: str) -> dict[str, Any]:
     """Pulsar's Policies document of a namespace (the values that apply)."""
     p = service.policies.get(namespace)
+    authz = service.security.authorization
     return {
-        "replication_clusters": [service.config.clusterName],
+        "auth_policies": {"namespace_auth": authz.namespace_permissions(namespace),
+                          "destination_auth": authz.topic_grants(namespace), "subscription_auth_roles": {}},
+        "replication_clusters": p.replication_clusters or [service.config.clusterName],
         "bundles": {"boundaries": ["0x00000000", "0xffffffff"], "numBundles": 1},
         "backlog_quota_map": backlog_quota_doc(p),
         "message_ttl_in_seconds": p.message_ttl_seconds,
@@ -124,31 +129,52 @@ async def list_namespaces(request: web.Request) -> web.Response:
     return web.json_response(request.app[SERVICE].namespaces.namespaces(request.match_info["tenant"]))
 
 
+def _replication_clusters(service: BrokerService, tenant: str, clusters: list[str]) -> list[str]:
+    """The clusters, checked as Pulsar checks them: known (412), allowed to the tenant (403)."""
+    known = set(service.namespaces.clusters())
+    unknown = [c for c in clusters if c not in known]
+    if unknown:
+        raise RestError(412, f"Clusters do not exist: {', '.join(unknown)}")
+    allowed = service.namespaces.tenant(tenant).get("allowedClusters", [])
+    refused = [c for c in clusters if c not in allowed]
+    if refused:
+        raise RestError(403, f"Clusters {', '.join(refused)} are not allowed to tenant {tenant}")
+    return sorted(set(clusters))
+
+
 @routes.route("PUT", NS, "Create a namespace (409 if it exists, 404 for an unknown tenant).",
-              body="Policies (optional): retention_policies, message_ttl_in_seconds, "
-                   "deduplicationEnabled, max_producers_per_topic, max_consumers_per_topic")
+              body="Pulsar's Policies (optional): auth_policies, replication_clusters, "
+                   "retention_policies, message_ttl_in_seconds, backlog_quota_map, "
+                   "deduplicationEnabled, autoTopicCreationOverride, "
+                   "schema_compatibility_strategy, max_producers_per_topic, "
+                   "max_consumers_per_topic (see policies_body.py)")
 async def create_namespace(request: web.Request) -> web.Response:
     service = request.app[SERVICE]
     body = await json_body(request, required=False)
-    namespace = f"{request.match_info['tenant']}/{request.match_info['namespace']}"
-    changes: dict[str, Any] = {}
-    if body is not None:
-        expect(body, dict, "policies")
-        retention = body.get("retention_policies")
-        if retention:
-            changes["retention_time_minutes"] = _int(retention.get("retentionTimeInMinutes", 0), "retentionTimeInMinutes")
-            changes["retention_size_mb"] = _int(retention.get("retentionSizeInMB", 0), "retentionSizeInMB")
-        for key, name in (("message_ttl_in_seconds", "message_ttl_seconds"),
-                          ("max_producers_per_topic", "max_producers_per_topic"),
-                          ("max_consumers_per_topic", "max_consumers_per_topic")):
-            if body.get(key) is not None:
-                changes[name] = _int(body[key], key)
-        if body.get("deduplicationEnabled") is not None:
-            changes["deduplication_enabled"] = bool(expect(body["deduplicationEnabled"], bool, "deduplicationEnabled"))
+    tenant = request.match_info["tenant"]
+    namespace = f"{tenant}/{request.match_info['namespace']}"
+    wanted = read_policies_body(body) if body is not None else NamespaceBody()
+    changes = dict(wanted.changes)
+    if wanted.replication_clusters:
+        changes["replication_clusters"] = _replication_clusters(
+            service, tenant, wanted.replication_clusters)
+    for topic in wanted.topic_grants:
+        try:
+            in_namespace = TopicName.parse(topic).namespace == namespace
+        except ValueError as exc:
+            raise RestError(400, f"auth_policies.destination_auth: {exc}") from None
+        if not in_namespace:
+            raise RestError(400, f"auth_policies.destination_auth: {topic} is not a topic of {namespace}")
     await written(service.namespaces.create_namespace(namespace))
     await service.policies.clear(namespace)
     if changes:
         await service.policies.set_async(namespace, **changes)
+    try:
+        stored = service.security.authorization.replace_namespace(
+            namespace, wanted.namespace_grants, wanted.topic_grants)
+    except ValueError as exc:
+        raise RestError(400, str(exc)) from None
+    await written(stored)
     return no_content()
 
 
@@ -199,6 +225,25 @@ async def unload(request: web.Request) -> web.Response:
 
 def _policies(request: web.Request) -> Policies:
     return request.app[SERVICE].policies.get(namespace_of(request))
+
+
+@routes.route("GET", NS + "/replication", "The clusters the namespace is replicated to.")
+async def get_replication(request: web.Request) -> web.Response:
+    service = request.app[SERVICE]
+    return web.json_response(_policies(request).replication_clusters or [service.config.clusterName])
+
+
+@routes.route("POST", NS + "/replication",
+              "Set the namespace's replication clusters (kept: Magnetar does not replicate).",
+              body='a JSON list of cluster names: ["standalone"]')
+async def set_replication(request: web.Request) -> web.Response:
+    body = expect(await json_body(request), list, "clusters")
+    clusters = [expect(c, str, "cluster") for c in body]
+    if not clusters:
+        raise RestError(412, "the replication clusters must not be empty")
+    tenant = request.match_info["tenant"]
+    return await _set(request, replication_clusters=_replication_clusters(
+        request.app[SERVICE], tenant, clusters))
 
 
 @routes.route("GET", NS + "/retention", "Retention: time (minutes) and size (MB); -1 is unlimited.")

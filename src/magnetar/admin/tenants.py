@@ -40,23 +40,86 @@ def broker_service_url(request: web.Request) -> str:
 
 def _cluster(request: web.Request) -> str:
     cluster = request.match_info["cluster"]
-    if cluster != request.app[SERVICE].config.clusterName:
-        raise RestError(404, f"Cluster {cluster} does not exist")
+    request.app[SERVICE].namespaces.cluster_data(cluster)  # 404 when unknown
     return cluster
 
 
-@routes.route("GET", "/admin/v2/clusters", "List the clusters (this broker's only).")
+_CLUSTER_STRINGS = ("serviceUrl", "serviceUrlTls", "brokerServiceUrl", "brokerServiceUrlTls",
+                    "proxyServiceUrl", "authenticationPlugin", "authenticationParameters",
+                    "proxyProtocol", "brokerClientTlsTrustStoreType", "brokerClientTlsTrustStore",
+                    "brokerClientTlsTrustStorePassword", "brokerClientTrustCertsFilePath",
+                    "brokerClientCertificateFilePath", "brokerClientKeyFilePath", "listenerName",
+                    "brokerClientTlsKeyStoreType", "brokerClientTlsKeyStore",
+                    "brokerClientTlsKeyStorePassword", "brokerClientSslFactoryPlugin",
+                    "brokerClientSslFactoryPluginParams")
+_CLUSTER_FLAGS = ("brokerClientTlsEnabled", "tlsAllowInsecureConnection",
+                  "brokerClientTlsEnabledWithKeyStore")
+_URL_SCHEMES = {"serviceUrl": ("http://", "https://"), "serviceUrlTls": ("https://",),
+                "brokerServiceUrl": ("pulsar://", "pulsar+ssl://"),
+                "brokerServiceUrlTls": ("pulsar+ssl://",)}
+
+
+def cluster_data(body: object) -> dict[str, object]:
+    """Pulsar's ClusterData from a request body: the fields it knows, type-checked (400),
+    service URLs with the schemes they must have; fields it does not know are ignored, as
+    Pulsar's JSON reader ignores them."""
+    expect(body, dict, "cluster data")
+    assert isinstance(body, dict)
+    data: dict[str, object] = {}
+    for key in _CLUSTER_STRINGS:
+        if body.get(key) is not None:
+            data[key] = expect(body[key], str, key)
+    for key in _CLUSTER_FLAGS:
+        if body.get(key) is not None:
+            data[key] = expect(body[key], bool, key)
+    peers = body.get("peerClusterNames")
+    if peers is not None:
+        data["peerClusterNames"] = [expect(p, str, "peerClusterNames") for p in expect(peers, list, "peerClusterNames")]
+    for key, schemes in _URL_SCHEMES.items():
+        url = data.get(key)
+        if isinstance(url, str) and url and not url.startswith(schemes):
+            raise RestError(400, f"{key} must start with {' or '.join(schemes)}: {url!r}")
+    return data
+
+
+@routes.route("GET", "/admin/v2/clusters", "List the clusters (this broker's and any registered).")
 async def list_clusters(request: web.Request) -> web.Response:
-    return web.json_response([request.app[SERVICE].config.clusterName])
+    return web.json_response(request.app[SERVICE].namespaces.clusters())
 
 
-@routes.route("GET", "/admin/v2/clusters/{cluster}", "The service URLs of a cluster.")
+@routes.route("GET", "/admin/v2/clusters/{cluster}", "A cluster's data (its service URLs).")
 async def get_cluster(request: web.Request) -> web.Response:
-    _cluster(request)
-    return web.json_response({
-        "serviceUrl": web_service_url(request),
-        "brokerServiceUrl": broker_service_url(request),
-    })
+    service = request.app[SERVICE]
+    cluster = request.match_info["cluster"]
+    data = service.namespaces.cluster_data(cluster)
+    if cluster == service.config.clusterName:  # what this broker serves on, unless set
+        data = {"serviceUrl": web_service_url(request), "brokerServiceUrl": broker_service_url(request),
+                **data}
+    return web.json_response(data)
+
+
+@routes.route("PUT", "/admin/v2/clusters/{cluster}",
+              "Register a cluster (409 if it exists; 400 for a body that is not ClusterData).",
+              body='ClusterData: {"serviceUrl": ..., "brokerServiceUrl": ..., ...}')
+async def create_cluster(request: web.Request) -> web.Response:
+    data = cluster_data(await json_body(request))
+    await written(request.app[SERVICE].namespaces.create_cluster(request.match_info["cluster"], data))
+    return no_content()
+
+
+@routes.route("POST", "/admin/v2/clusters/{cluster}", "Update a cluster's data (404 if unknown).",
+              body='ClusterData: {"serviceUrl": ..., "brokerServiceUrl": ..., ...}')
+async def update_cluster(request: web.Request) -> web.Response:
+    data = cluster_data(await json_body(request))
+    await written(request.app[SERVICE].namespaces.update_cluster(request.match_info["cluster"], data))
+    return no_content()
+
+
+@routes.route("DELETE", "/admin/v2/clusters/{cluster}",
+              "Remove a registered cluster (409 for this broker's own or one a tenant allows).")
+async def delete_cluster(request: web.Request) -> web.Response:
+    await written(request.app[SERVICE].namespaces.delete_cluster(request.match_info["cluster"]))
+    return no_content()
 
 
 @routes.route("GET", "/admin/v2/brokers/health", "Broker health check: 200 'ok' when serving.")
@@ -68,7 +131,8 @@ async def health(request: web.Request) -> web.Response:
 
 @routes.route("GET", "/admin/v2/brokers/{cluster}", "The active brokers of a cluster.")
 async def list_brokers(request: web.Request) -> web.Response:
-    _cluster(request)
+    if _cluster(request) != request.app[SERVICE].config.clusterName:
+        return web.json_response([])  # a registered cluster: none of its brokers is known here
     host = request.app[SERVICE].config.advertisedAddress or request.url.host or "localhost"
     return web.json_response([f"{host}:{request.url.port}"])
 
@@ -79,6 +143,8 @@ async def list_tenants(request: web.Request) -> web.Response:
 
 
 def _tenant_info(body: object) -> tuple[list[str] | None, list[str] | None]:
+    """Pulsar's TenantInfo: ``adminRoles`` and ``allowedClusters``, lists of strings (400
+    otherwise); other fields are ignored, as Pulsar's JSON reader ignores them."""
     if body is None:
         return None, None
     expect(body, dict, "tenant info")
@@ -86,9 +152,10 @@ def _tenant_info(body: object) -> tuple[list[str] | None, list[str] | None]:
     roles = body.get("adminRoles")
     clusters = body.get("allowedClusters")
     if roles is not None:
-        expect(roles, list, "adminRoles")
+        roles = [expect(r, str, "adminRoles") for r in expect(roles, list, "adminRoles")]
     if clusters is not None:
-        expect(clusters, list, "allowedClusters")
+        clusters = [expect(c, str, "allowedClusters")
+                    for c in expect(clusters, list, "allowedClusters")]
     return roles, clusters
 
 

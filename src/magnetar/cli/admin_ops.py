@@ -15,20 +15,21 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from magnetar.broker.config.durations import parse_duration
 from magnetar.broker.topic_name import TopicName
 from magnetar.cli.http import AdminClient, AdminError
 
 Command = Callable[[argparse.Namespace, AdminClient], Any]
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 _SIZES = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 
 
 def seconds(text: str) -> int:
-    """``90``, ``30s``, ``10m``, ``2h``, ``1d``, ``1w`` as seconds (``-1`` stays -1)."""
-    m = re.fullmatch(r"(-?\d+)([smhdw]?)", text.strip().lower())
-    if not m:
-        raise argparse.ArgumentTypeError(f"not a duration: {text!r} (e.g. 30s, 10m, 2h, 1d)")
-    return int(m.group(1)) * _UNITS.get(m.group(2) or "s", 1)
+    """``90``, ``30s``, ``10m``, ``2h``, ``1d``, ``1w`` as seconds (``-1`` stays -1): the
+    broker's one duration parser (``durations.parse_duration``), as an argparse type."""
+    try:
+        return parse_duration(text, allow_negative=True)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def size_bytes(text: str) -> int:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import base64
 import json
-import re
 import secrets
 import sys
 import time
@@ -22,6 +21,7 @@ import jwt
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
+from magnetar.broker.config.durations import parse_duration
 from magnetar.broker.security.auth.keys import (
     KeyMaterialError,
     algorithms_for_key,
@@ -47,15 +47,6 @@ Broker settings for the tokens above (broker.conf):
 """
 
 _HMAC = {"HS256": 32, "HS384": 48, "HS512": 64}
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400, "y": 365 * 86400}
-
-
-def parse_duration(text: str) -> int:
-    """``30s``, ``10m``, ``1h``, ``7d``, ``2w``, ``1y`` (a bare number is seconds)."""
-    match = re.fullmatch(r"\s*(\d+)\s*([smhdwy]?)\s*", text)
-    if not match:
-        raise ValueError(f"invalid duration {text!r} (examples: 30s, 10m, 1h, 7d, 1y)")
-    return int(match.group(1)) * _UNITS[match.group(2) or "s"]
 
 
 def create_secret_key(algorithm: str = "HS256") -> bytes:

@@ -40,6 +40,13 @@ def _message_id(ledger_id: int, entry_id: int) -> bytes:
     return b"".join((b"\x08", _varint(ledger_id), b"\x10", _varint(entry_id)))
 
 
+def partition_field(partition: int) -> bytes:
+    """The ``partition`` field of a ``MessageIdData`` (empty when ``partition`` < 0, as
+    for a topic that is not a partition): what a consumer of partition N appends to the
+    id of every message it is sent; computed once per consumer."""
+    return b"\x18" + _varint(partition) if partition >= 0 else b""
+
+
 def send_receipt_frame(
     producer_id: int, sequence_id: int, ledger_id: int, entry_id: int, highest_sequence_id: int
 ) -> bytes:
@@ -61,9 +68,12 @@ def message_command(
     entry_id: int,
     redelivery_count: int = 0,
     ack_set: list[int] | None = None,
+    partition: bytes = b"",
 ) -> bytes:
-    """The serialized BaseCommand of a MESSAGE (to frame with its payload part)."""
-    mid = _message_id(ledger_id, entry_id)
+    """The serialized BaseCommand of a MESSAGE (to frame with its payload part);
+    ``partition`` is the consumer's `partition_field` (the topic's partition index, which
+    Pulsar's broker puts in every message id it sends)."""
+    mid = b"".join((b"\x08", _varint(ledger_id), b"\x10", _varint(entry_id), partition))
     parts = [b"\x08", _varint(consumer_id), b"\x12", _varint(len(mid)), mid,
              b"\x18", _varint(redelivery_count)]
     if ack_set:
@@ -129,8 +139,8 @@ def parse_message_command(
 ) -> tuple[int, int, int, int, list[int]] | None:
     """``(consumer_id, ledger_id, entry_id, redelivery_count, ack_set)`` of the serialized
     ``BaseCommand`` in ``buf[pos:end]`` when it is a MESSAGE as brokers write it: ``type``,
-    then ``message`` with ``consumer_id``, ``message_id`` (``ledgerId`` and ``entryId``
-    only), ``redelivery_count``, ``ack_set`` words and ``consumer_epoch``, in any order.
+    then ``message`` with ``consumer_id``, ``message_id`` (``ledgerId``, ``entryId`` and
+    ``partition``, which is read past: the consumer knows its partition), ``redelivery_count``, ``ack_set`` words and ``consumer_epoch``, in any order.
     Ledger and entry ids come signed (``ids.to_signed64``), ack-set words as protobuf's
     ``int64``. ``None`` for anything else, malformed input included: the caller then
     parses with protobuf, which decides."""
@@ -168,7 +178,7 @@ def parse_message_command(
                         ledger_id = value
                     elif tag == 0x10:
                         entry_id = value
-                    else:
+                    elif tag != 0x18:  # partition: read past
                         return None
                 if pos != id_end:
                     return None

@@ -107,7 +107,7 @@ class TopicAttacher:
         )
         ready = topic.add_producer(producer, req.request_id)
         if ready:
-            cnx.on_producer_ready(producer, req.request_id)
+            topic.producer_ready(producer, req.request_id)
         else:
             cnx.producers[producer.producer_id] = producer
             producer.ready = False

@@ -40,6 +40,8 @@ CNX_LOGGER = "magnetar.broker.connection.server_cnx"
 log = logging.getLogger(CNX_LOGGER)
 
 T = pb.BaseCommand
+#: the request id of an Error that answers no request (a refused Connect): -1 on the wire
+NO_REQUEST = (1 << 64) - 1
 FRAME_OVERHEAD = 10 * 1024
 #: Bytes of messages one connection queues in an event-loop turn before its dispatchers wait
 #: for the next turn (then for the transport to drain, if its buffer is above high water).
@@ -146,9 +148,13 @@ class CnxBase(asyncio.BufferedProtocol):
         self.transport = stream
         peer = stream.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
-        if not self.security.limits.admit(self, peer[0] if peer else "?"):
+        refusal = self.security.limits.admit(self, peer[0] if peer else "?")
+        if refusal is not None:  # answered before any Connect, as Pulsar answers it
             self.closed = True
-            stream.abort()
+            error = pb.CommandError(request_id=NO_REQUEST, error=pb.NotAllowedError,
+                                    message=f"connection refused: {refusal}")
+            stream.write(encode_command(T(type=T.ERROR, error=error)))
+            stream.close()
             return
         self.service.connections.add(self._whole)
         log.debug("connection from %s", self.peer)

@@ -19,7 +19,7 @@ from magnetar.protocol.version import PROTOCOL_VERSION
 if TYPE_CHECKING:
     from magnetar.broker.security.auth.service import Identity
 
-from magnetar.broker.connection.base import SERVER_VERSION, CnxBase
+from magnetar.broker.connection.base import NO_REQUEST, SERVER_VERSION, CnxBase
 
 T = pb.BaseCommand
 
@@ -28,7 +28,8 @@ class ConnectCommands(CnxBase):
     """Connect, authentication and keep-alive."""
 
     def handle_connect(self, cmd: pb.BaseCommand, frame: Frame) -> None:
-        if self.connected or self.auth_task is not None:
+        if self.connected or self.auth_task is not None:  # answered too, then closed
+            self.send_error(NO_REQUEST, pb.NotAllowedError, "a second Connect on one connection")
             self._protocol_violation("second Connect on one connection")
             return
         connect = cmd.connect
@@ -40,7 +41,7 @@ class ConnectCommands(CnxBase):
         try:
             self.principal = self.service.authenticate(connect)
         except BrokerError as exc:
-            self.send_error(0, exc.code, str(exc))
+            self.send_error(NO_REQUEST, exc.code, str(exc))
             self.close()
             return
         self._connected(connect, None)

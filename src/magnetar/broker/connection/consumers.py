@@ -181,7 +181,7 @@ class ConsumerCommands(CnxBase):
         # kept from an earlier seek) instead of treating the close as an ordinary one. Both
         # in one turn: a consumer reconnecting before the answer would be sent entries
         # the client drops when the answer comes (what went to the old one is redelivered).
-        consumer.subscription.disconnect_consumers()
+        consumer.subscription.disconnect_for_seek()
         self.send_success(request_id)
 
     def handle_get_last_message_id(self, cmd: pb.BaseCommand, frame: Frame) -> None:
@@ -189,22 +189,26 @@ class ConsumerCommands(CnxBase):
         read on the storage's reader threads (a slow disk delays only this request)."""
         req = cmd.getLastMessageId
         sub = self._consumer(req.consumer_id).subscription
+        partition = sub.topic.topic_name.partition_index
         answer = sub.last_message_id()
         if answer is not None:
-            self._send_last_message_id(req.request_id, *answer)
+            self._send_last_message_id(req.request_id, partition, *answer)
             return
 
         async def read() -> None:
             ids = await sub.last_message_id_async()
             if not self.closed:
-                self._send_last_message_id(req.request_id, *ids)
+                self._send_last_message_id(req.request_id, partition, *ids)
 
         self.run_async(cmd, read())
 
-    def _send_last_message_id(self, request_id: int, last: pb.MessageIdData,
+    def _send_last_message_id(self, request_id: int, partition: int, last: pb.MessageIdData,
                               mark_delete: pb.MessageIdData | None) -> None:
+        """The answer names the topic's partition index in the last id, as Pulsar's does."""
         resp = pb.CommandGetLastMessageIdResponse(request_id=request_id)
         resp.last_message_id.CopyFrom(last)
+        if partition >= 0:
+            resp.last_message_id.partition = partition
         if mark_delete is not None:
             resp.consumer_mark_delete_position.CopyFrom(mark_delete)
         self.send(T(type=T.GET_LAST_MESSAGE_ID_RESPONSE, getLastMessageIdResponse=resp))

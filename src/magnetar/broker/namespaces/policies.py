@@ -44,6 +44,9 @@ class Policies:
     max_consumers_per_topic: int = 0  # 0: no limit
     # None: the broker's default strategy (read by the schema compatibility check)
     schema_compatibility_strategy: str | None = None
+    # the clusters the namespace is replicated to, as set (None: this broker's cluster);
+    # Magnetar keeps the setting, it does not replicate
+    replication_clusters: list[str] | None = None
 
     @property
     def retention_time_seconds(self) -> int:

@@ -6,7 +6,10 @@ consumer). A fresh data directory starts with the tenant ``public`` and its name
 ``public/default``, as Pulsar's standalone does; a data directory written before namespaces
 existed gets, on start, every namespace that holds one of its topics.
 
-Metadata keys: ``tenants/{tenant}`` = ``{"adminRoles": [...], "allowedClusters": [...]}``,
+Clusters: this broker's own (``clusterName``) always exists; others may be registered
+(``clusters/{name}`` = Pulsar's ClusterData, its service URLs) so that tenants and
+namespaces may name them, as Pulsar's ``clusters create`` allows (Magnetar does not
+replicate to them). Metadata keys: ``tenants/{tenant}`` = ``{"adminRoles": [...], "allowedClusters": [...]}``,
 ``namespaces/{tenant}/{namespace}`` = ``{"created": epoch seconds}``; the namespace's
 policies live apart, under ``policies/{tenant}/{namespace}`` (see ``policies.py``). The
 sets of names are kept in memory as well: the check on every lookup costs a set lookup.
@@ -75,6 +78,9 @@ class NamespaceRegistry:
         self._namespaces: set[str] = {
             key[len("namespaces/"):] for key in metadata.list("namespaces/")
         }
+        self._clusters: dict[str, dict[str, Any]] = {
+            key[len("clusters/"):]: dict(value) for key, value in metadata.list("clusters/").items()
+        }
         if metadata.get(_BOOTSTRAPPED) is None:
             if DEFAULT_TENANT not in self._tenants:
                 self.create_tenant(DEFAULT_TENANT)
@@ -98,6 +104,39 @@ class NamespaceRegistry:
                 self._put_tenant(tenant, {"adminRoles": [], "allowedClusters": [self.cluster]})
             self._put_namespace(namespace)
             log.info("namespace %s registered: it holds existing topics", namespace)
+
+    # ------------------------------------------------------------------ clusters
+
+    def clusters(self) -> list[str]:
+        return sorted({self.cluster, *self._clusters})
+
+    def cluster_data(self, cluster: str) -> dict[str, Any]:
+        """The stored ClusterData of a cluster ({} for our own when none was stored)."""
+        if cluster != self.cluster and cluster not in self._clusters:
+            raise NotFound(f"Cluster {cluster} does not exist")
+        return dict(self._clusters.get(cluster, {}))
+
+    def create_cluster(self, cluster: str, data: dict[str, Any]) -> asyncio.Future[Any] | None:
+        _check_name("cluster", cluster)
+        if cluster == self.cluster or cluster in self._clusters:
+            raise AlreadyExists(f"Cluster {cluster} already exists")
+        self._clusters[cluster] = dict(data)
+        return self._writes.put(f"clusters/{cluster}", dict(data))
+
+    def update_cluster(self, cluster: str, data: dict[str, Any]) -> asyncio.Future[Any] | None:
+        self.cluster_data(cluster)
+        self._clusters[cluster] = dict(data)
+        return self._writes.put(f"clusters/{cluster}", dict(data))
+
+    def delete_cluster(self, cluster: str) -> asyncio.Future[Any] | None:
+        self.cluster_data(cluster)
+        if cluster == self.cluster:
+            raise NotEmpty(f"Cluster {cluster} is this broker's own cluster")
+        users = [t for t, info in self._tenants.items() if cluster in info.get("allowedClusters", [])]
+        if users:
+            raise NotEmpty(f"Cluster {cluster} is allowed to tenants: {', '.join(sorted(users))}")
+        del self._clusters[cluster]
+        return self._writes.delete(f"clusters/{cluster}")
 
     # ------------------------------------------------------------------ tenants
 
@@ -135,7 +174,7 @@ class NamespaceRegistry:
 
     def _tenant_info(self, admin_roles: list[str] | None, clusters: list[str] | None) -> dict[str, Any]:
         clusters = [self.cluster] if clusters is None else list(clusters)
-        unknown = [c for c in clusters if c != self.cluster]
+        unknown = [c for c in clusters if c != self.cluster and c not in self._clusters]
         if unknown:
             raise InvalidName(f"Clusters do not exist: {', '.join(unknown)}")
         return {"adminRoles": list(admin_roles or []), "allowedClusters": clusters}

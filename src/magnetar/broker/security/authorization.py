@@ -80,6 +80,23 @@ class AuthorizationService:
         log.info("namespace %s: granted %s to role %s", namespace, ",".join(record["namespace"][role]), role)
         return self._store(namespace, record)
 
+    def replace_namespace(self, namespace: str, grants: dict[str, list[str]],
+                          topic_grants: dict[str, dict[str, list[str]]],
+                          ) -> asyncio.Future[Any] | None:
+        """Set every permission of a namespace at once (a namespace created with Pulsar's
+        ``auth_policies``): what it had before, from an earlier namespace of that name,
+        is dropped."""
+        record: dict[str, Any] = {
+            "namespace": {role: _check_actions(actions) for role, actions in grants.items()},
+            "topics": {str(TopicName.parse(topic)): {r: _check_actions(a) for r, a in roles.items()}
+                       for topic, roles in topic_grants.items()},
+        }
+        if not record["namespace"] and not record["topics"] and namespace not in self._records:
+            return None
+        log.info("namespace %s: permissions set for roles %s", namespace,
+                 ",".join(sorted(record["namespace"])) or "(none)")
+        return self._store(namespace, record)
+
     def revoke_namespace(self, namespace: str, role: str) -> asyncio.Future[Any] | None:
         record = self._record(namespace)
         if record["namespace"].pop(role, None) is None:
@@ -90,6 +107,11 @@ class AuthorizationService:
     def namespace_permissions(self, namespace: str) -> dict[str, list[str]]:
         permissions: dict[str, list[str]] = self._record(namespace)["namespace"]
         return permissions
+
+    def topic_grants(self, namespace: str) -> dict[str, dict[str, list[str]]]:
+        """The grants made on single topics of a namespace: ``{topic: {role: [actions]}}``."""
+        grants: dict[str, dict[str, list[str]]] = self._record(namespace)["topics"]
+        return grants
 
     def grant_topic(self, topic: str, role: str, actions: Any) -> asyncio.Future[Any] | None:
         name = TopicName.parse(topic)

@@ -1,7 +1,8 @@
 """Connection and per-topic limits, each refused the way Pulsar refuses it.
 
 - ``brokerMaxConnections`` / ``brokerMaxConnectionsPerIp``: a connection past either is
-  closed as soon as it is accepted (logged at most once a minute, with a running count).
+  sent an Error (NotAllowedError, request id -1, saying which limit) and closed as soon as
+  it is accepted, so the client fails its Connect at once (logged at most once a minute, with a running count).
 - ``magnetarHandshakeTimeoutSeconds``: a connection that has not completed Connect (and its
   authentication) that long after it was accepted is closed.
 - ``maxProducersPerTopic`` (ProducerBusy), ``maxConsumersPerTopic`` and
@@ -78,8 +79,9 @@ class Limits:
 
     # ------------------------------------------------------------------ connections
 
-    def admit(self, cnx: LimitedCnx, ip: str) -> bool:
-        """Count a new connection; False (and the caller closes it) when over a limit."""
+    def admit(self, cnx: LimitedCnx, ip: str) -> str | None:
+        """Count a new connection; over a limit, the reason instead (the caller answers
+        with an Error that says it, as Pulsar does, and closes the connection)."""
         cfg = self.config
         why = None
         if cfg.brokerMaxConnections and self.total >= cfg.brokerMaxConnections:
@@ -93,14 +95,14 @@ class Limits:
                 self._last_log = now
                 log.warning("refusing connection from %s: %s (%d refused so far)",
                             ip, why, self.refused)
-            return False
+            return why
         self.total += 1
         self.per_ip[ip] += 1
         cnx.counted_ip = ip
         timeout = cfg.magnetarHandshakeTimeoutSeconds
         if timeout > 0:
             cnx.handshake_timer = cnx.loop.call_later(timeout, self._handshake_expired, cnx)
-        return True
+        return None
 
     def release(self, cnx: LimitedCnx) -> None:
         ip = cnx.counted_ip

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from magnetar.broker.entries import split_entry
 from magnetar.protocol import pb
-from magnetar.protocol.fastpath import message_command, message_frame_head
+from magnetar.protocol.fastpath import message_command, message_frame_head, partition_field
 
 if TYPE_CHECKING:
     from magnetar.broker.config import BrokerConfig
@@ -173,6 +173,10 @@ class Consumer:
         self.send_entry_metadata = (
             cnx.config.exposingBrokerEntryMetadataToClientEnabled and cnx.remote_protocol_version >= 18
         )
+        # the partition index of the topic (of a ``...-partition-N`` name) goes into the id of
+        # every message sent, as Pulsar's broker does: encoded once here, not per message
+        self.partition_index = subscription.topic.topic_name.partition_index
+        self.partition_field = partition_field(self.partition_index)
 
     @property
     def available(self) -> bool:
@@ -240,7 +244,7 @@ class Consumer:
         self.msg_out += num_messages
         self.bytes_out += len(payload)
         cmd = message_command(self.consumer_id, position[0] % _U64, position[1] % _U64,
-                              redelivery_count, ack_set)
+                              redelivery_count, ack_set, self.partition_field)
         self.cnx.write_frame(
             message_frame_head(cmd, len(payload), entry_metadata if self.send_entry_metadata else None),
             payload,

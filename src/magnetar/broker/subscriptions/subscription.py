@@ -26,6 +26,10 @@ from magnetar.protocol import pb
 from magnetar.protocol.ids import message_id_data, wire_position
 from magnetar.storage import Position, PositionsRead, StorageError
 
+#: how long a Reader's subscription waits, after a seek closed its consumer, for that
+#: consumer to reconnect (the official clients come back within their reconnect backoff)
+READER_SEEK_HOLD_SECONDS = 60.0
+
 if TYPE_CHECKING:
     from magnetar.broker.service import BrokerService
     from magnetar.broker.subscriptions.consumer import Consumer
@@ -73,6 +77,8 @@ class SubscribedTopic(Protocol):
     def ledger(self) -> ManagedLedger: ...
     @property
     def terminated(self) -> bool: ...
+    @property
+    def subscriptions(self) -> dict[str, Subscription]: ...
     def remove_subscription(self, name: str) -> None: ...
     def delete_subscription(self, name: str) -> Future[Any] | None: ...
 
@@ -82,6 +88,8 @@ class NonPersistentSubscribedTopic(Protocol):
 
     @property
     def name(self) -> str: ...
+    @property
+    def topic_name(self) -> TopicName: ...
     @property
     def subscriptions(self) -> dict[str, Subscription]: ...
     @property
@@ -99,10 +107,16 @@ class PersistentSubscription:
         self.ended_consumers: set[int] = set()
         self.skipped_entries = 0  # unreadable entries skipped (autoSkipNonRecoverableData)
         self.out_of_removed = OutCounters()
+        # a Reader's subscription kept, after a seek closed its consumer, for the consumer
+        # that reconnects (see `disconnect_for_seek`): the timer that drops it if none does
+        self.kept_for_seek: asyncio.TimerHandle | None = None
 
     # -- consumers ---------------------------------------------------------------------
 
     def add_consumer(self, consumer: Consumer, key_shared_meta: pb.KeySharedMeta | None) -> None:
+        if self.kept_for_seek is not None:
+            self.kept_for_seek.cancel()
+            self.kept_for_seek = None
         sub_type = consumer.sub_type
         if self.dispatcher is not None and self.dispatcher.sub_type != sub_type:
             if self.dispatcher.consumers:
@@ -140,13 +154,32 @@ class PersistentSubscription:
             self.out_of_removed.keep(consumer, self.consumers)
             self.dispatcher.remove_consumer(consumer)
         self.ended_consumers.discard(id(consumer))
-        if not self.consumers and not self.durable:
+        if not self.consumers and not self.durable and self.kept_for_seek is None:
             self.topic.remove_subscription(self.name)
 
     def disconnect_consumers(self) -> None:
         for consumer in list(self.consumers):
             consumer.close_by_broker()
             self.remove_consumer(consumer)
+
+    def disconnect_for_seek(self) -> None:
+        """Close the consumers after a seek (they reconnect and read from the new
+        position). A Reader's subscription is kept, with its cursor where the seek put it,
+        for the consumer that reconnects, as Pulsar keeps the cursor of a reset: that
+        consumer's Subscribe may name no start (the official clients send none after a
+        seek by time) or the one of an earlier seek, and must not start over from it.
+        Dropped if no consumer comes back within ``READER_SEEK_HOLD_SECONDS``."""
+        if not self.durable and self.consumers:
+            if self.kept_for_seek is not None:
+                self.kept_for_seek.cancel()
+            self.kept_for_seek = asyncio.get_running_loop().call_later(
+                READER_SEEK_HOLD_SECONDS, self._drop_if_unused)
+        self.disconnect_consumers()
+
+    def _drop_if_unused(self) -> None:
+        self.kept_for_seek = None
+        if not self.consumers and self.topic.subscriptions.get(self.name) is self:
+            self.topic.remove_subscription(self.name)
 
     # -- acknowledgements --------------------------------------------------------------
 
@@ -523,6 +556,8 @@ class NonPersistentSubscription:
         for consumer in list(self.consumers):
             consumer.close_by_broker()
             self.remove_consumer(consumer)
+
+    disconnect_for_seek = disconnect_consumers
 
     def acknowledge(self, consumer: Consumer, ack: pb.CommandAck) -> bool:
         """Nothing is kept, so acknowledgements change nothing (and never wait)."""

@@ -9,6 +9,7 @@ Nothing inside the payload is decoded on this path.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from concurrent.futures import Future
@@ -33,6 +34,9 @@ if TYPE_CHECKING:
     from magnetar.storage import ManagedLedger, Position
 
 log = logging.getLogger(__name__)
+
+#: the ledger property that holds a persistent topic's epoch (of its exclusive producers)
+TOPIC_EPOCH_PROPERTY = "topicEpoch"
 
 ACCESS_SHARED = pb.Shared
 ACCESS_EXCLUSIVE = pb.Exclusive
@@ -114,7 +118,9 @@ class Topic:
         (they find it held when they reconnect) and failing the waiting ones. An exclusive
         producer gets the topic's next epoch (in ProducerSuccess); one reconnecting with an
         epoch older than the topic's is fenced (ProducerFenced): a newer exclusive producer
-        held the topic meanwhile. The epoch lives as long as the topic is loaded."""
+        held the topic meanwhile. A persistent topic stores its epoch with its ledger
+        before the producer is answered (`producer_ready`), so a restart never hands out
+        an epoch a fenced producer saw; a non-persistent topic's lives while it is loaded."""
         if self.terminated:
             raise BrokerError(pb.TopicTerminatedError, f"topic {self.name} is terminated")
         if producer.name in self.producers:
@@ -169,6 +175,14 @@ class Topic:
                 pb.ProducerFenced,
                 f"topic {self.name} epoch moved to {current}; producer {producer.name} has {asked}")
         self.topic_epoch = producer.topic_epoch = current + 1 if asked is None else asked
+        self._epoch_taken()
+
+    def _epoch_taken(self) -> None:
+        """The epoch moved (a persistent topic stores it)."""
+
+    def producer_ready(self, producer: Producer, request_id: int) -> None:
+        """Answer the ProducerSuccess of an attached producer (once its epoch is stored)."""
+        producer.cnx.on_producer_ready(producer, request_id)
 
     def remove_producer(self, producer: Producer) -> None:
         waiting = [w for w in self.waiting_exclusive if w[0] is not producer]
@@ -186,7 +200,7 @@ class Topic:
                 nxt.cnx.send_error(request_id, exc.code, str(exc))
                 continue
             self.producers[nxt.name] = nxt
-            nxt.cnx.on_producer_ready(nxt, request_id)
+            self.producer_ready(nxt, request_id)
 
     def close_all(self) -> None:
         for producer in list(self.producers.values()):
@@ -230,6 +244,12 @@ class PersistentTopic(Topic):
         super().__init__(service, name)
         self.ledger = ledger
         self.terminated = ledger.is_terminated
+        # the exclusive producers' epoch, stored with the ledger (Pulsar keeps it in the
+        # managed ledger's properties too); the write of a new one, while under way
+        stored = ledger.properties.get(TOPIC_EPOCH_PROPERTY)
+        self.topic_epoch = int(stored) if stored is not None else None
+        self._stored_epoch = self.topic_epoch
+        self._epoch_write: asyncio.Future[None] | None = None
         # Dedup state reflects every entry up to dedup_position; the stored snapshot lags by
         # dedup_unsaved entries (replayed from the ledger after a crash).
         self.dedup_position: Position | None = None
@@ -251,6 +271,49 @@ class PersistentTopic(Topic):
         self._fence_backoff = 0.0
         # the publish time of the oldest backlog entry read last (backlog time quota, sweep)
         self._publish_time_read: tuple[Position, float | None] | None = None
+
+
+    def _epoch_taken(self) -> None:
+        """Store the new epoch with the ledger; `producer_ready` answers after that (a
+        producer reconnecting with the stored epoch needs no write)."""
+        if self.topic_epoch == self._stored_epoch and self._epoch_write is None:
+            return
+        taken = self.topic_epoch
+        epoch = str(taken)
+        write = asyncio.ensure_future(self.ledger.set_property_async(TOPIC_EPOCH_PROPERTY, epoch))
+        self._epoch_write = write
+
+        def done(f: asyncio.Future[None]) -> None:
+            if self._epoch_write is f:
+                self._epoch_write = None
+            if not f.cancelled() and f.exception() is not None:
+                log.error("topic %s: cannot store epoch %s: %s", self.name, epoch, f.exception())
+            elif not f.cancelled():
+                self._stored_epoch = max(taken or 0, self._stored_epoch or 0)
+
+        write.add_done_callback(done)
+
+    def producer_ready(self, producer: Producer, request_id: int) -> None:
+        write = self._epoch_write
+        if write is None or producer.access_mode == ACCESS_SHARED:
+            producer.cnx.on_producer_ready(producer, request_id)
+            return
+        producer.ready = False
+        producer.cnx.producers[producer.producer_id] = producer  # a close removes it meanwhile
+
+        def stored(f: asyncio.Future[None]) -> None:
+            if producer.cnx.closed or self.producers.get(producer.name) is not producer:
+                return
+            error = f.exception() if not f.cancelled() else StorageError("cancelled")
+            if error is None:
+                producer.cnx.on_producer_ready(producer, request_id)
+                return
+            self.remove_producer(producer)
+            producer.cnx.producers.pop(producer.producer_id, None)
+            producer.cnx.send_error(request_id, pb.ServiceNotReady,
+                                    f"cannot store the epoch of topic {self.name}: {error}")
+
+        write.add_done_callback(stored)
 
     def last_sequence_id(self, producer_name: str) -> int:
         if self.dedup is None:

@@ -1,5 +1,5 @@
 """The ledger's life after opening (`LedgerLifecycle`): terminate (persistently refuse
-appends), flush, close (`close` on the calling thread, `close_async` with the disk work on
+appends), properties kept with the ledger's row (`set_property_async`), flush, close (`close` on the calling thread, `close_async` with the disk work on
 a ``readers`` thread) and delete.
 """
 
@@ -51,7 +51,7 @@ class LedgerLifecycle(LedgerAppends):
         self._check_open()
         if not self._terminated:
             self._terminated = True
-            self._factory._save_ledger_meta(self.name, self._terminated_meta())
+            self._factory._save_ledger_meta(self.name, self._meta())
         return self.last_appended()
 
     async def terminate_async(self) -> Position | None:
@@ -64,7 +64,7 @@ class LedgerLifecycle(LedgerAppends):
         if pending is None and not self._terminated:
             self._terminated = True
             try:
-                pending = self._factory._save_ledger_meta_later(self.name, self._terminated_meta())
+                pending = self._factory._save_ledger_meta_later(self.name, self._meta())
             except BaseException:
                 self._terminated = False
                 raise
@@ -83,8 +83,32 @@ class LedgerLifecycle(LedgerAppends):
                 self._terminating = None
         return self.last_appended()
 
-    def _terminated_meta(self) -> dict[str, Any]:
-        return {"dir": os.path.basename(self.directory), "terminated": True}
+    def _meta(self) -> dict[str, Any]:
+        """The ledger's storage.db row as it stands in memory."""
+        meta: dict[str, Any] = {"dir": os.path.basename(self.directory),
+                                "terminated": self._terminated}
+        if self._properties:
+            meta["properties"] = dict(self._properties)
+        return meta
+
+    @property
+    def properties(self) -> dict[str, str]:
+        """The ledger's properties (a copy)."""
+        return dict(self._properties)
+
+    async def set_property_async(self, key: str, value: str) -> None:
+        """Store a property with the ledger's row (durably, on the factory's metadata
+        writer thread, in order with the ledger's other row writes); in effect in memory
+        at once, returns once stored. A `StorageError` if the write failed."""
+        self._check_open()
+        self._properties[key] = value
+        pending = self._factory._save_ledger_meta_later(self.name, self._meta())
+        try:
+            await asyncio.shield(asyncio.wrap_future(pending))
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:
+            raise StorageError(f"cannot store property {key} of ledger {self.name}: {exc}") from exc
 
     def flush(self) -> None:
         """Write the buffer and fdatasync every dirty segment now (blocking), resolving

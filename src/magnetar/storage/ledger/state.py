@@ -83,6 +83,9 @@ class LedgerState:
         self.after_appends: Callable[[], None] | None = None
         self._cursors: dict[str, ManagedCursor] = {}
         self._terminated = bool(meta.get("terminated", False))
+        # small named values stored with the ledger's row (Pulsar's managed ledger
+        # properties): the broker keeps a topic's epoch there
+        self._properties: dict[str, str] = dict(meta.get("properties") or {})
         self._terminating: Future[Any] | None = None  # terminate_async's write, under way
         self._state = "open"  # "closing" (close_async under way), "closed", "deleted"
         self._close_task: asyncio.Task[None] | None = None

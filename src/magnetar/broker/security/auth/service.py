@@ -2,8 +2,10 @@
 
 ``authenticationProviders`` lists Pulsar's provider class names (or ours, or the bare method
 names ``token``/``basic``/``tls``); each maps to one of our providers. A Connect names its
-method in ``auth_method_name``; without one (or with a method no provider serves) the
-connection gets ``anonymousUserRole`` if that is set, and is refused otherwise.
+method in ``auth_method_name``; without one, or with a method no provider serves, the
+connection gets ``anonymousUserRole`` if that is set (authorization then decides what it
+may do, as in Pulsar), and is refused otherwise. Credentials a provider rejects are
+refused whether or not there is an anonymous role.
 
 Proxies, as Pulsar checks them: a connection that authenticates as one of ``proxyRoles``
 must carry ``original_principal`` (the client it speaks for), which may not itself be a
@@ -102,10 +104,13 @@ class AuthenticationService:
         """Authenticate ``source`` with the provider of ``method``."""
         provider = self.providers.get(method)
         if provider is None:
-            if self.anonymous_role and method in ("", "none"):
-                return AuthResult(self.anonymous_role)
             if self.anonymous_role:
-                raise AuthenticationError(f"authentication method {method!r} is not enabled")
+                # as Pulsar does: no provider for the method (or none named) means the
+                # anonymous role; authorization then decides what it may do
+                if method not in ("", "none"):
+                    log.info("%s: authentication method %r is not enabled: connected as the "
+                             "anonymous role %s", source.peer, method, self.anonymous_role)
+                return AuthResult(self.anonymous_role)
             raise AuthenticationError(
                 f"authentication method {method or 'none'!r} is not enabled and anonymous "
                 "access is not allowed"

@@ -1,0 +1,176 @@
+"""Pulsar's ``Policies`` JSON (the body of ``PUT /admin/v2/namespaces/{tenant}/{namespace}``)
+read into what Magnetar applies: namespace policy changes, permissions, replication clusters.
+
+``pulsar-admin namespaces create`` sends a whole ``Policies`` document, every field at its
+default unless set; a script may send only some fields. Each field Magnetar implements is
+type-checked (400 with the field's name) and applied: ``auth_policies`` (``namespace_auth``
+and ``destination_auth`` grants), ``replication_clusters``, ``retention_policies``,
+``message_ttl_in_seconds``, ``backlog_quota_map``, ``deduplicationEnabled``,
+``autoTopicCreationOverride``, ``schema_compatibility_strategy``,
+``max_producers_per_topic``, ``max_consumers_per_topic``. A Pulsar field Magnetar does not
+implement is accepted at its default (empty, null, false) and refused with 412 naming the
+field otherwise, rather than silently dropped. Fields Pulsar does not know are ignored, as
+Pulsar's JSON reader ignores them. ``bundles`` is accepted as given (Magnetar serves a
+namespace as one bundle).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from magnetar.admin.routing import RestError, expect
+from magnetar.broker.namespaces.policies import (
+    BACKLOG_POLICIES,
+    SCHEMA_COMPATIBILITY_STRATEGIES,
+    TOPIC_TYPES,
+)
+from magnetar.broker.security.authorization import ACTIONS
+
+#: Pulsar Policies fields Magnetar does not implement, with the value that means "unset"
+_UNSUPPORTED_DEFAULTS: dict[str, tuple[Any, ...]] = {
+    "clusterDispatchRate": ({}, None), "topicDispatchRate": ({}, None),
+    "subscriptionDispatchRate": ({}, None), "replicatorDispatchRate": ({}, None),
+    "clusterSubscribeRate": ({}, None), "publishMaxMessageRate": ({}, None),
+    "latency_stats_sample_rate": ({}, None), "persistence": (None,),
+    "autoSubscriptionCreationOverride": (None,), "subscription_expiration_time_minutes": (None, 0),
+    "encryption_required": (False, None), "delayed_delivery_policies": (None,),
+    "inactive_topic_policies": (None,), "subscription_auth_mode": ("None", None),
+    "max_consumers_per_subscription": (None, 0), "max_unacked_messages_per_consumer": (None,),
+    "max_unacked_messages_per_subscription": (None,), "max_subscriptions_per_topic": (None, 0),
+    "compaction_threshold": (None, 0), "offload_threshold": (-1, None),
+    "offload_deletion_lag_ms": (None,), "max_topics_per_namespace": (None, 0),
+    "is_allow_auto_update_schema": (None, True), "schema_validation_enforced": (False, None),
+    "offload_policies": (None,), "deduplicationSnapshotIntervalSeconds": (None,),
+    "subscription_types_enabled": ([], None), "properties": ({}, None),
+    "resource_group_name": (None, ""), "allowed_clusters": ([], None), "entryFilters": (None,),
+    "migrated": (False, None), "dispatcherPauseOnAckStatePersistentEnabled": (False, None),
+    "deleted": (False, None),
+}
+#: accepted whatever they say (deprecated, or not a policy of a namespace served as one bundle)
+_IGNORED = ("bundles", "schema_auto_update_compatibility_strategy")
+
+
+@dataclass
+class NamespaceBody:
+    """What a Policies body asks for."""
+
+    changes: dict[str, Any] = field(default_factory=dict)
+    namespace_grants: dict[str, list[str]] = field(default_factory=dict)
+    topic_grants: dict[str, dict[str, list[str]]] = field(default_factory=dict)
+    replication_clusters: list[str] | None = None
+
+
+def _int(value: Any, what: str) -> int:
+    return int(expect(value, int, what))
+
+
+def _strings(value: Any, what: str) -> list[str]:
+    return [expect(v, str, what) for v in expect(value, list, what)]
+
+
+def _grants(value: Any, what: str) -> dict[str, list[str]]:
+    grants = expect(value, dict, what)
+    out = {expect(role, str, what): _strings(actions, f"{what}.{role}")
+           for role, actions in grants.items()}
+    for role, actions in out.items():
+        unknown = sorted({a.lower() for a in actions} - ACTIONS)
+        if unknown:
+            raise RestError(400, f"{what}.{role}: unknown actions {unknown}; known: "
+                                 f"{', '.join(sorted(ACTIONS))}")
+    return out
+
+
+def _auth_policies(body: dict[str, Any], out: NamespaceBody) -> None:
+    auth = body.get("auth_policies")
+    if auth is None:
+        return
+    expect(auth, dict, "auth_policies")
+    if auth.get("namespace_auth") is not None:
+        out.namespace_grants = _grants(auth["namespace_auth"], "auth_policies.namespace_auth")
+    if auth.get("destination_auth") is not None:
+        topics = expect(auth["destination_auth"], dict, "auth_policies.destination_auth")
+        out.topic_grants = {expect(topic, str, "auth_policies.destination_auth"):
+                            _grants(roles, f"auth_policies.destination_auth.{topic}")
+                            for topic, roles in topics.items()}
+    subscriptions = auth.get("subscription_auth_roles")
+    if subscriptions:
+        raise RestError(412, "auth_policies.subscription_auth_roles is not supported by Magnetar")
+
+
+def _backlog_quotas(value: Any, changes: dict[str, Any]) -> None:
+    quotas = expect(value, dict, "backlog_quota_map")
+    for kind, quota in quotas.items():
+        where = f"backlog_quota_map.{kind}"
+        expect(quota, dict, where)
+        policy = quota.get("policy")
+        if policy is not None:
+            if policy not in BACKLOG_POLICIES:
+                raise RestError(400, f"{where}.policy must be one of {', '.join(BACKLOG_POLICIES)}")
+            changes["backlog_quota_policy"] = policy
+        if kind == "destination_storage":
+            limit = quota.get("limitSize", quota.get("limit", -1))
+            changes["backlog_quota_limit_bytes"] = _int(limit, f"{where}.limitSize")
+        elif kind == "message_age":
+            changes["backlog_quota_limit_seconds"] = _int(quota.get("limitTime", -1),
+                                                          f"{where}.limitTime")
+        else:
+            raise RestError(400, f"backlog_quota_map: unknown quota type {kind!r} "
+                                 "(destination_storage or message_age)")
+
+
+def _auto_topic_creation(value: Any, changes: dict[str, Any]) -> None:
+    override = expect(value, dict, "autoTopicCreationOverride")
+    allow = override.get("allowAutoTopicCreation")
+    if allow is None:
+        raise RestError(400, "autoTopicCreationOverride.allowAutoTopicCreation is required")
+    changes["allow_auto_topic_creation"] = expect(allow, bool, "allowAutoTopicCreation")
+    kind = override.get("topicType", "non-partitioned")
+    if kind not in TOPIC_TYPES:
+        raise RestError(400, f"autoTopicCreationOverride.topicType must be one of {', '.join(TOPIC_TYPES)}")
+    changes["auto_topic_creation_type"] = kind
+    if kind == "partitioned":
+        partitions = _int(override.get("defaultNumPartitions", 1), "defaultNumPartitions")
+        if partitions < 1:
+            raise RestError(400, "autoTopicCreationOverride.defaultNumPartitions must be at least 1")
+        changes["default_num_partitions"] = partitions
+
+
+def read_policies_body(body: Any) -> NamespaceBody:
+    """Read a Policies body (see the module docstring); raises ``RestError``."""
+    body = expect(body, dict, "policies")
+    out = NamespaceBody()
+    changes = out.changes
+    _auth_policies(body, out)
+    if body.get("replication_clusters") is not None:
+        out.replication_clusters = _strings(body["replication_clusters"], "replication_clusters")
+    retention = body.get("retention_policies")
+    if retention is not None:
+        expect(retention, dict, "retention_policies")
+        changes["retention_time_minutes"] = _int(retention.get("retentionTimeInMinutes", 0),
+                                                 "retention_policies.retentionTimeInMinutes")
+        changes["retention_size_mb"] = _int(retention.get("retentionSizeInMB", 0),
+                                            "retention_policies.retentionSizeInMB")
+    for key, name in (("message_ttl_in_seconds", "message_ttl_seconds"),
+                      ("max_producers_per_topic", "max_producers_per_topic"),
+                      ("max_consumers_per_topic", "max_consumers_per_topic")):
+        if body.get(key) is not None:
+            changes[name] = _int(body[key], key)
+    if body.get("deduplicationEnabled") is not None:
+        changes["deduplication_enabled"] = expect(body["deduplicationEnabled"], bool,
+                                                  "deduplicationEnabled")
+    if body.get("backlog_quota_map"):
+        _backlog_quotas(body["backlog_quota_map"], changes)
+    if body.get("autoTopicCreationOverride") is not None:
+        _auto_topic_creation(body["autoTopicCreationOverride"], changes)
+    strategy = body.get("schema_compatibility_strategy")
+    if strategy is not None and strategy != "UNDEFINED":
+        if strategy not in SCHEMA_COMPATIBILITY_STRATEGIES:
+            raise RestError(400, "schema_compatibility_strategy must be one of "
+                                 + ", ".join(SCHEMA_COMPATIBILITY_STRATEGIES))
+        changes["schema_compatibility_strategy"] = strategy
+    for key, defaults in _UNSUPPORTED_DEFAULTS.items():
+        if key in body and body[key] not in defaults:
+            raise RestError(412, f"{key} is not supported by Magnetar (only its default "
+                                 f"{defaults[0]!r} is accepted)")
+    return out
