@@ -196,3 +196,65 @@ def test_the_checker_tells_the_kinds_of_import_apart() -> None:
         ("service.py", "typing"),
         ("connection/server_cnx.py", "lazy"),
     }
+
+
+#: About 600 lines: past this a module is usually two jobs (docs/architecture.md).
+MAX_LINES = 650
+
+
+def test_no_module_is_two_jobs_without_saying_why() -> None:
+    """A module over ``MAX_LINES`` lines says in its docstring why it is one piece."""
+    wrong = []
+    for path in sorted(SRC.rglob("*.py")):
+        if path.name.endswith("_pb2.py"):
+            continue
+        text = path.read_text()
+        if text.count("\n") > MAX_LINES:
+            doc = ast.get_docstring(ast.parse(text)) or ""
+            if "one piece" not in doc:
+                wrong.append(f"{path.relative_to(SRC)}: {text.count(chr(10))} lines")
+    assert wrong == []
+
+
+#: The layers top to bottom (tests/test_layers.py has the rule; this is the order).
+LAYERS = ["cli", "spark", "admin", "broker", "client", "storage", "metadata", "protocol"]
+
+
+def rank(path: str) -> tuple[int, int]:
+    """(layer, room) of a module path under src/magnetar: smaller is higher."""
+    layer, _, rest = path.partition("/")
+    room = 0
+    if layer in BACK_REFERENCES:
+        room = room_rank(layer)[rest]
+    return LAYERS.index(layer), room
+
+
+def message_path() -> tuple[dict[str, str], list[tuple[str, str, str]]]:
+    """The nodes (id -> module path) and arrows (from, kind, to) of the doc's picture."""
+    text = DOC.read_text()
+    match = re.search(r"## The path of a message.*?```mermaid\n(.*?)```", text, re.S)
+    assert match, "docs/architecture.md has no message-path picture"
+    block = match.group(1)
+    nodes = dict(re.findall(r'^\s*(\w+)\["([\w/]+\.py): ', block, re.M))
+    arrows = re.findall(r"^\s*(\w+)\s*(-->|-\.->)\s*(\w+)\s*$", block, re.M)
+    return nodes, arrows
+
+
+def test_the_message_path_names_real_modules() -> None:
+    nodes, arrows = message_path()
+    assert len(nodes) >= 10 and len(arrows) >= len(nodes) - 1
+    assert sorted(p for p in nodes.values() if not (SRC / p).is_file()) == []
+    ends = {a for a, _, _ in arrows} | {b for _, _, b in arrows}
+    assert sorted(ends - set(nodes)) == []
+
+
+def test_the_message_path_follows_the_order() -> None:
+    """A solid arrow (a call) never points up the order; a dotted one (a callback, or a
+    call through a Protocol the lower room declares) always does."""
+    nodes, arrows = message_path()
+    wrong = []
+    for a, kind, b in arrows:
+        up = rank(nodes[b]) < rank(nodes[a])
+        if up != (kind == "-.->"):
+            wrong.append(f"{a} {kind} {b}: {nodes[a]} -> {nodes[b]}")
+    assert wrong == []

@@ -7,6 +7,7 @@ the real thing.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import socket
@@ -48,7 +49,7 @@ class ZooKeeperServer:
             f"tickTime={tick_ms}\nclientPort={self.port}\nclientPortAddress=127.0.0.1\n"
             "maxSessionTimeout=60000\n"
             f"dataDir={root / 'data'}\nadmin.enableServer=false\nmaxClientCnxns=0\n"
-            "4lw.commands.whitelist=ruok\n")
+            "4lw.commands.whitelist=ruok,cons\n")
 
     @property
     def address(self) -> str:
@@ -83,6 +84,15 @@ class ZooKeeperServer:
                 return s.recv(4) == b"imok"
         except OSError:
             return False
+
+    def sessions(self) -> set[int]:
+        """The ids of the sessions connected now (the ``cons`` command)."""
+        with socket.create_connection(("127.0.0.1", self.port), timeout=5) as s:
+            s.sendall(b"cons")
+            out = b""
+            while chunk := s.recv(65536):
+                out += chunk
+        return {int(sid, 16) for sid in re.findall(r"sid=0x([0-9a-f]+)", out.decode())}
 
     def stop(self) -> None:
         proc, self.proc = self.proc, None

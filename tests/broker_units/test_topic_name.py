@@ -144,7 +144,9 @@ def test_schema_name_shared_across_domains() -> None:
     )
 
 
-_ENTITY = st.text(alphabet="abcXYZ019_-=:.", min_size=1, max_size=12)
+# "." and ".." alone are refused (not usable as metadata path segments)
+_ENTITY = st.text(alphabet="abcXYZ019_-=:.", min_size=1, max_size=12).filter(
+    lambda s: s not in (".", ".."))
 _LOCAL = st.text(
     alphabet=st.characters(blacklist_characters="/", blacklist_categories=("Cs",)),
     min_size=1,

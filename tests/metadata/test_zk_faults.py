@@ -10,6 +10,7 @@ import asyncio
 import logging
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kazoo.client import KazooClient
@@ -99,12 +100,15 @@ def test_server_coming_up_during_the_retries_is_used(
         server.stop()
 
 
+@pytest.mark.timeout(320)
 def test_restart_while_connected_loses_nothing(own_zk: ZooKeeperServer) -> None:
     async def main() -> None:
         # a session outlives a restart shorter than its timeout (30 s: a busy machine's JVM
-        # start-up included)
-        store = await create_metadata_store(own_zk.url("/c"), session_timeout_s=30.0)
-        other = await create_metadata_store(own_zk.url("/c"), session_timeout_s=30.0)
+        # start-up included); a reconnection that reached the server while it was starting
+        # waits up to a session timeout for its answer (kazoo's), hence the long operations
+        options: dict[str, Any] = {"session_timeout_s": 30.0, "operation_timeout_s": 120.0}
+        store = await create_metadata_store(own_zk.url("/c"), **options)
+        other = await create_metadata_store(own_zk.url("/c"), **options)
         sessions = Sessions(store)
         await store.put("/admin/policies/acme", b'{"a": 1}')
         await store.put("/brokers/b1", b"b1", ephemeral=True)
@@ -115,7 +119,7 @@ def test_restart_while_connected_loses_nothing(own_zk: ZooKeeperServer) -> None:
         await loop.run_in_executor(None, own_zk.stop)
         await sessions.wait_for(SessionEvent.CONNECTION_LOST)
         await loop.run_in_executor(None, own_zk.start)
-        await sessions.wait_for(SessionEvent.RECONNECTED)
+        await sessions.wait_for(SessionEvent.RECONNECTED, timeout=120)
         assert SessionEvent.SESSION_LOST not in sessions.events
 
         assert (await store.get("/admin/policies/acme"))[0] == b'{"a": 1}'  # type: ignore[index]
@@ -125,12 +129,12 @@ def test_restart_while_connected_loses_nothing(own_zk: ZooKeeperServer) -> None:
         rec = Recorder(store)
         assert await cache.get("/admin/policies/acme") == {"a": 1}
         await other.put("/admin/policies/acme", b'{"a": 2}')
-        await rec.wait_for(NotificationType.MODIFIED, "/admin/policies/acme")
+        await rec.wait_for(NotificationType.MODIFIED, "/admin/policies/acme", timeout=120)
         assert await cache.get("/admin/policies/acme") == {"a": 2}
         await store.close()
         await other.close()
 
-    asyncio.run(asyncio.wait_for(main(), 120))
+    asyncio.run(asyncio.wait_for(main(), 300))
 
 
 def _expire(server: ZooKeeperServer, store: ZKMetadataStore) -> None:

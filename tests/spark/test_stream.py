@@ -286,6 +286,10 @@ def test_clickstream_example(spark, broker, official, tmp_path):
     files = spark.read.parquet(str(tmp_path / "parquet")).collect()
     assert sorted((r.window_start.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.000Z"),
                    r.user, r["count"]) for r in files) == expected
+    # the figures add up: each click is in a written window or one not closed yet
+    got = job.account(spark, broker.url, str(tmp_path), source=src)
+    assert (got["total"], got["written"], got["windows"], got["unwritten"]) == (10, 9, 4, 1)
+    assert (got["lost"], got["mismatched"]) == (0, 0)
 
 
 def test_retried_stream_write_task_is_deduplicated(broker, official, monkeypatch):

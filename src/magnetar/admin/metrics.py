@@ -136,6 +136,8 @@ def install_registry(app: web.Application) -> None:
     app[_REGISTRY] = make_registry(app[SERVICE], app[RATES])
 
 
+@routes.route("GET", "/metrics/", "Prometheus metrics, as /metrics (the path in Pulsar's "
+              "Prometheus examples).")
 @routes.route("GET", "/metrics", "Prometheus metrics (text exposition format).")
 async def metrics(request: web.Request) -> web.Response:
     body = generate_latest(request.app[_REGISTRY])

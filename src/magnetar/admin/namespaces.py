@@ -13,7 +13,7 @@ from typing import Any
 
 from aiohttp import web
 
-from magnetar.admin.policies_body import NamespaceBody, read_policies_body
+from magnetar.admin.policies_body import NamespaceBody, check_values, read_policies_body
 from magnetar.admin.routing import (
     SERVICE,
     RestError,
@@ -118,8 +118,17 @@ async def _set(request: web.Request, **changes: Any) -> web.Response:
     return no_content()
 
 
-def _int(value: Any, what: str) -> int:
-    return int(expect(value, int, what))
+_JAVA_INT_MAX = 2**31 - 1
+_JAVA_LONG_MAX = 2**63 - 1
+
+
+def _int(value: Any, what: str, limit: int = _JAVA_INT_MAX) -> int:
+    """A JSON integer that fits the Java type Pulsar gives the field (``int`` unless
+    ``limit`` says ``long``): 400 otherwise, as Pulsar's JSON parsing answers."""
+    number = int(expect(value, int, what))
+    if not -limit - 1 <= number <= limit:
+        raise RestError(400, f"{what}: {number} is out of range")
+    return number
 
 
 # ---------------------------------------------------------------------- namespaces
@@ -257,7 +266,7 @@ async def set_retention(request: web.Request) -> web.Response:
     body = expect(await json_body(request), dict, "retention")
     return await _set(request,
                 retention_time_minutes=_int(body.get("retentionTimeInMinutes", 0), "retentionTimeInMinutes"),
-                retention_size_mb=_int(body.get("retentionSizeInMB", 0), "retentionSizeInMB"))
+                retention_size_mb=_int(body.get("retentionSizeInMB", 0), "retentionSizeInMB", _JAVA_LONG_MAX))
 
 
 @routes.route("DELETE", NS + "/retention", "Back to the broker's default retention.")
@@ -272,7 +281,8 @@ async def get_ttl(request: web.Request) -> web.Response:
 
 @routes.route("POST", NS + "/messageTTL", "Set the message TTL.", body="int: seconds")
 async def set_ttl(request: web.Request) -> web.Response:
-    return await _set(request, message_ttl_seconds=_int(await json_body(request), "messageTTL"))
+    ttl = _int(await json_body(request), "messageTTL")
+    return await _set(request, **check_values({"message_ttl_seconds": ttl}))
 
 
 @routes.route("DELETE", NS + "/messageTTL", "Back to the broker's default TTL.")
@@ -314,7 +324,7 @@ async def set_backlog_quota(request: web.Request) -> web.Response:
         changes["backlog_quota_policy"] = expect(body["policy"], str, "policy")
     if kind == "destination_storage":
         limit = body.get("limitSize", body.get("limit", -1))
-        changes["backlog_quota_limit_bytes"] = _int(limit, "limitSize")
+        changes["backlog_quota_limit_bytes"] = _int(limit, "limitSize", _JAVA_LONG_MAX)
     elif kind == "message_age":
         changes["backlog_quota_limit_seconds"] = _int(body.get("limitTime", -1), "limitTime")
     else:
@@ -348,6 +358,10 @@ async def set_auto_creation(request: web.Request) -> web.Response:
         partitions = _int(body.get("defaultNumPartitions", 1), "defaultNumPartitions")
         if partitions < 1:
             raise RestError(412, "defaultNumPartitions must be at least 1")
+        limit = request.app[SERVICE].config.maxNumPartitionsPerPartitionedTopic
+        if limit > 0 and partitions > limit:
+            raise RestError(412, f"defaultNumPartitions must be at most {limit} "
+                                 "(maxNumPartitionsPerPartitionedTopic)")
         changes["default_num_partitions"] = partitions
     return await _set(request, **changes)
 
@@ -378,9 +392,7 @@ async def get_max_producers(request: web.Request) -> web.Response:
 @routes.route("POST", NS + "/maxProducersPerTopic", "Limit the producers per topic.", body="int")
 async def set_max_producers(request: web.Request) -> web.Response:
     value = _int(await json_body(request), "maxProducersPerTopic")
-    if value < 0:
-        raise RestError(412, "maxProducersPerTopic must be 0 or more")
-    return await _set(request, max_producers_per_topic=value)
+    return await _set(request, **check_values({"max_producers_per_topic": value}))
 
 
 @routes.route("DELETE", NS + "/maxProducersPerTopic", "Remove the producer limit.")
@@ -396,9 +408,7 @@ async def get_max_consumers(request: web.Request) -> web.Response:
 @routes.route("POST", NS + "/maxConsumersPerTopic", "Limit the consumers per topic.", body="int")
 async def set_max_consumers(request: web.Request) -> web.Response:
     value = _int(await json_body(request), "maxConsumersPerTopic")
-    if value < 0:
-        raise RestError(412, "maxConsumersPerTopic must be 0 or more")
-    return await _set(request, max_consumers_per_topic=value)
+    return await _set(request, **check_values({"max_consumers_per_topic": value}))
 
 
 @routes.route("DELETE", NS + "/maxConsumersPerTopic", "Remove the consumer limit.")

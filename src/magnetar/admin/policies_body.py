@@ -65,6 +65,23 @@ def _int(value: Any, what: str) -> int:
     return int(expect(value, int, what))
 
 
+_JAVA_INT_MAX = 2**31 - 1
+
+
+def check_values(changes: dict[str, Any]) -> dict[str, Any]:
+    """``changes`` if their values are ones Pulsar accepts, else ``RestError(412)`` as
+    Pulsar answers: the same rule for a namespace's ``PUT`` body and for each policy's own
+    endpoint (a negative message TTL, a negative producer or consumer limit)."""
+    ttl = changes.get("message_ttl_seconds")
+    if ttl is not None and not 0 <= ttl <= _JAVA_INT_MAX:
+        raise RestError(412, f"Invalid value for message TTL: {ttl} (seconds, 0 or more)")
+    for key, what in (("max_producers_per_topic", "maxProducersPerTopic"),
+                      ("max_consumers_per_topic", "maxConsumersPerTopic")):
+        if changes.get(key) is not None and changes[key] < 0:
+            raise RestError(412, f"{what} must be 0 or more")
+    return changes
+
+
 def _strings(value: Any, what: str) -> list[str]:
     return [expect(v, str, what) for v in expect(value, list, what)]
 
@@ -173,4 +190,5 @@ def read_policies_body(body: Any) -> NamespaceBody:
         if key in body and body[key] not in defaults:
             raise RestError(412, f"{key} is not supported by Magnetar (only its default "
                                  f"{defaults[0]!r} is accepted)")
+    check_values(changes)
     return out

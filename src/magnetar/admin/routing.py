@@ -124,7 +124,10 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
 
 async def json_body(request: web.Request, required: bool = True) -> Any:
     """The request's JSON body (400 when it is not JSON; None when empty and optional)."""
-    text = await request.text()
+    try:
+        text = (await request.read()).decode("utf-8")
+    except UnicodeDecodeError:
+        raise RestError(400, "Invalid JSON body: not UTF-8 text") from None
     if not text.strip():
         if required:
             raise RestError(400, "a JSON request body is required")

@@ -17,7 +17,7 @@ from aiohttp import web
 
 from magnetar.admin.namespaces import namespace_of
 from magnetar.admin.routing import SERVICE, RestError, RouteTable, expect, int_param, json_body
-from magnetar.broker.schema.compat import check_new_version
+from magnetar.broker.schema.compat import check_new_version, definition_problem
 from magnetar.broker.schema.registry import IncompatibleSchemaError, SchemaRecord
 from magnetar.broker.service import BrokerService
 from magnetar.protocol import pb
@@ -69,6 +69,9 @@ def record_from(body: Any) -> SchemaRecord:
     expect(properties, dict, "properties")
     data = body.get("schema", "")
     expect(data, str, "schema")
+    problem = definition_problem(_BY_NAME[kind], data.encode())
+    if problem:  # Pulsar: 422 for schema data it cannot use
+        raise RestError(422, f"Invalid schema definition for a {kind} schema: {problem}")
     return SchemaRecord(name="", type=_BY_NAME[kind], data=data.encode(), properties={
         str(k): str(v) for k, v in properties.items()})
 

@@ -80,6 +80,7 @@ class AdminServer:
         self.app = build_app(service, self.rates)
         self._runner: web.AppRunner | None = None
         self._task: asyncio.Task[None] | None = None
+        self.http_started = False  # whether the HTTP port listens (start may fail after it)
 
     async def start(self) -> None:
         self._runner = web.AppRunner(self.app, access_log=None, handle_signals=False)
@@ -89,6 +90,7 @@ class AdminServer:
             await site.start()
             self.port = int(self._runner.addresses[-1][1])
             self.app[PORTS].web = self.port
+            self.http_started = True
             log.info("admin HTTP service on http://%s:%d", self.host, self.port)
         if self.tls_port is not None:
             tls = self.service.security.tls

@@ -155,6 +155,10 @@ async def _partition_count(request: web.Request) -> int:
     count: int = expect(await json_body(request), int, "number of partitions")
     if count < 1:
         raise RestError(412, "The number of partitions must be at least 1")
+    limit = request.app[SERVICE].config.maxNumPartitionsPerPartitionedTopic
+    if limit > 0 and count > limit:  # Pulsar: 412 past maxNumPartitionsPerPartitionedTopic
+        raise RestError(412, f"The number of partitions must be at most {limit} "
+                             "(maxNumPartitionsPerPartitionedTopic)")
     return count
 
 

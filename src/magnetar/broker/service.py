@@ -12,8 +12,8 @@ It listens for Pulsar binary-protocol connections (`ServerCnx`), owns storage (t
 - `policies`, `namespaces`, `security`, `listeners`.
 
 What stays here is the topic registry (`topics`: loading, auto-creation, partitioned
-metadata, listing, unloading, terminating, deleting) and the subscription operations of the
-admin API. Everything runs on one asyncio event loop (uvloop when installed). Methods named
+metadata, listing, unloading); the topic and subscription operations of the admin API
+(terminating, deleting, cursor resets...) are `AdminOperations` (operations.py). Everything runs on one asyncio event loop (uvloop when installed). Methods named
 like admin operations (``topic_stats``, ``terminate_topic``, ``delete_topic``...) are what
 the admin layer calls.
 """
@@ -41,6 +41,7 @@ from magnetar.broker.namespaces.message_expiry import MessageExpirer
 from magnetar.broker.namespaces.policies import Policies, PolicyStore
 from magnetar.broker.namespaces.registry import NamespaceRegistry
 from magnetar.broker.namespaces.sweep import IdleTopicSweeper
+from magnetar.broker.operations import AdminOperations
 from magnetar.broker.schema.registry import SchemaRegistry
 from magnetar.broker.security.broker_security import BrokerSecurity
 from magnetar.broker.subscriptions.subscription import PersistentSubscription
@@ -54,12 +55,12 @@ from magnetar.broker.topics.topic import (
     load_entry_index_async,
 )
 from magnetar.broker.topics.topic_schemas import TopicSchemas
+from magnetar.metadata import KeyValueStore, MetadataStore
 from magnetar.protocol import pb
 from magnetar.storage import (
     LedgerClosedError,
     ManagedLedger,
     ManagedLedgerFactory,
-    Position,
     StorageConfig,
 )
 
@@ -79,6 +80,10 @@ def _done() -> asyncio.Future[None]:
     return future
 
 
+def _nothing() -> None:
+    """A no-op job: awaited on the metadata writer, it waits for the writes before it."""
+
+
 def install_event_loop_policy() -> None:
     """Use uvloop when it is installed (it is a dependency on Linux and macOS)."""
     try:
@@ -88,10 +93,12 @@ def install_event_loop_policy() -> None:
     asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
 
 
-class BrokerService:
+class BrokerService(AdminOperations):
     """The broker: lifecycle, topic registry, and the components listed above."""
 
-    def __init__(self, config: BrokerConfig) -> None:
+    def __init__(self, config: BrokerConfig, metadata: KeyValueStore | None = None) -> None:
+        """``metadata``: the key store for the broker's metadata (cluster mode: a started
+        `ClusterKeyValueStore`; default: ``metadata.db`` in the data directory)."""
         self.config = config
         self.storage = ManagedLedgerFactory(
             StorageConfig(
@@ -107,9 +114,13 @@ class BrokerService:
                 inline_sync_when_idle=config.magnetarSyncOnLoopWhenIdle,
                 inline_sync_slow_s=config.magnetarSyncOnLoopSlowMillis / 1000,
                 inline_sync_backoff_s=config.magnetarSyncOnLoopBackoffSeconds,
-            )
+            ),
+            metadata,
         )
         self.metadata = self.storage.metadata
+        # cluster mode: the cluster's metadata store (versions, ephemeral keys, notifications:
+        # magnetar.metadata) under the flat keys, for ownership and lookups; None standalone
+        self.metadata_store: MetadataStore | None = getattr(metadata, "store", None)
         self.schemas = SchemaRegistry(
             self.metadata,
             allow_auto_update=config.isAllowAutoUpdateSchemaEnabled,
@@ -204,6 +215,9 @@ class BrokerService:
         if self._server is not None:
             await self._server.wait_closed()
         await self.dedup_snapshots.flush()  # the snapshots just taken land before the store closes
+        # metadata writes already handed to the writer thread finish while the loop runs (in
+        # cluster mode they wait for the loop to store them in the metadata store)
+        await self.storage.write_metadata(_nothing)
         if self.closing_ledgers:  # unloads under way finish their disk work off the loop
             await asyncio.gather(*list(self.closing_ledgers), return_exceptions=True)
         self.storage.close()
@@ -542,136 +556,3 @@ class BrokerService:
             wanted = [n for n in wanted if regex.fullmatch(n) or regex.fullmatch(n.split("://", 1)[1])]
             return sorted(wanted), True
         return sorted(wanted), False
-
-    async def terminate_topic(self, name: str) -> Position | None:
-        """Terminate a persistent topic (loaded off the loop if need be); its flag is
-        stored off the loop too (`PersistentTopic.terminate`)."""
-        topic = await self.load_topic(name, create=False)
-        if not isinstance(topic, PersistentTopic):
-            raise BrokerError(pb.NotAllowedError, "only persistent topics can be terminated")
-        return await topic.terminate()
-
-    async def delete_topic(self, name: str) -> None:
-        """Delete a topic with its data, subscriptions and dedup state (clients still
-        attached are disconnected). A partitioned topic's name deletes every partition
-        and the partitioned metadata. TopicNotFound if there is no such topic.
-
-        The topic leaves memory at once (its clients are closed, its ledger is closed to
-        them); the metadata reads and deletes, the ledger's files and rows and the
-        compacted view's are awaited off the loop. Meanwhile the topic cannot be loaded
-        again (ServiceNotReady, which clients retry)."""
-        topic_name = self.check_topic_name(name)
-        key = str(topic_name)
-        read, write = self.storage.read_metadata, self.storage.write_metadata
-        partitioned = await read(self.metadata.get, f"partitioned/{key}")
-        if partitioned is not None:
-            for i in range(int(partitioned["partitions"])):
-                partition = f"{key}-partition-{i}"
-                if (partition in self.topics
-                        or await read(self.metadata.get, f"topics/{partition}") is not None):
-                    await self.delete_topic(partition)
-            await write(self.metadata.delete, f"partitioned/{key}")
-            return
-        self.deleting.add(key)
-        try:
-            topic = self.topics.pop(key, None)
-            self.housekeeping.forget(key)
-            self.sweeper.forget(key)
-            self.compactor.forget(key)
-            if topic is not None:
-                topic.close_all()
-                for sub in topic.subscriptions.values():
-                    if isinstance(sub, PersistentSubscription):
-                        sub.close_dispatcher()
-            compacted = asyncio.ensure_future(self.compactor.delete(key))
-            try:
-                if not topic_name.is_persistent:
-                    if topic is None:
-                        raise BrokerError(pb.TopicNotFound, f"topic {key} does not exist")
-                    return
-                stored = await self.storage.delete_async(ledger_name(topic_name))
-                known = await write(self.metadata.delete, f"topics/{key}")
-                self.dedup_snapshots.delete(key)
-                if topic is None and not known and not stored:
-                    raise BrokerError(pb.TopicNotFound, f"topic {key} does not exist")
-            finally:
-                await compacted
-        finally:
-            self.deleting.discard(key)
-
-    async def topic_stats(self, name: str) -> dict[str, Any]:
-        return (await self.load_topic(name, create=False)).stats()
-
-    # ------------------------------------------------------------------ cursor operations
-    # (what the admin API's subscription endpoints call; an unloaded topic is loaded off
-    # the loop, `load_topic`, and the operation itself runs in the turn the load ends)
-
-    async def durable_subscription(self, topic_name: str, subscription: str) -> PersistentSubscription:
-        topic = await self.load_topic(topic_name, create=False)
-        sub = topic.subscriptions.get(subscription)
-        if not isinstance(sub, PersistentSubscription):
-            raise BrokerError(
-                pb.SubscriptionNotFound, f"subscription {subscription} not found on {topic_name}"
-            )
-        return sub
-
-    async def create_subscription(self, topic_name: str, subscription: str, earliest: bool = False) -> None:
-        topic = await self.load_topic(topic_name, create=False)
-        if not isinstance(topic, PersistentTopic):
-            raise BrokerError(pb.NotAllowedError, "only persistent topics keep subscriptions")
-        if subscription not in topic.subscriptions:
-            cursor = await topic.ledger.open_cursor_async(
-                subscription, "earliest" if earliest else "latest")  # stored off the loop
-            if subscription not in topic.subscriptions and not cursor.closed:
-                topic.subscriptions[subscription] = PersistentSubscription(
-                    topic, subscription, cursor, durable=True)
-
-    async def reset_cursor(self, topic_name: str, subscription: str, ledger_id: int, entry_id: int) -> None:
-        """Move a subscription to a message id (its consumers reconnect, as on Seek);
-        answered once the cursor's new position is stored (off the loop)."""
-        sub = await self.durable_subscription(topic_name, subscription)
-        sub.seek_to_id(Position(ledger_id, entry_id))
-        sub.disconnect_consumers()
-        await sub.cursor.persist_async()
-
-    async def reset_cursor_by_time(self, topic_name: str, subscription: str, publish_time_ms: int) -> None:
-        sub = await self.durable_subscription(topic_name, subscription)
-        await sub.seek_to_time_async(publish_time_ms)
-        sub.disconnect_consumers()
-        await sub.cursor.persist_async()
-
-    async def skip_messages(self, topic_name: str, subscription: str, count: int) -> int:
-        """Acknowledge the next ``count`` unacknowledged entries; returns how many were skipped."""
-        sub = await self.durable_subscription(topic_name, subscription)
-        skipped: list[Position] = []
-        for position in sub.cursor.unacked_positions():
-            if len(skipped) >= count:
-                break
-            skipped.append(position)
-        if skipped:
-            sub.cursor.delete(skipped)
-            if sub.dispatcher is not None:
-                sub.dispatcher.rewind()
-            await sub.cursor.persist_async()  # answered once stored (off the loop)
-        return len(skipped)
-
-    async def clear_backlog(self, topic_name: str, subscription: str) -> None:
-        sub = await self.durable_subscription(topic_name, subscription)
-        last = sub.topic.ledger.last_confirmed()
-        if last is not None:
-            sub.cursor.mark_delete(last)
-            if sub.dispatcher is not None:
-                sub.dispatcher.rewind()
-            await sub.cursor.persist_async()  # answered once stored (off the loop)
-
-    async def delete_subscription(self, topic_name: str, subscription: str, force: bool = False) -> None:
-        """Delete a durable subscription; with ``force``, its consumers are disconnected first."""
-        sub = await self.durable_subscription(topic_name, subscription)
-        if sub.consumers and not force:
-            raise BrokerError(pb.ConsumerBusy, f"subscription {subscription} has active consumers")
-        if sub.consumers:
-            sub.disconnect_consumers()
-            sub.close_dispatcher()
-        deleting = sub.topic.delete_subscription(subscription)
-        if deleting is not None:  # answered once the cursor's row is gone (off the loop)
-            await asyncio.wrap_future(deleting)

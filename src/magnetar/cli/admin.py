@@ -9,6 +9,8 @@ Groups and commands keep pulsar-admin's names (``topics create-partitioned-topic
 from __future__ import annotations
 
 import argparse
+import logging
+import os
 import sys
 from typing import Any
 
@@ -16,6 +18,9 @@ from magnetar.cli import admin_ops as ops
 from magnetar.cli.admin_ops import Command
 from magnetar.cli.http import AdminClient, AdminError
 from magnetar.cli.output import add_late_options, emit
+from magnetar.cli.values import int32
+
+log = logging.getLogger(__name__)
 
 GROUPS = {
     "tenants": "create, list and delete tenants",
@@ -117,8 +122,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
         description="Administer tenants, namespaces, topics, subscriptions and schemas over the "
                     "broker's admin REST API.\n\nExamples:\n  " + "\n  ".join(EXAMPLES.values())
                     + "\n\nA broker with a token and TLS:\n  " + SECURITY_EXAMPLE)
-    admin.add_argument("--admin-url", default="http://localhost:8080",
-                       help="the broker's web service URL (default http://localhost:8080; "
+    admin.add_argument("--admin-url", default=os.environ.get("MAGNETAR_ADMIN_URL", "http://localhost:8080"),
+                       help="the broker's web service URL (default $MAGNETAR_ADMIN_URL, else "
+                            "http://localhost:8080; "
                             "https://host:8443 for webServicePortTls)")
     add_security_options(admin)
     groups = admin.add_subparsers(dest="group", metavar="GROUP")
@@ -179,7 +185,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
          A("--enable", "-e", dest="enable", action="store_true", default=True),
          A("--disable", "-d", dest="enable", action="store_false"),
          A("-t", "--type", default="non-partitioned", choices=["non-partitioned", "partitioned"]),
-         A("-n", "--num-partitions", type=int, default=1))
+         A("-n", "--num-partitions", type=int32, default=1))
     _cmd(n, "get-auto-topic-creation", ops.ns_get("/autoTopicCreation"), "show topic auto-creation",
          f"{ex} get-auto-topic-creation public/default", NS)
     _cmd(n, "set-schema-compatibility-strategy", ops.ns_set_strategy, "set the schema compatibility strategy",
@@ -190,10 +196,10 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
          f"{ex} get-schema-compatibility-strategy public/default", NS)
     _cmd(n, "set-max-producers-per-topic", ops.ns_set_max_producers, "limit producers per topic (0: none)",
          f"{ex} set-max-producers-per-topic public/default --max-producers-per-topic 10", NS,
-         A("-p", "--max-producers-per-topic", dest="max", type=int, required=True))
+         A("-p", "--max-producers-per-topic", dest="max", type=int32, required=True))
     _cmd(n, "set-max-consumers-per-topic", ops.ns_set_max_consumers, "limit consumers per topic (0: none)",
          f"{ex} set-max-consumers-per-topic public/default --max-consumers-per-topic 10", NS,
-         A("-c", "--max-consumers-per-topic", dest="max", type=int, required=True))
+         A("-c", "--max-consumers-per-topic", dest="max", type=int32, required=True))
 
     _cmd(n, "permissions", ops.ns_permissions, "show the roles granted actions on the namespace",
          f"{ex} permissions acme/orders", NS)
@@ -217,13 +223,15 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
     _cmd(tp, "revoke-permission", ops.topics_revoke, "revoke a role's actions on a topic",
          f"{ex} revoke-permission acme/orders/new --role app", TOPIC, A("--role", required=True))
     _cmd(tp, "list", ops.topics_list, "list a namespace's topics", f"{ex} list public/default", NS)
+    _cmd(tp, "list-partitioned-topics", ops.topics_list_partitioned, "list a namespace's "
+         "partitioned topics", f"{ex} list-partitioned-topics public/default", NS)
     _cmd(tp, "create", ops.topics_create, "create a non-partitioned topic", f"{ex} create my-topic", TOPIC)
     _cmd(tp, "create-partitioned-topic", ops.topics_create_partitioned, "create a partitioned topic",
          f"{ex} create-partitioned-topic my-topic -p 4", TOPIC,
-         A("-p", "--partitions", type=int, required=True))
+         A("-p", "--partitions", type=int32, required=True))
     _cmd(tp, "update-partitioned-topic", ops.topics_update_partitioned, "add partitions",
          f"{ex} update-partitioned-topic my-topic -p 8", TOPIC,
-         A("-p", "--partitions", type=int, required=True))
+         A("-p", "--partitions", type=int32, required=True))
     _cmd(tp, "get-partitioned-topic-metadata", ops.topics_metadata, "show the number of partitions",
          f"{ex} get-partitioned-topic-metadata my-topic", TOPIC)
     _cmd(tp, "delete", ops.topics_delete, "delete a topic", f"{ex} delete my-topic -f", TOPIC, FORCE)
@@ -253,7 +261,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
                         help="latest, earliest or LEDGER:ENTRY"))
     _cmd(s, "delete", ops.subs_delete, "delete a subscription", f"{ex} delete my-topic -s sub", TOPIC, SUBN, FORCE)
     _cmd(s, "skip", ops.subs_skip, "skip N messages", f"{ex} skip my-topic -s sub -n 10", TOPIC, SUBN,
-         A("-n", "--count", type=int, required=True))
+         A("-n", "--count", type=int32, required=True))
     _cmd(s, "clear-backlog", ops.subs_clear_backlog, "skip every message", f"{ex} clear-backlog my-topic -s sub",
          TOPIC, SUBN)
     _cmd(s, "reset-cursor", ops.subs_reset_cursor, "move a subscription back in time or to an id",
@@ -264,12 +272,12 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
          f"{ex} expire-messages my-topic -s sub -t 1h", TOPIC, SUBN,
          A("-t", "--expireTime", dest="expire_time", type=ops.seconds, required=True))
     _cmd(s, "peek", ops.subs_peek, "show the next N unacknowledged messages",
-         f"{ex} peek my-topic -s sub -n 3", TOPIC, SUBN, A("-n", "--count", type=int, default=1))
+         f"{ex} peek my-topic -s sub -n 3", TOPIC, SUBN, A("-n", "--count", type=int32, default=1))
 
     sc = g["schemas"]
     ex = "magnetar admin schemas"
     _cmd(sc, "get", ops.schemas_get, "show a topic's schema", f"{ex} get my-topic", TOPIC,
-         A("--version", type=int))
+         A("--version", type=int32))
     _cmd(sc, "upload", ops.schemas_upload, "upload a schema", f"{ex} upload my-topic -f schema.json",
          TOPIC, A("-f", "--filename", required=True,
                   help='JSON file: {"type": "AVRO", "schema": "...", "properties": {}}'))
@@ -279,17 +287,32 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
 
 
 def run(args: argparse.Namespace) -> int:
+    """Run the chosen command: 0, or a one-line error on stderr and 1 (2: bad URL or
+    credentials options). Never a traceback: an unexpected failure is reported in one line
+    too (``--log-level DEBUG`` shows where it came from)."""
     try:
         api = AdminClient(args.admin_url, token=token_of(args),
                           trust_certs=args.tls_trust_certs, cert_file=args.tls_cert_file,
                           key_file=args.tls_key_file, allow_insecure=args.tls_allow_insecure)
     except (OSError, ValueError) as exc:
-        print(f"magnetar admin: {exc}", file=sys.stderr)
+        print(f"magnetar admin: {_one_line(exc)}", file=sys.stderr)
         return 2
     try:
         result = args.admin_fn(args, api)
     except AdminError as exc:
         print(f"magnetar admin: {exc}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:
+        log.debug("admin command failed", exc_info=True)
+        print(f"magnetar admin: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
     emit(result, args.output)
     return 0
+
+
+def _one_line(exc: BaseException) -> str:
+    if isinstance(exc, OSError) and exc.strerror:
+        return f"{exc.filename}: {exc.strerror}" if exc.filename else exc.strerror
+    return str(exc)

@@ -13,11 +13,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 from magnetar.broker.config.durations import parse_duration
-from magnetar.broker.topic_name import TopicName
 from magnetar.cli.http import AdminClient, AdminError
+from magnetar.protocol.naming import TopicName, check_named_entity, parse_namespace, url_segment
 
 Command = Callable[[argparse.Namespace, AdminClient], Any]
 _SIZES = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
@@ -40,24 +39,69 @@ def size_bytes(text: str) -> int:
     return int(m.group(1)) * _SIZES.get(m.group(2), 1)
 
 
-def topic_path(name: str) -> str:
-    """``domain/tenant/namespace/topic`` of a (possibly short) topic name."""
+def topic_name(name: str) -> TopicName:
+    """The parsed topic name, or AdminError saying what is wrong with it."""
     try:
-        t = TopicName.parse(name)
+        return TopicName.parse(name)
     except ValueError as exc:
-        raise AdminError(0, f"invalid topic name {name!r}: {exc}") from None
-    return f"{t.domain}/{t.namespace}/{t.local_name}"
+        raise AdminError(0, str(exc)) from None
+
+
+def topic_path(name: str) -> str:
+    """``domain/tenant/namespace/topic`` of a (possibly short) topic name, the local name
+    URL-encoded (a name with spaces, ``?`` or ``%`` reaches the broker whole)."""
+    return topic_name(name).rest_path()
 
 
 def schema_path(name: str) -> str:
-    t = TopicName.parse(name)
-    return f"/admin/v2/schemas/{t.namespace}/{t.local_name}"
+    t = topic_name(name)
+    return f"/admin/v2/schemas/{t.namespace}/{url_segment(t.local_name)}"
 
 
 def namespace(name: str) -> str:
-    if name.count("/") != 1:
-        raise AdminError(0, f"a namespace is tenant/namespace, not {name!r}")
+    """``tenant/namespace`` once checked by the broker's own rules (AdminError if not)."""
+    try:
+        _, local = parse_namespace(name)
+    except ValueError as exc:
+        raise AdminError(0, str(exc)) from None
+    if "/" in local:
+        raise AdminError(0, f"Invalid namespace name {name!r}: expected <tenant>/<namespace>")
     return name
+
+
+def tenant(name: str) -> str:
+    """A tenant name checked by the broker's own rules (AdminError if not)."""
+    try:
+        return check_named_entity("tenant", name)
+    except ValueError as exc:
+        raise AdminError(0, str(exc)) from None
+
+
+def subscription(name: str) -> str:
+    """A subscription name as one URL path segment (empty: AdminError)."""
+    if not name:
+        raise AdminError(0, "Invalid subscription name '': it is empty")
+    try:
+        return url_segment(name)
+    except ValueError as exc:
+        raise AdminError(0, f"Invalid subscription name: {exc}") from None
+
+
+def message_id(text: str) -> dict[str, int]:
+    """``LEDGER:ENTRY`` as Pulsar's REST message id (AdminError if it is not one)."""
+    ledger, sep, entry = text.partition(":")
+    try:
+        if not sep:
+            raise ValueError
+        return {"ledgerId": int(ledger), "entryId": int(entry)}
+    except ValueError:
+        raise AdminError(0, f"not a message id: {text!r} (expected LEDGER:ENTRY, e.g. 12:0)") from None
+
+
+def at_least(value: int, minimum: int, what: str) -> int:
+    if value < minimum:
+        raise AdminError(0, f"{what} must be at least {minimum}, not {value}")
+    return value
 
 
 # ---------------------------------------------------------------------- tenants
@@ -67,18 +111,18 @@ def tenants_list(a: argparse.Namespace, api: AdminClient) -> Any:
 
 
 def tenants_get(a: argparse.Namespace, api: AdminClient) -> Any:
-    return api.call("GET", f"/admin/v2/tenants/{a.tenant}")
+    return api.call("GET", f"/admin/v2/tenants/{tenant(a.tenant)}")
 
 
 def tenants_create(a: argparse.Namespace, api: AdminClient) -> Any:
     body: dict[str, Any] = {"adminRoles": a.admin_roles.split(",") if a.admin_roles else []}
     if a.allowed_clusters:
         body["allowedClusters"] = a.allowed_clusters.split(",")
-    return api.call("PUT", f"/admin/v2/tenants/{a.tenant}", body)
+    return api.call("PUT", f"/admin/v2/tenants/{tenant(a.tenant)}", body)
 
 
 def tenants_delete(a: argparse.Namespace, api: AdminClient) -> Any:
-    return api.call("DELETE", f"/admin/v2/tenants/{a.tenant}")
+    return api.call("DELETE", f"/admin/v2/tenants/{tenant(a.tenant)}")
 
 
 # ---------------------------------------------------------------------- namespaces
@@ -88,7 +132,7 @@ def _ns(a: argparse.Namespace) -> str:
 
 
 def ns_list(a: argparse.Namespace, api: AdminClient) -> Any:
-    return api.call("GET", f"/admin/v2/namespaces/{a.tenant}")
+    return api.call("GET", f"/admin/v2/namespaces/{tenant(a.tenant)}")
 
 
 def ns_create(a: argparse.Namespace, api: AdminClient) -> Any:
@@ -176,16 +220,22 @@ def topics_list(a: argparse.Namespace, api: AdminClient) -> Any:
                   + api.call("GET", f"/admin/v2/non-persistent/{ns}"))
 
 
+def topics_list_partitioned(a: argparse.Namespace, api: AdminClient) -> Any:
+    ns = namespace(a.namespace)
+    return sorted(api.call("GET", f"/admin/v2/persistent/{ns}/partitioned")
+                  + api.call("GET", f"/admin/v2/non-persistent/{ns}/partitioned"))
+
+
 def topics_create(a: argparse.Namespace, api: AdminClient) -> Any:
     return api.call("PUT", _t(a))
 
 
 def topics_create_partitioned(a: argparse.Namespace, api: AdminClient) -> Any:
-    return api.call("PUT", _t(a) + "/partitions", a.partitions)
+    return api.call("PUT", _t(a) + "/partitions", at_least(a.partitions, 1, "--partitions"))
 
 
 def topics_update_partitioned(a: argparse.Namespace, api: AdminClient) -> Any:
-    return api.call("POST", _t(a) + "/partitions", a.partitions)
+    return api.call("POST", _t(a) + "/partitions", at_least(a.partitions, 1, "--partitions"))
 
 
 def topics_metadata(a: argparse.Namespace, api: AdminClient) -> Any:
@@ -211,14 +261,13 @@ def topics_partitioned_stats(a: argparse.Namespace, api: AdminClient) -> Any:
 # ---------------------------------------------------------------------- subscriptions
 
 def _s(a: argparse.Namespace) -> str:
-    return f"{_t(a)}/subscription/{a.subscription}"
+    return f"{_t(a)}/subscription/{subscription(a.subscription)}"
 
 
 def subs_create(a: argparse.Namespace, api: AdminClient) -> Any:
     body = {"ledgerId": -1, "entryId": -1} if a.message_id == "earliest" else None
     if a.message_id not in ("earliest", "latest"):
-        ledger, _, entry = a.message_id.partition(":")
-        body = {"ledgerId": int(ledger), "entryId": int(entry)}
+        body = message_id(a.message_id)
     return api.call("PUT", _s(a), body)
 
 
@@ -227,7 +276,7 @@ def subs_delete(a: argparse.Namespace, api: AdminClient) -> Any:
 
 
 def subs_skip(a: argparse.Namespace, api: AdminClient) -> Any:
-    return api.call("POST", _s(a) + f"/skip/{a.count}")
+    return api.call("POST", _s(a) + f"/skip/{at_least(a.count, 0, '--count')}")
 
 
 def subs_clear_backlog(a: argparse.Namespace, api: AdminClient) -> Any:
@@ -236,9 +285,7 @@ def subs_clear_backlog(a: argparse.Namespace, api: AdminClient) -> Any:
 
 def subs_reset_cursor(a: argparse.Namespace, api: AdminClient) -> Any:
     if a.message_id:
-        ledger, _, entry = a.message_id.partition(":")
-        return api.call("POST", _s(a) + "/resetcursor",
-                        {"ledgerId": int(ledger), "entryId": int(entry)})
+        return api.call("POST", _s(a) + "/resetcursor", message_id(a.message_id))
     if a.time is None:
         raise AdminError(0, "give --time (how far back, e.g. 10m) or --messageId LEDGER:ENTRY")
     timestamp = int((time.time() - a.time) * 1000)
@@ -251,7 +298,7 @@ def subs_expire(a: argparse.Namespace, api: AdminClient) -> Any:
 
 def subs_peek(a: argparse.Namespace, api: AdminClient) -> Any:
     out = []
-    for i in range(1, a.count + 1):
+    for i in range(1, at_least(a.count, 1, "--count") + 1):
         try:
             out.append(api.call("GET", _s(a) + f"/position/{i}"))
         except AdminError as exc:
@@ -265,7 +312,14 @@ def subs_peek(a: argparse.Namespace, api: AdminClient) -> Any:
 
 def _schema_file(path: str) -> Any:
     """A schema file as pulsar-admin reads it: {"type": ..., "schema": ..., "properties": ...}."""
-    doc = json.loads(Path(path).read_text())
+    try:
+        doc = json.loads(Path(path).read_text())
+    except OSError as exc:
+        raise AdminError(0, f"cannot read {path}: {exc.strerror}") from None
+    except ValueError as exc:
+        raise AdminError(0, f"{path} is not JSON: {exc}") from None
+    if not isinstance(doc, dict):
+        raise AdminError(0, f'{path}: expected a JSON object {{"type": ..., "schema": ...}}')
     if isinstance(doc.get("schema"), dict | list):
         doc["schema"] = json.dumps(doc["schema"])
     return doc
@@ -291,6 +345,16 @@ def schemas_compatibility(a: argparse.Namespace, api: AdminClient) -> Any:
 # ---------------------------------------------------------------- permissions
 
 
+def role_segment(role: str) -> str:
+    """A role name as one URL path segment (empty: AdminError)."""
+    if not role:
+        raise AdminError(0, "Invalid role '': it is empty")
+    try:
+        return url_segment(role)
+    except ValueError as exc:
+        raise AdminError(0, f"Invalid role: {exc}") from None
+
+
 def _action_list(text: str) -> list[str]:
     return [a.strip() for a in text.split(",") if a.strip()]
 
@@ -300,11 +364,11 @@ def ns_permissions(a: argparse.Namespace, api: AdminClient) -> Any:
 
 
 def ns_grant(a: argparse.Namespace, api: AdminClient) -> Any:
-    return api.call("POST", f"{_ns(a)}/permissions/{quote(a.role, safe='')}", _action_list(a.actions))
+    return api.call("POST", f"{_ns(a)}/permissions/{role_segment(a.role)}", _action_list(a.actions))
 
 
 def ns_revoke(a: argparse.Namespace, api: AdminClient) -> Any:
-    return api.call("DELETE", f"{_ns(a)}/permissions/{quote(a.role, safe='')}")
+    return api.call("DELETE", f"{_ns(a)}/permissions/{role_segment(a.role)}")
 
 
 def topics_permissions(a: argparse.Namespace, api: AdminClient) -> Any:
@@ -312,8 +376,8 @@ def topics_permissions(a: argparse.Namespace, api: AdminClient) -> Any:
 
 
 def topics_grant(a: argparse.Namespace, api: AdminClient) -> Any:
-    return api.call("POST", f"{_t(a)}/permissions/{quote(a.role, safe='')}", _action_list(a.actions))
+    return api.call("POST", f"{_t(a)}/permissions/{role_segment(a.role)}", _action_list(a.actions))
 
 
 def topics_revoke(a: argparse.Namespace, api: AdminClient) -> Any:
-    return api.call("DELETE", f"{_t(a)}/permissions/{quote(a.role, safe='')}")
+    return api.call("DELETE", f"{_t(a)}/permissions/{role_segment(a.role)}")

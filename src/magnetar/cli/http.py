@@ -4,11 +4,17 @@
 
 from __future__ import annotations
 
+import http.client
 import json
+import socket
 import ssl
 import urllib.error
 import urllib.request
 from typing import Any
+from urllib.parse import urlsplit
+
+#: seconds to wait for the broker to accept the connection (Pulsar's clients: 10 s)
+CONNECT_TIMEOUT = 10.0
 
 
 class AdminError(Exception):
@@ -28,10 +34,12 @@ class AdminClient:
     ``allow_insecure``: do not check the broker's certificate."""
 
     def __init__(self, url: str, timeout: float = 30.0, token: str | None = None,
+                 connect_timeout: float = CONNECT_TIMEOUT,
                  trust_certs: str | None = None, cert_file: str | None = None,
                  key_file: str | None = None, allow_insecure: bool = False) -> None:
-        self.url = url.rstrip("/")
+        self.url = check_admin_url(url).rstrip("/")
         self.timeout = timeout
+        self.connect_timeout = connect_timeout
         self.token = token
         self.context: ssl.SSLContext | None = None
         if self.url.startswith("https://"):
@@ -41,6 +49,7 @@ class AdminClient:
                 self.context.verify_mode = ssl.CERT_NONE
             if cert_file:
                 self.context.load_cert_chain(cert_file, key_file)
+        self._opener = _opener(connect_timeout, self.context)
 
     def call(self, method: str, path: str, body: Any = None) -> Any:
         data = json.dumps(body).encode() if body is not None else None
@@ -49,7 +58,7 @@ class AdminClient:
             headers["Authorization"] = f"Bearer {self.token}"
         req = urllib.request.Request(self.url + path, data=data, method=method, headers=headers)
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout, context=self.context) as resp:
+            with self._opener.open(req, timeout=self.timeout) as resp:
                 return _decode(resp.read(), resp.headers.get("Content-Type", ""), resp.headers)
         except urllib.error.HTTPError as exc:
             raw = exc.read()
@@ -58,9 +67,71 @@ class AdminClient:
             except (ValueError, AttributeError):
                 reason = raw.decode(errors="replace") or exc.reason
             raise AdminError(exc.code, str(reason)) from None
-        except (urllib.error.URLError, OSError) as exc:
-            reason = getattr(exc, "reason", exc)
-            raise AdminError(0, f"cannot reach {self.url}: {reason}") from None
+        except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:
+            raise AdminError(0, f"cannot reach the admin API at {self.url}: {_why(exc)}") from None
+        except ValueError as exc:  # a header (token) or URL that cannot be sent as given
+            raise AdminError(0, f"cannot send {method} {self.url}{path}: {exc}") from None
+
+
+
+def _opener(connect: float, context: ssl.SSLContext | None) -> urllib.request.OpenerDirector:
+    """urllib's opener, but connecting within ``connect`` seconds (the request's own timeout
+    then bounds each read)."""
+
+    class Plain(http.client.HTTPConnection):
+        def connect(self) -> None:
+            self.sock = socket.create_connection(
+                (self.host, self.port), connect, getattr(self, "source_address", None))
+            self.sock.settimeout(self.timeout)
+
+    class Tls(http.client.HTTPSConnection, Plain):  # its connect() wraps Plain's socket
+        pass
+
+    class PlainHandler(urllib.request.HTTPHandler):
+        def http_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+            return self.do_open(Plain, req)
+
+    class TlsHandler(urllib.request.HTTPSHandler):
+        def https_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+            return self.do_open(Tls, req, context=context)
+
+    return urllib.request.build_opener(PlainHandler, TlsHandler)
+
+
+def check_admin_url(url: str) -> str:
+    """``url`` if it can be the broker's web service URL, else ValueError with a hint."""
+    parts = urlsplit(url)
+    if "://" not in url:
+        raise ValueError(f"admin URL {url!r} has no scheme: use http://{url}")
+    if parts.scheme.startswith("pulsar"):
+        raise ValueError(f"admin URL {url!r} is a binary protocol URL: the admin API is the "
+                         "broker's web service, e.g. http://localhost:8080 (webServicePort)")
+    if parts.scheme not in ("http", "https"):
+        raise ValueError(f"admin URL {url!r}: use http:// or https://")
+    try:
+        parts.port  # noqa: B018 (raises for a port that is not a number in range)
+    except ValueError:
+        raise ValueError(f"admin URL {url!r} has an invalid port") from None
+    if not parts.hostname or any(c.isspace() for c in url):
+        raise ValueError(f"admin URL {url!r} is not a valid URL (e.g. http://localhost:8080)")
+    return url
+
+
+def _why(exc: BaseException) -> str:
+    """A failed request's cause in a few words, with a hint for the usual mistakes."""
+    reason = getattr(exc, "reason", exc)
+    if isinstance(reason, socket.gaierror):
+        return "unknown host"
+    if isinstance(reason, ConnectionRefusedError):
+        return "connection refused (is the broker running, with its web service on that port?)"
+    if isinstance(reason, TimeoutError | socket.timeout):
+        return "timed out"
+    if isinstance(exc, http.client.RemoteDisconnected | http.client.BadStatusLine):
+        return ("no HTTP answer (is that the broker's binary port? the admin API is on the web "
+                "service port, 8080 by default)")
+    if isinstance(reason, OSError) and reason.strerror:
+        return reason.strerror
+    return str(reason)
 
 
 def _decode(data: bytes, content_type: str, headers: Any) -> Any:

@@ -18,10 +18,11 @@ Quick start:
   magnetar standalone                                  # pulsar://localhost:6650, http://localhost:8080
   magnetar standalone --data-dir /var/lib/magnetar --port 6651
   magnetar standalone --config standalone.conf         # Pulsar broker.conf key names
+  magnetar broker --config broker.conf                 # one broker of a cluster (ZooKeeper)
   magnetar tokens --help                               # keys and tokens for authentication
   magnetar admin topics create-partitioned-topic my-topic -p 4   # like pulsar-admin
   magnetar client produce my-topic -m hello -n 10      # like pulsar-client
-  magnetar client consume my-topic -s sub -n 10
+  magnetar client consume my-topic -s sub -n 10 -p Earliest
   magnetar perf produce my-topic --rate 1000 --time 30 # like pulsar-perf
   magnetar COMMAND --help                              # every option, with examples
 """
@@ -82,39 +83,70 @@ unless magnetarFsyncPolicy=never or journalSyncData=false.
 Exit status: 0 after a clean stop, 1 if the broker cannot start (port in use, data
 directory held by another broker), 2 for a bad option or configuration value.""",
     )
-    standalone.add_argument(
+    _broker_options(standalone)
+    broker = sub.add_parser(
+        "broker",
+        parents=[log_level],
+        help="run one broker of a cluster (metadata in ZooKeeper)",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="""\
+Run one broker of a cluster: its tenants, namespaces, policies, permissions, partitioned
+topics and schemas live in the cluster's metadata store (metadataStoreUrl, ZooKeeper), so
+every broker of the cluster sees and enforces them; topics' data stays in --data-dir.
+
+Examples:
+  magnetar initialize-cluster-metadata --cluster c1 --metadata-store zk:zk1:2181 \\
+      --web-service-url http://b1:8080 --broker-service-url pulsar://b1:6650   # once
+  magnetar broker --config broker.conf      # metadataStoreUrl=zk:zk1:2181,zk2:2181/pulsar
+  magnetar broker --metadata-store zk:zk1:2181 --data-dir /var/lib/magnetar --port 6650
+
+Same options and exit status as `magnetar standalone`; 1 also when the metadata store
+cannot be reached (after retrying for metadataStoreOperationTimeoutSeconds).""",
+    )
+    _broker_options(broker)
+    broker.add_argument("--metadata-store", metavar="URL",
+                        help="metadataStoreUrl, e.g. zk:zk1:2181,zk2:2181/chroot")
+    broker.add_argument("--configuration-metadata-store", metavar="URL",
+                        help="configurationMetadataStoreUrl (default: the metadata store)")
+    from magnetar.cli import cluster
+
+    cluster.add_parsers(sub, [log_level])
+    from magnetar.cli.tokens import add_parser as add_tokens_parser
+
+    add_tokens_parser(sub, [log_level])
+    return parser
+
+
+def _broker_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
         "--data-dir",
         help="where topics, cursors and metadata live (default: data/standalone, "
         "or magnetarDataDir from --config)",
     )
-    standalone.add_argument(
+    parser.add_argument(
         "--port", type=int, help="binary protocol port (default 6650, brokerServicePort)"
     )
-    standalone.add_argument(
+    parser.add_argument(
         "--http-port",
         type=int,
         help="admin HTTP port: REST admin API, HTTP lookup, /metrics (default 8080, "
         "webServicePort; 0 picks a free port, -1 disables it)",
     )
-    standalone.add_argument(
+    parser.add_argument(
         "--ready-file",
         metavar="PATH",
         help="once serving, write {\"brokerServiceUrl\", \"webServiceUrl\", \"pid\"} as JSON "
         "to PATH (for scripts and tests that start a broker on free ports: --port 0 --http-port 0)",
     )
-    standalone.add_argument("--config", metavar="FILE", help="a Pulsar-style broker.conf file")
-    standalone.add_argument(
+    parser.add_argument("--config", metavar="FILE", help="a Pulsar-style broker.conf file")
+    parser.add_argument(
         "--bind-address", help="address to listen on (default 0.0.0.0, bindAddress)"
     )
-    standalone.add_argument(
+    parser.add_argument(
         "--fsync",
         choices=["always", "group", "never"],
         help="durability of SendReceipts (default group: one fsync per batch of arrivals)",
     )
-    from magnetar.cli.tokens import add_parser as add_tokens_parser
-
-    add_tokens_parser(sub, [log_level])
-    return parser
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -128,6 +160,14 @@ def main(argv: list[str] | None = None) -> int:
         from magnetar.cli.standalone import run_standalone
 
         return run_standalone(args)
+    if args.command == "broker":
+        from magnetar.cli.standalone import run_standalone
+
+        return run_standalone(args, cluster_mode=True)
+    if args.command in ("initialize-cluster-metadata", "copy-standalone-metadata"):
+        from magnetar.cli.cluster import run
+
+        return run(args)
     if args.command == "tokens":
         from magnetar.cli.tokens import run_tokens
 

@@ -11,7 +11,9 @@ import bisect
 import contextlib
 import functools
 import json
+import logging
 import math
+import os
 import signal
 import sys
 import time
@@ -19,6 +21,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from magnetar.cli.output import add_late_options
+from magnetar.cli.values import finite, int32, utf8
+from magnetar.protocol.naming import TopicName
+
+log = logging.getLogger(__name__)
 
 EXAMPLES = """Examples:
   magnetar perf produce my-topic --rate 1000 --size 1024 --time 30
@@ -125,25 +131,26 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
                           formatter_class=argparse.RawDescriptionHelpFormatter,
                           description="Produce or consume at a rate and report msg/s, MB/s and "
                                       "latency percentiles.\n\n" + EXAMPLES)
-    perf.add_argument("--url", default="pulsar://localhost:6650", help="service URL")
+    perf.add_argument("--url", default=os.environ.get("MAGNETAR_SERVICE_URL", "pulsar://localhost:6650"),
+                      help="service URL (default $MAGNETAR_SERVICE_URL, else pulsar://localhost:6650)")
     cmds = perf.add_subparsers(dest="perf_command", metavar="COMMAND")
     cmds.required = True
     shared = argparse.ArgumentParser(add_help=False)
     shared.add_argument("topics", nargs="+", metavar="TOPIC")
-    shared.add_argument("-m", "--num-messages", type=int, default=0, help="stop after N messages (0: no limit)")
-    shared.add_argument("--time", type=float, default=0, help="stop after N seconds (0: no limit)")
-    shared.add_argument("-i", "--stats-interval", type=float, default=5.0, help="seconds between lines (default 5)")
+    shared.add_argument("-m", "--num-messages", type=int32, default=0, help="stop after N messages (0: no limit)")
+    shared.add_argument("--time", type=finite, default=0, help="stop after N seconds (0: no limit)")
+    shared.add_argument("-i", "--stats-interval", type=finite, default=5.0, help="seconds between lines (default 5)")
     produce = cmds.add_parser("produce", parents=[shared], help="publish at a rate",
                               formatter_class=argparse.RawDescriptionHelpFormatter,
                               description="Publish messages and measure send-to-receipt latency.\n\n"
                                           "Examples:\n  magnetar perf produce my-topic --rate 1000 --size 1024 --time 30\n"
                                           "  magnetar perf produce my-topic --rate 0 -m 100000   # as fast as possible")
-    produce.add_argument("-r", "--rate", type=float, default=100, help="messages/s over all topics (0: unbounded; default 100)")
-    produce.add_argument("-s", "--size", type=int, default=1024, help="payload bytes (default 1024)")
-    produce.add_argument("--batch-max-messages", type=int, default=1000, help="messages per batch at most")
-    produce.add_argument("--batch-max-delay-ms", type=float, default=1.0, help="batching delay (default 1 ms)")
+    produce.add_argument("-r", "--rate", type=finite, default=100, help="messages/s over all topics (0: unbounded; default 100)")
+    produce.add_argument("-s", "--size", type=int32, default=1024, help="payload bytes (default 1024)")
+    produce.add_argument("--batch-max-messages", type=int32, default=1000, help="messages per batch at most")
+    produce.add_argument("--batch-max-delay-ms", type=finite, default=1.0, help="batching delay (default 1 ms)")
     produce.add_argument("--disable-batching", action="store_true")
-    produce.add_argument("--max-pending", type=int, default=1000, help="messages in flight per producer")
+    produce.add_argument("--max-pending", type=int32, default=1000, help="messages in flight per producer")
     consume = cmds.add_parser("consume", parents=[shared], help="receive and measure",
                               formatter_class=argparse.RawDescriptionHelpFormatter,
                               description="Receive and acknowledge messages, measuring publish-to-receive latency.\n\n"
@@ -151,25 +158,63 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
                                           "  magnetar perf consume t1 t2 -s perf -t Shared")
     for leaf in (produce, consume):
         add_late_options(leaf, "--url", "service URL")
-    consume.add_argument("-s", "--subscription", default="perf-sub")
+    consume.add_argument("-s", "--subscription", default="perf-sub", type=utf8)
     consume.add_argument("-t", "--subscription-type", default="Exclusive",
                          choices=["Exclusive", "Shared", "Failover", "Key_Shared"])
-    consume.add_argument("-q", "--receiver-queue-size", type=int, default=1000)
+    consume.add_argument("-q", "--receiver-queue-size", type=int32, default=1000)
 
 
 def run(args: argparse.Namespace) -> int:
+    """Run the load: 0, or a one-line error on stderr (2: bad arguments, before connecting)."""
+    problem = _check_arguments(args)
+    if problem:
+        print(f"magnetar perf: {problem}", file=sys.stderr)
+        return 2
+    from magnetar.client.errors import PulsarException  # the client: only once used
+
     meter = Meter(args.perf_command, args.output)
     body = _produce(args, meter) if args.perf_command == "produce" else _consume(args, meter)
     try:
         asyncio.run(body)
     except KeyboardInterrupt:
         pass
+    except (PulsarException, ValueError) as exc:
+        print(f"magnetar perf: {exc}", file=sys.stderr)
+        meter.final()
+        return 1
     except Exception as exc:
-        print(f"magnetar perf: {type(exc).__name__}: {exc}", file=sys.stderr)
+        log.debug("perf failed", exc_info=True)
+        print(f"magnetar perf: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
         meter.final()
         return 1
     meter.final()
     return 0
+
+
+def _check_arguments(args: argparse.Namespace) -> str | None:
+    """What is wrong with the arguments (None: nothing), found before connecting."""
+    from magnetar.client.pool import check_service_url
+
+    try:
+        check_service_url(args.url)
+        for topic in args.topics:
+            TopicName.parse(topic)
+    except ValueError as exc:
+        return str(exc)
+    floors = [("num_messages", "--num-messages", 0), ("time", "--time", 0),
+              ("rate", "--rate", 0), ("size", "--size", 0), ("batch_max_messages",
+              "--batch-max-messages", 1), ("batch_max_delay_ms", "--batch-max-delay-ms", 0),
+              ("max_pending", "--max-pending", 1), ("receiver_queue_size",
+              "--receiver-queue-size", 1)]
+    for dest, flag, floor in floors:
+        value = getattr(args, dest, None)
+        if value is not None and value < floor:
+            return f"{flag} must be at least {floor}, not {value:g}"
+    if args.stats_interval <= 0:
+        return f"--stats-interval must be positive, not {args.stats_interval:g}"
+    if args.perf_command == "consume" and not args.subscription:
+        return "the subscription name is empty"
+    return None
 
 
 async def _until_done(args: argparse.Namespace, meter: Meter, stop: asyncio.Event) -> None:

@@ -1,4 +1,7 @@
-"""``magnetar standalone``: build the broker configuration and run the service until a signal.
+"""``magnetar standalone`` and ``magnetar broker``: build the broker configuration and run
+the service until a signal. ``broker`` is one broker of a cluster: its cluster-wide metadata
+lives in ``metadataStoreUrl`` (ZooKeeper); ``standalone`` keeps it in its data directory
+unless its configuration names a metadata store too.
 
 Exit codes: 0 after a clean stop (SIGINT or SIGTERM), 1 when the broker cannot start (port in
 use, data directory held by another broker), 2 for a configuration error.
@@ -8,19 +11,23 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import errno
 import fcntl
 import json
 import os
 import signal
+import socket
 import sys
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from magnetar.broker.config import BrokerConfig, ConfigError
 
 
 def config_from_args(args: argparse.Namespace) -> BrokerConfig:
     overrides = {
+        "metadataStoreUrl": getattr(args, "metadata_store", None),
+        "configurationMetadataStoreUrl": getattr(args, "configuration_metadata_store", None),
         "magnetarDataDir": args.data_dir,
         "brokerServicePort": args.port,
         "webServicePort": args.http_port,
@@ -55,11 +62,29 @@ def write_ready_file(path: str, urls: dict[str, str | None]) -> None:
     os.replace(tmp, path)
 
 
-def run_standalone(args: argparse.Namespace) -> int:
+def listen_error(exc: OSError, address: str, port: str, fix: str) -> str:
+    """One line saying why the broker cannot listen on ``address:port``, and what to do."""
+    if isinstance(exc, socket.gaierror):
+        return f"magnetar: cannot listen on {address}:{port}: unknown host {address!r} (--bind-address)"
+    if exc.errno == errno.EADDRNOTAVAIL:
+        return (f"magnetar: cannot listen on {address}:{port}: {address} is not an address of "
+                "this machine (--bind-address)")
+    reason = os.strerror(exc.errno) if exc.errno else str(exc)
+    if exc.errno == errno.EADDRINUSE:
+        return f"magnetar: cannot listen on {address}:{port}: {reason}. Is another broker running? Pick {fix}."
+    return f"magnetar: cannot listen on {address}:{port}: {reason}"
+
+
+def run_standalone(args: argparse.Namespace, cluster_mode: bool = False) -> int:
     try:
         config = config_from_args(args)
     except ConfigError as exc:
         print(f"magnetar: {exc}", file=sys.stderr)
+        return 2
+    if cluster_mode and not config.metadataStoreUrl:
+        print("magnetar: a broker of a cluster needs metadataStoreUrl (zk:host:2181,...) in "
+              "--config or --metadata-store; `magnetar standalone` runs one on its own",
+              file=sys.stderr)
         return 2
     from magnetar.broker.service import BrokerService, install_event_loop_policy
 
@@ -79,13 +104,43 @@ def run_standalone(args: argparse.Namespace) -> int:
     started = False
 
     async def serve() -> None:
-        nonlocal started
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):  # a signal during start-up stops after it
             loop.add_signal_handler(sig, stop.set)
+        cluster = None
+        if config.metadataStoreUrl:
+            from magnetar.broker.namespaces.cluster_setup import open_cluster_metadata
+            from magnetar.metadata import MetadataStoreError, SessionEvent
+
+            host = config.advertisedAddress or "localhost"
+            try:
+                cluster = await open_cluster_metadata(
+                    config, web_service_url=f"http://{host}:{config.webServicePort}",
+                    broker_service_url=f"pulsar://{host}:{config.brokerServicePort}")
+            except MetadataStoreError as exc:
+                print(f"magnetar: {exc}", file=sys.stderr)
+                return
+
+            def on_session(event: SessionEvent) -> None:
+                if event is SessionEvent.SESSION_LOST and cluster is not None and \
+                        cluster.store.session_expired_policy.value == "shutdown":
+                    print("magnetar: the metadata store session expired "
+                          "(zookeeperSessionExpiredPolicy=shutdown): stopping", file=sys.stderr)
+                    stop.set()
+
+            for store in cluster.stores:
+                store.register_session_listener(on_session)
         try:
-            service = BrokerService(config)
+            await _serve_broker(config, cluster.kv if cluster is not None else None, stop)
+        finally:
+            if cluster is not None:
+                await cluster.close()
+
+    async def _serve_broker(config: BrokerConfig, metadata: Any, stop: asyncio.Event) -> None:
+        nonlocal started
+        try:
+            service = BrokerService(config, metadata)
         except ValueError as exc:  # security settings that cannot be used (keys, TLS files)
             print(f"magnetar: {exc}", file=sys.stderr)
             return
@@ -93,12 +148,8 @@ def run_standalone(args: argparse.Namespace) -> int:
             await service.start()
         except OSError as exc:
             await service.stop()
-            reason = os.strerror(exc.errno) if exc.errno else str(exc)
-            print(
-                f"magnetar: cannot listen on {config.bindAddress}:{config.brokerServicePort}: "
-                f"{reason}. Is another broker running? Pick another --port.",
-                file=sys.stderr,
-            )
+            print(listen_error(exc, config.bindAddress, str(config.brokerServicePort),
+                               "another --port"), file=sys.stderr)
             return
         admin = None
         if config.webServicePort >= 0 or config.webServicePortTls >= 0:
@@ -113,13 +164,11 @@ def run_standalone(args: argparse.Namespace) -> int:
             except OSError as exc:
                 await admin.stop()
                 await service.stop()
-                reason = os.strerror(exc.errno) if exc.errno else str(exc)
-                print(
-                    f"magnetar: cannot listen on {config.bindAddress}:{config.webServicePort} "
-                    f"(HTTP) or {config.webServicePortTls} (HTTPS): {reason}. Pick another --http-port "
-                    "(-1: none) or webServicePortTls.",
-                    file=sys.stderr,
-                )
+                if admin.http_started or config.webServicePort < 0:  # the HTTPS one failed
+                    where, fix = f"{config.webServicePortTls} (HTTPS)", "another webServicePortTls"
+                else:
+                    where, fix = f"{config.webServicePort} (HTTP)", "another --http-port (-1: none)"
+                print(listen_error(exc, config.bindAddress, where, fix), file=sys.stderr)
                 return
         started = True
         host = config.advertisedAddress or "localhost"
@@ -133,13 +182,19 @@ def run_standalone(args: argparse.Namespace) -> int:
             if admin is not None and admin.tls_port is not None else None,
         }
         print(
-            f"magnetar standalone: serving {' and '.join(u for u in urls.values() if u)} "
+            f"magnetar {'broker' if cluster_mode else 'standalone'}: serving {' and '.join(u for u in urls.values() if u)} "
             f"(data in {config.magnetarDataDir}, fsync {config.fsync_policy})",
             file=sys.stderr,
             flush=True,
         )
         if getattr(args, "ready_file", None):
-            write_ready_file(args.ready_file, urls)
+            try:
+                write_ready_file(args.ready_file, urls)
+            except OSError as exc:
+                print(f"magnetar: cannot write --ready-file {args.ready_file}: "
+                      f"{exc.strerror or exc}", file=sys.stderr)
+                started = False
+                stop.set()
         await stop.wait()
         if admin is not None:
             await admin.stop()

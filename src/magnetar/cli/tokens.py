@@ -154,7 +154,14 @@ def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
 def run_tokens(args: argparse.Namespace) -> int:
     try:
         return _run(args)
-    except (ValueError, KeyMaterialError, OSError, jwt.InvalidTokenError) as exc:
+    except jwt.InvalidTokenError as exc:
+        print(f"magnetar tokens: not a valid token: {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"magnetar tokens: {where}{exc.strerror or exc}", file=sys.stderr)
+        return 1
+    except (ValueError, KeyMaterialError) as exc:
         print(f"magnetar tokens: {exc}", file=sys.stderr)
         return 1
 

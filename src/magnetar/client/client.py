@@ -28,7 +28,7 @@ from magnetar.client.errors import AlreadyClosed
 from magnetar.client.lookup import LookupService
 from magnetar.client.message_id import MessageId
 from magnetar.client.policies import ConsumerBatchReceivePolicy, ConsumerDeadLetterPolicy
-from magnetar.client.pool import ConnectionPool, is_web_url, split_address
+from magnetar.client.pool import ConnectionPool, check_service_url, is_web_url, split_address
 from magnetar.client.producer import Producer
 from magnetar.client.reader import Reader
 from magnetar.client.routing import Router
@@ -82,7 +82,7 @@ class Client:
                  ssl_context: ssl.SSLContext | None = None, listener_name: str | None = None,
                  keep_alive_interval_seconds: float = 30,
                  **_ignored: Any) -> None:
-        web = is_web_url(service_url)
+        web = is_web_url(check_service_url(service_url))
         if web:  # lookups over HTTP; an https:// service URL means TLS for the brokers too
             tls = use_tls or service_url.startswith("https://")
         else:
@@ -133,7 +133,8 @@ class Client:
         await self.close()
 
     async def _partitions(self, topic: str) -> int:
-        return await with_retries(lambda: self._lookup.partitions(topic), self._op_timeout)
+        return await with_retries(lambda: self._lookup.partitions(topic), self._op_timeout,
+                                  self._pool.connect_budget())
 
     async def get_topic_partitions(self, topic: str) -> list[str]:
         """Partition topic names, or ``[topic]`` for a non-partitioned topic."""

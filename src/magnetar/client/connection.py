@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import socket
 import ssl
 import time
 from collections.abc import Callable
@@ -27,6 +28,8 @@ from magnetar.client.errors import (
     NotConnected,
     Timeout,
     TlsError,
+    UnknownHost,
+    WrongServiceUrl,
     server_error,
 )
 from magnetar.protocol import (
@@ -37,7 +40,9 @@ from magnetar.protocol import (
     encode_command,
     pb,
 )
+from magnetar.protocol.errors import FrameTooLarge
 from magnetar.protocol.frames import FRAME_PADDING, FrameDecoder, MessageFrame
+from magnetar.protocol.sniff import is_http_response
 
 log = logging.getLogger(__name__)
 
@@ -128,8 +133,12 @@ class Connection(asyncio.Protocol):
             raise ConnectError(f"timed out connecting to {address}") from None
         except ssl.SSLError as exc:
             raise TlsError(f"TLS handshake with {address} failed: {exc}") from None
+        except socket.gaierror as exc:
+            if exc.errno == socket.EAI_AGAIN:  # a resolver that may answer next time
+                raise ConnectError(f"cannot connect to {address}: {exc.strerror}") from None
+            raise UnknownHost(f"cannot connect to {address}: unknown host {host!r}") from None
         except OSError as exc:
-            raise ConnectError(f"cannot connect to {address}: {exc}") from None
+            raise ConnectError(f"cannot connect to {address}: {exc.strerror or exc}") from None
         return cnx
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -193,7 +202,14 @@ class Connection(asyncio.Protocol):
         try:
             frames = self._decoder.feed_messages(data)
         except ProtocolError as exc:
-            log.error("%s: bad frame from broker: %s", self.address, exc)
+            if (isinstance(exc, FrameTooLarge) and is_http_response(exc.size)
+                    and not self._connected.done()):
+                self._connected.set_exception(WrongServiceUrl(
+                    f"{self.address} answered in HTTP: that is a web service port; use "
+                    f"http://{self.address.split('://', 1)[-1]} as the service URL, or the "
+                    "broker's binary port (6650 by default) with pulsar://"))
+            else:
+                log.error("%s: bad frame from broker: %s", self.address, exc)
             self.close()
             return
         dispatch = self._dispatch

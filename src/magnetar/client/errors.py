@@ -17,6 +17,15 @@ class ConnectError(PulsarException):
     """The broker could not be reached or the handshake failed."""
 
 
+class WrongServiceUrl(ConnectError):
+    """The service URL reaches something that is not a broker's binary port (an HTTP
+    server, say): trying again will not help."""
+
+
+class UnknownHost(WrongServiceUrl):
+    """The service URL's host name does not resolve."""
+
+
 class TlsError(ConnectError):
     """The TLS handshake failed (certificate not trusted, wrong host name...)."""
 

@@ -8,7 +8,10 @@ auth); a TLS client certificate goes through the same SSL context as the binary 
 
 from __future__ import annotations
 
+import json
 import logging
+import os
+import socket
 import ssl
 from typing import Any
 from urllib.parse import quote
@@ -16,10 +19,18 @@ from urllib.parse import quote
 import aiohttp
 
 from magnetar.client.auth import Authentication
-from magnetar.client.errors import AuthenticationError, ConnectError, LookupError, server_error
+from magnetar.client.errors import (
+    AuthenticationError,
+    ConnectError,
+    LookupError,
+    UnknownHost,
+    WrongServiceUrl,
+    server_error,
+)
 from magnetar.client.lookup import schema_of
 from magnetar.client.pool import ConnectionPool
 from magnetar.protocol import pb
+from magnetar.protocol.naming import TopicName
 
 log = logging.getLogger(__name__)
 
@@ -40,9 +51,16 @@ _NAMESPACE_MODES: dict[int, str] = {
 
 
 def topic_path(topic: str) -> str:
-    """``persistent://t/ns/x`` -> ``persistent/t/ns/x`` (each part URL-quoted)."""
-    domain, rest = topic.split("://", 1)
-    return "/".join(quote(part, safe="") for part in [domain, *rest.split("/")])
+    """``persistent://t/ns/x`` -> ``persistent/t/ns/x`` (the local name URL-encoded)."""
+    return TopicName.parse(topic).rest_path()
+
+
+def _reason(exc: aiohttp.ClientConnectionError) -> str:
+    """The OS's words for a failed connection (aiohttp's own repeat the host and port)."""
+    cause = getattr(exc, "os_error", None)
+    if isinstance(cause, OSError):
+        return os.strerror(cause.errno) if cause.errno else str(cause)
+    return str(exc)
 
 
 class HttpLookupService:
@@ -65,19 +83,35 @@ class HttpLookupService:
 
     async def _get(self, path: str, params: dict[str, str] | None = None) -> Any:
         if self._session is None:
-            self._session = aiohttp.ClientSession(
-                timeout=aiohttp.ClientTimeout(total=self._timeout))
+            self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(
+                total=self._timeout, connect=self._pool.connection_timeout))
         url = self._base + path
         try:
             async with self._session.get(url, params=params, headers=self._headers(),
                                          ssl=self._ssl or True if url.startswith("https:") else True,
                                          ) as resp:
-                body = await resp.json(content_type=None) if resp.content_length != 0 else None
+                text = await resp.text(errors="replace")
                 status = resp.status
+        except aiohttp.ServerDisconnectedError as exc:
+            if self._pool.reached:  # it answered before: retried, as a restart is
+                raise ConnectError(f"GET {url}: {exc}") from exc
+            raise WrongServiceUrl(f"GET {url}: no HTTP answer: if that is the broker's binary "
+                                  "port, use pulsar:// (http:// is for the web service port)"
+                                  ) from None
         except aiohttp.ClientConnectionError as exc:  # retried, as an unreachable broker is
-            raise ConnectError(f"GET {url}: {exc}") from exc
-        except (aiohttp.ClientError, ValueError) as exc:
+            cause = getattr(exc, "os_error", None)
+            if isinstance(cause, socket.gaierror) and cause.errno != socket.EAI_AGAIN:
+                raise UnknownHost(f"GET {url}: unknown host {self._base.split('://')[-1]!r}") from None
+            raise ConnectError(f"GET {url}: {_reason(exc)}") from exc
+        except aiohttp.ClientError as exc:
             raise LookupError(f"GET {url}: {exc}") from exc
+        self._pool.reached = True
+        try:
+            body = json.loads(text) if text.strip() else None
+        except ValueError:
+            if status < 300:
+                raise LookupError(f"GET {url}: not a JSON answer: {text[:200]!r}") from None
+            body = {"reason": text.strip()[:200]}
         if status < 300:
             return body
         reason = body.get("reason", "") if isinstance(body, dict) else ""

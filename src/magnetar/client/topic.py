@@ -1,23 +1,18 @@
-"""Topic names: ``my-topic`` -> ``persistent://public/default/my-topic``, partition names."""
+"""Topic names as the client uses them: ``my-topic`` -> ``persistent://public/default/my-topic``,
+partition names. The rules are ``magnetar.protocol.naming``'s, the broker's own."""
 
 from __future__ import annotations
 
-import re
+from magnetar.protocol.naming import PARTITION_SUFFIX, TopicName
 
-PARTITION_SUFFIX = "-partition-"
-_PARTITION_RE = re.compile(r"^(.*)-partition-(\d+)$")
+__all__ = ["PARTITION_SUFFIX", "base_name", "full_name", "namespace_of", "partition_index",
+           "partition_name"]
 
 
 def full_name(topic: str) -> str:
-    """Normalise a short or full topic name to ``domain://tenant/namespace/name``."""
-    if "://" in topic:
-        return topic
-    parts = topic.split("/")
-    if len(parts) == 1:
-        return f"persistent://public/default/{topic}"
-    if len(parts) == 3:
-        return f"persistent://{topic}"
-    raise ValueError(f"invalid topic name {topic!r}")
+    """Normalise a short or full topic name to ``domain://tenant/namespace/name``
+    (ValueError for a name the broker would refuse)."""
+    return str(TopicName.parse(topic))
 
 
 def partition_name(topic: str, index: int) -> str:
@@ -26,17 +21,13 @@ def partition_name(topic: str, index: int) -> str:
 
 def base_name(topic: str) -> str:
     """The partitioned topic a partition belongs to (or the topic itself)."""
-    m = _PARTITION_RE.match(topic)
-    return m.group(1) if m else topic
+    return TopicName.parse(topic).partitioned_base
 
 
 def partition_index(topic: str) -> int:
-    m = _PARTITION_RE.match(topic)
-    return int(m.group(2)) if m else -1
+    return TopicName.parse(topic).partition_index
 
 
 def namespace_of(topic: str) -> str:
-    """``tenant/namespace`` of a full topic name."""
-    rest = full_name(topic).split("://", 1)[1]
-    tenant, ns, _ = rest.split("/", 2)
-    return f"{tenant}/{ns}"
+    """``tenant/namespace`` of a topic name."""
+    return TopicName.parse(topic).namespace

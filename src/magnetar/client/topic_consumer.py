@@ -82,7 +82,8 @@ class TopicConsumer:
 
     # -------------------------------------------------------------- connecting
     async def start(self) -> None:
-        await with_retries(self._connect, self._client._op_timeout)
+        await with_retries(self._connect, self._client._op_timeout,
+                           self._client._pool.connect_budget())
 
     def _subscribe_fields(self) -> dict[str, Any]:
         conf = self.parent._conf

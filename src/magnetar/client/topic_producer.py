@@ -142,7 +142,8 @@ class TopicProducer:
 
     # -------------------------------------------------------------- connecting
     async def start(self) -> None:
-        await with_retries(lambda: self._connect(first=True), self._client._op_timeout)
+        await with_retries(lambda: self._connect(first=True), self._client._op_timeout,
+                           self._client._pool.connect_budget())
 
     async def _connect(self, first: bool = False) -> None:
         address = await self._client._lookup.lookup(self.topic)

@@ -20,7 +20,7 @@ import json
 import sqlite3
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +61,11 @@ class KeyValueStore(ABC):
         for k in keys:
             self.delete(k)
         return len(keys)
+
+    def watch(self, prefix: str, callback: Callable[[str, Any], None]) -> None:  # noqa: B027
+        """Call ``callback(key, value)`` (None: deleted) on the event loop when a key under
+        ``prefix`` is changed by someone else. A store only this process writes (these)
+        never calls it; the broker's cluster store does."""
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release resources."""

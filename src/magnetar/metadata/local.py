@@ -84,9 +84,10 @@ class LocalMetadataStore(MetadataStore):
                 db.execute(statement)
             with _OPEN_LOCK:
                 live = [s.session_id for s in _OPEN.get(self.path, ())]
-            marks = ",".join("?" * len(live)) or "NULL"
-            db.execute(f"DELETE FROM nodes WHERE session != 0 AND session NOT IN ({marks})",
-                       live)
+            # ephemeral rows of sessions no store of this process holds: a process that ended
+            marks = ",".join("?" * len(live))
+            db.execute("DELETE FROM nodes WHERE session != 0"
+                       + (f" AND session NOT IN ({marks})" if live else ""), live)
         except sqlite3.Error as exc:
             raise MetadataStoreError(f"cannot open metadata store {self.url}: {exc}") from exc
         self._db = db

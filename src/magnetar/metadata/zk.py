@@ -89,7 +89,6 @@ class ZKMetadataStore(MetadataStore):
         self._session_id: int | None = None
         self._expired = False
         self._ephemerals: dict[str, bytes] = {}
-        self.session_events: list[SessionEvent] = []
 
     # -- lifecycle ------------------------------------------------------------------------
     def _make_client(self) -> KazooClient:
@@ -106,12 +105,13 @@ class ZKMetadataStore(MetadataStore):
         loop = asyncio.get_running_loop()
         deadline = time.monotonic() + self.connect_timeout_s
         delay, attempt = 0.5, 0
+        window = min(2.0, max(0.5, self.connect_timeout_s / 4))  # one attempt's wait
         while True:
             attempt += 1
             client = self._make_client()
             remaining = deadline - time.monotonic()
             try:
-                await loop.run_in_executor(None, client.start, max(0.5, min(2.0, remaining)))
+                await loop.run_in_executor(None, client.start, min(window, max(remaining, 0.1)))
                 break
             except (client.handler.timeout_exception, kz.KazooException, OSError) as exc:
                 _discard(client)
@@ -119,7 +119,8 @@ class ZKMetadataStore(MetadataStore):
                 if remaining <= 0:
                     raise StoreUnavailableError(
                         f"cannot reach ZooKeeper at {self.hosts} ({self.url}): no connection"
-                        f" after {attempt} attempts over {self.connect_timeout_s:g} s"
+                        f" after {attempt} attempt{'s' if attempt > 1 else ''} over"
+                        f" {self.connect_timeout_s:g} s"
                         f" ({type(exc).__name__})") from None
                 log.warning("ZooKeeper at %s unreachable (attempt %d); retrying in %.1f s",
                             self.hosts, attempt, min(delay, remaining))
@@ -264,7 +265,6 @@ class ZKMetadataStore(MetadataStore):
                 self._tell(SessionEvent.RECONNECTED)
 
     def _tell(self, event: SessionEvent) -> None:
-        self.session_events.append(event)
         self._deliver_session(event)
 
     async def _reestablish(self) -> None:

@@ -13,6 +13,7 @@ Pulsar, a key with a blank value (``managedLedgerCacheSizeMB=``) keeps its defau
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +22,7 @@ from typing import Any
 from magnetar.broker.config.listeners import ListenerConfigError, Listeners
 from magnetar.broker.config.security_config import SecurityConfig, SecurityConfigError
 from magnetar.broker.schema.compat import validate_strategy
+from magnetar.metadata import InvalidUrlError, parse_store_url
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +58,9 @@ class BrokerConfig(SecurityConfig):
     allowAutoTopicCreation: bool = True
     allowAutoTopicCreationType: str = "non-partitioned"
     defaultNumPartitions: int = 1
+    # the most partitions an admin request may give a topic (0: no limit, Pulsar's default;
+    # here a limit, so that a typo such as -p 40000000 cannot stall the broker)
+    maxNumPartitionsPerPartitionedTopic: int = 1024
     # (brokerDeleteInactiveTopicsEnabled is not implemented: Pulsar's default, true, deletes
     # topics without producers and subscriptions; here topics stay until deleted.)
     brokerDeduplicationEnabled: bool = False
@@ -106,6 +111,17 @@ class BrokerConfig(SecurityConfig):
     managedLedgerCursorPositionFlushSeconds: int = 1
     journalSyncData: bool = True
 
+    # Metadata store (cluster mode). Empty metadataStoreUrl: standalone, the flat SQLite store
+    # in the data directory; zk:host:2181,.../chroot (or sqlite:/path, memory:): cluster-wide
+    # state (tenants, namespaces and their policies and permissions, partitioned topics,
+    # schemas) in that store at Pulsar's paths. configurationMetadataStoreUrl: where the
+    # /admin/... paths live, when not in metadataStoreUrl's store.
+    metadataStoreUrl: str = ""
+    configurationMetadataStoreUrl: str = ""
+    zookeeperSessionExpiredPolicy: str = "shutdown"  # or reconnect
+    metadataStoreSessionTimeoutMillis: int = 30000
+    metadataStoreOperationTimeoutSeconds: int = 30
+
     # Magnetar's own settings
     magnetarDataDir: str = "data/standalone"
     magnetarFsyncPolicy: str = "group"
@@ -143,20 +159,8 @@ class BrokerConfig(SecurityConfig):
         return bool(self.brokerEntryMetadataInterceptors.strip())
 
     def validate(self) -> None:
-        if self.allowAutoTopicCreationType not in ("non-partitioned", "partitioned"):
-            raise ConfigError(
-                "allowAutoTopicCreationType must be 'non-partitioned' or 'partitioned', "
-                f"not {self.allowAutoTopicCreationType!r}"
-            )
-        if self.magnetarFsyncPolicy not in ("always", "group", "never"):
-            raise ConfigError(
-                f"magnetarFsyncPolicy must be always, group or never, not {self.magnetarFsyncPolicy!r}"
-            )
-        policies = ("producer_request_hold", "producer_exception", "consumer_backlog_eviction")
-        if self.backlogQuotaDefaultRetentionPolicy not in policies:
-            raise ConfigError(
-                f"backlogQuotaDefaultRetentionPolicy must be one of {', '.join(policies)}"
-            )
+        for key in _CHOICES:
+            _check_choice(key, getattr(self, key), "")
         try:
             self.schemaCompatibilityStrategy = validate_strategy(self.schemaCompatibilityStrategy)
         except ValueError as exc:
@@ -169,6 +173,8 @@ class BrokerConfig(SecurityConfig):
             raise ConfigError("maxUnackedMessagesPerConsumer must be >= 0 (0: no limit)")
         if self.defaultNumPartitions < 1:
             raise ConfigError("defaultNumPartitions must be at least 1")
+        if self.maxNumPartitionsPerPartitionedTopic < 0:
+            raise ConfigError("maxNumPartitionsPerPartitionedTopic must be >= 0 (0: no limit)")
         if self.magnetarTopicUnloadIdleSeconds < 0:
             raise ConfigError("magnetarTopicUnloadIdleSeconds must be >= 0 (0: never unload)")
         if self.magnetarIdleTopicSweepIntervalSeconds < 0:
@@ -183,6 +189,18 @@ class BrokerConfig(SecurityConfig):
             Listeners(self.advertisedListeners, self.internalListenerName)
         except ListenerConfigError as exc:
             raise ConfigError(str(exc)) from None
+        for key in ("metadataStoreUrl", "configurationMetadataStoreUrl"):
+            if getattr(self, key):
+                try:
+                    parse_store_url(getattr(self, key))
+                except InvalidUrlError as exc:
+                    raise ConfigError(str(exc).replace("metadataStoreUrl", key, 1)) from None
+        if self.zookeeperSessionExpiredPolicy.strip().lower() not in ("shutdown", "reconnect"):
+            raise ConfigError("zookeeperSessionExpiredPolicy must be shutdown or reconnect, not "
+                              f"{self.zookeeperSessionExpiredPolicy!r}")
+        if self.metadataStoreSessionTimeoutMillis <= 0 or self.metadataStoreOperationTimeoutSeconds <= 0:
+            raise ConfigError("metadataStoreSessionTimeoutMillis and "
+                              "metadataStoreOperationTimeoutSeconds must be positive")
         if self.statsUpdateFrequencyInSecs <= 0:
             raise ConfigError("statsUpdateFrequencyInSecs must be positive")
         if not -1 <= self.webServicePort <= 65535:
@@ -202,8 +220,16 @@ class BrokerConfig(SecurityConfig):
             return False
         raw = raw.strip()
         if raw:  # blank: keep the default, as Pulsar does
-            setattr(self, key, _convert(key, f.type, raw, where))
+            setattr(self, key, _check_choice(key, _convert(key, f.type, raw, where), where))
         return True
+
+    def suggest(self, key: str) -> str | None:
+        """The implemented key ``key`` is most likely a typo of, if any: one or two
+        characters away (a longer difference is more likely another Pulsar key)."""
+        names = [f.name for f in dataclasses.fields(self) if f.name != "unknown_keys"]
+        close = [n for n in difflib.get_close_matches(key, names, n=3, cutoff=0.85)
+                 if abs(len(n) - len(key)) <= 2]
+        return close[0] if close else None
 
     @classmethod
     def load(cls, path: str | Path | None = None, **overrides: Any) -> BrokerConfig:
@@ -233,6 +259,10 @@ class BrokerConfig(SecurityConfig):
                 raise ConfigError(f"{path}:{lineno}: expected key=value, got {line!r}")
             if not self.set(key, value, f"{path}:{lineno}") and key not in self.unknown_keys:
                 self.unknown_keys.append(key)
+                guess = self.suggest(key)
+                if guess is not None:
+                    log.warning("%s:%d: unknown key %s, did you mean %s? (ignored)",
+                                path, lineno, key, guess)
         if self.unknown_keys:
             log.warning(
                 "config %s: %d keys not implemented by magnetar, ignored: %s",
@@ -275,6 +305,25 @@ def _split_property(line: str) -> tuple[str, str]:
     if len(parts) == 2:
         return parts[0], parts[1]
     return "", line
+
+
+#: string settings with a fixed set of values
+_CHOICES = {
+    "allowAutoTopicCreationType": ("non-partitioned", "partitioned"),
+    "magnetarFsyncPolicy": ("always", "group", "never"),
+    "backlogQuotaDefaultRetentionPolicy": (
+        "producer_request_hold", "producer_exception", "consumer_backlog_eviction"),
+}
+
+
+def _check_choice(key: str, value: Any, where: str) -> Any:
+    """``value`` if ``key`` takes any value or this is one of its values, else ConfigError
+    (naming the file and line when ``where`` says them)."""
+    allowed = _CHOICES.get(key)
+    if allowed is not None and value not in allowed:
+        prefix = f"{where}: " if where else ""
+        raise ConfigError(f"{prefix}{key} must be one of {', '.join(allowed)}, not {value!r}")
+    return value
 
 
 _TYPE_WORDS = {"bool": "true or false", "int": "an integer", "float": "a number"}

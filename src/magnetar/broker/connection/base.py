@@ -23,6 +23,7 @@ from magnetar.protocol.frames import (
     encode_command,
     encode_payload_command,
 )
+from magnetar.protocol.sniff import HTTP_ON_BINARY_PORT_REPLY, is_http_request
 from magnetar.storage import StorageError
 
 if TYPE_CHECKING:
@@ -192,6 +193,9 @@ class CnxBase(asyncio.BufferedProtocol):
         try:
             frames = decode(arg)
         except FrameTooLarge as exc:
+            if not self.connected and is_http_request(exc.size):
+                self._http_on_binary_port()
+                return
             self._protocol_violation(f"frame too large ({exc}); limit is maxMessageSize")
             return
         except ProtocolError as exc:
@@ -395,6 +399,14 @@ class CnxBase(asyncio.BufferedProtocol):
             self._flush()
             self.closed = True
             self.transport.close()
+
+    def _http_on_binary_port(self) -> None:
+        """An HTTP request on this port: say so to the peer (in HTTP) and in the log."""
+        log.warning("%s: closing connection: an HTTP request on the binary protocol port "
+                    "(http:// URLs go to the web service port)", self.peer)
+        if self.transport is not None:
+            self.transport.write(HTTP_ON_BINARY_PORT_REPLY)
+        self.close()
 
     def _protocol_violation(self, why: str) -> None:
         log.warning("%s: closing connection: %s", self.peer, why)

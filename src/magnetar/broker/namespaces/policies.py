@@ -6,7 +6,8 @@ unset falls back to the broker's ``broker.conf`` defaults, as in Pulsar. Policie
 metadata store under ``policies/{tenant}/{namespace}`` so they survive restarts.
 
 They are read from the store once, at start, and kept in memory: `get` never touches the
-store. A change applies in memory at once (to loaded topics too: they read ``get``) and is
+store (in cluster mode, changes made through other brokers arrive through the store's
+``watch``). A change applies in memory at once (to loaded topics too: they read ``get``) and is
 stored off the loop, in order (`KeyWriter`); `set_async` / `clear` return after it is stored.
 """
 
@@ -87,6 +88,16 @@ class PolicyStore:
         self._overrides: dict[str, dict[str, Any]] = {
             key[len("policies/"):]: dict(value) for key, value in metadata.list("policies/").items()
         }
+        if hasattr(metadata, "watch"):  # cluster mode: changes made through other brokers
+            metadata.watch("policies/", self._changed)
+
+    def _changed(self, key: str, value: Any) -> None:
+        namespace = key[len("policies/"):]
+        if value:
+            self._overrides[namespace] = dict(value)
+        else:
+            self._overrides.pop(namespace, None)
+        self._cache.pop(namespace, None)
 
     def overrides(self, namespace: str) -> dict[str, Any]:
         """What the namespace itself sets (empty when it follows the broker defaults)."""

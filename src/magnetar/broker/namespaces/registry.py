@@ -14,6 +14,10 @@ replicate to them). Metadata keys: ``tenants/{tenant}`` = ``{"adminRoles": [...]
 policies live apart, under ``policies/{tenant}/{namespace}`` (see ``policies.py``). The
 sets of names are kept in memory as well: the check on every lookup costs a set lookup.
 
+In cluster mode (``metadataStoreUrl``) the store is `ClusterKeyValueStore`: the keys live
+in the cluster's metadata store, and changes made through other brokers reach the sets
+through its ``watch``.
+
 A change applies in memory at once (so a second create of the same name is refused, and a
 deleted namespace's topics are refused, from that moment) and is stored off the loop, in
 order (`KeyWriter`): the changing methods return the write's future (None when it was
@@ -24,19 +28,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 import time
 from collections.abc import Callable
 from typing import Any
 
 from magnetar.broker.namespaces.key_writes import KeyWriter, Write
+from magnetar.protocol.naming import check_named_entity, parse_namespace
 
 log = logging.getLogger(__name__)
 
 DEFAULT_TENANT = "public"
 DEFAULT_NAMESPACE = "public/default"
 _BOOTSTRAPPED = "cluster/bootstrapped"
-_NAME = re.compile(r"^[-=:.\w]+$")  # Pulsar's NamedEntity rule
 
 
 class NamespaceError(Exception):
@@ -60,8 +63,15 @@ class InvalidName(NamespaceError):
 
 
 def _check_name(kind: str, name: str) -> None:
-    if not _NAME.match(name):
-        raise InvalidName(f"{kind} name {name!r} is not valid")
+    """InvalidName unless ``name`` is a valid tenant or cluster name, or a valid
+    ``tenant/namespace`` (``protocol/naming.py``'s rules, the same everywhere)."""
+    try:
+        if kind == "namespace":
+            parse_namespace(name)
+        else:  # a tenant or a cluster
+            check_named_entity(kind, name)
+    except ValueError as exc:
+        raise InvalidName(str(exc)) from None
 
 
 class NamespaceRegistry:
@@ -81,12 +91,37 @@ class NamespaceRegistry:
         self._clusters: dict[str, dict[str, Any]] = {
             key[len("clusters/"):]: dict(value) for key, value in metadata.list("clusters/").items()
         }
+        # in cluster mode, another broker's changes (no-op for a store only we write)
+        if hasattr(metadata, "watch"):
+            metadata.watch("tenants/", self._tenant_changed)
+            metadata.watch("namespaces/", self._namespace_changed)
+            metadata.watch("clusters/", self._cluster_changed)
         if metadata.get(_BOOTSTRAPPED) is None:
             if DEFAULT_TENANT not in self._tenants:
                 self.create_tenant(DEFAULT_TENANT)
             if DEFAULT_NAMESPACE not in self._namespaces:
                 self.create_namespace(DEFAULT_NAMESPACE)
             metadata.put(_BOOTSTRAPPED, {"at": time.time()})
+
+    def _tenant_changed(self, key: str, value: Any) -> None:
+        tenant = key[len("tenants/"):]
+        if value is None:
+            self._tenants.pop(tenant, None)
+        else:
+            self._tenants[tenant] = dict(value)
+
+    def _cluster_changed(self, key: str, value: Any) -> None:
+        cluster = key[len("clusters/"):]
+        if value is None:
+            self._clusters.pop(cluster, None)
+        else:
+            self._clusters[cluster] = dict(value)
+
+    def _namespace_changed(self, key: str, value: Any) -> None:
+        if value is None:
+            self._namespaces.discard(key[len("namespaces/"):])
+        else:
+            self._namespaces.add(key[len("namespaces/"):])
 
     def start_writing_off_loop(self) -> None:
         """From now on, changes are stored on the metadata writer thread (start-up's
@@ -146,6 +181,7 @@ class NamespaceRegistry:
     def tenant(self, tenant: str) -> dict[str, Any]:
         info = self._tenants.get(tenant)
         if info is None:
+            _check_name("tenant", tenant)
             raise NotFound(f"Tenant {tenant} does not exist")
         return dict(info)
 
@@ -196,15 +232,19 @@ class NamespaceRegistry:
         return sorted(ns for ns in self._namespaces if ns.startswith(prefix))
 
     def require(self, namespace: str) -> None:
-        """NotFound unless the namespace (and its tenant) exists."""
+        """NotFound unless the namespace (and its tenant) exists; InvalidName for a name
+        that cannot exist."""
+        if namespace in self._namespaces:
+            return
+        _check_name("namespace", namespace)
         tenant = namespace.split("/", 1)[0]
         self.tenant(tenant)
         if namespace not in self._namespaces:
             raise NotFound(f"Namespace {namespace} does not exist")
 
     def create_namespace(self, namespace: str) -> asyncio.Future[Any] | None:
-        tenant, _, local = namespace.partition("/")
-        _check_name("namespace", local)
+        _check_name("namespace", namespace)
+        tenant = namespace.partition("/")[0]
         self.tenant(tenant)
         if namespace in self._namespaces:
             raise AlreadyExists(f"Namespace {namespace} already exists")

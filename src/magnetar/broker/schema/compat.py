@@ -63,6 +63,7 @@ __all__ = [
     "SchemaLike",
     "check_consumer",
     "check_new_version",
+    "definition_problem",
     "read_problem",
     "validate_strategy",
 ]
@@ -186,6 +187,18 @@ def _definition_problem(reader_data: bytes, writer_data: bytes, type_: int) -> s
                 return None
             return "JSON schemas with different ids"
     return f"not a valid schema definition ({reader_err or writer_err})"
+
+
+def definition_problem(type_: int, data: bytes) -> str | None:
+    """Why ``data`` is not a usable definition for a schema of wire type ``type_`` (None
+    when it is): an AVRO definition must parse as an Avro schema, a JSON one as JSON (Avro
+    based, or Pulsar's older Jackson form). Other types are not checked."""
+    if type_ == AVRO:
+        parsed, problem = _parse(data)
+        return None if parsed is not None else f"not a valid Avro schema definition ({problem})"
+    if type_ == JSON and not isinstance(_loads(data), dict):
+        return "not a valid JSON schema definition (expected a JSON object)"
+    return None
 
 
 def _loads(data: bytes) -> Any:

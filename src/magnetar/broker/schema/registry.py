@@ -29,8 +29,8 @@ On the wire a schema version is 8 bytes, a big-endian signed long (Pulsar's
 ``LongSchemaVersion``): see :func:`encode_version` / :func:`decode_version`.
 
 The store is any object with ``get(key)``, ``put(key, value)``, ``list(prefix) ->
-dict[key, value]`` and ``delete(key)`` (the storage MetadataStore fits). This class
-is the only writer of its keys, so it caches what it has read.
+dict[key, value]`` and ``delete(key)`` (the storage MetadataStore fits). This class caches what it has read;
+in cluster mode the store's ``watch`` tells it of versions stored through other brokers.
 
 The broker uses the ``*_async`` methods, which make their store calls through the ``read``
 and ``write`` runners it passes in (`ManagedLedgerFactory.read_metadata` /
@@ -160,6 +160,12 @@ class SchemaRegistry:
         self._write = write or _inline
         # per topic: [lock, users] serializing the async operations (see the docstring)
         self._locks: dict[str, list[Any]] = {}
+        if hasattr(store, "watch"):  # cluster mode: versions stored through other brokers
+            store.watch(f"{KEY_ROOT}/", self._changed)
+
+    def _changed(self, key: str, value: Any) -> None:
+        """Another broker stored or deleted a version: read this topic's list afresh."""
+        self._cache.pop(key[len(KEY_ROOT) + 1:].rsplit("/", 1)[0], None)
 
     @staticmethod
     def key(topic_base: str, version: int) -> str:

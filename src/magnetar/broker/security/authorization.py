@@ -13,7 +13,8 @@ Permissions live in the metadata store, one record per namespace under
 ``permissions/{tenant}/{namespace}``: ``{"namespace": {role: [actions]},
 "topics": {full topic name: {role: [actions]}}}``. ``grant_*``, ``revoke_*`` and
 ``*_permissions`` are the Python API the admin HTTP layer calls. The records are read once,
-at start, and kept in memory, so a check (on every Lookup, Producer and Subscribe) never
+at start, and kept in memory (in cluster mode the store's ``watch`` brings in grants and
+revocations made through other brokers), so a check (on every Lookup, Producer and Subscribe) never
 touches the store; a grant or revoke applies at once and is stored off the loop, in order
 (`KeyWriter`): it returns the write's future, which the admin handlers await.
 """
@@ -59,11 +60,19 @@ class AuthorizationService:
         self._records: dict[str, dict[str, Any]] = {
             key[len("permissions/"):]: value for key, value in metadata.list("permissions/").items()
         }
+        if hasattr(metadata, "watch"):  # cluster mode: grants made through other brokers
+            metadata.watch("permissions/", self._changed)
         self.enabled = bool(config.authorizationEnabled)
         self.super_users: set[str] = config.super_user_roles
         self.proxy_roles: set[str] = config.proxy_roles
 
     # ------------------------------------------------------------------ storage
+
+    def _changed(self, key: str, value: Any) -> None:
+        if value is None:
+            self._records.pop(key[len("permissions/"):], None)
+        else:
+            self._records[key[len("permissions/"):]] = value
 
     def _record(self, namespace: str) -> dict[str, Any]:
         record = self._records.get(namespace) or {}
