@@ -218,6 +218,41 @@ def test_retried_write_task_is_deduplicated(broker, official):
     assert got == [b"r%d" % i for i in range(2100)]
 
 
+def test_retried_write_task_on_a_partitioned_topic_is_deduplicated(broker, official):
+    """A retry sends every batch entry to the same partition with the same sequence ids
+    (the partition depends on the rows only, not on a router's random start), so the
+    broker drops what the failed attempt stored: plain rows (whole entries) and keyed rows
+    (one by one, by key hash) alike."""
+    topic = new_topic("retry-parts")
+    broker.call(broker.service.create_partitioned_topic, topic, 3)
+    from pyspark.sql.types import BinaryType, StringType, StructField, StructType
+
+    schema = StructType([StructField("value", BinaryType()), StructField("__key", StringType())])
+    writer = PulsarBatchWriter(SinkOptions.parse({"service.url": broker.url,
+                                                  "topic": topic}), schema)
+
+    def rows(k: int, keyed: bool) -> pa.RecordBatch:
+        keys = [f"k{i % 5}" if keyed else None for i in range(k, k + 900)]
+        return pa.RecordBatch.from_pydict(
+            {"value": [b"r%d" % i for i in range(k, k + 900)], "__key": keys},
+            schema=pa.schema([("value", pa.binary()), ("__key", pa.string())]))
+
+    batches = [rows(0, False), rows(900, True), rows(1800, False), rows(2700, False)]
+
+    def failing():
+        yield from batches[:3]
+        raise RuntimeError("executor lost")
+
+    with pytest.raises(RuntimeError, match="executor lost"):
+        writer.write(failing())
+    assert writer.write(iter(batches)).rows == 3600
+    got = [m for p in range(3) for m in read_back(official, f"{topic}-partition-{p}")]
+    assert sorted(m.data() for m in got) == sorted(b"r%d" % i for i in range(3600))
+    assert len({m.topic_name() for m in got}) == 3  # entries spread over the partitions
+    assert all(m.partition_key() == f"k{int(m.data()[1:]) % 5}" for m in got
+               if 900 <= int(m.data()[1:]) < 1800)
+
+
 def test_write_task_of_more_than_one_receipt_window(broker, official):
     """A task writes past the 50,000 rows after which it waits for receipts: its open
     batches (never cut by time) are flushed first, else it waited for ever."""

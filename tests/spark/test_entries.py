@@ -13,6 +13,7 @@ from magnetar.client.entry import Entry
 from magnetar.client.message_id import MessageId
 from magnetar.protocol import pb
 from magnetar.protocol.batch import encode_batch
+from magnetar.spark import arrow
 from magnetar.spark.arrow import BatchBuilder
 from magnetar.spark.offsets import EARLIEST
 from magnetar.spark.ranges import entry_runs
@@ -74,8 +75,10 @@ def test_skipped_indexes_cut_runs():
     assert [(r.lo, r.hi) for r in runs] == [(0, 1), (2, 3), (4, 6)]
 
 
+@pytest.mark.parametrize("small", [0, 8])  # batches as Arrow columns / a value per message
 @pytest.mark.parametrize("fmt", [ValueFormat(), ValueFormat("string")])
-def test_columns_match_the_client_view(fmt):
+def test_columns_match_the_client_view(fmt, small, monkeypatch):
+    monkeypatch.setattr(arrow, "SMALL", small)
     entries = [single_entry(3, 1), batch_entry(3, 2, 4), single_entry(3, 3),
                single_entry(3, 4), batch_entry(3, 5, 3)]
     runs = [r for e in entries for r in entry_runs(e, (3, 2, 0), (3, 5, 1))[0]]
@@ -102,3 +105,17 @@ def test_columns_match_the_client_view(fmt):
     assert [r["__publishTime"] for r in rows][:1] == \
         [dt.datetime.fromtimestamp(1.234, dt.UTC)]
     assert {r["__topic"] for r in rows} == {TOPIC}
+
+
+def test_property_value_before_its_key():
+    """Legal protobuf no client writes: a KeyValue's value first. Still read right."""
+    kv = b"\x12\x01v\x0a\x01k"  # value "v", then key "k"
+    smm = b"\x0a" + bytes([len(kv)]) + kv + b"\x18\x01"
+    one = len(smm).to_bytes(4, "big") + smm + b"x"
+    meta = pb.MessageMetadata(producer_name="p", sequence_id=0, publish_time=1,
+                              num_messages_in_batch=20)
+    e = Entry(one * 20, meta, MessageId(2, 3, 4), TOPIC, 0, None)
+    runs, _ = entry_runs(e, EARLIEST, (9, 0, -1))
+    rows = BatchBuilder(default_schema(ValueFormat()), ValueFormat(), TOPIC, 2).build(runs)
+    assert rows.column("__messageProperties").to_pylist() == [[("k", "v")]] * 20
+    assert rows.column("value").to_pylist() == [b"x"] * 20

@@ -115,6 +115,30 @@ class Producer:
                  sequence_id, deliver_at)
         return fut
 
+    async def send_batch_async(self, records: bytes, count: int,
+                               first_sequence_id: int) -> asyncio.Future[MessageId]:
+        """Queue ``count`` messages already laid out as a batch payload (``records``: per
+        message a 4-byte big-endian size, its ``SingleMessageMetadata`` and its bytes, as
+        ``protocol.encode_batch`` writes them) as one batch entry, with sequence ids
+        ``first_sequence_id`` onwards; returns a future for the id of its first message.
+        For a producer on one topic or partition (not a partitioned topic); the records
+        go out as they are (no schema encoding), compressed as the producer is configured.
+        Awaiting it waits for room in the pending queue like ``send_async``."""
+        part = self._single
+        if part is None:
+            raise ValueError("send_batch_async needs a producer on one topic or partition")
+        if self._closed:
+            raise AlreadyClosed("producer is closed")
+        if part.fenced is not None:
+            raise part.fenced
+        if part.pending >= part.max_pending:
+            if not self._block:
+                raise ProducerQueueIsFull(f"{part.pending} messages pending on {part.topic}")
+            await part.wait_space()
+        fut: asyncio.Future[MessageId] = self._new_future()
+        part.add_batch(records, count, first_sequence_id, fut)
+        return fut
+
     async def flush(self) -> None:
         """Send open batches now and wait for all pending receipts."""
         await asyncio.gather(*(p.flush() for p in self._parts))

@@ -378,13 +378,33 @@ class TopicProducer:
         if self._batch:
             self._flush_batch()
 
+    def add_batch(self, records: bytes, n: int, first_seq: int,
+                  fut: asyncio.Future[Any]) -> None:
+        """Queue ``n`` messages already laid out as a batch payload (``records``: size,
+        ``SingleMessageMetadata`` and value per message), as one batch entry with sequence
+        ids ``first_seq`` to ``first_seq + n - 1``; ``fut`` gets the id of its first
+        message. The open batch goes out first, so sends stay in order."""
+        if self._batch:
+            self._flush_batch()
+        limit = self._cnx.max_message_size if self._cnx else self._client._max_message_size
+        if len(records) + CHUNK_OVERHEAD > limit:
+            fut.set_exception(MessageTooBig(
+                f"a batch of {len(records)} bytes exceeds the broker's limit of {limit}"))
+            return
+        self._take_sequence_id(first_seq + n - 1)
+        self.pending += n
+        self._send_batch(records, [fut], first_seq, n, None)
+
     def _flush_batch(self) -> None:
         if self._batch_timer is not None:
             self._batch_timer.cancel()
             self._batch_timer = None
         keys = self._batch.first_keys
         payload, futures, first = self._batch.take()
-        n = len(futures)
+        self._send_batch(payload, futures, first, len(futures), keys)
+
+    def _send_batch(self, payload: bytes, futures: list[asyncio.Future[Any]], first: int,
+                    n: int, keys: tuple[str | None, bytes | None] | None) -> None:
         last = first + n - 1
         meta = self._metadata(first)
         meta.num_messages_in_batch = n
@@ -460,7 +480,7 @@ class TopicProducer:
             if not futures[0].done():
                 futures[0].set_result(MessageId(part, ledger, entry))
         else:
-            n = len(futures)
+            n = op.n  # futures: one per message, or one for a whole ``add_batch``
             for i, f in enumerate(futures):
                 if not f.done():
                     f.set_result(MessageId(part, ledger, entry, i, n))

@@ -3,30 +3,31 @@
 ``BatchBuilder(schema, fmt, topic, partition)`` is made once per task; ``build(runs)`` turns
 a list of ``Run`` (an entry and the indexes of its messages to emit) into one
 ``pyarrow.RecordBatch``. Only the columns the schema names are computed, and per entry
-rather than per message: ``protocol.split_batch`` locates a batch's messages (offsets,
-sequence ids and event times, without one object per message), the ``value`` column is
-one Arrow ``take`` over the payload, the columns an entry shares (topic, publish time,
-producer) are repeated scalars, and ``__messageId`` joins the entry's id prefix to cached
-per-index suffixes (the official client's serialized ``MessageIdData``). Python touches
-single messages only for what their own metadata carries (key, properties) and for
-record fields decoded from JSON or Avro values.
+rather than per message: ``protocol.columnar.split_columns`` reads a batch's metadata once
+into numpy columns of offsets and values, and every column of the batch is then built
+from them over the payload's own buffer: values, keys and property keys and values are
+Arrow ``take``s of pieces of the payload cut at those offsets, properties a map array over
+per-message offsets, sequence ids and event times int64 arrays (event times cast to
+timestamps), the columns an entry shares (topic, publish time, producer) repeated scalars,
+and ``__messageId`` the entry's id prefix joined to cached per-index suffixes (the official
+client's serialized ``MessageIdData``). No Python object per message, except for record
+fields decoded from JSON or Avro values; an unbatched entry costs one of each.
 """
 
 from __future__ import annotations
 
-import array
 import json
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
 from magnetar.client import Entry
-from magnetar.protocol import BatchSplit, split_batch
+from magnetar.protocol.columnar import BatchColumns, split_columns
 from magnetar.protocol.fastpath import (
     message_id_batch_size,
     message_id_bytes,
@@ -42,30 +43,110 @@ def serialize_id(ledger: int, entry: int, partition: int, batch_index: int,
     return message_id_bytes(ledger, entry, partition, batch_index, batch_size)
 
 
+_MAP = pa.map_(pa.string(), pa.string())
+_TS = pa.timestamp("us", tz="UTC")
+_EMPTY = pa.scalar(b"", pa.binary())
+
+
+def _pieces(payload: pa.Buffer, cuts: np.ndarray[Any, Any], every: int,
+            first: int = 0) -> pa.Array:
+    """Binary pieces of ``payload``: the payload cut at the increasing offsets ``cuts``
+    (pieces lie between consecutive cuts), then every ``every``-th piece from ``first``
+    taken (the others are the bytes between them)."""
+    offsets = cuts.astype(np.int32)
+    if len(offsets) > 1 and (np.diff(offsets) < 0).any():
+        # out of order (a property's value written before its key: legal protobuf, never
+        # seen from a client): no offsets array can express it, so slice one by one
+        data = payload.to_pybytes()
+        return pa.array([data[offsets[i]:offsets[i + 1]]
+                         for i in range(first, len(offsets) - 1, every)], pa.binary())
+    pieces = pa.Array.from_buffers(pa.binary(), len(offsets) - 1,
+                                   [None, pa.py_buffer(offsets), payload])
+    return pieces.take(pa.array(np.arange(first, len(offsets) - 1, every, dtype=np.int32)))
+
+
+def _strings(values: pa.Array) -> pa.Array:
+    """Binary to string, checked as UTF-8 (invalid bytes read with replacement
+    characters)."""
+    try:
+        return values.cast(pa.string())
+    except pa.ArrowInvalid:
+        return pa.array([None if v is None else v.decode("utf-8", "replace")
+                         for v in values.to_pylist()], pa.string())
+
+
 @dataclass(eq=False)
 class Split:
-    """An entry with its messages located (a batch split once, however many runs)."""
+    """An entry with its messages located (a batch split once, however many runs), and
+    the columns of the whole batch, each built on first use."""
 
     entry: Entry
-    batch: BatchSplit | None  # None: the entry is one message
-    values: pa.Array | None = field(default=None, repr=False)  # binary, built on first use
+    batch: BatchColumns | None  # None: the entry is one message
+    cols: dict[str, pa.Array] = field(default_factory=dict, repr=False)
 
     @classmethod
     def of(cls, entry: Entry) -> Split:
         if not entry.is_batch():
             return cls(entry, None)
-        return cls(entry, split_batch(entry.payload(), entry.num_messages()))
+        return cls(entry, split_columns(entry.payload(), entry.num_messages()))
 
     def skipped(self) -> set[int]:
         """Indexes not to emit: compacted out, or acknowledged per index already."""
         out: set[int] = set()
         if self.batch is not None:
-            out.update(i for i, m in self.batch.metadata.items() if m.compacted_out)
+            out.update(self.batch.compacted)
         ack_set = self.entry.ack_set()
         if ack_set is not None:
             out.update(i for i in range(self.entry.num_messages())
                        if not (ack_set[i >> 6] >> (i & 63)) & 1)
         return out
+
+    def column(self, name: str) -> pa.Array:
+        """Column ``name`` (value, key, properties, sequence id, event time) of every
+        message of the batch."""
+        col = self.cols.get(name)
+        if col is None:
+            col = self.cols[name] = self._build(name)
+        return col
+
+    def _build(self, name: str) -> pa.Array:
+        b = self.batch
+        assert b is not None
+        payload = pa.py_buffer(self.entry.payload())
+        if name == "value":
+            return _pieces(payload, np.stack((b.value_start, b.value_end), 1).ravel(), 2)
+        if name == "__key":
+            # an empty key reads as none, as the official client's ``partition_key()``
+            has = b.key_end > b.key_start
+            if not has.any():
+                return pa.nulls(b.count, pa.string())
+            cuts = np.stack((b.key_start[has], b.key_end[has]), 1).ravel()
+            keys = _strings(_pieces(payload, cuts, 2))
+            index = np.cumsum(has, dtype=np.int32) - 1
+            return keys.take(pa.array(index, mask=~has))
+        if name == "__messageProperties":
+            total = len(b.prop_bounds)
+            if not total:
+                return _no_props(b.count)
+            cuts = b.prop_bounds.ravel()
+            keys = _strings(_pieces(payload, cuts, 4))
+            items = _strings(_pieces(payload, cuts, 4, 2))
+            return pa.MapArray.from_arrays(pa.array(b.prop_offsets.astype(np.int32)), keys,
+                                           items)
+        if name == "__sequenceId":
+            seqs = b.sequence_ids
+            missing = seqs < 0
+            if missing.any():  # not in the message's metadata: the entry's first + index
+                base = self.entry.metadata().sequence_id
+                seqs = np.where(missing, base + np.arange(b.count, dtype=np.int64), seqs)
+            return pa.array(seqs, pa.int64())
+        if name == "__eventTime":
+            times = b.event_times
+            absent = times == 0
+            if absent.all():
+                return pa.nulls(b.count, _TS)
+            return pa.array(times * 1000, _TS, mask=absent)
+        raise KeyError(name)
 
 
 @dataclass(frozen=True)
@@ -80,26 +161,19 @@ class Run:
         return self.hi - self.lo
 
 
-_MAP = pa.map_(pa.string(), pa.string())
-_TS = pa.timestamp("us", tz="UTC")
-_EMPTY = pa.scalar(b"", pa.binary())
-
-
 class _Indexes:
     """Arrays that depend only on a message's index in its batch, built once for the
-    largest batch seen and sliced: the values' positions among a batch's header/value
-    pieces, the batch-index part of serialized message ids, and empty property maps."""
+    largest batch seen and sliced: the batch-index part of serialized message ids, and
+    empty property maps."""
 
     def __init__(self) -> None:
         self.size = 0
-        self.odd = pa.array([], pa.int32())
         self.id_parts = pa.array([], pa.binary())
         self.empty_maps = pa.array([], _MAP)
 
     def grow(self, n: int) -> None:
         if n > self.size:
             size = max(n, 2 * self.size, 1024)
-            self.odd = pa.array(range(1, 2 * size, 2), pa.int32())
             self.id_parts = pa.array([message_id_suffix(i) for i in range(size)],
                                      pa.binary())
             self.empty_maps = pa.MapArray.from_arrays(_zeros(size + 1),
@@ -109,30 +183,6 @@ class _Indexes:
 
 
 _INDEXES = _Indexes()
-
-
-def _values(split: Split) -> pa.Array:
-    """The binary values of a batch's messages: its payload cut at ``bounds``, headers
-    and values alternating, then every second piece taken."""
-    assert split.batch is not None
-    if split.values is None:
-        n = split.entry.num_messages()
-        offsets = array.array("i", split.batch.bounds)
-        pieces = pa.Array.from_buffers(pa.binary(), 2 * n, [None, pa.py_buffer(offsets),
-                                                            pa.py_buffer(split.entry.payload())])
-        _INDEXES.grow(n)
-        split.values = pieces.take(_INDEXES.odd.slice(0, n))
-    return split.values
-
-
-def _per_message(run: Run, get: Callable[[Any], Any], default: Any) -> list[Any]:
-    """``get(SingleMessageMetadata)`` for each message of a batch run that carries one,
-    ``default`` for the others."""
-    assert run.split.batch is not None
-    meta = run.split.batch.metadata
-    if not meta:
-        return [default] * len(run)
-    return [get(meta[i]) if i in meta else default for i in range(run.lo, run.hi)]
 
 
 def _key(m: Any) -> str | None:
@@ -147,28 +197,39 @@ def _zeros(n: int) -> pa.Array:
     return pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(bytes(4 * n))])
 
 
-def _int64(values: list[int]) -> pa.Array:
-    """An int64 array of ``values`` through ``array.array`` (faster than from a list)."""
-    return pa.Array.from_buffers(pa.int64(), len(values),
-                                 [None, pa.py_buffer(array.array("q", values))])
-
-
 def _no_props(k: int) -> pa.Array:
     _INDEXES.grow(k)
     return _INDEXES.empty_maps.slice(0, k)
 
 
-def _groups(runs: list[Run]) -> list[Run | list[Entry]]:
-    """Batch runs one by one; consecutive one-message entries together."""
-    out: list[Run | list[Entry]] = []
+#: Batches of at most this many messages are built a Python value per message, with the
+#: unbatched entries around them: Arrow calls per entry cost more than that for them.
+SMALL = 8
+
+#: A message in a group of small entries: its entry, and its index in the batch (-1: an
+#: unbatched entry)
+_Item = tuple[Split, int]
+
+
+def _groups(runs: list[Run]) -> list[Run | list[_Item]]:
+    """Runs of larger batches one by one; the messages of consecutive unbatched entries
+    and small batches together."""
+    out: list[Run | list[_Item]] = []
     for r in runs:
-        if r.split.batch is not None:
+        if r.split.batch is not None and r.split.batch.count > SMALL:
             out.append(r)
-        elif out and isinstance(out[-1], list):
-            out[-1].append(r.split.entry)
+            continue
+        items = [(r.split, -1)] if r.split.batch is None else \
+            [(r.split, i) for i in range(r.lo, r.hi)]
+        if out and isinstance(out[-1], list):
+            out[-1].extend(items)
         else:
-            out.append([r.split.entry])
+            out.append(items)
     return out
+
+
+def _text(payload: bytes, start: int, end: int) -> str:
+    return bytes(payload[start:end]).decode("utf-8", "replace")
 
 
 class BatchBuilder:
@@ -189,17 +250,13 @@ class BatchBuilder:
     def _column(self, name: str, run: Run) -> pa.Array:
         """Column ``name`` for a run of batch messages."""
         split, k = run.split, len(run)
-        assert split.batch is not None
         entry = split.entry
-        meta = entry.metadata()
-        if name == "value":
-            return _values(split).slice(run.lo, k)
         if name == "__topic":
             return pa.repeat(self._topic_scalar, k)
         if name == "__publishTime":
-            return pa.repeat(pa.scalar(meta.publish_time * 1000, _TS), k)
+            return pa.repeat(pa.scalar(entry.metadata().publish_time * 1000, _TS), k)
         if name == "__producerName":
-            return pa.repeat(pa.scalar(meta.producer_name, pa.string()), k)
+            return pa.repeat(pa.scalar(entry.metadata().producer_name, pa.string()), k)
         if name == "__messageId":
             n = entry.num_messages()
             prefix = message_id_prefix(entry.ledger_id(), entry.entry_id(), self.partition)
@@ -207,65 +264,70 @@ class BatchBuilder:
             return pc.binary_join_element_wise(
                 pa.scalar(prefix, pa.binary()), _INDEXES.id_parts.slice(run.lo, k),
                 pa.scalar(message_id_batch_size(n), pa.binary()), _EMPTY)
-        if name == "__sequenceId":
-            seqs = split.batch.sequence_ids[run.lo:run.hi]
-            if -1 in seqs:  # not in the message's metadata: the entry's first + index
-                base = meta.sequence_id
-                seqs = [s if s >= 0 else base + run.lo + j for j, s in enumerate(seqs)]
-            return _int64(seqs)
-        if name == "__eventTime":
-            times = split.batch.event_times[run.lo:run.hi]
-            if not any(times):
-                return pa.nulls(k, _TS)
-            return pa.array([t * 1000 if t else None for t in times], _TS)
-        if name == "__key":
-            if not split.batch.metadata:
-                return pa.nulls(k, pa.string())
-            return pa.array(_per_message(run, _key, None), pa.string())
-        if name == "__messageProperties":
-            if not split.batch.metadata:
-                return _no_props(k)
-            props = _per_message(run, _props, [])
-            return pa.array(props, _MAP) if any(props) else _no_props(k)
-        raise KeyError(name)
+        return split.column(name).slice(run.lo, k)
 
-    def _single_column(self, name: str, entries: list[Entry]) -> pa.Array:
-        """Column ``name`` for one-message entries (one value each)."""
-        if name == "value":
-            return pa.array([e.payload() for e in entries], pa.binary())
+    def _few_column(self, name: str, items: list[_Item]) -> pa.Array:
+        """Column ``name`` for unbatched entries and messages of small batches (a Python
+        value each)."""
         if name == "__topic":
-            return pa.repeat(self._topic_scalar, len(entries))
-        if name == "__messageId":
-            part = self.partition
-            return pa.array([message_id_prefix(e.ledger_id(), e.entry_id(), part)
-                             for e in entries], pa.binary())
-        metas = [e.metadata() for e in entries]
-        if name == "__publishTime":
-            return pa.array([m.publish_time * 1000 for m in metas], _TS)
-        if name == "__producerName":
-            return pa.array([m.producer_name for m in metas], pa.string())
-        if name == "__sequenceId":
-            return pa.array([m.sequence_id for m in metas], pa.int64())
-        if name == "__eventTime":
-            return pa.array([m.event_time * 1000 if m.event_time else None for m in metas],
-                            _TS)
-        if name == "__key":
-            return pa.array([_key(m) for m in metas], pa.string())
-        if name == "__messageProperties":
-            props = [_props(m) for m in metas]
-            return pa.array(props, _MAP) if any(props) else _no_props(len(props))
-        raise KeyError(name)
+            return pa.repeat(self._topic_scalar, len(items))
+        get = getattr(self, "_one_" + name.lstrip("_"))
+        out = [get(split, i) for split, i in items]
+        if name == "__messageProperties" and not any(out):
+            return _no_props(len(out))
+        return pa.array(out, _FEW_TYPES[name])
 
-    def _strings(self, values: pa.Array) -> pa.Array:
-        try:
-            return values.cast(pa.string())
-        except pa.ArrowInvalid:  # not UTF-8: decoded with replacement characters
-            return pa.array([v.decode("utf-8", "replace") for v in values.to_pylist()],
-                            pa.string())
+    def _one_value(self, split: Split, i: int) -> bytes:
+        payload = split.entry.payload()
+        if i < 0:
+            return bytes(payload)
+        b = split.batch
+        assert b is not None
+        return bytes(payload[b.value_start[i]:b.value_end[i]])
 
-    def _values_of(self, groups: list[Run | list[Entry]]) -> pa.Array:
+    def _one_messageId(self, split: Split, i: int) -> bytes:
+        e = split.entry
+        prefix = message_id_prefix(e.ledger_id(), e.entry_id(), self.partition)
+        return prefix if i < 0 else prefix + message_id_suffix(i, e.num_messages())
+
+    def _one_publishTime(self, split: Split, i: int) -> int:
+        return split.entry.metadata().publish_time * 1000
+
+    def _one_producerName(self, split: Split, i: int) -> str:
+        return split.entry.metadata().producer_name
+
+    def _one_sequenceId(self, split: Split, i: int) -> int:
+        meta = split.entry.metadata()
+        if i < 0 or split.batch is None:
+            return meta.sequence_id
+        seq = int(split.batch.sequence_ids[i])
+        return seq if seq >= 0 else meta.sequence_id + i
+
+    def _one_eventTime(self, split: Split, i: int) -> int | None:
+        if i < 0 or split.batch is None:
+            t = split.entry.metadata().event_time
+        else:
+            t = int(split.batch.event_times[i])
+        return t * 1000 if t else None
+
+    def _one_key(self, split: Split, i: int) -> str | None:
+        if i < 0 or split.batch is None:
+            return _key(split.entry.metadata())
+        b = split.batch
+        ks, ke = int(b.key_start[i]), int(b.key_end[i])
+        return _text(split.entry.payload(), ks, ke) if ke > ks else None
+
+    def _one_messageProperties(self, split: Split, i: int) -> list[tuple[str, str]]:
+        if i < 0 or split.batch is None:
+            return _props(split.entry.metadata())
+        b = split.batch
+        payload = split.entry.payload()
+        return [(_text(payload, int(ks), int(ke)), _text(payload, int(vs), int(ve)))
+                for ks, ke, vs, ve in b.prop_bounds[b.prop_offsets[i]:b.prop_offsets[i + 1]]]
+
+    def _values_of(self, groups: list[Run | list[_Item]]) -> pa.Array:
         parts = [self._column("value", g) if isinstance(g, Run) else
-                 self._single_column("value", g) for g in groups]
+                 self._few_column("value", g) for g in groups]
         return parts[0] if len(parts) == 1 else pa.concat_arrays(parts)
 
     def build(self, runs: list[Run]) -> pa.RecordBatch:
@@ -281,10 +343,10 @@ class BatchBuilder:
                 if name == "value":
                     arr = self._values_of(groups)
                     if self.fmt.kind == "string":
-                        arr = self._strings(arr)
+                        arr = _strings(arr)
                 else:
                     parts = [self._column(name, g) if isinstance(g, Run) else
-                             self._single_column(name, g) for g in groups]
+                             self._few_column(name, g) for g in groups]
                     arr = parts[0] if len(parts) == 1 else pa.concat_arrays(parts)
                 if arr.type != fld.type:
                     arr = arr.cast(fld.type)
@@ -305,6 +367,10 @@ class BatchBuilder:
         except Exception:
             return None
 
+
+_FEW_TYPES = {"value": pa.binary(), "__messageId": pa.binary(), "__publishTime": _TS,
+              "__producerName": pa.string(), "__sequenceId": pa.int64(), "__eventTime": _TS,
+              "__key": pa.string(), "__messageProperties": _MAP}
 
 _NON_RECORD = frozenset({"value", "__key", "__topic", "__messageId", "__publishTime",
                          "__eventTime", "__messageProperties", "__producerName",

@@ -1,16 +1,23 @@
 """Writes, batch and streaming, from Arrow batches: one batched producer per task and
-target topic, the task returning only after every receipt.
+target topic partition, the task returning only after every receipt.
 
 Rows carry ``value`` (binary or string) and optionally ``__key``, ``__messageProperties``,
 ``__eventTime`` and ``__topic`` (per-row routing, used when no ``topic`` option is set).
+An Arrow batch whose rows carry only values (the other columns absent or null) is turned
+into batch entries whole: every record's header comes from a table of value sizes, one
+Arrow join lays records and values out in one buffer, and each slice of it goes out as
+one entry (``Producer.send_batch_async``), the entries rotating over the partitions. Other
+rows go one by one: a keyed row to its key's partition (the client's key hash), the
+others to a partition that changes every ``batching_max_messages`` rows.
 
 Duplicates from retries: every task names its producers ``<prefix>-<spark partition>`` and
 gives each row the sequence id ``base + row index``, where the prefix identifies the write
 (a random id made on the driver for a batch job, so every attempt of a task shares it; the
 query id for a stream) and ``base`` is ``batch id << 32`` for a stream (0 for a batch
-job). Batches are cut only by count and size, never by time, so a retried task sends the
-same batches with the same sequence ids, and a broker with ``brokerDeduplicationEnabled``
-drops the ones it already stored. See the README's "Exactly once" for the conditions.
+job). Batches are cut only by count and size, never by time, and go to a partition that
+depends only on the rows, so a retried task sends the same batches with the same sequence
+ids to the same partitions, and a broker with ``brokerDeduplicationEnabled`` drops the
+ones it already stored. See the README's "Exactly once" for the conditions.
 """
 
 from __future__ import annotations
@@ -22,6 +29,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql.datasource import (
     DataSourceArrowWriter,
     DataSourceStreamArrowWriter,
@@ -29,6 +40,9 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import BinaryType, StringType, StructType
 
+from magnetar.client.batching import plain_header
+from magnetar.client.enums import HashingScheme
+from magnetar.client.routing import key_hash
 from magnetar.spark.options import PulsarOptionError, SinkOptions
 from magnetar.spark.session import Session
 
@@ -83,70 +97,175 @@ def write_task(opts: SinkOptions, prefix: str, base: int,
     return WriteResult(partition, rows)
 
 
+_CONF: dict[str, Any] = {
+    "batching_enabled": True, "batching_max_messages": 1000,
+    "batching_max_allowed_size_in_bytes": 128 * 1024,
+    "max_pending_messages": 20000, "block_if_queue_full": True,
+    "send_timeout_millis": 120_000,
+}
+
+
+class _Targets:
+    """The producers of one task, one per partition of each target topic, all named
+    ``name`` (a partition's producer sees the task's rows for that partition, in order)."""
+
+    def __init__(self, session: Session, opts: SinkOptions, name: str) -> None:
+        self.client = session.client
+        self.name = name
+        conf = {**_CONF, **opts.producer_kwargs}
+        # batches cut by count and size only (deterministic under retries)
+        conf["batching_max_publish_delay_ms"] = 3_600_000
+        self.conf = conf
+        self.max_n = max(1, int(conf["batching_max_messages"]))
+        self.max_bytes = int(conf["batching_max_allowed_size_in_bytes"])
+        self.key_hash = key_hash(HashingScheme(int(conf.get("hashing_scheme", 0))))
+        self.topics: dict[str, list[Any]] = {}
+
+    async def of(self, topic: str) -> list[Any]:
+        parts = self.topics.get(topic)
+        if parts is None:
+            names = await self.client.get_topic_partitions(topic)
+            parts = self.topics[topic] = list(await asyncio.gather(*(
+                self.client.create_producer(n, producer_name=self.name, **self.conf)
+                for n in names)))
+        return parts
+
+    def all(self) -> list[Any]:
+        return [p for parts in self.topics.values() for p in parts]
+
+
+def _records(values: pa.Array) -> tuple[memoryview, npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """Batch records (size, ``SingleMessageMetadata(payload_size)``, value) of ``values``,
+    joined in one buffer: (buffer, where each record starts in it and where the last
+    ends, value sizes)."""
+    sizes = pc.binary_length(values).to_numpy(zero_copy_only=False).astype(np.int64)
+    unique, inverse = np.unique(sizes, return_inverse=True)
+    headers = pa.array([plain_header(int(n)) for n in unique], pa.binary())
+    joined = pc.binary_join_element_wise(headers.take(pa.array(inverse.astype(np.int32))),
+                                         values, _NO_SEPARATOR)
+    _, offsets, data = joined.buffers()
+    ends = np.frombuffer(offsets, np.int32, len(joined) + 1,
+                         4 * joined.offset).astype(np.int64)
+    return memoryview(data), ends, sizes
+
+
+_NO_SEPARATOR = pa.scalar(b"", pa.binary())
+
+
+def _cuts(sizes: npt.NDArray[np.int64], max_n: int, max_bytes: int) -> list[tuple[int, int]]:
+    """Rows cut into batches of at most ``max_n`` rows and, past the first row of each,
+    ``max_bytes`` of values: a pure function of the sizes, so a retried task cuts alike."""
+    cum = np.concatenate(([0], np.cumsum(sizes)))
+    out = []
+    a, n = 0, len(sizes)
+    while a < n:
+        b = int(np.searchsorted(cum, cum[a] + max_bytes, side="right")) - 1
+        b = min(max(b, a + 1), a + max_n, n)
+        out.append((a, b))
+        a = b
+    return out
+
+
+def _plain(batch: pa.RecordBatch) -> bool:
+    """No per-row key, properties, event time or topic in ``batch``: its rows can go out
+    as whole batch entries."""
+    for name in ("__key", "__messageProperties", "__eventTime", "__topic"):
+        i = batch.schema.get_field_index(name)
+        if i < 0:
+            continue
+        col = batch.column(i)
+        if name == "__messageProperties":  # empty maps are no properties
+            offsets = col.offsets
+            if offsets[len(offsets) - 1].as_py() != offsets[0].as_py():
+                return False
+        elif col.null_count < batch.num_rows:
+            return False
+    return True
+
+
 async def _publish(session: Session, opts: SinkOptions, name: str, base: int,
                    batches: Iterator[Any]) -> int:
-    client = session.client
-    conf: dict[str, Any] = {
-        "batching_enabled": True, "batching_max_messages": 1000,
-        "batching_max_allowed_size_in_bytes": 128 * 1024,
-        "max_pending_messages": 20000, "block_if_queue_full": True,
-        "send_timeout_millis": 120_000, **opts.producer_kwargs,
-    }
-    # batches cut by count and size only (deterministic under retries)
-    conf["batching_max_publish_delay_ms"] = 3_600_000
-    producers: dict[str, Any] = {}
+    targets = _Targets(session, opts, name)
+    partition, _ = _task()
     futures: list[asyncio.Future[Any]] = []
     row = 0
-
-    async def producer(topic: str) -> Any:
-        p = producers.get(topic)
-        if p is None:
-            p = producers[topic] = await client.create_producer(topic, producer_name=name,
-                                                                **conf)
-        return p
-
+    sent = 0  # batch entries sent by the bulk path (they rotate over the partitions)
     ok = False
     try:
         for batch in batches:
-            cols = {n: batch.column(i).to_pylist() for i, n in enumerate(batch.schema.names)
-                    if n in WRITABLE}
-            values = cols["value"]
-            keys = cols.get("__key")
-            props = cols.get("__messageProperties")
-            events = cols.get("__eventTime")
-            topics = cols.get("__topic")
-            for i, value in enumerate(values):
-                topic = opts.topic if topics is None or topics[i] is None else topics[i]
-                if topic is None:
-                    raise ValueError(f"row {row} has no __topic and no 'topic' option is set")
-                p = producers.get(topic) or await producer(topic)
-                if value is None:
-                    value = b""
-                elif isinstance(value, str):
-                    value = value.encode()
-                kwargs: dict[str, Any] = {"sequence_id": base + row}
-                if keys is not None and keys[i] is not None:
-                    kwargs["partition_key"] = keys[i]
-                if props is not None and props[i]:
-                    kwargs["properties"] = dict(props[i])
-                if events is not None and events[i] is not None:
-                    kwargs["event_timestamp"] = int(events[i].timestamp() * 1000)
-                futures.append(await p.send_async(value, **kwargs))
-                row += 1
-                if len(futures) >= 50_000:
-                    # the open batches must go out first: they are never cut by time, so
-                    # their receipts would never come (a flush every 50,000 rows is still
-                    # a deterministic cut: a retried task cuts the same batches)
-                    await asyncio.gather(*(p.flush() for p in producers.values()))
-                    await asyncio.gather(*futures)
-                    futures.clear()
-        await asyncio.gather(*(p.flush() for p in producers.values()))
+            if not batch.num_rows:
+                continue
+            if opts.topic is not None and _plain(batch):
+                parts = await targets.of(opts.topic)
+                values = batch.column(batch.schema.get_field_index("value"))
+                if values.type != pa.binary():
+                    values = values.cast(pa.binary())
+                values = values.fill_null(b"")
+                data, ends, sizes = _records(values)
+                for a, b in _cuts(sizes, targets.max_n, targets.max_bytes):
+                    p = parts[(partition + sent) % len(parts)]
+                    sent += 1
+                    records = bytes(data[ends[a]:ends[b]])  # offsets into the buffer
+                    futures.append(await p.send_batch_async(records, b - a, base + row + a))
+                row += batch.num_rows
+            else:
+                row = await _publish_rows(targets, opts, base, row, batch, futures)
+            if len(futures) >= 1000:
+                await asyncio.gather(*futures)
+                futures.clear()
+        await asyncio.gather(*(p.flush() for p in targets.all()))
         await asyncio.gather(*futures)
         ok = True
     finally:
         if ok:
-            await asyncio.gather(*(p.close() for p in producers.values()),
-                                 return_exceptions=True)
+            await asyncio.gather(*(p.close() for p in targets.all()), return_exceptions=True)
+    return row
+
+
+async def _publish_rows(targets: _Targets, opts: SinkOptions, base: int, row: int,
+                        batch: pa.RecordBatch, futures: list[asyncio.Future[Any]]) -> int:
+    """Rows with their own key, properties, event time or topic, one by one: a keyed row
+    goes to the partition of its key's hash, the others to a partition that changes every
+    ``batching_max_messages`` rows (a function of the row, for retries)."""
+    cols = {n: batch.column(i).to_pylist() for i, n in enumerate(batch.schema.names)
+            if n in WRITABLE}
+    values = cols["value"]
+    keys = cols.get("__key")
+    props = cols.get("__messageProperties")
+    events = cols.get("__eventTime")
+    topics = cols.get("__topic")
+    for i, value in enumerate(values):
+        topic = opts.topic if topics is None or topics[i] is None else topics[i]
+        if topic is None:
+            raise ValueError(f"row {row} has no __topic and no 'topic' option is set")
+        parts = targets.topics.get(topic) or await targets.of(topic)
+        key = keys[i] if keys is not None else None
+        if len(parts) == 1:
+            p = parts[0]
+        elif key:
+            p = parts[targets.key_hash(key) % len(parts)]
+        else:
+            p = parts[(row // targets.max_n) % len(parts)]
+        if value is None:
+            value = b""
+        elif isinstance(value, str):
+            value = value.encode()
+        kwargs: dict[str, Any] = {"sequence_id": base + row}
+        if key is not None:
+            kwargs["partition_key"] = key
+        if props is not None and props[i]:
+            kwargs["properties"] = dict(props[i])
+        if events is not None and events[i] is not None:
+            kwargs["event_timestamp"] = int(events[i].timestamp() * 1000)
+        futures.append(await p.send_async(value, **kwargs))
+        row += 1
+        if len(futures) >= 50_000:
+            # the open batches must go out first: they are never cut by time, so their
+            # receipts would never come (a flush every 50,000 rows is still a
+            # deterministic cut: a retried task cuts the same batches)
+            await asyncio.gather(*(p.flush() for p in targets.all()))
+            await asyncio.gather(*futures)
+            futures.clear()
     return row
 
 
