@@ -129,7 +129,7 @@ def run_up(args: argparse.Namespace) -> int:
                     root / "zookeeper" / "server.log",
                     env=dict(os.environ, ZOO_LOG_DIR=str(root / "zookeeper"), JMXDISABLE="true"))
         children.append(zk)
-        if not _wait(lambda: _ruok(zk_port), zk, 60, stop):
+        if not _wait(lambda: _ruok(zk_port), zk, 120, stop):
             return _failed(zk)
         store_url = f"zk:127.0.0.1:{zk_port}"
         host = args.advertised_address
@@ -159,7 +159,7 @@ def run_up(args: argparse.Namespace) -> int:
                 str(root / "data"), "--port", str(port), "--http-port", str(http_port),
                 "--config", str(conf), "--ready-file", str(ready)], d / "broker.log")
             children.append(broker)
-            if not _wait(ready.exists, broker, 60, stop):
+            if not _wait(ready.exists, broker, 120, stop):
                 return _failed(broker)
             info = json.loads(ready.read_text())
             urls.append((info["brokerServiceUrl"], info["webServiceUrl"]))
