@@ -13,7 +13,6 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 from magnetar.broker.config.durations import parse_duration
 from magnetar.cli.http import AdminClient, AdminError
@@ -76,6 +75,23 @@ def tenant(name: str) -> str:
         return check_named_entity("tenant", name)
     except ValueError as exc:
         raise AdminError(0, str(exc)) from None
+
+
+def cluster(name: str) -> str:
+    """A cluster name checked by the broker's own rules (AdminError if not)."""
+    try:
+        return check_named_entity("cluster", name)
+    except ValueError as exc:
+        raise AdminError(0, str(exc)) from None
+
+
+def segment(what: str, text: str) -> str:
+    """``text`` as one percent-encoded URL path segment or query value (AdminError naming
+    ``what`` if it cannot be one)."""
+    try:
+        return url_segment(text)
+    except ValueError as exc:
+        raise AdminError(0, f"Invalid {what}: {exc}") from None
 
 
 def subscription(name: str) -> str:
@@ -154,9 +170,9 @@ def ns_topics(a: argparse.Namespace, api: AdminClient) -> Any:
 
 def ns_unload(a: argparse.Namespace, api: AdminClient) -> Any:
     if getattr(a, "bundle", None):
-        query = f"?destinationBroker={quote(a.destination_broker)}" \
+        query = f"?destinationBroker={segment('broker', a.destination_broker)}" \
             if getattr(a, "destination_broker", None) else ""
-        return api.call("PUT", _ns(a) + f"/{a.bundle}/unload{query}")
+        return api.call("PUT", _ns(a) + f"/{segment('bundle', a.bundle)}/unload{query}")
     return api.call("PUT", _ns(a) + "/unload")
 
 
@@ -167,12 +183,12 @@ def ns_bundles(a: argparse.Namespace, api: AdminClient) -> Any:
 def ns_split_bundle(a: argparse.Namespace, api: AdminClient) -> Any:
     query = f"?unload={'true' if a.unload else 'false'}"
     if a.split_algorithm_name:
-        query += f"&splitAlgorithmName={quote(a.split_algorithm_name)}"
-    return api.call("PUT", _ns(a) + f"/{a.bundle}/split{query}")
+        query += f"&splitAlgorithmName={segment('split algorithm', a.split_algorithm_name)}"
+    return api.call("PUT", _ns(a) + f"/{segment('bundle', a.bundle)}/split{query}")
 
 
 def brokers_list(a: argparse.Namespace, api: AdminClient) -> Any:
-    return api.call("GET", f"/admin/v2/brokers/{quote(a.cluster)}")
+    return api.call("GET", f"/admin/v2/brokers/{cluster(a.cluster)}")
 
 
 def brokers_leader(a: argparse.Namespace, api: AdminClient) -> Any:
