@@ -116,6 +116,8 @@ class CnxBase(asyncio.BufferedProtocol):
         self.handshake_timer: asyncio.TimerHandle | None = None
         self.supports_entry_metadata = False
         self.producers: dict[int, Producer] = {}
+        # ids of producers the broker closed (oldest first): their late Sends are ignored
+        self.closed_producers: dict[int, None] = {}
         self.consumers: dict[int, Consumer] = {}
         # commands finishing off the event loop (run_async, loaded_or_defer)
         self.pending_tasks: set[asyncio.Task[None]] = set()

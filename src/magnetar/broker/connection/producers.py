@@ -25,6 +25,9 @@ from magnetar.broker.connection.base import CNX_LOGGER, CnxBase
 log = logging.getLogger(CNX_LOGGER)
 
 T = pb.BaseCommand
+#: How many producer ids the broker closed a connection remembers, to ignore the Sends
+#: its client wrote before it read the CloseProducer (the oldest are forgotten first).
+CLOSED_PRODUCERS_KEPT = 1024
 
 
 class ProducerCommands(CnxBase):
@@ -32,6 +35,7 @@ class ProducerCommands(CnxBase):
 
     def handle_producer(self, cmd: pb.BaseCommand, frame: Frame) -> None:
         req = cmd.producer
+        self.closed_producers.pop(req.producer_id, None)
         if req.producer_id in self.producers:
             existing = self.producers[req.producer_id]
             if existing.topic.name == req.topic:  # a retry of a request that already succeeded
@@ -74,6 +78,12 @@ class ProducerCommands(CnxBase):
 
     def publish(self, send: SendFrame) -> None:
         producer = self.producers.get(send.producer_id)
+        if producer is None and send.producer_id in self.closed_producers:
+            # sent before the client read our CloseProducer: it sends it again where it
+            # reconnects (Pulsar's "recently closed producer": ignored, the connection kept)
+            log.debug("%s: Send for producer id %d, closed by the broker: ignored",
+                      self.peer, send.producer_id)
+            return
         if producer is None or not producer.ready:
             state = "unknown" if producer is None else "not yet ready (waiting for exclusive access)"
             self._protocol_violation(f"Send for {state} producer id {send.producer_id}")
@@ -119,14 +129,31 @@ class ProducerCommands(CnxBase):
             buffer.resume()
 
     def handle_close_producer(self, cmd: pb.BaseCommand, frame: Frame) -> None:
+        """Detach the producer at once; answer (and forget its id) after its last receipt,
+        as Pulsar does, so no receipt names an id the client has closed."""
         req = cmd.close_producer
-        producer = self.producers.pop(req.producer_id, None)
-        if producer is not None:
-            producer.topic.remove_producer(producer)
-        self.send_success(req.request_id)
+        producer = self.producers.get(req.producer_id)
+        if producer is None:
+            self.send_success(req.request_id)
+            return
+        producer.topic.remove_producer(producer)
+
+        def closed() -> None:
+            if self.producers.get(req.producer_id) is producer:
+                del self.producers[req.producer_id]
+            self.send_success(req.request_id)
+
+        producer.after_answers(closed)
 
     def producer_closed_by_broker(self, producer: Producer) -> None:
-        if self.producers.pop(producer.producer_id, None) is not None:
+        """Tell the client its producer is closed (`Producer.close_by_broker` calls this
+        after the producer's last receipt) and forget the producer."""
+        if self.producers.get(producer.producer_id) is producer:
+            del self.producers[producer.producer_id]
+            closed = self.closed_producers
+            closed[producer.producer_id] = None
+            if len(closed) > CLOSED_PRODUCERS_KEPT:
+                del closed[next(iter(closed))]
             close = pb.CommandCloseProducer(producer_id=producer.producer_id, request_id=0)
             if producer.topic.moving_to is not None:  # its bundle moves: go straight there
                 url, tls_url = producer.topic.moving_to

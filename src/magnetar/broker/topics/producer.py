@@ -1,7 +1,16 @@
-"""Producer: one client producer attached to a topic, and its publish bookkeeping."""
+"""Producer: one client producer attached to a topic, and its publish bookkeeping.
+
+A producer closes after its last answer: `after_answers` runs the close (CloseProducer to
+the client when the broker closes it, Success when the client asked) once every send
+handed to storage for it has its receipt or error queued, so no SendReceipt ever follows
+the close and none names a producer id the connection no longer has. Meanwhile it is
+``closing``: a persistent topic drops its new sends unanswered, and the client sends them
+again wherever it reconnects (as Pulsar drops the sends that reach a closed topic).
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
 from magnetar.protocol import pb
@@ -59,6 +68,9 @@ class Producer:
         self.bytes_in = 0
         self.topic_epoch = topic_epoch
         self.ready = True  # False while a WaitForExclusive producer waits for the topic
+        self.in_flight = 0  # sends handed to storage, not answered yet (`PersistentTopic`)
+        self.closing = False  # closed once in_flight drains: new sends are dropped
+        self._after_answers: list[Callable[[], None]] = []
 
     def success_command(self, request_id: int, ready: bool = True) -> pb.BaseCommand:
         resp = pb.CommandProducerSuccess(
@@ -110,5 +122,22 @@ class Producer:
         self.cnx.send(pb.BaseCommand(type=pb.BaseCommand.SEND_ERROR, send_error=err))
         self.cnx.on_send_done(size)
 
+    def after_answers(self, then: Callable[[], None]) -> None:
+        """Run ``then`` once every send in flight for this producer is answered (now, if
+        none is); until then the producer is ``closing``."""
+        if not self.in_flight:
+            then()
+            return
+        self.closing = True
+        self._after_answers.append(then)
+
+    def answered(self) -> None:
+        """The last send in flight of a ``closing`` producer was answered: close it."""
+        todo, self._after_answers = self._after_answers, []
+        for then in todo:
+            then()
+
     def close_by_broker(self) -> None:
-        self.cnx.producer_closed_by_broker(self)
+        """Close this producer from the broker's side (its client gets CloseProducer and
+        reconnects), after its last answer (`after_answers`)."""
+        self.after_answers(lambda: self.cnx.producer_closed_by_broker(self))

@@ -421,6 +421,9 @@ class PersistentTopic(Topic):
         if self.terminated:
             producer.send_error(seq, pb.TopicTerminatedError, f"topic {self.name} is terminated", size)
             return
+        if producer.closing:  # closed once its sends in flight are answered: the client
+            producer.cnx.on_send_done(size)  # sends this one again where it reconnects
+            return
         num_messages = send.num_messages
         chunk = _NOT_CHUNKED
         last_seq = highest
@@ -453,6 +456,7 @@ class PersistentTopic(Topic):
             part_crc = None
         else:
             data = payload
+        producer.in_flight += 1
         self.ledger.append_then(
             data, partial(self._persisted, producer, seq, highest, last_seq, chunk, size), part_crc
         )
@@ -471,7 +475,9 @@ class PersistentTopic(Topic):
         """The append of one send finished: answer it, exactly once, whatever fails here
         (an unanswered send would keep its pending-send slot and publish-buffer bytes).
         A receipt is queued on its connection and written by `_appends_done`, once for
-        every send of the batch the storage completed."""
+        every send of the batch the storage completed. A closing producer's last answer
+        closes it (`Producer.after_answers`): the close is queued behind the receipts."""
+        producer.in_flight -= 1
         answered = False
         try:
             if position is None:
@@ -500,6 +506,9 @@ class PersistentTopic(Topic):
                           self.name, seq, producer.name)
             if not answered:
                 producer.send_error(seq, pb.UnknownError, "internal broker error", size)
+        finally:
+            if producer.closing and not producer.in_flight:
+                producer.answered()
 
     def _appends_done(self) -> None:
         """The storage told the outcome of a batch of appends (the ledger's
