@@ -196,3 +196,32 @@ def test_expired_session_with_shutdown_policy_closes_the_store(
         assert SessionEvent.SESSION_REESTABLISHED not in sessions.events
 
     asyncio.run(asyncio.wait_for(main(), 120))
+
+
+def test_a_request_cancelled_as_the_connection_returns_is_cancelled(
+        zookeeper: ZooKeeperServer) -> None:
+    """A request waiting for the connection, cancelled in the loop turn the wait ends in
+    (the connection is back, or the store closes and wakes it): it ends cancelled. (Python
+    3.11's ``asyncio.wait_for`` dropped such a cancellation: the broker's registry task,
+    cancelled by a stopping broker whose session had expired, ran on and held the stop.)"""
+    async def main() -> None:
+        store = await create_metadata_store(zookeeper.url("/cancel-race"))
+        assert isinstance(store, ZKMetadataStore)
+        try:
+            for turns in range(8):  # each point of the wake-up, one loop turn apart
+                store._connected.clear()  # as while the connection is lost
+                waiting = asyncio.ensure_future(store.get("/k"))
+                for _ in range(3):
+                    await asyncio.sleep(0)  # it is waiting for the connection
+                assert not waiting.done()
+                store._connected.set()
+                for _ in range(turns):
+                    await asyncio.sleep(0)
+                if not waiting.cancel():
+                    continue  # it was answered before the cancel
+                with pytest.raises(asyncio.CancelledError):
+                    await waiting
+        finally:
+            await store.close()
+
+    asyncio.run(asyncio.wait_for(main(), 60))

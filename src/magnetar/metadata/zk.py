@@ -173,9 +173,14 @@ class ZKMetadataStore(MetadataStore):
         while True:
             self._check_open()
             remaining = deadline - time.monotonic()
+            # asyncio.timeout, not wait_for: Python 3.11's wait_for returns the result when
+            # the awaited thing completes in the loop turn the caller is cancelled in, and
+            # the cancellation is lost (a store closing wakes every waiter in the turn a
+            # stopping broker cancels them: a cancelled task went on running)
             if not self._connected.is_set():
                 try:
-                    await asyncio.wait_for(self._connected.wait(), max(remaining, 0.001))
+                    async with asyncio.timeout(max(remaining, 0.001)):
+                        await self._connected.wait()
                 except TimeoutError:
                     raise StoreUnavailableError(
                         f"ZooKeeper at {self.hosts} not connected for"
@@ -184,8 +189,8 @@ class ZKMetadataStore(MetadataStore):
             client = self._client
             assert client is not None
             try:
-                return await asyncio.wait_for(self._bridge(start(client)),
-                                              max(deadline - time.monotonic(), 0.001))
+                async with asyncio.timeout(max(deadline - time.monotonic(), 0.001)):
+                    return await self._bridge(start(client))
             except TimeoutError:
                 raise StoreUnavailableError(
                     f"ZooKeeper at {self.hosts}: no answer in"

@@ -171,16 +171,27 @@ def _shedder(coordinator: ClusterCoordinator, config: BrokerConfig) -> Shedder:
                    60.0 * config.loadBalancerSheddingGracePeriodMinutes)
 
 
+#: How long leaving the cluster may take before the broker stops without it (its keys
+#: go with its session anyway).
+LEAVE_TIMEOUT_S = 10.0
+
+
 async def leave_cluster(coordinator: ClusterCoordinator) -> None:
     """Release this broker's bundles and registry entry, then close the session. Best
-    effort, bounded: with the session lost its keys are gone anyway."""
+    effort, bounded by `LEAVE_TIMEOUT_S` (said in the log when it runs out)."""
     log.info("leaving the cluster as %s", coordinator.broker_id)
+    bound = asyncio.timeout(LEAVE_TIMEOUT_S)
     try:
-        async with asyncio.timeout(10):
+        async with bound:
             if coordinator.shedder is not None:
                 await coordinator.shedder.stop()
             await coordinator.stop()
+    except TimeoutError:
+        pass  # said below
     except Exception as exc:  # the store is gone already: the session's end frees them
         log.warning("leaving the cluster: %s", exc or type(exc).__name__)
+    if bound.expired():  # (also when a step swallowed the cancellation)
+        log.warning("leaving the cluster: not done in %g s; stopping without it",
+                    LEAVE_TIMEOUT_S)
     if coordinator.owns_store:
         await coordinator.store.close()
