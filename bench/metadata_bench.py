@@ -50,7 +50,7 @@ sys.path.insert(0, str(REPO / "src"))
 sys.path.insert(0, str(REPO))
 
 from magnetar.metadata import MetadataCache, create_metadata_store  # noqa: E402
-from tests.metadata.clusterproc import BrokerProc, initialize  # noqa: E402
+from tests.cluster.brokers import BrokerProc, initialize  # noqa: E402
 from tests.zkserver import ZooKeeperServer, zk_missing_reason  # noqa: E402
 
 

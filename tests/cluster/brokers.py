@@ -1,88 +1,144 @@
-"""Brokers of a test cluster: ``magnetar standalone`` child processes joined through one real
-ZooKeeper (``metadataStoreUrl=zk:...``), each on free ports with its own data directory.
-Readiness is the broker's ready file (a bounded poll), never a sleep."""
+"""Broker child processes for the tests (and benches) that need real ones, all started by
+`magnetar.testing.start_process` (readiness is the broker's ready file: a bounded poll,
+never a sleep) and each with its config file, data directory and log under its own folder:
+
+- `ClusterBroker`: ``magnetar standalone`` joined to a cluster through one real ZooKeeper
+  (``metadataStoreUrl=zk:...``) on free ports chosen up front; `Cluster` runs several,
+  optionally sharing one data directory (``magnetarSharedStorage``).
+- `BrokerProc`: ``magnetar broker`` of cluster ``c1`` on a metadata store URL (or
+  ``magnetar standalone`` without one), on ports it picks itself.
+
+Plus ``magnetar`` one-shot commands (`magnetar`, `initialize`), an admin HTTP call
+(`http_call`) and lookups (`raw_lookup`, `owner_port`, `topic_owned_by`)."""
 
 from __future__ import annotations
 
 import asyncio
 import json
-import os
-import signal
 import subprocess
-import sys
-import time
+import urllib.error
+import urllib.request
 from pathlib import Path
+from typing import Any, Self
 
 from magnetar.client.connection import Connection
 from magnetar.protocol import pb
+from magnetar.testing import COMMAND, start_process, stop_process
 from tests.zkserver import ZooKeeperServer, free_port
 
 R = pb.CommandLookupTopicResponse
 T = pb.BaseCommand
 
 
-class ClusterBroker:
-    def __init__(self, root: Path, zk_url: str, extra: dict[str, str] | None = None,
-                 data_dir: Path | None = None) -> None:
+def magnetar(*args: str, timeout: float = 120.0) -> subprocess.CompletedProcess[str]:
+    """A one-shot ``magnetar`` command (its output captured)."""
+    return subprocess.run([*COMMAND, *args], capture_output=True, text=True, timeout=timeout)
+
+
+def initialize(metadata_url: str, cluster: str) -> None:
+    """``magnetar initialize-cluster-metadata`` for ``cluster`` on ``metadata_url``."""
+    done = magnetar("initialize-cluster-metadata", "--cluster", cluster,
+                    "--metadata-store", metadata_url, "--configuration-metadata-store",
+                    metadata_url, "--web-service-url", "http://127.0.0.1:8080",
+                    "--broker-service-url", "pulsar://127.0.0.1:6650")
+    assert done.returncode == 0, done.stderr
+
+
+def http_call(method: str, url: str, body: Any = None, headers: dict[str, str] | None = None,
+              follow_redirects: bool = True) -> tuple[int, Any, str]:
+    """(status, JSON answer or None, Location) of an admin request with a JSON ``body``;
+    an error's answer is its text."""
+    class NoRedirect(urllib.request.HTTPRedirectHandler):
+        def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+            return None
+
+    opener = urllib.request.build_opener(*([] if follow_redirects else [NoRedirect]))
+    data = json.dumps(body).encode() if body is not None else b"" if method == "PUT" else None
+    kind = {"Content-Type": "application/json"} if body is not None else {}
+    req = urllib.request.Request(url, data=data, method=method, headers={**kind, **(headers or {})})
+    try:
+        with opener.open(req, timeout=30) as resp:
+            raw = resp.read()
+            return resp.status, json.loads(raw) if raw else None, ""
+    except urllib.error.HTTPError as err:
+        return err.code, err.read().decode(errors="replace"), err.headers.get("Location", "")
+
+
+class ChildBroker:
+    """One broker child process: ``magnetar <kind>`` with ``conf`` as its broker.conf."""
+
+    def __init__(self, root: Path, conf: dict[str, Any], kind: str = "standalone",
+                 data_dir: Path | None = None, port: int = 0, http_port: int = 0) -> None:
         self.root = root
-        self.data_dir = data_dir or root / "data"
         root.mkdir(parents=True, exist_ok=True)
-        self.port, self.http_port = free_port(), free_port()
+        self.data_dir = data_dir or root / "data"
+        self.port, self.http_port = port, http_port
         self.ready = root / "ready.json"
-        conf = {"metadataStoreUrl": zk_url, "advertisedAddress": "127.0.0.1",
-                "metadataStoreSessionTimeoutMillis": "4000",
-                "loadBalancerReportUpdateMinIntervalMillis": "1000", **(extra or {})}
+        self.log_path = root / "broker.log"
         (root / "broker.conf").write_text("".join(f"{k}={v}\n" for k, v in conf.items()))
+        self.command = [*COMMAND, kind, "--config", str(root / "broker.conf"), "--data-dir",
+                        str(self.data_dir), "--port", str(port), "--http-port", str(http_port),
+                        "--ready-file", str(self.ready)]
         self.proc: subprocess.Popen[bytes] | None = None
+        self.urls: dict[str, Any] = {}
 
     @property
     def url(self) -> str:
+        """The binary service URL (the one it wrote once started, else its chosen port)."""
+        if "brokerServiceUrl" in self.urls:
+            return str(self.urls["brokerServiceUrl"]).replace("localhost", "127.0.0.1")
         return f"pulsar://127.0.0.1:{self.port}"
+
+    service_url = url
 
     @property
     def web_url(self) -> str:
+        if "webServiceUrl" in self.urls:
+            return str(self.urls["webServiceUrl"]).replace("localhost", "127.0.0.1")
         return f"http://127.0.0.1:{self.http_port}"
 
     @property
     def broker_id(self) -> str:
         return f"127.0.0.1:{self.http_port}"
 
-    def start(self, timeout: float = 60.0) -> None:
-        self.ready.unlink(missing_ok=True)
-        log = open(self.root / "broker.log", "ab")  # noqa: SIM115 - handed to the child
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "magnetar.cli.main", "standalone", "--data-dir",
-             str(self.data_dir), "--port", str(self.port), "--http-port",
-             str(self.http_port), "--bind-address", "127.0.0.1", "--config",
-             str(self.root / "broker.conf"), "--ready-file", str(self.ready)],
-            stdout=log, stderr=subprocess.STDOUT,
-            env=dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2] / "src")))
-        log.close()
-        deadline = time.monotonic() + timeout
-        while not self.ready.exists():
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                self.stop()
-                raise RuntimeError("broker did not start: "
-                                   + (self.root / "broker.log").read_text()[-3000:])
-            time.sleep(0.02)  # polling a child process; bounded by the deadline
-        json.loads(self.ready.read_text())
+    def start(self, timeout: float = 60.0) -> Self:
+        self.proc, self.urls = start_process(self.command, self.ready, self.log_path, timeout)
+        return self
 
-    def stop(self) -> None:
+    def stop(self, timeout: float = 30.0) -> None:
+        """SIGTERM, SIGKILL after ``timeout`` seconds."""
         proc, self.proc = self.proc, None
-        if proc is None or proc.poll() is not None:
-            return
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        if proc is not None:
+            stop_process(proc, timeout)
 
     def kill(self) -> None:
         proc, self.proc = self.proc, None
         if proc is not None and proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+class ClusterBroker(ChildBroker):
+    """``magnetar standalone`` of a cluster on ZooKeeper ``zk_url``, on free ports."""
+
+    def __init__(self, root: Path, zk_url: str, extra: dict[str, str] | None = None,
+                 data_dir: Path | None = None) -> None:
+        conf = {"metadataStoreUrl": zk_url, "advertisedAddress": "127.0.0.1",
+                "bindAddress": "127.0.0.1", "metadataStoreSessionTimeoutMillis": "4000",
+                "loadBalancerReportUpdateMinIntervalMillis": "1000", **(extra or {})}
+        super().__init__(root, conf, "standalone", data_dir, free_port(), free_port())
+
+
+class BrokerProc(ChildBroker):
+    """``magnetar broker`` of ``cluster`` on ``metadata_url`` (``magnetar standalone``
+    without one) with ``settings`` as broker.conf keys."""
+
+    def __init__(self, root: Path, metadata_url: str | None, cluster: str = "c1",
+                 **settings: Any) -> None:
+        conf = {"clusterName": cluster, "bindAddress": "127.0.0.1", **settings}
+        if metadata_url:
+            conf["metadataStoreUrl"] = metadata_url
+        super().__init__(root, conf, "broker" if metadata_url else "standalone")
 
 
 class Cluster:

@@ -1,5 +1,5 @@
-"""Fixtures of the cluster tests: one real ZooKeeper for the session (Debian's, on a free
-port, in a temporary directory), skipped with a reason where ZooKeeper cannot run."""
+"""Fixtures of the cluster tests: a session-wide cluster of two brokers (the ZooKeeper under
+it is the suite's ``zookeeper`` fixture, tests/conftest.py)."""
 
 from __future__ import annotations
 
@@ -8,18 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.cluster.brokers import Cluster
-from tests.zkserver import ZooKeeperServer, zk_missing_reason
-
-
-@pytest.fixture(scope="session")
-def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperServer]:
-    reason = zk_missing_reason()
-    if reason:
-        pytest.skip(reason)
-    server = ZooKeeperServer(tmp_path_factory.mktemp("zookeeper"))
-    server.start()
-    yield server
-    server.stop()
+from tests.zkserver import ZooKeeperServer
 
 
 @pytest.fixture(scope="session")

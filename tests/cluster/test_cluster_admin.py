@@ -18,26 +18,14 @@ import pulsar
 
 from magnetar.broker.cluster.bundles import BundleRange, NamespaceBundles
 from magnetar.client import Client
-from tests.cluster.brokers import Cluster, ClusterBroker, owner_port, topic_owned_by
+from tests.cluster.brokers import Cluster, ClusterBroker, http_call, owner_port, topic_owned_by
 
 QUIET = pulsar.ConsoleLogger(pulsar.LoggerLevel.Error)
 
 
 def call(method: str, url: str) -> tuple[int, Any, str]:
-    """(status, JSON body or None, Location) without following redirects."""
-
-    class NoRedirect(urllib.request.HTTPRedirectHandler):
-        def redirect_request(self, *args: Any, **kwargs: Any) -> None:
-            return None
-
-    opener = urllib.request.build_opener(NoRedirect)
-    req = urllib.request.Request(url, method=method, data=b"" if method == "PUT" else None)
-    try:
-        with opener.open(req, timeout=30) as resp:
-            body = resp.read()
-            return resp.status, json.loads(body) if body else None, ""
-    except urllib.error.HTTPError as err:
-        return err.code, None, err.headers.get("Location", "")
+    """(status, JSON body, Location) without following redirects."""
+    return http_call(method, url, follow_redirects=False)
 
 
 def ensure_namespace(cluster: Cluster, namespace: str) -> None:

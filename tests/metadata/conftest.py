@@ -1,29 +1,18 @@
-"""Fixtures of the metadata-store tests: one real ZooKeeper per test session (started on a
-free port in a temporary directory, stopped after), and a store per backend."""
+"""Fixtures of the metadata-store tests: a store per backend (SQLite, and ZooKeeper on the
+suite's ``zookeeper`` fixture, tests/conftest.py)."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
 
 from magnetar.metadata import MetadataStore, create_metadata_store
-from tests.zkserver import ZooKeeperServer, zk_missing_reason
+from tests.zkserver import ZooKeeperServer
 
 BACKENDS = ["sqlite", "zk"]
-
-
-@pytest.fixture(scope="session")
-def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperServer]:
-    reason = zk_missing_reason()
-    if reason:
-        pytest.skip(reason)
-    server = ZooKeeperServer(tmp_path_factory.mktemp("zookeeper"))
-    server.start()
-    yield server
-    server.stop()
 
 
 _counter = iter(range(1, 1_000_000))

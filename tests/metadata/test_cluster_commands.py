@@ -5,11 +5,8 @@ and a ZooKeeper restarted while two brokers serve."""
 
 from __future__ import annotations
 
-import json
 import shutil
 import time
-import urllib.error
-import urllib.request
 import uuid
 from pathlib import Path
 from typing import Any
@@ -18,23 +15,15 @@ import pulsar
 import pytest
 from kazoo.client import KazooClient
 
+from tests.cluster.brokers import BrokerProc, http_call, initialize, magnetar
 from tests.zkserver import ZooKeeperServer, free_port
-
-from .clusterproc import BrokerProc, initialize, magnetar
 
 QUIET = pulsar.ConsoleLogger(pulsar.LoggerLevel.Error)
 
 
 def call(base: str, method: str, path: str, body: Any = None) -> tuple[int, Any]:
-    data = json.dumps(body).encode() if body is not None else None
-    req = urllib.request.Request(base + path, data=data, method=method,
-                                 headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(req, timeout=30) as resp:
-            raw = resp.read()
-            return resp.status, json.loads(raw) if raw else None
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read().decode(errors="replace")
+    status, answer, _ = http_call(method, base + path, body)
+    return status, answer
 
 
 def ok(base: str, method: str, path: str, body: Any = None) -> Any:

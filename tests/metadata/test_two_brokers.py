@@ -8,8 +8,6 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-import urllib.error
-import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -20,9 +18,8 @@ import pytest
 
 from magnetar.cli.tokens import create_secret_key, create_token
 from magnetar.metadata import create_metadata_store
+from tests.cluster.brokers import BrokerProc, http_call, initialize
 from tests.zkserver import ZooKeeperServer
-
-from .clusterproc import BrokerProc, initialize
 
 QUIET = pulsar.ConsoleLogger(pulsar.LoggerLevel.Error)
 #: how long a change made through A may take to show through B
@@ -35,15 +32,9 @@ class Api:
         self.token = token
 
     def call(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
-        data = json.dumps(body).encode() if body is not None else None
-        req = urllib.request.Request(self.base + path, data=data, method=method, headers={
-            "Content-Type": "application/json", "Authorization": f"Bearer {self.token}"})
-        try:
-            with urllib.request.urlopen(req, timeout=30) as resp:
-                raw = resp.read()
-                return resp.status, json.loads(raw) if raw else None
-        except urllib.error.HTTPError as exc:
-            return exc.code, exc.read().decode(errors="replace")
+        status, answer, _ = http_call(method, self.base + path, body,
+                                      {"Authorization": f"Bearer {self.token}"})
+        return status, answer
 
     def ok(self, method: str, path: str, body: Any = None) -> Any:
         status, answer = self.call(method, path, body)

@@ -14,6 +14,11 @@ uvloop policy, signal handlers and logging stay out of the test process; a broke
 cannot take the test run with it; and what runs is exactly what users run. The price is a
 start-up of about a second, so the pytest fixture (``magnetar_broker``, registered through
 the ``pytest11`` entry point, see ``plugin.py``) starts one broker per session.
+
+`start_process` and `stop_process` are the child-process part on their own (start a
+``magnetar`` broker command line, wait for its ready file, stop it), for harnesses that run
+brokers of other kinds: this project's cluster tests start ``magnetar broker`` processes
+joined through ZooKeeper with them.
 """
 
 from __future__ import annotations
@@ -29,8 +34,11 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-__all__ = ["BrokerStartError", "StandaloneBroker", "standalone"]
+__all__ = ["BrokerStartError", "StandaloneBroker", "standalone", "start_process", "stop_process"]
+
+COMMAND = [sys.executable, "-m", "magnetar.cli.main"]
 
 
 class BrokerStartError(RuntimeError):
@@ -56,18 +64,51 @@ class StandaloneBroker:
 
     def stop(self, timeout: float = 15.0) -> int:
         """SIGTERM (a clean stop, everything persisted), SIGKILL after ``timeout``."""
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=timeout)
-        return int(self.process.returncode)
+        return stop_process(self.process, timeout)
+
+
+def start_process(command: list[str], ready: Path, log_path: Path,
+                  timeout: float = 60.0) -> tuple[subprocess.Popen[bytes], dict[str, Any]]:
+    """Run ``command`` (a ``magnetar`` broker command line with ``--ready-file ready``) as a
+    child process, its output appended to ``log_path``, this magnetar's sources first on
+    its PYTHONPATH; wait (a bounded poll) for the ready file. Returns the process and the
+    URLs the broker wrote there. `BrokerStartError` (the process killed) if it exits or is
+    not ready within ``timeout`` seconds."""
+    ready.unlink(missing_ok=True)
+    env = dict(os.environ)
+    src = str(Path(__file__).resolve().parent.parent.parent)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (src, env.get("PYTHONPATH")) if p)
+    with open(log_path, "ab") as out:
+        proc = subprocess.Popen(command, stdout=out, stderr=out, env=env)
+    deadline = time.monotonic() + timeout
+    while not ready.exists():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            what = " ".join(command[3:4]) if command[:3] == COMMAND else command[0]
+            raise BrokerStartError(
+                f"magnetar {what} did not start (exit {proc.returncode}):\n"
+                + log_path.read_text(errors="replace")[-4000:])
+        time.sleep(0.02)
+    urls: dict[str, Any] = json.loads(ready.read_text())
+    return proc, urls
+
+
+def stop_process(process: subprocess.Popen[bytes], timeout: float = 15.0) -> int:
+    """SIGTERM (a clean stop), SIGKILL after ``timeout`` seconds; the exit code."""
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=timeout)
+    return int(process.returncode)
 
 
 def _command(data_dir: Path, ready: Path, config: Path | None, port: int) -> list[str]:
-    cmd = [sys.executable, "-m", "magnetar.cli.main", "standalone", "--data-dir", str(data_dir),
+    cmd = [*COMMAND, "standalone", "--data-dir", str(data_dir),
            "--port", str(port), "--http-port", "0", "--bind-address", "127.0.0.1",
            "--ready-file", str(ready)]
     if config is not None:
@@ -99,22 +140,8 @@ def standalone(
                 f"{k}={str(v).lower() if isinstance(v, bool) else v}\n" for k, v in settings.items()))
         ready = root / "ready.json"
         log_path = root / "broker.log"
-        env = dict(os.environ)
-        src = str(Path(__file__).resolve().parent.parent.parent)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (src, env.get("PYTHONPATH")) if p)
-        with open(log_path, "wb") as out:
-            proc = subprocess.Popen(_command(data, ready, config, broker_port), stdout=out, stderr=out, env=env)
-        deadline = time.monotonic() + timeout
-        while not ready.exists():
-            if proc.poll() is not None or time.monotonic() > deadline:
-                if proc.poll() is None:
-                    proc.kill()
-                    proc.wait()
-                raise BrokerStartError(
-                    f"magnetar standalone did not start (exit {proc.returncode}):\n"
-                    + log_path.read_text(errors="replace")[-4000:])
-            time.sleep(0.02)
-        urls = json.loads(ready.read_text())
+        proc, urls = start_process(_command(data, ready, config, broker_port), ready, log_path,
+                                   timeout)
         broker = StandaloneBroker(
             service_url=urls["brokerServiceUrl"].replace("localhost", "127.0.0.1"),
             web_service_url=urls["webServiceUrl"].replace("localhost", "127.0.0.1"),
