@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from magnetar.broker.namespaces.cluster_paths import (
+from magnetar.broker.cluster.key_paths import (
     flat_keys,
     namespace_parts,
     new_namespace_node,
@@ -21,7 +21,7 @@ from magnetar.broker.namespaces.cluster_paths import (
     policies_to_node,
     with_part,
 )
-from magnetar.broker.namespaces.cluster_store import ClusterKeyValueStore
+from magnetar.broker.cluster.key_store import ClusterKeyValueStore
 from magnetar.metadata import MemoryKeyValueStore, MetadataStoreError, create_metadata_store
 from tests.zkserver import ZooKeeperServer
 

@@ -3,30 +3,7 @@ checked in that one module (client and broker alike); this re-exports it for bro
 
 from __future__ import annotations
 
-from magnetar.protocol.naming import (
-    DEFAULT_NAMESPACE,
-    NON_PERSISTENT,
-    PARTITION_SUFFIX,
-    PERSISTENT,
-    PUBLIC_TENANT,
-    TopicName,
-    check_named_entity,
-    ledger_name,
-    namespace_of,
-    parse_namespace,
-    url_segment,
-)
+from magnetar.protocol import naming
+from magnetar.protocol.naming import *  # noqa: F403 - the whole of naming, as it is
 
-__all__ = [
-    "DEFAULT_NAMESPACE",
-    "NON_PERSISTENT",
-    "PARTITION_SUFFIX",
-    "PERSISTENT",
-    "PUBLIC_TENANT",
-    "TopicName",
-    "check_named_entity",
-    "ledger_name",
-    "namespace_of",
-    "parse_namespace",
-    "url_segment",
-]
+__all__ = naming.__all__

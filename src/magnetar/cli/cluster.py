@@ -111,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _run(args: argparse.Namespace) -> int:
-    from magnetar.broker.namespaces.cluster_setup import (
+    from magnetar.broker.cluster.metadata_setup import (
         connect_stores,
         copy_standalone_metadata,
         initialize_cluster_metadata,

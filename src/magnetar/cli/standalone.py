@@ -114,7 +114,7 @@ def run_standalone(args: argparse.Namespace, cluster_mode: bool = False) -> int:
             loop.add_signal_handler(sig, stop.set)
         cluster = None
         if config.metadataStoreUrl:
-            from magnetar.broker.namespaces.cluster_setup import open_cluster_metadata
+            from magnetar.broker.cluster.metadata_setup import open_cluster_metadata
             from magnetar.metadata import MetadataStoreError, SessionEvent
 
             host = config.advertisedAddress or "localhost"

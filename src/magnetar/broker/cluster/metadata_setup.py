@@ -14,8 +14,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from magnetar.broker.config.broker_config import BrokerConfig
-from magnetar.broker.namespaces.cluster_paths import (
+from magnetar.broker.cluster.key_paths import (
     BOOTSTRAPPED,
     CLUSTERS_ROOT,
     POLICIES_ROOT,
@@ -24,7 +23,8 @@ from magnetar.broker.namespaces.cluster_paths import (
     is_cluster_key,
     new_namespace_node,
 )
-from magnetar.broker.namespaces.cluster_store import ClusterKeyValueStore
+from magnetar.broker.cluster.key_store import ClusterKeyValueStore
+from magnetar.broker.config.broker_config import BrokerConfig
 from magnetar.metadata import (
     BadVersionError,
     MemoryKeyValueStore,

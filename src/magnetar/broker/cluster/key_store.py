@@ -1,6 +1,6 @@
 """`ClusterKeyValueStore`: the broker's flat key store in cluster mode. Cluster-wide keys
 (tenants, namespaces, their policies and permissions, partitioned topics, schemas; see
-`cluster_paths`) live in the cluster's metadata store at Pulsar's paths; every other key
+`key_paths`) live in the cluster's metadata store at Pulsar's paths; every other key
 goes to the broker's own store (``metadata.db`` in its data directory), as in standalone.
 
 Theory of operation
@@ -35,7 +35,7 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from magnetar.broker.namespaces.cluster_paths import (
+from magnetar.broker.cluster.key_paths import (
     BOOTSTRAPPED,
     CLUSTERS_ROOT,
     NAMESPACE_PARTS,
@@ -115,8 +115,9 @@ class ClusterKeyValueStore(KeyValueStore):
     async def stop(self) -> None:
         """Finish the pending writes, stop following changes (the stores stay open)."""
         if self._writes is not None and self._writer is not None and not self._writer.done():
-            try:
-                await asyncio.wait_for(self._writes.join(), self.write_timeout_s)
+            try:  # (asyncio.timeout: 3.11's wait_for can lose a cancellation)
+                async with asyncio.timeout(self.write_timeout_s):
+                    await self._writes.join()
             except TimeoutError:
                 log.warning("metadata writes still pending at stop")
         if self._writer is not None:
