@@ -106,22 +106,12 @@ def receive_all(consumer: pulsar.Consumer, wanted: set[int]) -> set[int]:
 
 
 def test_unload_under_load_moves_the_bundle_and_loses_nothing(shared: Cluster) -> None:
-    a, b = shared.brokers
     topic = "persistent://public/default/moving"
-    bundle = NamespaceBundles.evenly(4).bundle_of(topic)
     client = pulsar.Client(shared.service_url, operation_timeout_seconds=30, logger=QUIET)
     try:
         consumer = client.subscribe(topic, "s", consumer_type=pulsar.ConsumerType.Shared)
         load = Load(client.create_producer(topic, batching_enabled=False))
-        load.wait_for(30)
-        owners = [owner_port(shared, topic)]
-        for _ in range(3):  # back and forth
-            owner = a if owners[-1] == a.port else b
-            status, _, _ = call(
-                "PUT", f"{owner.web_url}/admin/v2/namespaces/public/default/{bundle}/unload")
-            assert status == 204
-            load.wait_for(len(load.acked) + 30)
-            owners.append(owner_port(shared, topic))
+        owners = move_back_and_forth(shared, topic, load)
         acked = load.finish()
         # each unload handed the bundle to the other broker (assignedBrokerServiceUrl)
         assert all(x != y for x, y in itertools.pairwise(owners)), owners
@@ -151,6 +141,23 @@ def test_kill_9_of_the_owner_loses_no_acked_message(shared: Cluster) -> None:
         assert resp.response == R.Connect and resp.brokerServiceUrl == survivor.url
     finally:
         client.close()
+
+
+def move_back_and_forth(cluster: Cluster, topic: str, load: Load, moves: int = 3) -> list[int]:
+    """Unload ``topic``'s bundle at its owner ``moves`` times, once ``load`` has 30 sends
+    acknowledged and then after each move; the owners' ports, first to last."""
+    a, b = cluster.brokers
+    bundle = NamespaceBundles.evenly(4).bundle_of(topic)
+    load.wait_for(30)
+    owners = [owner_port(cluster, topic)]
+    for _ in range(moves):
+        owner = a if owners[-1] == a.port else b
+        status, _, _ = call(
+            "PUT", f"{owner.web_url}/admin/v2/namespaces/public/default/{bundle}/unload")
+        assert status == 204
+        load.wait_for(len(load.acked) + 30)
+        owners.append(owner_port(cluster, topic))
+    return owners
 
 
 def live_brokers(broker: ClusterBroker) -> list[str]:
@@ -266,23 +273,13 @@ def test_with_dedup_a_moving_bundle_stores_nothing_twice(
                 {"brokerDeduplicationEnabled": "true"}, shared=True)
     c.start()
     try:
-        a, b = c.brokers
         topic = "persistent://public/default/dedup-moving"
-        bundle = NamespaceBundles.evenly(4).bundle_of(topic)
         client = pulsar.Client(c.service_url, operation_timeout_seconds=30, logger=QUIET)
         try:
             load = AsyncLoad(client.create_producer(
                 topic, producer_name="dedup-p", batching_enabled=False,
                 block_if_queue_full=True, max_pending_messages=200))
-            load.wait_for(30)
-            owners = [owner_port(c, topic)]
-            for _ in range(3):
-                owner = a if owners[-1] == a.port else b
-                status, _, _ = call(
-                    "PUT", f"{owner.web_url}/admin/v2/namespaces/public/default/{bundle}/unload")
-                assert status == 204
-                load.wait_for(len(load.acked) + 30)
-                owners.append(owner_port(c, topic))
+            move_back_and_forth(c, topic, load)
             acked = load.finish()
             reader = client.create_reader(topic, pulsar.MessageId.earliest)
             stored: list[int] = []

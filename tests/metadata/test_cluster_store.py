@@ -86,13 +86,19 @@ def test_a_namespace_node_keeps_what_it_does_not_own() -> None:
     assert parts["permissions"] == {"namespace": {"app": ["produce"]}, "topics": {}}
 
 
+async def two_brokers_stores(b: Backend) -> tuple[ClusterKeyValueStore, ClusterKeyValueStore]:
+    """Two brokers' cluster key stores of cluster c1, on two sessions of ``b``, started."""
+    stores = []
+    for _ in range(2):
+        kv = ClusterKeyValueStore(MemoryKeyValueStore(), await b.store(), cluster="c1")
+        await kv.start()
+        stores.append(kv)
+    return stores[0], stores[1]
+
+
 def test_two_cluster_stores_see_each_other(backend: Backend) -> None:
     async def scenario(b: Backend) -> None:
-        s1, s2 = await b.store(), await b.store()
-        kv1 = ClusterKeyValueStore(MemoryKeyValueStore(), s1, cluster="c1")
-        kv2 = ClusterKeyValueStore(MemoryKeyValueStore(), s2, cluster="c1")
-        await kv1.start()
-        await kv2.start()
+        kv1, kv2 = await two_brokers_stores(b)
         seen: list[tuple[str, Any]] = []
         changed = asyncio.Event()
 
@@ -127,7 +133,7 @@ def test_two_cluster_stores_see_each_other(backend: Backend) -> None:
         thread = threading.Thread(target=from_thread)
         await asyncio.get_running_loop().run_in_executor(None, lambda: (thread.start(),
                                                                          thread.join()))
-        got = await s2.get("/admin/partitioned-topics/acme/orders/persistent/p")
+        got = await kv2.store.get("/admin/partitioned-topics/acme/orders/persistent/p")
         assert got is not None and json.loads(got[0]) == {"partitions": 4}
         await asyncio.wait_for(until("partitioned/persistent://acme/orders/p",
                                      {"partitions": 4}), 10)
@@ -136,10 +142,10 @@ def test_two_cluster_stores_see_each_other(backend: Backend) -> None:
         await asyncio.wait_for(until("policies/acme/orders", {"replication_clusters": ["c1"]}), 10)
         kv1.delete("partitioned/persistent://acme/orders/p")
         await asyncio.wait_for(until("partitioned/persistent://acme/orders/p", None), 10)
-        # the writer prunes the emptied parents after the delete that s2 was told of: a
+        # the writer prunes the emptied parents after the delete that kv2 was told of: a
         # bounded poll for that clean-up, not an assertion racing it
         async def pruned() -> None:
-            while await s2.get_children("/admin/partitioned-topics/acme/orders"):
+            while await kv2.store.get_children("/admin/partitioned-topics/acme/orders"):
                 await asyncio.sleep(0.02)
 
         await asyncio.wait_for(pruned(), 10)
@@ -151,11 +157,7 @@ def test_two_cluster_stores_see_each_other(backend: Backend) -> None:
 
 def test_a_schema_version_is_written_once(backend: Backend) -> None:
     async def scenario(b: Backend) -> None:
-        s1, s2 = await b.store(), await b.store()
-        kv1 = ClusterKeyValueStore(MemoryKeyValueStore(), s1, cluster="c1")
-        kv2 = ClusterKeyValueStore(MemoryKeyValueStore(), s2, cluster="c1")
-        await kv1.start()
-        await kv2.start()
+        kv1, kv2 = await two_brokers_stores(b)
         key = "schemas/acme/orders/t/0000000000"
         await kv1.write_async(key, {"type": 1, "data": "QQ=="})
         await kv1.write_async(key, {"type": 1, "data": "QQ=="})  # the same again: fine

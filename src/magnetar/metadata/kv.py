@@ -16,11 +16,12 @@ Failures raise ``error_type`` (a class attribute), `MetadataStoreError` here.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -99,12 +100,31 @@ class SqliteKeyValueStore(KeyValueStore):
 
     def put_many(self, items: Mapping[str, Any], durable: bool = False) -> None:
         rows = [(k, json.dumps(v, separators=(",", ":"))) for k, v in items.items()]
+        with self._transaction(durable=durable):
+            self._db.executemany("INSERT OR REPLACE INTO kv (key, value) VALUES (?, ?)", rows)
+
+    def reserve(self, key: str, count: int, floor: int = 0) -> int:
+        """Take ``count`` values of the counter at ``key`` (stored as ``{"limit": n}``),
+        starting no lower than ``floor``, atomically and durably even across processes
+        sharing the file (one IMMEDIATE transaction); returns the first value taken."""
+        with self._transaction("BEGIN IMMEDIATE", durable=True):
+            row = self._db.execute("SELECT value FROM kv WHERE key = ?", (key,)).fetchone()
+            stored = json.loads(row[0]).get("limit", 0) if row is not None else 0
+            start = max(int(floor), int(stored))
+            self._db.execute("INSERT OR REPLACE INTO kv (key, value) VALUES (?, ?)",
+                             (key, json.dumps({"limit": start + count})))
+        return start
+
+    @contextlib.contextmanager
+    def _transaction(self, begin: str = "BEGIN", durable: bool = False) -> Iterator[None]:
+        """One write transaction, under the lock (``durable``: ``synchronous=FULL`` for
+        it); an SQLite error rolls it back and is raised as this store's error type."""
         with self._lock:
             try:
                 if durable:
                     self._db.execute("PRAGMA synchronous=FULL")
-                self._db.execute("BEGIN")
-                self._db.executemany("INSERT OR REPLACE INTO kv (key, value) VALUES (?, ?)", rows)
+                self._db.execute(begin)
+                yield
                 self._db.execute("COMMIT")
             except sqlite3.Error as exc:
                 if self._db.in_transaction:
@@ -113,28 +133,6 @@ class SqliteKeyValueStore(KeyValueStore):
             finally:
                 if durable:
                     self._db.execute("PRAGMA synchronous=NORMAL")
-
-    def reserve(self, key: str, count: int, floor: int = 0) -> int:
-        """Take ``count`` values of the counter at ``key`` (stored as ``{"limit": n}``),
-        starting no lower than ``floor``, atomically and durably even across processes
-        sharing the file (one IMMEDIATE transaction); returns the first value taken."""
-        with self._lock:
-            try:
-                self._db.execute("PRAGMA synchronous=FULL")
-                self._db.execute("BEGIN IMMEDIATE")
-                row = self._db.execute("SELECT value FROM kv WHERE key = ?", (key,)).fetchone()
-                stored = json.loads(row[0]).get("limit", 0) if row is not None else 0
-                start = max(int(floor), int(stored))
-                self._db.execute("INSERT OR REPLACE INTO kv (key, value) VALUES (?, ?)",
-                                 (key, json.dumps({"limit": start + count})))
-                self._db.execute("COMMIT")
-            except sqlite3.Error as exc:
-                if self._db.in_transaction:
-                    self._db.execute("ROLLBACK")
-                raise self.error_type(f"metadata write failed: {exc}") from exc
-            finally:
-                self._db.execute("PRAGMA synchronous=NORMAL")
-        return start
 
     def delete(self, key: str) -> bool:
         with self._lock:

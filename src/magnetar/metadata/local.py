@@ -267,15 +267,16 @@ class LocalMetadataStore(MetadataStore):
 
 
 def _created(path: str) -> list[Notification]:
-    notes = [Notification(NotificationType.CREATED, path)]
-    up = parent(path)
-    if up is not None:
-        notes.append(Notification(NotificationType.CHILDREN_CHANGED, up))
-    return notes
+    return _with_parent(NotificationType.CREATED, path)
 
 
 def _deleted(path: str) -> list[Notification]:
-    notes = [Notification(NotificationType.DELETED, path)]
+    return _with_parent(NotificationType.DELETED, path)
+
+
+def _with_parent(kind: NotificationType, path: str) -> list[Notification]:
+    """``kind`` of ``path``, and its parent's children changed (unless it is the root)."""
+    notes = [Notification(kind, path)]
     up = parent(path)
     if up is not None:
         notes.append(Notification(NotificationType.CHILDREN_CHANGED, up))
