@@ -94,9 +94,22 @@ def _frames_until(raw: RawClient, last: int, got: list[pb.BaseCommand] | None = 
     return got
 
 
-def _names(frames: list[pb.BaseCommand]) -> list[Any]:
-    return [(T.Type.Name(f.type), f.send_receipt.sequence_id if f.type == T.SEND_RECEIPT else None)
-            for f in frames]
+def _answers_after_release(raw: RawClient, stall: StalledSyncs, last: int
+                           ) -> tuple[list[Any], pb.BaseCommand]:
+    """Let the broker take what was sent (a Ping answered), release the syncs, and read up
+    to the answer of type ``last``: the answers in order as (type, receipt's sequence id),
+    Pongs left out, and that last command."""
+    raw.send("PING")
+    before_release = _frames_until(raw, T.PONG)
+    stall.release.set()
+    frames = _frames_until(raw, last, before_release)
+    names = [(T.Type.Name(f.type), f.send_receipt.sequence_id if f.type == T.SEND_RECEIPT
+              else None) for f in frames if f.type != T.PONG]
+    return names, frames[-1]
+
+
+def _receipts_then(last: str) -> list[Any]:
+    return [("SEND_RECEIPT", seq) for seq in range(SENDS)] + [(last, None)]
 
 
 def test_unload_sends_every_receipt_before_close_producer(
@@ -107,12 +120,8 @@ def test_unload_sends_every_receipt_before_close_producer(
             service.unload_topic(service.topics[TOPIC])
 
         broker.call(unload)
-        raw.send("PING")
-        before_release = _frames_until(raw, T.PONG)
-        stalled_syncs.release.set()
-        frames = _frames_until(raw, T.CLOSE_PRODUCER, before_release)
-        expected = [("SEND_RECEIPT", seq) for seq in range(SENDS)] + [("CLOSE_PRODUCER", None)]
-        assert [n for n in _names(frames) if n[0] != "PONG"] == expected
+        names, _ = _answers_after_release(raw, stalled_syncs, T.CLOSE_PRODUCER)
+        assert names == _receipts_then("CLOSE_PRODUCER")
         # a Send written before the client read the CloseProducer: ignored, connection kept
         raw.send_message(1, SENDS, b"late")
         assert raw.is_alive(5)
@@ -131,12 +140,8 @@ def test_sends_reaching_a_closing_producer_are_dropped(
     with raw:
         broker.call(lambda: service.unload_topic(service.topics[TOPIC]) and None)
         raw.send_message(1, SENDS, b"late")
-        raw.send("PING")
-        before_release = _frames_until(raw, T.PONG)
-        stalled_syncs.release.set()
-        frames = _frames_until(raw, T.CLOSE_PRODUCER, before_release)
-        expected = [("SEND_RECEIPT", seq) for seq in range(SENDS)] + [("CLOSE_PRODUCER", None)]
-        assert [n for n in _names(frames) if n[0] != "PONG"] == expected
+        names, _ = _answers_after_release(raw, stalled_syncs, T.CLOSE_PRODUCER)
+        assert names == _receipts_then("CLOSE_PRODUCER")
         assert raw.is_alive(5)
 
 
@@ -145,10 +150,6 @@ def test_client_close_is_answered_after_the_last_receipt(
     _, _, raw = _setup(make_broker, stalled_syncs)
     with raw:
         raw.send("CLOSE_PRODUCER", producer_id=1, request_id=77)
-        raw.send("PING")
-        before_release = _frames_until(raw, T.PONG)
-        stalled_syncs.release.set()
-        frames = _frames_until(raw, T.SUCCESS, before_release)
-        expected = [("SEND_RECEIPT", seq) for seq in range(SENDS)] + [("SUCCESS", None)]
-        assert [n for n in _names(frames) if n[0] != "PONG"] == expected
-        assert frames[-1].success.request_id == 77
+        names, success = _answers_after_release(raw, stalled_syncs, T.SUCCESS)
+        assert names == _receipts_then("SUCCESS")
+        assert success.success.request_id == 77
