@@ -457,9 +457,13 @@ class PersistentTopic(Topic):
         else:
             data = payload
         producer.in_flight += 1
-        self.ledger.append_then(
-            data, partial(self._persisted, producer, seq, highest, last_seq, chunk, size), part_crc
-        )
+        try:
+            self.ledger.append_then(
+                data, partial(self._persisted, producer, seq, highest, last_seq, chunk, size),
+                part_crc)
+        except BaseException:  # no outcome will come for it (the caller answers it)
+            producer.in_flight -= 1
+            raise
 
     def _persisted(
         self,
