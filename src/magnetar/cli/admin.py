@@ -14,6 +14,7 @@ import os
 import sys
 from typing import Any
 
+from magnetar.broker.security.broker_client import token_from_params
 from magnetar.cli import admin_ops as ops
 from magnetar.cli.admin_ops import Command
 from magnetar.cli.http import AdminClient, AdminError
@@ -108,12 +109,7 @@ def token_of(args: argparse.Namespace) -> str | None:
             return f.read().strip()
     params = getattr(args, "auth_params", None)
     if params:
-        if params.startswith("token:"):
-            return str(params.removeprefix("token:")).strip()
-        if params.startswith("file://"):
-            with open(params.removeprefix("file://")) as f:
-                return f.read().strip()
-        return str(params).strip()
+        return token_from_params(str(params))  # the broker's brokerClient parsing
     return None
 
 

@@ -6,8 +6,9 @@
 ownership: a bundle lost without being released (session expired, key deleted) has its
 loaded topics unloaded at once, so their clients look them up again; with
 ``zookeeperSessionExpiredPolicy=shutdown`` (Pulsar's default) a lost session also stops
-the broker, as Pulsar's does. The load report carries CPU time used since the last report
-(``cpu.limit`` is 100 per core), loaded topics, producers and consumers.
+the broker, as Pulsar's does. The load report's measured fields come from `LoadSampler`
+(CPU, memory, bandwidth, message rates, per owned bundle too); the leader's shedding calls
+other brokers with this broker's ``brokerClient*`` credentials (`BrokerClientCredentials`).
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ import asyncio
 import base64
 import logging
 import os
-import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -24,9 +24,17 @@ from urllib.parse import urlsplit
 from magnetar import __version__
 from magnetar.broker.cluster.bundles import BundleRange, topic_hash
 from magnetar.broker.cluster.coordinator import ClusterCoordinator
+from magnetar.broker.cluster.load_report import (
+    LoadSampler,
+    TopicCounters,
+    memory_limit_mb,
+    nic_speed_kbps,
+)
 from magnetar.broker.cluster.records import ListenerUrls, OwnerData
 from magnetar.broker.cluster.shedding import Shedder
+from magnetar.broker.security.broker_client import BrokerClientCredentials
 from magnetar.broker.topic_name import TopicName, ledger_name
+from magnetar.broker.topics.stats import subscription_counters
 from magnetar.metadata import SessionEvent, create_metadata_store
 
 if TYPE_CHECKING:
@@ -42,20 +50,6 @@ def broker_id_of(service_url: str, web_url: str | None) -> str:
     web service)."""
     parts = urlsplit(web_url or service_url)
     return f"{parts.hostname}:{parts.port}"
-
-
-class _CpuMeter:
-    """CPU time this process used between two readings, in percent of one core."""
-
-    def __init__(self) -> None:
-        self._cpu = time.process_time()
-        self._wall = time.monotonic()
-
-    def read(self) -> float:
-        cpu, wall = time.process_time(), time.monotonic()
-        used = 100.0 * (cpu - self._cpu) / max(wall - self._wall, 1e-6)
-        self._cpu, self._wall = cpu, wall
-        return used
 
 
 async def join_cluster(service: BrokerService, urls: dict[str, str | None],
@@ -76,17 +70,36 @@ async def join_cluster(service: BrokerService, urls: dict[str, str | None],
             config.metadataStoreUrl,
             session_timeout_s=config.metadataStoreSessionTimeoutMillis / 1000,
             session_expired_policy=config.zookeeperSessionExpiredPolicy)
-    cpu = _CpuMeter()
-    cores = os.cpu_count() or 1
+    sampler = LoadSampler(os.cpu_count() or 1,
+                          nic_speed_kbps(config.loadBalancerOverrideBrokerNicSpeedGbps),
+                          memory_limit_mb())
+
+    def counters(topic: Topic) -> TopicCounters:
+        out_msgs = out_bytes = consumers = 0
+        for sub in topic.subscriptions.values():
+            msgs, size = subscription_counters(sub)
+            out_msgs += msgs
+            out_bytes += size
+            consumers += len(sub.consumers)
+        return TopicCounters(topic.msg_in, topic.bytes_in, out_msgs, out_bytes,
+                             len(topic.producers), consumers)
 
     def load() -> dict[str, Any]:
-        producers = consumers = 0
-        for topic in service.topics.values():
-            producers += len(topic.producers)
-            consumers += sum(len(sub.consumers) for sub in topic.subscriptions.values())
-        return {"cpu_usage": cpu.read(), "cpu_limit": 100.0 * cores,
-                "num_topics": len(service.topics), "num_producers": producers,
-                "num_consumers": consumers, "version": __version__}
+        owned: dict[str, list[BundleRange]] = {}
+        for namespace, bundle in coordinator.ownership.owned:
+            owned.setdefault(namespace, []).append(bundle)
+
+        def bundle_of(topic: str) -> str | None:
+            namespace = TopicName.parse(topic).namespace
+            key = topic_hash(topic)
+            for bundle in owned.get(namespace, ()):
+                if bundle.contains(key):
+                    return f"{namespace}/{bundle.name}"
+            return None
+
+        topics = {name: counters(topic) for name, topic in service.topics.items()}
+        names = [f"{ns}/{b.name}" for ns, bundles in owned.items() for b in bundles]
+        return {**sampler.sample(topics, bundle_of, names), "version": __version__}
 
     def in_bundle(namespace: str, bundle: BundleRange) -> list[Topic]:
         return [topic for name, topic in service.topics.items()
@@ -120,6 +133,7 @@ async def join_cluster(service: BrokerService, urls: dict[str, str | None],
         report_interval_s=config.loadBalancerReportUpdateMinIntervalMillis / 1000,
         on_lost=lost)
     coordinator.unload_topics = unload_topics
+    coordinator.overload_threshold = float(config.loadBalancerBrokerOverloadedThresholdPercentage)
 
     def fence_epoch(ledger: str) -> int | None:
         """The epoch a topic's ledger is fenced with (None: not a topic's ledger)."""
@@ -150,19 +164,28 @@ async def join_cluster(service: BrokerService, urls: dict[str, str | None],
 
 
 def _shedder(coordinator: ClusterCoordinator, config: BrokerConfig) -> Shedder:
+    credentials = BrokerClientCredentials.from_config(config)
+    if config.authenticationEnabled and credentials.kind == "none":
+        log.warning("authenticationEnabled but no brokerClientAuthenticationPlugin: the "
+                    "leader's unload calls to other brokers will be refused, so load "
+                    "shedding cannot move bundles off them")
+
     async def unload(broker_id: str, bundle: str) -> None:
         brokers = await coordinator.registry.live()
         data = brokers.get(broker_id)
-        if data is None or not data.web_url:
+        if data is None or not (data.web_url or data.web_url_tls):
             return
         namespace, _, bundle_range = bundle.rpartition("/")
         import aiohttp  # the admin layer's HTTP client, only for this call
 
-        url = f"{data.web_url}/admin/v2/namespaces/{namespace}/{bundle_range}/unload"
-        async with aiohttp.ClientSession() as session, \
-                session.put(url, params={"authoritative": "true"}) as resp:
+        base = credentials.web_url(data.web_url, data.web_url_tls)
+        url = f"{base}/admin/v2/namespaces/{namespace}/{bundle_range}/unload"
+        timeout = aiohttp.ClientTimeout(total=60)
+        async with aiohttp.ClientSession(timeout=timeout) as session, \
+                session.put(url, params={"authoritative": "true"}, headers=credentials.headers(),
+                            ssl=credentials.ssl_context or True) as resp:
             if resp.status >= 300:
-                raise RuntimeError(f"PUT {url}: HTTP {resp.status}")
+                raise RuntimeError(f"PUT {url}: HTTP {resp.status} {await resp.text()}")
 
     interval = config.magnetarLoadBalancerSheddingIntervalSeconds \
         or 60.0 * config.loadBalancerSheddingIntervalMinutes
