@@ -13,11 +13,16 @@ import pytest
 from magnetar.broker.cluster.bundles import NamespaceBundles
 from magnetar.broker.cluster.load_report import LoadSampler, TopicCounters, nic_speed_kbps
 from magnetar.broker.cluster.records import BrokerData, BundleStats
-from magnetar.broker.cluster.shedding import bundles_to_shed
+from magnetar.broker.cluster.shedding import (
+    ThresholdSettings,
+    bundles_to_shed,
+    threshold_bundles_to_shed,
+)
 from magnetar.cli.tokens import create_secret_key, create_token
 from magnetar.client.auth import AuthenticationToken
 from magnetar.client.errors import ServerError
 from tests.cluster.brokers import Cluster, raw_lookup
+from tests.security.pki import Pki
 from tests.zkserver import ZooKeeperServer
 
 QUIET = pulsar.ConsoleLogger(pulsar.LoggerLevel.Error)
@@ -76,6 +81,38 @@ def test_any_resource_can_overload_a_broker() -> None:
     idle = BrokerData("pulsar://x:6650", cpu_usage=190.0, cpu_limit=200.0, bundles=B[:2])
     assert bundles_to_shed({"a:8080": idle, "b:8080": cool}, 85.0, {}, 0.0, 60.0) == [
         ("a:8080", B[0])]
+
+
+def test_threshold_shedder_sheds_above_the_average_with_smoothed_usages() -> None:
+    settings = ThresholdSettings(threshold_percent=10.0, history=0.5, min_throughput=100.0)
+    mb = 2**20
+    hot = loaded(70.0, {B[0]: 1 * mb, B[1]: 3 * mb, B[2]: 2 * mb})
+    cool = loaded(10.0, {B[3]: 1 * mb})
+    brokers = {"a:8080": hot, "b:8080": cool}
+    history: dict[str, float] = {}
+    # average 40: a is 30 points above, 20 past the threshold: 25 % of its 6 MB/s goes,
+    # which the busiest bundle covers
+    assert threshold_bundles_to_shed(brokers, settings, history, {}, 0.0, 60.0) == [
+        ("a:8080", B[1])]
+    assert history == {"a:8080": 70.0, "b:8080": 10.0}
+    # a's usage drops to 30 but its smoothed usage is 50, b's 10 (average 30): 15 % of its
+    # 3 MB/s goes
+    brokers["a:8080"] = loaded(30.0, {B[0]: 1 * mb, B[2]: 2 * mb})
+    assert threshold_bundles_to_shed(brokers, settings, history, {}, 0.0, 60.0) == [
+        ("a:8080", B[2])]
+    assert history == {"a:8080": 50.0, "b:8080": 10.0}
+    # a third round at 30: smoothed 40, average 25: 5 points past the threshold, so 10 %
+    # of its 3 MB/s would go: 0.3 MB/s, under a 1 MB/s minimum: nothing moves
+    big = ThresholdSettings(threshold_percent=10.0, history=0.5, min_throughput=1 * mb)
+    assert threshold_bundles_to_shed(brokers, big, history, {}, 0.0, 60.0) == []
+    # weights: bandwidth weighted out, CPU counted
+    bw = ThresholdSettings(bandwidth_in_weight=0.0)
+    busy_link = BrokerData("x", bandwidth_in_usage=99.0, bandwidth_in_limit=100.0,
+                           cpu_usage=20.0)
+    assert bw.usage(busy_link) == 20.0 and ThresholdSettings().usage(busy_link) == 99.0
+    # brokers that left are forgotten
+    threshold_bundles_to_shed({"b:8080": cool}, settings, history, {}, 0.0, 60.0)
+    assert set(history) == {"b:8080"}
 
 
 def test_load_sampler_measures_rates_over_the_interval() -> None:
@@ -161,7 +198,8 @@ def secured_shedding(zookeeper: ZooKeeperServer, tmp_path_factory: pytest.TempPa
                      ) -> Iterator[tuple[Cluster, str]]:
     """Two brokers with token authentication and authorization on; the brokers call each
     other as the superuser ``broker-internal`` (its token in a file, as Pulsar's
-    ``brokerClientAuthenticationParameters=file:///...``). The bandwidth limit is 100 bit/s,
+    ``brokerClientAuthenticationParameters=file:///...``), over HTTPS to each other's
+    ``webServicePortTls`` (a certificate of a test CA). The bandwidth limit is 100 bit/s,
     so a broker with any traffic is overloaded (bandwidth in far above 85 %) and an idle
     one is not: overload is driven by the test's sends, not by timing."""
     root = tmp_path_factory.mktemp("secured-shedding")
@@ -169,7 +207,12 @@ def secured_shedding(zookeeper: ZooKeeperServer, tmp_path_factory: pytest.TempPa
     key.write_bytes(create_secret_key())
     internal = root / "broker-internal.jwt"
     internal.write_text(create_token("broker-internal", secret_key=f"file://{key}"))
+    pki = Pki(root / "pki")
+    cert, cert_key = pki.issue("127.0.0.1", server=True, stem="broker")
     c = Cluster(root, zookeeper, 2, {
+        "webServicePortTls": "0", "tlsCertificateFilePath": str(cert),
+        "tlsKeyFilePath": str(cert_key), "brokerClientTlsEnabled": "true",
+        "brokerClientTrustCertsFilePath": str(pki.ca_file),
         "authenticationEnabled": "true",
         "authenticationProviders":
             "org.apache.pulsar.broker.authentication.AuthenticationProviderToken",

@@ -31,7 +31,7 @@ from magnetar.broker.cluster.load_report import (
     nic_speed_kbps,
 )
 from magnetar.broker.cluster.records import ListenerUrls, OwnerData
-from magnetar.broker.cluster.shedding import Shedder
+from magnetar.broker.cluster.shedding import THRESHOLD_SHEDDER, Shedder, ThresholdSettings
 from magnetar.broker.security.broker_client import BrokerClientCredentials
 from magnetar.broker.topic_name import TopicName, ledger_name
 from magnetar.broker.topics.stats import subscription_counters
@@ -189,9 +189,18 @@ def _shedder(coordinator: ClusterCoordinator, config: BrokerConfig) -> Shedder:
 
     interval = config.magnetarLoadBalancerSheddingIntervalSeconds \
         or 60.0 * config.loadBalancerSheddingIntervalMinutes
+    threshold = None
+    if config.loadBalancerLoadSheddingStrategy.strip() == THRESHOLD_SHEDDER:
+        threshold = ThresholdSettings(
+            float(config.loadBalancerBrokerThresholdShedderPercentage),
+            config.loadBalancerHistoryResourcePercentage, config.loadBalancerCPUResourceWeight,
+            config.loadBalancerMemoryResourceWeight,
+            config.loadBalancerBandwithInResourceWeight,
+            config.loadBalancerBandwithOutResourceWeight,
+            config.loadBalancerBundleUnloadMinThroughputThreshold * 2**20)
     return Shedder(lambda: coordinator.is_leader, coordinator.registry.live, unload, interval,
                    float(config.loadBalancerBrokerOverloadedThresholdPercentage),
-                   60.0 * config.loadBalancerSheddingGracePeriodMinutes)
+                   60.0 * config.loadBalancerSheddingGracePeriodMinutes, threshold)
 
 
 async def leave_cluster(coordinator: ClusterCoordinator) -> None:

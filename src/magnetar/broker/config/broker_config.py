@@ -28,7 +28,8 @@ log = logging.getLogger(__name__)
 
 
 #: the load shedding strategies implemented (loadBalancerLoadSheddingStrategy)
-SHEDDING_STRATEGIES = ("org.apache.pulsar.broker.loadbalance.impl.OverloadShedder",)
+SHEDDING_STRATEGIES = ("org.apache.pulsar.broker.loadbalance.impl.OverloadShedder",
+                       "org.apache.pulsar.broker.loadbalance.impl.ThresholdShedder")
 
 
 class ConfigError(ValueError):
@@ -69,6 +70,15 @@ class BrokerConfig(SecurityConfig):
     loadBalancerSheddingGracePeriodMinutes: int = 30
     loadBalancerLoadSheddingStrategy: str = \
         "org.apache.pulsar.broker.loadbalance.impl.OverloadShedder"
+    # ThresholdShedder: a broker whose (weighted, smoothed) usage is this many points above
+    # the cluster's average sheds load, if what it would shed is at least the minimum (MB/s)
+    loadBalancerBrokerThresholdShedderPercentage: int = 10
+    loadBalancerHistoryResourcePercentage: float = 0.9
+    loadBalancerCPUResourceWeight: float = 1.0
+    loadBalancerMemoryResourceWeight: float = 1.0
+    loadBalancerBandwithInResourceWeight: float = 1.0
+    loadBalancerBandwithOutResourceWeight: float = 1.0
+    loadBalancerBundleUnloadMinThroughputThreshold: float = 10.0
     # the bandwidth limit in the load report, Gbit/s (0, Pulsar's blank: the speed of the
     # physical network interfaces, unknown on a machine without one: not counted)
     loadBalancerOverrideBrokerNicSpeedGbps: float = 0.0
@@ -235,6 +245,14 @@ class BrokerConfig(SecurityConfig):
             raise ConfigError(
                 f"loadBalancerLoadSheddingStrategy {self.loadBalancerLoadSheddingStrategy!r} "
                 f"is not implemented; use one of {', '.join(SHEDDING_STRATEGIES)}")
+        if not 0 <= self.loadBalancerHistoryResourcePercentage < 1:
+            raise ConfigError("loadBalancerHistoryResourcePercentage must be in [0, 1)")
+        for key in ("loadBalancerCPUResourceWeight", "loadBalancerMemoryResourceWeight",
+                    "loadBalancerBandwithInResourceWeight",
+                    "loadBalancerBandwithOutResourceWeight",
+                    "loadBalancerBundleUnloadMinThroughputThreshold"):
+            if getattr(self, key) < 0:
+                raise ConfigError(f"{key} must be >= 0")
         if self.loadBalancerOverrideBrokerNicSpeedGbps < 0:
             raise ConfigError("loadBalancerOverrideBrokerNicSpeedGbps must be >= 0 (0: the "
                               "network interfaces' speed)")
