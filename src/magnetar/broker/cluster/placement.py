@@ -10,10 +10,11 @@ Brokers are compared by, in order:
    (``loadBalancerBrokerOverloadedThresholdPercentage``) gets nothing while another is not
    (if all are, the rest decides, as in Pulsar);
 2. message rate: messages/s in + out in its last report, plus an estimate for each bundle
-   placed there since that report (``pending``): the cluster's average rate per bundle,
-   at least ``NEW_BUNDLE_MSG_RATE`` (Pulsar's estimate for a bundle without history). So a
-   partitioned topic's first lookups spread its bundles instead of all landing on the
-   same "emptiest" broker before its next report;
+   it has taken or been sent since that report (``pending``, and ``num_bundles`` beyond
+   the bundles its report lists: the placing broker's own current count): the cluster's
+   average rate per bundle, at least ``NEW_BUNDLE_MSG_RATE`` (Pulsar's estimate for a
+   bundle without history). So a partitioned topic's first lookups spread its bundles
+   instead of all landing on the same "emptiest" broker before its next report;
 3. bundles owned plus just placed (idle bundles: the rate says nothing);
 4. the broker id, so that the choice is deterministic when everything else ties.
 
@@ -46,8 +47,9 @@ def least_loaded(brokers: Mapping[str, BrokerData],
     def load(broker_id: str) -> tuple[bool, float, int, str]:
         data = brokers[broker_id]
         placed = extra.get(broker_id, 0)
+        unreported = max(0, data.num_bundles - len(data.bundles)) + placed
         return (data.max_resource_usage > overload_threshold,
-                round(data.msg_rate + placed * per_new_bundle, 1),
+                round(data.msg_rate + unreported * per_new_bundle, 1),
                 data.num_bundles + placed, broker_id)
 
     return min(brokers, key=load)
