@@ -15,13 +15,13 @@ import aiohttp
 import pytest
 
 from magnetar.broker.config import BrokerConfig
-from magnetar.broker.config.broker_config import ConfigError
-from magnetar.broker.security.broker_client import (
+from magnetar.broker.config.broker_client import (
     BrokerClientConfigError,
     BrokerClientCredentials,
     basic_from_params,
     token_from_params,
 )
+from magnetar.broker.config.broker_config import ConfigError
 from magnetar.cli.tokens import create_secret_key, create_token
 from magnetar.testing import StandaloneBroker, standalone
 from tests.security.pki import Pki

@@ -14,7 +14,7 @@ import os
 import sys
 from typing import Any
 
-from magnetar.broker.security.broker_client import token_from_params
+from magnetar.broker.config.broker_client import token_from_params
 from magnetar.cli import admin_ops as ops
 from magnetar.cli.admin_ops import Command
 from magnetar.cli.http import AdminClient, AdminError

@@ -13,7 +13,7 @@ import urllib.request
 from typing import Any, NoReturn
 from urllib.parse import urlsplit
 
-from magnetar.broker.security.tls import client_context
+from magnetar.broker.config.broker_client import client_context
 
 #: seconds to wait for the broker to accept the connection (Pulsar's clients: 10 s)
 CONNECT_TIMEOUT = 10.0

@@ -32,7 +32,7 @@ from magnetar.broker.cluster.load_report import (
 )
 from magnetar.broker.cluster.records import ListenerUrls, OwnerData
 from magnetar.broker.cluster.shedding import THRESHOLD_SHEDDER, Shedder, ThresholdSettings
-from magnetar.broker.security.broker_client import BrokerClientCredentials
+from magnetar.broker.config.broker_client import BrokerClientCredentials
 from magnetar.broker.topic_name import TopicName, ledger_name
 from magnetar.broker.topics.stats import subscription_counters
 from magnetar.metadata import SessionEvent, create_metadata_store

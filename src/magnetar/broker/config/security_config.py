@@ -61,7 +61,7 @@ class SecurityConfig:
     tlsCiphers: str = ""
     tlsCertRefreshCheckDurationSec: int = 300
     # this broker's own calls to other brokers (the leader's unload requests when it sheds
-    # load): credentials and TLS, as Pulsar's brokerClient* keys (security/broker_client.py)
+    # load): credentials and TLS, as Pulsar's brokerClient* keys (config/broker_client.py)
     brokerClientAuthenticationPlugin: str = ""
     brokerClientAuthenticationParameters: str = ""
     brokerClientTlsEnabled: bool = False
@@ -137,7 +137,7 @@ class SecurityConfig:
         if self.brokerServicePort < 0 and self.tls_port is None:  # type: ignore[attr-defined]
             raise SecurityConfigError(
                 "brokerServicePort=-1 (no plain-text listener) needs brokerServicePortTls")
-        from magnetar.broker.security.broker_client import (
+        from magnetar.broker.config.broker_client import (
             BrokerClientConfigError,
             BrokerClientCredentials,
         )

@@ -163,20 +163,3 @@ class TlsContextManager:
         self.reloads += 1
         log.info("TLS certificate, key and trust files reloaded")
         return True
-
-
-def client_context(trust_certs: str | None = None, cert_file: str | None = None,
-                   key_file: str | None = None, allow_insecure: bool = False,
-                   check_hostname: bool = True) -> ssl.SSLContext:
-    """The SSLContext of an HTTPS or TLS client (the admin CLI, the broker's own calls to
-    other brokers): the server's certificate must chain to ``trust_certs`` (a PEM file;
-    default: the system's CAs) unless ``allow_insecure``; ``cert_file``/``key_file``: a
-    client certificate (TLS authentication)."""
-    context = ssl.create_default_context(cafile=trust_certs or None)
-    if allow_insecure or not check_hostname:
-        context.check_hostname = False
-    if allow_insecure:
-        context.verify_mode = ssl.CERT_NONE
-    if cert_file:
-        context.load_cert_chain(cert_file, key_file or None)
-    return context

@@ -26,14 +26,29 @@ import ssl
 from dataclasses import dataclass
 from typing import Any
 
-from magnetar.broker.security.tls import client_context
-
 __all__ = ["BrokerClientConfigError", "BrokerClientCredentials", "basic_from_params",
-           "token_from_params"]
+           "client_context", "token_from_params"]
 
 _TOKEN = {"org.apache.pulsar.client.impl.auth.authenticationtoken", "token"}
 _BASIC = {"org.apache.pulsar.client.impl.auth.authenticationbasic", "basic"}
 _NONE = {"", "org.apache.pulsar.client.impl.auth.authenticationdisabled", "none"}
+
+
+def client_context(trust_certs: str | None = None, cert_file: str | None = None,
+                   key_file: str | None = None, allow_insecure: bool = False,
+                   check_hostname: bool = True) -> ssl.SSLContext:
+    """The SSLContext of an HTTPS or TLS client (the admin CLI, the broker's own calls to
+    other brokers): the server's certificate must chain to ``trust_certs`` (a PEM file;
+    default: the system's CAs) unless ``allow_insecure``; ``cert_file``/``key_file``: a
+    client certificate (TLS authentication)."""
+    context = ssl.create_default_context(cafile=trust_certs or None)
+    if allow_insecure or not check_hostname:
+        context.check_hostname = False
+    if allow_insecure:
+        context.verify_mode = ssl.CERT_NONE
+    if cert_file:
+        context.load_cert_chain(cert_file, key_file or None)
+    return context
 
 
 class BrokerClientConfigError(ValueError):
