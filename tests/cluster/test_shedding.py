@@ -1,5 +1,9 @@
-"""Load shedding: the pure choice of bundles, and the leader moving a bundle off a broker
-that its load report shows overloaded (threshold 0 %: any broker with 2+ bundles)."""
+"""The load manager's choices, unit tested (which bundles to shed given load reports, for
+both strategies; the load report's measurements; the shedding rounds), and the leader
+moving bundles off an overloaded broker in real clusters: one without security (threshold
+0 %: any broker with 2+ bundles is overloaded), one with token authentication,
+authorization and HTTPS, where traffic overloads a broker through a 100 bit/s bandwidth
+limit and the leader's unload calls must carry the brokerClient credentials."""
 
 from __future__ import annotations
 
@@ -12,8 +16,10 @@ import pytest
 
 from magnetar.broker.cluster.bundles import NamespaceBundles
 from magnetar.broker.cluster.load_report import LoadSampler, TopicCounters, nic_speed_kbps
+from magnetar.broker.cluster.periodic import Periodic
 from magnetar.broker.cluster.records import BrokerData, BundleStats
 from magnetar.broker.cluster.shedding import (
+    Shedder,
     ThresholdSettings,
     bundles_to_shed,
     threshold_bundles_to_shed,
@@ -113,6 +119,64 @@ def test_threshold_shedder_sheds_above_the_average_with_smoothed_usages() -> Non
     # brokers that left are forgotten
     threshold_bundles_to_shed({"b:8080": cool}, settings, history, {}, 0.0, 60.0)
     assert set(history) == {"b:8080"}
+
+
+def test_a_failed_unload_is_tried_again_and_only_the_leader_sheds() -> None:
+    import asyncio
+
+    hot = loaded(95.0, {B[0]: 10.0, B[1]: 30.0})
+    cool = loaded(10.0, {B[2]: 1.0})
+    calls: list[tuple[str, str]] = []
+    fail = [True]
+    leader = [False]
+
+    async def live() -> dict[str, BrokerData]:
+        return {"a:8080": hot, "b:8080": cool}
+
+    async def unload(broker_id: str, bundle: str) -> None:
+        calls.append((broker_id, bundle))
+        if fail[0]:
+            raise RuntimeError("HTTP 401")  # what an unauthenticated call got
+
+    async def main() -> None:
+        shedder = Shedder(lambda: leader[0], live, unload, 60.0, 85.0, 600.0)
+        assert await shedder.round() == [] and calls == []  # not the leader
+        leader[0] = True
+        assert await shedder.round() == [("a:8080", B[1])]
+        assert shedder.moved == {}  # failed: not in its grace period
+        fail[0] = False
+        assert await shedder.round() == [("a:8080", B[1])]
+        assert set(shedder.moved) == {B[1]}
+        assert await shedder.round() == [("a:8080", B[0])]  # B[1] is in its grace period
+        assert calls == [("a:8080", B[1])] * 2 + [("a:8080", B[0])]
+
+    asyncio.run(main())
+
+
+def test_periodic_runs_until_stopped_and_survives_a_failed_round() -> None:
+    import asyncio
+
+    async def main() -> None:
+        runs = 0
+        third = asyncio.Event()
+
+        async def work() -> None:
+            nonlocal runs
+            runs += 1
+            if runs == 3:
+                third.set()
+            if runs == 1:
+                raise RuntimeError("the store is down")
+
+        periodic = Periodic("test work", 0.001, work)
+        periodic.start()
+        assert periodic.running
+        async with asyncio.timeout(30):
+            await third.wait()  # the second and third rounds ran after the failed first
+        await periodic.stop()
+        assert not periodic.running
+
+    asyncio.run(main())
 
 
 def test_load_sampler_measures_rates_over_the_interval() -> None:
