@@ -7,15 +7,19 @@ limit and the leader's unload calls must carry the brokerClient credentials."""
 
 from __future__ import annotations
 
+import contextlib
+import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pulsar
 import pytest
+from kazoo.client import KazooClient
 
 from magnetar.broker.cluster.bundles import NamespaceBundles
 from magnetar.broker.cluster.load_report import LoadSampler, TopicCounters, nic_speed_kbps
+from magnetar.broker.cluster.membership import request_unload
 from magnetar.broker.cluster.periodic import Periodic
 from magnetar.broker.cluster.records import BrokerData, BundleStats
 from magnetar.broker.cluster.shedding import (
@@ -24,6 +28,8 @@ from magnetar.broker.cluster.shedding import (
     bundles_to_shed,
     threshold_bundles_to_shed,
 )
+from magnetar.broker.config import BrokerConfig
+from magnetar.broker.config.broker_client import BrokerClientCredentials
 from magnetar.cli.tokens import create_secret_key, create_token
 from magnetar.client.auth import AuthenticationToken
 from magnetar.client.errors import ServerError
@@ -259,7 +265,7 @@ def test_the_leader_sheds_bundles_off_an_overloaded_broker(shedding: Cluster) ->
 
 @pytest.fixture
 def secured_shedding(zookeeper: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory
-                     ) -> Iterator[tuple[Cluster, str]]:
+                     ) -> Iterator[tuple[Cluster, str, BrokerClientCredentials]]:
     """Two brokers with token authentication and authorization on; the brokers call each
     other as the superuser ``broker-internal`` (its token in a file, as Pulsar's
     ``brokerClientAuthenticationParameters=file:///...``), over HTTPS to each other's
@@ -290,15 +296,19 @@ def secured_shedding(zookeeper: ZooKeeperServer, tmp_path_factory: pytest.TempPa
         "magnetarLoadBalancerSheddingIntervalSeconds": "1",
         "loadBalancerReportUpdateMinIntervalMillis": "300"}, shared=True)
     c.start()
-    yield c, create_token("admin", secret_key=f"file://{key}")
+    credentials = BrokerClientCredentials.from_config(BrokerConfig(
+        brokerClientAuthenticationPlugin="token",
+        brokerClientAuthenticationParameters=f"file://{internal}",
+        brokerClientTlsEnabled=True, brokerClientTrustCertsFilePath=str(pki.ca_file)))
+    yield c, create_token("admin", secret_key=f"file://{key}"), credentials
     c.stop()
 
 
 def test_shedding_with_authentication_moves_a_busy_bundle_and_clients_carry_on(
-        secured_shedding: tuple[Cluster, str]) -> None:
+        secured_shedding: tuple[Cluster, str, BrokerClientCredentials]) -> None:
     import asyncio
 
-    cluster, token = secured_shedding
+    cluster, token, credentials = secured_shedding
     a, b = cluster.brokers
     auth = AuthenticationToken(token)
     bundles = NamespaceBundles.evenly(4)
@@ -339,7 +349,31 @@ def test_shedding_with_authentication_moves_a_busy_bundle_and_clients_carry_on(
                 break
             assert time.monotonic() < deadline, \
                 "no bundle was shed to the other broker (see the brokers' logs)"
-        assert a.url in owners.values()  # A kept at least one bundle
+        kept = [t for t, url in owners.items() if url == a.url]
+        assert kept  # A kept at least one bundle
+        # the same call, made at B for A's bundle: B answers 307 to A's TLS web URL, which
+        # is followed with the credentials (A would answer 401 without them); A releases
+        # the bundle: its ownership key in ZooKeeper goes, and the next owner makes another
+        bundle = f"public/default/{bundles.bundle_of(kept[0]).name}"
+        hosts, chroot = cluster.zk_url.removeprefix("zk:").split("/", 1)
+        key = f"/{chroot}/namespace/{bundle}"
+        zk = KazooClient(hosts=hosts)
+        zk.start(timeout=30)
+        try:
+            _, before = zk.get(key)
+            b_urls = json.loads(b.ready.read_text())
+            asyncio.run(request_unload(credentials, b.web_url, b_urls["webServiceUrlTls"],
+                                       bundle))
+            while True:  # taken again when a client or a lookup comes back to it
+                with contextlib.suppress(ServerError):  # moving right now
+                    asyncio.run(raw_lookup(b.port, kept[0], auth=auth))
+                stat = zk.exists(key)
+                if stat is not None and stat.czxid != before.czxid:
+                    break
+                assert time.monotonic() < deadline, "the redirected unload freed nothing"
+        finally:
+            zk.stop()
+            zk.close()
         for _ in range(20):  # the clients carry on, on both brokers
             send_round(n)
             n += 1

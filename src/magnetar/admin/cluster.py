@@ -34,8 +34,11 @@ def _bundle_of(request: web.Request) -> BundleRange:
         raise RestError(400, str(exc)) from None
 
 
-def _redirect(request: web.Request, web_url: str) -> NoReturn:
-    """307 to the same request at another broker's web service."""
+def _redirect(request: web.Request, web_url: str, web_url_tls: str = "") -> NoReturn:
+    """307 to the same request at another broker's web service: its TLS one when the
+    request came over TLS and it has one (credentials stay encrypted)."""
+    if request.secure and web_url_tls:
+        web_url = web_url_tls
     query = dict(request.query)
     query["authoritative"] = "true"
     location = web_url.rstrip("/") + str(request.rel_url.with_query(query))
@@ -106,7 +109,7 @@ async def unload_bundle(request: web.Request) -> web.Response:
     if not await cluster.unload(namespace, bundle, request.query.get("destinationBroker")):
         owner = await cluster.ownership.owner_of(namespace, bundle)
         if owner is not None and owner.web_url and owner.web_url != cluster.me.web_url:
-            return _redirect(request, owner.web_url)
+            return _redirect(request, owner.web_url, owner.web_url_tls)
     return no_content()
 
 
@@ -127,7 +130,7 @@ async def split_bundle(request: web.Request) -> web.Response:
     if not cluster.ownership.is_owned(namespace, bundle):
         owner = await cluster.ownership.owner_of(namespace, bundle)
         if owner is not None and owner.web_url and owner.web_url != cluster.me.web_url:
-            return _redirect(request, owner.web_url)
+            return _redirect(request, owner.web_url, owner.web_url_tls)
     try:
         await cluster.split(namespace, bundle, algorithm, tuple(service.topics))
     except ValueError as exc:
@@ -162,5 +165,5 @@ async def owner_redirect_middleware(request: web.Request, handler: Handler
         return await handler(request)  # a bad name: the handler says what is wrong
     owner = await cluster.ownership.owner_of(namespace, bundle)
     if owner is not None and owner.web_url and owner.web_url != cluster.me.web_url:
-        _redirect(request, owner.web_url)
+        _redirect(request, owner.web_url, owner.web_url_tls)
     return await handler(request)

@@ -163,6 +163,34 @@ async def join_cluster(service: BrokerService, urls: dict[str, str | None],
     return coordinator
 
 
+async def request_unload(credentials: BrokerClientCredentials, web_url: str, web_url_tls: str,
+                         bundle: str) -> None:
+    """Ask the broker at ``web_url`` (``web_url_tls`` with ``brokerClientTlsEnabled``) to
+    unload ``bundle`` (``tenant/ns/0xL_0xU``), as this broker: Pulsar's admin call, with
+    the ``brokerClient*`` credentials. A 307 (the bundle changed owner since the last
+    report) is followed with the credentials (aiohttp drops them on a redirect to another
+    host:port), never from TLS to plain text. RuntimeError when it is refused."""
+    import aiohttp  # the admin layer's HTTP client, only for this call
+
+    namespace, _, bundle_range = bundle.rpartition("/")
+    base = credentials.web_url(web_url, web_url_tls)
+    url = f"{base}/admin/v2/namespaces/{namespace}/{bundle_range}/unload?authoritative=true"
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60)) as session:
+        for _ in range(3):
+            async with session.put(url, headers=credentials.headers(), allow_redirects=False,
+                                   ssl=credentials.ssl_context or True) as resp:
+                location = resp.headers.get("Location")
+                if resp.status in (307, 308) and location:
+                    if credentials.tls and not location.startswith("https://"):
+                        raise RuntimeError(f"PUT {url}: redirected off TLS to {location}")
+                    url = location
+                    continue
+                if resp.status >= 300:
+                    raise RuntimeError(f"PUT {url}: HTTP {resp.status} {await resp.text()}")
+                return
+    raise RuntimeError(f"PUT {url}: too many redirects")
+
+
 def _shedder(coordinator: ClusterCoordinator, config: BrokerConfig) -> Shedder:
     credentials = BrokerClientCredentials.from_config(config)
     if config.authenticationEnabled and credentials.kind == "none":
@@ -173,19 +201,8 @@ def _shedder(coordinator: ClusterCoordinator, config: BrokerConfig) -> Shedder:
     async def unload(broker_id: str, bundle: str) -> None:
         brokers = await coordinator.registry.live()
         data = brokers.get(broker_id)
-        if data is None or not (data.web_url or data.web_url_tls):
-            return
-        namespace, _, bundle_range = bundle.rpartition("/")
-        import aiohttp  # the admin layer's HTTP client, only for this call
-
-        base = credentials.web_url(data.web_url, data.web_url_tls)
-        url = f"{base}/admin/v2/namespaces/{namespace}/{bundle_range}/unload"
-        timeout = aiohttp.ClientTimeout(total=60)
-        async with aiohttp.ClientSession(timeout=timeout) as session, \
-                session.put(url, params={"authoritative": "true"}, headers=credentials.headers(),
-                            ssl=credentials.ssl_context or True) as resp:
-            if resp.status >= 300:
-                raise RuntimeError(f"PUT {url}: HTTP {resp.status} {await resp.text()}")
+        if data is not None and (data.web_url or data.web_url_tls):
+            await request_unload(credentials, data.web_url, data.web_url_tls, bundle)
 
     interval = config.magnetarLoadBalancerSheddingIntervalSeconds \
         or 60.0 * config.loadBalancerSheddingIntervalMinutes
