@@ -113,34 +113,44 @@ class LoadSampler:
         cpu_used = 100.0 * (cpu - self._last_cpu) / elapsed
         self._last_time, self._last_cpu = now, cpu
         per_bundle: dict[str, list[float]] = {name: [0.0] * 7 for name in owned}
-        total = [0.0] * 4
+        msg_in = msg_out = bytes_in = bytes_out = 0.0
         producers = consumers = 0
-        for name, now_counts in topics.items():
-            before = self._previous.get(name, TopicCounters())
-            rates = [max(0, a - b) / elapsed for a, b in (
-                (now_counts.msg_in, before.msg_in), (now_counts.msg_out, before.msg_out),
-                (now_counts.bytes_in, before.bytes_in), (now_counts.bytes_out, before.bytes_out))]
-            producers += now_counts.producers
-            consumers += now_counts.consumers
-            for i, rate in enumerate(rates):
-                total[i] += rate
+        zero = TopicCounters()
+        previous = self._previous
+        for name, c in topics.items():
+            before = previous.get(name, zero)
+            # counters only grow while a topic stays loaded; max() guards a reload
+            r_msg_in = max(0, c.msg_in - before.msg_in) / elapsed
+            r_msg_out = max(0, c.msg_out - before.msg_out) / elapsed
+            r_bytes_in = max(0, c.bytes_in - before.bytes_in) / elapsed
+            r_bytes_out = max(0, c.bytes_out - before.bytes_out) / elapsed
+            msg_in += r_msg_in
+            msg_out += r_msg_out
+            bytes_in += r_bytes_in
+            bytes_out += r_bytes_out
+            producers += c.producers
+            consumers += c.consumers
             bundle = bundle_of(name)
             if bundle is None:
                 continue
-            acc = per_bundle.setdefault(bundle, [0.0] * 7)
-            for i, rate in enumerate(rates):
-                acc[i] += rate
-            acc[4] += now_counts.producers
-            acc[5] += now_counts.consumers
+            acc = per_bundle.get(bundle)
+            if acc is None:
+                acc = per_bundle[bundle] = [0.0] * 7
+            acc[0] += r_msg_in
+            acc[1] += r_msg_out
+            acc[2] += r_bytes_in
+            acc[3] += r_bytes_out
+            acc[4] += c.producers
+            acc[5] += c.consumers
             acc[6] += 1
         self._previous = dict(topics)
         return {
             "cpu_usage": cpu_used, "cpu_limit": 100.0 * self.cores,
             "memory_usage": self._memory(), "memory_limit": self.memory_limit,
-            "bandwidth_in_usage": total[2] / 1024, "bandwidth_in_limit": self.nic_kbps,
-            "bandwidth_out_usage": total[3] / 1024, "bandwidth_out_limit": self.nic_kbps,
-            "msg_rate_in": total[0], "msg_rate_out": total[1],
-            "msg_throughput_in": total[2], "msg_throughput_out": total[3],
+            "bandwidth_in_usage": bytes_in / 1024, "bandwidth_in_limit": self.nic_kbps,
+            "bandwidth_out_usage": bytes_out / 1024, "bandwidth_out_limit": self.nic_kbps,
+            "msg_rate_in": msg_in, "msg_rate_out": msg_out,
+            "msg_throughput_in": bytes_in, "msg_throughput_out": bytes_out,
             "num_topics": len(topics), "num_producers": producers, "num_consumers": consumers,
             "bundle_stats": {name: BundleStats(a[0], a[1], a[2], a[3], int(a[4]), int(a[5]),
                                                int(a[6]))

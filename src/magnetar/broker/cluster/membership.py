@@ -84,21 +84,26 @@ async def join_cluster(service: BrokerService, urls: dict[str, str | None],
         return TopicCounters(topic.msg_in, topic.bytes_in, out_msgs, out_bytes,
                              len(topic.producers), consumers)
 
+    placed: dict[str, tuple[str, int]] = {}  # topic -> (namespace, hash): never changes
+
     def load() -> dict[str, Any]:
-        owned: dict[str, list[BundleRange]] = {}
+        owned: dict[str, list[tuple[BundleRange, str]]] = {}
         for namespace, bundle in coordinator.ownership.owned:
-            owned.setdefault(namespace, []).append(bundle)
+            owned.setdefault(namespace, []).append((bundle, f"{namespace}/{bundle.name}"))
 
         def bundle_of(topic: str) -> str | None:
-            namespace = TopicName.parse(topic).namespace
-            key = topic_hash(topic)
-            for bundle in owned.get(namespace, ()):
-                if bundle.contains(key):
-                    return f"{namespace}/{bundle.name}"
+            where = placed.get(topic)
+            if where is None:
+                where = placed[topic] = (TopicName.parse(topic).namespace, topic_hash(topic))
+            for bundle, name in owned.get(where[0], ()):
+                if bundle.contains(where[1]):
+                    return name
             return None
 
         topics = {name: counters(topic) for name, topic in service.topics.items()}
-        names = [f"{ns}/{b.name}" for ns, bundles in owned.items() for b in bundles]
+        for gone in placed.keys() - topics.keys():
+            del placed[gone]
+        names = [name for bundles in owned.values() for _, name in bundles]
         return {**sampler.sample(topics, bundle_of, names), "version": __version__}
 
     def in_bundle(namespace: str, bundle: BundleRange) -> list[Topic]:
