@@ -360,6 +360,20 @@ def test_shedding_with_authentication_moves_a_busy_bundle_and_clients_carry_on(
         zk = KazooClient(hosts=hosts)
         zk.start(timeout=30)
         try:
+            # A's load report carries measured rates: its traffic, per bundle too, and the
+            # bandwidth that overloads it
+            while True:
+                send_round(n)
+                n += 1
+                raw, _ = zk.get(f"/{chroot}/loadbalance/brokers/{a.broker_id}")
+                report = json.loads(raw)
+                kept_stats = report["lastStats"].get(bundle, {})
+                if (report["msgRateIn"] > 0 and report["msgThroughputIn"] > 0
+                        and kept_stats.get("msgThroughputIn", 0) > 0
+                        and report["bandwidthIn"]["usage"] > report["bandwidthIn"]["limit"] > 0
+                        and report["cpu"]["limit"] >= 100 and report["memory"]["usage"] > 0):
+                    break
+                assert time.monotonic() < deadline, f"no measured load in A's report: {report}"
             _, before = zk.get(key)
             b_urls = json.loads(b.ready.read_text())
             asyncio.run(request_unload(credentials, b.web_url, b_urls["webServiceUrlTls"],
