@@ -4,14 +4,14 @@ report refreshed periodically, and the live brokers as the other brokers report 
 The entry's key is the broker id, ``host:webPort`` as in Pulsar; its value a
 `BrokerData` (Pulsar's ``LocalBrokerData``). ``report`` is a callable the broker supplies
 that returns the current report (URLs plus load figures); the registry writes it every
-``interval_s`` and whenever ``refresh()`` is called. ``live()`` reads the other entries
+``interval_s`` (a `Periodic`; a failed write is logged and retried next time) and whenever
+``refresh()`` is called. ``live()`` reads the other entries
 through a `MetadataCache`, so it costs no round trip while nothing changed.
 """
 
 from __future__ import annotations
 
 import contextlib
-import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -22,8 +22,6 @@ from magnetar.metadata import (
     MetadataStore,
     json_encode,
 )
-
-log = logging.getLogger(__name__)
 
 
 class BrokerRegistry:
