@@ -30,6 +30,7 @@ GROUPS = {
     "subscriptions": "create, delete, skip, reset and peek subscriptions",
     "schemas": "read, upload, delete and check topic schemas",
     "brokers": "list a cluster's brokers and its leader",
+    "broker-stats": "show a broker's load report",
 }
 
 EXAMPLES = {
@@ -50,6 +51,7 @@ EXAMPLES = {
                "  magnetar admin schemas get my-topic",
     "brokers": "magnetar admin brokers list standalone\n"
                "  magnetar admin brokers leader-broker",
+    "broker-stats": "magnetar admin broker-stats load-report --output json",
 }
 
 
@@ -262,6 +264,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
          "magnetar admin brokers list standalone", A("cluster"))
     _cmd(b, "leader-broker", ops.brokers_leader, "show the cluster's leader broker",
          "magnetar admin brokers leader-broker")
+    _cmd(g["broker-stats"], "load-report", ops.broker_stats_load_report,
+         "show this broker's load report (what the load manager reads)",
+         "magnetar admin broker-stats load-report --output json")
     _cmd(tp, "compact", ops.topics_get("/compaction", "PUT"), "start compacting a topic",
          f"{ex} compact my-topic", TOPIC)
     _cmd(tp, "compaction-status", ops.topics_get("/compaction"), "show the compaction status",

@@ -23,11 +23,16 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from magnetar.broker.cluster.records import BundleStats
+from magnetar.broker.topics.stats import subscription_counters
 
-__all__ = ["LoadSampler", "TopicCounters", "memory_limit_mb", "nic_speed_kbps", "rss_mb"]
+if TYPE_CHECKING:
+    from magnetar.broker.topics.topic import Topic
+
+__all__ = ["LoadSampler", "TopicCounters", "memory_limit_mb", "nic_speed_kbps", "rss_mb",
+           "topic_counters"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +45,19 @@ class TopicCounters:
     bytes_out: int = 0
     producers: int = 0
     consumers: int = 0
+
+
+def topic_counters(topic: Topic) -> TopicCounters:
+    """A loaded topic's counters (published; dispatched to its subscriptions, the consumers
+    gone included, as the topic stats count them)."""
+    out_msgs = out_bytes = consumers = 0
+    for sub in topic.subscriptions.values():
+        msgs, size = subscription_counters(sub)
+        out_msgs += msgs
+        out_bytes += size
+        consumers += len(sub.consumers)
+    return TopicCounters(topic.msg_in, topic.bytes_in, out_msgs, out_bytes,
+                         len(topic.producers), consumers)
 
 
 def rss_mb() -> float:

@@ -26,15 +26,14 @@ from magnetar.broker.cluster.bundles import BundleRange, topic_hash
 from magnetar.broker.cluster.coordinator import ClusterCoordinator
 from magnetar.broker.cluster.load_report import (
     LoadSampler,
-    TopicCounters,
     memory_limit_mb,
     nic_speed_kbps,
+    topic_counters,
 )
 from magnetar.broker.cluster.records import ListenerUrls, OwnerData
 from magnetar.broker.cluster.shedding import THRESHOLD_SHEDDER, Shedder, ThresholdSettings
 from magnetar.broker.config.broker_client import BrokerClientCredentials
 from magnetar.broker.topic_name import TopicName, ledger_name
-from magnetar.broker.topics.stats import subscription_counters
 from magnetar.metadata import SessionEvent, create_metadata_store
 
 if TYPE_CHECKING:
@@ -74,16 +73,6 @@ async def join_cluster(service: BrokerService, urls: dict[str, str | None],
                           nic_speed_kbps(config.loadBalancerOverrideBrokerNicSpeedGbps),
                           memory_limit_mb())
 
-    def counters(topic: Topic) -> TopicCounters:
-        out_msgs = out_bytes = consumers = 0
-        for sub in topic.subscriptions.values():
-            msgs, size = subscription_counters(sub)
-            out_msgs += msgs
-            out_bytes += size
-            consumers += len(sub.consumers)
-        return TopicCounters(topic.msg_in, topic.bytes_in, out_msgs, out_bytes,
-                             len(topic.producers), consumers)
-
     placed: dict[str, tuple[str, int]] = {}  # topic -> (namespace, hash): never changes
 
     def load() -> dict[str, Any]:
@@ -100,7 +89,7 @@ async def join_cluster(service: BrokerService, urls: dict[str, str | None],
                     return name
             return None
 
-        topics = {name: counters(topic) for name, topic in service.topics.items()}
+        topics = {name: topic_counters(topic) for name, topic in service.topics.items()}
         for gone in placed.keys() - topics.keys():
             del placed[gone]
         names = [name for bundles in owned.values() for _, name in bundles]
