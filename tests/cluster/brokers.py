@@ -21,6 +21,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any, Self
 
+from magnetar.client.auth import Authentication
 from magnetar.client.connection import Connection
 from magnetar.protocol import pb
 from magnetar.testing import COMMAND, start_process, stop_process
@@ -170,8 +171,10 @@ class Cluster:
         return "pulsar://" + ",".join(f"127.0.0.1:{b.port}" for b in self.brokers)
 
 
-async def raw_lookup(port: int, topic: str, authoritative: bool = False) -> pb.CommandLookupTopicResponse:
-    cnx = await Connection.open("127.0.0.1", port, address=f"pulsar://127.0.0.1:{port}")
+async def raw_lookup(port: int, topic: str, authoritative: bool = False,
+                     auth: Authentication | None = None) -> pb.CommandLookupTopicResponse:
+    cnx = await Connection.open("127.0.0.1", port, address=f"pulsar://127.0.0.1:{port}",
+                                auth=auth)
     try:
         resp: pb.CommandLookupTopicResponse = await cnx.request(
             T.LOOKUP, timeout=10, topic=topic, authoritative=authoritative)
