@@ -1,0 +1,121 @@
+"""Failover speed: after a kill -9 of a bundle's owner, a lookup at the surviving broker is
+held until the dead owner's ZooKeeper session expires and then answered with the new
+owner, instead of redirecting the client to the dead broker (docs/cluster.md, "Failover").
+
+Why the bound of the first test fails without the hold: the official client (C++ inside)
+retries a lost producer or consumer after 0.1, 0.2, 0.4, ... s (each delay cut by 0-9 %),
+so its attempts come at about 0.1, 0.3, 0.7, 1.5, 3.1, 6.3 and then no earlier than 11.4 s
+after the kill. With an 8 s session the dead owner's keys go 7-8.5 s after the kill (its
+last write to ZooKeeper, a load report, is at most 1 s old; the test ZooKeeper's tick is
+0.5 s): every attempt up to 6.3 s is redirected to the dead broker and fails, so without
+the hold the first message from the new owner comes after 11.4 s. With it, the attempt
+held at the survivor is answered the moment the keys go: about 8.5 s at worst, which
+leaves 2.5 s for the new owner to recover the ledger on a loaded machine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from pathlib import Path
+
+import pulsar
+
+from magnetar.client.connection import Connection
+from magnetar.protocol import pb
+from tests.cluster.brokers import Cluster, topic_owned_by
+from tests.zkserver import ZooKeeperServer
+
+QUIET = pulsar.ConsoleLogger(pulsar.LoggerLevel.Error)
+R = pb.CommandLookupTopicResponse
+T = pb.BaseCommand
+SESSION_MS = 8000
+
+
+async def timed_lookup(port: int, topic: str, timeout: float) -> tuple[pb.CommandLookupTopicResponse, float]:
+    """A lookup at the broker on ``port`` and how long its answer took."""
+    cnx = await Connection.open("127.0.0.1", port, address=f"pulsar://127.0.0.1:{port}")
+    try:
+        start = time.monotonic()
+        resp: pb.CommandLookupTopicResponse = await cnx.request(
+            T.LOOKUP, timeout=timeout, topic=topic, authoritative=False)
+        return resp, time.monotonic() - start
+    finally:
+        cnx.close()
+
+
+def test_official_client_gets_the_new_owner_within_the_session_timeout(
+        zookeeper: ZooKeeperServer, tmp_path: Path) -> None:
+    cluster = Cluster(tmp_path / "c", zookeeper, 2,
+                      {"metadataStoreSessionTimeoutMillis": str(SESSION_MS)}, shared=True)
+    cluster.start()
+    try:
+        owner, survivor = cluster.brokers
+        topic = topic_owned_by(cluster, owner.port, "failover")
+        # the survivor only: every reconnection attempt is a lookup there (a multi-host URL
+        # sends every other one straight to the dead broker's closed port)
+        client = pulsar.Client(survivor.url, operation_timeout_seconds=60, logger=QUIET)
+        try:
+            consumer = client.subscribe(topic, "s")
+            producer = client.create_producer(topic, batching_enabled=False,
+                                              send_timeout_millis=60_000)
+            for i in range(10):
+                producer.send(f"before-{i}".encode())
+            stop = threading.Event()
+
+            def send() -> None:
+                while not stop.is_set():
+                    try:
+                        producer.send(b"after")
+                    except Exception:  # not acked: sent again
+                        continue
+
+            killed = time.monotonic()
+            owner.kill()
+            sender = threading.Thread(target=send, daemon=True)
+            sender.start()
+            # a lookup made now, while the dead owner's key is still there, is answered
+            # once the session expired: with the survivor (it took the bundle), never with
+            # a redirect to the dead broker
+            resp, _ = asyncio.run(timed_lookup(survivor.port, topic, 40))
+            assert resp.response == R.Connect, resp
+            assert resp.brokerServiceUrl == survivor.url
+            received: list[bytes] = []
+            try:
+                while b"after" not in received:
+                    msg = consumer.receive(30_000)
+                    consumer.acknowledge(msg)
+                    received.append(msg.data())
+                took = time.monotonic() - killed
+            finally:
+                stop.set()
+                sender.join(70)
+            # nothing acked was lost (acks not yet stored at the kill: delivered again)
+            assert {f"before-{i}".encode() for i in range(10)} <= set(received)
+            assert took < SESSION_MS / 1000 + 3, (
+                f"first message from the new owner {took:.1f} s after the kill")
+        finally:
+            client.close()
+    finally:
+        cluster.stop()
+
+
+def test_a_lookup_waits_for_a_dead_owner_no_longer_than_its_bound(
+        zookeeper: ZooKeeperServer, tmp_path: Path) -> None:
+    """``magnetarDeadOwnerLookupWaitMillis`` bounds the wait: past it, the lookup is
+    answered with the redirect after all (the owner's session has not expired yet)."""
+    cluster = Cluster(tmp_path / "c", zookeeper, 2,
+                      {"metadataStoreSessionTimeoutMillis": "30000",
+                       "magnetarDeadOwnerLookupWaitMillis": "1500"}, shared=True)
+    cluster.start()
+    try:
+        owner, survivor = cluster.brokers
+        topic = topic_owned_by(cluster, owner.port, "bounded")
+        owner.kill()
+        resp, took = asyncio.run(timed_lookup(survivor.port, topic, 20))
+        assert resp.response == R.Redirect and resp.brokerServiceUrl == owner.url, resp
+        assert took >= 1.4, f"answered after {took:.2f} s, without waiting"
+        assert took < 15
+    finally:
+        cluster.stop()
