@@ -215,6 +215,26 @@ def failover(cluster: ClusterUp) -> float:
     return took
 
 
+def failover_only(session_ms: int, runs: int) -> None:
+    """``--only failover``: the failover figure alone, ``runs`` times (a fresh cluster
+    each), with the machine's load average before each run."""
+    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python "
+          f"{platform.python_version()}, pulsar-client {pulsar.__version__}")
+    took = []
+    for _ in range(max(runs, 1)):
+        with tempfile.TemporaryDirectory(prefix="cluster-bench-failover-") as d:
+            cluster = ClusterUp(2, Path(d), session_ms)
+            try:
+                load = os.getloadavg()[0]
+                took.append(failover(cluster))
+                print(f"failover: first message from the new owner {took[-1]:.2f} s after "
+                      f"kill -9 (session timeout {session_ms / 1000:.1f} s, load average "
+                      f"{load:.1f})", flush=True)
+            finally:
+                cluster.stop()
+    print(json.dumps({"failover s": [round(t, 2) for t in took]}))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -222,7 +242,14 @@ def main() -> None:
     ap.add_argument("--unloads", type=int, default=5)
     ap.add_argument("--session-ms", type=int, default=6000,
                     help="metadataStoreSessionTimeoutMillis of the brokers")
+    ap.add_argument("--only", choices=["failover"],
+                    help="run only this part (failover: a fresh 2-broker cluster per run)")
+    ap.add_argument("--failovers", type=int, default=1,
+                    help="failover runs with --only failover (each on a fresh cluster)")
     args = ap.parse_args()
+    if args.only == "failover":
+        failover_only(args.session_ms, args.failovers)
+        return
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python "
           f"{platform.python_version()}, pulsar-client {pulsar.__version__}")
     results: dict[str, object] = {}
