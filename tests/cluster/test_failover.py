@@ -119,3 +119,28 @@ def test_a_lookup_waits_for_a_dead_owner_no_longer_than_its_bound(
         assert took < 15
     finally:
         cluster.stop()
+
+
+def test_a_held_lookup_ends_when_the_owner_answers_again(
+        zookeeper: ZooKeeperServer, tmp_path: Path) -> None:
+    """A held lookup whose owner's port accepts connections again (here: the broker
+    restarted on its port, its old session not expired yet) is answered with the redirect
+    then, not at the end of the wait (the session timeout + 5 s, 35 s here)."""
+    cluster = Cluster(tmp_path / "c", zookeeper, 2,
+                      {"metadataStoreSessionTimeoutMillis": "30000"}, shared=True)
+    cluster.start()
+    try:
+        owner, survivor = cluster.brokers
+        topic = topic_owned_by(cluster, owner.port, "back")
+        owner.kill()
+
+        async def scenario() -> tuple[pb.CommandLookupTopicResponse, float]:
+            lookup = asyncio.ensure_future(timed_lookup(survivor.port, topic, 40))
+            await asyncio.to_thread(owner.start)
+            return await lookup
+
+        resp, took = asyncio.run(scenario())
+        assert resp.response == R.Redirect and resp.brokerServiceUrl == owner.url, resp
+        assert took < 30, f"answered after {took:.1f} s"
+    finally:
+        cluster.stop()

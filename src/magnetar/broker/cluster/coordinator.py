@@ -327,17 +327,16 @@ class ClusterCoordinator:
     async def _wait_dead_owner(self, namespace: str, bundle: BundleRange,
                                owner: OwnerData) -> bool:
         """Hold a lookup whose bundle's owner refuses connections until the bundle's key
-        goes (True) or ``dead_owner_wait_s`` pass (False). The lookups of one bundle share
-        one wait (one watch on the key); a lookup cancelled meanwhile (its client went)
-        leaves it running for the others."""
+        goes (True) or ``dead_owner_wait_s`` pass or the owner answers again (False). The
+        lookups of one bundle share one wait (one watch on the key, one probe a second); a
+        lookup cancelled meanwhile (its client went) leaves it running for the others."""
         key = (namespace, bundle)
         hold = self._holds.get(key)
         if hold is None:
             log.info("owner %s of bundle %s/%s does not answer: lookups wait up to %.1f s "
                      "for its session to expire", owner.service_url, namespace, bundle,
                      self.dead_owner_wait_s)
-            hold = asyncio.get_running_loop().create_task(
-                self.ownership.wait_free(namespace, bundle, self.dead_owner_wait_s))
+            hold = asyncio.get_running_loop().create_task(self._hold(namespace, bundle, owner))
             self._holds[key] = hold
             hold.add_done_callback(lambda _: self._holds.pop(key, None))
         try:
@@ -347,6 +346,20 @@ class ClusterCoordinator:
         except Exception as exc:  # the store is down: answer as before (the redirect)
             log.warning("waiting for bundle %s/%s to be freed: %s", namespace, bundle, exc)
             return False
+
+    async def _hold(self, namespace: str, bundle: BundleRange, owner: OwnerData) -> bool:
+        """The shared wait: until the key goes (True), ``dead_owner_wait_s`` pass or the
+        owner answers a probe again (False: a probe that timed out on a starved event
+        loop costs at most a second of the lookups' time, not the whole bound)."""
+        deadline = time.monotonic() + self.dead_owner_wait_s
+        url = owner.service_url or owner.service_url_tls
+        while (left := deadline - time.monotonic()) > 0:
+            if await self.ownership.wait_free(namespace, bundle, min(left, 1.0)):
+                return True
+            if await self.reachability.reachable(url):
+                log.info("owner %s of bundle %s/%s answers again", url, namespace, bundle)
+                return False
+        return False
 
     async def _place(self, avoid: set[str] | frozenset[str] = frozenset()
                      ) -> tuple[str, dict[str, BrokerData]]:
