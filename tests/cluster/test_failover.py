@@ -16,6 +16,7 @@ leaves 2.5 s for the new owner to recover the ledger on a loaded machine.
 from __future__ import annotations
 
 import asyncio
+import http.client
 import threading
 import time
 from pathlib import Path
@@ -47,7 +48,7 @@ async def timed_lookup(port: int, topic: str, timeout: float) -> tuple[pb.Comman
 
 def test_official_client_gets_the_new_owner_within_the_session_timeout(
         zookeeper: ZooKeeperServer, tmp_path: Path) -> None:
-    cluster = Cluster(tmp_path / "c", zookeeper, 2,
+    cluster = Cluster(tmp_path, zookeeper, 2,
                       {"metadataStoreSessionTimeoutMillis": str(SESSION_MS)}, shared=True)
     cluster.start()
     try:
@@ -105,7 +106,7 @@ def test_a_lookup_waits_for_a_dead_owner_no_longer_than_its_bound(
         zookeeper: ZooKeeperServer, tmp_path: Path) -> None:
     """``magnetarDeadOwnerLookupWaitMillis`` bounds the wait: past it, the lookup is
     answered with the redirect after all (the owner's session has not expired yet)."""
-    cluster = Cluster(tmp_path / "c", zookeeper, 2,
+    cluster = Cluster(tmp_path, zookeeper, 2,
                       {"metadataStoreSessionTimeoutMillis": "30000",
                        "magnetarDeadOwnerLookupWaitMillis": "1500"}, shared=True)
     cluster.start()
@@ -117,6 +118,18 @@ def test_a_lookup_waits_for_a_dead_owner_no_longer_than_its_bound(
         assert resp.response == R.Redirect and resp.brokerServiceUrl == owner.url, resp
         assert took >= 1.4, f"answered after {took:.2f} s, without waiting"
         assert took < 15
+        # the HTTP lookup waits the same way, then answers 307 to the owner
+        web = http.client.HTTPConnection("127.0.0.1", survivor.http_port, timeout=20)
+        try:
+            start = time.monotonic()
+            web.request("GET", "/lookup/v2/topic/" + topic.replace("://", "/"))
+            answer = web.getresponse()
+            took = time.monotonic() - start
+        finally:
+            web.close()
+        assert answer.status == 307
+        assert (answer.getheader("Location") or "").startswith(owner.web_url)
+        assert 1.4 <= took < 15, f"answered after {took:.2f} s"
     finally:
         cluster.stop()
 
@@ -126,7 +139,7 @@ def test_a_held_lookup_ends_when_the_owner_answers_again(
     """A held lookup whose owner's port accepts connections again (here: the broker
     restarted on its port, its old session not expired yet) is answered with the redirect
     then, not at the end of the wait (the session timeout + 5 s, 35 s here)."""
-    cluster = Cluster(tmp_path / "c", zookeeper, 2,
+    cluster = Cluster(tmp_path, zookeeper, 2,
                       {"metadataStoreSessionTimeoutMillis": "30000"}, shared=True)
     cluster.start()
     try:

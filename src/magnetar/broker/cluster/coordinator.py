@@ -11,9 +11,10 @@ namespaces' bundle boundaries, bundle ownership, and topic lookup as Pulsar answ
   ``dead_owner_wait_s`` pass (then the redirect after all);
 - being unloaded (its key ``disabled``): ``ServiceNotReady``, the client retries;
 - free: if the lookup is authoritative (a broker sent the client here) this broker takes
-  it; otherwise it goes to the least-loaded live broker (`placement`): taken here if that
-  is us, else a ``Redirect`` + authoritative there. The ownership key's create-if-absent
-  settles races: the loser answers with the winner.
+  it; otherwise it goes to the least-loaded live broker (`placement`) whose address
+  accepts a connection: taken here if that is us, else a ``Redirect`` + authoritative
+  there. The ownership key's create-if-absent settles races: the loser answers with the
+  winner.
 
 Namespace boundaries come from ``/admin/local-policies/{tenant}/{ns}`` (``bundles``, as
 Pulsar keeps them) or, absent, ``defaultNumberOfNamespaceBundles`` even bundles; they are
@@ -309,7 +310,7 @@ class ClusterCoordinator:
                         continue
                 return LookupResult(False, owner)
             if not authoritative:
-                target, brokers = await self._place(avoid)
+                target, brokers = await self._place_live(avoid)
                 if target != self.broker_id:
                     return LookupResult(False, brokers[target].owner_data())
             self._acquiring += 1  # counted by placements made while the key is created
@@ -338,7 +339,14 @@ class ClusterCoordinator:
                      self.dead_owner_wait_s)
             hold = asyncio.get_running_loop().create_task(self._hold(namespace, bundle, owner))
             self._holds[key] = hold
-            hold.add_done_callback(lambda _: self._holds.pop(key, None))
+
+            def done(task: asyncio.Task[bool]) -> None:
+                if self._holds.get(key) is task:
+                    del self._holds[key]
+                if not task.cancelled():
+                    task.exception()  # retrieved: the lookups awaiting it may all be gone
+
+            hold.add_done_callback(done)
         try:
             return await asyncio.shield(hold)
         except asyncio.CancelledError:
@@ -360,6 +368,22 @@ class ClusterCoordinator:
                 log.info("owner %s of bundle %s/%s answers again", url, namespace, bundle)
                 return False
         return False
+
+    async def _place_live(self, avoid: set[str]) -> tuple[str, dict[str, BrokerData]]:
+        """`_place`, but a broker whose address refuses connections (killed, its registry
+        entry not expired yet) is passed over, as a dead owner is (no probe with
+        ``dead_owner_wait_s`` 0: as before). Ends: each round avoids one more broker, and
+        this one is never avoided."""
+        avoid = set(avoid)
+        while True:
+            target, brokers = await self._place(avoid)
+            if target == self.broker_id or self.dead_owner_wait_s <= 0:
+                return target, brokers
+            data = brokers[target]
+            if await self.reachability.reachable(data.service_url or data.service_url_tls):
+                return target, brokers
+            log.info("broker %s does not answer: no bundle is placed there", target)
+            avoid |= {data.service_url, data.service_url_tls} - {""}
 
     async def _place(self, avoid: set[str] | frozenset[str] = frozenset()
                      ) -> tuple[str, dict[str, BrokerData]]:

@@ -57,7 +57,9 @@ class Reachability:
         if probing is None:  # one probe per address at a time, whoever asked first
             probing = asyncio.get_running_loop().create_task(self._probe(*address))
             self._probing[address] = probing
-            probing.add_done_callback(lambda _: self._probing.pop(address, None))
+            probing.add_done_callback(
+                lambda task: self._probing.pop(address) if self._probing.get(address) is task
+                else None)
         return await asyncio.shield(probing)
 
     async def _probe(self, host: str, port: int) -> bool:
