@@ -1,6 +1,7 @@
 """Failover speed: after a kill -9 of a bundle's owner, a lookup at the surviving broker is
 held until the dead owner's ZooKeeper session expires and then answered with the new
-owner, instead of redirecting the client to the dead broker (docs/cluster.md, "Failover").
+owner, instead of redirecting the client to the dead broker; and a free bundle is not
+placed on a broker that refuses connections (docs/cluster.md, "Failover time").
 
 Why the bound of the first test fails without the hold: the official client (C++ inside)
 retries a lost producer or consumer after 0.1, 0.2, 0.4, ... s (each delay cut by 0-9 %),
@@ -17,15 +18,17 @@ from __future__ import annotations
 
 import asyncio
 import http.client
+import itertools
 import threading
 import time
 from pathlib import Path
 
 import pulsar
 
+from magnetar.broker.cluster.bundles import BundleRange, NamespaceBundles
 from magnetar.client.connection import Connection
 from magnetar.protocol import pb
-from tests.cluster.brokers import Cluster, topic_owned_by
+from tests.cluster.brokers import Cluster, raw_lookup, topic_owned_by
 from tests.zkserver import ZooKeeperServer
 
 QUIET = pulsar.ConsoleLogger(pulsar.LoggerLevel.Error)
@@ -155,5 +158,33 @@ def test_a_held_lookup_ends_when_the_owner_answers_again(
         resp, took = asyncio.run(scenario())
         assert resp.response == R.Redirect and resp.brokerServiceUrl == owner.url, resp
         assert took < 30, f"answered after {took:.1f} s"
+    finally:
+        cluster.stop()
+
+
+def test_a_free_bundle_is_not_placed_on_a_dead_broker(
+        zookeeper: ZooKeeperServer, tmp_path: Path) -> None:
+    """The killed broker's registry entry outlives it for a session timeout, and it is the
+    least-loaded broker (it owned nothing): a free bundle looked up at the survivor is
+    taken there, not redirected to the dead one."""
+    cluster = Cluster(tmp_path, zookeeper, 2,
+                      {"metadataStoreSessionTimeoutMillis": "30000"}, shared=True)
+    cluster.start()
+    try:
+        survivor, dead = cluster.brokers
+        bundles = NamespaceBundles.evenly(4)
+        topics: dict[BundleRange, str] = {}
+        for i in itertools.count():
+            topic = f"persistent://public/default/free-{i}-partition-0"
+            topics.setdefault(bundles.bundle_of(topic), topic)
+            if len(topics) == 3:
+                break
+        first, second, free = topics.values()
+        for topic in (first, second):  # the survivor takes two bundles (authoritative)
+            resp = asyncio.run(raw_lookup(survivor.port, topic, authoritative=True))
+            assert resp.response == R.Connect, resp
+        dead.kill()
+        resp, _ = asyncio.run(timed_lookup(survivor.port, free, 20))
+        assert resp.response == R.Connect and resp.brokerServiceUrl == survivor.url, resp
     finally:
         cluster.stop()
