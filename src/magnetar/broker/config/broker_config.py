@@ -69,8 +69,9 @@ class BrokerConfig(SecurityConfig):
     magnetarSharedStorage: bool = False
     # a lookup whose bundle's owner refuses connections (killed; its session not expired
     # yet) waits this long for the bundle to be freed instead of redirecting the client to
-    # the dead broker (docs/cluster.md, "Failover"); -1: metadataStoreSessionTimeoutMillis
-    # + 5000; 0: never wait
+    # the dead broker, and free bundles are not placed on a broker that refuses connections
+    # (docs/cluster.md, "Failover time"); -1: metadataStoreSessionTimeoutMillis + 5000;
+    # 0: never wait nor probe (as before)
     magnetarDeadOwnerLookupWaitMillis: int = -1
 
     # admin HTTP service: how often message rates (stats, metrics) are recomputed
