@@ -85,6 +85,8 @@ class ClusterCoordinator:
         self.store = store
         self.owns_store = False  # closed by leave_cluster (else the broker's own session)
         self.shedder: Shedder | None = None  # the leader's load shedding (membership)
+        # a broker above it gets no free bundle while another is below (placement.py)
+        self.overload_threshold = 85.0
         self.broker_id = broker_id
         self.me = me
         self.load = load or dict
@@ -226,7 +228,7 @@ class ClusterCoordinator:
             return False
         brokers = await self.registry.live()
         others = {k: v for k, v in brokers.items() if k != self.broker_id}
-        target = destination if destination in others else least_loaded(others)
+        target = destination if destination in others else least_loaded(others, None, self.overload_threshold)
         moving_to = others[target].owner_data() if target is not None else None
         await self.ownership.set_disabled(namespace, bundle)
         if self.unload_topics is not None:
@@ -409,7 +411,7 @@ class ClusterCoordinator:
         brokers[self.broker_id] = dataclasses.replace(
             brokers.get(self.broker_id) or self.report(),
             num_bundles=len(self.ownership.owned) + self._acquiring)
-        target = least_loaded(brokers, pending) or self.broker_id
+        target = least_loaded(brokers, pending, self.overload_threshold) or self.broker_id
         if target != self.broker_id:
             self._placed.append((target, now))
         return target, brokers
