@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import re2
 
+from magnetar.broker.cluster.records import LEDGER_IDS_PATH
 from magnetar.broker.config.broker_config import BrokerConfig
 from magnetar.broker.config.listeners import Listeners
 from magnetar.broker.connection import handshake
@@ -56,7 +57,7 @@ from magnetar.broker.topics.topic import (
     load_entry_index_async,
 )
 from magnetar.broker.topics.topic_schemas import TopicSchemas
-from magnetar.metadata import KeyValueStore, MetadataStore
+from magnetar.metadata import IdBlocks, KeyValueStore, MetadataStore
 from magnetar.protocol import pb
 from magnetar.storage import (
     LedgerClosedError,
@@ -126,6 +127,11 @@ class BrokerService(AdminOperations):
         # cluster mode: the cluster's metadata store (versions, ephemeral keys, notifications:
         # magnetar.metadata) under the flat keys, for ownership and lookups; None standalone
         self.metadata_store: MetadataStore | None = getattr(metadata, "store", None)
+        if config.magnetarSharedStorage and self.metadata_store is not None:
+            # brokers sharing storage take ledger ids from the metadata store's counter,
+            # never from the shared storage.db (docs/cluster.md, "Across hosts")
+            self.storage.use_ledger_id_source(
+                IdBlocks(self.metadata_store, LEDGER_IDS_PATH).reserve_blocking)
         self.schemas = SchemaRegistry(
             self.metadata,
             allow_auto_update=config.isAllowAutoUpdateSchemaEnabled,
@@ -182,6 +188,7 @@ class BrokerService(AdminOperations):
     async def start(self) -> None:
         """Listen (unless brokerServicePort is -1), start security and the periodic tasks."""
         loop = asyncio.get_running_loop()
+        await self.storage.ledger_ids_ready()  # cluster: the first block of ledger ids
         if self.config.brokerServicePort >= 0:  # -1: TLS only (brokerServicePortTls)
             self._server = await loop.create_server(
                 lambda: ServerCnx(self),

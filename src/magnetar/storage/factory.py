@@ -25,7 +25,11 @@ blocked), and `close` finishes it before the stores close.
 
 Layout: ``<data_dir>/ledgers/<quoted name>-<hash>/<ledger id>.seg`` (+ ``.idx``).
 Ledger ids are allocated in blocks whose upper bound is committed (synchronous=FULL)
-before any id of the block is used, so ids never repeat, even after a power loss.
+before any id of the block is used, so ids never repeat, even after a power loss. In
+shared storage the block is reserved in storage.db across processes (one host), or, once
+the broker of a cluster hands the factory an `IdSource` (`use_ledger_id_source`: the
+metadata store's counter), taken from that source (`SourcedLedgerIds`), and storage.db
+holds no ids at all.
 """
 
 from __future__ import annotations
@@ -49,8 +53,9 @@ from .errors import LedgerClosedError, StorageError
 from .fence import Fence
 from .filelimit import FileLimiter
 from .flusher import Flusher
-from .futures import all_done, running_future
+from .futures import all_done, running_future, running_loop
 from .ledger import ManagedLedger, scan_segments
+from .ledger_ids import IdSource, SourcedLedgerIds
 from .metadata import MetadataStore, SqliteMetadataStore
 from .readcache import ReadCache
 from .segment import Segment
@@ -123,6 +128,8 @@ class ManagedLedgerFactory(CursorRows):
         self._next_id = int(ids.get("limit", 0))
         self._id_limit = self._next_id
         self._id_block: Future[Any] | None = None  # the last id block's write, if pending
+        # cluster: ids from the metadata store's counter, not storage.db (None: storage.db)
+        self._sourced_ids: SourcedLedgerIds | None = None
         self._dirty_cursors: dict[ManagedCursor, None] = {}
         # per ledger name, its last close or delete whose disk work runs on a thread
         self._settling: dict[str, Future[Any]] = {}
@@ -220,6 +227,12 @@ class ManagedLedgerFactory(CursorRows):
             segments = scan_segments(path)
         except OSError as exc:
             raise StorageError(f"cannot open ledger {name}: {exc}") from exc
+        sourced = self._sourced_ids
+        if sourced is not None and segments:
+            # another broker may have written it with higher ids than ours: have a block
+            # above them at hand (waiting here, off the loop, unless this is the loop)
+            sourced.ensure(max(seg.ledger_id for seg in segments) + 1,
+                           wait=running_loop() is None)
         prefix = self._cursor_key(name, "")
         cursors = {k[len(prefix) :]: v for k, v in self._store.list(prefix).items()}
         return _Opened(meta, path, segments, cursors, fence)
@@ -234,7 +247,9 @@ class ManagedLedgerFactory(CursorRows):
             del self._opening[name]
         if self.config.shared and opened.segments:
             top = max(seg.ledger_id for seg in opened.segments)
-            if top >= self._next_id:  # written by another broker: our next ids go above
+            if self._sourced_ids is not None:
+                self._sourced_ids.raise_floor(top + 1)
+            elif top >= self._next_id:  # written by another broker: our next ids go above
                 self._next_id = self._id_limit = top + 1
         ml = ManagedLedger(self, name, opened.path, opened.meta, segments=opened.segments)
         ml.fence = opened.fence
@@ -377,11 +392,35 @@ class ManagedLedgerFactory(CursorRows):
         self._settle(name, future)
         return future
 
+    def use_ledger_id_source(self, source: IdSource, block: int = _ID_BLOCK) -> None:
+        """Take ledger ids in blocks of ``block`` from ``source`` from now on, instead of
+        storage.db (the broker of a cluster: the metadata store's counter; see
+        `SourcedLedgerIds`). The first block is asked for at once; ids start above every
+        id storage.db handed out (a directory used before the cluster had its counter)."""
+        if self._sourced_ids is not None:
+            self._sourced_ids.close()
+        self._sourced_ids = SourcedLedgerIds(source, block, floor=self._next_id)
+
+    async def ledger_ids_ready(self) -> None:
+        """Wait until the first block of a `use_ledger_id_source` source is reserved (at
+        once without one); its error if the source failed."""
+        sourced = self._sourced_ids
+        spare = sourced.spare() if sourced is not None else None
+        if spare is not None:
+            try:
+                await asyncio.wrap_future(spare)
+            except Exception as exc:
+                raise StorageError(f"cannot reserve ledger ids: {exc}") from exc
+
     def _allocate_ledger_id(self) -> tuple[int, Future[Any] | None]:
         """A new segment id, and the durable storage.db write of its id block that its
         file must wait for (None: stored already). Ids come in blocks of `_ID_BLOCK`: the
         block's limit is stored (on the cursor writer thread, durably) before any file of
-        it exists, so a restart never hands out an id below one on disk."""
+        it exists, so a restart never hands out an id below one on disk. With an id
+        source (`use_ledger_id_source`) the id comes from its block (reserved already),
+        and `StorageError` says none is at hand."""
+        if self._sourced_ids is not None:
+            return self._sourced_ids.allocate(), None
         block = self._id_block
         if block is not None and block.done():
             if block.cancelled() or block.exception() is not None:
@@ -442,6 +481,8 @@ class ManagedLedgerFactory(CursorRows):
         self._metadata_writer.shutdown(wait=True)  # pending metadata writes land first
         self.readers.shutdown(wait=False, cancel_futures=True)
         self._flusher.stop()
+        if self._sourced_ids is not None:
+            self._sourced_ids.close()
         self._files.close_all()
         self._store.close()
         if self._owns_metadata:
