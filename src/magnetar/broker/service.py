@@ -105,6 +105,12 @@ class BrokerService(AdminOperations):
         """``metadata``: the key store for the broker's metadata (cluster mode: a started
         `ClusterKeyValueStore`; default: ``metadata.db`` in the data directory)."""
         self.config = config
+        # cluster mode: the cluster's metadata store (versions, ephemeral keys, notifications:
+        # magnetar.metadata) under the flat keys, for ownership and lookups; None standalone
+        self.metadata_store: MetadataStore | None = getattr(metadata, "store", None)
+        # brokers sharing storage (possibly across hosts) write no shared SQLite file: each
+        # ledger's state lives in its directory, ledger ids come from the metadata store
+        sharing = config.magnetarSharedStorage and self.metadata_store is not None
         self.storage = ManagedLedgerFactory(
             StorageConfig(
                 data_dir=config.magnetarDataDir,
@@ -120,16 +126,13 @@ class BrokerService(AdminOperations):
                 inline_sync_slow_s=config.magnetarSyncOnLoopSlowMillis / 1000,
                 inline_sync_backoff_s=config.magnetarSyncOnLoopBackoffSeconds,
                 shared=config.magnetarSharedStorage,
+                state_files=sharing,
             ),
             metadata,
         )
         self.metadata = self.storage.metadata
-        # cluster mode: the cluster's metadata store (versions, ephemeral keys, notifications:
-        # magnetar.metadata) under the flat keys, for ownership and lookups; None standalone
-        self.metadata_store: MetadataStore | None = getattr(metadata, "store", None)
-        if config.magnetarSharedStorage and self.metadata_store is not None:
-            # brokers sharing storage take ledger ids from the metadata store's counter,
-            # never from the shared storage.db (docs/cluster.md, "Across hosts")
+        if sharing:
+            assert self.metadata_store is not None
             self.storage.use_ledger_id_source(
                 IdBlocks(self.metadata_store, LEDGER_IDS_PATH).reserve_blocking)
         self.schemas = SchemaRegistry(

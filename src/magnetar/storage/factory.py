@@ -4,7 +4,9 @@ Shared per factory: the read cache, the LRU of open segment files, the group-com
 flusher thread, the ledger id allocator, the cursor persistence timer, and two SQLite
 stores: ``storage.db`` (this layer's own bookkeeping: ledger directories, terminated
 flags, cursor state, the ledger id high-water mark) and ``metadata.db`` (exposed as
-`.metadata` for the broker's keys, unless another `MetadataStore` is passed in).
+`.metadata` for the broker's keys, unless another `MetadataStore` is passed in). With
+``StorageConfig.state_files`` (brokers sharing storage across hosts) the bookkeeping is
+kept in files in each ledger's directory instead (`LedgerFilesStore`), not storage.db.
 
 The broker's metadata calls run off its event loop through `read_metadata` (the
 ``readers`` threads) and `write_metadata` (one writer thread, so writes land in the order
@@ -37,14 +39,12 @@ from __future__ import annotations
 import asyncio
 import builtins
 import contextlib
-import hashlib
 import logging
 import os
 import shutil
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, NamedTuple, TypeVar
-from urllib.parse import quote
 
 from .config import StorageConfig
 from .cursor import ManagedCursor
@@ -55,6 +55,7 @@ from .filelimit import FileLimiter
 from .flusher import Flusher
 from .futures import all_done, running_future, running_loop
 from .ledger import ManagedLedger, scan_segments
+from .ledger_files import LEDGER_PREFIX, LedgerFilesStore, dir_name
 from .ledger_ids import IdSource, SourcedLedgerIds
 from .metadata import MetadataStore, SqliteMetadataStore
 from .readcache import ReadCache
@@ -63,14 +64,8 @@ from .segment import Segment
 log = logging.getLogger(__name__)
 
 _ID_BLOCK = 1000
-LEDGER_PREFIX = "ledger/"
 
 T = TypeVar("T")
-
-
-def _dir_name(name: str) -> str:
-    digest = hashlib.sha1(name.encode()).hexdigest()[:12]
-    return f"{quote(name, safe='')[:100]}-{digest}"
 
 
 class _Opened(NamedTuple):
@@ -101,7 +96,12 @@ class ManagedLedgerFactory(CursorRows):
         if not os.path.isdir(self._root):
             os.makedirs(self._root, exist_ok=True)
             _fsync_dir(root)
-        self._store = SqliteMetadataStore(os.path.join(root, "storage.db"))
+        self._store: SqliteMetadataStore | LedgerFilesStore
+        if config.state_files:  # brokers sharing storage across hosts: no shared SQLite
+            self._store = LedgerFilesStore(root)
+            self._store.migrate(os.path.join(root, "storage.db"))
+        else:
+            self._store = SqliteMetadataStore(os.path.join(root, "storage.db"))
         self._owns_metadata = metadata is None
         self.metadata: MetadataStore = metadata or SqliteMetadataStore(
             os.path.join(root, "metadata.db")
@@ -210,7 +210,7 @@ class ManagedLedgerFactory(CursorRows):
         loop (the stores are thread-safe), so it may run in a worker thread."""
         meta = self._store.get(LEDGER_PREFIX + name)
         if meta is None:
-            meta = {"dir": _dir_name(name), "terminated": False}
+            meta = {"dir": dir_name(name), "terminated": False}
             path = os.path.join(self._root, meta["dir"])
             os.makedirs(path, exist_ok=True)
             if self.config.fsync != "never":
