@@ -1,7 +1,8 @@
 """Ledger ids of brokers sharing storage come from the metadata store, not from the shared
 ``storage.db``: two brokers (subprocesses, one real ZooKeeper, one data directory) roll
 segments of topics each of them owns, no id is handed out twice, every id is below the
-store's counter and storage.db holds no id block; a topic moved to the broker whose ids
+store's counter, and no SQLite file is written in the shared directory (ledger state and
+the brokers' topic keys are files there); a topic moved to the broker whose ids
 are lower keeps growing positions (the new owner takes a block above the ledger's ids)."""
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import pytest
 from magnetar.broker.cluster.bundles import NamespaceBundles
 from magnetar.broker.cluster.records import LEDGER_IDS_PATH
 from magnetar.metadata import create_metadata_store, json_decode
-from magnetar.storage import SqliteMetadataStore
+from magnetar.storage.key_files import KeyFilesStore
 from tests.cluster.brokers import Cluster, owner_port, topic_owned_by
 from tests.cluster.test_cluster_admin import call
 from tests.zkserver import ZooKeeperServer
@@ -92,8 +93,9 @@ def test_two_brokers_take_ledger_ids_from_the_store(rolling: Cluster) -> None:
     assert len(every) >= 4 * 4
     assert len(every) == len(set(every)), "a ledger id was handed out twice"
     assert max(every) < counter(rolling)  # they came from the store's counter ...
-    store = SqliteMetadataStore(a.data_dir / "storage.db")
-    try:
-        assert store.get("ids") is None  # ... and none from storage.db
-    finally:
-        store.close()
+    # ... and no SQLite file is shared: ledger state and topic keys are files
+    assert not (a.data_dir / "storage.db").exists()
+    assert not (a.data_dir / "metadata.db").exists()
+    assert all((a.data_dir / "ledgers" / d / "ledger.json").exists() for d in on_disk)
+    recorded = KeyFilesStore(str(a.data_dir / "metadata")).list("topics/")
+    assert {f"topics/{t}" for t in topics} <= set(recorded)

@@ -2,7 +2,8 @@
 and its cursors are files in the ledger's own directory, not rows of the shared
 storage.db. Another factory on the same directory (another broker) takes the ledger over
 with its cursors; a deleted ledger takes its state with it; a storage.db written before
-(standalone) is moved into the files once."""
+(standalone) is moved into the files once. The broker's own per-topic keys are files too
+(`KeyFilesStore`), moved in from metadata.db once."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from magnetar.storage import StorageError
+from magnetar.storage import SqliteMetadataStore, StorageError
+from magnetar.storage.key_files import KeyFilesStore
 from magnetar.storage.ledger_files import MIGRATED, LedgerFilesStore, dir_name
 from tests.storage.storage_testlib import append_all, run
 
@@ -114,3 +116,25 @@ def test_a_standalone_storage_db_is_moved_into_the_files_once(make_factory,
     a.delete("old")
     b = broker(make_factory, counter)  # a later start reads storage.db no more
     assert not b.exists("old")
+
+
+def test_key_files_store_and_its_move_from_sqlite(tmp_path: Path) -> None:
+    old = SqliteMetadataStore(tmp_path / "metadata.db")
+    old.put_many({"topics/persistent://t/n/a": {"created": 1}, "dedup/persistent://t/n/a":
+                  {"p": {"x": 3}}, "tenants/t": {"admin": []}, "plain": 7})
+    old.close()
+    store = KeyFilesStore(str(tmp_path / "metadata"))
+    marker = str(tmp_path / "metadata.db.migrated")
+    moved = store.migrate_from(str(tmp_path / "metadata.db"), marker,
+                               keep=lambda key: not key.startswith("tenants/"))
+    assert moved == 3
+    assert store.list("") == {"dedup/persistent://t/n/a": {"p": {"x": 3}}, "plain": 7,
+                              "topics/persistent://t/n/a": {"created": 1}}
+    assert store.list("topics/persistent://") == {"topics/persistent://t/n/a": {"created": 1}}
+    assert (tmp_path / "metadata" / "topics").is_dir()  # one folder per kind
+    long = "topics/persistent://t/n/" + "é" * 400  # any key fits a file name
+    store.put(long, {"created": 2})
+    assert store.get(long) == {"created": 2}
+    assert store.delete("topics/persistent://t/n/a") and store.get("topics/persistent://t/n/a") is None
+    assert store.migrate_from(str(tmp_path / "metadata.db"), marker) == 0  # once only
+    assert store.get("topics/persistent://t/n/a") is None  # deleted stays deleted

@@ -16,7 +16,7 @@ ledger's owner (fenced: `fence.py`), and the state travels with the ledger:
 - ``<root>/<ledger dir>/cursors/<cursor file>.json``: ``{"name": ..., "value": <state>}``
   (``<cursor file>`` is the name quoted, cut short, and a digest: any name fits);
 - any other key (none in a cluster: ledger ids come from the metadata store) in
-  ``<data dir>/state/<quoted key>.json``.
+  ``<data dir>/state/`` (`KeyFilesStore`).
 
 A write goes to a temporary file that is fsynced and then renamed over the old one (one
 atomic step on a local or NFS file system), the directory fsynced too when ``durable``:
@@ -32,17 +32,13 @@ then leaves a marker (``storage.db.migrated``) so that it is never read again.
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
-import json
 import logging
 import os
-import uuid
 from collections.abc import Mapping
 from typing import Any
-from urllib.parse import quote
 
 from .errors import StorageError
+from .key_files import KeyFilesStore, file_name, read_row, row_files, sub_dirs, write_row
 from .metadata import SqliteMetadataStore
 
 log = logging.getLogger(__name__)
@@ -56,50 +52,8 @@ MIGRATED = "storage.db.migrated"
 
 
 def dir_name(name: str) -> str:
-    """The directory (under ``ledgers/``) of ledger ``name``: its name quoted and cut
-    short, and a digest of it."""
-    digest = hashlib.sha1(name.encode()).hexdigest()[:12]
-    return f"{quote(name, safe='')[:100]}-{digest}"
-
-
-def _fsync_dir(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _read(path: str) -> tuple[str, Any] | None:
-    """(name, value) of a row file; None if it is missing (or half-made: never renamed)."""
-    try:
-        with open(path, "rb") as f:
-            doc = json.loads(f.read())
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError) as exc:
-        raise StorageError(f"cannot read stored state {path}: {exc}") from exc
-    return doc["name"], doc["value"]
-
-
-def _write(path: str, name: str, value: Any, durable: bool) -> None:
-    directory = os.path.dirname(path)
-    tmp = os.path.join(directory, f".{os.path.basename(path)}.{uuid.uuid4().hex}")
-    data = json.dumps({"name": name, "value": value}, separators=(",", ":")).encode()
-    try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-        try:
-            os.write(fd, data)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-        if durable:
-            _fsync_dir(directory)
-    except OSError as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise StorageError(f"cannot store state {path}: {exc}") from exc
+    """The directory (under ``ledgers/``) of ledger ``name``."""
+    return file_name(name)
 
 
 class LedgerFilesStore:
@@ -111,11 +65,11 @@ class LedgerFilesStore:
     def __init__(self, data_dir: str) -> None:
         self.data_dir = data_dir
         self.root = os.path.join(data_dir, "ledgers")
-        self.other = os.path.join(data_dir, "state")
+        self.other = KeyFilesStore(os.path.join(data_dir, "state"))
 
     # -- where a key lives ----------------------------------------------------------------
-    def _path(self, key: str) -> tuple[str, str]:
-        """(file, name stored in it) of ``key``."""
+    def _path(self, key: str) -> tuple[str, str] | None:
+        """(file, name stored in it) of ``key``; None for a key of `other`."""
         if key.startswith(LEDGER_PREFIX):
             name = key[len(LEDGER_PREFIX):]
             return os.path.join(self.root, dir_name(name), LEDGER_FILE), name
@@ -123,11 +77,14 @@ class LedgerFilesStore:
             ledger, _, cursor = key[len(CURSOR_PREFIX):].partition(CURSOR_SEP)
             return os.path.join(self.root, dir_name(ledger), CURSORS_DIR,
                                 dir_name(cursor) + ".json"), cursor
-        return os.path.join(self.other, quote(key, safe="")[:200] + ".json"), key
+        return None
 
     # -- KeyValueStore --------------------------------------------------------------------
     def get(self, key: str) -> Any | None:
-        got = _read(self._path(key)[0])
+        where = self._path(key)
+        if where is None:
+            return self.other.get(key)
+        got = read_row(where[0])
         return None if got is None else got[1]
 
     def put(self, key: str, value: Any) -> None:
@@ -135,7 +92,11 @@ class LedgerFilesStore:
 
     def put_many(self, items: Mapping[str, Any], durable: bool = False) -> None:
         for key, value in items.items():
-            path, name = self._path(key)
+            where = self._path(key)
+            if where is None:
+                self.other.put_many({key: value}, durable)
+                continue
+            path, name = where
             directory = os.path.dirname(path)
             if not os.path.isdir(directory):
                 if key.startswith(CURSOR_PREFIX) and not os.path.isdir(
@@ -143,15 +104,18 @@ class LedgerFilesStore:
                     # the ledger is gone (deleted meanwhile): its cursors with it
                     raise StorageError(f"cannot store cursor {name}: its ledger is deleted")
                 os.makedirs(directory, exist_ok=True)
-            _write(path, name, value, durable)
+            write_row(path, name, value, durable)
 
     def reserve(self, key: str, count: int, floor: int = 0) -> int:
         raise StorageError("ledger ids are not reserved in the data directory when the "
                            "state is kept in ledger files: they come from the metadata store")
 
     def delete(self, key: str) -> bool:
+        where = self._path(key)
+        if where is None:
+            return self.other.delete(key)
         try:
-            os.unlink(self._path(key)[0])
+            os.unlink(where[0])
         except FileNotFoundError:
             return False
         except OSError as exc:
@@ -172,24 +136,21 @@ class LedgerFilesStore:
         else:
             ledgers = _may_hold(prefix, LEDGER_PREFIX)
             cursors = _may_hold(prefix, CURSOR_PREFIX)
-            for entry in _scandir(self.root) if ledgers or cursors else []:
-                got = _read(os.path.join(entry, LEDGER_FILE))
+            for entry in sub_dirs(self.root) if ledgers or cursors else []:
+                got = read_row(os.path.join(entry, LEDGER_FILE))
                 if got is None:
                     continue
                 name, value = got
                 out[LEDGER_PREFIX + name] = value
                 if cursors:
                     self._list_cursors(name, entry, "", out)
-        for entry in _scandir(self.other, dirs=False):
-            got = _read(entry) if entry.endswith(".json") else None
-            if got is not None:
-                out[got[0]] = got[1]
+        out.update(self.other.list(prefix))
         return {k: v for k, v in sorted(out.items()) if k.startswith(prefix)}
 
     def _list_cursors(self, ledger: str, directory: str, start: str,
                       out: dict[str, Any]) -> None:
-        for entry in _scandir(os.path.join(directory, CURSORS_DIR), dirs=False):
-            got = _read(entry) if entry.endswith(".json") else None
+        for entry in row_files(os.path.join(directory, CURSORS_DIR)):
+            got = read_row(entry)
             if got is not None and got[0].startswith(start):
                 out[f"{CURSOR_PREFIX}{ledger}{CURSOR_SEP}{got[0]}"] = got[1]
 
@@ -224,7 +185,7 @@ class LedgerFilesStore:
             copied += 1
         if "ids" in rows:
             self.put_many({"ids": rows["ids"]}, durable=True)
-        _write(marker, MIGRATED, {"ledgers": copied}, durable=True)
+        write_row(marker, MIGRATED, {"ledgers": copied}, durable=True)
         log.info("moved the state of %d ledgers from %s into their directories",
                  copied, legacy_path)
         return copied
@@ -234,11 +195,3 @@ class LedgerFilesStore:
 def _may_hold(prefix: str, kind: str) -> bool:
     """Whether keys starting with ``kind`` may start with ``prefix`` too."""
     return kind.startswith(prefix) or prefix.startswith(kind)
-
-
-def _scandir(path: str, dirs: bool = True) -> list[str]:
-    try:
-        with os.scandir(path) as it:
-            return [e.path for e in it if e.is_dir() == dirs and not e.name.startswith(".")]
-    except FileNotFoundError:
-        return []
