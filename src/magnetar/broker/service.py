@@ -64,6 +64,7 @@ from magnetar.storage import (
     ManagedLedger,
     ManagedLedgerFactory,
     StorageConfig,
+    StorageError,
 )
 
 if TYPE_CHECKING:
@@ -191,7 +192,10 @@ class BrokerService(AdminOperations):
     async def start(self) -> None:
         """Listen (unless brokerServicePort is -1), start security and the periodic tasks."""
         loop = asyncio.get_running_loop()
-        await self.storage.ledger_ids_ready()  # cluster: the first block of ledger ids
+        try:
+            await self.storage.ledger_ids_ready()  # cluster: the first block of ledger ids
+        except StorageError as exc:  # asked for again when a segment needs one
+            log.warning("no ledger ids from the metadata store yet: %s", exc)
         if self.config.brokerServicePort >= 0:  # -1: TLS only (brokerServicePortTls)
             self._server = await loop.create_server(
                 lambda: ServerCnx(self),
