@@ -138,3 +138,17 @@ def test_key_files_store_and_its_move_from_sqlite(tmp_path: Path) -> None:
     assert store.delete("topics/persistent://t/n/a") and store.get("topics/persistent://t/n/a") is None
     assert store.migrate_from(str(tmp_path / "metadata.db"), marker) == 0  # once only
     assert store.get("topics/persistent://t/n/a") is None  # deleted stays deleted
+
+
+def test_a_cursor_of_a_deleted_ledger_is_left_out(tmp_path: Path) -> None:
+    store = LedgerFilesStore(str(tmp_path))
+    os.makedirs(tmp_path / "ledgers" / dir_name("kept"))
+    store.put_many({"cursor/gone\x1fs": {"p": 1}, "cursor/kept\x1fs": {"p": 2},
+                    "cursor/kept\x1ft": {"p": 3}})  # several: written on the store's threads
+    assert store.list("cursor/") == {}  # no ledger.json: no ledger to list them under
+    assert store.list("cursor/kept\x1f") == {"cursor/kept\x1fs": {"p": 2},
+                                             "cursor/kept\x1ft": {"p": 3}}
+    assert not (tmp_path / "ledgers" / dir_name("gone")).exists()  # not made again
+    store.close()
+    store.put_many({"cursor/kept\x1fs": {"p": 4}, "cursor/kept\x1fu": {"p": 5}})  # closed
+    assert store.get("cursor/kept\x1fs") == {"p": 4}
