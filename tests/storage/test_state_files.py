@@ -152,3 +152,28 @@ def test_a_cursor_of_a_deleted_ledger_is_left_out(tmp_path: Path) -> None:
     store.close()
     store.put_many({"cursor/kept\x1fs": {"p": 4}, "cursor/kept\x1fu": {"p": 5}})  # closed
     assert store.get("cursor/kept\x1fs") == {"p": 4}
+
+
+def test_a_stale_owners_late_cursor_write_is_never_read(make_factory, tmp_path: Path) -> None:
+    """The fence is checked when cursor states are taken for writing; a stale owner paused
+    right after that check writes later, into its own epoch's folder, which the newer
+    owner stopped reading when it took the ledger over."""
+    counter = Counter()
+    a = broker(make_factory, counter, 1)
+    ml = a.open("t")
+    kept = run(append_all(ml, [b"m%d" % i for i in range(4)]))
+    run(ml.open_cursor_async("sub", "earliest")).mark_delete(kept[1])
+    a.persist_cursors()
+    b = broker(make_factory, counter, 2)
+    assert b.open("t").cursor("sub").mark_delete_position == kept[1]
+    key = a._cursor_key("t", "sub")
+    late = ml.cursor("sub").to_state(100)
+    ml.cursor("sub").mark_delete(kept[3])
+    a._store.put_many({key: ml.cursor("sub").to_state(100)})  # past its fence check
+    assert b._store.get(key) == late  # the newer owner's state stands
+    b.close()
+    c = broker(make_factory, counter, 3)
+    assert c.open("t").cursor("sub").mark_delete_position == kept[1]
+    folders = sorted(p.name for p in (tmp_path / "data" / "ledgers" / dir_name("t")).iterdir()
+                     if p.is_dir())
+    assert folders == ["cursors.3"]  # the older ones removed by the last takeover

@@ -224,6 +224,10 @@ class ManagedLedgerFactory(CursorRows):
             epoch = self.fence_epoch(name) if self.fence_epoch is not None else None
             fence = Fence.take(path, epoch) if self.config.shared and epoch is not None \
                 else None
+            if fence is not None and epoch is not None and \
+                    isinstance(self._store, LedgerFilesStore):
+                # the cursors move into this epoch's folder: a stale owner's go unread
+                self._store.adopt(name, epoch)
             segments = scan_segments(path)
         except OSError as exc:
             raise StorageError(f"cannot open ledger {name}: {exc}") from exc

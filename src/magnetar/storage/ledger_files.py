@@ -13,8 +13,9 @@ it belongs to instead, one file per row, so each file has one writer at a time, 
 ledger's owner (fenced: `fence.py`), and the state travels with the ledger:
 
 - ``<root>/<ledger dir>/ledger.json``: ``{"name": ..., "value": <ledger row>}``;
-- ``<root>/<ledger dir>/cursors/<cursor file>.json``: ``{"name": ..., "value": <state>}``
-  (``<cursor file>`` is the name quoted, cut short, and a digest: any name fits);
+- ``<root>/<ledger dir>/cursors.<epoch>/<cursor file>.json``: ``{"name": ...,
+  "value": <state>}`` (``<cursor file>`` is the name quoted, cut short, and a digest: any
+  name fits); ``cursors/`` for a ledger that is not fenced;
 - any other key (none in a cluster: ledger ids come from the metadata store) in
   ``<data dir>/state/`` (`KeyFilesStore`).
 
@@ -25,6 +26,15 @@ after its directory exists and is removed after its cursor files, so a ledger wi
 ``ledger.json`` has no cursors worth keeping. `list` scans the directories (used when
 listing ledgers and opening one, not on the hot path).
 
+Cursor folders carry the fencing epoch (`adopt`). A broker that takes a ledger over
+fences it with a higher epoch, copies the newest complete cursor folder into its own
+``cursors.<epoch>``, marks that copy complete and from then on reads and writes only
+there; readers pick the newest complete folder. So a previous owner that checked the
+fence, was paused, and writes its cursor states afterwards writes into its own, older
+folder, which nobody reads any more: a late write cannot undo the new owner's cursors,
+where a check followed by a write always leaves a gap. (The ledger's own row, its
+terminated flag and properties, is not kept that way: see docs/cluster.md.)
+
 `migrate` copies the rows of a ``storage.db`` written before (standalone, or a cluster
 on one host) into these files once, for the ledgers that have no ``ledger.json`` yet,
 then leaves a marker (``storage.db.migrated``) so that it is never read again.
@@ -34,12 +44,21 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 from collections.abc import Mapping
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from .errors import StorageError
-from .key_files import KeyFilesStore, file_name, read_row, row_files, sub_dirs, write_row
+from .key_files import (
+    KeyFilesStore,
+    file_name,
+    fsync_dir,
+    read_row,
+    row_files,
+    sub_dirs,
+    write_row,
+)
 from .metadata import SqliteMetadataStore
 
 log = logging.getLogger(__name__)
@@ -49,6 +68,7 @@ CURSOR_PREFIX = "cursor/"
 CURSOR_SEP = "\x1f"
 LEDGER_FILE = "ledger.json"
 CURSORS_DIR = "cursors"
+COMPLETE = "complete"  # in a cursors.<epoch> folder: its copy is whole
 MIGRATED = "storage.db.migrated"
 #: Row files written at once by one `put_many` (a batch of cursor states): each write
 #: waits for an fsync, and on an SSD or a file server several overlap.
@@ -73,6 +93,9 @@ class LedgerFilesStore:
         self._writers = ThreadPoolExecutor(max_workers=_WRITERS,
                                            thread_name_prefix="magnetar-state")
         self._closed = False
+        # the epoch each ledger was fenced with by this factory (`adopt`): its cursor
+        # files go to that epoch's folder
+        self._epochs: dict[str, int] = {}
 
     # -- where a key lives ----------------------------------------------------------------
     def _path(self, key: str) -> tuple[str, str] | None:
@@ -82,9 +105,57 @@ class LedgerFilesStore:
             return os.path.join(self.root, dir_name(name), LEDGER_FILE), name
         if key.startswith(CURSOR_PREFIX) and CURSOR_SEP in key:
             ledger, _, cursor = key[len(CURSOR_PREFIX):].partition(CURSOR_SEP)
-            return os.path.join(self.root, dir_name(ledger), CURSORS_DIR,
-                                dir_name(cursor) + ".json"), cursor
+            return os.path.join(self._cursors_of(ledger), dir_name(cursor) + ".json"), cursor
         return None
+
+    def _cursors_of(self, ledger: str) -> str:
+        """The cursor folder of ``ledger`` this factory reads and writes: its epoch's
+        when it fenced the ledger, else the newest complete one (or the plain one)."""
+        directory = os.path.join(self.root, dir_name(ledger))
+        epoch = self._epochs.get(ledger)
+        if epoch is not None:
+            return os.path.join(directory, f"{CURSORS_DIR}.{epoch}")
+        return _newest_cursors(directory)[1]
+
+    def adopt(self, ledger: str, epoch: int) -> None:
+        """This factory fenced ``ledger`` with ``epoch`` (before reading its cursors):
+        copy the newest complete cursor folder into ``cursors.<epoch>`` (then marked
+        complete, the older folders removed) and keep its cursors there from now on. A
+        previous owner that still writes (paused, then resumed) writes into its own
+        epoch's folder, which nobody reads any more: its late cursor states are ignored."""
+        directory = os.path.join(self.root, dir_name(ledger))
+        mine = os.path.join(directory, f"{CURSORS_DIR}.{epoch}")
+        newest_epoch, newest = _newest_cursors(directory)
+        if newest != mine:
+            if newest_epoch is not None and newest_epoch > epoch:
+                raise StorageError(f"ledger {ledger}: cursors of a newer owner "
+                                   f"(epoch {newest_epoch} > {epoch})")
+            rows = [got for got in map(read_row, row_files(newest)) if got is not None]
+            os.makedirs(mine, exist_ok=True)
+            jobs = [self._submit(os.path.join(mine, dir_name(name) + ".json"), name, value)
+                    for name, value in rows]
+            for job in jobs:
+                job.result()
+            write_row(os.path.join(mine, COMPLETE), COMPLETE, {"from": newest}, durable=True)
+            fsync_dir(directory)
+            for old in sub_dirs(directory):
+                old_epoch = _epoch_of(old)
+                if old != mine and (old_epoch is None or old_epoch < epoch) and \
+                        os.path.basename(old).startswith(CURSORS_DIR):
+                    shutil.rmtree(old, ignore_errors=True)
+        self._epochs[ledger] = epoch
+
+    def _submit(self, path: str, name: str, value: Any, durable: bool = False
+                ) -> Future[None]:
+        if self._closed:
+            done: Future[None] = Future()
+            try:
+                write_row(path, name, value, durable)
+                done.set_result(None)
+            except StorageError as exc:
+                done.set_exception(exc)
+            return done
+        return self._writers.submit(write_row, path, name, value, durable)
 
     # -- KeyValueStore --------------------------------------------------------------------
     def get(self, key: str) -> Any | None:
@@ -116,12 +187,10 @@ class LedgerFilesStore:
                     continue
                 os.makedirs(directory, exist_ok=True)
             jobs.append((path, name, value))
-        if len(jobs) == 1 or self._closed:
-            for path, name, value in jobs:
-                write_row(path, name, value, durable)
+        if len(jobs) == 1:
+            write_row(*jobs[0], durable)
             return
-        futures = [self._writers.submit(write_row, path, name, value, durable)
-                   for path, name, value in jobs]
+        futures = [self._submit(path, name, value, durable) for path, name, value in jobs]
         errors = [exc for exc in (f.exception() for f in futures) if exc is not None]
         if errors:
             raise errors[0]
@@ -152,7 +221,7 @@ class LedgerFilesStore:
         out: dict[str, Any] = {}
         if prefix.startswith(CURSOR_PREFIX) and CURSOR_SEP in prefix:
             ledger, _, start = prefix[len(CURSOR_PREFIX):].partition(CURSOR_SEP)
-            self._list_cursors(ledger, os.path.join(self.root, dir_name(ledger)), start, out)
+            self._list_cursors(ledger, self._cursors_of(ledger), start, out)
         else:
             ledgers = _may_hold(prefix, LEDGER_PREFIX)
             cursors = _may_hold(prefix, CURSOR_PREFIX)
@@ -163,13 +232,13 @@ class LedgerFilesStore:
                 name, value = got
                 out[LEDGER_PREFIX + name] = value
                 if cursors:
-                    self._list_cursors(name, entry, "", out)
+                    self._list_cursors(name, self._cursors_of(name), "", out)
         out.update(self.other.list(prefix))
         return {k: v for k, v in sorted(out.items()) if k.startswith(prefix)}
 
-    def _list_cursors(self, ledger: str, directory: str, start: str,
+    def _list_cursors(self, ledger: str, folder: str, start: str,
                       out: dict[str, Any]) -> None:
-        for entry in row_files(os.path.join(directory, CURSORS_DIR)):
+        for entry in row_files(folder):
             got = read_row(entry)
             if got is not None and got[0].startswith(start):
                 out[f"{CURSOR_PREFIX}{ledger}{CURSOR_SEP}{got[0]}"] = got[1]
@@ -212,6 +281,25 @@ class LedgerFilesStore:
                  copied, legacy_path)
         return copied
 
+
+
+def _epoch_of(folder: str) -> int | None:
+    """The epoch of a ``cursors.<epoch>`` folder (None: the plain one, or another)."""
+    _, dot, tail = os.path.basename(folder).partition(".")
+    return int(tail) if dot and tail.isdigit() else None
+
+
+def _newest_cursors(directory: str) -> tuple[int | None, str]:
+    """(epoch, folder) of a ledger directory's newest complete ``cursors.<epoch>``
+    folder; (None, the plain ``cursors`` folder) when there is none."""
+    best: tuple[int, str] | None = None
+    for folder in sub_dirs(directory):
+        epoch = _epoch_of(folder)
+        if epoch is None or not os.path.basename(folder).startswith(CURSORS_DIR + "."):
+            continue
+        if (best is None or epoch > best[0]) and os.path.exists(os.path.join(folder, COMPLETE)):
+            best = (epoch, folder)
+    return best if best is not None else (None, os.path.join(directory, CURSORS_DIR))
 
 
 def _may_hold(prefix: str, kind: str) -> bool:
