@@ -4,8 +4,8 @@ A broker of a cluster does not reserve its ledger ids in the shared ``storage.db
 locking is only dependable on a local file system): it is handed an `IdSource` (the
 broker passes the metadata store's id counter, `magnetar.metadata.IdBlocks`) and takes
 blocks of ids from it. The factory keeps two blocks: the one it hands ids out of, and the
-next one, asked for as soon as the previous spare is taken (on this class's own
-``magnetar-ids`` thread), so a segment roll-over on the event loop takes an id at once
+next one, asked for as soon as the previous spare is taken (on a ``magnetar-ids``
+thread), so a segment roll-over on the event loop takes an id at once
 and never waits for the source. If the source has not answered by the time a block is
 used up (a thousand roll-overs in one round trip, or a metadata store that is down), the
 roll-over fails with `StorageError` (the append is refused; the client retries) rather
@@ -23,14 +23,14 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 
 from .errors import StorageError
 
 log = logging.getLogger(__name__)
 
 #: ``source(count, floor)``: reserve ``count`` ids, none below ``floor``, never handed out
-#: before anywhere in the cluster, and return the first. Blocking; called only on the
+#: before anywhere in the cluster, and return the first. Blocking; called only on a
 #: ``magnetar-ids`` thread.
 IdSource = Callable[[int, int], int]
 
@@ -47,13 +47,25 @@ class SourcedLedgerIds:
         self._next = self._limit = 0  # the block ids are handed out of: [next, limit)
         self._spare: Future[int] | None = None  # the next block's first id
         self._lock = threading.Lock()  # allocate (event loop) vs ensure (readers threads)
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="magnetar-ids")
         with self._lock:
             self._request()
 
     def _request(self) -> Future[int]:
-        """Ask the source for the next block (holding the lock)."""
-        spare = self._spare = self._pool.submit(self._source, self._size, self._floor)
+        """Ask the source for the next block (holding the lock), on a thread of its own: a
+        daemon, so that a source that never answers (its event loop gone) cannot hold up
+        the process's exit. One per block: rare."""
+        spare: Future[int] = Future()
+        spare.set_running_or_notify_cancel()
+        floor = self._floor
+
+        def reserve() -> None:
+            try:
+                spare.set_result(self._source(self._size, floor))
+            except BaseException as exc:
+                spare.set_exception(exc)
+
+        threading.Thread(target=reserve, name="magnetar-ids", daemon=True).start()
+        self._spare = spare
         return spare
 
     def spare(self) -> Future[int] | None:
@@ -124,4 +136,4 @@ class SourcedLedgerIds:
         return start + self._size > self._floor
 
     def close(self) -> None:
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        """Nothing to stop: a reservation under way ends on its own (or with the process)."""
