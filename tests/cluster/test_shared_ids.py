@@ -3,7 +3,8 @@
 segments of topics each of them owns, no id is handed out twice, every id is below the
 store's counter, and no SQLite file is written in the shared directory (ledger state and
 the brokers' topic keys are files there); a topic moved to the broker whose ids
-are lower keeps growing positions (the new owner takes a block above the ledger's ids)."""
+are lower keeps growing positions (the new owner takes a block above the ledger's ids);
+a restarted broker's ids are above every block handed out before."""
 
 from __future__ import annotations
 
@@ -99,3 +100,16 @@ def test_two_brokers_take_ledger_ids_from_the_store(rolling: Cluster) -> None:
     assert all((a.data_dir / "ledgers" / d / "ledger.json").exists() for d in on_disk)
     recorded = KeyFilesStore(str(a.data_dir / "metadata")).list("topics/")
     assert {f"topics/{t}" for t in topics} <= set(recorded)
+
+    # a restarted broker takes ids above every block handed out before, its own included
+    high = counter(rolling)
+    a.stop()
+    a.start()
+    topic = topic_owned_by(rolling, a.port, "ids-restart")
+    client = pulsar.Client(rolling.service_url, operation_timeout_seconds=30, logger=QUIET)
+    try:
+        producer = client.create_producer(topic, batching_enabled=False)
+        restarted = [producer.send(b"r%d" % i).ledger_id() for i in range(4)]
+    finally:
+        client.close()
+    assert min(restarted) >= high
