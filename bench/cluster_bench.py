@@ -64,11 +64,12 @@ def free_pair() -> int:
 class ClusterUp:
     """``magnetar cluster up`` as a child process; its URLs and broker pids."""
 
-    def __init__(self, brokers: int, root: Path, session_ms: int) -> None:
+    def __init__(self, brokers: int, root: Path, session_ms: int, extra: str = "") -> None:
         self.root = root
         conf = root / "extra.conf"
         conf.write_text(f"metadataStoreSessionTimeoutMillis={session_ms}\n"
-                        "allowAutoTopicCreationType=partitioned\ndefaultNumPartitions=4\n")
+                        "allowAutoTopicCreationType=partitioned\ndefaultNumPartitions=4\n"
+                        + extra)
         self.port, self.http = free_pair(), free_pair()
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "magnetar.cli.main", "cluster", "up", "--brokers", str(brokers),
@@ -215,6 +216,30 @@ def failover(cluster: ClusterUp) -> float:
     return took
 
 
+def failover_only(session_ms: int, runs: int) -> None:
+    """``--only failover``: the failover figure alone, ``runs`` times on fresh clusters,
+    alternating the brokers' default (lookups at the survivor wait for a dead owner's
+    session to expire) with ``magnetarDeadOwnerLookupWaitMillis=0`` (they redirect to the
+    dead owner, as before), with the machine's load average before each run."""
+    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python "
+          f"{platform.python_version()}, pulsar-client {pulsar.__version__}")
+    took: dict[str, list[float]] = {"wait": [], "no wait": []}
+    for _ in range(max(runs, 1)):
+        for mode, extra in (("wait", ""), ("no wait", "magnetarDeadOwnerLookupWaitMillis=0\n")):
+            with tempfile.TemporaryDirectory(prefix="cluster-bench-failover-") as d:
+                cluster = ClusterUp(2, Path(d), session_ms, extra)
+                try:
+                    load = os.getloadavg()[0]
+                    took[mode].append(failover(cluster))
+                    print(f"failover ({mode}): first message from the new owner "
+                          f"{took[mode][-1]:.2f} s after kill -9 (session timeout "
+                          f"{session_ms / 1000:.1f} s, load average {load:.1f})", flush=True)
+                finally:
+                    cluster.stop()
+    print(json.dumps({f"failover s ({mode})": [round(t, 2) for t in times]
+                      for mode, times in took.items()}))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -222,7 +247,15 @@ def main() -> None:
     ap.add_argument("--unloads", type=int, default=5)
     ap.add_argument("--session-ms", type=int, default=6000,
                     help="metadataStoreSessionTimeoutMillis of the brokers")
+    ap.add_argument("--only", choices=["failover"],
+                    help="run only this part (failover: a fresh 2-broker cluster per run)")
+    ap.add_argument("--failovers", type=int, default=1,
+                    help="with --only failover: runs of each mode (waiting lookups, and "
+                         "magnetarDeadOwnerLookupWaitMillis=0), each on a fresh cluster")
     args = ap.parse_args()
+    if args.only == "failover":
+        failover_only(args.session_ms, args.failovers)
+        return
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python "
           f"{platform.python_version()}, pulsar-client {pulsar.__version__}")
     results: dict[str, object] = {}

@@ -125,7 +125,7 @@ async def join_cluster(service: BrokerService, urls: dict[str, str | None],
         store, broker_id_of(service_url, urls.get("webServiceUrl")), me, load,
         default_bundles=config.defaultNumberOfNamespaceBundles,
         report_interval_s=config.loadBalancerReportUpdateMinIntervalMillis / 1000,
-        on_lost=lost)
+        on_lost=lost, dead_owner_wait_s=config.dead_owner_lookup_wait_s())
     coordinator.unload_topics = unload_topics
     coordinator.overload_threshold = float(config.loadBalancerBrokerOverloadedThresholdPercentage)
 

@@ -6,7 +6,9 @@
 - ``/namespace/{tenant}/{ns}/{0xLLLLLLLL_0xUUUUUUUU}`` (ephemeral): `OwnerData`, Pulsar's
   ``NamespaceEphemeralData`` (the owner's URLs; ``disabled`` while it unloads the bundle);
 - ``/loadbalance/leader`` (ephemeral): `LeaderData`, Pulsar's ``LeaderBroker``;
-- ``/admin/local-policies/{tenant}/{ns}``: the namespace's ``bundles`` (``BundlesData``).
+- ``/admin/local-policies/{tenant}/{ns}``: the namespace's ``bundles`` (``BundlesData``);
+- ``/magnetar/ledger-ids`` (Magnetar's own): the next ledger id nobody has taken (a JSON
+  integer; brokers sharing storage take blocks of ids from it, `magnetar.metadata.IdBlocks`).
 
 Values go to and from plain JSON dicts here; unknown fields are ignored on the way in, as
 a Pulsar broker ignores them, so records written by a newer version still read. Pure.
@@ -22,6 +24,7 @@ from magnetar.broker.cluster.bundles import BundleRange
 __all__ = [
     "BROKERS_ROOT",
     "LEADER_PATH",
+    "LEDGER_IDS_PATH",
     "LOCAL_POLICIES_ROOT",
     "OWNERSHIP_ROOT",
     "BrokerData",
@@ -39,6 +42,7 @@ BROKERS_ROOT = "/loadbalance/brokers"
 LEADER_PATH = "/loadbalance/leader"
 OWNERSHIP_ROOT = "/namespace"
 LOCAL_POLICIES_ROOT = "/admin/local-policies"
+LEDGER_IDS_PATH = "/magnetar/ledger-ids"
 
 
 def broker_path(broker_id: str) -> str:

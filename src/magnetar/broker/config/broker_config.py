@@ -88,6 +88,12 @@ class BrokerConfig(SecurityConfig):
     # file system mounted at the same path): a bundle's topics keep their messages when it
     # moves to another broker (docs/cluster.md)
     magnetarSharedStorage: bool = False
+    # a lookup whose bundle's owner refuses connections (killed; its session not expired
+    # yet) waits this long for the bundle to be freed instead of redirecting the client to
+    # the dead broker, and free bundles are not placed on a broker that refuses connections
+    # (docs/cluster.md, "Failover time"); -1: metadataStoreSessionTimeoutMillis + 5000;
+    # 0: never wait nor probe (as before)
+    magnetarDeadOwnerLookupWaitMillis: int = -1
 
     # admin HTTP service: how often message rates (stats, metrics) are recomputed
     statsUpdateFrequencyInSecs: int = 60
@@ -187,6 +193,11 @@ class BrokerConfig(SecurityConfig):
 
     unknown_keys: list[str] = field(default_factory=list, repr=False)
 
+    def dead_owner_lookup_wait_s(self) -> float:
+        """How long a lookup waits for a dead owner's bundle (0: never)."""
+        wait = self.magnetarDeadOwnerLookupWaitMillis
+        return (self.metadataStoreSessionTimeoutMillis + 5000 if wait < 0 else wait) / 1000
+
     @property
     def fsync_policy(self) -> str:
         """The effective fsync policy: ``journalSyncData=false`` turns syncing off."""
@@ -241,6 +252,9 @@ class BrokerConfig(SecurityConfig):
         if self.metadataStoreSessionTimeoutMillis <= 0 or self.metadataStoreOperationTimeoutSeconds <= 0:
             raise ConfigError("metadataStoreSessionTimeoutMillis and "
                               "metadataStoreOperationTimeoutSeconds must be positive")
+        if self.magnetarDeadOwnerLookupWaitMillis < -1:
+            raise ConfigError("magnetarDeadOwnerLookupWaitMillis must be -1 (the session "
+                              "timeout + 5 s), 0 (never wait) or positive")
         if self.loadBalancerLoadSheddingStrategy.strip() not in SHEDDING_STRATEGIES:
             raise ConfigError(
                 f"loadBalancerLoadSheddingStrategy {self.loadBalancerLoadSheddingStrategy!r} "
