@@ -93,6 +93,17 @@ class ClusterUp:
     def pid(self, i: int) -> int:
         return int(json.loads((self.root / f"broker-{i}" / "ready.json").read_text())["pid"])
 
+    def zk_pids(self) -> list[int]:
+        """The ZooKeeper server's processes (their command line names its zoo.cfg)."""
+        cfg = str(self.root / "zookeeper" / "zoo.cfg").encode()
+        pids = []
+        for entry in os.listdir("/proc"):
+            if entry.isdigit():
+                with contextlib.suppress(OSError), open(f"/proc/{entry}/cmdline", "rb") as f:
+                    if cfg in f.read():
+                        pids.append(int(entry))
+        return pids
+
     def stop(self) -> None:
         self.proc.send_signal(signal.SIGINT)
         try:
@@ -107,44 +118,161 @@ def lookup_port(cluster: ClusterUp, topic: str) -> int:
         return int(json.load(resp)["brokerUrl"].rsplit(":", 1)[1])
 
 
-def throughput(cluster: ClusterUp, seconds: float) -> tuple[float, float]:
-    topic = f"persistent://public/default/tput-{time.time_ns()}"
-    client = pulsar.Client(cluster.service_url, operation_timeout_seconds=60, logger=QUIET)
-    consumer = client.subscribe(topic, "s", consumer_type=pulsar.ConsumerType.Shared,
-                                receiver_queue_size=5000)
-    producer = client.create_producer(topic, batching_enabled=True, block_if_queue_full=True,
-                                      max_pending_messages=10000,
-                                      batching_max_publish_delay_ms=5)
-    payload = b"x" * 1024
-    acked = [0]
-    received = [0]
-    stop = threading.Event()
+CLK = os.sysconf("SC_CLK_TCK")
+PRODUCER_SETTINGS = dict(batching_enabled=True, block_if_queue_full=True,
+                         max_pending_messages=10000, batching_max_publish_delay_ms=5)
 
-    def drain() -> None:
-        while not stop.is_set():
-            try:
-                msg = consumer.receive(1000)
-            except pulsar.Timeout:
-                continue
-            consumer.acknowledge(msg)
-            received[0] += 1
+
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of a process (every thread), from /proc/<pid>/stat."""
+    with open(f"/proc/{pid}/stat", "rb") as f:
+        fields = f.read().rsplit(b")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK
+
+
+def _produce(url: str, topic: str, seconds: float) -> None:
+    """Generator process 1: one batched producer on the partitioned topic, ``send_async``
+    as fast as the client's queue allows for ``seconds``, then ``flush``. The callback only
+    counts failures (it runs once per message, on the client's thread, holding the GIL)."""
+    client = pulsar.Client(url, operation_timeout_seconds=60, logger=QUIET)
+    producer = client.create_producer(topic, **PRODUCER_SETTINGS)  # type: ignore[arg-type]
+    payload = b"x" * 1024
+    failed: list[object] = []
+    ok = pulsar.Result.Ok
 
     def done(res: pulsar.Result, _mid: object) -> None:
-        if res == pulsar.Result.Ok:
-            acked[0] += 1
+        if res != ok:
+            failed.append(res)
 
-    t = threading.Thread(target=drain, daemon=True)
-    t.start()
+    send = producer.send_async
+    print("ready", flush=True)
+    sys.stdin.readline()  # "go"
     start = time.monotonic()
-    while time.monotonic() - start < seconds:
-        producer.send_async(payload, done)
+    print(f"start {start}", flush=True)
+    sent = 0
+    deadline = start + seconds
+    while time.monotonic() < deadline:
+        for _ in range(100):
+            send(payload, done)
+        sent += 100
     producer.flush()
-    elapsed = time.monotonic() - start
-    produced, consumed = acked[0] / elapsed, received[0] / elapsed
-    stop.set()
-    t.join(5)
+    end = time.monotonic()
+    print("end " + json.dumps({"start": start, "end": end, "sent": sent,
+                               "acked": sent - len(failed)}), flush=True)
+    sys.stdin.readline()  # "close": the parent has read the CPU counters
     client.close()
-    return produced, consumed
+
+
+def _consume(url: str, topic: str, partitions: int) -> None:
+    """Generator process 2: one Exclusive consumer per partition, each on its own thread
+    (the client releases the GIL while waiting), taking ``batch_receive`` batches (up to
+    1,000 messages or 10 ms) and acknowledging each batch with one cumulative ack of its
+    last message. Prints ``(monotonic time, messages consumed)`` every 0.1 s until the
+    parent writes the number to wait for on stdin, and exits when it is reached."""
+    client = pulsar.Client(url, operation_timeout_seconds=60, logger=QUIET)
+    policy = pulsar.ConsumerBatchReceivePolicy(1000, 4 << 20, 10)
+    consumers = [client.subscribe(f"{topic}-partition-{i}", "s",
+                                  consumer_type=pulsar.ConsumerType.Exclusive,
+                                  receiver_queue_size=5000, batch_receive_policy=policy)
+                 for i in range(partitions)]
+    counts = [0] * partitions
+    stop = threading.Event()
+
+    def drain(i: int) -> None:
+        consumer = consumers[i]
+        while not stop.is_set():
+            msgs = consumer.batch_receive()
+            if msgs:
+                consumer.acknowledge_cumulative(msgs[-1])
+                counts[i] += len(msgs)
+
+    threads = [threading.Thread(target=drain, args=(i,), daemon=True) for i in range(partitions)]
+    for t in threads:
+        t.start()
+    target: list[int] = []
+    threading.Thread(target=lambda: target.append(int(sys.stdin.readline())),
+                     daemon=True).start()
+    print("ready", flush=True)
+    while True:
+        total = sum(counts)
+        print(f"{time.monotonic()} {total}", flush=True)
+        if target and total >= target[0]:
+            break
+        time.sleep(0.1)
+    stop.set()
+    for t in threads:
+        t.join(5)
+    client.close()
+
+
+def _generator(role: str, *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, __file__, role, *args], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True,
+                            env=dict(os.environ, PYTHONPATH=str(SRC)))
+
+
+def throughput(cluster: ClusterUp, seconds: float, partitions: int = 4) -> dict[str, float]:
+    """Produce and consume at once for ``seconds`` (two generator processes); rates over
+    the producer's window, CPU seconds per 1,000 messages of the brokers, the generator
+    and ZooKeeper over that window, and the ceiling those costs put on the 2-to-1 ratio."""
+    topic = f"persistent://public/default/tput-{time.time_ns()}"
+    admin = urllib.request.Request(
+        f"{cluster.web(0)}/admin/v2/persistent/{topic.split('://', 1)[1]}/partitions",
+        method="PUT", data=str(partitions).encode(), headers={"Content-Type": "application/json"})
+    urllib.request.urlopen(admin, timeout=60).close()
+    cons = _generator("_consume", cluster.service_url, topic, str(partitions))
+    assert cons.stdin and cons.stdout
+    if cons.stdout.readline().strip() != "ready":
+        raise RuntimeError("consumer process failed")
+    samples: list[tuple[float, int]] = []
+
+    def read_samples() -> None:
+        assert cons.stdout
+        for line in cons.stdout:
+            t, n = line.split()
+            samples.append((float(t), int(n)))
+
+    reader = threading.Thread(target=read_samples, daemon=True)
+    reader.start()
+    prod = _generator("_produce", cluster.service_url, topic, str(seconds))
+    assert prod.stdin and prod.stdout
+    if prod.stdout.readline().strip() != "ready":
+        raise RuntimeError("producer process failed")
+    pids = {"brokers": [cluster.pid(i) for i in range(cluster.n)],
+            "producer": [prod.pid], "consumer": [cons.pid], "zookeeper": cluster.zk_pids()}
+
+    def cpu() -> dict[str, float]:
+        return {k: sum(cpu_seconds(p) for p in v) for k, v in pids.items()}
+
+    prod.stdin.write("go\n")
+    prod.stdin.flush()
+    prod.stdout.readline()  # "start ..."
+    cpu0 = cpu()
+    end_line = prod.stdout.readline()
+    cpu1 = cpu()
+    window = json.loads(end_line.split(" ", 1)[1])
+    prod.stdin.write("close\n")
+    prod.stdin.flush()
+    prod.wait(60)
+    cons.stdin.write(f"{window['acked']}\n")
+    cons.stdin.flush()
+    drained = cons.wait(120) == 0
+    reader.join(5)
+    elapsed = window["end"] - window["start"]
+    consumed_by_end = max((n for t, n in samples if t <= window["end"]), default=0)
+    consumed_at_start = max((n for t, n in samples if t <= window["start"]), default=0)
+    consumed = consumed_by_end - consumed_at_start
+    msgs = (window["acked"] + consumed) / 2  # end-to-end messages in the window
+    per_k = {k: (cpu1[k] - cpu0[k]) / msgs * 1000 for k in cpu0}
+    b, c = per_k["brokers"], per_k["producer"] + per_k["consumer"]
+    return {"produce msg/s": window["acked"] / elapsed, "consume msg/s": consumed / elapsed,
+            "backlog at end": window["acked"] - consumed_by_end,
+            "all consumed": float(drained and samples[-1][1] >= window["acked"]),
+            "broker cpu s/1k": b, "generator cpu s/1k": c, "producer cpu s/1k": per_k["producer"],
+            "consumer cpu s/1k": per_k["consumer"], "zookeeper cpu s/1k":
+            per_k["zookeeper"], "broker cores": (cpu1["brokers"] - cpu0["brokers"]) / elapsed,
+            "generator cores": c * msgs / 1000 / elapsed,
+            "ceiling 2b/(b+c)": 2 * b / (b + c)}
 
 
 def unload_pauses(cluster: ClusterUp, unloads: int) -> list[float]:
@@ -216,26 +344,44 @@ def failover(cluster: ClusterUp) -> float:
 
 
 def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "_produce":
+        return _produce(sys.argv[2], sys.argv[3], float(sys.argv[4]))
+    if len(sys.argv) > 1 and sys.argv[1] == "_consume":
+        return _consume(sys.argv[2], sys.argv[3], int(sys.argv[4]))
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seconds", type=float, default=10.0, help="throughput phase length")
+    ap.add_argument("--partitions", type=int, default=4)
     ap.add_argument("--unloads", type=int, default=5)
     ap.add_argument("--session-ms", type=int, default=6000,
                     help="metadataStoreSessionTimeoutMillis of the brokers")
+    ap.add_argument("--throughput-only", action="store_true",
+                    help="skip the unload and failover figures")
     args = ap.parse_args()
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python "
-          f"{platform.python_version()}, pulsar-client {pulsar.__version__}")
+          f"{platform.python_version()}, pulsar-client {pulsar.__version__}; load average "
+          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     results: dict[str, object] = {}
+    rates = {}
     for n in (1, 2):
         with tempfile.TemporaryDirectory(prefix=f"cluster-bench-{n}-") as d:
             cluster = ClusterUp(n, Path(d), args.session_ms)
             try:
-                produced, consumed = throughput(cluster, args.seconds)
-                results[f"{n} broker(s)"] = {"produce msg/s": round(produced),
-                                             "consume msg/s": round(consumed)}
-                print(f"{n} broker(s): produce {produced:,.0f} msg/s, consume {consumed:,.0f} "
-                      "msg/s (4 partitions, 1 KB, batched)", flush=True)
+                r = throughput(cluster, args.seconds, args.partitions)
+                rates[n] = r["produce msg/s"] + r["consume msg/s"]
+                results[f"{n} broker(s)"] = {k: round(v, 3) for k, v in r.items()}
+                print(f"{n} broker(s): produce {r['produce msg/s']:,.0f} + consume "
+                      f"{r['consume msg/s']:,.0f} msg/s ({args.partitions} partitions, 1 KB, "
+                      f"batched; backlog at the end {r['backlog at end']:,.0f}, all consumed: "
+                      f"{bool(r['all consumed'])}); CPU s per 1,000 messages: brokers "
+                      f"{r['broker cpu s/1k']:.4f} ({r['broker cores']:.2f} cores), generator "
+                      f"{r['generator cpu s/1k']:.4f} ({r['generator cores']:.2f} cores), "
+                      f"ZooKeeper {r['zookeeper cpu s/1k']:.4f}; ceiling 2b/(b+c) "
+                      f"{r['ceiling 2b/(b+c)']:.2f}", flush=True)
                 if n == 2:
+                    print(f"2 brokers / 1: {rates[2] / rates[1]:.2f}x", flush=True)
+                    results["ratio"] = round(rates[2] / rates[1], 3)
+                if n == 2 and not args.throughput_only:
                     pauses = unload_pauses(cluster, args.unloads)
                     results["unload pauses s"] = [round(p, 3) for p in pauses]
                     print(f"unload: longest send pause per unload {[f'{p:.3f}' for p in pauses]} s",
