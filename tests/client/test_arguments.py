@@ -40,3 +40,22 @@ def test_string_arguments_through_the_client(
         mine = client.subscribe(topic, "mine", consumer_type="shared", initial_position="earliest")
         assert mine.receive(5000).data() == b"squeezed"
     assert consumer.receive(5000).data() == b"squeezed"
+
+
+def test_a_request_that_cannot_be_encoded_fails_alone(
+    broker: BrokerProcess, topic: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A value out of the wire's range fails the call with a ValueError and leaves no
+    pending request behind (nothing to fail later as "Future exception was never
+    retrieved" when the connection closes); the consumer keeps working."""
+    import gc
+
+    with Client(broker.url) as client:
+        consumer = client.subscribe(topic, "s")
+        with pytest.raises(ValueError, match="out of range"):
+            consumer.seek(2**70)  # a publish time beyond uint64
+        producer = client.create_producer(topic)
+        producer.send(b"still fine")
+        assert consumer.receive(5000).data() == b"still fine"
+    gc.collect()
+    assert not [r for r in caplog.records if "never retrieved" in r.getMessage()]

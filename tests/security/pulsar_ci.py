@@ -102,12 +102,13 @@ class CiBroker:
         assert self.broker.web_service_url_tls is not None
         return self.broker.web_service_url_tls
 
-    def admin(self, method: str, path: str, body: Any = None,
-              token: str | None = None) -> tuple[int, Any]:
-        """One admin call over HTTPS as the superuser (or as ``token``'s role):
-        ``(status, decoded JSON or text)``."""
+    def admin(self, method: str, path: str, body: Any = None, token: str | None = None,
+              headers: dict[str, str] | None = None) -> tuple[int, Any]:
+        """One admin call over HTTPS as the superuser (or as ``token``'s role, or with
+        ``headers`` instead of a bearer token): ``(status, decoded JSON or text)``."""
         data = json.dumps(body).encode() if body is not None else None
-        headers = {"Authorization": f"Bearer {token or self.admin_token}"}
+        headers = dict(headers) if headers is not None else {
+            "Authorization": f"Bearer {token or self.admin_token}"}
         if data is not None:
             headers["Content-Type"] = "application/json"
         req = urllib.request.Request(self.web_url_tls + path, data=data, method=method,

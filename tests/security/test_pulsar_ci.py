@@ -162,6 +162,25 @@ def test_unknown_auth_method_connects_as_the_anonymous_role(pulsar_ci: CiBroker)
         client.close()
 
 
+def test_http_request_without_accepted_credentials_is_the_anonymous_role(
+        pulsar_ci: CiBroker) -> None:
+    """Over HTTP too, as Pulsar's web service decides: an unknown scheme or credentials no
+    provider accepts get ``anonymousUserRole`` (authorization then decides: 200 where the
+    anonymous role administers, 403 elsewhere, never 401); a request that names its method
+    in ``X-Pulsar-Auth-Method-Name`` must authenticate with it (401)."""
+    public = "/admin/v2/namespaces/public/default/permissions"
+    private = "/admin/v2/namespaces/private/auth/permissions"
+    for auth in ("Athenz t.s:signature", "Bearer not-a-jwt", "Negotiate abc"):
+        assert pulsar_ci.admin("GET", public, headers={"Authorization": auth})[0] == 200, auth
+        assert pulsar_ci.admin("GET", private, headers={"Authorization": auth})[0] == 403, auth
+    named = {"Authorization": "Bearer not-a-jwt", "X-Pulsar-Auth-Method-Name": "token"}
+    assert pulsar_ci.admin("GET", public, headers=named)[0] == 401
+    unknown = {"X-Pulsar-Auth-Method-Name": "athenz"}
+    assert pulsar_ci.admin("GET", public, headers=unknown)[0] == 401
+    good = {"Authorization": f"Bearer {pulsar_ci.admin_token}", "X-Pulsar-Auth-Method-Name": "token"}
+    assert pulsar_ci.admin("GET", private, headers=good)[0] == 200
+
+
 def test_seek_by_publish_time_after_seeks_by_id(pulsar_ci: CiBroker) -> None:
     """The sequence of the official suite's reader seek test: 100 unbatched messages sent
     20 ms apart, a reader at latest; seeks by id, then by the publish time of m79."""

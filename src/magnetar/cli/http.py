@@ -31,9 +31,10 @@ class AdminClient:
     (the web service URL). ``token``: sent as ``Authorization: Bearer``; ``trust_certs``: a
     PEM file of the CAs the broker's certificate must chain to (default: the system's);
     ``cert_file``/``key_file``: a client certificate (TLS authentication);
-    ``allow_insecure``: do not check the broker's certificate."""
+    ``allow_insecure``: do not check the broker's certificate; ``timeout``: seconds to wait
+    for an answer (60, the read timeout of Pulsar's admin client)."""
 
-    def __init__(self, url: str, timeout: float = 30.0, token: str | None = None,
+    def __init__(self, url: str, timeout: float = 60.0, token: str | None = None,
                  connect_timeout: float = CONNECT_TIMEOUT,
                  trust_certs: str | None = None, cert_file: str | None = None,
                  key_file: str | None = None, allow_insecure: bool = False) -> None:

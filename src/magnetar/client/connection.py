@@ -328,9 +328,12 @@ class Connection(asyncio.Protocol):
         if self.closed:
             raise NotConnected(f"connection to {self.address} is closed")
         rid = self.new_request_id()
+        # encoded before the answer is awaited: a request that cannot be encoded (a value
+        # out of range) fails here, leaving no pending future behind
+        frame = encode_command(command(kind, request_id=rid, **fields))
         fut: asyncio.Future[Any] = self._loop.create_future()
         self._requests[rid] = fut
-        self.write(encode_command(command(kind, request_id=rid, **fields)))
+        self.write(frame)
         try:
             async with asyncio.timeout(timeout):
                 return await fut

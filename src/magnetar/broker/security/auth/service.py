@@ -13,8 +13,10 @@ proxy role; any other connection may not carry one. With ``authenticateOriginalA
 the forwarded ``original_auth_data`` is authenticated too and must prove that principal.
 
 ``authenticate_http(headers, peer_certificate)`` is the entry point for the admin HTTP
-layer: it picks the provider from the ``Authorization`` header's scheme (Bearer: token,
-Basic: basic) or, failing that, the TLS client certificate.
+layer: it picks the provider from ``X-Pulsar-Auth-Method-Name``, else from the
+``Authorization`` header's scheme (Bearer: token, Basic: basic) or the TLS client
+certificate; as in Pulsar's web service, a request without a named method that no
+provider accepts is the anonymous role when there is one.
 """
 
 from __future__ import annotations
@@ -36,6 +38,8 @@ from magnetar.broker.security.auth.tls import TlsAuthenticationProvider
 from magnetar.broker.security.auth.token import TokenAuthenticationProvider
 
 log = logging.getLogger(__name__)
+
+AUTH_METHOD_HEADER = "X-Pulsar-Auth-Method-Name"  # names the provider an HTTP request uses
 
 _PULSAR_PACKAGE = "org.apache.pulsar.broker.authentication."
 PROVIDER_CLASSES: dict[str, type[Any]] = {
@@ -158,18 +162,38 @@ class AuthenticationService:
     def authenticate_http(self, headers: Mapping[str, str], peer_certificate: Any = None,
                           peer: str = "?") -> Identity:
         """The identity of an HTTP request (for the admin layer). Raises
-        ``AuthenticationError`` (answer 401) when it does not authenticate."""
+        ``AuthenticationError`` (answer 401) when it does not authenticate.
+
+        As Pulsar's web service decides: a request naming its method in
+        ``X-Pulsar-Auth-Method-Name`` must authenticate with that provider; otherwise the
+        provider of the ``Authorization`` scheme (or the TLS certificate) is tried, and a
+        request none of them accepts (no credentials, an unknown scheme, or credentials
+        refused) gets ``anonymousUserRole`` when one is set (authorization then decides)."""
         source = AuthSource(None, headers, peer_certificate, peer)
+        named = (source.header(AUTH_METHOD_HEADER) or "").strip()
+        if named:
+            provider = self.providers.get(named)
+            if provider is None:
+                raise AuthenticationError(f"unsupported authentication method {named!r}")
+            return self._http_identity(named, provider.authenticate(source), source)
         scheme = (source.header("Authorization") or "").strip().partition(" ")[0].lower()
         method = {"bearer": "token", "basic": "basic"}.get(scheme, "")
         if not method and peer_certificate is not None and "tls" in self.providers:
             method = "tls"
         provider = self.providers.get(method)
-        if provider is None:
-            if self.anonymous_role and not scheme:
-                return Identity("none", self.anonymous_role)
-            raise AuthenticationError("no credentials this broker accepts")
-        result = provider.authenticate(source)
+        try:
+            if provider is None:
+                raise AuthenticationError("no credentials this broker accepts")
+            result = provider.authenticate(source)
+        except AuthenticationError as exc:
+            if not self.anonymous_role:
+                raise
+            log.info("%s: HTTP request not authenticated (%s): served as the anonymous role %s",
+                     peer, exc, self.anonymous_role)
+            return Identity("none", self.anonymous_role)
+        return self._http_identity(method, result, source)
+
+    def _http_identity(self, method: str, result: AuthResult, source: AuthSource) -> Identity:
         original = source.header("X-Original-Principal") or ""
         self.check_proxy(result.role, original)
         return Identity(method, result.role, original or None, result.expires_at)
