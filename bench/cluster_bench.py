@@ -39,6 +39,7 @@ import platform
 import queue
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -400,6 +401,32 @@ def failover(cluster: ClusterUp) -> float:
     return took
 
 
+def _label(n: int) -> str:
+    return f"{n} broker(s)" if n else "standalone"
+
+
+def _measure(n: int, args: argparse.Namespace) -> dict[str, Any]:
+    """One throughput figure: a fresh cluster of ``n`` brokers (0: a standalone broker)."""
+    with tempfile.TemporaryDirectory(prefix=f"cluster-bench-{n}-") as d:
+        cluster = ClusterUp(n, Path(d), args.session_ms) if n else StandaloneUp(Path(d))
+        try:
+            r = throughput(cluster, args.seconds, args.partitions, args.producers)
+        finally:
+            cluster.stop()
+    print(f"{_label(n)} (load average {os.getloadavg()[0]:.2f}): produce "
+          f"{r['produce msg/s']:,.0f} + consume {r['consume msg/s']:,.0f} msg/s; "
+          f"partitions per broker {r['partitions per broker']}, backlog at the end "
+          f"{r['backlog at end']:,.0f}, every message sent consumed\n"
+          f"  CPU ms per 1,000 messages: brokers b = {r['broker cpu s/1k'] * 1e3:.2f} "
+          f"({r['broker cores']:.2f} cores), generator c = "
+          f"{r['generator cpu s/1k'] * 1e3:.2f} ({r['generator cores']:.2f} cores: "
+          f"producers {r['producer cpu s/1k'] * 1e3:.2f}, consumer "
+          f"{r['consumer cpu s/1k'] * 1e3:.2f}), ZooKeeper "
+          f"{r['zookeeper cpu s/1k'] * 1e3:.2f}; ceiling 2b/(b+c) = "
+          f"{r['ceiling 2b/(b+c)']:.2f}", flush=True)
+    return r
+
+
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "_produce":
         return _produce(sys.argv[2], sys.argv[3], float(sys.argv[4]))
@@ -414,6 +441,8 @@ def main() -> None:
     ap.add_argument("--unloads", type=int, default=5)
     ap.add_argument("--session-ms", type=int, default=6000,
                     help="metadataStoreSessionTimeoutMillis of the brokers")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="throughput rounds, alternating the order of the configurations")
     ap.add_argument("--standalone", action="store_true",
                     help="measure a standalone broker first (no ZooKeeper, no fencing)")
     ap.add_argument("--throughput-only", action="store_true",
@@ -425,40 +454,36 @@ def main() -> None:
           f"partitions, 1 KB messages, {args.producers} producer process(es) (batched "
           f"send_async: {PRODUCER_SETTINGS}), one consumer process (an Exclusive consumer per "
           f"partition, batch_receive, one cumulative ack per batch), {args.seconds:.0f} s")
-    results: dict[str, object] = {}
-    rates = {}
-    for n in ([0] if args.standalone else []) + [1, 2]:
-        with tempfile.TemporaryDirectory(prefix=f"cluster-bench-{n}-") as d:
-            cluster = ClusterUp(n, Path(d), args.session_ms) if n else StandaloneUp(Path(d))
-            label = f"{n} broker(s)" if n else "standalone"
+    results: dict[str, Any] = {}
+    kinds = ([0] if args.standalone else []) + [1, 2]
+    for rnd in range(args.rounds):  # alternate the order: the machine's load drifts
+        for n in kinds if rnd % 2 == 0 else kinds[::-1]:
+            r = _measure(n, args)
+            results.setdefault(_label(n), []).append(
+                {k: round(v, 5) if isinstance(v, float) else v for k, v in r.items()})
+        rates = {n: [x["produce msg/s"] + x["consume msg/s"] for x in results[_label(n)]]
+                 for n in (1, 2)}
+        print(f"round {rnd + 1}: 2 brokers / 1 = {rates[2][-1] / rates[1][-1]:.2f}x", flush=True)
+    ratios = [two / one for one, two in zip(rates[1], rates[2], strict=True)]
+    results["ratio per round"] = [round(x, 3) for x in ratios]
+    med = {n: {k: statistics.median(x[k] for x in results[_label(n)])
+               for k in ("broker cpu s/1k", "generator cpu s/1k")} for n in kinds}
+    print(f"2 brokers / 1 (produce + consume msg/s): median {statistics.median(ratios):.2f}x "
+          f"over {args.rounds} round(s); median CPU ms per 1,000 messages: " + "; ".join(
+              f"{_label(n)} b = {m['broker cpu s/1k'] * 1e3:.2f}, c = "
+              f"{m['generator cpu s/1k'] * 1e3:.2f}" for n, m in med.items()), flush=True)
+    if not args.throughput_only:
+        with tempfile.TemporaryDirectory(prefix="cluster-bench-moves-") as d:
+            cluster = ClusterUp(2, Path(d), args.session_ms)
             try:
-                r = throughput(cluster, args.seconds, args.partitions, args.producers)
-                rates[n] = r["produce msg/s"] + r["consume msg/s"]
-                results[label] = {
-                    k: round(v, 4) if isinstance(v, float) else v for k, v in r.items()}
-                print(f"{label} (load average {os.getloadavg()[0]:.2f}): produce "
-                      f"{r['produce msg/s']:,.0f} + consume {r['consume msg/s']:,.0f} msg/s; "
-                      f"partitions per broker {r['partitions per broker']}, backlog at the end "
-                      f"{r['backlog at end']:,.0f}, every message sent consumed\n"
-                      f"  CPU ms per 1,000 messages: brokers b = {r['broker cpu s/1k'] * 1e3:.2f} "
-                      f"({r['broker cores']:.2f} cores), generator c = "
-                      f"{r['generator cpu s/1k'] * 1e3:.2f} ({r['generator cores']:.2f} cores: "
-                      f"producers {r['producer cpu s/1k'] * 1e3:.2f}, consumer "
-                      f"{r['consumer cpu s/1k'] * 1e3:.2f}), ZooKeeper "
-                      f"{r['zookeeper cpu s/1k'] * 1e3:.2f}; ceiling 2b/(b+c) = "
-                      f"{r['ceiling 2b/(b+c)']:.2f}", flush=True)
-                if n == 2:
-                    print(f"2 brokers / 1: {rates[2] / rates[1]:.2f}x", flush=True)
-                    results["ratio"] = round(rates[2] / rates[1], 3)
-                if n == 2 and not args.throughput_only:
-                    pauses = unload_pauses(cluster, args.unloads)
-                    results["unload pauses s"] = [round(p, 3) for p in pauses]
-                    print(f"unload: longest send pause per unload {[f'{p:.3f}' for p in pauses]} s",
-                          flush=True)
-                    took = failover(cluster)
-                    results["failover s"] = round(took, 2)
-                    print(f"failover: first message from the new owner {took:.2f} s after "
-                          f"kill -9 (session timeout {args.session_ms / 1000:.1f} s)", flush=True)
+                pauses = unload_pauses(cluster, args.unloads)
+                results["unload pauses s"] = [round(p, 3) for p in pauses]
+                print(f"unload: longest send pause per unload {[f'{p:.3f}' for p in pauses]} s",
+                      flush=True)
+                took = failover(cluster)
+                results["failover s"] = round(took, 2)
+                print(f"failover: first message from the new owner {took:.2f} s after "
+                      f"kill -9 (session timeout {args.session_ms / 1000:.1f} s)", flush=True)
             finally:
                 cluster.stop()
     print(json.dumps(results))
