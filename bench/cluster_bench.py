@@ -90,12 +90,18 @@ class ClusterUp:
         lines: queue.Queue[str] = queue.Queue()
         threading.Thread(target=lambda: [lines.put(x) for x in self.proc.stdout or []],
                          daemon=True).start()
-        while True:
-            line = lines.get(timeout=120)
-            if line.startswith("service URL:"):
-                self.service_url = line.split(": ", 1)[1].strip()
-            if line.startswith("metadata store:"):
-                break
+        seen: list[str] = []
+        try:  # cluster up allows ZooKeeper and each broker 120 s (a loaded machine)
+            while True:
+                line = lines.get(timeout=120 * (brokers + 1) + 30)
+                seen.append(line)
+                if line.startswith("service URL:"):
+                    self.service_url = line.split(": ", 1)[1].strip()
+                if line.startswith("metadata store:"):
+                    break
+        except queue.Empty:
+            self.stop()
+            raise RuntimeError("magnetar cluster up did not start: " + "".join(seen)) from None
         self.n = brokers
 
     def web(self, i: int) -> str:
