@@ -180,9 +180,9 @@ def _produce(url: str, topic: str, seconds: float) -> None:
     """Generator process: one batched producer on the partitioned topic, ``send_async`` as
     fast as the client's queue allows (``block_if_queue_full``) for ``seconds``, then
     ``flush``. No callback (``None``): a callback runs once per message on the client's
-    I/O thread, taking the GIL from the sending thread; a Python function there more than
-    doubles the producer's CPU per message (a C function that ignores its arguments still
-    costs +60%). Delivery is checked end to end instead: the consumers must receive every
+    I/O thread, taking the GIL from the sending thread; a Python function there triples
+    the producer's CPU per message (a C function that ignores its arguments still costs
+    60 to 110% more). Delivery is checked end to end instead: the consumers must receive every
     message sent (a send that failed is never received)."""
     client = pulsar.Client(url, operation_timeout_seconds=60, logger=QUIET)
     producer = client.create_producer(topic, **PRODUCER_SETTINGS)  # type: ignore[arg-type]
