@@ -176,7 +176,7 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / CLK
 
 
-def _produce(url: str, topic: str, seconds: float) -> None:
+def _produce(url: str, topic: str, seconds: float, batched: bool = True) -> None:
     """Generator process: one batched producer on the partitioned topic, ``send_async`` as
     fast as the client's queue allows (``block_if_queue_full``) for ``seconds``, then
     ``flush``. No callback (``None``): a callback runs once per message on the client's
@@ -185,7 +185,8 @@ def _produce(url: str, topic: str, seconds: float) -> None:
     60 to 110% more). Delivery is checked end to end instead: the consumers must receive every
     message sent (a send that failed is never received)."""
     client = pulsar.Client(url, operation_timeout_seconds=60, logger=QUIET)
-    producer = client.create_producer(topic, **PRODUCER_SETTINGS)  # type: ignore[arg-type]
+    settings = dict(PRODUCER_SETTINGS, batching_enabled=batched)
+    producer = client.create_producer(topic, **settings)  # type: ignore[arg-type]
     payload = b"x" * 1024
     done = None
     send = producer.send_async
@@ -261,7 +262,7 @@ def _generator(role: str, *args: str) -> subprocess.Popen[str]:
 
 
 def throughput(cluster: ClusterUp, seconds: float, partitions: int = 4,
-               producers: int = 1) -> dict[str, Any]:
+               producers: int = 1, batched: bool = True) -> dict[str, Any]:
     """Produce and consume at once for ``seconds`` (``producers`` producer processes and
     one consumer process); rates over the producers' window (first send to last flush),
     CPU seconds per 1,000 end-to-end messages of the brokers, the generator and ZooKeeper
@@ -286,7 +287,8 @@ def throughput(cluster: ClusterUp, seconds: float, partitions: int = 4,
 
     reader = threading.Thread(target=read_samples, daemon=True)
     reader.start()
-    prods = [_generator("_produce", cluster.service_url, topic, str(seconds))
+    prods = [_generator("_produce", cluster.service_url, topic, str(seconds),
+                        "batched" if batched else "unbatched")
              for _ in range(producers)]
     for prod in prods:
         assert prod.stdin and prod.stdout
@@ -415,7 +417,8 @@ def _measure(n: int, args: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix=f"cluster-bench-{n}-") as d:
         cluster = ClusterUp(n, Path(d), args.session_ms) if n else StandaloneUp(Path(d))
         try:
-            r = throughput(cluster, args.seconds, args.partitions, args.producers)
+            r = throughput(cluster, args.seconds, args.partitions, args.producers,
+                           not args.unbatched)
         finally:
             cluster.stop()
     print(f"{_label(n)} (load average {os.getloadavg()[0]:.2f}): produce "
@@ -434,7 +437,7 @@ def _measure(n: int, args: argparse.Namespace) -> dict[str, Any]:
 
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "_produce":
-        return _produce(sys.argv[2], sys.argv[3], float(sys.argv[4]))
+        return _produce(sys.argv[2], sys.argv[3], float(sys.argv[4]), sys.argv[5] == "batched")
     if len(sys.argv) > 1 and sys.argv[1] == "_consume":
         return _consume(sys.argv[2], sys.argv[3], int(sys.argv[4]))
     ap = argparse.ArgumentParser(description=__doc__,
@@ -450,14 +453,18 @@ def main() -> None:
                     help="throughput rounds, alternating the order of the configurations")
     ap.add_argument("--standalone", action="store_true",
                     help="measure a standalone broker first (no ZooKeeper, no fencing)")
+    ap.add_argument("--unbatched", action="store_true",
+                    help="producers send one message per entry (not the issue's setting: "
+                         "shows the ratio when the brokers, not the generator, are the bound)")
     ap.add_argument("--throughput-only", action="store_true",
                     help="skip the unload and failover figures")
     args = ap.parse_args()
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python "
           f"{platform.python_version()}, pulsar-client {pulsar.__version__}; load average "
           f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}\nthroughput: {args.partitions} "
-          f"partitions, 1 KB messages, {args.producers} producer process(es) (batched "
-          f"send_async: {PRODUCER_SETTINGS}), one consumer process (an Exclusive consumer per "
+          f"partitions, 1 KB messages, {args.producers} producer process(es) "
+          f"({'UNBATCHED' if args.unbatched else 'batched'} send_async: "
+          f"{dict(PRODUCER_SETTINGS, batching_enabled=not args.unbatched)}), one consumer process (an Exclusive consumer per "
           f"partition, batch_receive, one cumulative ack per batch), {args.seconds:.0f} s")
     results: dict[str, Any] = {}
     kinds = ([0] if args.standalone else []) + [1, 2]
