@@ -6,12 +6,14 @@ the real thing.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
 import signal
 import socket
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -104,3 +106,75 @@ class ZooKeeperServer:
     def restart(self) -> None:
         self.stop()
         self.start()
+
+
+class Gate:
+    """A TCP relay in front of a server, which the test can shut: while shut, a connection
+    is accepted and closed at once (the client sees its attempt fail and tries again).
+
+    Why: a ZooKeeper that restarts binds its port before it serves, and a client attempt
+    accepted in between may go unanswered; kazoo then waits a whole session timeout
+    for it, and the session can expire on the restarted server meanwhile (ZooKeeper's
+    and kazoo's timing, not ours). A test that restarts the server shuts the gate until
+    the server answers, so that race is out of what it tests."""
+
+    def __init__(self, target_port: int) -> None:
+        self.target_port = target_port
+        self.port = free_port()
+        self.open = True
+        self._links: list[socket.socket] = []
+        self._lock = threading.Lock()
+        self._listener = socket.create_server(("127.0.0.1", self.port))
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def url(self, chroot: str = "") -> str:
+        return f"zk:{self.address}{chroot}"
+
+    def shut(self) -> None:
+        """Refuse new connections and cut the ones relayed now."""
+        with self._lock:
+            self.open = False
+            links, self._links = self._links, []
+        for s in links:
+            with contextlib.suppress(OSError):
+                s.shutdown(socket.SHUT_RDWR)
+            s.close()
+
+    def reopen(self) -> None:
+        self.open = True
+
+    def close(self) -> None:
+        self.shut()
+        self._listener.close()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return  # closed
+            with self._lock:
+                if not self.open:
+                    client.close()
+                    continue
+                try:
+                    server = socket.create_connection(("127.0.0.1", self.target_port), timeout=5)
+                except OSError:
+                    client.close()
+                    continue
+                self._links += [client, server]
+            for a, b in ((client, server), (server, client)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pump(src: socket.socket, dst: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            while data := src.recv(65536):
+                dst.sendall(data)
+        for s in (src, dst):
+            with contextlib.suppress(OSError):
+                s.shutdown(socket.SHUT_RDWR)

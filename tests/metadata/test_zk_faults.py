@@ -25,7 +25,7 @@ from magnetar.metadata import (
     create_metadata_store,
 )
 from magnetar.metadata.zk import ZKMetadataStore
-from tests.zkserver import ZooKeeperServer, free_port, zk_missing_reason
+from tests.zkserver import Gate, ZooKeeperServer, free_port, zk_missing_reason
 
 from .test_contract import Recorder
 
@@ -104,11 +104,13 @@ def test_server_coming_up_during_the_retries_is_used(
 def test_restart_while_connected_loses_nothing(own_zk: ZooKeeperServer) -> None:
     async def main() -> None:
         # a session outlives a restart shorter than its timeout (30 s: a busy machine's JVM
-        # start-up included); a reconnection that reached the server while it was starting
-        # waits up to a session timeout for its answer (kazoo's), hence the long operations
+        # start-up included). The stores reach the server through a gate shut while the
+        # server restarts: an attempt that reached a server still starting would wait a
+        # whole session timeout for its answer (kazoo's) and might find the session
+        # expired on the restarted server (zkserver.Gate)
         options: dict[str, Any] = {"session_timeout_s": 30.0, "operation_timeout_s": 120.0}
-        store = await create_metadata_store(own_zk.url("/c"), **options)
-        other = await create_metadata_store(own_zk.url("/c"), **options)
+        store = await create_metadata_store(gate.url("/c"), **options)
+        other = await create_metadata_store(gate.url("/c"), **options)
         sessions = Sessions(store)
         await store.put("/admin/policies/acme", b'{"a": 1}')
         await store.put("/brokers/b1", b"b1", ephemeral=True)
@@ -116,9 +118,11 @@ def test_restart_while_connected_loses_nothing(own_zk: ZooKeeperServer) -> None:
         assert await cache.get("/admin/policies/acme") == {"a": 1}
 
         loop = asyncio.get_running_loop()
+        gate.shut()
         await loop.run_in_executor(None, own_zk.stop)
         await sessions.wait_for(SessionEvent.CONNECTION_LOST)
         await loop.run_in_executor(None, own_zk.start)
+        gate.reopen()
         await sessions.wait_for(SessionEvent.RECONNECTED, timeout=120)
         assert SessionEvent.SESSION_LOST not in sessions.events
 
@@ -134,7 +138,11 @@ def test_restart_while_connected_loses_nothing(own_zk: ZooKeeperServer) -> None:
         await store.close()
         await other.close()
 
-    asyncio.run(asyncio.wait_for(main(), 300))
+    gate = Gate(own_zk.port)
+    try:
+        asyncio.run(asyncio.wait_for(main(), 300))
+    finally:
+        gate.close()
 
 
 def _expire(server: ZooKeeperServer, store: ZKMetadataStore) -> None:
