@@ -75,11 +75,12 @@ def free_pair() -> int:
 class ClusterUp:
     """``magnetar cluster up`` as a child process; its URLs and broker pids."""
 
-    def __init__(self, brokers: int, root: Path, session_ms: int) -> None:
+    def __init__(self, brokers: int, root: Path, session_ms: int, extra: str = "") -> None:
         self.root = root
         conf = root / "extra.conf"
         conf.write_text(f"metadataStoreSessionTimeoutMillis={session_ms}\n"
-                        "allowAutoTopicCreationType=partitioned\ndefaultNumPartitions=4\n")
+                        "allowAutoTopicCreationType=partitioned\ndefaultNumPartitions=4\n"
+                        + extra)
         self.port, self.http = free_pair(), free_pair()
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "magnetar.cli.main", "cluster", "up", "--brokers", str(brokers),
@@ -435,6 +436,30 @@ def _measure(n: int, args: argparse.Namespace) -> dict[str, Any]:
     return r
 
 
+def failover_only(session_ms: int, runs: int) -> None:
+    """``--only failover``: the failover figure alone, ``runs`` times on fresh clusters,
+    alternating the brokers' default (lookups at the survivor wait for a dead owner's
+    session to expire) with ``magnetarDeadOwnerLookupWaitMillis=0`` (they redirect to the
+    dead owner, as before), with the machine's load average before each run."""
+    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python "
+          f"{platform.python_version()}, pulsar-client {pulsar.__version__}")
+    took: dict[str, list[float]] = {"wait": [], "no wait": []}
+    for _ in range(max(runs, 1)):
+        for mode, extra in (("wait", ""), ("no wait", "magnetarDeadOwnerLookupWaitMillis=0\n")):
+            with tempfile.TemporaryDirectory(prefix="cluster-bench-failover-") as d:
+                cluster = ClusterUp(2, Path(d), session_ms, extra)
+                try:
+                    load = os.getloadavg()[0]
+                    took[mode].append(failover(cluster))
+                    print(f"failover ({mode}): first message from the new owner "
+                          f"{took[mode][-1]:.2f} s after kill -9 (session timeout "
+                          f"{session_ms / 1000:.1f} s, load average {load:.1f})", flush=True)
+                finally:
+                    cluster.stop()
+    print(json.dumps({f"failover s ({mode})": [round(t, 2) for t in times]
+                      for mode, times in took.items()}))
+
+
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "_produce":
         return _produce(sys.argv[2], sys.argv[3], float(sys.argv[4]), sys.argv[5] == "batched")
@@ -458,7 +483,15 @@ def main() -> None:
                          "shows the ratio when the brokers, not the generator, are the bound)")
     ap.add_argument("--throughput-only", action="store_true",
                     help="skip the unload and failover figures")
+    ap.add_argument("--only", choices=["failover"],
+                    help="run only this part (failover: a fresh 2-broker cluster per run)")
+    ap.add_argument("--failovers", type=int, default=1,
+                    help="with --only failover: runs of each mode (waiting lookups, and "
+                         "magnetarDeadOwnerLookupWaitMillis=0), each on a fresh cluster")
     args = ap.parse_args()
+    if args.only == "failover":
+        failover_only(args.session_ms, args.failovers)
+        return
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python "
           f"{platform.python_version()}, pulsar-client {pulsar.__version__}; load average "
           f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}\nthroughput: {args.partitions} "

@@ -166,3 +166,21 @@ def test_schema_compatibility_follows_the_namespace_strategy(api: Api) -> None:
     api.ok("PUT", f"/admin/v2/namespaces/{ns}/schemaCompatibilityStrategy", "ALWAYS_COMPATIBLE")
     assert api.ok("POST", f"{S}/compatibility", body)["isCompatible"] is True
     assert api.ok("POST", f"{S}/schema", body) == {"version": {"version": 1}}
+
+
+def test_load_report_of_a_broker_alone_measures_its_traffic(api: Api, client: pulsar.Client,
+                                                           name: str) -> None:
+    """``GET /admin/v2/broker-stats/load-report``: Pulsar's LocalBrokerData, each namespace
+    one bundle, rates since the previous request."""
+    api.ok("GET", "/admin/v2/broker-stats/load-report")  # the baseline
+    producer = client.create_producer(f"persistent://public/default/{name}")
+    for _ in range(20):
+        producer.send(b"x" * 100)
+    report = api.ok("GET", "/admin/v2/broker-stats/load-report")
+    producer.close()
+    bundle = report["lastStats"]["public/default/0x00000000_0xffffffff"]
+    assert bundle["msgRateIn"] > 0 and bundle["msgThroughputIn"] > 0
+    assert report["msgRateIn"] >= bundle["msgRateIn"] and report["numProducers"] >= 1
+    assert "public/default/0x00000000_0xffffffff" in report["bundles"]
+    assert report["cpu"]["limit"] >= 100 and report["memory"]["usage"] > 0
+    assert report["pulsarServiceUrl"].startswith("pulsar://")

@@ -13,6 +13,7 @@ import sys
 import time
 from pathlib import Path
 
+from magnetar.client.auth import Authentication
 from magnetar.client.connection import Connection
 from magnetar.protocol import pb
 from tests.zkserver import ZooKeeperServer, free_port
@@ -114,8 +115,10 @@ class Cluster:
         return "pulsar://" + ",".join(f"127.0.0.1:{b.port}" for b in self.brokers)
 
 
-async def raw_lookup(port: int, topic: str, authoritative: bool = False) -> pb.CommandLookupTopicResponse:
-    cnx = await Connection.open("127.0.0.1", port, address=f"pulsar://127.0.0.1:{port}")
+async def raw_lookup(port: int, topic: str, authoritative: bool = False,
+                     auth: Authentication | None = None) -> pb.CommandLookupTopicResponse:
+    cnx = await Connection.open("127.0.0.1", port, address=f"pulsar://127.0.0.1:{port}",
+                                auth=auth)
     try:
         resp: pb.CommandLookupTopicResponse = await cnx.request(
             T.LOOKUP, timeout=10, topic=topic, authoritative=authoritative)

@@ -139,6 +139,11 @@ def test_admin_cli_brokers_bundles_lookup_and_split(cluster: Cluster) -> None:
     a, b = cluster.brokers
     assert admin_cli(a, "brokers", "list", "standalone") == sorted([a.broker_id, b.broker_id])
     assert admin_cli(b, "brokers", "leader-broker")["brokerId"] in (a.broker_id, b.broker_id)
+    report = admin_cli(a, "broker-stats", "load-report")  # Pulsar's LocalBrokerData
+    assert report["pulsarServiceUrl"] == a.url and report["webServiceUrl"] == a.web_url
+    assert report["cpu"]["limit"] >= 100 and report["memory"]["usage"] > 0
+    assert set(report["lastStats"]) == set(report["bundles"])
+    assert {"msgRateIn", "msgThroughputOut", "bandwidthIn", "numBundles"} <= set(report)
     ensure_namespace(cluster, "public/cli")
     assert admin_cli(a, "namespaces", "bundles", "public/cli")["numBundles"] == 4
     topic = "persistent://public/cli/t-partition-0"

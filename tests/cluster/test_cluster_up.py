@@ -14,6 +14,7 @@ import threading
 from pathlib import Path
 
 import pulsar
+import pytest
 
 from tests.zkserver import free_port, zk_missing_reason
 
@@ -29,6 +30,9 @@ def listening(port: int) -> bool:
         return False
 
 
+# ZooKeeper and two brokers start one after another (each may take up to 120 s on a loaded
+# machine, as `cluster up` allows): more than the suite's 120 s per test
+@pytest.mark.timeout(600)
 def test_cluster_up_serves_and_stops_on_ctrl_c(tmp_path: Path) -> None:
     reason = zk_missing_reason()
     if reason:

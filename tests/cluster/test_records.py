@@ -6,6 +6,7 @@ from magnetar.broker.cluster.bundles import BundleRange
 from magnetar.broker.cluster.placement import least_loaded
 from magnetar.broker.cluster.records import (
     BrokerData,
+    BundleStats,
     LeaderData,
     ListenerUrls,
     OwnerData,
@@ -65,6 +66,44 @@ def test_least_loaded_spreads_bundles_placed_in_a_row() -> None:
         pending[choice] = pending.get(choice, 0) + 1
         placed.append(choice)
     assert placed == ["a:8080", "b:8080", "a:8080", "b:8080"]
-    busy = {"a:8080": BrokerData("pulsar://a:6650", num_bundles=5),
-            "b:8080": BrokerData("pulsar://b:6650", num_bundles=1, cpu_usage=90.0)}
-    assert least_loaded(busy) == "b:8080"
+    few = {"a:8080": BrokerData("pulsar://a:6650", num_bundles=5),
+           "b:8080": BrokerData("pulsar://b:6650", num_bundles=1, cpu_usage=50.0)}
+    assert least_loaded(few) == "b:8080"  # idle brokers: the one with fewer bundles
+
+
+def test_least_loaded_weighs_message_rates_and_avoids_overloaded_brokers() -> None:
+    busy = BrokerData("pulsar://a:6650", msg_rate_in=900.0, msg_rate_out=900.0, num_bundles=1,
+                      bundles=("p/d/0x00000000_0x80000000",))
+    idle = BrokerData("pulsar://b:6650", msg_rate_in=10.0, num_bundles=3,
+                      bundles=("p/d/0x80000000_0xc0000000", "q/d/x", "r/d/y"))
+    assert least_loaded({"a:8080": busy, "b:8080": idle}) == "b:8080"  # rate beats count
+    # a bundle just placed on b counts as the average rate per bundle (1810 / 4) there
+    assert least_loaded({"a:8080": busy, "b:8080": idle}, {"b:8080": 4}) == "a:8080"
+    # b's memory is over the threshold: the busy broker still gets the bundle
+    full = BrokerData("pulsar://b:6650", memory_usage=900.0, memory_limit=1000.0)
+    assert least_loaded({"a:8080": busy, "b:8080": full}) == "a:8080"
+    assert least_loaded({"a:8080": busy, "b:8080": full}, overload_threshold=95) == "b:8080"
+    # everyone overloaded: the rest decides
+    hot = BrokerData("pulsar://a:6650", cpu_usage=99.0, msg_rate_in=5.0)
+    assert least_loaded({"a:8080": hot, "b:8080": full}) == "b:8080"
+
+
+def test_load_report_carries_resources_and_per_bundle_stats() -> None:
+    stats = {"p/d/0x00000000_0x80000000": BundleStats(10.0, 20.0, 1000.0, 2000.0, 1, 2, 3)}
+    b = BrokerData("pulsar://b:6650", memory_usage=512.0, memory_limit=2048.0,
+                   bandwidth_in_usage=10.0, bandwidth_in_limit=100.0,
+                   bandwidth_out_usage=40.0, bandwidth_out_limit=100.0, cpu_usage=30.0,
+                   bundle_stats=stats, bundles=tuple(stats))
+    data = b.to_json()
+    assert data["memory"] == {"usage": 512.0, "limit": 2048.0}
+    assert data["bandwidthOut"] == {"usage": 40.0, "limit": 100.0}
+    assert data["lastStats"]["p/d/0x00000000_0x80000000"] == {
+        "msgRateIn": 10.0, "msgRateOut": 20.0, "msgThroughputIn": 1000.0,
+        "msgThroughputOut": 2000.0, "producerCount": 1, "consumerCount": 2, "topics": 3,
+        "cacheSize": 0}
+    assert BrokerData.from_json(data) == b
+    # the load is the most used resource: bandwidth out at 40 % beats CPU at 30 %
+    assert b.usages == {"cpu": 30.0, "memory": 25.0, "bandwidthIn": 10.0, "bandwidthOut": 40.0}
+    assert b.max_resource_usage == 40.0
+    # a resource without a known limit does not count
+    assert BrokerData("x", bandwidth_in_usage=1e9).max_resource_usage == 0.0

@@ -6,12 +6,44 @@ are then refused, and which never confirms anything the new writer cannot see.""
 from __future__ import annotations
 
 import asyncio
+import threading
 
 import pytest
 
 from magnetar.storage import StorageError
 from magnetar.storage.fence import Fence, FencedError
 from tests.storage.storage_testlib import append_all, run
+
+
+class Counter:
+    """The metadata store's ledger id counter, in memory."""
+
+    def __init__(self) -> None:
+        self.next = 0
+        self.lock = threading.Lock()
+
+    def reserve(self, count: int, floor: int) -> int:
+        with self.lock:
+            start = max(self.next, floor)
+            self.next = start + count
+            return start
+
+
+@pytest.fixture(params=["storage.db", "state files"])
+def make_factory(request, make_factory):
+    """Each test twice: the rows in the shared storage.db (brokers without a metadata
+    store, one host), and as a cluster's brokers keep them (ledger and cursor files, ids
+    from the store's counter)."""
+    if request.param == "storage.db":
+        return make_factory
+    counter = Counter()
+
+    def make(**kw):
+        factory = make_factory(state_files=True, **kw)
+        factory.use_ledger_id_source(counter.reserve, 1000)
+        return factory
+
+    return make
 
 
 def fenced(factory, epoch: int):
@@ -25,7 +57,7 @@ def test_ids_are_reserved_across_factories(make_factory) -> None:
     la, lb = a.open("ta"), b.open("tb")
     pa = run(append_all(la, [b"a"]))[0]
     pb = run(append_all(lb, [b"b"]))[0]
-    assert pa.ledger_id != pb.ledger_id  # each took its own block from storage.db
+    assert pa.ledger_id != pb.ledger_id  # each took its own block
 
 
 def test_takeover_fences_the_old_writer(make_factory) -> None:

@@ -1,5 +1,6 @@
-"""Cluster endpoints at Pulsar's paths: the leader broker, a namespace's bundles, unloading
-and splitting a bundle, unloading a namespace across its bundles' owners.
+"""Cluster endpoints at Pulsar's paths: the leader broker, this broker's load report, a
+namespace's bundles, unloading and splitting a bundle, unloading a namespace across its
+bundles' owners.
 
 In a cluster (``metadataStoreUrl=zk:...``) a request about a bundle another broker owns is
 answered with a 307 to that broker's web service, as Pulsar answers it. A broker alone is
@@ -8,7 +9,10 @@ a one-broker cluster whose namespaces have one bundle, ``0x00000000_0xffffffff``
 
 from __future__ import annotations
 
+import os
 import re
+import time
+import weakref
 from collections.abc import Awaitable, Callable
 from typing import NoReturn
 from urllib.parse import unquote
@@ -16,10 +20,20 @@ from urllib.parse import unquote
 import aiohttp
 from aiohttp import web
 
+from magnetar import __version__
 from magnetar.admin.namespaces import NS, namespace_of, unload_namespace
 from magnetar.admin.routing import SERVICE, RestError, RouteTable, no_content
-from magnetar.admin.tenants import host_of, web_service_url
+from magnetar.admin.tenants import broker_service_url, host_of, web_service_url
 from magnetar.broker.cluster.bundles import SPLIT_ALGORITHMS, BundleRange, NamespaceBundles
+from magnetar.broker.cluster.load_report import (
+    LoadSampler,
+    memory_limit_mb,
+    nic_speed_kbps,
+    topic_counters,
+)
+from magnetar.broker.cluster.records import BrokerData
+from magnetar.broker.service import BrokerService
+from magnetar.broker.topic_name import TopicName
 
 routes = RouteTable("cluster")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -34,12 +48,53 @@ def _bundle_of(request: web.Request) -> BundleRange:
         raise RestError(400, str(exc)) from None
 
 
-def _redirect(request: web.Request, web_url: str) -> NoReturn:
-    """307 to the same request at another broker's web service."""
+def _redirect(request: web.Request, web_url: str, web_url_tls: str = "") -> NoReturn:
+    """307 to the same request at another broker's web service: its TLS one when the
+    request came over TLS and it has one (credentials stay encrypted)."""
+    if request.secure and web_url_tls:
+        web_url = web_url_tls
     query = dict(request.query)
     query["authoritative"] = "true"
     location = web_url.rstrip("/") + str(request.rel_url.with_query(query))
     raise web.HTTPTemporaryRedirect(location)
+
+
+@routes.route("GET", "/admin/v2/broker-stats/load-report",
+              "This broker's latest load report (LocalBrokerData: CPU, memory, bandwidth, "
+              "message rates, per-bundle lastStats), as written to /loadbalance/brokers.")
+async def load_report(request: web.Request) -> web.Response:
+    service = request.app[SERVICE]
+    cluster = service.cluster
+    last = cluster.registry.last if cluster is not None else None
+    if last is None:  # a broker alone: measured now, each namespace one bundle
+        last = _standalone_report(request)
+    return web.json_response(last.to_json())
+
+
+#: a broker alone's load sampler, made at its first load-report request
+_SAMPLERS: weakref.WeakKeyDictionary[BrokerService, LoadSampler] = weakref.WeakKeyDictionary()
+
+
+def _standalone_report(request: web.Request) -> BrokerData:
+    """The load report of a broker without a cluster, rates since the previous request
+    (zero at the first)."""
+    service = request.app[SERVICE]
+    topics = {name: topic_counters(topic) for name, topic in service.topics.items()}
+
+    def bundle_of(topic: str) -> str:
+        return f"{TopicName.parse(topic).namespace}/{_FULL.ranges[0].name}"
+
+    sampler = _SAMPLERS.get(service)
+    if sampler is None:
+        sampler = _SAMPLERS[service] = LoadSampler(
+            os.cpu_count() or 1, nic_speed_kbps(service.config.loadBalancerOverrideBrokerNicSpeedGbps),
+            memory_limit_mb())
+        sampler.sample(topics, bundle_of)  # the baseline
+    fields = sampler.sample(topics, bundle_of)
+    owned = tuple(fields["bundle_stats"])
+    return BrokerData(broker_service_url(request), "", web_service_url(request), "",
+                      num_bundles=len(owned), bundles=owned,
+                      last_update=int(time.time() * 1000), version=__version__, **fields)
 
 
 @routes.route("GET", "/admin/v2/brokers/leaderBroker",
@@ -106,7 +161,7 @@ async def unload_bundle(request: web.Request) -> web.Response:
     if not await cluster.unload(namespace, bundle, request.query.get("destinationBroker")):
         owner = await cluster.ownership.owner_of(namespace, bundle)
         if owner is not None and owner.web_url and owner.web_url != cluster.me.web_url:
-            return _redirect(request, owner.web_url)
+            return _redirect(request, owner.web_url, owner.web_url_tls)
     return no_content()
 
 
@@ -127,7 +182,7 @@ async def split_bundle(request: web.Request) -> web.Response:
     if not cluster.ownership.is_owned(namespace, bundle):
         owner = await cluster.ownership.owner_of(namespace, bundle)
         if owner is not None and owner.web_url and owner.web_url != cluster.me.web_url:
-            return _redirect(request, owner.web_url)
+            return _redirect(request, owner.web_url, owner.web_url_tls)
     try:
         await cluster.split(namespace, bundle, algorithm, tuple(service.topics))
     except ValueError as exc:
@@ -162,5 +217,5 @@ async def owner_redirect_middleware(request: web.Request, handler: Handler
         return await handler(request)  # a bad name: the handler says what is wrong
     owner = await cluster.ownership.owner_of(namespace, bundle)
     if owner is not None and owner.web_url and owner.web_url != cluster.me.web_url:
-        _redirect(request, owner.web_url)
+        _redirect(request, owner.web_url, owner.web_url_tls)
     return await handler(request)

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import re2
 
+from magnetar.broker.cluster.records import LEDGER_IDS_PATH
 from magnetar.broker.config.broker_config import BrokerConfig
 from magnetar.broker.config.listeners import Listeners
 from magnetar.broker.connection import handshake
@@ -56,13 +57,14 @@ from magnetar.broker.topics.topic import (
     load_entry_index_async,
 )
 from magnetar.broker.topics.topic_schemas import TopicSchemas
-from magnetar.metadata import KeyValueStore, MetadataStore
+from magnetar.metadata import IdBlocks, KeyValueStore, MetadataStore
 from magnetar.protocol import pb
 from magnetar.storage import (
     LedgerClosedError,
     ManagedLedger,
     ManagedLedgerFactory,
     StorageConfig,
+    StorageError,
 )
 
 if TYPE_CHECKING:
@@ -104,6 +106,12 @@ class BrokerService(AdminOperations):
         """``metadata``: the key store for the broker's metadata (cluster mode: a started
         `ClusterKeyValueStore`; default: ``metadata.db`` in the data directory)."""
         self.config = config
+        # cluster mode: the cluster's metadata store (versions, ephemeral keys, notifications:
+        # magnetar.metadata) under the flat keys, for ownership and lookups; None standalone
+        self.metadata_store: MetadataStore | None = getattr(metadata, "store", None)
+        # brokers sharing storage (possibly across hosts) write no shared SQLite file: each
+        # ledger's state lives in its directory, ledger ids come from the metadata store
+        sharing = config.magnetarSharedStorage and self.metadata_store is not None
         self.storage = ManagedLedgerFactory(
             StorageConfig(
                 data_dir=config.magnetarDataDir,
@@ -119,13 +127,15 @@ class BrokerService(AdminOperations):
                 inline_sync_slow_s=config.magnetarSyncOnLoopSlowMillis / 1000,
                 inline_sync_backoff_s=config.magnetarSyncOnLoopBackoffSeconds,
                 shared=config.magnetarSharedStorage,
+                state_files=sharing,
             ),
             metadata,
         )
         self.metadata = self.storage.metadata
-        # cluster mode: the cluster's metadata store (versions, ephemeral keys, notifications:
-        # magnetar.metadata) under the flat keys, for ownership and lookups; None standalone
-        self.metadata_store: MetadataStore | None = getattr(metadata, "store", None)
+        if sharing:
+            assert self.metadata_store is not None
+            self.storage.use_ledger_id_source(
+                IdBlocks(self.metadata_store, LEDGER_IDS_PATH).reserve_blocking)
         self.schemas = SchemaRegistry(
             self.metadata,
             allow_auto_update=config.isAllowAutoUpdateSchemaEnabled,
@@ -182,6 +192,10 @@ class BrokerService(AdminOperations):
     async def start(self) -> None:
         """Listen (unless brokerServicePort is -1), start security and the periodic tasks."""
         loop = asyncio.get_running_loop()
+        try:
+            await self.storage.ledger_ids_ready()  # cluster: the first block of ledger ids
+        except StorageError as exc:  # asked for again when a segment needs one
+            log.warning("no ledger ids from the metadata store yet: %s", exc)
         if self.config.brokerServicePort >= 0:  # -1: TLS only (brokerServicePortTls)
             self._server = await loop.create_server(
                 lambda: ServerCnx(self),

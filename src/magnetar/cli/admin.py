@@ -14,6 +14,7 @@ import os
 import sys
 from typing import Any
 
+from magnetar.broker.config.broker_client import token_from_params
 from magnetar.cli import admin_ops as ops
 from magnetar.cli.admin_ops import Command
 from magnetar.cli.http import AdminClient, AdminError
@@ -29,6 +30,7 @@ GROUPS = {
     "subscriptions": "create, delete, skip, reset and peek subscriptions",
     "schemas": "read, upload, delete and check topic schemas",
     "brokers": "list a cluster's brokers and its leader",
+    "broker-stats": "show a broker's load report",
 }
 
 EXAMPLES = {
@@ -49,6 +51,7 @@ EXAMPLES = {
                "  magnetar admin schemas get my-topic",
     "brokers": "magnetar admin brokers list standalone\n"
                "  magnetar admin brokers leader-broker",
+    "broker-stats": "magnetar admin broker-stats load-report --output json",
 }
 
 
@@ -108,12 +111,7 @@ def token_of(args: argparse.Namespace) -> str | None:
             return f.read().strip()
     params = getattr(args, "auth_params", None)
     if params:
-        if params.startswith("token:"):
-            return str(params.removeprefix("token:")).strip()
-        if params.startswith("file://"):
-            with open(params.removeprefix("file://")) as f:
-                return f.read().strip()
-        return str(params).strip()
+        return token_from_params(str(params))  # the broker's brokerClient parsing
     return None
 
 
@@ -266,6 +264,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
          "magnetar admin brokers list standalone", A("cluster"))
     _cmd(b, "leader-broker", ops.brokers_leader, "show the cluster's leader broker",
          "magnetar admin brokers leader-broker")
+    _cmd(g["broker-stats"], "load-report", ops.broker_stats_load_report,
+         "show this broker's load report (what the load manager reads)",
+         "magnetar admin broker-stats load-report --output json")
     _cmd(tp, "compact", ops.topics_get("/compaction", "PUT"), "start compacting a topic",
          f"{ex} compact my-topic", TOPIC)
     _cmd(tp, "compaction-status", ops.topics_get("/compaction"), "show the compaction status",

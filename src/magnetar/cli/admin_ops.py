@@ -195,6 +195,10 @@ def brokers_leader(a: argparse.Namespace, api: AdminClient) -> Any:
     return api.call("GET", "/admin/v2/brokers/leaderBroker")
 
 
+def broker_stats_load_report(a: argparse.Namespace, api: AdminClient) -> Any:
+    return api.call("GET", "/admin/v2/broker-stats/load-report")
+
+
 def topics_lookup(a: argparse.Namespace, api: AdminClient) -> Any:
     return api.call("GET", f"/lookup/v2/topic/{topic_path(a.topic)}")
 

@@ -113,7 +113,7 @@ def run_up(args: argparse.Namespace) -> int:
     (root / "zookeeper" / "data").mkdir(parents=True, exist_ok=True)
     zk_port = args.zk_port or _free_port()
     (root / "zookeeper" / "zoo.cfg").write_text(
-        f"tickTime=2000\nclientPort={zk_port}\nclientPortAddress=127.0.0.1\n"
+        f"tickTime=1000\nmaxSessionTimeout=60000\nclientPort={zk_port}\nclientPortAddress=127.0.0.1\n"
         f"dataDir={root / 'zookeeper' / 'data'}\nadmin.enableServer=false\nmaxClientCnxns=0\n"
         "4lw.commands.whitelist=ruok\n")
     stop = {"now": False}

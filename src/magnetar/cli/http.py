@@ -13,6 +13,8 @@ import urllib.request
 from typing import Any, NoReturn
 from urllib.parse import urlsplit
 
+from magnetar.broker.config.broker_client import client_context
+
 #: seconds to wait for the broker to accept the connection (Pulsar's clients: 10 s)
 CONNECT_TIMEOUT = 10.0
 
@@ -44,12 +46,7 @@ class AdminClient:
         self.token = token
         self.context: ssl.SSLContext | None = None
         if self.url.startswith("https://"):
-            self.context = ssl.create_default_context(cafile=trust_certs)
-            if allow_insecure:
-                self.context.check_hostname = False
-                self.context.verify_mode = ssl.CERT_NONE
-            if cert_file:
-                self.context.load_cert_chain(cert_file, key_file)
+            self.context = client_context(trust_certs, cert_file, key_file, allow_insecure)
         self._opener = _opener(connect_timeout, self.context)
 
     def call(self, method: str, path: str, body: Any = None) -> Any:

@@ -15,6 +15,8 @@ Below the broker and beside storage; knows nothing of the wire. The contract (se
     cache = MetadataCache(store)                     # JSON values, invalidated by notifications
     policies = await cache.get("/admin/policies/public/default")
 
+`IdBlocks` hands out cluster-wide unique ids in blocks from one counter key (ledger ids).
+
 Backends: `LocalMetadataStore` (SQLite, the embedded default) and `ZKMetadataStore`
 (ZooKeeper through kazoo). ``kv`` keeps the broker's older flat key/JSON stores.
 """
@@ -28,6 +30,7 @@ from .api import (
     Stat,
 )
 from .cache import MISSING, MetadataCache, json_decode, json_encode
+from .counter import IdBlocks
 from .errors import (
     BadVersionError,
     InvalidPathError,
@@ -46,6 +49,7 @@ from .url import StoreUrl, parse_store_url
 __all__ = [
     "MISSING",
     "BadVersionError",
+    "IdBlocks",
     "InvalidPathError",
     "InvalidUrlError",
     "KeyValueStore",

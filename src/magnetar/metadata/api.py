@@ -141,6 +141,12 @@ class MetadataStore(ABC):
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop | None:
+        """The event loop the store was started on (None before `start`): its calls run
+        there; another thread hands them over with ``run_coroutine_threadsafe``."""
+        return self._loop
+
     def _check_open(self) -> None:
         if self.closed:
             raise StoreClosedError(f"metadata store {self.url} is closed")

@@ -38,6 +38,12 @@ class StorageConfig:
     #: shared file system): ledger ids are then reserved in storage.db across processes,
     #: and a ledger opened after another broker wrote to it gets ids above all of its own.
     shared: bool = False
+    #: Keep each ledger's stored state (its row and its cursors) as files in its own
+    #: directory rather than in the shared ``storage.db`` (`LedgerFilesStore`): what
+    #: brokers sharing storage across hosts need, since SQLite is not dependable when
+    #: hosts write one file at once. Ledger ids must then come from an id source
+    #: (`ManagedLedgerFactory.use_ledger_id_source`).
+    state_files: bool = False
     #: Read cache shared by every ledger of the factory (bytes of entry payload).
     read_cache_bytes: int = 64 * 1024 * 1024
     #: Entries older than this leave the read cache (seconds; 0: no age limit).

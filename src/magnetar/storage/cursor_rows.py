@@ -19,12 +19,13 @@ from .config import StorageConfig
 from .cursor import ManagedCursor
 from .errors import StorageError
 from .futures import all_done, copy_outcome, pending, run_into, running_future, running_loop
+from .ledger_files import CURSOR_PREFIX, CURSOR_SEP, LedgerFilesStore
 from .metadata import SqliteMetadataStore
 
 log = logging.getLogger(__name__)
 
-_CURSOR = "cursor/"
-_SEP = "\x1f"
+_CURSOR = CURSOR_PREFIX
+_SEP = CURSOR_SEP
 T = TypeVar("T")
 
 
@@ -34,7 +35,7 @@ class CursorRows:
     # what the cursor rows use of the factory (set up by `ManagedLedgerFactory.__init__`)
     config: StorageConfig
     readers: ThreadPoolExecutor
-    _store: SqliteMetadataStore
+    _store: SqliteMetadataStore | LedgerFilesStore
     _meta_writer: ThreadPoolExecutor
     _metadata_writer: ThreadPoolExecutor
     _dirty_cursors: dict[ManagedCursor, None]

@@ -4,7 +4,9 @@ Shared per factory: the read cache, the LRU of open segment files, the group-com
 flusher thread, the ledger id allocator, the cursor persistence timer, and two SQLite
 stores: ``storage.db`` (this layer's own bookkeeping: ledger directories, terminated
 flags, cursor state, the ledger id high-water mark) and ``metadata.db`` (exposed as
-`.metadata` for the broker's keys, unless another `MetadataStore` is passed in).
+`.metadata` for the broker's keys, unless another `MetadataStore` is passed in). With
+``StorageConfig.state_files`` (brokers sharing storage across hosts) the bookkeeping is
+kept in files in each ledger's directory instead (`LedgerFilesStore`), not storage.db.
 
 The broker's metadata calls run off its event loop through `read_metadata` (the
 ``readers`` threads) and `write_metadata` (one writer thread, so writes land in the order
@@ -25,7 +27,11 @@ blocked), and `close` finishes it before the stores close.
 
 Layout: ``<data_dir>/ledgers/<quoted name>-<hash>/<ledger id>.seg`` (+ ``.idx``).
 Ledger ids are allocated in blocks whose upper bound is committed (synchronous=FULL)
-before any id of the block is used, so ids never repeat, even after a power loss.
+before any id of the block is used, so ids never repeat, even after a power loss. In
+shared storage the block is reserved in storage.db across processes (one host), or, once
+the broker of a cluster hands the factory an `IdSource` (`use_ledger_id_source`: the
+metadata store's counter), taken from that source (`SourcedLedgerIds`), and storage.db
+holds no ids at all.
 """
 
 from __future__ import annotations
@@ -33,14 +39,12 @@ from __future__ import annotations
 import asyncio
 import builtins
 import contextlib
-import hashlib
 import logging
 import os
 import shutil
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, NamedTuple, TypeVar
-from urllib.parse import quote
 
 from .config import StorageConfig
 from .cursor import ManagedCursor
@@ -49,8 +53,10 @@ from .errors import LedgerClosedError, StorageError
 from .fence import Fence
 from .filelimit import FileLimiter
 from .flusher import Flusher
-from .futures import all_done, running_future
+from .futures import all_done, running_future, running_loop
 from .ledger import ManagedLedger, scan_segments
+from .ledger_files import LEDGER_PREFIX, LedgerFilesStore, dir_name
+from .ledger_ids import IdSource, SourcedLedgerIds
 from .metadata import MetadataStore, SqliteMetadataStore
 from .readcache import ReadCache
 from .segment import Segment
@@ -58,14 +64,8 @@ from .segment import Segment
 log = logging.getLogger(__name__)
 
 _ID_BLOCK = 1000
-LEDGER_PREFIX = "ledger/"
 
 T = TypeVar("T")
-
-
-def _dir_name(name: str) -> str:
-    digest = hashlib.sha1(name.encode()).hexdigest()[:12]
-    return f"{quote(name, safe='')[:100]}-{digest}"
 
 
 class _Opened(NamedTuple):
@@ -96,7 +96,12 @@ class ManagedLedgerFactory(CursorRows):
         if not os.path.isdir(self._root):
             os.makedirs(self._root, exist_ok=True)
             _fsync_dir(root)
-        self._store = SqliteMetadataStore(os.path.join(root, "storage.db"))
+        self._store: SqliteMetadataStore | LedgerFilesStore
+        if config.state_files:  # brokers sharing storage across hosts: no shared SQLite
+            self._store = LedgerFilesStore(root)
+            self._store.migrate(os.path.join(root, "storage.db"))
+        else:
+            self._store = SqliteMetadataStore(os.path.join(root, "storage.db"))
         self._owns_metadata = metadata is None
         self.metadata: MetadataStore = metadata or SqliteMetadataStore(
             os.path.join(root, "metadata.db")
@@ -123,6 +128,8 @@ class ManagedLedgerFactory(CursorRows):
         self._next_id = int(ids.get("limit", 0))
         self._id_limit = self._next_id
         self._id_block: Future[Any] | None = None  # the last id block's write, if pending
+        # cluster: ids from the metadata store's counter, not storage.db (None: storage.db)
+        self._sourced_ids: SourcedLedgerIds | None = None
         self._dirty_cursors: dict[ManagedCursor, None] = {}
         # per ledger name, its last close or delete whose disk work runs on a thread
         self._settling: dict[str, Future[Any]] = {}
@@ -203,7 +210,7 @@ class ManagedLedgerFactory(CursorRows):
         loop (the stores are thread-safe), so it may run in a worker thread."""
         meta = self._store.get(LEDGER_PREFIX + name)
         if meta is None:
-            meta = {"dir": _dir_name(name), "terminated": False}
+            meta = {"dir": dir_name(name), "terminated": False}
             path = os.path.join(self._root, meta["dir"])
             os.makedirs(path, exist_ok=True)
             if self.config.fsync != "never":
@@ -217,9 +224,19 @@ class ManagedLedgerFactory(CursorRows):
             epoch = self.fence_epoch(name) if self.fence_epoch is not None else None
             fence = Fence.take(path, epoch) if self.config.shared and epoch is not None \
                 else None
+            if fence is not None and epoch is not None and \
+                    isinstance(self._store, LedgerFilesStore):
+                # the cursors move into this epoch's folder: a stale owner's go unread
+                self._store.adopt(name, epoch)
             segments = scan_segments(path)
         except OSError as exc:
             raise StorageError(f"cannot open ledger {name}: {exc}") from exc
+        sourced = self._sourced_ids
+        if sourced is not None and segments:
+            # another broker may have written it with higher ids than ours: have a block
+            # above them at hand (waiting here, off the loop, unless this is the loop)
+            sourced.ensure(max(seg.ledger_id for seg in segments) + 1,
+                           wait=running_loop() is None)
         prefix = self._cursor_key(name, "")
         cursors = {k[len(prefix) :]: v for k, v in self._store.list(prefix).items()}
         return _Opened(meta, path, segments, cursors, fence)
@@ -234,7 +251,9 @@ class ManagedLedgerFactory(CursorRows):
             del self._opening[name]
         if self.config.shared and opened.segments:
             top = max(seg.ledger_id for seg in opened.segments)
-            if top >= self._next_id:  # written by another broker: our next ids go above
+            if self._sourced_ids is not None:
+                self._sourced_ids.raise_floor(top + 1)
+            elif top >= self._next_id:  # written by another broker: our next ids go above
                 self._next_id = self._id_limit = top + 1
         ml = ManagedLedger(self, name, opened.path, opened.meta, segments=opened.segments)
         ml.fence = opened.fence
@@ -377,11 +396,35 @@ class ManagedLedgerFactory(CursorRows):
         self._settle(name, future)
         return future
 
+    def use_ledger_id_source(self, source: IdSource, block: int = _ID_BLOCK) -> None:
+        """Take ledger ids in blocks of ``block`` from ``source`` from now on, instead of
+        storage.db (the broker of a cluster: the metadata store's counter; see
+        `SourcedLedgerIds`). The first block is asked for at once; ids start above every
+        id storage.db handed out (a directory used before the cluster had its counter)."""
+        if self._sourced_ids is not None:
+            self._sourced_ids.close()
+        self._sourced_ids = SourcedLedgerIds(source, block, floor=self._next_id)
+
+    async def ledger_ids_ready(self) -> None:
+        """Wait until the first block of a `use_ledger_id_source` source is reserved (at
+        once without one); its error if the source failed."""
+        sourced = self._sourced_ids
+        spare = sourced.spare() if sourced is not None else None
+        if spare is not None:
+            try:
+                await asyncio.wrap_future(spare)
+            except Exception as exc:
+                raise StorageError(f"cannot reserve ledger ids: {exc}") from exc
+
     def _allocate_ledger_id(self) -> tuple[int, Future[Any] | None]:
         """A new segment id, and the durable storage.db write of its id block that its
         file must wait for (None: stored already). Ids come in blocks of `_ID_BLOCK`: the
         block's limit is stored (on the cursor writer thread, durably) before any file of
-        it exists, so a restart never hands out an id below one on disk."""
+        it exists, so a restart never hands out an id below one on disk. With an id
+        source (`use_ledger_id_source`) the id comes from its block (reserved already),
+        and `StorageError` says none is at hand."""
+        if self._sourced_ids is not None:
+            return self._sourced_ids.allocate(), None
         block = self._id_block
         if block is not None and block.done():
             if block.cancelled() or block.exception() is not None:
@@ -442,6 +485,8 @@ class ManagedLedgerFactory(CursorRows):
         self._metadata_writer.shutdown(wait=True)  # pending metadata writes land first
         self.readers.shutdown(wait=False, cancel_futures=True)
         self._flusher.stop()
+        if self._sourced_ids is not None:
+            self._sourced_ids.close()
         self._files.close_all()
         self._store.close()
         if self._owns_metadata:

@@ -12,7 +12,8 @@ from __future__ import annotations
 import os
 from typing import NamedTuple
 
-from .factory import LEDGER_PREFIX, ManagedLedgerFactory
+from .factory import ManagedLedgerFactory
+from .ledger_files import LEDGER_PREFIX
 
 
 class SegmentFile(NamedTuple):

@@ -4,12 +4,17 @@ It ties together the registry (this broker's ephemeral entry and load report), t
 namespaces' bundle boundaries, bundle ownership, and topic lookup as Pulsar answers it:
 
 - the topic's bundle is owned here: ``Connect`` with this broker's URLs;
-- owned by another broker: ``Redirect`` + authoritative, with that broker's URLs;
+- owned by another broker: ``Redirect`` + authoritative, with that broker's URLs; but if
+  that broker's service address refuses a connection (`reachability`: it died and its
+  session has not expired yet), the lookup is held until the bundle's key goes (then it
+  is answered as a free bundle's, the dead broker not a placement target) or
+  ``dead_owner_wait_s`` pass (then the redirect after all);
 - being unloaded (its key ``disabled``): ``ServiceNotReady``, the client retries;
 - free: if the lookup is authoritative (a broker sent the client here) this broker takes
-  it; otherwise it goes to the least-loaded live broker (`placement`): taken here if that
-  is us, else a ``Redirect`` + authoritative there. The ownership key's create-if-absent
-  settles races: the loser answers with the winner.
+  it; otherwise it goes to the least-loaded live broker (`placement`) whose address
+  accepts a connection: taken here if that is us, else a ``Redirect`` + authoritative
+  there. The ownership key's create-if-absent settles races: the loser answers with the
+  winner.
 
 Namespace boundaries come from ``/admin/local-policies/{tenant}/{ns}`` (``bundles``, as
 Pulsar keeps them) or, absent, ``defaultNumberOfNamespaceBundles`` even bundles; they are
@@ -36,6 +41,7 @@ from magnetar.broker.cluster.bundles import (
 )
 from magnetar.broker.cluster.ownership import OwnershipCache
 from magnetar.broker.cluster.placement import least_loaded
+from magnetar.broker.cluster.reachability import Reachability
 from magnetar.broker.cluster.records import (
     LEADER_PATH,
     BrokerData,
@@ -74,10 +80,13 @@ class ClusterCoordinator:
     def __init__(self, store: MetadataStore, broker_id: str, me: OwnerData,
                  load: Callable[[], dict[str, Any]] | None = None,
                  default_bundles: int = 4, report_interval_s: float = 5.0,
-                 on_lost: Callable[[str, BundleRange], None] | None = None) -> None:
+                 on_lost: Callable[[str, BundleRange], None] | None = None,
+                 dead_owner_wait_s: float = 0.0) -> None:
         self.store = store
         self.owns_store = False  # closed by leave_cluster (else the broker's own session)
         self.shedder: Shedder | None = None  # the leader's load shedding (membership)
+        # a broker above it gets no free bundle while another is below (placement.py)
+        self.overload_threshold = 85.0
         self.broker_id = broker_id
         self.me = me
         self.load = load or dict
@@ -89,6 +98,11 @@ class ClusterCoordinator:
         # bundles sent to other brokers since their last report: (broker id, when)
         self._placed: list[tuple[str, float]] = []
         self._acquiring = 0  # ownership keys being created by lookups here
+        # lookups of a bundle whose owner is unreachable wait (at most this long) for its
+        # key to go; one wait per bundle, shared by its held lookups (0: never wait)
+        self.dead_owner_wait_s = dead_owner_wait_s
+        self.reachability = Reachability()
+        self._holds: dict[tuple[str, BundleRange], asyncio.Task[bool]] = {}
         # unloads this broker's topics of a bundle, their clients told to go to the given
         # new owner if any (set by the broker; None: nothing loaded here)
         self.unload_topics: Callable[[str, BundleRange, OwnerData | None],
@@ -145,6 +159,8 @@ class ClusterCoordinator:
         """Leave the cluster: release every owned bundle, then the registry entry."""
         if self._electing is not None:
             self._electing.cancel()
+        for hold in list(self._holds.values()):
+            hold.cancel()
         await self.ownership.release_all()
         if self.is_leader:
             self.is_leader = False
@@ -212,7 +228,7 @@ class ClusterCoordinator:
             return False
         brokers = await self.registry.live()
         others = {k: v for k, v in brokers.items() if k != self.broker_id}
-        target = destination if destination in others else least_loaded(others)
+        target = destination if destination in others else least_loaded(others, None, self.overload_threshold)
         moving_to = others[target].owner_data() if target is not None else None
         await self.ownership.set_disabled(namespace, bundle)
         if self.unload_topics is not None:
@@ -277,6 +293,8 @@ class ClusterCoordinator:
     # -- lookup ----------------------------------------------------------------------------
     async def lookup(self, topic: str, authoritative: bool = False) -> LookupResult:
         namespace, bundle = await self.bundle_of(topic)
+        held = False
+        avoid: set[str] = set()  # service URLs of owners found dead: no placement there
         for _ in range(3):
             if self.ownership.is_owned(namespace, bundle):
                 return LookupResult(True, self.me)
@@ -285,14 +303,23 @@ class ClusterCoordinator:
                 if owner.disabled:
                     raise BrokerError(pb.ServiceNotReady,
                                       f"bundle {namespace}/{bundle} is being unloaded; retry")
+                if not held and self.dead_owner_wait_s > 0 \
+                        and not await self.reachability.reachable(
+                            owner.service_url or owner.service_url_tls):
+                    held = True
+                    if await self._wait_dead_owner(namespace, bundle, owner):
+                        avoid.update({owner.service_url, owner.service_url_tls} - {""})
+                        continue
                 return LookupResult(False, owner)
             if not authoritative:
-                target, brokers = await self._place()
+                target, brokers = await self._place_live(avoid)
                 if target != self.broker_id:
                     return LookupResult(False, brokers[target].owner_data())
             self._acquiring += 1  # counted by placements made while the key is created
             try:
-                owner = await self.ownership.try_acquire(namespace, bundle)
+                # shielded: a lookup cancelled (its client went) must not leave a key
+                # created here that this broker does not know it owns
+                owner = await asyncio.shield(self.ownership.try_acquire(namespace, bundle))
             finally:
                 self._acquiring -= 1
             if owner is None:  # freed again meanwhile: look once more
@@ -300,11 +327,76 @@ class ClusterCoordinator:
             return LookupResult(owner is self.me, owner)
         raise BrokerError(pb.ServiceNotReady, f"bundle {namespace}/{bundle} keeps changing owner")
 
-    async def _place(self) -> tuple[str, dict[str, BrokerData]]:
-        """The broker a free bundle goes to, with the live brokers; a placement elsewhere
-        is recorded before this returns (no await after the choice), so concurrent lookups
-        of one partitioned topic spread their bundles."""
-        brokers = await self.registry.live()
+    async def _wait_dead_owner(self, namespace: str, bundle: BundleRange,
+                               owner: OwnerData) -> bool:
+        """Hold a lookup whose bundle's owner refuses connections until the bundle's key
+        goes (True) or ``dead_owner_wait_s`` pass or the owner answers again (False). The
+        lookups of one bundle share one wait (one watch on the key, one probe a second); a
+        lookup cancelled meanwhile (its client went) leaves it running for the others."""
+        key = (namespace, bundle)
+        hold = self._holds.get(key)
+        if hold is None:
+            log.info("owner %s of bundle %s/%s does not answer: lookups wait up to %.1f s "
+                     "for its session to expire", owner.service_url, namespace, bundle,
+                     self.dead_owner_wait_s)
+            hold = asyncio.get_running_loop().create_task(self._hold(namespace, bundle, owner))
+            self._holds[key] = hold
+
+            def done(task: asyncio.Task[bool]) -> None:
+                if self._holds.get(key) is task:
+                    del self._holds[key]
+                if not task.cancelled():
+                    task.exception()  # retrieved: the lookups awaiting it may all be gone
+
+            hold.add_done_callback(done)
+        try:
+            return await asyncio.shield(hold)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # the store is down: answer as before (the redirect)
+            log.warning("waiting for bundle %s/%s to be freed: %s", namespace, bundle, exc)
+            return False
+
+    async def _hold(self, namespace: str, bundle: BundleRange, owner: OwnerData) -> bool:
+        """The shared wait: until the key goes (True), ``dead_owner_wait_s`` pass or the
+        owner answers a probe again (False: a probe that timed out on a starved event
+        loop costs at most a second of the lookups' time, not the whole bound)."""
+        deadline = time.monotonic() + self.dead_owner_wait_s
+        url = owner.service_url or owner.service_url_tls
+        while (left := deadline - time.monotonic()) > 0:
+            if await self.ownership.wait_free(namespace, bundle, min(left, 1.0)):
+                return True
+            if await self.reachability.reachable(url):
+                log.info("owner %s of bundle %s/%s answers again", url, namespace, bundle)
+                return False
+        return False
+
+    async def _place_live(self, avoid: set[str]) -> tuple[str, dict[str, BrokerData]]:
+        """`_place`, but a broker whose address refuses connections (killed, its registry
+        entry not expired yet) is passed over, as a dead owner is (no probe with
+        ``dead_owner_wait_s`` 0: as before). Ends: each round avoids one more broker, and
+        this one is never avoided."""
+        avoid = set(avoid)
+        while True:
+            target, brokers = await self._place(avoid)
+            if target == self.broker_id or self.dead_owner_wait_s <= 0:
+                return target, brokers
+            data = brokers[target]
+            if await self.reachability.reachable(data.service_url or data.service_url_tls):
+                return target, brokers
+            log.info("broker %s does not answer: no bundle is placed there", target)
+            avoid |= {data.service_url, data.service_url_tls} - {""}
+
+    async def _place(self, avoid: set[str] | frozenset[str] = frozenset()
+                     ) -> tuple[str, dict[str, BrokerData]]:
+        """The broker a free bundle goes to, with the live brokers (but none whose service
+        URL is in ``avoid``: found dead, its registry entry may outlive its bundles' keys
+        for a moment); a placement elsewhere is recorded before this returns (no await
+        after the choice), so concurrent lookups of one partitioned topic spread their
+        bundles."""
+        brokers = {k: v for k, v in (await self.registry.live()).items()
+                   if k == self.broker_id
+                   or not ({v.service_url, v.service_url_tls} & avoid)}
         # a bundle placed elsewhere counts until that broker's next report (which has it)
         pending: dict[str, int] = {}
         kept = []
@@ -319,7 +411,7 @@ class ClusterCoordinator:
         brokers[self.broker_id] = dataclasses.replace(
             brokers.get(self.broker_id) or self.report(),
             num_bundles=len(self.ownership.owned) + self._acquiring)
-        target = least_loaded(brokers, pending) or self.broker_id
+        target = least_loaded(brokers, pending, self.overload_threshold) or self.broker_id
         if target != self.broker_id:
             self._placed.append((target, now))
         return target, brokers

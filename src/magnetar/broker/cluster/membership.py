@@ -6,8 +6,9 @@
 ownership: a bundle lost without being released (session expired, key deleted) has its
 loaded topics unloaded at once, so their clients look them up again; with
 ``zookeeperSessionExpiredPolicy=shutdown`` (Pulsar's default) a lost session also stops
-the broker, as Pulsar's does. The load report carries CPU time used since the last report
-(``cpu.limit`` is 100 per core), loaded topics, producers and consumers.
+the broker, as Pulsar's does. The load report's measured fields come from `LoadSampler`
+(CPU, memory, bandwidth, message rates, per owned bundle too); the leader's shedding calls
+other brokers with this broker's ``brokerClient*`` credentials (`BrokerClientCredentials`).
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ import asyncio
 import base64
 import logging
 import os
-import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -24,8 +24,15 @@ from urllib.parse import urlsplit
 from magnetar import __version__
 from magnetar.broker.cluster.bundles import BundleRange, topic_hash
 from magnetar.broker.cluster.coordinator import ClusterCoordinator
+from magnetar.broker.cluster.load_report import (
+    LoadSampler,
+    memory_limit_mb,
+    nic_speed_kbps,
+    topic_counters,
+)
 from magnetar.broker.cluster.records import ListenerUrls, OwnerData
-from magnetar.broker.cluster.shedding import Shedder
+from magnetar.broker.cluster.shedding import THRESHOLD_SHEDDER, Shedder, ThresholdSettings
+from magnetar.broker.config.broker_client import BrokerClientCredentials
 from magnetar.broker.topic_name import TopicName, ledger_name
 from magnetar.metadata import SessionEvent, create_metadata_store
 
@@ -42,20 +49,6 @@ def broker_id_of(service_url: str, web_url: str | None) -> str:
     web service)."""
     parts = urlsplit(web_url or service_url)
     return f"{parts.hostname}:{parts.port}"
-
-
-class _CpuMeter:
-    """CPU time this process used between two readings, in percent of one core."""
-
-    def __init__(self) -> None:
-        self._cpu = time.process_time()
-        self._wall = time.monotonic()
-
-    def read(self) -> float:
-        cpu, wall = time.process_time(), time.monotonic()
-        used = 100.0 * (cpu - self._cpu) / max(wall - self._wall, 1e-6)
-        self._cpu, self._wall = cpu, wall
-        return used
 
 
 async def join_cluster(service: BrokerService, urls: dict[str, str | None],
@@ -76,17 +69,31 @@ async def join_cluster(service: BrokerService, urls: dict[str, str | None],
             config.metadataStoreUrl,
             session_timeout_s=config.metadataStoreSessionTimeoutMillis / 1000,
             session_expired_policy=config.zookeeperSessionExpiredPolicy)
-    cpu = _CpuMeter()
-    cores = os.cpu_count() or 1
+    sampler = LoadSampler(os.cpu_count() or 1,
+                          nic_speed_kbps(config.loadBalancerOverrideBrokerNicSpeedGbps),
+                          memory_limit_mb())
+
+    placed: dict[str, tuple[str, int]] = {}  # topic -> (namespace, hash): never changes
 
     def load() -> dict[str, Any]:
-        producers = consumers = 0
-        for topic in service.topics.values():
-            producers += len(topic.producers)
-            consumers += sum(len(sub.consumers) for sub in topic.subscriptions.values())
-        return {"cpu_usage": cpu.read(), "cpu_limit": 100.0 * cores,
-                "num_topics": len(service.topics), "num_producers": producers,
-                "num_consumers": consumers, "version": __version__}
+        owned: dict[str, list[tuple[BundleRange, str]]] = {}
+        for namespace, bundle in coordinator.ownership.owned:
+            owned.setdefault(namespace, []).append((bundle, f"{namespace}/{bundle.name}"))
+
+        def bundle_of(topic: str) -> str | None:
+            where = placed.get(topic)
+            if where is None:
+                where = placed[topic] = (TopicName.parse(topic).namespace, topic_hash(topic))
+            for bundle, name in owned.get(where[0], ()):
+                if bundle.contains(where[1]):
+                    return name
+            return None
+
+        topics = {name: topic_counters(topic) for name, topic in service.topics.items()}
+        for gone in placed.keys() - topics.keys():
+            del placed[gone]
+        names = [name for bundles in owned.values() for _, name in bundles]
+        return {**sampler.sample(topics, bundle_of, names), "version": __version__}
 
     def in_bundle(namespace: str, bundle: BundleRange) -> list[Topic]:
         return [topic for name, topic in service.topics.items()
@@ -118,8 +125,9 @@ async def join_cluster(service: BrokerService, urls: dict[str, str | None],
         store, broker_id_of(service_url, urls.get("webServiceUrl")), me, load,
         default_bundles=config.defaultNumberOfNamespaceBundles,
         report_interval_s=config.loadBalancerReportUpdateMinIntervalMillis / 1000,
-        on_lost=lost)
+        on_lost=lost, dead_owner_wait_s=config.dead_owner_lookup_wait_s())
     coordinator.unload_topics = unload_topics
+    coordinator.overload_threshold = float(config.loadBalancerBrokerOverloadedThresholdPercentage)
 
     def fence_epoch(ledger: str) -> int | None:
         """The epoch a topic's ledger is fenced with (None: not a topic's ledger)."""
@@ -149,26 +157,61 @@ async def join_cluster(service: BrokerService, urls: dict[str, str | None],
     return coordinator
 
 
+async def request_unload(credentials: BrokerClientCredentials, web_url: str, web_url_tls: str,
+                         bundle: str) -> None:
+    """Ask the broker at ``web_url`` (``web_url_tls`` with ``brokerClientTlsEnabled``) to
+    unload ``bundle`` (``tenant/ns/0xL_0xU``), as this broker: Pulsar's admin call, with
+    the ``brokerClient*`` credentials. A 307 (the bundle changed owner since the last
+    report) is followed with the credentials (aiohttp drops them on a redirect to another
+    host:port), never from TLS to plain text. RuntimeError when it is refused."""
+    import aiohttp  # the admin layer's HTTP client, only for this call
+
+    namespace, _, bundle_range = bundle.rpartition("/")
+    base = credentials.web_url(web_url, web_url_tls)
+    url = f"{base}/admin/v2/namespaces/{namespace}/{bundle_range}/unload?authoritative=true"
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60)) as session:
+        for _ in range(3):
+            async with session.put(url, headers=credentials.headers(), allow_redirects=False,
+                                   ssl=credentials.ssl_context or True) as resp:
+                location = resp.headers.get("Location")
+                if resp.status in (307, 308) and location:
+                    if credentials.tls and not location.startswith("https://"):
+                        raise RuntimeError(f"PUT {url}: redirected off TLS to {location}")
+                    url = location
+                    continue
+                if resp.status >= 300:
+                    raise RuntimeError(f"PUT {url}: HTTP {resp.status} {await resp.text()}")
+                return
+    raise RuntimeError(f"PUT {url}: too many redirects")
+
+
 def _shedder(coordinator: ClusterCoordinator, config: BrokerConfig) -> Shedder:
+    credentials = BrokerClientCredentials.from_config(config)
+    if config.authenticationEnabled and credentials.kind == "none":
+        log.warning("authenticationEnabled but no brokerClientAuthenticationPlugin: the "
+                    "leader's unload calls to other brokers will be refused, so load "
+                    "shedding cannot move bundles off them")
+
     async def unload(broker_id: str, bundle: str) -> None:
         brokers = await coordinator.registry.live()
         data = brokers.get(broker_id)
-        if data is None or not data.web_url:
-            return
-        namespace, _, bundle_range = bundle.rpartition("/")
-        import aiohttp  # the admin layer's HTTP client, only for this call
-
-        url = f"{data.web_url}/admin/v2/namespaces/{namespace}/{bundle_range}/unload"
-        async with aiohttp.ClientSession() as session, \
-                session.put(url, params={"authoritative": "true"}) as resp:
-            if resp.status >= 300:
-                raise RuntimeError(f"PUT {url}: HTTP {resp.status}")
+        if data is not None and (data.web_url or data.web_url_tls):
+            await request_unload(credentials, data.web_url, data.web_url_tls, bundle)
 
     interval = config.magnetarLoadBalancerSheddingIntervalSeconds \
         or 60.0 * config.loadBalancerSheddingIntervalMinutes
+    threshold = None
+    if config.loadBalancerLoadSheddingStrategy.strip() == THRESHOLD_SHEDDER:
+        threshold = ThresholdSettings(
+            float(config.loadBalancerBrokerThresholdShedderPercentage),
+            config.loadBalancerHistoryResourcePercentage, config.loadBalancerCPUResourceWeight,
+            config.loadBalancerMemoryResourceWeight,
+            config.loadBalancerBandwithInResourceWeight,
+            config.loadBalancerBandwithOutResourceWeight,
+            config.loadBalancerBundleUnloadMinThroughputThreshold * 2**20)
     return Shedder(lambda: coordinator.is_leader, coordinator.registry.live, unload, interval,
                    float(config.loadBalancerBrokerOverloadedThresholdPercentage),
-                   60.0 * config.loadBalancerSheddingGracePeriodMinutes)
+                   60.0 * config.loadBalancerSheddingGracePeriodMinutes, threshold)
 
 
 async def leave_cluster(coordinator: ClusterCoordinator) -> None:

@@ -1,13 +1,24 @@
-"""Where a free bundle goes: the least-loaded live broker, as a pure choice.
+"""Where a free bundle goes: the least-loaded live broker, as a pure choice (a simple form
+of Pulsar's ``LeastLongTermMessageRate``).
 
 Any broker may place a free bundle when a lookup for one of its topics reaches it (Pulsar's
-non-centralized placement); the ownership key's create-if-absent settles a race. Load
-reports refresh periodically, so a broker placing several bundles in a row also counts
-the ones it has just sent elsewhere (``pending``): a partitioned topic's first lookups then
-spread its bundles over the brokers instead of all landing on the same "emptiest" one.
+non-centralized placement); the ownership key's create-if-absent settles a race.
 
-Load is compared as (bundles owned + just placed, CPU percent, broker id): the id makes the
-choice deterministic when everything else ties.
+Brokers are compared by, in order:
+
+1. overloaded or not: a broker whose most used resource is above the overload threshold
+   (``loadBalancerBrokerOverloadedThresholdPercentage``) gets nothing while another is not
+   (if all are, the rest decides, as in Pulsar);
+2. message rate: messages/s in + out in its last report, plus an estimate for each bundle
+   it has taken or been sent since that report (``pending``, and ``num_bundles`` beyond
+   the bundles its report lists: the placing broker's own current count): the cluster's
+   average rate per bundle, at least ``NEW_BUNDLE_MSG_RATE`` (Pulsar's estimate for a
+   bundle without history). So a partitioned topic's first lookups spread its bundles
+   instead of all landing on the same "emptiest" broker before its next report;
+3. bundles owned plus just placed (idle bundles: the rate says nothing);
+4. the broker id, so that the choice is deterministic when everything else ties.
+
+Pulsar averages rates over a long window; here a rate is over the last report interval.
 """
 
 from __future__ import annotations
@@ -16,19 +27,29 @@ from collections.abc import Mapping
 
 from magnetar.broker.cluster.records import BrokerData
 
-__all__ = ["least_loaded"]
+__all__ = ["NEW_BUNDLE_MSG_RATE", "least_loaded"]
+
+#: messages/s a bundle just placed somewhere is assumed to bring, at least
+NEW_BUNDLE_MSG_RATE = 50.0
 
 
 def least_loaded(brokers: Mapping[str, BrokerData],
-                 pending: Mapping[str, int] | None = None) -> str | None:
+                 pending: Mapping[str, int] | None = None,
+                 overload_threshold: float = 85.0) -> str | None:
     """The id of the broker a free bundle should go to, None when no broker is live."""
     if not brokers:
         return None
     extra = pending or {}
+    reported = sum(len(data.bundles) for data in brokers.values())
+    average = sum(data.msg_rate for data in brokers.values()) / reported if reported else 0.0
+    per_new_bundle = max(average, NEW_BUNDLE_MSG_RATE)
 
-    def load(broker_id: str) -> tuple[int, float, str]:
+    def load(broker_id: str) -> tuple[bool, float, int, str]:
         data = brokers[broker_id]
-        return (data.num_bundles + extra.get(broker_id, 0), round(data.cpu_percent, 1),
-                broker_id)
+        placed = extra.get(broker_id, 0)
+        unreported = max(0, data.num_bundles - len(data.bundles)) + placed
+        return (data.max_resource_usage > overload_threshold,
+                round(data.msg_rate + unreported * per_new_bundle, 1),
+                data.num_bundles + placed, broker_id)
 
     return min(brokers, key=load)

@@ -1,11 +1,14 @@
 """What the cluster keeps in the metadata store: Pulsar's paths and JSON shapes.
 
 - ``/loadbalance/brokers/{host}:{webPort}`` (ephemeral): `BrokerData`, Pulsar's
-  ``LocalBrokerData`` (URLs, advertised listeners, a load report);
+  ``LocalBrokerData`` (URLs, advertised listeners, a load report with each owned bundle's
+  rates in ``lastStats``, `BundleStats`, Pulsar's ``NamespaceBundleStats``);
 - ``/namespace/{tenant}/{ns}/{0xLLLLLLLL_0xUUUUUUUU}`` (ephemeral): `OwnerData`, Pulsar's
   ``NamespaceEphemeralData`` (the owner's URLs; ``disabled`` while it unloads the bundle);
 - ``/loadbalance/leader`` (ephemeral): `LeaderData`, Pulsar's ``LeaderBroker``;
-- ``/admin/local-policies/{tenant}/{ns}``: the namespace's ``bundles`` (``BundlesData``).
+- ``/admin/local-policies/{tenant}/{ns}``: the namespace's ``bundles`` (``BundlesData``);
+- ``/magnetar/ledger-ids`` (Magnetar's own): the next ledger id nobody has taken (a JSON
+  integer; brokers sharing storage take blocks of ids from it, `magnetar.metadata.IdBlocks`).
 
 Values go to and from plain JSON dicts here; unknown fields are ignored on the way in, as
 a Pulsar broker ignores them, so records written by a newer version still read. Pure.
@@ -21,9 +24,11 @@ from magnetar.broker.cluster.bundles import BundleRange
 __all__ = [
     "BROKERS_ROOT",
     "LEADER_PATH",
+    "LEDGER_IDS_PATH",
     "LOCAL_POLICIES_ROOT",
     "OWNERSHIP_ROOT",
     "BrokerData",
+    "BundleStats",
     "LeaderData",
     "ListenerUrls",
     "OwnerData",
@@ -37,6 +42,7 @@ BROKERS_ROOT = "/loadbalance/brokers"
 LEADER_PATH = "/loadbalance/leader"
 OWNERSHIP_ROOT = "/namespace"
 LOCAL_POLICIES_ROOT = "/admin/local-policies"
+LEDGER_IDS_PATH = "/magnetar/ledger-ids"
 
 
 def broker_path(broker_id: str) -> str:
@@ -138,12 +144,75 @@ class OwnerData(_Urls):
                          _listeners_from(data), bool(data.get("disabled", False)))
 
 
+def _num(data: dict[str, Any], key: str) -> float:
+    value = data.get(key, 0)
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0.0
+
+
+def _usage(data: dict[str, Any], key: str, default_limit: float = 0.0) -> tuple[float, float]:
+    """``(usage, limit)`` of a ``{"usage": u, "limit": l}`` resource (Pulsar's ResourceUsage)."""
+    raw = data.get(key)
+    if not isinstance(raw, dict):
+        return 0.0, default_limit
+    return _num(raw, "usage"), _num(raw, "limit") if "limit" in raw else default_limit
+
+
+def _percent(usage: float, limit: float) -> float:
+    return 100.0 * usage / limit if limit > 0 else 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class BundleStats:
+    """One owned bundle's traffic over the last report interval (Pulsar's
+    ``NamespaceBundleStats``, kept per bundle in the report's ``lastStats``)."""
+
+    msg_rate_in: float = 0.0
+    msg_rate_out: float = 0.0
+    msg_throughput_in: float = 0.0  # bytes/s
+    msg_throughput_out: float = 0.0
+    producer_count: int = 0
+    consumer_count: int = 0
+    topics: int = 0
+
+    @property
+    def throughput(self) -> float:
+        """Bytes/s in and out: what shedding ranks bundles by."""
+        return self.msg_throughput_in + self.msg_throughput_out
+
+    def to_json(self) -> dict[str, Any]:
+        return {"msgRateIn": self.msg_rate_in, "msgRateOut": self.msg_rate_out,
+                "msgThroughputIn": self.msg_throughput_in,
+                "msgThroughputOut": self.msg_throughput_out,
+                "producerCount": self.producer_count, "consumerCount": self.consumer_count,
+                "topics": self.topics, "cacheSize": 0}
+
+    @staticmethod
+    def from_json(data: Any) -> BundleStats:
+        if not isinstance(data, dict):
+            return BundleStats()
+        return BundleStats(_num(data, "msgRateIn"), _num(data, "msgRateOut"),
+                           _num(data, "msgThroughputIn"), _num(data, "msgThroughputOut"),
+                           int(_num(data, "producerCount")), int(_num(data, "consumerCount")),
+                           int(_num(data, "topics")))
+
+
 @dataclass(frozen=True, slots=True)
 class BrokerData(_Urls):
-    """A broker's registry entry: its URLs and its latest load report."""
+    """A broker's registry entry: its URLs and its latest load report.
 
-    cpu_usage: float = 0.0  # percent of one core's worth per core available (0..100 * cores)
+    Resources are Pulsar's ``{usage, limit}`` pairs: CPU in percent of one core (the limit
+    is 100 per core), memory in MB (the process's resident set; the limit is the machine's
+    memory), bandwidth in KB/s (the broker's message traffic; the limit is the NIC speed,
+    0 when unknown: not counted). Rates are over the last report interval."""
+
+    cpu_usage: float = 0.0
     cpu_limit: float = 100.0
+    memory_usage: float = 0.0
+    memory_limit: float = 0.0
+    bandwidth_in_usage: float = 0.0
+    bandwidth_in_limit: float = 0.0
+    bandwidth_out_usage: float = 0.0
+    bandwidth_out_limit: float = 0.0
     msg_rate_in: float = 0.0
     msg_rate_out: float = 0.0
     msg_throughput_in: float = 0.0
@@ -153,12 +222,37 @@ class BrokerData(_Urls):
     num_producers: int = 0
     num_consumers: int = 0
     bundles: tuple[str, ...] = ()
+    bundle_stats: dict[str, BundleStats] = field(default_factory=dict)  # "lastStats"
     last_update: int = 0  # ms since the epoch
     version: str = ""
 
     @property
     def cpu_percent(self) -> float:
-        return 100.0 * self.cpu_usage / self.cpu_limit if self.cpu_limit > 0 else 0.0
+        return _percent(self.cpu_usage, self.cpu_limit)
+
+    @property
+    def usages(self) -> dict[str, float]:
+        """Each resource's use in percent of its limit (those with a known limit)."""
+        return {"cpu": self.cpu_percent,
+                "memory": _percent(self.memory_usage, self.memory_limit),
+                "bandwidthIn": _percent(self.bandwidth_in_usage, self.bandwidth_in_limit),
+                "bandwidthOut": _percent(self.bandwidth_out_usage, self.bandwidth_out_limit)}
+
+    @property
+    def max_resource_usage(self) -> float:
+        """The broker's load as Pulsar's OverloadShedder sees it: its most used resource,
+        in percent of that resource's limit."""
+        return max(self.usages.values())
+
+    @property
+    def msg_rate(self) -> float:
+        """Messages/s in and out."""
+        return self.msg_rate_in + self.msg_rate_out
+
+    @property
+    def throughput(self) -> float:
+        """Bytes/s in and out."""
+        return self.msg_throughput_in + self.msg_throughput_out
 
     def owner_data(self) -> OwnerData:
         return OwnerData(self.service_url, self.service_url_tls, self.web_url, self.web_url_tls,
@@ -170,16 +264,18 @@ class BrokerData(_Urls):
             "pulsarServiceUrl": self.service_url, "pulsarServiceUrlTls": self.service_url_tls,
             "persistentTopicsEnabled": True, "nonPersistentTopicsEnabled": True,
             "cpu": {"usage": self.cpu_usage, "limit": self.cpu_limit},
-            "memory": {"usage": 0.0, "limit": 0.0},
+            "memory": {"usage": self.memory_usage, "limit": self.memory_limit},
             "directMemory": {"usage": 0.0, "limit": 0.0},
-            "bandwidthIn": {"usage": 0.0, "limit": 0.0},
-            "bandwidthOut": {"usage": 0.0, "limit": 0.0},
+            "bandwidthIn": {"usage": self.bandwidth_in_usage, "limit": self.bandwidth_in_limit},
+            "bandwidthOut": {"usage": self.bandwidth_out_usage,
+                             "limit": self.bandwidth_out_limit},
             "msgRateIn": self.msg_rate_in, "msgRateOut": self.msg_rate_out,
             "msgThroughputIn": self.msg_throughput_in,
             "msgThroughputOut": self.msg_throughput_out,
             "numTopics": self.num_topics, "numBundles": self.num_bundles,
             "numProducers": self.num_producers, "numConsumers": self.num_consumers,
             "bundles": list(self.bundles), "lastUpdate": self.last_update,
+            "lastStats": {k: v.to_json() for k, v in self.bundle_stats.items()},
             "brokerVersionString": self.version,
             "advertisedListeners": {k: v.to_json() for k, v in self.listeners.items()},
             "loadReportType": "LocalBrokerData",
@@ -187,24 +283,26 @@ class BrokerData(_Urls):
 
     @staticmethod
     def from_json(data: dict[str, Any]) -> BrokerData:
-        cpu = data.get("cpu") if isinstance(data.get("cpu"), dict) else {}
-        assert isinstance(cpu, dict)
-
         def num(key: str) -> float:
-            v = data.get(key, 0)
-            return float(v) if isinstance(v, int | float) else 0.0
+            return _num(data, key)
 
         bundles = data.get("bundles")
+        stats = data.get("lastStats")
+        cpu, memory = _usage(data, "cpu", 100.0), _usage(data, "memory")
+        bw_in, bw_out = _usage(data, "bandwidthIn"), _usage(data, "bandwidthOut")
         return BrokerData(
             _str(data, "pulsarServiceUrl"), _str(data, "pulsarServiceUrlTls"),
             _str(data, "webServiceUrl"), _str(data, "webServiceUrlTls"), _listeners_from(data),
-            cpu_usage=float(cpu.get("usage", 0.0) or 0.0),
-            cpu_limit=float(cpu.get("limit", 100.0) or 0.0),
+            cpu_usage=cpu[0], cpu_limit=cpu[1], memory_usage=memory[0], memory_limit=memory[1],
+            bandwidth_in_usage=bw_in[0], bandwidth_in_limit=bw_in[1],
+            bandwidth_out_usage=bw_out[0], bandwidth_out_limit=bw_out[1],
             msg_rate_in=num("msgRateIn"), msg_rate_out=num("msgRateOut"),
             msg_throughput_in=num("msgThroughputIn"), msg_throughput_out=num("msgThroughputOut"),
             num_topics=int(num("numTopics")), num_bundles=int(num("numBundles")),
             num_producers=int(num("numProducers")), num_consumers=int(num("numConsumers")),
             bundles=tuple(str(b) for b in bundles) if isinstance(bundles, list) else (),
+            bundle_stats={str(k): BundleStats.from_json(v) for k, v in stats.items()}
+            if isinstance(stats, dict) else {},
             last_update=int(num("lastUpdate")), version=_str(data, "brokerVersionString"))
 
 

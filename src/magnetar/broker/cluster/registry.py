@@ -4,26 +4,24 @@ report refreshed periodically, and the live brokers as the other brokers report 
 The entry's key is the broker id, ``host:webPort`` as in Pulsar; its value a
 `BrokerData` (Pulsar's ``LocalBrokerData``). ``report`` is a callable the broker supplies
 that returns the current report (URLs plus load figures); the registry writes it every
-``interval_s`` and whenever ``refresh()`` is called. ``live()`` reads the other entries
+``interval_s`` (a `Periodic`; a failed write is logged and retried next time) and whenever
+``refresh()`` is called. ``live()`` reads the other entries
 through a `MetadataCache`, so it costs no round trip while nothing changed.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import logging
 from collections.abc import Callable
 from typing import Any
 
+from magnetar.broker.cluster.periodic import Periodic
 from magnetar.broker.cluster.records import BROKERS_ROOT, BrokerData, broker_path
 from magnetar.metadata import (
     MetadataCache,
     MetadataStore,
     json_encode,
 )
-
-log = logging.getLogger(__name__)
 
 
 class BrokerRegistry:
@@ -34,7 +32,7 @@ class BrokerRegistry:
         self.report = report
         self.interval_s = interval_s
         self._cache: MetadataCache[Any] = MetadataCache(store)
-        self._task: asyncio.Task[None] | None = None
+        self._refresher = Periodic("broker registry: load report", interval_s, self.refresh)
         self.last: BrokerData | None = None
 
     @property
@@ -44,14 +42,10 @@ class BrokerRegistry:
     async def start(self) -> None:
         """Register (create the ephemeral entry) and start the periodic refresh."""
         await self.refresh()
-        self._task = asyncio.get_running_loop().create_task(self._run())
+        self._refresher.start()
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await self._refresher.stop()
         with contextlib.suppress(Exception):
             await self.store.delete(self.path)
 
@@ -60,14 +54,6 @@ class BrokerRegistry:
         data = self.report()
         self.last = data
         await self.store.put(self.path, json_encode(data.to_json()), ephemeral=True)
-
-    async def _run(self) -> None:
-        while True:
-            await asyncio.sleep(self.interval_s)
-            try:
-                await self.refresh()
-            except Exception as exc:  # the store is down: the next round tries again
-                log.warning("broker registry: load report not written: %s", exc)
 
     async def live(self) -> dict[str, BrokerData]:
         """The live brokers by id (this one included), from their registry entries."""

@@ -27,6 +27,11 @@ from magnetar.metadata import InvalidUrlError, parse_store_url
 log = logging.getLogger(__name__)
 
 
+#: the load shedding strategies implemented (loadBalancerLoadSheddingStrategy)
+SHEDDING_STRATEGIES = ("org.apache.pulsar.broker.loadbalance.impl.OverloadShedder",
+                       "org.apache.pulsar.broker.loadbalance.impl.ThresholdShedder")
+
+
 class ConfigError(ValueError):
     """A configuration file or option that cannot be used as given."""
 
@@ -55,18 +60,40 @@ class BrokerConfig(SecurityConfig):
     defaultNumberOfNamespaceBundles: int = 4
     # how often this broker's load report under /loadbalance/brokers is rewritten
     loadBalancerReportUpdateMinIntervalMillis: int = 5000
-    # load shedding by the leader: one bundle per round off each broker whose CPU use (of
-    # all its cores) is above the threshold; a shed bundle stays put for the grace period
+    # load shedding by the leader (broker/cluster/shedding.py): bundles, busiest first, off
+    # each broker whose most used resource (CPU, memory, bandwidth in/out, in percent of its
+    # limit) is above the threshold, until it is back under it; a shed bundle stays put for
+    # the grace period. Free bundles go to brokers below the threshold first.
     loadBalancerSheddingEnabled: bool = True
     loadBalancerSheddingIntervalMinutes: int = 1
     loadBalancerBrokerOverloadedThresholdPercentage: int = 85
     loadBalancerSheddingGracePeriodMinutes: int = 30
+    loadBalancerLoadSheddingStrategy: str = \
+        "org.apache.pulsar.broker.loadbalance.impl.OverloadShedder"
+    # ThresholdShedder: a broker whose (weighted, smoothed) usage is this many points above
+    # the cluster's average sheds load, if what it would shed is at least the minimum (MB/s)
+    loadBalancerBrokerThresholdShedderPercentage: int = 10
+    loadBalancerHistoryResourcePercentage: float = 0.9
+    loadBalancerCPUResourceWeight: float = 1.0
+    loadBalancerMemoryResourceWeight: float = 1.0
+    loadBalancerBandwithInResourceWeight: float = 1.0
+    loadBalancerBandwithOutResourceWeight: float = 1.0
+    loadBalancerBundleUnloadMinThroughputThreshold: float = 10.0
+    # the bandwidth limit in the load report, Gbit/s (0, Pulsar's blank: the speed of the
+    # physical network interfaces, unknown on a machine without one: not counted)
+    loadBalancerOverrideBrokerNicSpeedGbps: float = 0.0
     # > 0: the shedding interval in seconds instead (tests, small clusters)
     magnetarLoadBalancerSheddingIntervalSeconds: float = 0.0
     # the brokers of the cluster share magnetarDataDir (one host's directory, or a shared
     # file system mounted at the same path): a bundle's topics keep their messages when it
     # moves to another broker (docs/cluster.md)
     magnetarSharedStorage: bool = False
+    # a lookup whose bundle's owner refuses connections (killed; its session not expired
+    # yet) waits this long for the bundle to be freed instead of redirecting the client to
+    # the dead broker, and free bundles are not placed on a broker that refuses connections
+    # (docs/cluster.md, "Failover time"); -1: metadataStoreSessionTimeoutMillis + 5000;
+    # 0: never wait nor probe (as before)
+    magnetarDeadOwnerLookupWaitMillis: int = -1
 
     # admin HTTP service: how often message rates (stats, metrics) are recomputed
     statsUpdateFrequencyInSecs: int = 60
@@ -166,6 +193,11 @@ class BrokerConfig(SecurityConfig):
 
     unknown_keys: list[str] = field(default_factory=list, repr=False)
 
+    def dead_owner_lookup_wait_s(self) -> float:
+        """How long a lookup waits for a dead owner's bundle (0: never)."""
+        wait = self.magnetarDeadOwnerLookupWaitMillis
+        return (self.metadataStoreSessionTimeoutMillis + 5000 if wait < 0 else wait) / 1000
+
     @property
     def fsync_policy(self) -> str:
         """The effective fsync policy: ``journalSyncData=false`` turns syncing off."""
@@ -220,6 +252,24 @@ class BrokerConfig(SecurityConfig):
         if self.metadataStoreSessionTimeoutMillis <= 0 or self.metadataStoreOperationTimeoutSeconds <= 0:
             raise ConfigError("metadataStoreSessionTimeoutMillis and "
                               "metadataStoreOperationTimeoutSeconds must be positive")
+        if self.magnetarDeadOwnerLookupWaitMillis < -1:
+            raise ConfigError("magnetarDeadOwnerLookupWaitMillis must be -1 (the session "
+                              "timeout + 5 s), 0 (never wait) or positive")
+        if self.loadBalancerLoadSheddingStrategy.strip() not in SHEDDING_STRATEGIES:
+            raise ConfigError(
+                f"loadBalancerLoadSheddingStrategy {self.loadBalancerLoadSheddingStrategy!r} "
+                f"is not implemented; use one of {', '.join(SHEDDING_STRATEGIES)}")
+        if not 0 <= self.loadBalancerHistoryResourcePercentage < 1:
+            raise ConfigError("loadBalancerHistoryResourcePercentage must be in [0, 1)")
+        for key in ("loadBalancerCPUResourceWeight", "loadBalancerMemoryResourceWeight",
+                    "loadBalancerBandwithInResourceWeight",
+                    "loadBalancerBandwithOutResourceWeight",
+                    "loadBalancerBundleUnloadMinThroughputThreshold"):
+            if getattr(self, key) < 0:
+                raise ConfigError(f"{key} must be >= 0")
+        if self.loadBalancerOverrideBrokerNicSpeedGbps < 0:
+            raise ConfigError("loadBalancerOverrideBrokerNicSpeedGbps must be >= 0 (0: the "
+                              "network interfaces' speed)")
         if self.statsUpdateFrequencyInSecs <= 0:
             raise ConfigError("statsUpdateFrequencyInSecs must be positive")
         if not -1 <= self.webServicePort <= 65535:

@@ -60,6 +60,16 @@ class SecurityConfig:
     tlsProtocols: str = ""
     tlsCiphers: str = ""
     tlsCertRefreshCheckDurationSec: int = 300
+    # this broker's own calls to other brokers (the leader's unload requests when it sheds
+    # load): credentials and TLS, as Pulsar's brokerClient* keys (config/broker_client.py)
+    brokerClientAuthenticationPlugin: str = ""
+    brokerClientAuthenticationParameters: str = ""
+    brokerClientTlsEnabled: bool = False
+    brokerClientTrustCertsFilePath: str = ""
+    brokerClientCertificateFilePath: str = ""
+    brokerClientKeyFilePath: str = ""
+    # whether those calls check the other broker's host name in its certificate
+    tlsHostnameVerificationEnabled: bool = False
 
     # Limits (0: no limit)
     brokerMaxConnections: int = 0
@@ -127,6 +137,15 @@ class SecurityConfig:
         if self.brokerServicePort < 0 and self.tls_port is None:  # type: ignore[attr-defined]
             raise SecurityConfigError(
                 "brokerServicePort=-1 (no plain-text listener) needs brokerServicePortTls")
+        from magnetar.broker.config.broker_client import (
+            BrokerClientConfigError,
+            BrokerClientCredentials,
+        )
+
+        try:
+            BrokerClientCredentials.from_config(self)
+        except BrokerClientConfigError as exc:
+            raise SecurityConfigError(str(exc)) from None
         if self.tlsCertRefreshCheckDurationSec < 0:
             raise SecurityConfigError("tlsCertRefreshCheckDurationSec must be >= 0 (0: never)")
         for key in ("brokerMaxConnections", "brokerMaxConnectionsPerIp", "maxProducersPerTopic",

@@ -119,6 +119,9 @@ class CnxBase(asyncio.BufferedProtocol):
         self.consumers: dict[int, Consumer] = {}
         # commands finishing off the event loop (run_async, loaded_or_defer)
         self.pending_tasks: set[asyncio.Task[None]] = set()
+        # cluster lookups in progress (one may wait for a dead owner's bundle): cancelled
+        # when the connection closes, so a client that went holds no lookup slot
+        self.lookup_tasks: set[asyncio.Task[None]] = set()
         self.pending_sends = 0
         max_pending = self.config.maxPendingPublishRequestsPerConnection
         self.max_pending_sends = max_pending if max_pending > 0 else _NO_LIMIT
@@ -169,6 +172,8 @@ class CnxBase(asyncio.BufferedProtocol):
             self.lookups_held = 0
         if self.auth_task is not None:
             self.auth_task.cancel()
+        for task in list(self.lookup_tasks):
+            task.cancel()
         for producer in list(self.producers.values()):
             producer.topic.remove_producer(producer)
         for consumer in list(self.consumers.values()):
@@ -240,7 +245,7 @@ class CnxBase(asyncio.BufferedProtocol):
             log.exception("%s: failed to handle %s", self.peer, T.Type.Name(kind))
             self._reply_error(cmd, pb.UnknownError, "internal broker error")
 
-    def run_async(self, cmd: pb.BaseCommand, work: Coroutine[Any, Any, None]) -> None:
+    def run_async(self, cmd: pb.BaseCommand, work: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
         """Finish a command in a task (its storage or metadata work runs off the loop); as
         in `run_handler`, a refusal or a bug becomes the error reply. Nothing is sent once
         the connection is closed."""
@@ -261,6 +266,7 @@ class CnxBase(asyncio.BufferedProtocol):
         task = self.loop.create_task(run())
         self.pending_tasks.add(task)
         task.add_done_callback(self.pending_tasks.discard)
+        return task
 
     def loaded_or_defer(self, topic: str, create: bool, handler: Callable[[pb.BaseCommand, Frame], None],
                         cmd: pb.BaseCommand, frame: Frame) -> bool:

@@ -99,7 +99,9 @@ class LookupCommands(CnxBase):
             finally:
                 limits.release_lookups(1)
 
-        self.run_async(cmd, answer())
+        task = self.run_async(cmd, answer())
+        self.lookup_tasks.add(task)
+        task.add_done_callback(self.lookup_tasks.discard)
 
     def handle_partitioned_metadata(self, cmd: pb.BaseCommand, frame: Frame) -> None:
         if not self._lookup_admitted(cmd):

@@ -27,12 +27,14 @@ from magnetar.broker.namespaces.cluster_paths import (
 from magnetar.broker.namespaces.cluster_store import ClusterKeyValueStore
 from magnetar.metadata import (
     BadVersionError,
+    KeyValueStore,
     MemoryKeyValueStore,
     MetadataStore,
     SessionExpiredPolicy,
     create_metadata_store,
 )
 from magnetar.storage import SqliteMetadataStore
+from magnetar.storage.key_files import KeyFilesStore
 
 log = logging.getLogger(__name__)
 
@@ -87,7 +89,7 @@ async def open_cluster_metadata(config: BrokerConfig, *, web_service_url: str = 
     store, config_store, stores = await connect_stores(
         config.metadataStoreUrl, config.configurationMetadataStoreUrl, **store_options(config))
     os.makedirs(config.magnetarDataDir, exist_ok=True)
-    local = SqliteMetadataStore(os.path.join(config.magnetarDataDir, "metadata.db"))
+    local = local_store(config)
     kv = ClusterKeyValueStore(local, store, config_store, cluster=config.clusterName,
                               cluster_info=cluster_data(web_service_url, broker_service_url),
                               write_timeout_s=float(config.metadataStoreOperationTimeoutSeconds))
@@ -99,6 +101,22 @@ async def open_cluster_metadata(config: BrokerConfig, *, web_service_url: str = 
             await s.close()
         raise
     return ClusterMetadata(store, config_store, kv, stores)
+
+
+def local_store(config: BrokerConfig) -> KeyValueStore:
+    """The store of the broker's own keys (those not cluster-wide: a topic's record, its
+    dedup snapshot, its compacted view). Brokers sharing a data directory, possibly across
+    hosts, keep them as one file per key in ``<data dir>/metadata/`` (written by the
+    topic's owner), never in one SQLite file all of them write (docs/cluster.md, "Across
+    hosts"); a ``metadata.db`` written before is moved in once. Otherwise ``metadata.db``."""
+    data = config.magnetarDataDir
+    if not config.magnetarSharedStorage:
+        return SqliteMetadataStore(os.path.join(data, "metadata.db"))
+    store = KeyFilesStore(os.path.join(data, "metadata"))
+    store.migrate_from(os.path.join(data, "metadata.db"),
+                       os.path.join(data, "metadata.db.migrated"),
+                       keep=lambda key: not is_cluster_key(key))
+    return store
 
 
 async def _create(store: MetadataStore, path: str, value: dict[str, Any]) -> bool:

@@ -141,7 +141,7 @@ class LedgerAppends(LedgerState):
         ):
             try:
                 seg = self._roll(loop)
-            except (OSError, RuntimeError) as exc:
+            except (OSError, RuntimeError, StorageError) as exc:
                 self._fail_now(waiter, StorageError(f"cannot create a segment for {self.name}: {exc}"))
                 return
         start = seg.end
@@ -390,7 +390,9 @@ class LedgerAppends(LedgerState):
     def _roll(self, loop: asyncio.AbstractEventLoop) -> Segment:
         """Seal the active segment and start a new one. The new one takes appends at
         once; its file is made on a ``readers`` thread (after its id block is stored,
-        when it starts one) and its writes are held until then (`_write_held`)."""
+        when it starts one) and its writes are held until then (`_write_held`). An id
+        that cannot be had (`StorageError`) leaves the active segment as it was."""
+        lid, block = self._factory._allocate_ledger_id()
         old = self._active
         if old is not None:
             self._write_pending()
@@ -398,7 +400,6 @@ class LedgerAppends(LedgerState):
             old.sealed = True
             if old.confirmed == old.count:
                 self._seal_later(old)
-        lid, block = self._factory._allocate_ledger_id()
         seg = Segment.planned(self.directory, lid)
         job = self._file_job(make_file, seg, block)
         seg.creating = job
