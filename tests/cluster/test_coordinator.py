@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 
-from magnetar.broker.cluster.coordinator import ClusterCoordinator
+from magnetar.broker.cluster.coordinator import ClusterCoordinator, LookupResult
 from magnetar.broker.cluster.records import OwnerData
 from magnetar.broker.errors import BrokerError
 from magnetar.metadata import MetadataStore, create_metadata_store
@@ -94,5 +94,68 @@ def test_a_lost_session_frees_the_bundles(zookeeper: ZooKeeperServer) -> None:
         assert a.owns(topic)
         await a.stop()
         await stores[0].close()
+
+    run(main)
+
+
+def test_an_unloaded_bundle_goes_where_its_owner_sent_it(zookeeper: ZooKeeperServer) -> None:
+    """A unloads a bundle towards B while A is the less loaded of the two: lookups made
+    while it moves, or after A freed it but before B took it, at either broker, send the
+    client to B (the handoff A recorded), rather than placing the free bundle anew, which
+    would put it back on A."""
+    from magnetar.broker.cluster.bundles import NamespaceBundles
+
+    async def main() -> None:
+        stores, a, b = await pair(zookeeper)
+        bundles = NamespaceBundles.evenly(4)
+        topics = [f"persistent://public/default/handoff-{i}" for i in range(64)]
+        by_bundle = {bundles.bundle_of(t): t for t in topics}
+        assert len(by_bundle) == 4
+        moving, *others = by_bundle.values()
+        assert (await a.lookup(moving, authoritative=True)).connect
+        for topic in others[:2]:  # B owns two bundles, A one: A is the least loaded
+            assert (await b.lookup(topic, authoritative=True)).connect
+        await b.registry.refresh()
+        namespace, bundle = await a.bundle_of(moving)
+
+        seen: list[str | None] = []
+
+        async def unloading(ns: str, rng: object, going: OwnerData | None) -> None:
+            assert going is not None and going.service_url == "pulsar://b:6650"
+            seen.append(await b.handoff_target(namespace, bundle))
+
+        a.unload_topics = unloading
+        assert await a.unload(namespace, bundle)
+        assert seen == ["b:8080"]  # recorded before the clients were told
+        assert not a.owns(moving) and not b.owns(moving)
+        # freed, not taken yet: A sends the client to B, and B takes it when asked
+        at_a = await a.lookup(moving)
+        assert not at_a.connect and at_a.owner.service_url == "pulsar://b:6650"
+        at_b = await b.lookup(moving)  # not authoritative: B follows the handoff too
+        assert at_b.connect and b.owns(moving)
+        assert await b.handoff_target(namespace, bundle) is None  # served, dropped
+
+        # back from B to A: a lookup at A while B unloads waits for the key to go, then
+        # A takes the bundle (before: "being unloaded", and the client backed off)
+        waiting: list[asyncio.Task[object]] = []
+
+        async def unloading_b(ns: str, rng: object, going: OwnerData | None) -> None:
+            for _ in range(200):  # bounded poll: A has been told the key is disabled
+                seen_owner = await a.ownership.owner_of(namespace, bundle)
+                if seen_owner is not None and seen_owner.disabled:
+                    break
+                await asyncio.sleep(0.02)
+            waiting.append(asyncio.get_running_loop().create_task(a.lookup(moving)))
+            await asyncio.sleep(0.2)  # the lookup is under way while the key is disabled
+            assert not waiting[0].done()
+
+        b.unload_topics = unloading_b
+        assert await b.unload(namespace, bundle, destination="a:8080")
+        result = await asyncio.wait_for(waiting[0], 15)
+        assert isinstance(result, LookupResult) and result.connect and a.owns(moving)
+        await a.stop()
+        await b.stop()
+        for store in stores:
+            await store.close()
 
     run(main)

@@ -9,7 +9,11 @@ namespaces' bundle boundaries, bundle ownership, and topic lookup as Pulsar answ
   session has not expired yet), the lookup is held until the bundle's key goes (then it
   is answered as a free bundle's, the dead broker not a placement target) or
   ``dead_owner_wait_s`` pass (then the redirect after all);
-- being unloaded (its key ``disabled``): ``ServiceNotReady``, the client retries;
+- being unloaded (its key ``disabled``): ``Redirect`` to the broker the owner hands it
+  to (its handoff key), that broker itself waiting for the key to go; without a handoff,
+  ``ServiceNotReady`` and the client retries;
+- free, just handed to another broker by its last owner: ``Redirect`` there (or taken
+  here if this is that broker), so that the bundle goes where the unload sent it;
 - free: if the lookup is authoritative (a broker sent the client here) this broker takes
   it; otherwise it goes to the least-loaded live broker (`placement`) whose address
   accepts a connection: taken here if that is us, else a ``Redirect`` + authoritative
@@ -47,6 +51,7 @@ from magnetar.broker.cluster.records import (
     BrokerData,
     LeaderData,
     OwnerData,
+    handoff_path,
     local_policies_path,
 )
 from magnetar.broker.cluster.registry import BrokerRegistry
@@ -66,6 +71,9 @@ from magnetar.metadata import (
 from magnetar.protocol import pb
 
 log = logging.getLogger(__name__)
+
+#: how long an unloading owner's word on where its bundle goes is followed by lookups
+HANDOFF_S = 30.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +102,7 @@ class ClusterCoordinator:
         self.ownership = OwnershipCache(store, me, on_lost)
         self.registry = BrokerRegistry(store, broker_id, self.report, report_interval_s)
         self._policies: MetadataCache[Any] = MetadataCache(store)
+        self._handoffs: MetadataCache[Any] = MetadataCache(store)
         self._bundles: dict[str, NamespaceBundles] = {}
         # bundles sent to other brokers since their last report: (broker id, when)
         self._placed: list[tuple[str, float]] = []
@@ -230,11 +239,57 @@ class ClusterCoordinator:
         others = {k: v for k, v in brokers.items() if k != self.broker_id}
         target = destination if destination in others else least_loaded(others, None, self.overload_threshold)
         moving_to = others[target].owner_data() if target is not None else None
+        if target is not None:
+            await self._write_handoff(namespace, bundle, target)
         await self.ownership.set_disabled(namespace, bundle)
         if self.unload_topics is not None:
             await self.unload_topics(namespace, bundle, moving_to)
         await self.ownership.release(namespace, bundle)
         return True
+
+    # -- handoffs: where an unloaded bundle goes, for every broker to see ------------------
+    async def _write_handoff(self, namespace: str, bundle: BundleRange, target: str) -> None:
+        """Record (persistently, for ``HANDOFF_S``) that the bundle goes to ``target``:
+        between this owner's release and the target's taking it, a lookup at any broker
+        sends the client there, instead of placing the free bundle anew (where it could
+        land back on this broker, which has just become the least loaded)."""
+        until = int((time.time() + HANDOFF_S) * 1000)
+        try:
+            await self.store.put(handoff_path(namespace, bundle),
+                                 json_encode({"brokerId": target, "until": until}))
+        except Exception as exc:  # without it the move still works, placement decides
+            log.warning("bundle %s/%s: handoff to %s not recorded: %s", namespace, bundle,
+                        target, exc)
+
+    async def handoff_target(self, namespace: str, bundle: BundleRange) -> str | None:
+        """The broker an unloading owner handed the bundle to, while that is recent."""
+        data = await self._handoffs.get(handoff_path(namespace, bundle))
+        if not isinstance(data, dict) or not isinstance(data.get("brokerId"), str):
+            return None
+        until = data.get("until")
+        if not isinstance(until, int) or until < time.time() * 1000:
+            return None
+        return str(data["brokerId"])
+
+    async def _drop_handoff(self, namespace: str, bundle: BundleRange) -> None:
+        """The target took the bundle: its handoff record has served."""
+        if await self.handoff_target(namespace, bundle) is None:
+            return
+        with contextlib.suppress(Exception):
+            await self.store.delete(handoff_path(namespace, bundle))
+
+    async def _acquire(self, namespace: str, bundle: BundleRange) -> OwnerData | None:
+        """Take the free bundle (``ownership.try_acquire``), counted by placements made
+        meanwhile, and shielded: a lookup cancelled (its client went) must not leave a key
+        created here that this broker does not know it owns."""
+        self._acquiring += 1
+        try:
+            owner = await asyncio.shield(self.ownership.try_acquire(namespace, bundle))
+        finally:
+            self._acquiring -= 1
+        if owner is self.me:
+            await self._drop_handoff(namespace, bundle)
+        return owner
 
     def claim(self, topic: str) -> Coroutine[Any, Any, None] | None:
         """None if this broker serves ``topic``; otherwise the work that takes its bundle
@@ -251,7 +306,7 @@ class ClusterCoordinator:
             if owner is not None and owner.disabled:  # moving, maybe here: wait for it
                 await self.ownership.wait_free(namespace, bundle, 10.0)
                 continue
-            if owner is None and await self.ownership.try_acquire(namespace, bundle) is self.me:
+            if owner is None and await self._acquire(namespace, bundle) is self.me:
                 return
             break
         raise BrokerError(pb.ServiceNotReady,
@@ -299,8 +354,16 @@ class ClusterCoordinator:
             if self.ownership.is_owned(namespace, bundle):
                 return LookupResult(True, self.me)
             owner = await self.ownership.owner_of(namespace, bundle)
+            handoff = await self.handoff_target(namespace, bundle) \
+                if owner is None or owner.disabled else None
             if owner is not None:
-                if owner.disabled:
+                if owner.disabled:  # being unloaded: to the broker it goes to, if known
+                    if handoff == self.broker_id:
+                        await self.ownership.wait_free(namespace, bundle, 10.0)
+                        continue
+                    going = await self._live_target(handoff, avoid)
+                    if going is not None:
+                        return LookupResult(False, going)
                     raise BrokerError(pb.ServiceNotReady,
                                       f"bundle {namespace}/{bundle} is being unloaded; retry")
                 if not held and self.dead_owner_wait_s > 0 \
@@ -311,21 +374,28 @@ class ClusterCoordinator:
                         avoid.update({owner.service_url, owner.service_url_tls} - {""})
                         continue
                 return LookupResult(False, owner)
-            if not authoritative:
+            if not authoritative and handoff != self.broker_id:
+                going = await self._live_target(handoff, avoid)
+                if going is not None:  # just unloaded, on its way there
+                    return LookupResult(False, going)
                 target, brokers = await self._place_live(avoid)
                 if target != self.broker_id:
                     return LookupResult(False, brokers[target].owner_data())
-            self._acquiring += 1  # counted by placements made while the key is created
-            try:
-                # shielded: a lookup cancelled (its client went) must not leave a key
-                # created here that this broker does not know it owns
-                owner = await asyncio.shield(self.ownership.try_acquire(namespace, bundle))
-            finally:
-                self._acquiring -= 1
+            owner = await self._acquire(namespace, bundle)
             if owner is None:  # freed again meanwhile: look once more
                 continue
             return LookupResult(owner is self.me, owner)
         raise BrokerError(pb.ServiceNotReady, f"bundle {namespace}/{bundle} keeps changing owner")
+
+    async def _live_target(self, broker_id: str | None, avoid: set[str]) -> OwnerData | None:
+        """``broker_id``'s URLs if it is another live broker not found dead, else None."""
+        if broker_id is None or broker_id == self.broker_id:
+            return None
+        data = (await self.registry.live()).get(broker_id)
+        if data is None:
+            return None
+        going = data.owner_data()
+        return None if going.service_url in avoid or going.service_url_tls in avoid else going
 
     async def _wait_dead_owner(self, namespace: str, bundle: BundleRange,
                                owner: OwnerData) -> bool:

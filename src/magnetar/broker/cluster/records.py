@@ -33,6 +33,7 @@ __all__ = [
     "ListenerUrls",
     "OwnerData",
     "broker_path",
+    "handoff_path",
     "local_policies_path",
     "owner_path",
     "parse_owner_path",
@@ -43,6 +44,7 @@ LEADER_PATH = "/loadbalance/leader"
 OWNERSHIP_ROOT = "/namespace"
 LOCAL_POLICIES_ROOT = "/admin/local-policies"
 LEDGER_IDS_PATH = "/magnetar/ledger-ids"
+HANDOFF_ROOT = "/magnetar/handoff"
 
 
 def broker_path(broker_id: str) -> str:
@@ -53,6 +55,11 @@ def broker_path(broker_id: str) -> str:
 def owner_path(namespace: str, bundle: BundleRange) -> str:
     """The ownership key of a bundle of ``tenant/ns``."""
     return f"{OWNERSHIP_ROOT}/{namespace}/{bundle.name}"
+
+
+def handoff_path(namespace: str, bundle: BundleRange) -> str:
+    """Magnetar's own key: where an unloading owner says which broker a bundle goes to."""
+    return f"{HANDOFF_ROOT}/{namespace}/{bundle.name}"
 
 
 def parse_owner_path(path: str) -> tuple[str, BundleRange] | None:
