@@ -7,6 +7,7 @@ limit and the leader's unload calls must carry the brokerClient credentials."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import time
@@ -128,7 +129,6 @@ def test_threshold_shedder_sheds_above_the_average_with_smoothed_usages() -> Non
 
 
 def test_a_failed_unload_is_tried_again_and_only_the_leader_sheds() -> None:
-    import asyncio
 
     hot = loaded(95.0, {B[0]: 10.0, B[1]: 30.0})
     cool = loaded(10.0, {B[2]: 1.0})
@@ -160,7 +160,6 @@ def test_a_failed_unload_is_tried_again_and_only_the_leader_sheds() -> None:
 
 
 def test_periodic_runs_until_stopped_and_survives_a_failed_round() -> None:
-    import asyncio
 
     async def main() -> None:
         runs = 0
@@ -181,6 +180,37 @@ def test_periodic_runs_until_stopped_and_survives_a_failed_round() -> None:
             await third.wait()  # the second and third rounds ran after the failed first
         await periodic.stop()
         assert not periodic.running
+
+    asyncio.run(main())
+
+
+def test_periodic_stop_keeps_a_cancellation_of_its_caller() -> None:
+    """Whoever awaits ``stop()`` and is cancelled meanwhile is cancelled (the work's own
+    cancellation is not allowed to swallow it)."""
+
+    async def main() -> None:
+        started, release = asyncio.Event(), asyncio.Event()
+
+        async def work() -> None:
+            started.set()
+            try:
+                await release.wait()
+            except asyncio.CancelledError:
+                await release.wait()  # a slow stop: the round finishes its cleanup
+                raise
+
+        periodic = Periodic("slow work", 0.001, work)
+        periodic.start()
+        async with asyncio.timeout(30):
+            await started.wait()
+        stopping = asyncio.get_running_loop().create_task(periodic.stop())
+        await asyncio.sleep(0.05)
+        stopping.cancel()  # e.g. the broker's shutdown bound runs out
+        await asyncio.sleep(0.05)
+        release.set()
+        with pytest.raises(asyncio.CancelledError):
+            await stopping
+        assert stopping.cancelled()
 
     asyncio.run(main())
 
@@ -231,7 +261,6 @@ def shedding(zookeeper: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactor
 
 
 def test_the_leader_sheds_bundles_off_an_overloaded_broker(shedding: Cluster) -> None:
-    import asyncio
 
     a, b = shedding.brokers
     bundles = NamespaceBundles.evenly(4)
@@ -306,7 +335,6 @@ def secured_shedding(zookeeper: ZooKeeperServer, tmp_path_factory: pytest.TempPa
 
 def test_shedding_with_authentication_moves_a_busy_bundle_and_clients_carry_on(
         secured_shedding: tuple[Cluster, str, BrokerClientCredentials]) -> None:
-    import asyncio
 
     cluster, token, credentials = secured_shedding
     a, b = cluster.brokers

@@ -127,8 +127,11 @@ class OwnershipCache:
         try:
             if not await self.store.exists(path):  # the read also sets the watch
                 return True
+            # asyncio.timeout, not wait_for: 3.11's wait_for can lose a cancellation that
+            # arrives in the turn the wait ends (a lookup whose client went)
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(asyncio.shield(waiter), timeout)
+                async with asyncio.timeout(timeout):
+                    await asyncio.shield(waiter)
             return waiter.done()
         finally:
             waiters = self._released.get(path, [])

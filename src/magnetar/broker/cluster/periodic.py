@@ -5,7 +5,6 @@ leader's shedding rounds)."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 
@@ -36,8 +35,9 @@ class Periodic:
         task, self._task = self._task, None
         if task is not None:
             task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            # asyncio.wait, not `await task` under suppress(CancelledError): that would
+            # swallow a cancellation aimed at whoever is stopping us, too
+            await asyncio.wait([task])
 
     async def _run(self) -> None:
         while True:

@@ -14,6 +14,7 @@ from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any, cast
 
 from magnetar.broker.errors import BrokerError
+from magnetar.metadata import MetadataStoreError
 from magnetar.protocol import pb
 from magnetar.protocol.errors import FrameTooLarge, ProtocolError
 from magnetar.protocol.frames import (
@@ -260,6 +261,12 @@ class CnxBase(asyncio.BufferedProtocol):
                     log.info("%s: %s refused (%s): %s", self.peer, T.Type.Name(cmd.type),
                              pb.ServerError.Name(exc.code), exc)
                     self._reply_error(cmd, exc.code, str(exc))
+            except MetadataStoreError as exc:  # down or closing (the broker stops): retry
+                if not self.closed:
+                    log.warning("%s: %s not answered: metadata store: %s", self.peer,
+                                T.Type.Name(cmd.type), exc or type(exc).__name__)
+                    self._reply_error(cmd, pb.ServiceNotReady,
+                                      f"metadata store unavailable ({type(exc).__name__}); retry")
             except Exception:  # a bug must not take the other connections down
                 log.exception("%s: failed to handle %s", self.peer, T.Type.Name(cmd.type))
                 if not self.closed:
