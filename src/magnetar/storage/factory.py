@@ -59,7 +59,7 @@ from .ledger_files import LEDGER_PREFIX, LedgerFilesStore, dir_name
 from .ledger_ids import IdSource, SourcedLedgerIds
 from .metadata import MetadataStore, SqliteMetadataStore
 from .readcache import ReadCache
-from .segment import Segment
+from .segment import Segment, fsync_dir
 
 log = logging.getLogger(__name__)
 
@@ -78,14 +78,6 @@ class _Opened(NamedTuple):
     fence: Fence | None = None  # shared storage: the fence this open wrote
 
 
-def _fsync_dir(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 class ManagedLedgerFactory(CursorRows):
     """Opens, lists and deletes managed ledgers under one data directory."""
 
@@ -95,7 +87,7 @@ class ManagedLedgerFactory(CursorRows):
         self._root = os.path.join(root, "ledgers")
         if not os.path.isdir(self._root):
             os.makedirs(self._root, exist_ok=True)
-            _fsync_dir(root)
+            fsync_dir(root)
         self._store: SqliteMetadataStore | LedgerFilesStore
         if config.state_files:  # brokers sharing storage across hosts: no shared SQLite
             self._store = LedgerFilesStore(root)
@@ -214,7 +206,7 @@ class ManagedLedgerFactory(CursorRows):
             path = os.path.join(self._root, meta["dir"])
             os.makedirs(path, exist_ok=True)
             if self.config.fsync != "never":
-                _fsync_dir(self._root)
+                fsync_dir(self._root)
             self._store.put(LEDGER_PREFIX + name, meta)
         else:
             path = os.path.join(self._root, meta["dir"])

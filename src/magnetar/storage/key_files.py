@@ -34,6 +34,7 @@ from urllib.parse import quote
 
 from .errors import StorageError
 from .metadata import MetadataStore, SqliteMetadataStore
+from .segment import fsync_dir
 
 log = logging.getLogger(__name__)
 
@@ -44,12 +45,13 @@ def file_name(name: str) -> str:
     return f"{quote(name, safe='')[:100]}-{digest}"
 
 
-def fsync_dir(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
+def legacy_rows(sqlite_path: str) -> dict[str, Any]:
+    """Every row of a SQLite metadata file written before its keys became files."""
+    legacy = SqliteMetadataStore(sqlite_path)
     try:
-        os.fsync(fd)
+        return legacy.list("")
     finally:
-        os.close(fd)
+        legacy.close()
 
 
 def read_row(path: str) -> tuple[str, Any] | None:
@@ -163,11 +165,7 @@ class KeyFilesStore(MetadataStore):
         many were copied."""
         if not os.path.exists(sqlite_path) or os.path.exists(marker):
             return 0
-        legacy = SqliteMetadataStore(sqlite_path)
-        try:
-            rows = legacy.list("")
-        finally:
-            legacy.close()
+        rows = legacy_rows(sqlite_path)
         copied = {k: v for k, v in rows.items() if keep(k) and not os.path.exists(self.path(k))}
         self.put_many(copied, durable=True)
         write_row(marker, os.path.basename(sqlite_path), {"keys": len(copied)}, durable=True)

@@ -53,13 +53,13 @@ from .errors import StorageError
 from .key_files import (
     KeyFilesStore,
     file_name,
-    fsync_dir,
+    legacy_rows,
     read_row,
     row_files,
     sub_dirs,
     write_row,
 )
-from .metadata import SqliteMetadataStore
+from .segment import fsync_dir
 
 log = logging.getLogger(__name__)
 
@@ -256,11 +256,7 @@ class LedgerFilesStore:
         marker = os.path.join(self.data_dir, MIGRATED)
         if not os.path.exists(legacy_path) or os.path.exists(marker):
             return 0
-        legacy = SqliteMetadataStore(legacy_path)
-        try:
-            rows = legacy.list("")
-        finally:
-            legacy.close()
+        rows = legacy_rows(legacy_path)
         copied = 0
         for key, meta in rows.items():
             if not key.startswith(LEDGER_PREFIX):

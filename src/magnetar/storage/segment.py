@@ -460,7 +460,7 @@ class Segment:
                 return 0.0
             try:
                 while self.dir_sync:
-                    _fsync_dir(self.dir_sync[0])
+                    fsync_dir(self.dir_sync[0])
                     self.dir_sync.pop(0)
                 if self.fd is None:
                     raise OSError(9, "segment closed with unsynced data")
@@ -549,7 +549,8 @@ def _all_zero(path: str, start: int, end: int) -> bool:
     return True
 
 
-def _fsync_dir(path: str) -> None:
+def fsync_dir(path: str) -> None:
+    """Make a directory's entries (files created, renamed or removed in it) durable."""
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     try:
         os.fsync(fd)
