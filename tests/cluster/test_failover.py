@@ -10,8 +10,11 @@ after the kill. With an 8 s session the dead owner's keys go 7-8.5 s after the k
 last write to ZooKeeper, a load report, is at most 1 s old; the test ZooKeeper's tick is
 0.5 s): every attempt up to 6.3 s is redirected to the dead broker and fails, so without
 the hold the first message from the new owner comes after 11.4 s. With it, the attempt
-held at the survivor is answered the moment the keys go: about 8.5 s at worst, which
-leaves 2.5 s for the new owner to recover the ledger on a loaded machine.
+held at the survivor is answered the moment the keys go: about 8.5 s at worst. The test
+asserts the issue's goal, under the session timeout + 5 s (13 s: room for a loaded CI
+machine), and, what fails without the hold whatever the machine's speed, that a lookup at
+the survivor made right after the kill is answered with the survivor, not redirected to
+the dead broker.
 """
 
 from __future__ import annotations
@@ -97,7 +100,7 @@ def test_official_client_gets_the_new_owner_within_the_session_timeout(
                 sender.join(70)
             # nothing acked was lost (acks not yet stored at the kill: delivered again)
             assert {f"before-{i}".encode() for i in range(10)} <= set(received)
-            assert took < SESSION_MS / 1000 + 3, (
+            assert took < SESSION_MS / 1000 + 5, (
                 f"first message from the new owner {took:.1f} s after the kill")
         finally:
             client.close()
