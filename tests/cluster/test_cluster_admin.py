@@ -157,3 +157,36 @@ def test_topic_admin_at_a_non_owner_redirects(cluster: Cluster) -> None:
     assert status == 307 and location.startswith(b.web_url + path)
     with urllib.request.urlopen(a.web_url + path) as resp:  # followed: B's stats
         assert json.load(resp)["msgInCounter"] == 1
+
+
+def test_partitioned_topic_admin_at_any_broker_leaves_the_owners_serving(cluster: Cluster) -> None:
+    """A partitioned topic created and asked for its stats at one broker while its
+    partitions are spread over both: the stats of each partition come from its owner
+    (summed: the same answer at either broker), and no broker opens a partition it does
+    not own (which fenced the owner's ledger: its producer's sends then timed out)."""
+    a, b = cluster.brokers
+    ensure_namespace(cluster, "public/pstats")
+    topic = "persistent://public/pstats/spread"
+    path = "/admin/v2/persistent/public/pstats/spread"
+    status, _, _ = http_call("PUT", a.web_url + path + "/partitions", 4)
+    assert status == 204
+    client = pulsar.Client(a.url, operation_timeout_seconds=20, logger=QUIET)
+    try:
+        consumer = client.subscribe(topic, "s")
+        producer = client.create_producer(topic, batching_enabled=False, send_timeout_millis=20_000)
+        for i in range(40):
+            producer.send(b"before", partition_key=str(i))
+        owners = {owner_port(cluster, f"{topic}-partition-{i}") for i in range(4)}
+        assert owners == {a.port, b.port}  # precondition: both serve some partitions
+        for broker in (a, b):
+            with urllib.request.urlopen(f"{broker.web_url}{path}/partitioned-stats"
+                                        "?perPartition=true") as resp:
+                stats = json.load(resp)
+            assert stats["msgInCounter"] == 40, (broker.port, stats["partitions"])
+            assert stats["subscriptions"]["s"]["msgBacklog"] == 40
+        for i in range(40):  # every owner still appends
+            producer.send(b"after", partition_key=str(i))
+        got = [consumer.receive(20_000).data() for _ in range(80)]
+        assert got.count(b"before") == 40 and got.count(b"after") == 40
+    finally:
+        client.close()

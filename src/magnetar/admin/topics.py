@@ -253,9 +253,12 @@ async def partitioned_stats(request: web.Request) -> web.Response:
     total.update(publishers=[], subscriptions={}, metadata={"partitions": count}, partitions={})
     for i in range(count):
         part = f"{name}-partition-{i}"
-        if not await exists(service, part):
-            continue
-        stats = broker_stats.topic_stats(await service.load_topic(part, create=False), rates)
+        stats = await _served_elsewhere_stats(service, part)
+        if stats is None:
+            if not await exists(service, part):
+                continue
+            stats = broker_stats.topic_stats(await service.load_topic(part, create=False),
+                                             rates)
         for key in _SUMMED:
             total[key] += stats[key]
         total["publishers"].extend(stats["publishers"])
@@ -268,6 +271,32 @@ async def partitioned_stats(request: web.Request) -> web.Response:
         if query_flag(request, "perPartition"):
             total["partitions"][part] = stats
     return web.json_response(total)
+
+
+async def _served_elsewhere_stats(service: BrokerService, part: str) -> dict[str, Any] | None:
+    """In a cluster, a partition another broker serves: its stats, asked of that broker
+        (as Pulsar's partitioned stats do; loading it here would fence its owner out of the
+        shared storage). A free partition is placed as a lookup would (here or there).
+        None when this broker serves it (the caller reads it here)."""
+    cluster = service.cluster
+    if cluster is None or not part.startswith("persistent://") or cluster.owns(part):
+        return None
+    from magnetar.broker.cluster.membership import peer_request
+    from magnetar.broker.config.broker_client import BrokerClientCredentials
+
+    found = await cluster.lookup(part)
+    if found.connect:
+        return None  # taken here just now
+    path = "/admin/v2/persistent/" + part.removeprefix("persistent://") + "/stats"
+    try:
+        stats = await peer_request(BrokerClientCredentials.from_config(service.config),
+                                   found.owner.web_url, found.owner.web_url_tls, "GET", path)
+    except (RuntimeError, OSError) as exc:
+        raise RestError(503, f"stats of {part} from its owner {found.owner.web_url}: {exc}"
+                        ) from None
+    if not isinstance(stats, dict):
+        raise RestError(503, f"stats of {part}: its owner answered no stats")
+    return stats
 
 
 @routes.route("POST", T + "/terminate",

@@ -436,13 +436,18 @@ class BrokerService(AdminOperations):
         self.check_topic_name(name)
         return await self.storage.write_metadata(self.create_partitioned_topic, name, partitions)
 
-    async def create_topic(self, name: str) -> Topic:
+    async def create_topic(self, name: str) -> None:
         """Create a non-partitioned topic on request (admin API), whatever auto-creation
-        says; its metadata and ledger work runs off the loop (`load_topic`)."""
+        says; its metadata and ledger work runs off the loop (`load_topic`). In a cluster,
+        a topic whose bundle this broker does not own is only recorded: its ledger is made
+        by the broker that comes to own it, when a client first uses it (opening it here
+        would fence that owner out of the shared storage)."""
         topic_name = self.check_topic_name(name)
         if topic_name.is_persistent:
             await self.storage.write_metadata(self.record_topic, topic_name)
-        return await self.load_topic(str(topic_name), create=True)
+            if self.cluster is not None and not self.cluster.owns(str(topic_name)):
+                return
+        await self.load_topic(str(topic_name), create=True)
 
     def record_topic(self, topic_name: TopicName) -> None:
         """Record a persistent topic in the metadata store unless it is there already.
@@ -458,8 +463,16 @@ class BrokerService(AdminOperations):
         topic_name, topic, auto_create = self.loaded_topic(name, create)
         if topic is not None:
             return topic
+        self.check_served_here(topic_name)
         self.admit_persistent(topic_name, create, auto_create)
         return self.attach_ledger(topic_name, self.storage.open(ledger_name(topic_name)))
+
+    def check_served_here(self, topic_name: TopicName) -> None:
+        """In a cluster, a persistent topic is loaded only by the owner of its bundle
+        (``ServiceNotReady`` elsewhere): its ledger lives in the shared storage, and
+        opening it fences it, which would stop its owner's appends."""
+        if self.cluster is not None and topic_name.is_persistent:
+            self.cluster.check_owned(str(topic_name))
 
     async def load_topic(self, name: str, create: bool = True) -> Topic:
         """`get_topic`, with a persistent topic's SQLite and disk work (its ``topics/``
@@ -470,6 +483,7 @@ class BrokerService(AdminOperations):
         topic_name, topic, auto_create = self.loaded_topic(name, create)
         if topic is not None:
             return topic
+        self.check_served_here(topic_name)
         key = str(topic_name)
         self.loading[key] = self.loading.get(key, 0) + 1
         try:

@@ -50,7 +50,7 @@ from .config import StorageConfig
 from .cursor import ManagedCursor
 from .cursor_rows import CursorRows
 from .errors import LedgerClosedError, StorageError
-from .fence import Fence
+from .fence import Fence, FencedError
 from .filelimit import FileLimiter
 from .flusher import Flusher
 from .futures import all_done, running_future, running_loop
@@ -200,6 +200,10 @@ class ManagedLedgerFactory(CursorRows):
     def _prepare(self, name: str) -> _Opened:
         """An open's disk and SQLite work; touches no in-memory state shared with the event
         loop (the stores are thread-safe), so it may run in a worker thread."""
+        epoch = self.fence_epoch(name) if self.fence_epoch is not None else None
+        if self.config.shared and epoch is not None and epoch < 0:
+            # not this broker's to open: fencing it would stop its owner's appends
+            raise FencedError(f"ledger {name} belongs to a bundle this broker does not own")
         meta = self._store.get(LEDGER_PREFIX + name)
         if meta is None:
             meta = {"dir": dir_name(name), "terminated": False}
@@ -213,7 +217,6 @@ class ManagedLedgerFactory(CursorRows):
             os.makedirs(path, exist_ok=True)
         try:
             # shared storage: fence out any previous writer before reading (fence.py)
-            epoch = self.fence_epoch(name) if self.fence_epoch is not None else None
             fence = Fence.take(path, epoch) if self.config.shared and epoch is not None \
                 else None
             if fence is not None and epoch is not None and \

@@ -161,28 +161,38 @@ async def request_unload(credentials: BrokerClientCredentials, web_url: str, web
                          bundle: str) -> None:
     """Ask the broker at ``web_url`` (``web_url_tls`` with ``brokerClientTlsEnabled``) to
     unload ``bundle`` (``tenant/ns/0xL_0xU``), as this broker: Pulsar's admin call, with
-    the ``brokerClient*`` credentials. A 307 (the bundle changed owner since the last
-    report) is followed with the credentials (aiohttp drops them on a redirect to another
-    host:port), never from TLS to plain text. RuntimeError when it is refused."""
-    import aiohttp  # the admin layer's HTTP client, only for this call
-
+    the ``brokerClient*`` credentials. RuntimeError when it is refused."""
     namespace, _, bundle_range = bundle.rpartition("/")
+    await peer_request(credentials, web_url, web_url_tls, "PUT",
+                       f"/admin/v2/namespaces/{namespace}/{bundle_range}/unload")
+
+
+async def peer_request(credentials: BrokerClientCredentials, web_url: str, web_url_tls: str,
+                       method: str, path: str) -> Any:
+    """One admin call to another broker of the cluster, as this broker (the
+    ``brokerClient*`` credentials), with ``authoritative=true``: its decoded JSON answer
+    (None when it has none). A 307 (the bundle changed owner meanwhile) is followed with
+    the credentials (aiohttp drops them on a redirect to another host:port), never from
+    TLS to plain text. RuntimeError when it is refused."""
+    import aiohttp  # the admin layer's HTTP client, only for these calls
+
     base = credentials.web_url(web_url, web_url_tls)
-    url = f"{base}/admin/v2/namespaces/{namespace}/{bundle_range}/unload?authoritative=true"
+    url = f"{base}{path}{'&' if '?' in path else '?'}authoritative=true"
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60)) as session:
         for _ in range(3):
-            async with session.put(url, headers=credentials.headers(), allow_redirects=False,
-                                   ssl=credentials.ssl_context or True) as resp:
+            async with session.request(method, url, headers=credentials.headers(),
+                                       allow_redirects=False,
+                                       ssl=credentials.ssl_context or True) as resp:
                 location = resp.headers.get("Location")
                 if resp.status in (307, 308) and location:
                     if credentials.tls and not location.startswith("https://"):
-                        raise RuntimeError(f"PUT {url}: redirected off TLS to {location}")
+                        raise RuntimeError(f"{method} {url}: redirected off TLS to {location}")
                     url = location
                     continue
                 if resp.status >= 300:
-                    raise RuntimeError(f"PUT {url}: HTTP {resp.status} {await resp.text()}")
-                return
-    raise RuntimeError(f"PUT {url}: too many redirects")
+                    raise RuntimeError(f"{method} {url}: HTTP {resp.status} {await resp.text()}")
+                return await resp.json() if resp.content_type == "application/json" else None
+    raise RuntimeError(f"{method} {url}: too many redirects")
 
 
 def _shedder(coordinator: ClusterCoordinator, config: BrokerConfig) -> Shedder:
