@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import queue
+import random
 import signal
 import socket
 import subprocess
@@ -16,10 +17,37 @@ from pathlib import Path
 import pulsar
 import pytest
 
-from tests.zkserver import free_port, zk_missing_reason
+from tests.zkserver import zk_missing_reason
 
 QUIET = pulsar.ConsoleLogger(pulsar.LoggerLevel.Error)
 SRC = Path(__file__).resolve().parents[2] / "src"
+
+
+def bindable(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("0.0.0.0", port))
+            return True
+        except OSError:
+            return False
+
+
+def free_pair() -> int:
+    """A free port whose next one is free too, below the kernel's ephemeral range: the
+    brokers bind them seconds later (after ZooKeeper started), and a port from that range
+    can be taken meanwhile by any outgoing connection (it happened: broker-1 found its
+    port in use)."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            low = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768
+    rng = random.Random()
+    for _ in range(1000):
+        port = rng.randrange(max(1024, low - 12000), low - 2)
+        if bindable(port) and bindable(port + 1):
+            return port
+    raise RuntimeError("no two consecutive free ports below the ephemeral range")
 
 
 def listening(port: int) -> bool:
@@ -39,22 +67,29 @@ def test_cluster_up_serves_and_stops_on_ctrl_c(tmp_path: Path) -> None:
         import pytest
 
         pytest.skip(reason)
-    port, http_port = free_port(), free_port()
-    while listening(port + 1) or listening(http_port + 1):  # the next ports must be free too
-        port, http_port = free_port(), free_port()
+    port = free_pair()
+    http_port = free_pair()
+    while http_port in (port - 1, port, port + 1):
+        http_port = free_pair()
     proc = subprocess.Popen(
         [sys.executable, "-m", "magnetar.cli.main", "cluster", "up", "--brokers", "2",
          "--port", str(port), "--http-port", str(http_port), "--dir", str(tmp_path),
          "--advertised-address", "127.0.0.1"],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         env=dict(os.environ, PYTHONPATH=str(SRC)))
-    lines: queue.Queue[str] = queue.Queue()
-    threading.Thread(target=lambda: [lines.put(x) for x in proc.stdout or []],
-                     daemon=True).start()
-    out = []
+    lines: queue.Queue[str | None] = queue.Queue()
+
+    def read() -> None:
+        for x in proc.stdout or []:
+            lines.put(x)
+        lines.put(None)  # the command ended
+
+    threading.Thread(target=read, daemon=True).start()
+    out: list[str] = []
     try:
         while True:  # bounded: each line within 300 s (a loaded machine starts Java slowly)
             line = lines.get(timeout=300)
+            assert line is not None, "cluster up ended before it served:\n" + "".join(out)
             out.append(line)
             if line.startswith("metadata store:"):
                 break
