@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 from typing import Any
 
 import crc32c
@@ -26,3 +27,18 @@ def make_part(body: bytes) -> tuple[bytes, int]:
 async def append_parts(ledger: Any, parts: list[tuple[bytes, int]]) -> list[Any]:
     """Append payload parts as the broker does: with their checked CRC."""
     return list(await asyncio.gather(*(ledger.append(p, crc) for p, crc in parts)))
+
+
+class IdCounter:
+    """The cluster's ledger id counter (the metadata store's, in memory): blocks of ids,
+    each above the last and above ``floor`` (thread-safe)."""
+
+    def __init__(self) -> None:
+        self.next = 0
+        self.lock = threading.Lock()
+
+    def reserve(self, count: int, floor: int) -> int:
+        with self.lock:
+            start = max(self.next, floor)
+            self.next = start + count
+            return start

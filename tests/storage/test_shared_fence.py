@@ -6,27 +6,13 @@ are then refused, and which never confirms anything the new writer cannot see.""
 from __future__ import annotations
 
 import asyncio
-import threading
 
 import pytest
 
 from magnetar.storage import StorageError
 from magnetar.storage.fence import Fence, FencedError
+from tests.storage.storage_testlib import IdCounter as Counter
 from tests.storage.storage_testlib import append_all, run
-
-
-class Counter:
-    """The metadata store's ledger id counter, in memory."""
-
-    def __init__(self) -> None:
-        self.next = 0
-        self.lock = threading.Lock()
-
-    def reserve(self, count: int, floor: int) -> int:
-        with self.lock:
-            start = max(self.next, floor)
-            self.next = start + count
-            return start
 
 
 @pytest.fixture(params=["storage.db", "state files"])

@@ -12,16 +12,16 @@ from pathlib import Path
 import pytest
 
 from magnetar.storage import StorageError
-from tests.storage.storage_testlib import append_all, run
+from tests.storage.storage_testlib import IdCounter, append_all, run
 
 
-class Counter:
-    """The cluster's counter: blocks of ids, each above the last (thread-safe)."""
+class Counter(IdCounter):
+    """`IdCounter` that counts its calls, checks they come from the id thread, and can be
+    held (``gate``) or made to fail once (``fail_next``)."""
 
     def __init__(self) -> None:
-        self.next = 0
+        super().__init__()
         self.calls = 0
-        self.lock = threading.Lock()
         self.gate = threading.Event()
         self.gate.set()
         self.fail_next = False
@@ -34,9 +34,7 @@ class Counter:
             if self.fail_next:
                 self.fail_next = False
                 raise OSError("metadata store unreachable")
-            start = max(self.next, floor)
-            self.next = start + count
-            return start
+        return super().reserve(count, floor)
 
 
 def sourced(factory, counter: Counter, block: int = 10):

@@ -8,7 +8,6 @@ with its cursors; a deleted ledger takes its state with it; a storage.db written
 from __future__ import annotations
 
 import os
-import threading
 from pathlib import Path
 
 import pytest
@@ -16,19 +15,8 @@ import pytest
 from magnetar.storage import SqliteMetadataStore, StorageError
 from magnetar.storage.key_files import KeyFilesStore
 from magnetar.storage.ledger_files import MIGRATED, LedgerFilesStore, dir_name
+from tests.storage.storage_testlib import IdCounter as Counter
 from tests.storage.storage_testlib import append_all, run
-
-
-class Counter:
-    def __init__(self) -> None:
-        self.next = 0
-        self.lock = threading.Lock()
-
-    def reserve(self, count: int, floor: int) -> int:
-        with self.lock:
-            start = max(self.next, floor)
-            self.next = start + count
-            return start
 
 
 def broker(make_factory, counter: Counter, epoch: int | None = None, **kw):
