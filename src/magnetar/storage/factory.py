@@ -60,6 +60,7 @@ from .ledger_ids import IdSource, SourcedLedgerIds
 from .metadata import MetadataStore, SqliteMetadataStore
 from .readcache import ReadCache
 from .segment import Segment, fsync_dir
+from .takeover import take_over
 
 log = logging.getLogger(__name__)
 
@@ -221,9 +222,17 @@ class ManagedLedgerFactory(CursorRows):
                 else None
             if fence is not None and epoch is not None and \
                     isinstance(self._store, LedgerFilesStore):
-                # the cursors move into this epoch's folder: a stale owner's go unread
+                # the cursors (and the ledger's row) move into this epoch's folder: a
+                # stale owner's go unread
                 self._store.adopt(name, epoch)
-            segments = scan_segments(path)
+                meta = self._store.get(LEDGER_PREFIX + name) or meta
+            if fence is not None:
+                # read without changing anything, ends recorded (takeover.py)
+                segments = take_over(path, fence.epoch, fence.check)
+                for seg in segments:
+                    seg.guard = fence.check
+            else:
+                segments = scan_segments(path)
         except OSError as exc:
             raise StorageError(f"cannot open ledger {name}: {exc}") from exc
         sourced = self._sourced_ids

@@ -11,7 +11,7 @@ import os
 from concurrent.futures import Future
 from typing import Any
 
-from ..segment import Segment
+from ..segment import Segment, parse_segment_name
 
 
 def seal_files(segments: list[Segment], fds: list[int]) -> None:
@@ -74,16 +74,26 @@ def remove_segment_files(removals: list[tuple[str, str, int | None]]) -> None:
         raise first
 
 
+def _rank(epoch: int | None) -> int:
+    return -1 if epoch is None else epoch
+
+
 def scan_segments(directory: str) -> list[Segment]:
-    """Open (and, after a crash, recover) the segments a ledger directory holds, in id order.
+    """Open (and, after a crash, recover) the segments a ledger directory holds, in id order
+    (a ledger that is not fenced; a fenced one is opened by `takeover.take_over`).
     Touches only those files, never state shared with other ledgers: safe in a worker
     thread, which is where `ManagedLedgerFactory.open_async` runs it."""
-    ids = sorted(
-        int(n[:-4]) for n in os.listdir(directory) if n.endswith(".seg") and n[:-4].isdigit()
-    )
+    files: dict[int, int | None] = {}
+    for name in os.listdir(directory):
+        parsed = parse_segment_name(name)
+        if parsed is None:
+            continue
+        lid, epoch = parsed
+        if lid not in files or _rank(epoch) > _rank(files[lid]):
+            files[lid] = epoch
     segments = []
-    for lid in ids:
-        seg = Segment.open_existing(directory, lid)
+    for lid in sorted(files):
+        seg = Segment.open_existing(directory, lid, files[lid])
         if seg is not None:
             segments.append(seg)
     return segments
