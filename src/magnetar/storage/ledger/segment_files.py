@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
 
@@ -53,16 +54,21 @@ def sealing_jobs(segments: list[Segment]) -> list[Future[None]]:
     return [s.sealing for s in segments if s.sealing is not None and not s.sealing.done()]
 
 
-def remove_segment_files(removals: list[tuple[str, str, int | None]]) -> None:
+def remove_segment_files(removals: list[tuple[str, str, int | None]],
+                         guard: Callable[[], None] | None = None) -> None:
     """Close the descriptors and unlink the files (segment, index sidecar) of segments a
     trim dropped (`ManagedLedger._drop_segment`; a ``readers`` thread for `trim_async`).
     A file already gone is no error; the first other error is raised once every removal
-    was tried."""
+    was tried. ``guard`` (a fenced ledger's check) is asked first: if it raises, the
+    descriptors are closed and nothing is unlinked (the files are a new owner's now)."""
     first: OSError | None = None
-    for path, idx_path, fd in removals:
+    for _path, _idx, fd in removals:
         if fd is not None:
             with contextlib.suppress(OSError):
                 os.close(fd)
+    if guard is not None and removals:
+        guard()
+    for path, idx_path, _fd in removals:
         for p in (path, idx_path):
             try:
                 os.unlink(p)
