@@ -106,7 +106,8 @@ def test_a_resumed_owner_changes_no_file_after_the_fence(small_segments: Cluster
         a.proc.wait(60)
         for t in threads:
             t.join(30)
-        assert_untouched(before, snapshot(data), who="the resumed owner")
+        # (a write under way at the SIGSTOP may still land, where no reader looks)
+        assert_untouched(before, snapshot(data), who="the resumed owner", root=data)
         log = (a.root / "broker.log").read_text(errors="replace")
         assert "metadata session expired" in log
         # nothing acknowledged was lost: the new owner serves all of it

@@ -73,10 +73,15 @@ def test_a_stale_writer_under_way_changes_nothing_readers_read(broker) -> None:
     assert seen == [b"a0", b"a1", b"a2", b"a3", b"a4", b"b0", b"b1"]
     # the old writer, all its checks stale: appends to its active segment (past the end
     # the new owner recorded), rolls over into new segments, seals, writes sidecars
+    before = snapshot(broker.data)
     blind(old)
     run(append_all(old, [b"stale%d" % i for i in range(7)]))
     old.close()
     assert payloads(new) == seen  # the new owner's readers: unchanged
+    # every file change it made lies where no reader looks (the file rule's judge agrees)
+    unseen = assert_untouched(before, snapshot(broker.data), root=broker.data)
+    assert any("created file" in line and ".e1.seg" in line for line in unseen), unseen
+    assert any(line.startswith("grew") for line in unseen), unseen
     # a third owner takes over: it reads what the second read and wrote, nothing else
     c = broker(3)
     third = c.open("t")
@@ -275,4 +280,21 @@ def test_file_rule_sees_each_kind_of_change(tmp_path) -> None:
         ["grew", "truncated", "rewrote", "replaced", "removed", "created"]
     with pytest.raises(AssertionError, match="created file new"):
         assert_untouched(before, snapshot(root))
+
+
+def test_file_rule_flags_a_cut_below_the_recorded_end(broker) -> None:
+    """The judge of `assert_untouched(root=...)` allows bytes past a recorded end, not a
+    truncation or rewrite below it."""
+    a, b = broker(1, segment_max_entries=100), broker(2, segment_max_entries=100)
+    old = a.open("t")
+    run(append_all(old, [b"m%d" % i for i in range(3)]))
+    b.open("t")
+    path = old._segments[-1].path
+    before = snapshot(broker.data)
+    with open(path, "ab") as f:
+        f.write(b"past the end")
+    assert assert_untouched(before, snapshot(broker.data), root=broker.data)
+    os.truncate(path, os.path.getsize(path) - 20)
+    with pytest.raises(AssertionError, match="truncated"):
+        assert_untouched(before, snapshot(broker.data), root=broker.data)
 
