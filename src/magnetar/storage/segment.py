@@ -41,8 +41,8 @@ import struct
 import threading
 import time
 from array import array
-from concurrent.futures import Future
 from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Literal, overload
 
