@@ -94,6 +94,23 @@ def test_a_stale_writer_under_way_changes_nothing_readers_read(broker) -> None:
                 int(n.split(".")[0]) not in third.segment_ids()]
 
 
+def test_an_owner_reopening_with_its_own_epoch_keeps_everything(broker) -> None:
+    """A ledger closed and opened again by the same owner (same epoch), its own segments
+    not yet in any record, then taken over: every entry is there each time."""
+    a = broker(1)
+    ml = a.open("t")
+    run(append_all(ml, [b"m%d" % i for i in range(5)]))
+    ml.close()
+    ml = a.open("t")
+    assert payloads(ml) == [b"m%d" % i for i in range(5)]
+    run(append_all(ml, [b"n%d" % i for i in range(5)]))
+    ml.close()
+    ml = a.open("t")
+    want = [b"m%d" % i for i in range(5)] + [b"n%d" % i for i in range(5)]
+    assert payloads(ml) == want
+    assert payloads(broker(2).open("t")) == want
+
+
 def test_a_batch_fenced_after_its_sync_is_not_cut_from_the_file(broker, monkeypatch) -> None:
     """The old writer wrote a batch; the new owner fenced and read it (complete records);
     the old writer's check after the sync fails: the batch fails, and the file is not
