@@ -25,7 +25,9 @@ open of the same name waits for it (`open_async` awaits it; `open` and `delete` 
 it, finishing a `close_async` under way on their own thread, as the loop may be the one
 blocked), and `close` finishes it before the stores close.
 
-Layout: ``<data_dir>/ledgers/<quoted name>-<hash>/<ledger id>.seg`` (+ ``.idx``).
+Layout: ``<data_dir>/ledgers/<quoted name>-<hash>/<ledger id>.seg`` (+ ``.idx``); a
+fenced ledger's segments are ``<ledger id>.e<epoch>.seg``, opened by `takeover.take_over`,
+which records where each ends (``takeover.<epoch>.json``).
 Ledger ids are allocated in blocks whose upper bound is committed (synchronous=FULL)
 before any id of the block is used, so ids never repeat, even after a power loss. In
 shared storage the block is reserved in storage.db across processes (one host), or, once
