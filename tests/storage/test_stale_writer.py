@@ -256,6 +256,28 @@ def test_a_storage_error_on_the_fence_is_not_fenced(broker, monkeypatch, caplog,
     assert run(append_all(ml, [b"z"]))  # the storage is back: the fence still holds
 
 
+def test_a_fence_that_cannot_be_read_is_not_taken(broker, monkeypatch) -> None:
+    """Opening a ledger whose fence cannot be read (EIO) fails with a storage error and
+    leaves the fence as it is: writing over it could fence out a newer owner."""
+    a, b = broker(1), broker(2)
+    run(append_all(b.open("t"), [b"x"]))
+    fence = os.path.join(b.open("t").directory, "fence")
+    kept = open(fence, "rb").read()
+    real_open = open
+
+    def broken(path, *args, **kw):
+        if str(path) == fence:
+            raise OSError(errno.EIO, os.strerror(errno.EIO))
+        return real_open(path, *args, **kw)
+
+    monkeypatch.setattr("builtins.open", broken)
+    with pytest.raises(StorageError, match="storage error") as info:
+        a.open("t")
+    assert "fenced" not in str(info.value)
+    monkeypatch.setattr("builtins.open", real_open)
+    assert open(fence, "rb").read() == kept
+
+
 def test_a_storage_error_writing_is_not_fenced(broker, monkeypatch, caplog) -> None:
     """ENOSPC (or EIO) on the write itself: a storage error, never 'fenced'."""
     a = broker(1)

@@ -58,13 +58,20 @@ class FenceUnknownError(StorageError):
 
 
 def _epoch_of(path: str) -> int | None:
-    """The epoch a fence file names (None: no fence; -1: unreadable)."""
+    """The epoch a fence file names (None: no fence; -1: a file that names none). A fence
+    that cannot be read is a `FenceUnknownError`: taking the ledger then could fence out
+    a newer owner whose fence this broker could not see."""
     try:
         with open(path, "rb") as f:
-            return int(f.read(64).split()[0])
+            raw = f.read(64)
     except FileNotFoundError:
         return None
-    except (OSError, ValueError, IndexError):
+    except OSError as exc:
+        raise FenceUnknownError(f"cannot read the fence {path}: storage error: "
+                                f"{os.strerror(exc.errno or 0) or exc}") from exc
+    try:
+        return int(raw.split()[0])
+    except (ValueError, IndexError):
         return -1
 
 
