@@ -262,7 +262,8 @@ def test_a_fence_that_cannot_be_read_is_not_taken(broker, monkeypatch) -> None:
     a, b = broker(1), broker(2)
     run(append_all(b.open("t"), [b"x"]))
     fence = os.path.join(b.open("t").directory, "fence")
-    kept = open(fence, "rb").read()
+    with open(fence, "rb") as f:
+        kept = f.read()
     real_open = open
 
     def broken(path, *args, **kw):
@@ -275,7 +276,8 @@ def test_a_fence_that_cannot_be_read_is_not_taken(broker, monkeypatch) -> None:
         a.open("t")
     assert "fenced" not in str(info.value)
     monkeypatch.setattr("builtins.open", real_open)
-    assert open(fence, "rb").read() == kept
+    with open(fence, "rb") as f:
+        assert f.read() == kept
 
 
 def test_a_storage_error_writing_is_not_fenced(broker, monkeypatch, caplog) -> None:
