@@ -42,7 +42,7 @@ def segments(data: Path) -> dict[str, list[int]]:
     """Segment ids on disk, by ledger directory."""
     out: dict[str, list[int]] = {}
     for seg in (data / "ledgers").glob("*/*.seg"):
-        out.setdefault(seg.parent.name, []).append(int(seg.stem))
+        out.setdefault(seg.parent.name, []).append(int(seg.name.split(".")[0]))  # <id>[.e<epoch>].seg
     return out
 
 

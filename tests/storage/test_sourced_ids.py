@@ -44,7 +44,7 @@ def sourced(factory, counter: Counter, block: int = 10):
 
 
 def segment_ids(data: Path) -> list[int]:
-    return sorted(int(p.stem) for p in (data / "ledgers").glob("*/*.seg"))
+    return sorted(int(p.name.split(".")[0]) for p in (data / "ledgers").glob("*/*.seg"))
 
 
 def test_ids_come_from_the_source_never_from_storage_db(make_factory, tmp_path: Path) -> None:

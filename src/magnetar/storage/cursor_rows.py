@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 from .config import StorageConfig
 from .cursor import ManagedCursor
 from .errors import StorageError
+from .fence import FenceUnknownError
 from .futures import all_done, copy_outcome, pending, run_into, running_future, running_loop
 from .ledger_files import CURSOR_PREFIX, CURSOR_SEP, LedgerFilesStore
 from .metadata import SqliteMetadataStore
@@ -96,7 +97,13 @@ class CursorRows:
             if skip_creating and pending(c.creating):
                 continue
             fence = c.ledger.fence
-            if fence is not None and not fence.holds():
+            try:
+                holds = fence is None or fence.holds()
+            except FenceUnknownError as exc:
+                # a storage error, not a takeover: keep the state, try again next time
+                log.warning("cursor %s of %s not persisted: %s", c.name, c.ledger.name, exc)
+                continue
+            if not holds:
                 # fenced (shared storage): the new writer's cursor rows are not ours to write
                 c.dirty = False
                 self._dirty_cursors.pop(c, None)

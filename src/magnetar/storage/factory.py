@@ -25,7 +25,9 @@ open of the same name waits for it (`open_async` awaits it; `open` and `delete` 
 it, finishing a `close_async` under way on their own thread, as the loop may be the one
 blocked), and `close` finishes it before the stores close.
 
-Layout: ``<data_dir>/ledgers/<quoted name>-<hash>/<ledger id>.seg`` (+ ``.idx``).
+Layout: ``<data_dir>/ledgers/<quoted name>-<hash>/<ledger id>.seg`` (+ ``.idx``); a
+fenced ledger's segments are ``<ledger id>.e<epoch>.seg``, opened by `takeover.take_over`,
+which records where each ends (``takeover.<epoch>.json``).
 Ledger ids are allocated in blocks whose upper bound is committed (synchronous=FULL)
 before any id of the block is used, so ids never repeat, even after a power loss. In
 shared storage the block is reserved in storage.db across processes (one host), or, once
@@ -60,6 +62,7 @@ from .ledger_ids import IdSource, SourcedLedgerIds
 from .metadata import MetadataStore, SqliteMetadataStore
 from .readcache import ReadCache
 from .segment import Segment, fsync_dir
+from .takeover import take_over
 
 log = logging.getLogger(__name__)
 
@@ -221,9 +224,17 @@ class ManagedLedgerFactory(CursorRows):
                 else None
             if fence is not None and epoch is not None and \
                     isinstance(self._store, LedgerFilesStore):
-                # the cursors move into this epoch's folder: a stale owner's go unread
+                # the cursors (and the ledger's row) move into this epoch's folder: a
+                # stale owner's go unread
                 self._store.adopt(name, epoch)
-            segments = scan_segments(path)
+                meta = self._store.get(LEDGER_PREFIX + name) or meta
+            if fence is not None:
+                # read without changing anything, ends recorded (takeover.py)
+                segments = take_over(path, fence.epoch, fence.check)
+                for seg in segments:
+                    seg.guard = fence.check
+            else:
+                segments = scan_segments(path)
         except OSError as exc:
             raise StorageError(f"cannot open ledger {name}: {exc}") from exc
         sourced = self._sourced_ids

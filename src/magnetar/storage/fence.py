@@ -18,11 +18,19 @@ the new writer's scan: the scan sees the batch and keeps it. A batch whose check
 new fence is failed, never confirmed. Bytes a stale writer might still append past the
 scanned end are never read: the new writer starts its own segments and keeps the old
 ones at their scanned length. (docs/cluster.md, "Failover and fencing".)
+
+What a stale writer may still do after the check (a write under way when the fence
+moved) is kept out of every reader's sight by `takeover.py`: segment files carry the
+epoch of the writer that made them, and the new owner records where each older segment
+ends. A fence that cannot be read (``ENOTCONN``, ``EIO``, ``ESTALE``: the storage, not
+another broker) is a `FenceUnknownError`, never "fenced".
 """
 
 from __future__ import annotations
 
+import errno
 import fcntl
+import logging
 import os
 import uuid
 
@@ -31,28 +39,50 @@ from .errors import StorageError
 FENCE_FILE = "fence"
 LOCK_FILE = "fence.lock"
 
+log = logging.getLogger(__name__)
+
+#: ``stat`` errors that say the fence file is gone (the ledger directory was removed, or
+#: a new fence replaced the one this handle named): the fence moved. Any other error is
+#: the storage failing, and says nothing about who owns the ledger.
+_GONE = (errno.ENOENT, errno.ENOTDIR)
+
 
 class FencedError(StorageError):
     """A newer owner holds the ledger: this broker may not write it."""
 
 
+class FenceUnknownError(StorageError):
+    """The fence could not be read (a storage error: ``ENOTCONN``, ``EIO``, ``ESTALE``,
+    ...): whether this broker still holds the ledger is unknown, so it writes nothing,
+    but nobody took the ledger over as far as it can tell."""
+
+
 def _epoch_of(path: str) -> int | None:
-    """The epoch a fence file names (None: no fence; -1: unreadable)."""
+    """The epoch a fence file names (None: no fence; -1: a file that names none). A fence
+    that cannot be read is a `FenceUnknownError`: taking the ledger then could fence out
+    a newer owner whose fence this broker could not see."""
     try:
         with open(path, "rb") as f:
-            return int(f.read(64).split()[0])
+            raw = f.read(64)
     except FileNotFoundError:
         return None
-    except (OSError, ValueError, IndexError):
+    except OSError as exc:
+        raise FenceUnknownError(f"cannot read the fence {path}: storage error: "
+                                f"{os.strerror(exc.errno or 0) or exc}") from exc
+    try:
+        return int(raw.split()[0])
+    except (ValueError, IndexError):
         return -1
 
 
 class Fence:
     """The fence this process wrote for one ledger directory."""
 
-    def __init__(self, directory: str, ino: int, mtime_ns: int) -> None:
+    def __init__(self, directory: str, ino: int, mtime_ns: int, epoch: int = 0) -> None:
         self.path = os.path.join(directory, FENCE_FILE)
         self._id = (ino, mtime_ns)
+        #: The ownership epoch this fence was written with (names the files it makes).
+        self.epoch = epoch
 
     @staticmethod
     def take(directory: str, epoch: int) -> Fence:
@@ -86,12 +116,33 @@ class Fence:
         finally:
             os.close(dfd)
         st = os.stat(os.path.join(directory, FENCE_FILE))
-        return Fence(directory, st.st_ino, st.st_mtime_ns)
+        return Fence(directory, st.st_ino, st.st_mtime_ns, epoch)
 
     def holds(self) -> bool:
-        """Whether no other writer fenced the ledger since (one ``stat``)."""
+        """Whether no other writer fenced the ledger since (one ``stat``). Raises
+        `FenceUnknownError` when the fence cannot be read for another reason than its
+        being gone: a storage error is not a takeover."""
         try:
             st = os.stat(self.path)
-        except OSError:
-            return False
+        except OSError as exc:
+            if exc.errno in _GONE:
+                return False
+            raise FenceUnknownError(f"cannot read the fence {self.path}: storage error: "
+                                    f"{os.strerror(exc.errno or 0) or exc}") from exc
         return (st.st_ino, st.st_mtime_ns) == self._id
+
+    def check(self) -> None:
+        """`holds`, raising: `FencedError` if the fence moved, `FenceUnknownError` if it
+        cannot be read. The ``guard`` of the segments this writer makes."""
+        if not self.holds():
+            raise FencedError(f"fenced: another broker took the ledger in "
+                              f"{os.path.dirname(self.path)} over (epoch {self.epoch} is stale)")
+
+    def allows(self) -> bool:
+        """`holds`, for best-effort file work (sealing, sidecars, trimming): False when
+        the fence moved *or* cannot be read (then nothing is written; logged once)."""
+        try:
+            return self.holds()
+        except FenceUnknownError as exc:
+            log.warning("%s", exc)
+            return False

@@ -12,7 +12,10 @@ are only as good as the file system's. Here every row lives in the directory of 
 it belongs to instead, one file per row, so each file has one writer at a time, the
 ledger's owner (fenced: `fence.py`), and the state travels with the ledger:
 
-- ``<root>/<ledger dir>/ledger.json``: ``{"name": ..., "value": <ledger row>}``;
+- ``<root>/<ledger dir>/ledger.json``: ``{"name": ..., "value": <ledger row>}``, written
+  when the ledger is made; once a fenced owner adopted it, the row it writes (terminated
+  flag, properties) is ``cursors.<epoch>/ledger`` (see below), and ``ledger.json`` only
+  says that the ledger exists and what it is called;
 - ``<root>/<ledger dir>/cursors.<epoch>/<cursor file>.json``: ``{"name": ...,
   "value": <state>}`` (``<cursor file>`` is the name quoted, cut short, and a digest: any
   name fits); ``cursors/`` for a ledger that is not fenced;
@@ -32,8 +35,11 @@ fences it with a higher epoch, copies the newest complete cursor folder into its
 there; readers pick the newest complete folder. So a previous owner that checked the
 fence, was paused, and writes its cursor states afterwards writes into its own, older
 folder, which nobody reads any more: a late write cannot undo the new owner's cursors,
-where a check followed by a write always leaves a gap. (The ledger's own row, its
-terminated flag and properties, is not kept that way: see docs/cluster.md.)
+where a check followed by a write always leaves a gap. The ledger's own row (terminated
+flag, properties) is kept in the same folder (``ledger``, copied by `adopt`), so a stale
+owner's late terminate or property lands where nobody reads either; its caller checks
+the fence after the write, so a write the new owner's copy did not see is never
+reported as done (`LedgerLifecycle`).
 
 `migrate` copies the rows of a ``storage.db`` written before (standalone, or a cluster
 on one host) into these files once, for the ledgers that have no ``ledger.json`` yet,
@@ -69,6 +75,7 @@ CURSOR_SEP = "\x1f"
 LEDGER_FILE = "ledger.json"
 CURSORS_DIR = "cursors"
 COMPLETE = "complete"  # in a cursors.<epoch> folder: its copy is whole
+LEDGER_ROW = "ledger"  # in a cursors.<epoch> folder: the ledger's row, as that owner keeps it
 MIGRATED = "storage.db.migrated"
 #: Row files written at once by one `put_many` (a batch of cursor states): each write
 #: waits for an fsync, and on an SSD or a file server several overlap.
@@ -98,15 +105,29 @@ class LedgerFilesStore:
         self._epochs: dict[str, int] = {}
 
     # -- where a key lives ----------------------------------------------------------------
-    def _path(self, key: str) -> tuple[str, str] | None:
-        """(file, name stored in it) of ``key``; None for a key of `other`."""
+    def _path(self, key: str, write: bool = False) -> tuple[str, str] | None:
+        """(file, name stored in it) of ``key`` (to be written, or read); None for a key
+        of `other`."""
         if key.startswith(LEDGER_PREFIX):
             name = key[len(LEDGER_PREFIX):]
-            return os.path.join(self.root, dir_name(name), LEDGER_FILE), name
+            return self._ledger_row(name, write), name
         if key.startswith(CURSOR_PREFIX) and CURSOR_SEP in key:
             ledger, _, cursor = key[len(CURSOR_PREFIX):].partition(CURSOR_SEP)
             return os.path.join(self._cursors_of(ledger), dir_name(cursor) + ".json"), cursor
         return None
+
+    def _ledger_row(self, ledger: str, write: bool = False) -> str:
+        """The file of ``ledger``'s row this factory writes (and reads, while it is
+        there): in its epoch's folder when it fenced the ledger, else in the newest
+        complete folder that has one, else ``ledger.json``."""
+        directory = os.path.join(self.root, dir_name(ledger))
+        epoch = self._epochs.get(ledger)
+        if epoch is not None:
+            mine = os.path.join(directory, f"{CURSORS_DIR}.{epoch}", LEDGER_ROW)
+            if write or os.path.exists(mine):
+                return mine
+        kept = os.path.join(_newest_cursors(directory)[1], LEDGER_ROW)
+        return kept if os.path.exists(kept) else os.path.join(directory, LEDGER_FILE)
 
     def _cursors_of(self, ledger: str) -> str:
         """The cursor folder of ``ledger`` this factory reads and writes: its epoch's
@@ -131,9 +152,13 @@ class LedgerFilesStore:
                 raise StorageError(f"ledger {ledger}: cursors of a newer owner "
                                    f"(epoch {newest_epoch} > {epoch})")
             rows = [got for got in map(read_row, row_files(newest)) if got is not None]
+            row = read_row(os.path.join(newest, LEDGER_ROW)) or \
+                read_row(os.path.join(directory, LEDGER_FILE))
             os.makedirs(mine, exist_ok=True)
             jobs = [self._submit(os.path.join(mine, dir_name(name) + ".json"), name, value)
                     for name, value in rows]
+            if row is not None:
+                jobs.append(self._submit(os.path.join(mine, LEDGER_ROW), *row))
             for job in jobs:
                 job.result()
             write_row(os.path.join(mine, COMPLETE), COMPLETE, {"from": newest}, durable=True)
@@ -174,7 +199,7 @@ class LedgerFilesStore:
         the first failure then. A cursor of a ledger deleted meanwhile is left out."""
         jobs: list[tuple[str, str, Any]] = []
         for key, value in items.items():
-            where = self._path(key)
+            where = self._path(key, write=True)
             if where is None:
                 self.other.put_many({key: value}, durable)
                 continue
@@ -185,6 +210,15 @@ class LedgerFilesStore:
                         os.path.dirname(directory)):
                     log.debug("cursor %s not stored: its ledger is deleted", name)
                     continue
+                if os.path.basename(directory).startswith(CURSORS_DIR + ".") and \
+                        _epoch_of(directory) is not None:
+                    # an epoch's folder is made by `adopt` only: gone, a newer owner
+                    # removed it (this broker was fenced out); nothing is made again
+                    if key.startswith(CURSOR_PREFIX):
+                        log.debug("cursor %s not stored: %s is gone", name, directory)
+                        continue
+                    raise StorageError(f"cannot store the row of ledger {name}: "
+                                       f"{directory} is gone (another broker took it over)")
                 os.makedirs(directory, exist_ok=True)
             jobs.append((path, name, value))
         if len(jobs) == 1:
@@ -203,13 +237,19 @@ class LedgerFilesStore:
         where = self._path(key)
         if where is None:
             return self.other.delete(key)
-        try:
-            os.unlink(where[0])
-        except FileNotFoundError:
-            return False
-        except OSError as exc:
-            raise StorageError(f"cannot delete stored state of {key}: {exc}") from exc
-        return True
+        paths = [where[0]]
+        if key.startswith(LEDGER_PREFIX):  # the row where an owner kept it, and ledger.json
+            paths.append(os.path.join(self.root, dir_name(where[1]), LEDGER_FILE))
+        found = False
+        for path in dict.fromkeys(paths):
+            try:
+                os.unlink(path)
+                found = True
+            except FileNotFoundError:
+                pass
+            except OSError as exc:
+                raise StorageError(f"cannot delete stored state of {key}: {exc}") from exc
+        return found
 
     def delete_prefix(self, prefix: str) -> int:
         rows = self.list(prefix)
@@ -230,7 +270,8 @@ class LedgerFilesStore:
                 if got is None:
                     continue
                 name, value = got
-                out[LEDGER_PREFIX + name] = value
+                kept = read_row(os.path.join(_newest_cursors(entry)[1], LEDGER_ROW))
+                out[LEDGER_PREFIX + name] = value if kept is None else kept[1]
                 if cursors:
                     self._list_cursors(name, self._cursors_of(name), "", out)
         out.update(self.other.list(prefix))

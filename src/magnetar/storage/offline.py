@@ -14,6 +14,7 @@ from typing import NamedTuple
 
 from .factory import ManagedLedgerFactory
 from .ledger_files import LEDGER_PREFIX
+from .segment import parse_segment_name
 
 
 class SegmentFile(NamedTuple):
@@ -39,13 +40,13 @@ def segment_files(factory: ManagedLedgerFactory, name: str) -> list[SegmentFile]
     except FileNotFoundError:
         return []
     for entry in entries:
-        stem = entry.name[:-4]
-        if not entry.name.endswith(".seg") or not stem.isdigit():
+        parsed = parse_segment_name(entry.name)
+        if parsed is None:
             continue
         try:
             st = entry.stat()
         except FileNotFoundError:
             continue
-        out.append(SegmentFile(int(stem), st.st_mtime, st.st_size))
+        out.append(SegmentFile(parsed[0], st.st_mtime, st.st_size))
     out.sort()
     return out

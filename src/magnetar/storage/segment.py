@@ -16,6 +16,13 @@ third of an fdatasync's cost on ext4. A segment is cut back to its last record w
 sealed or closed; after a crash the reserved tail reads as zeros, which the recovery scan
 stops at (an all-zero record header is never valid) and cuts off quietly.
 
+Shared storage (`takeover.py`): a segment made by a fenced writer is named with its
+epoch (``<id>.e<epoch>.seg``) and ``guard`` (the fence's check) is asked before the file
+is made and before any best-effort file work (space given back, sidecar written); a
+segment opened by a new owner (``shared``) is never truncated, renamed or removed, and
+is read only up to ``limit``, where the owner that took it over recorded its end. A
+writer never cuts a segment below what it wrote (`cut_reserve` stops at ``written``).
+
 Threads: the event loop thread writes, reads and opens/closes the descriptor; the flusher
 thread (and the file limiter's retiring syncs) only call `sync`. ``lock`` serialises `sync`
 against `close_fd`. A ``readers`` thread creates a new segment's file (`create_file`) and,
@@ -34,6 +41,7 @@ import struct
 import threading
 import time
 from array import array
+from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Literal, overload
@@ -41,7 +49,7 @@ from typing import Literal, overload
 import crc32c
 
 from . import metrics, record
-from .errors import CorruptEntryError
+from .errors import CorruptEntryError, StorageError
 
 log = logging.getLogger(__name__)
 
@@ -126,9 +134,23 @@ def read_span(span: ColdSpan, views: bool = False) -> list[bytes] | list[memoryv
     return [v.tobytes() for v in out]
 
 
-def segment_name(ledger_id: int) -> str:
-    """File name of a segment."""
-    return f"{ledger_id:012d}.seg"
+def segment_name(ledger_id: int, epoch: int | None = None) -> str:
+    """File name of a segment (made by a writer fenced with ``epoch``, if not None)."""
+    if epoch is None:
+        return f"{ledger_id:012d}.seg"
+    return f"{ledger_id:012d}.e{epoch}.seg"
+
+
+def parse_segment_name(name: str) -> tuple[int, int | None] | None:
+    """(ledger id, epoch or None) of a segment file name; None if it names none."""
+    if not name.endswith(".seg"):
+        return None
+    stem, dot, tail = name[:-4].partition(".e")
+    if not stem.isdigit():
+        return None
+    if not dot:
+        return int(stem), None
+    return (int(stem), int(tail)) if tail.isdigit() else None
 
 
 class Segment:
@@ -145,24 +167,36 @@ class Segment:
         "dir_sync",
         "directory",
         "end",
+        "epoch",
         "fd",
+        "guard",
         "idx_path",
         "index_written",
         "ledger_id",
+        "limit",
         "lock",
         "path",
         "ready",
         "sealed",
         "sealing",
+        "shared",
         "sync_error",
         "synced",
         "written",
     )
 
-    def __init__(self, directory: str, ledger_id: int) -> None:
+    def __init__(self, directory: str, ledger_id: int, epoch: int | None = None) -> None:
         self.directory = directory
         self.ledger_id = ledger_id
-        self.path = os.path.join(directory, segment_name(ledger_id))
+        self.epoch = epoch
+        self.path = os.path.join(directory, segment_name(ledger_id, epoch))
+        #: Raises (`StorageError`) when this broker may no longer write the file (its
+        #: fence moved, or cannot be read); None: no fence. See `takeover.py`.
+        self.guard: Callable[[], None] | None = None
+        #: Another broker may hold this file (opened by a takeover): never truncated,
+        #: renamed or removed here, and read only up to ``limit`` (None: its end).
+        self.shared = False
+        self.limit: int | None = None
         self.idx_path = self.path[:-4] + ".idx"
         self.fd: int | None = None
         self.lock = threading.Lock()
@@ -197,17 +231,21 @@ class Segment:
         return seg
 
     @classmethod
-    def planned(cls, directory: str, ledger_id: int) -> Segment:
+    def planned(cls, directory: str, ledger_id: int, epoch: int | None = None) -> Segment:
         """A new segment whose file does not exist yet: entries can be indexed (not
         written) until `create_file` (any thread) and then `file_created` (the owner's)."""
-        seg = cls(directory, ledger_id)
+        seg = cls(directory, ledger_id, epoch)
         seg._offsets = array("Q", [FILE_HEADER.size])
         seg.ready = False
         return seg
 
     def create_file(self) -> int:
         """Make the file with its header and return its descriptor. Touches nothing of
-        the segment's state: safe on a storage thread while the loop appends."""
+        the segment's state: safe on a storage thread while the loop appends. With a
+        ``guard``, asked first: a fenced writer makes no file (and one whose check came
+        just before the fence moved makes a file named by its old epoch: nobody reads it)."""
+        if self.guard is not None:
+            self.guard()
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
         try:
             os.pwrite(fd, FILE_HEADER.pack(SEG_MAGIC, self.ledger_id), 0)
@@ -227,23 +265,40 @@ class Segment:
         self.ready = True
 
     @classmethod
-    def open_existing(cls, directory: str, ledger_id: int) -> Segment | None:
+    def open_existing(
+        cls,
+        directory: str,
+        ledger_id: int,
+        epoch: int | None = None,
+        *,
+        shared: bool = False,
+        limit: int | None = None,
+    ) -> Segment | None:
         """Open a segment left by an earlier run (sealed). Returns None (and removes the
-        file) when it holds no valid entry."""
-        seg = cls(directory, ledger_id)
+        file, unless ``shared``) when it holds no valid entry. ``shared``: opened by a new
+        owner, another broker may still hold it: nothing is cut or removed, and bytes past
+        ``limit`` (the end its previous owner's takeover recorded) are never read."""
+        seg = cls(directory, ledger_id, epoch)
         seg.sealed = True
+        seg.shared = shared
+        seg.limit = limit
         try:
             size = os.stat(seg.path).st_size
         except FileNotFoundError:
             return None
+        if limit is not None:
+            size = min(size, limit)
         if not seg._load_index_header(size):
             seg._recover(size)
             if seg.count:
                 seg.write_index()
         seg.confirmed = seg.count
         seg.written = seg.synced = seg.end
+        if shared:
+            seg.limit = seg.end  # what this owner reads of it, for good
         if seg.count == 0:
-            seg.remove_files()
+            if not shared:
+                seg.remove_files()
             return None
         return seg
 
@@ -261,7 +316,13 @@ class Segment:
             return False
         if end > seg_size:
             return False  # the data is shorter than the index claims: rescan
-        if end < seg_size:
+        if self.limit is not None and end != self.limit:
+            return False  # not the end the takeover recorded (a stale writer's sidecar)
+        if end < seg_size and self.shared:
+            # past the sidecar: a failed append's bytes, or another broker's; ignored
+            if not self._load_offsets((count, end)):
+                return False
+        elif end < seg_size:
             # bytes past the index are appends that failed; drop them for good
             if not self._load_offsets():
                 return False
@@ -272,7 +333,9 @@ class Segment:
         self.index_written = True
         return True
 
-    def _load_offsets(self) -> bool:
+    def _load_offsets(self, expect: tuple[int, int] | None = None) -> bool:
+        """Load the sidecar's offsets; False if it is unusable or, with ``expect``, does
+        not hold that (count, end) (a sidecar replaced since its header was read)."""
         try:
             with open(self.idx_path, "rb") as f:
                 raw = f.read()
@@ -288,6 +351,8 @@ class Segment:
         offs.frombytes(body[IDX_HEADER.size :])
         if magic != IDX_MAGIC or len(offs) != count + 1 or offs[-1] != end:
             return False
+        if expect is not None and (count, end) != expect:
+            return False
         self._offsets = offs
         return True
 
@@ -300,14 +365,19 @@ class Segment:
                 magic, lid = FILE_HEADER.unpack(f.read(FILE_HEADER.size))
                 if magic != SEG_MAGIC or lid != self.ledger_id:
                     log.error("%s: bad segment header; ignoring the file", self.path)
-                    os.replace(self.path, self.path + ".corrupt")
+                    if not self.shared:
+                        os.replace(self.path, self.path + ".corrupt")
                     return
                 if size > FILE_HEADER.size:
-                    with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+                    with mmap.mmap(f.fileno(), size, access=mmap.ACCESS_READ) as mm:
                         good = record.scan(mm, FILE_HEADER.size, offsets)
                 else:
                     good = FILE_HEADER.size
-        if good < size:
+        if good < size and self.shared:
+            # not ours to cut: another broker may hold it; what is past ``good`` is
+            # never read (the takeover records ``good`` as the segment's end)
+            log.debug("%s: reading %d bytes of %d", self.path, good, size)
+        elif good < size:
             if _all_zero(self.path, good, size):
                 log.debug("%s: cutting %d bytes of reserved space", self.path, size - good)
             else:
@@ -334,9 +404,11 @@ class Segment:
         """The offset index, loaded from the sidecar (or rebuilt) on first use."""
         offs = self._offsets
         if offs is None:
-            if not self._load_offsets():
+            if not self._load_offsets((self.count, self.end) if self.shared else None):
                 log.warning("%s: index sidecar unusable; rescanning", self.path)
                 size = os.stat(self.path).st_size
+                if self.limit is not None:
+                    size = min(size, self.limit)
                 self._recover(size)
                 self.write_index()
                 self.confirmed = min(self.confirmed, self.count)
@@ -369,7 +441,10 @@ class Segment:
         return self.end
 
     def write_index(self) -> None:
-        """Write the sidecar index (no fsync: it is only a cache of the scan)."""
+        """Write the sidecar index (no fsync: it is only a cache of the scan). Not once
+        the ``guard`` refuses (a fenced writer's sidecar would be ignored anyway)."""
+        if not self._allowed():
+            return
         offs = self.offsets
         body = IDX_HEADER.pack(IDX_MAGIC, self.count, self.end) + offs[: self.count + 1].tobytes()
         tmp = self.idx_path + ".tmp"
@@ -420,7 +495,9 @@ class Segment:
                         raise OSError(28, "short write")
                     done += n
             offset += want
-        self.written = max(self.written, offset)
+            # as each chunk lands: a later chunk's failure must not let `cut_reserve`
+            # cut bytes already written (a new owner may have read them)
+            self.written = max(self.written, offset)
 
     def _reserve(self, fd: int, end: int) -> None:
         global _reserve_supported
@@ -437,11 +514,25 @@ class Segment:
             return
         self.allocated = end + grow
 
+    def _allowed(self) -> bool:
+        """Whether the ``guard`` (if any) lets this broker write the file now."""
+        if self.guard is None:
+            return True
+        try:
+            self.guard()
+        except StorageError as exc:
+            log.debug("%s: not written: %s", self.path, exc)
+            return False
+        return True
+
     def cut_reserve(self) -> None:
-        """Give back the space reserved past the last record (on seal and close)."""
-        if self.allocated > self.end:
+        """Give back the space reserved past the last record (on seal and close); never
+        below what was written (a rolled-back append's bytes stay: in shared storage a
+        new owner may have read them), and not once the ``guard`` refuses."""
+        keep = max(self.end, self.written)
+        if self.allocated > keep and not self.shared and self._allowed():
             try:
-                os.truncate(self.path, self.end)
+                os.truncate(self.path, keep)
             except OSError as exc:
                 log.warning("%s: cannot give back reserved space: %s", self.path, exc)
                 return

@@ -27,6 +27,7 @@ from ..errors import (
     LedgerTerminatedError,
     StorageError,
 )
+from ..fence import FenceUnknownError
 from ..flusher import Batch
 from ..position import Position
 from ..segment import Segment
@@ -254,8 +255,9 @@ class LedgerAppends(LedgerState):
     ) -> None:
         first = poss[0].entry_id
         error: BaseException | None = None
-        if self.fence is not None and not self.fence.holds():
-            error = self._fenced_error()
+        fenced = self._fence_refuses()
+        if fenced is not None:
+            error = fenced
             self._rollback(seg, first)
         elif seg.create_error is not None:
             error = StorageError(f"cannot create a segment for {self.name}: {seg.create_error}")
@@ -297,8 +299,9 @@ class LedgerAppends(LedgerState):
             pending.remove(batch)
         seg = batch.segment
         futs = batch.futures
-        if error is None and self.fence is not None and not self.fence.holds():
-            error = self._fenced_error()  # synced, but another broker took the ledger over
+        if error is None and self.fence is not None:
+            # synced: confirmed only if no other broker took the ledger over meanwhile
+            error = self._fence_refuses()
         if error is None:
             end = batch.first + len(futs)
             if end > seg.confirmed:
@@ -314,6 +317,21 @@ class LedgerAppends(LedgerState):
             self._fail_batch(batch, error)
         finally:
             self._appends_done()
+
+    def _fence_refuses(self) -> StorageError | None:
+        """None while this ledger's fence holds (or it has none); else why nothing may be
+        written or confirmed: fenced (another broker took the ledger over), or a storage
+        error reading the fence (which says nothing about ownership: not "fenced")."""
+        fence = self.fence
+        if fence is None:
+            return None
+        try:
+            if fence.holds():
+                return None
+        except FenceUnknownError as exc:
+            log.error("%s: appends refused: %s", self.name, exc)
+            return StorageError(f"append to {self.name} failed: {exc}")
+        return self._fenced_error()
 
     def _fenced_error(self) -> StorageError:
         log.error("%s: fenced: another broker took this ledger over; appends refused",
@@ -354,7 +372,9 @@ class LedgerAppends(LedgerState):
             for eid in range(first, seg.count):
                 self._cache.discard(Position(lid, eid))
             seg.truncate_index(first)
-            if seg.ready:
+            if seg.ready and self.fence is None:
+                # (fenced, shared storage: never cut a file a new owner may have read; the
+                # segment is sealed below, its sidecar bounds it, the next append rolls)
                 seg.truncate_file()
         if seg is self._wseg and self._wbuf:
             # still-buffered appends to this segment were rolled back too: fail them in order
@@ -400,7 +420,10 @@ class LedgerAppends(LedgerState):
             old.sealed = True
             if old.confirmed == old.count:
                 self._seal_later(old)
-        seg = Segment.planned(self.directory, lid)
+        fence = self.fence
+        seg = Segment.planned(self.directory, lid, None if fence is None else fence.epoch)
+        if fence is not None:
+            seg.guard = fence.check  # asked before the file is made (takeover.py)
         job = self._file_job(make_file, seg, block)
         seg.creating = job
 

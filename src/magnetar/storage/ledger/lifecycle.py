@@ -50,9 +50,31 @@ class LedgerLifecycle(LedgerAppends):
         the calling thread (see `terminate_async`)."""
         self._check_open()
         if not self._terminated:
+            self._row_allowed("terminate")
             self._terminated = True
-            self._factory._save_ledger_meta(self.name, self._meta())
+            try:
+                self._factory._save_ledger_meta(self.name, self._meta())
+                self._row_allowed("terminate")
+            except BaseException:
+                self._terminated = False
+                raise
         return self.last_appended()
+
+    def _row_allowed(self, what: str) -> None:
+        """Raise `StorageError` unless this ledger's fence (if any) holds: asked before the
+        ledger's row is written (a fenced owner writes nothing) and after (the write
+        counts only if it landed before any takeover, which then copied it: see
+        `LedgerFilesStore.adopt`; one that did not is reported failed, never done)."""
+        fence = self.fence
+        if fence is None:
+            return
+        try:
+            holds = fence.holds()
+        except StorageError as exc:
+            raise StorageError(f"cannot {what} ledger {self.name}: {exc}") from exc
+        if not holds:
+            raise StorageError(f"cannot {what} ledger {self.name}: another broker took it "
+                               f"over (fenced)")
 
     async def terminate_async(self) -> Position | None:
         """`terminate`, with the durable storage.db write on the factory's cursor writer
@@ -62,6 +84,7 @@ class LedgerLifecycle(LedgerAppends):
         self._check_open()
         pending = self._terminating
         if pending is None and not self._terminated:
+            self._row_allowed("terminate")
             self._terminated = True
             try:
                 pending = self._factory._save_ledger_meta_later(self.name, self._meta())
@@ -81,6 +104,11 @@ class LedgerLifecycle(LedgerAppends):
                 raise StorageError(f"cannot terminate ledger {self.name}: {exc}") from exc
             if self._terminating is pending:
                 self._terminating = None
+            try:
+                self._row_allowed("terminate")
+            except StorageError:
+                self._terminated = False
+                raise
         return self.last_appended()
 
     def _meta(self) -> dict[str, Any]:
@@ -101,6 +129,7 @@ class LedgerLifecycle(LedgerAppends):
         writer thread, in order with the ledger's other row writes); in effect in memory
         at once, returns once stored. A `StorageError` if the write failed."""
         self._check_open()
+        self._row_allowed("store a property of")
         self._properties[key] = value
         pending = self._factory._save_ledger_meta_later(self.name, self._meta())
         try:
@@ -109,6 +138,7 @@ class LedgerLifecycle(LedgerAppends):
             raise
         except BaseException as exc:
             raise StorageError(f"cannot store property {key} of ledger {self.name}: {exc}") from exc
+        self._row_allowed("store a property of")
 
     def flush(self) -> None:
         """Write the buffer and fdatasync every dirty segment now (blocking), resolving

@@ -10,6 +10,7 @@ import contextlib
 import itertools
 import logging
 import time
+from collections.abc import Callable
 
 from ..position import Position
 from ..segment import Segment
@@ -48,7 +49,7 @@ class LedgerRetention(LedgerState):
         for job in sealing_jobs(drop):  # its sidecar must not reappear after the unlink
             with contextlib.suppress(Exception):
                 job.result()
-        remove_segment_files(removals)
+        remove_segment_files(removals, self._guard())
         return deleted
 
     async def trim_async(self, retention_time_s: float, retention_size_bytes: int) -> list[int]:
@@ -81,9 +82,9 @@ class LedgerRetention(LedgerState):
             await asyncio.wait([asyncio.wrap_future(f) for f in sealing])
         try:
             try:
-                job = self._factory.readers.submit(remove_segment_files, removals)
+                job = self._factory.readers.submit(remove_segment_files, removals, self._guard())
             except RuntimeError:  # the factory is shutting down: remove them here
-                remove_segment_files(removals)
+                remove_segment_files(removals, self._guard())
             else:
                 self._factory._settle(self.name, job)
                 # shielded: giving up on the wait must not cancel a removal not yet started
@@ -104,6 +105,8 @@ class LedgerRetention(LedgerState):
         segs = self._segments
         if len(segs) < 2 or (retention_time_s < 0 and retention_size_bytes < 0):
             return [], []
+        if self.fence is not None and not self.fence.allows():
+            return [], []  # fenced (or the fence unreadable): the files are not ours
         consumed = self.slowest_mark_delete() if self._cursors else self.last_confirmed()
         if consumed is None:
             return [], []
@@ -126,6 +129,10 @@ class LedgerRetention(LedgerState):
             total -= seg.end
             drop.append(seg)
         return drop, []
+
+    def _guard(self) -> Callable[[], None] | None:
+        """What `remove_segment_files` asks just before it unlinks: the fence's check."""
+        return None if self.fence is None else self.fence.check
 
     def _trimmable(self, seg: Segment, consumed: Position) -> bool:
         """Whether ``seg`` may go as far as the cursors are concerned: not the active one,

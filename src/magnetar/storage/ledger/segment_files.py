@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
 
-from ..segment import Segment
+from ..segment import Segment, parse_segment_name
 
 
 def seal_files(segments: list[Segment], fds: list[int]) -> None:
@@ -53,16 +54,21 @@ def sealing_jobs(segments: list[Segment]) -> list[Future[None]]:
     return [s.sealing for s in segments if s.sealing is not None and not s.sealing.done()]
 
 
-def remove_segment_files(removals: list[tuple[str, str, int | None]]) -> None:
+def remove_segment_files(removals: list[tuple[str, str, int | None]],
+                         guard: Callable[[], None] | None = None) -> None:
     """Close the descriptors and unlink the files (segment, index sidecar) of segments a
     trim dropped (`ManagedLedger._drop_segment`; a ``readers`` thread for `trim_async`).
     A file already gone is no error; the first other error is raised once every removal
-    was tried."""
+    was tried. ``guard`` (a fenced ledger's check) is asked first: if it raises, the
+    descriptors are closed and nothing is unlinked (the files are a new owner's now)."""
     first: OSError | None = None
-    for path, idx_path, fd in removals:
+    for _path, _idx, fd in removals:
         if fd is not None:
             with contextlib.suppress(OSError):
                 os.close(fd)
+    if guard is not None and removals:
+        guard()
+    for path, idx_path, _fd in removals:
         for p in (path, idx_path):
             try:
                 os.unlink(p)
@@ -74,16 +80,26 @@ def remove_segment_files(removals: list[tuple[str, str, int | None]]) -> None:
         raise first
 
 
+def _rank(epoch: int | None) -> int:
+    return -1 if epoch is None else epoch
+
+
 def scan_segments(directory: str) -> list[Segment]:
-    """Open (and, after a crash, recover) the segments a ledger directory holds, in id order.
+    """Open (and, after a crash, recover) the segments a ledger directory holds, in id order
+    (a ledger that is not fenced; a fenced one is opened by `takeover.take_over`).
     Touches only those files, never state shared with other ledgers: safe in a worker
     thread, which is where `ManagedLedgerFactory.open_async` runs it."""
-    ids = sorted(
-        int(n[:-4]) for n in os.listdir(directory) if n.endswith(".seg") and n[:-4].isdigit()
-    )
+    files: dict[int, int | None] = {}
+    for name in os.listdir(directory):
+        parsed = parse_segment_name(name)
+        if parsed is None:
+            continue
+        lid, epoch = parsed
+        if lid not in files or _rank(epoch) > _rank(files[lid]):
+            files[lid] = epoch
     segments = []
-    for lid in ids:
-        seg = Segment.open_existing(directory, lid)
+    for lid in sorted(files):
+        seg = Segment.open_existing(directory, lid, files[lid])
         if seg is not None:
             segments.append(seg)
     return segments
