@@ -26,6 +26,7 @@ from ..errors import (
     LedgerClosedError,
     LedgerTerminatedError,
     StorageError,
+    append_error,
 )
 from ..flusher import Batch
 from ..position import Position
@@ -142,7 +143,7 @@ class LedgerAppends(LedgerState):
             try:
                 seg = self._roll(loop)
             except (OSError, RuntimeError, StorageError) as exc:
-                self._fail_now(waiter, StorageError(f"cannot create a segment for {self.name}: {exc}"))
+                self._fail_now(waiter, append_error(f"cannot create a segment for {self.name}: {exc}", exc))
                 return
         start = seg.end
         end = start + _HS + n
@@ -204,7 +205,7 @@ class LedgerAppends(LedgerState):
             seg.sync()
         except OSError as exc:
             self._rollback(seg, pos.entry_id)
-            self._fail_now(waiter, StorageError(f"append to {self.name} failed: {exc}"))
+            self._fail_now(waiter, append_error(f"append to {self.name} failed: {exc}", exc))
             return
         seg.confirmed = pos.entry_id + 1
         _resolve([waiter], [pos])
@@ -258,7 +259,8 @@ class LedgerAppends(LedgerState):
             error = self._fenced_error()
             self._rollback(seg, first)
         elif seg.create_error is not None:
-            error = StorageError(f"cannot create a segment for {self.name}: {seg.create_error}")
+            error = append_error(f"cannot create a segment for {self.name}: {seg.create_error}",
+                                 seg.create_error)
             self._rollback(seg, first)
         else:
             try:
@@ -266,7 +268,7 @@ class LedgerAppends(LedgerState):
                 seg.write(bufs, start)
             except OSError as exc:
                 log.error("append to %s (segment %d) failed: %s", self.name, seg.ledger_id, exc)
-                error = StorageError(f"append to {self.name} failed: {exc}")
+                error = append_error(f"append to {self.name} failed: {exc}", exc)
                 self._rollback(seg, first)
         batch = Batch(seg, first, futs, poss, loop, self._on_batch_done, error)
         if self._policy == "never":
@@ -326,7 +328,7 @@ class LedgerAppends(LedgerState):
         seg = batch.segment
         futs = batch.futures
         if not isinstance(error, StorageError):
-            error = StorageError(f"append to {self.name} failed: {error}")
+            error = append_error(f"append to {self.name} failed: {error}", error)
         self._rollback(seg, batch.first)
         for fut in futs:
             _fail(fut, error)
