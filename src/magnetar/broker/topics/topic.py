@@ -393,12 +393,8 @@ class PersistentTopic(Topic):
         return published  # acknowledgements kept moving it: the last one read will do
 
     def add_producer(self, producer: Producer, request_id: int) -> bool:
-        if self._disk.read_only:
-            # the one code on which the official C++ client fails create_producer, and the
-            # pending sends of a producer reconnecting after a SendError, at once (any other
-            # either fails only a new producer or leaves the sends to time out)
-            raise BrokerError(pb.ProducerBlockedQuotaExceededException,
-                              self._disk.refusal() or "the disk is full")
+        if self._disk.read_only:  # the code on which the C++ client fails pending sends at once
+            raise BrokerError(pb.ProducerBlockedQuotaExceededException, self._disk.refusal() or "")
         if self.fenced_until and time.monotonic() < self.fenced_until:
             raise BrokerError(
                 pb.ServiceNotReady,
@@ -433,8 +429,7 @@ class PersistentTopic(Topic):
             producer.cnx.on_send_done(size)  # sends this one again where it reconnects
             return
         if self._disk.read_only:
-            producer.send_error(seq, pb.NotAllowedError, self._disk.refusal() or "the disk is full",
-                                size)
+            producer.send_error(seq, pb.NotAllowedError, self._disk.refusal() or "", size)
             return
         num_messages = send.num_messages
         chunk = _NOT_CHUNKED
