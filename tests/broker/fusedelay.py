@@ -20,8 +20,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-#: Why a FUSE test cannot run here (None: it can).
+
 def unavailable() -> str | None:
+    """Why a FUSE test cannot run here (None: it can)."""
     if not os.path.exists("/dev/fuse"):
         return "no /dev/fuse"
     if shutil.which("fusermount3") is None:
@@ -128,7 +129,7 @@ def _operations(backing: str, delay_s: float) -> Any:
 
         @passthrough
         def create(self, path: str, mode: int, fi: Any = None) -> int:
-            return os.open(real(path), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+            return os.open(real(path), os.O_RDWR | os.O_CREAT, mode)
 
         @passthrough
         def open(self, path: str, flags: int) -> int:

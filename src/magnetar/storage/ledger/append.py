@@ -15,6 +15,7 @@ import contextlib
 import logging
 import os
 import time
+from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any, TypeVar
@@ -32,7 +33,7 @@ from ..flusher import Batch
 from ..position import Position
 from ..segment import Segment
 from .segment_files import make_file, seal_files
-from .state import AppendCallback, LedgerState, Waiter
+from .state import AppendCallback, LedgerState, UnwrittenBatch, Waiter
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +73,22 @@ def _resolve(waiters: list[Waiter], positions: list[Position]) -> None:
         elif not waiter.done():
             with contextlib.suppress(RuntimeError):  # event loop closed: nobody is waiting
                 waiter.set_result(pos)
+
+
+def _merge_held(held: deque[UnwrittenBatch]) -> UnwrittenBatch:
+    """Take the first held batch and the ones behind it that continue it in the same file:
+    one write and one sync for them all. Written one by one, each write would meet the
+    sync of the one before it on a file system whose fsync holds the file's lock (FUSE:
+    a write waits out a concurrent fsync of its file), the event loop blocked once per
+    batch held while the segment's file was made."""
+    seg, bufs, start, futs, poss, loop, nbytes = held.popleft()
+    end = start + _HS * len(futs) + nbytes
+    while held and held[0][0] is seg and held[0][2] == end and held[0][5] is loop:
+        _, more, more_start, more_futs, more_poss, _, more_bytes = held.popleft()
+        bufs, futs, poss = [*bufs, *more], [*futs, *more_futs], [*poss, *more_poss]
+        nbytes += more_bytes
+        end = more_start + _HS * len(more_futs) + more_bytes
+    return seg, bufs, start, futs, poss, loop, nbytes
 
 
 def _call(callback: AppendCallback, pos: Position | None, exc: BaseException | None) -> None:
@@ -235,13 +252,14 @@ class LedgerAppends(LedgerState):
         self._write_batch(seg, bufs, self._wstart, futs, poss, loop, nbytes)
 
     def _write_held(self) -> None:
-        """Write the held batches whose segment files are made (or failed), in order."""
+        """Write the held batches whose segment files are made (or failed), in order; the
+        ones for the same file as one batch (`_merge_held`)."""
         held = self._unwritten
         while held:
             seg = held[0][0]
             if not seg.ready and seg.create_error is None:
                 return
-            self._write_batch(*held.popleft())
+            self._write_batch(*_merge_held(held))
 
     def _write_batch(
         self,
