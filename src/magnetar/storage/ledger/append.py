@@ -85,7 +85,9 @@ def _merge_held(held: deque[UnwrittenBatch]) -> UnwrittenBatch:
     end = start + _HS * len(futs) + nbytes
     while held and held[0][0] is seg and held[0][2] == end and held[0][5] is loop:
         _, more, more_start, more_futs, more_poss, _, more_bytes = held.popleft()
-        bufs, futs, poss = [*bufs, *more], [*futs, *more_futs], [*poss, *more_poss]
+        bufs.extend(more)  # (the lists are the held batch's own: `_write_pending`)
+        futs.extend(more_futs)
+        poss.extend(more_poss)
         nbytes += more_bytes
         end = more_start + _HS * len(more_futs) + more_bytes
     return seg, bufs, start, futs, poss, loop, nbytes
