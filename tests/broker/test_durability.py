@@ -257,10 +257,13 @@ def test_deleting_a_topic_deletes_its_data(tmp_path: Path) -> None:
 def test_full_disk_fails_sends_but_topic_stays_readable(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Fault injection: segment writes raise ENOSPC while ``disk_full`` is set. Sends fail
-    (the client retries, then its send times out), nothing half-written becomes visible,
-    earlier messages stay readable, the broker keeps serving, and once space is back
-    publishing resumes."""
+    """Fault injection: segment writes raise ENOSPC while ``disk_full`` is set (the real
+    disk has room). Sends fail (the ENOSPC turns the broker read-only for a check interval:
+    the client's reconnection is refused with ProducerBlockedQuotaExceededException, which
+    fails the send at once; a reconnection after it meets the next ENOSPC, or the send
+    timeout), nothing half-written becomes visible, earlier messages stay readable, the
+    broker keeps serving, and once space is back publishing resumes (tests/broker/
+    test_full_disk.py has a really full disk)."""
     disk_full = threading.Event()
     real_write = Segment.write
 
@@ -286,7 +289,7 @@ def test_full_disk_fails_sends_but_topic_stays_readable(
             consumer.acknowledge(msg)
 
         disk_full.set()
-        with pytest.raises(pulsar.Timeout):
+        with pytest.raises((pulsar.ProducerBlockedQuotaExceededException, pulsar.Timeout)):
             producer.send(b"lost")
         # still serving: new connections, readers of what was stored
         other = pulsar.Client(broker.url, operation_timeout_seconds=10, logger=SILENT)
@@ -296,15 +299,26 @@ def test_full_disk_fails_sends_but_topic_stays_readable(
         assert error is not None and "No space left" in error
 
         disk_full.clear()
-        # producers are refused for a short back-off after the last failure; creating one
-        # retries until it ends, and the first producer gets through again as well
-        client.create_producer(topic, batching_enabled=False).send(b"ok-5")
+        # read-only until the next check finds room: creating a producer is refused at
+        # once (ProducerBlockedQuotaExceededException) until then, and the first producer
+        # gets through again as well
+        made: list[pulsar.Producer] = []
+
+        def created() -> bool:
+            try:
+                made.append(client.create_producer(topic, batching_enabled=False))
+            except pulsar.ProducerBlockedQuotaExceededException:
+                return False
+            return True
+
+        wait_until(created, 10, "a new producer")
+        made[0].send(b"ok-5")
 
         def first_producer_sends() -> bool:
             try:
                 producer.send(b"ok-6")
                 return True
-            except pulsar.Timeout:
+            except (pulsar.Timeout, pulsar.ProducerBlockedQuotaExceededException):
                 return False
 
         wait_until(first_producer_sends, 30, "the first producer to publish again")

@@ -338,3 +338,35 @@ def test_dirty_descriptors_past_the_limit_are_synced_off_the_loop(make_factory, 
     assert main not in sync_threads
     assert any(t.startswith("magnetar-read") for t in sync_threads)
     wait_until(lambda: f._files.retiring_count() == 0)
+
+
+def test_batches_held_for_a_new_file_are_written_and_synced_as_one(
+        make_factory, creation, monkeypatch, tmp_path):
+    """Batches of several loop turns held while the segment's file was made go to the file
+    in one write and one sync (issue 31: on FUSE, a write waits out a concurrent fsync of
+    its file, so one write and sync per held batch blocked the event loop once each)."""
+    f = make_factory(fsync="group")
+    ml = f.open("t")
+    writes: list[int] = []
+    real_write = Segment.write
+
+    def counted(self: Segment, bufs: list[bytes], offset: int) -> None:
+        writes.append(len(bufs))
+        real_write(self, bufs, offset)
+
+    monkeypatch.setattr(Segment, "write", counted)
+
+    async def go() -> list[Any]:
+        futs = []
+        for turn in range(5):  # five loop turns: five write batches held
+            futs += [ml.append(b"t%d-%d" % (turn, i)) for i in range(3)]
+            await asyncio.sleep(0)
+        assert creation.entered.wait(5)
+        creation.release.set()
+        return list(await asyncio.gather(*futs))
+
+    positions = run(go())
+    assert [p.entry_id for p in positions] == list(range(15))
+    assert writes == [30]  # 15 headers and 15 payloads, in one write
+    f.close()
+    assert _reopened(tmp_path, "t") == [b"t%d-%d" % (t, i) for t in range(5) for i in range(3)]

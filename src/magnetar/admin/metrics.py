@@ -28,6 +28,7 @@ from prometheus_client.core import (
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.registry import Collector
 
+from magnetar.admin.disk_metrics import DiskCollector
 from magnetar.admin.routing import RATES, SERVICE, RouteTable
 from magnetar.broker.service import BrokerService
 from magnetar.broker.topics.stats import RateTracker
@@ -126,6 +127,7 @@ class BrokerCollector(Collector):
 def make_registry(service: BrokerService, rates: RateTracker) -> CollectorRegistry:
     registry = CollectorRegistry(auto_describe=False)
     registry.register(BrokerCollector(service, rates))
+    registry.register(DiskCollector(service.config.clusterName, service.disk))
     return registry
 
 

@@ -122,10 +122,16 @@ async def delete_cluster(request: web.Request) -> web.Response:
     return no_content()
 
 
-@routes.route("GET", "/admin/v2/brokers/health", "Broker health check: 200 'ok' when serving.")
+@routes.route("GET", "/admin/v2/brokers/health",
+              "Broker health check: 200 'ok' when serving; 503 when not, or when its disk is "
+              "full (read-only: reads and acknowledgements go on, writes are refused).")
 async def health(request: web.Request) -> web.Response:
-    if not request.app[SERVICE].serving():
+    service = request.app[SERVICE]
+    if not service.serving():
         raise RestError(503, "the broker is not serving")
+    refusal = service.disk.refusal()
+    if refusal is not None:  # Pulsar's check writes a message: it would fail here too
+        raise RestError(503, f"the broker is read-only: {refusal}")
     return web.Response(text="ok")
 
 

@@ -66,6 +66,7 @@ from magnetar.storage import (
     StorageConfig,
     StorageError,
 )
+from magnetar.storage.disk_usage import DiskUsage
 
 if TYPE_CHECKING:
     from magnetar.broker.cluster.coordinator import ClusterCoordinator
@@ -176,6 +177,15 @@ class BrokerService(AdminOperations):
         self.backlog_quota = BacklogQuotaManager(self.policies, self.expirer)
         # the periodic work, and housekeeping of the persistent topics that are not loaded
         self.housekeeping = Housekeeping(self)
+        # the data directory's disk usage: read-only past magnetarDiskUsageThreshold
+        self.disk = DiskUsage(
+            config.magnetarDataDir,
+            warn=config.magnetarDiskUsageWarnThreshold,
+            full=config.magnetarDiskUsageThreshold,
+            lwm=config.magnetarDiskUsageLwmThreshold,
+            min_free_bytes=config.magnetarDiskUsageMinFreeMB * 1024 * 1024,
+            interval_s=config.magnetarDiskCheckIntervalMillis / 1000,
+        )
         self.sweeper = IdleTopicSweeper(self)
         self.connections: set[ServerCnx] = set()
         # ledgers being closed off the loop (close_ledger): stop lets them finish
@@ -207,6 +217,7 @@ class BrokerService(AdminOperations):
             sock = self._server.sockets[0]
             self.port = sock.getsockname()[1]
         await self.security.start(lambda: ServerCnx(self), self.check_credentials)
+        self.disk.start()
         self.housekeeping.start()
         log.info("broker listening on %s:%d", self.config.bindAddress, self.port)
 
@@ -243,6 +254,7 @@ class BrokerService(AdminOperations):
     async def stop(self) -> None:
         """Stop the periodic work, save dedup state, close connections and storage."""
         self.housekeeping.stop()
+        self.disk.stop()
         for topic in list(self.topics.values()):
             if isinstance(topic, PersistentTopic):
                 self.dedup_snapshots.save(topic)

@@ -10,6 +10,7 @@ from .errors import (
     EntryNotFoundError,
     LedgerClosedError,
     LedgerTerminatedError,
+    NoSpaceError,
     StorageError,
 )
 from .factory import ManagedLedgerFactory
@@ -29,6 +30,7 @@ __all__ = [
     "ManagedLedgerFactory",
     "MemoryMetadataStore",
     "MetadataStore",
+    "NoSpaceError",
     "Position",
     "PositionsRead",
     "SqliteMetadataStore",

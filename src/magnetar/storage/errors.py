@@ -1,5 +1,7 @@
 """Exceptions raised by the storage layer; `StorageError` is the base of all of them."""
 
+import errno
+
 
 class StorageError(Exception):
     """An append, read or metadata operation could not be completed."""
@@ -23,3 +25,28 @@ class CorruptEntryError(StorageError):
     def __init__(self, message: str, position: tuple[int, int] | None = None) -> None:
         super().__init__(message)
         self.position = position
+
+
+class NoSpaceError(StorageError):
+    """An append failed because the file system had no space left (ENOSPC, EDQUOT)."""
+
+
+#: ``OSError.errno`` values that mean "no space left" (a full disk, a full quota).
+NO_SPACE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
+
+
+def is_no_space(exc: BaseException | None) -> bool:
+    """Whether ``exc`` (or an exception it came from) is a file system out of space."""
+    seen = 0
+    while exc is not None and seen < 8:
+        if isinstance(exc, NoSpaceError) or (isinstance(exc, OSError) and exc.errno in NO_SPACE_ERRNOS):
+            return True
+        exc = exc.__cause__ or exc.__context__
+        seen += 1
+    return False
+
+
+def append_error(message: str, exc: BaseException) -> StorageError:
+    """The `StorageError` for an append that failed with ``exc``: a `NoSpaceError` when the
+    file system was out of space (the broker then turns read-only, `disk_usage`)."""
+    return NoSpaceError(message) if is_no_space(exc) else StorageError(message)

@@ -190,6 +190,19 @@ class BrokerConfig(SecurityConfig):
     # At most this many topics are loaded per sweep (the rest wait for the next one, in
     # round-robin order); topics known to have nothing due are skipped without loading.
     magnetarIdleTopicSweepMaxTopics: int = 500
+    # A full disk, as BookKeeper's read-only mode (diskUsageWarnThreshold,
+    # diskUsageThreshold, diskUsageLwmThreshold, diskCheckInterval): the data directory's
+    # file system is measured every magnetarDiskCheckIntervalMillis; past the warning
+    # threshold (fraction used) one warning is logged; past the threshold, or with less
+    # than magnetarDiskUsageMinFreeMB free (room for cursors and metadata), the broker is
+    # read-only (new producers and sends on persistent topics are refused with the disk's
+    # free space; reads and acks go on) until usage is below the low-water mark and the
+    # floor is free again. A write refused for want of space (ENOSPC) also makes it read-only.
+    magnetarDiskUsageWarnThreshold: float = 0.90
+    magnetarDiskUsageThreshold: float = 0.95
+    magnetarDiskUsageLwmThreshold: float = 0.90
+    magnetarDiskUsageMinFreeMB: int = 100
+    magnetarDiskCheckIntervalMillis: int = 500
 
     unknown_keys: list[str] = field(default_factory=list, repr=False)
 
@@ -232,6 +245,14 @@ class BrokerConfig(SecurityConfig):
             raise ConfigError("magnetarIdleTopicSweepIntervalSeconds must be >= 0 (0: no sweep)")
         if self.magnetarIdleTopicSweepMaxTopics < 1:
             raise ConfigError("magnetarIdleTopicSweepMaxTopics must be at least 1")
+        if not (0 < self.magnetarDiskUsageLwmThreshold <= self.magnetarDiskUsageThreshold <= 1
+                and 0 < self.magnetarDiskUsageWarnThreshold <= 1):
+            raise ConfigError("magnetarDiskUsageWarnThreshold, magnetarDiskUsageThreshold and "
+                              "magnetarDiskUsageLwmThreshold must be fractions in (0, 1], the "
+                              "low-water mark at most the threshold")
+        if self.magnetarDiskUsageMinFreeMB < 0 or self.magnetarDiskCheckIntervalMillis <= 0:
+            raise ConfigError("magnetarDiskUsageMinFreeMB must be >= 0 and "
+                              "magnetarDiskCheckIntervalMillis positive")
         if self.magnetarSyncOnLoopSlowMillis < 0 or self.magnetarSyncOnLoopBackoffSeconds < 0:
             raise ConfigError("magnetarSyncOnLoopSlowMillis and magnetarSyncOnLoopBackoffSeconds must be >= 0")
         if self.keepAliveIntervalSeconds <= 0:

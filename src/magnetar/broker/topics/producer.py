@@ -89,9 +89,8 @@ class Producer:
         self, send: SendFrame, payload: bytes | memoryview, size: int, part_crc: int | None = None
     ) -> None:
         """Publish one Send; ``size`` is ``len(payload)``, handed back with its answer;
-        ``part_crc`` the payload part's CRC32C when the caller checked it (`Topic.publish`)."""
-        self.msg_in += send.num_messages
-        self.bytes_in += size
+        ``part_crc`` the payload part's CRC32C when the caller checked it (`Topic.publish`).
+        The topic counts the messages in ``msg_in``/``bytes_in`` once they are stored."""
         self.topic.publish(self, send, payload, size, part_crc)
 
     def send_receipt(

@@ -24,6 +24,7 @@ from magnetar.protocol import pb
 from magnetar.protocol.errors import ProtocolError
 from magnetar.protocol.frames import peek_metadata
 from magnetar.storage import EntryNotFoundError, StorageError
+from magnetar.storage.errors import is_no_space
 
 if TYPE_CHECKING:
     from magnetar.broker.service import BrokerService
@@ -272,6 +273,7 @@ class PersistentTopic(Topic):
         # fenced_until (monotonic), backing off while the failures go on; see _storage_failed.
         self.fenced_until = 0.0
         self._fence_backoff = 0.0
+        self._disk = service.disk  # a full disk makes the broker read-only (disk_usage)
         # the publish time of the oldest backlog entry read last (backlog time quota, sweep)
         self._publish_time_read: tuple[Position, float | None] | None = None
 
@@ -391,6 +393,8 @@ class PersistentTopic(Topic):
         return published  # acknowledgements kept moving it: the last one read will do
 
     def add_producer(self, producer: Producer, request_id: int) -> bool:
+        if self._disk.read_only:  # the code on which the C++ client fails pending sends at once
+            raise BrokerError(pb.ProducerBlockedQuotaExceededException, self._disk.refusal() or "")
         if self.fenced_until and time.monotonic() < self.fenced_until:
             raise BrokerError(
                 pb.ServiceNotReady,
@@ -424,6 +428,9 @@ class PersistentTopic(Topic):
         if producer.closing:  # closed once its sends in flight are answered: the client
             producer.cnx.on_send_done(size)  # sends this one again where it reconnects
             return
+        if self._disk.read_only:
+            producer.send_error(seq, pb.NotAllowedError, self._disk.refusal() or "", size)
+            return
         num_messages = send.num_messages
         chunk = _NOT_CHUNKED
         last_seq = highest
@@ -446,8 +453,6 @@ class PersistentTopic(Topic):
                     size,
                 )
                 return
-        self.msg_in += num_messages
-        self.bytes_in += size
         if self.entry_index >= 0:
             # the entry starts with the broker entry metadata, not the part: its CRC is
             # the storage's own
@@ -459,7 +464,8 @@ class PersistentTopic(Topic):
         producer.in_flight += 1
         try:
             self.ledger.append_then(
-                data, partial(self._persisted, producer, seq, highest, last_seq, chunk, size),
+                data, partial(self._persisted, producer, seq, highest, last_seq, chunk, size,
+                              num_messages),
                 part_crc)
         except BaseException:  # no outcome will come for it (the caller answers it)
             producer.in_flight -= 1
@@ -473,6 +479,7 @@ class PersistentTopic(Topic):
         last_seq: int,
         chunk: tuple[int, int],
         size: int,
+        num_messages: int,
         position: Position | None,
         exc: BaseException | None,
     ) -> None:
@@ -480,17 +487,30 @@ class PersistentTopic(Topic):
         (an unanswered send would keep its pending-send slot and publish-buffer bytes).
         A receipt is queued on its connection and written by `_appends_done`, once for
         every send of the batch the storage completed. A closing producer's last answer
-        closes it (`Producer.after_answers`): the close is queued behind the receipts."""
+        closes it (`Producer.after_answers`): the close is queued behind the receipts.
+        Only stored messages count in the topic's and the producer's counters."""
         producer.in_flight -= 1
         answered = False
         try:
             if position is None:
-                self._storage_failed(exc or RuntimeError("append failed"))
                 if self.dedup is not None:
                     self.dedup.reset_pushed()
+                disk = self._disk
+                if is_no_space(exc):  # read-only now: no back-off, writes resume with space
+                    disk.no_space(str(exc))
+                refusal = disk.refusal()
                 answered = True
+                if refusal is not None:
+                    self.last_publish_error = refusal
+                    producer.send_error(seq, pb.NotAllowedError, refusal, size)
+                    return
+                self._storage_failed(exc or RuntimeError("append failed"))
                 producer.send_error(seq, pb.PersistenceError, f"could not store the message: {exc}", size)
                 return
+            self.msg_in += num_messages
+            self.bytes_in += size
+            producer.msg_in += num_messages
+            producer.bytes_in += size
             if self._fence_backoff:
                 self._fence_backoff = 0.0
             if self.dedup is not None:
@@ -615,6 +635,8 @@ class NonPersistentTopic(Topic):
         num_messages = send.num_messages
         self.msg_in += num_messages
         self.bytes_in += size
+        producer.msg_in += num_messages
+        producer.bytes_in += size
         entry_id = self.next_entry_id
         self.next_entry_id += 1
         for sub in self._np_subscriptions.values():

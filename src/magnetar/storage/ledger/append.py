@@ -15,6 +15,7 @@ import contextlib
 import logging
 import os
 import time
+from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any, TypeVar
@@ -26,13 +27,14 @@ from ..errors import (
     LedgerClosedError,
     LedgerTerminatedError,
     StorageError,
+    append_error,
 )
 from ..fence import FenceUnknownError
 from ..flusher import Batch
 from ..position import Position
 from ..segment import Segment
 from .segment_files import make_file, seal_files
-from .state import AppendCallback, LedgerState, Waiter
+from .state import AppendCallback, LedgerState, UnwrittenBatch, Waiter
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +74,24 @@ def _resolve(waiters: list[Waiter], positions: list[Position]) -> None:
         elif not waiter.done():
             with contextlib.suppress(RuntimeError):  # event loop closed: nobody is waiting
                 waiter.set_result(pos)
+
+
+def _merge_held(held: deque[UnwrittenBatch]) -> UnwrittenBatch:
+    """Take the first held batch and the ones behind it that continue it in the same file:
+    one write and one sync for them all. Written one by one, each write would meet the
+    sync of the one before it on a file system whose fsync holds the file's lock (FUSE:
+    a write waits out a concurrent fsync of its file), the event loop blocked once per
+    batch held while the segment's file was made."""
+    seg, bufs, start, futs, poss, loop, nbytes = held.popleft()
+    end = start + _HS * len(futs) + nbytes
+    while held and held[0][0] is seg and held[0][2] == end and held[0][5] is loop:
+        _, more, more_start, more_futs, more_poss, _, more_bytes = held.popleft()
+        bufs.extend(more)  # (the lists are the held batch's own: `_write_pending`)
+        futs.extend(more_futs)
+        poss.extend(more_poss)
+        nbytes += more_bytes
+        end = more_start + _HS * len(more_futs) + more_bytes
+    return seg, bufs, start, futs, poss, loop, nbytes
 
 
 def _call(callback: AppendCallback, pos: Position | None, exc: BaseException | None) -> None:
@@ -143,7 +163,7 @@ class LedgerAppends(LedgerState):
             try:
                 seg = self._roll(loop)
             except (OSError, RuntimeError, StorageError) as exc:
-                self._fail_now(waiter, StorageError(f"cannot create a segment for {self.name}: {exc}"))
+                self._fail_now(waiter, append_error(f"cannot create a segment for {self.name}: {exc}", exc))
                 return
         start = seg.end
         end = start + _HS + n
@@ -205,7 +225,7 @@ class LedgerAppends(LedgerState):
             seg.sync()
         except OSError as exc:
             self._rollback(seg, pos.entry_id)
-            self._fail_now(waiter, StorageError(f"append to {self.name} failed: {exc}"))
+            self._fail_now(waiter, append_error(f"append to {self.name} failed: {exc}", exc))
             return
         seg.confirmed = pos.entry_id + 1
         _resolve([waiter], [pos])
@@ -235,13 +255,14 @@ class LedgerAppends(LedgerState):
         self._write_batch(seg, bufs, self._wstart, futs, poss, loop, nbytes)
 
     def _write_held(self) -> None:
-        """Write the held batches whose segment files are made (or failed), in order."""
+        """Write the held batches whose segment files are made (or failed), in order; the
+        ones for the same file as one batch (`_merge_held`)."""
         held = self._unwritten
         while held:
             seg = held[0][0]
             if not seg.ready and seg.create_error is None:
                 return
-            self._write_batch(*held.popleft())
+            self._write_batch(*_merge_held(held))
 
     def _write_batch(
         self,
@@ -260,7 +281,8 @@ class LedgerAppends(LedgerState):
             error = fenced
             self._rollback(seg, first)
         elif seg.create_error is not None:
-            error = StorageError(f"cannot create a segment for {self.name}: {seg.create_error}")
+            error = append_error(f"cannot create a segment for {self.name}: {seg.create_error}",
+                                 seg.create_error)
             self._rollback(seg, first)
         else:
             try:
@@ -268,7 +290,7 @@ class LedgerAppends(LedgerState):
                 seg.write(bufs, start)
             except OSError as exc:
                 log.error("append to %s (segment %d) failed: %s", self.name, seg.ledger_id, exc)
-                error = StorageError(f"append to {self.name} failed: {exc}")
+                error = append_error(f"append to {self.name} failed: {exc}", exc)
                 self._rollback(seg, first)
         batch = Batch(seg, first, futs, poss, loop, self._on_batch_done, error)
         if self._policy == "never":
@@ -344,7 +366,7 @@ class LedgerAppends(LedgerState):
         seg = batch.segment
         futs = batch.futures
         if not isinstance(error, StorageError):
-            error = StorageError(f"append to {self.name} failed: {error}")
+            error = append_error(f"append to {self.name} failed: {error}", error)
         self._rollback(seg, batch.first)
         for fut in futs:
             _fail(fut, error)
