@@ -356,6 +356,7 @@ def hostile_argv(path: tuple[str, ...], parser: argparse.ArgumentParser, i: int,
 SERVERS = ("standalone", "broker")
 
 
+@pytest.mark.timeout(600)  # one process per leaf command (over 100 now): ~1 s each on a busy machine
 def test_walk_every_subcommand_with_hostile_input(broker: StandaloneBroker, tmp_path: Path) -> None:
     """Every leaf command, each with another hostile name and number, as a real process; then
     every hostile value on every command in-process (``main()``: the same code, no process

@@ -108,6 +108,14 @@ def run_standalone(args: argparse.Namespace, cluster_mode: bool = False) -> int:
               "--config or --metadata-store; `magnetar standalone` runs one on its own",
               file=sys.stderr)
         return 2
+    if config.magnetarSharedStorage:
+        from magnetar.cli.shared_storage import refuse_unsafe_mount
+
+        refusal = refuse_unsafe_mount(config.magnetarDataDir,
+                                      config.magnetarSharedStorageVolumeOptionsConfirmed)
+        if refusal is not None:
+            print(refusal, file=sys.stderr)
+            return 2
     from magnetar.broker.service import BrokerService, install_event_loop_policy
 
     try:
