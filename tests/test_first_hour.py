@@ -388,6 +388,7 @@ def cli_env(broker: StandaloneBroker, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MAGNETAR_ADMIN_URL", broker.web_service_url)
 
 
+@pytest.mark.timeout(600)  # every hostile value on every command (over 100 of them)
 def test_walk_every_hostile_value_in_process(broker: StandaloneBroker, cli_env: None,
                                              tmp_path: Path, capsysbinary: pytest.CaptureFixture[bytes]) -> None:
     failures: list[str] = []
