@@ -65,6 +65,8 @@ def _fresh(api: Api, client: pulsar.Client) -> dict[str, str]:
     for i in range(3):
         producer.send(b"%d" % i)
     producer.close()
+    last = api.ok("GET", f"/admin/v2/persistent/oa-{tag}/ns/t/lastMessageId")
+    values.update(ledgerId=str(last["ledgerId"]), entryId=str(last["entryId"]))
     api.ok("POST", f"/admin/v2/schemas/oa-{tag}/ns/t/schema", {"type": "STRING", "schema": ""})
     api.ok("PUT", f"/admin/v2/persistent/oa-{tag}/ns/pt/partitions", 2)
     return values

@@ -81,6 +81,59 @@ def test_initialize_twice(zookeeper: ZooKeeperServer) -> None:
 
 
 @pytest.mark.timeout(300)
+def test_configuration_that_cannot_silently_go_wrong(zookeeper: ZooKeeperServer, tmp_path: Path) -> None:
+    """A broker of a cluster never initialized exits with the command to run (and a broker
+    of the cluster once it is initialized starts, saying in one line that without shared
+    storage it serves only its own directory); initialize-cluster-metadata run again with
+    other URLs changes nothing, says what is stored and exits 1, and the command it names
+    (`admin clusters update`, through the running broker) makes the stored URLs the new ones."""
+    chroot = f"/conf-{uuid.uuid4().hex[:6]}"
+    url = zookeeper.url(chroot)
+    initialize(url, "other")
+    missing = magnetar("broker", "--data-dir", str(tmp_path / "x"), "--port", "0",
+                       "--http-port", "-1", "--metadata-store", url)  # clusterName: standalone
+    assert missing.returncode == 2, missing.stderr
+    assert "cluster 'standalone' (clusterName) is not initialized" in missing.stderr
+    assert "the clusters initialized there: other" in missing.stderr
+    assert (f"magnetar initialize-cluster-metadata --cluster standalone --metadata-store {url} "
+            "--web-service-url http://localhost:8080 --broker-service-url pulsar://localhost:6650"
+            ) in missing.stderr
+    assert "Traceback" not in missing.stderr
+    zk = KazooClient(hosts=zookeeper.address, timeout=10.0)
+    zk.start(timeout=30)
+    try:
+        assert zk.get_children(f"{chroot}/admin/clusters") == ["other"]  # nothing created
+    finally:
+        zk.stop()
+        zk.close()
+
+    first = magnetar("initialize-cluster-metadata", "--cluster", "c9", "--metadata-store", url,
+                     "--web-service-url", "http://h1:8080", "--broker-service-url", "pulsar://h1:6650")
+    assert first.returncode == 0, first.stderr
+    again = magnetar("initialize-cluster-metadata", "--cluster", "c9", "--metadata-store", url,
+                     "--web-service-url", "http://h2:8080", "--broker-service-url", "pulsar://h1:6650")
+    assert again.returncode == 1
+    assert "serviceUrl: stored http://h1:8080, given http://h2:8080" in again.stderr
+    assert "brokerServiceUrl" not in again.stderr.splitlines()[2]  # only what differs is listed
+    assert ("clusters update c9 --url http://h2:8080 --broker-url pulsar://h1:6650"
+            in again.stderr)
+
+    broker = BrokerProc(tmp_path / "b", url, cluster="c9").start()
+    try:
+        log = (tmp_path / "b" / "broker.log").read_text()
+        notes = [line for line in log.splitlines() if "magnetarSharedStorage=false" in line]
+        assert len(notes) == 1 and f"serves only the topics in its own directory {broker.data_dir}" in notes[0]
+        update = magnetar("admin", "--admin-url", broker.web_url, "clusters", "update", "c9",
+                          "--url", "http://h2:8080", "--broker-url", "pulsar://h1:6650")
+        assert update.returncode == 0, update.stderr
+    finally:
+        broker.stop()
+    settled = magnetar("initialize-cluster-metadata", "--cluster", "c9", "--metadata-store", url,
+                       "--web-service-url", "http://h2:8080", "--broker-service-url", "pulsar://h1:6650")
+    assert settled.returncode == 0 and "already exists" in settled.stdout, settled.stderr
+
+
+@pytest.mark.timeout(300)
 def test_standalone_grows_into_a_cluster(zookeeper: ZooKeeperServer, tmp_path: Path) -> None:
     standalone = BrokerProc(tmp_path / "s", None).start()
     web = standalone.web_url

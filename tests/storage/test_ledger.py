@@ -57,6 +57,20 @@ def test_rollover_by_entries_and_bytes(make_factory):
     assert ml2.read_entries(Position(-1, -1), 10)[3][0] == Position(ml2.segment_ids()[1], 0)
 
 
+def test_position_at_counts_across_segments(make_factory):
+    """The admin API's examine-message: the Nth entry from the oldest (index N-1) or the
+    newest (index -N), across segments."""
+    f = make_factory(segment_max_entries=10)
+    ml = f.open("t")
+    assert ml.position_at(0) is None and ml.position_at(-1) is None
+    run(append_all(ml, payloads(25)))
+    every = [p for p, _ in ml.read_entries(Position(-1, -1), 100)]
+    assert len(every) == 25 and len(ml.segment_ids()) == 3
+    assert [ml.position_at(i) for i in range(25)] == every
+    assert [ml.position_at(-i) for i in range(1, 26)] == every[::-1]
+    assert ml.position_at(25) is None and ml.position_at(-26) is None
+
+
 def test_rollover_by_age(make_factory, monkeypatch):
     now = [1000.0]
     monkeypatch.setattr(ledger_mod, "_monotonic", lambda: now[0])

@@ -21,8 +21,9 @@ gives its route:
 - ``namespace``: a tenant admin, or a role with some permission in the namespace (listing
   its topics);
 - ``topic:lookup`` / ``topic:consume``: a tenant admin, or a role the namespace or topic
-  grants ``produce``/``consume`` (lookup), or ``consume`` (subscriptions), checked by
-  ``AuthorizationService.check`` exactly as the binary protocol does.
+  grants ``produce``/``consume`` (lookup), or ``consume`` (subscriptions, peeking and
+  examining messages), checked by ``AuthorizationService.check`` exactly as the binary
+  protocol does.
 
 A refusal is 403 (401 if the request carried no identity), logged once with the role and
 the action. A proxy role acting for ``X-Original-Principal`` needs both itself and the
@@ -85,7 +86,7 @@ def access_rule(method: str, path: str) -> str:
         return NAMESPACE
     if path.startswith(_TOPIC_PREFIX):
         rest = path[len(_TOPIC_PREFIX):]
-        if rest.startswith(("/subscription", "/all_subscription")):
+        if rest.startswith(("/subscription", "/all_subscription", "/examinemessage", "/ledger/")):
             return TOPIC_CONSUME
         if method == "GET" and rest in _TOPIC_READS:
             return TOPIC_LOOKUP

@@ -15,6 +15,7 @@ from aiohttp import web
 from magnetar.admin import (
     cluster,
     lookup,
+    messages,
     metrics,
     namespaces,
     openapi,
@@ -42,7 +43,7 @@ log = logging.getLogger(__name__)
 #: every route table, in matching order
 TABLES: list[RouteTable] = [
     openapi.routes, cluster.routes, tenants.routes, namespaces.routes, topics.routes, subscriptions.routes,
-    schemas.routes, permissions.routes,
+    messages.routes, schemas.routes, permissions.routes,
     lookup.routes, metrics.routes,
 ]
 

@@ -9,6 +9,7 @@ from typing import Any
 
 from aiohttp import web
 
+from magnetar.admin.messages import message_response
 from magnetar.admin.routing import (
     SERVICE,
     RestError,
@@ -20,12 +21,7 @@ from magnetar.admin.routing import (
     query_flag,
 )
 from magnetar.admin.topics import SUB, T, loaded, persistent, read_entry, targets, topic_of
-from magnetar.broker.entries import split_entry
-from magnetar.broker.errors import BrokerError
 from magnetar.broker.subscriptions.subscription import PersistentSubscription
-from magnetar.protocol import pb
-from magnetar.protocol.compression import decompress
-from magnetar.protocol.frames import parse_payload_part
 
 routes = RouteTable("subscriptions")
 
@@ -173,24 +169,4 @@ async def peek(request: web.Request) -> web.Response:
             break
     if position is None:
         raise RestError(404, "Message not found")
-    data = await read_entry(sub.topic.ledger, position)
-    try:
-        metadata, payload = parse_payload_part(split_entry(data)[1], verify=False)
-        payload = decompress(metadata.compression, payload, metadata.uncompressed_size)
-    except Exception as exc:
-        raise BrokerError(pb.UnknownError, f"message {position} cannot be read: {exc}") from exc
-    headers = {
-        "X-Pulsar-Message-ID": f"{position[0]}:{position[1]}",
-        "X-Pulsar-publish-time": str(metadata.publish_time),
-        "X-Pulsar-producer-name": metadata.producer_name,
-        "X-Pulsar-sequence-id": str(metadata.sequence_id),
-    }
-    if metadata.HasField("num_messages_in_batch"):
-        headers["X-Pulsar-num-batch-message"] = str(metadata.num_messages_in_batch)
-    if metadata.HasField("partition_key"):
-        headers["X-Pulsar-partition-key"] = metadata.partition_key
-    if metadata.event_time:
-        headers["X-Pulsar-event-time"] = str(metadata.event_time)
-    for kv in metadata.properties:
-        headers[f"X-Pulsar-PROPERTY-{kv.key}"] = kv.value
-    return web.Response(body=payload, headers=headers, content_type="application/octet-stream")
+    return message_response(position, await read_entry(sub.topic.ledger, position))

@@ -1,8 +1,12 @@
 """Clusters, brokers and tenants: ``/admin/v2/clusters``, ``/admin/v2/brokers``,
 ``/admin/v2/tenants``. A standalone broker is one cluster (``clusterName``, by default
-``standalone``) with one broker; tenants live in the broker's NamespaceRegistry."""
+``standalone``) with one broker; tenants live in the broker's NamespaceRegistry. Also the
+broker's health check and its runtime configuration."""
 
 from __future__ import annotations
+
+import dataclasses
+from typing import Any
 
 from aiohttp import web
 
@@ -135,10 +139,43 @@ async def health(request: web.Request) -> web.Response:
     return web.Response(text="ok")
 
 
+#: configuration keys whose values are credentials: shown as ``******`` when set
+_SECRET_KEYS = frozenset({"tokenSecretKey", "brokerClientAuthenticationParameters", "basicAuthConf"})
+
+
+def runtime_config(config: Any) -> dict[str, str]:
+    """Every setting of a broker's configuration as Pulsar's runtime-config map (key to
+    its value as text), credentials masked."""
+    out: dict[str, str] = {}
+    for f in dataclasses.fields(config):
+        if f.name.startswith("_"):
+            continue
+        value = getattr(config, f.name)
+        if isinstance(value, bool):
+            text = str(value).lower()
+        else:
+            text = "" if value is None else str(value)
+        secret = f.name in _SECRET_KEYS or any(w in f.name.lower() for w in ("password", "secret"))
+        out[f.name] = "******" if secret and text else text
+    return dict(sorted(out.items()))
+
+
+@routes.route("GET", "/admin/v2/brokers/configuration/runtime",
+              "This broker's configuration as it runs: every key and its value (credentials "
+              "masked).")
+async def runtime_configuration(request: web.Request) -> web.Response:
+    return web.json_response(runtime_config(request.app[SERVICE].config))
+
+
 @routes.route("GET", "/admin/v2/brokers/{cluster}", "The active brokers of a cluster.")
 async def list_brokers(request: web.Request) -> web.Response:
     if _cluster(request) != request.app[SERVICE].config.clusterName:
         return web.json_response([])  # a registered cluster: none of its brokers is known here
+    return await list_local_brokers(request)
+
+
+@routes.route("GET", "/admin/v2/brokers", "The active brokers of this broker's cluster.")
+async def list_local_brokers(request: web.Request) -> web.Response:
     cluster = request.app[SERVICE].cluster
     if cluster is not None:  # the brokers registered under /loadbalance/brokers
         return web.json_response(sorted(await cluster.registry.live()))

@@ -24,16 +24,21 @@ from magnetar.cli.values import int32
 log = logging.getLogger(__name__)
 
 GROUPS = {
+    "clusters": "list, show, register, update and remove clusters",
     "tenants": "create, list and delete tenants",
     "namespaces": "create, list and delete namespaces; read and set their policies",
     "topics": "create, list, delete, inspect and manage topics",
     "subscriptions": "create, delete, skip, reset and peek subscriptions",
     "schemas": "read, upload, delete and check topic schemas",
-    "brokers": "list a cluster's brokers and its leader",
+    "brokers": "a cluster's brokers, its leader, a broker's health and configuration",
     "broker-stats": "show a broker's load report",
 }
 
 EXAMPLES = {
+    "clusters": "magnetar admin clusters list\n"
+                "  magnetar admin clusters get standalone\n"
+                "  magnetar admin clusters update c1 --url http://b1:8080 "
+                "--broker-url pulsar://b1:6650",
     "tenants": "magnetar admin tenants create acme\n  magnetar admin tenants list",
     "namespaces": "magnetar admin namespaces create acme/orders\n"
                   "  magnetar admin namespaces set-retention acme/orders --time 1d --size 10G\n"
@@ -43,13 +48,17 @@ EXAMPLES = {
                   "--actions produce,consume",
     "topics": "magnetar admin topics create-partitioned-topic acme/orders/new -p 4\n"
               "  magnetar admin topics list public/default\n"
-              "  magnetar admin topics stats my-topic --output json",
+              "  magnetar admin topics stats my-topic --output json\n"
+              "  magnetar admin topics peek-messages my-topic -s sub -n 3\n"
+              "  magnetar admin topics examine-message my-topic -i earliest -m 1",
     "subscriptions": "magnetar admin subscriptions list my-topic\n"
                      "  magnetar admin subscriptions reset-cursor my-topic -s sub --time 10m\n"
                      "  magnetar admin subscriptions peek my-topic -s sub -n 3",
     "schemas": "magnetar admin schemas upload my-topic -f schema.json\n"
                "  magnetar admin schemas get my-topic",
     "brokers": "magnetar admin brokers list standalone\n"
+               "  magnetar admin brokers healthcheck\n"
+               "  magnetar admin brokers get-runtime-config\n"
                "  magnetar admin brokers leader-broker",
     "broker-stats": "magnetar admin broker-stats load-report --output json",
 }
@@ -260,8 +269,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
     _cmd(tp, "lookup", ops.topics_lookup, "which broker serves a topic", f"{ex} lookup my-topic", TOPIC)
 
     b = g["brokers"]
-    _cmd(b, "list", ops.brokers_list, "list the cluster's live brokers",
-         "magnetar admin brokers list standalone", A("cluster"))
+    _cmd(b, "list", ops.brokers_list, "list the cluster's live brokers (GET /admin/v2/brokers"
+         "[/CLUSTER])", "magnetar admin brokers list standalone",
+         A("cluster", nargs="?", help="the cluster (default: the one the broker is in)"))
     _cmd(b, "leader-broker", ops.brokers_leader, "show the cluster's leader broker",
          "magnetar admin brokers leader-broker")
     _cmd(g["broker-stats"], "load-report", ops.broker_stats_load_report,
@@ -273,6 +283,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
          f"{ex} compaction-status my-topic", TOPIC)
     _cmd(tp, "last-message-id", ops.topics_get("/lastMessageId"), "show the last message id",
          f"{ex} last-message-id my-topic", TOPIC)
+
+    add_operator_commands(g)
 
     s = g["subscriptions"]
     ex = "magnetar admin subscriptions"
@@ -305,6 +317,88 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
     _cmd(sc, "delete", ops.schemas_delete, "delete a topic's schema", f"{ex} delete my-topic", TOPIC)
     _cmd(sc, "compatibility", ops.schemas_compatibility, "check a schema against the topic's",
          f"{ex} compatibility my-topic -f schema.json", TOPIC, A("-f", "--filename", required=True))
+
+
+def add_operator_commands(g: dict[str, argparse._SubParsersAction[argparse.ArgumentParser]]) -> None:
+    """The commands a Pulsar operator types first, under pulsar-admin's names: clusters,
+    broker health and configuration, a topic's subscriptions and messages (the
+    ``subscriptions`` group keeps its own names for the same operations)."""
+    c = g["clusters"]
+    ex = "magnetar admin clusters"
+    cluster = A("cluster", help="the cluster's name")
+    urls = (A("--url", help="the cluster's web service URL, e.g. http://b1:8080"),
+            A("--url-secure", help="its HTTPS URL, e.g. https://b1:8443"),
+            A("--broker-url", help="its binary protocol URL, e.g. pulsar://b1:6650"),
+            A("--broker-url-secure", help="its TLS binary protocol URL, e.g. pulsar+ssl://b1:6651"))
+    _cmd(c, "list", ops.clusters_list, "list the clusters (GET /admin/v2/clusters)", f"{ex} list")
+    _cmd(c, "get", ops.clusters_get, "show a cluster's URLs (GET /admin/v2/clusters/CLUSTER)",
+         f"{ex} get standalone", cluster)
+    _cmd(c, "create", ops.clusters_create, "register a cluster (PUT /admin/v2/clusters/CLUSTER)",
+         f"{ex} create c2 --url http://c2-broker:8080 --broker-url pulsar://c2-broker:6650",
+         cluster, *urls)
+    _cmd(c, "update", ops.clusters_update, "replace a cluster's URLs with those given, as "
+         "pulsar-admin does (POST /admin/v2/clusters/CLUSTER)",
+         f"{ex} update c1 --url http://b1:8080 --broker-url pulsar://b1:6650", cluster, *urls)
+    _cmd(c, "delete", ops.clusters_delete, "remove a registered cluster "
+         "(DELETE /admin/v2/clusters/CLUSTER)", f"{ex} delete c2", cluster)
+
+    b = g["brokers"]
+    ex = "magnetar admin brokers"
+    _cmd(b, "healthcheck", ops.brokers_healthcheck, "check that the broker serves: prints ok "
+         "(GET /admin/v2/brokers/health)", f"{ex} healthcheck")
+    _cmd(b, "get-runtime-config", ops.brokers_runtime_config, "show every setting the broker "
+         "runs with, credentials masked (GET /admin/v2/brokers/configuration/runtime)",
+         f"{ex} get-runtime-config --output json")
+
+    n = g["namespaces"]
+    ex = "magnetar admin namespaces"
+    _cmd(n, "get-clusters", ops.ns_get("/replication"), "show the namespace's replication "
+         "clusters (GET /admin/v2/namespaces/NS/replication)", f"{ex} get-clusters public/default", NS)
+    _cmd(n, "set-clusters", ops.ns_set_clusters, "set the namespace's replication clusters "
+         "(kept; Magnetar does not replicate) (POST /admin/v2/namespaces/NS/replication)",
+         f"{ex} set-clusters public/default --clusters standalone", NS,
+         A("-c", "--clusters", required=True, help="comma-separated cluster names"))
+
+    tp = g["topics"]
+    ex = "magnetar admin topics"
+    rest = "/admin/v2/persistent/TENANT/NS/TOPIC"
+    _cmd(tp, "subscriptions", ops.topics_get("/subscriptions"), "list a topic's subscriptions "
+         f"(GET {rest}/subscriptions)", f"{ex} subscriptions my-topic", TOPIC)
+    _cmd(tp, "create-subscription", ops.subs_create, "create a subscription "
+         f"(PUT {rest}/subscription/SUB)", f"{ex} create-subscription my-topic -s sub -m earliest",
+         TOPIC, SUBN, A("-m", "--messageId", dest="message_id", default="latest",
+                        help="where it starts: latest (default), earliest or LEDGER:ENTRY"))
+    _cmd(tp, "unsubscribe", ops.subs_delete, "delete a subscription "
+         f"(DELETE {rest}/subscription/SUB)", f"{ex} unsubscribe my-topic -s sub", TOPIC, SUBN, FORCE)
+    _cmd(tp, "skip", ops.subs_skip, "skip N messages of a subscription "
+         f"(POST {rest}/subscription/SUB/skip/N)", f"{ex} skip my-topic -s sub -n 10", TOPIC, SUBN,
+         A("-n", "--count", type=int32, required=True))
+    _cmd(tp, "clear-backlog", ops.subs_clear_backlog, "skip every message of a subscription "
+         f"(POST {rest}/subscription/SUB/skip_all)", f"{ex} clear-backlog my-topic -s sub", TOPIC, SUBN)
+    _cmd(tp, "reset-cursor", ops.subs_reset_cursor, "move a subscription back in time or to an "
+         f"id (POST {rest}/subscription/SUB/resetcursor/MS)",
+         f"{ex} reset-cursor my-topic -s sub --time 10m", TOPIC, SUBN,
+         A("-t", "--time", type=ops.seconds, help="how far back, e.g. 10m"),
+         A("-m", "--messageId", dest="message_id", help="LEDGER:ENTRY"))
+    _cmd(tp, "expire-messages", ops.subs_expire, "acknowledge a subscription's messages older "
+         f"than a time (POST {rest}/subscription/SUB/expireMessages/S)",
+         f"{ex} expire-messages my-topic -s sub -t 1h", TOPIC, SUBN,
+         A("-t", "--expireTime", dest="expire_time", type=ops.seconds, required=True))
+    _cmd(tp, "peek-messages", ops.subs_peek, "show a subscription's next N unacknowledged "
+         f"messages (GET {rest}/subscription/SUB/position/I)",
+         f"{ex} peek-messages my-topic -s sub -n 3", TOPIC, SUBN,
+         A("-n", "--count", type=int32, default=1, help="how many (default 1)"))
+    _cmd(tp, "examine-message", ops.topics_examine_message, "show the Nth stored message from "
+         f"the earliest or the latest (GET {rest}/examinemessage)",
+         f"{ex} examine-message my-topic --initialPosition earliest --messagePosition 1", TOPIC,
+         A("-i", "--initialPosition", dest="initial_position", default="latest",
+           choices=["earliest", "latest"], help="count from here (default latest)"),
+         A("-m", "--messagePosition", dest="message_position", type=int32, default=1,
+           help="which message, 1 the first (default 1)"))
+    _cmd(tp, "get-message-by-id", ops.topics_message_by_id, "show one stored message by its id "
+         f"(GET {rest}/ledger/L/entry/E)", f"{ex} get-message-by-id my-topic -l 12 -e 0", TOPIC,
+         A("-l", "--ledgerId", dest="ledger_id", type=int, required=True, help="the ledger id"),
+         A("-e", "--entryId", dest="entry_id", type=int, required=True, help="the entry id"))
 
 
 def run(args: argparse.Namespace) -> int:

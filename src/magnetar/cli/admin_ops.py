@@ -188,7 +188,50 @@ def ns_split_bundle(a: argparse.Namespace, api: AdminClient) -> Any:
 
 
 def brokers_list(a: argparse.Namespace, api: AdminClient) -> Any:
+    if getattr(a, "cluster", None) is None:  # the brokers of the cluster this broker is in
+        return api.call("GET", "/admin/v2/brokers")
     return api.call("GET", f"/admin/v2/brokers/{cluster(a.cluster)}")
+
+
+def brokers_healthcheck(a: argparse.Namespace, api: AdminClient) -> Any:
+    return api.call("GET", "/admin/v2/brokers/health")
+
+
+def brokers_runtime_config(a: argparse.Namespace, api: AdminClient) -> Any:
+    return api.call("GET", "/admin/v2/brokers/configuration/runtime")
+
+
+# ---------------------------------------------------------------------- clusters
+
+def clusters_list(a: argparse.Namespace, api: AdminClient) -> Any:
+    return api.call("GET", "/admin/v2/clusters")
+
+
+def clusters_get(a: argparse.Namespace, api: AdminClient) -> Any:
+    return api.call("GET", f"/admin/v2/clusters/{cluster(a.cluster)}")
+
+
+def _cluster_data(a: argparse.Namespace) -> dict[str, str]:
+    """Pulsar's ClusterData from pulsar-admin's flags (those given)."""
+    fields = {"serviceUrl": a.url, "serviceUrlTls": a.url_secure,
+              "brokerServiceUrl": a.broker_url, "brokerServiceUrlTls": a.broker_url_secure}
+    return {k: v for k, v in fields.items() if v is not None}
+
+
+def clusters_create(a: argparse.Namespace, api: AdminClient) -> Any:
+    return api.call("PUT", f"/admin/v2/clusters/{cluster(a.cluster)}", _cluster_data(a))
+
+
+def clusters_update(a: argparse.Namespace, api: AdminClient) -> Any:
+    data = _cluster_data(a)
+    if not data:
+        raise AdminError(0, "give at least one of --url, --url-secure, --broker-url, "
+                            "--broker-url-secure")
+    return api.call("POST", f"/admin/v2/clusters/{cluster(a.cluster)}", data)
+
+
+def clusters_delete(a: argparse.Namespace, api: AdminClient) -> Any:
+    return api.call("DELETE", f"/admin/v2/clusters/{cluster(a.cluster)}")
 
 
 def brokers_leader(a: argparse.Namespace, api: AdminClient) -> Any:
@@ -250,6 +293,13 @@ def ns_set_strategy(a: argparse.Namespace, api: AdminClient) -> Any:
 
 def ns_set_max_producers(a: argparse.Namespace, api: AdminClient) -> Any:
     return api.call("POST", _ns(a) + "/maxProducersPerTopic", a.max)
+
+
+def ns_set_clusters(a: argparse.Namespace, api: AdminClient) -> Any:
+    names = [cluster(c.strip()) for c in a.clusters.split(",") if c.strip()]
+    if not names:
+        raise AdminError(0, "give --clusters, e.g. --clusters standalone")
+    return api.call("POST", _ns(a) + "/replication", names)
 
 
 def ns_set_max_consumers(a: argparse.Namespace, api: AdminClient) -> Any:
@@ -342,6 +392,16 @@ def subs_reset_cursor(a: argparse.Namespace, api: AdminClient) -> Any:
 
 def subs_expire(a: argparse.Namespace, api: AdminClient) -> Any:
     return api.call("POST", _s(a) + f"/expireMessages/{a.expire_time}")
+
+
+def topics_examine_message(a: argparse.Namespace, api: AdminClient) -> Any:
+    n = at_least(a.message_position, 1, "--messagePosition")
+    return api.call("GET", _t(a) + f"/examinemessage?initialPosition={a.initial_position}"
+                    f"&messagePosition={n}")
+
+
+def topics_message_by_id(a: argparse.Namespace, api: AdminClient) -> Any:
+    return api.call("GET", _t(a) + f"/ledger/{a.ledger_id}/entry/{a.entry_id}")
 
 
 def subs_peek(a: argparse.Namespace, api: AdminClient) -> Any:

@@ -1,8 +1,9 @@
 """``magnetar initialize-cluster-metadata`` and ``magnetar copy-standalone-metadata``: the
 one-off commands that set up a cluster's metadata store (ZooKeeper).
 
-Exit codes: 0 done, 1 the store cannot be reached or the copy's source is missing, 2 a bad
-option (a malformed URL).
+Exit codes: 0 done, 1 the store cannot be reached, the copy's source is missing, or the
+cluster is initialized already with other URLs than those given (what is stored and the
+command that changes it are printed), 2 a bad option (a malformed URL).
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser],
         description="""\
 Create the cluster, the tenant public and the namespace public/default in the metadata
 store, as Pulsar's `pulsar initialize-cluster-metadata` does. What exists is left as it is,
-so running it twice is harmless.
+so running it twice is harmless; run again with other URLs than those stored, it changes
+nothing, shows both and exits 1: `magnetar admin clusters update` changes them.
 
 Example:
   magnetar initialize-cluster-metadata --cluster c1 \\
@@ -115,6 +117,7 @@ async def _run(args: argparse.Namespace) -> int:
         connect_stores,
         copy_standalone_metadata,
         initialize_cluster_metadata,
+        stored_cluster_data,
     )
 
     store, config_store, stores = await connect_stores(
@@ -126,11 +129,13 @@ async def _run(args: argparse.Namespace) -> int:
                 web_service_url_tls=args.web_service_url_tls,
                 broker_service_url=args.broker_service_url,
                 broker_service_url_tls=args.broker_service_url_tls)
+            cluster_path = f"/admin/clusters/{args.cluster}"
             if created:
                 print(f"cluster {args.cluster}: created {', '.join(created)}")
-            else:
-                print(f"cluster {args.cluster}: metadata already exists, left as it is")
-            return 0
+            if cluster_path in created:
+                return 0
+            stored = await stored_cluster_data(config_store, args.cluster) or {}
+            return _compare_stored(args, stored)
         counts = await copy_standalone_metadata(args.data_dir, store, config_store, args.cluster)
         summary = ", ".join(f"{n} {kind}" for kind, n in counts.items()) or "nothing"
         print(f"copied {summary} from {args.data_dir} into {args.metadata_store}")
@@ -138,3 +143,33 @@ async def _run(args: argparse.Namespace) -> int:
     finally:
         for s in stores:
             await s.close()
+
+
+#: initialize-cluster-metadata's URL options and the ClusterData fields they set, with the
+#: ``magnetar admin clusters update`` flag for each
+_URL_FIELDS = (("web_service_url", "serviceUrl", "--url"),
+               ("web_service_url_tls", "serviceUrlTls", "--url-secure"),
+               ("broker_service_url", "brokerServiceUrl", "--broker-url"),
+               ("broker_service_url_tls", "brokerServiceUrlTls", "--broker-url-secure"))
+
+
+def _compare_stored(args: argparse.Namespace, stored: dict[str, object]) -> int:
+    """0 when the URLs given (those not empty) are the ones stored; else what differs, how
+    to change it, and 1."""
+    differ = [(field, stored.get(field) or "", getattr(args, option))
+              for option, field, _ in _URL_FIELDS
+              if getattr(args, option) and getattr(args, option) != (stored.get(field) or "")]
+    if not differ:
+        print(f"cluster {args.cluster}: metadata already exists, left as it is")
+        return 0
+    lines = [f"magnetar: cluster {args.cluster} is initialized already, with other URLs; "
+             "nothing was changed:"]
+    lines += [f"  {field}: stored {have or '(none)'!s}, given {want}" for field, have, want in differ]
+    flags = " ".join(f"{flag} {getattr(args, option) or stored.get(field) or ''}"
+                     for option, field, flag in _URL_FIELDS
+                     if getattr(args, option) or stored.get(field))
+    lines.append("To change them, with a broker of the cluster running:")
+    lines.append(f"  magnetar admin --admin-url {stored.get('serviceUrl') or 'http://BROKER:8080'} "
+                 f"clusters update {args.cluster} {flags}")
+    print("\n".join(lines), file=sys.stderr)
+    return 1

@@ -115,6 +115,9 @@ cannot be reached (after retrying for metadataStoreOperationTimeoutSeconds).""",
     from magnetar.cli import cluster_up
 
     cluster_up.add_parsers(sub, [log_level])
+    from magnetar.cli import shared_storage
+
+    shared_storage.add_parsers(sub, [log_level])
     from magnetar.cli.tokens import add_parser as add_tokens_parser
 
     add_tokens_parser(sub, [log_level])
@@ -176,6 +179,10 @@ def main(argv: list[str] | None = None) -> int:
         from magnetar.cli.cluster import run
 
         return run(args)
+    if args.command == "check-shared-storage":
+        from magnetar.cli.shared_storage import run as run_checks
+
+        return run_checks(args)
     if args.command == "tokens":
         from magnetar.cli.tokens import run_tokens
 

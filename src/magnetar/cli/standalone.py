@@ -4,7 +4,9 @@ lives in ``metadataStoreUrl`` (ZooKeeper); ``standalone`` keeps it in its data d
 unless its configuration names a metadata store too.
 
 Exit codes: 0 after a clean stop (SIGINT or SIGTERM), 1 when the broker cannot start (port in
-use, data directory held by another broker), 2 for a configuration error.
+use, data directory held by another broker), 2 for a configuration error (``magnetar
+broker`` of a cluster never initialized in its metadata store: the message holds the
+``initialize-cluster-metadata`` command to run).
 """
 
 from __future__ import annotations
@@ -106,6 +108,14 @@ def run_standalone(args: argparse.Namespace, cluster_mode: bool = False) -> int:
               "--config or --metadata-store; `magnetar standalone` runs one on its own",
               file=sys.stderr)
         return 2
+    if config.magnetarSharedStorage:
+        from magnetar.cli.shared_storage import refuse_unsafe_mount
+
+        refusal = refuse_unsafe_mount(config.magnetarDataDir,
+                                      config.magnetarSharedStorageVolumeOptionsConfirmed)
+        if refusal is not None:
+            print(refusal, file=sys.stderr)
+            return 2
     from magnetar.broker.service import BrokerService, install_event_loop_policy
 
     try:
@@ -122,25 +132,43 @@ def run_standalone(args: argparse.Namespace, cluster_mode: bool = False) -> int:
         return 1
     install_event_loop_policy()
     started = False
+    exit_code = 1  # when it does not start
 
     async def serve() -> None:
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):  # a signal during start-up stops after it
             loop.add_signal_handler(sig, stop.set)
+        nonlocal exit_code
         cluster = None
         if config.metadataStoreUrl:
-            from magnetar.broker.cluster.metadata_setup import open_cluster_metadata
+            from magnetar.broker.cluster.metadata_setup import (
+                ClusterNotInitializedError,
+                open_cluster_metadata,
+            )
             from magnetar.metadata import MetadataStoreError, SessionEvent
 
             host = config.advertisedAddress or "localhost"
+            # (a port chosen at start or none: the defaults, for the command a message shows)
+            web_port = config.webServicePort if config.webServicePort > 0 else 8080
+            port = config.brokerServicePort if config.brokerServicePort > 0 else 6650
             try:
                 cluster = await open_cluster_metadata(
-                    config, web_service_url=f"http://{host}:{config.webServicePort}",
-                    broker_service_url=f"pulsar://{host}:{config.brokerServicePort}")
+                    config, web_service_url=f"http://{host}:{web_port}",
+                    broker_service_url=f"pulsar://{host}:{port}",
+                    require_initialized=cluster_mode)
             except MetadataStoreError as exc:
                 print(f"magnetar: {exc}", file=sys.stderr)
                 return
+            except ClusterNotInitializedError as exc:
+                print(f"magnetar: {exc}", file=sys.stderr)
+                exit_code = 2
+                return
+            if not config.magnetarSharedStorage:
+                print(f"magnetar: magnetarSharedStorage=false: this broker serves only the topics "
+                      f"in its own directory {config.magnetarDataDir} (no bundle ownership, no "
+                      "failover); set magnetarSharedStorage=true with a directory every broker "
+                      "mounts to share topics (docs/cluster.md)", file=sys.stderr, flush=True)
 
             def on_session(event: SessionEvent) -> None:
                 if event is SessionEvent.SESSION_LOST and cluster is not None and \
@@ -240,4 +268,4 @@ def run_standalone(args: argparse.Namespace, cluster_mode: bool = False) -> int:
         asyncio.run(serve())
     finally:
         lock.close()
-    return 0 if started else 1
+    return 0 if started else exit_code

@@ -9,6 +9,7 @@ Without a configuration store URL, or with the same URL, one store holds both.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 from dataclasses import dataclass, field
@@ -83,11 +84,62 @@ async def connect_stores(metadata_url: str, configuration_url: str = "",
     return store, config_store, [config_store, store]
 
 
+class ClusterNotInitializedError(Exception):
+    """A broker's ``clusterName`` has no entry in its configuration store; the message
+    holds the command that makes one."""
+
+
+def initialize_command(config: BrokerConfig, web_service_url: str, broker_service_url: str) -> str:
+    """The ``magnetar initialize-cluster-metadata`` command line for ``config``'s cluster."""
+    parts = ["magnetar initialize-cluster-metadata", f"--cluster {config.clusterName}",
+             f"--metadata-store {config.metadataStoreUrl}"]
+    if config.configurationMetadataStoreUrl and \
+            config.configurationMetadataStoreUrl.strip() != config.metadataStoreUrl.strip():
+        parts.append(f"--configuration-metadata-store {config.configurationMetadataStoreUrl}")
+    parts += [f"--web-service-url {web_service_url}", f"--broker-service-url {broker_service_url}"]
+    return " ".join(parts)
+
+
+async def stored_cluster_data(config_store: MetadataStore, cluster: str) -> dict[str, Any] | None:
+    """The ClusterData stored for ``cluster`` (None when it was never initialized)."""
+    got = await config_store.get(f"{CLUSTERS_ROOT}/{cluster}")
+    if got is None:
+        return None
+    try:
+        value = json.loads(got[0]) if got[0] else {}
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
 async def open_cluster_metadata(config: BrokerConfig, *, web_service_url: str = "",
-                                broker_service_url: str = "") -> ClusterMetadata:
-    """Connect to ``config``'s metadata store(s) and load the broker's view of them."""
+                                broker_service_url: str = "",
+                                require_initialized: bool = False) -> ClusterMetadata:
+    """Connect to ``config``'s metadata store(s) and load the broker's view of them.
+    ``require_initialized`` (``magnetar broker``, as Pulsar's broker): the cluster must have
+    been initialized (``ClusterNotInitializedError`` naming the command otherwise); without
+    it (``magnetar standalone`` with a metadata store, as Pulsar's standalone) the first
+    broker creates the cluster's entry."""
     store, config_store, stores = await connect_stores(
         config.metadataStoreUrl, config.configurationMetadataStoreUrl, **store_options(config))
+    if require_initialized:
+        try:
+            missing = await stored_cluster_data(config_store, config.clusterName) is None
+            known = await config_store.get_children(CLUSTERS_ROOT) if missing else []
+        except BaseException:
+            for s in stores:
+                await s.close()
+            raise
+        if missing:
+            for s in stores:
+                await s.close()
+            others = (f"; the clusters initialized there: {', '.join(known)}" if known
+                      else "; no cluster is initialized there")
+            raise ClusterNotInitializedError(
+                f"cluster {config.clusterName!r} (clusterName) is not initialized in "
+                f"{config.configurationMetadataStoreUrl or config.metadataStoreUrl}{others}. "
+                "Run once, before the cluster's brokers start:\n  "
+                + initialize_command(config, web_service_url, broker_service_url))
     os.makedirs(config.magnetarDataDir, exist_ok=True)
     local = local_store(config)
     kv = ClusterKeyValueStore(local, store, config_store, cluster=config.clusterName,

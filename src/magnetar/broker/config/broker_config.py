@@ -88,6 +88,9 @@ class BrokerConfig(SecurityConfig):
     # file system mounted at the same path): a bundle's topics keep their messages when it
     # moves to another broker (docs/cluster.md)
     magnetarSharedStorage: bool = False
+    # GlusterFS: the volume and FUSE options (storage/mounts.py GLUSTER_OPTIONS) stated as
+    # set, comma-separated; a shared directory on GlusterFS is refused until they all are
+    magnetarSharedStorageVolumeOptionsConfirmed: str = ""
     # a lookup whose bundle's owner refuses connections (killed; its session not expired
     # yet) waits this long for the bundle to be freed instead of redirecting the client to
     # the dead broker, and free bundles are not placed on a broker that refuses connections

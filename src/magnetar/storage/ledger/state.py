@@ -145,6 +145,17 @@ class LedgerState:
         loc = self._locate(EARLIEST)
         return None if loc is None else Position(self._segments[loc[0]].ledger_id, loc[1])
 
+    def position_at(self, index: int) -> Position | None:
+        """The confirmed entry at ``index`` among those stored (0 the oldest, -1 the
+        newest, as a list's index); None when out of range."""
+        segs = self._segments if index >= 0 else list(reversed(self._segments))
+        k = index if index >= 0 else -index - 1
+        for seg in segs:
+            if k < seg.confirmed:
+                return Position(seg.ledger_id, k if index >= 0 else seg.confirmed - 1 - k)
+            k -= seg.confirmed
+        return None
+
     def last_confirmed(self) -> Position | None:
         """The newest confirmed (durable, readable) entry."""
         for seg in reversed(self._segments):

@@ -1,0 +1,184 @@
+"""What file system a shared data directory is on, and whether its settings are safe for
+brokers sharing it: the mount table (``/proc/mounts``) parsed, the mount holding a path
+found by longest prefix, its kind (GlusterFS's FUSE client, NFS, CephFS, local) and the
+settings known to break what the brokers rely on across hosts (docs/cluster.md, "Across
+hosts"), each named with the option that fixes it. Pure but for reading the mount table.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+
+PROC_MOUNTS = "/proc/mounts"
+
+#: kinds of file system, by ``fstype``
+GLUSTERFS, NFS, CEPH, LOCAL, UNSUPPORTED = "glusterfs", "nfs", "ceph", "local", "unsupported"
+
+#: network file systems without coherent caches or cross-host locks brokers could rely on
+_UNSUPPORTED = {"cifs", "smb3", "smbfs", "9p", "fuse.sshfs", "fuse.s3fs", "fuse.rclone",
+                "fuse.gcsfuse", "fuse.goofys", "davfs", "fuse.davfs2"}
+
+#: what a GlusterFS volume and its FUSE mount need (issue 30: with these, 12 of 12 checks of
+#: ``magnetar check-shared-storage`` pass across two mounts; with Gluster's default caches, 6
+#: fail, among them the new inode a replaced fence file must show): the volume's
+#: performance translators off, and the FUSE client's attribute, entry and negative-lookup
+#: caches at 0 seconds
+GLUSTER_VOLUME_OPTIONS = (
+    "performance.write-behind=off", "performance.read-ahead=off", "performance.io-cache=off",
+    "performance.quick-read=off", "performance.stat-prefetch=off", "performance.open-behind=off",
+    "performance.readdir-ahead=off", "performance.nl-cache=off", "performance.flush-behind=off",
+)
+GLUSTER_MOUNT_OPTIONS = ("attribute-timeout=0", "entry-timeout=0", "negative-timeout=0")
+GLUSTER_OPTIONS = GLUSTER_VOLUME_OPTIONS + GLUSTER_MOUNT_OPTIONS
+
+#: the broker.conf key in which a user states the GlusterFS options above are set
+CONFIRM_KEY = "magnetarSharedStorageVolumeOptionsConfirmed"
+
+#: NFS mount options the brokers need (docs/cluster.md)
+NFS_OPTIONS = "hard,noac,lookupcache=none (locking on: no nolock, no local_lock)"
+
+
+@dataclass(frozen=True)
+class Mount:
+    """One line of the mount table."""
+
+    device: str
+    mount_point: str
+    fstype: str
+    options: tuple[str, ...] = field(default=())
+
+    def option(self, name: str) -> str | None:
+        """The value of ``name=value`` ("" for a bare flag), None when absent (the last
+        one counts, as the kernel's parser)."""
+        found = None
+        for opt in self.options:
+            key, sep, value = opt.partition("=")
+            if key == name:
+                found = value if sep else ""
+        return found
+
+    @property
+    def kind(self) -> str:
+        return kind_of(self.fstype)
+
+
+def _unescape(text: str) -> str:
+    """The kernel's octal escapes in the mount table (``\\040`` a space, ``\\011`` a tab...)."""
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), text)
+
+
+def parse_mounts(text: str) -> list[Mount]:
+    """The mounts of a ``/proc/mounts`` text, in order (lines that are not mounts skipped)."""
+    mounts = []
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) < 4:
+            continue
+        mounts.append(Mount(_unescape(parts[0]), _unescape(parts[1]), parts[2],
+                            tuple(parts[3].split(","))))
+    return mounts
+
+
+def kind_of(fstype: str) -> str:
+    if fstype == "fuse.glusterfs" or fstype == "glusterfs":
+        return GLUSTERFS
+    if fstype in ("nfs", "nfs4"):
+        return NFS
+    if fstype in ("ceph", "fuse.ceph", "fuse.ceph-fuse"):
+        return CEPH
+    if fstype in _UNSUPPORTED:
+        return UNSUPPORTED
+    return LOCAL
+
+
+def mount_of(path: str, mounts: list[Mount]) -> Mount | None:
+    """The mount holding ``path`` (absolute, symlinks resolved): the longest mount point
+    that is a prefix of it, the last mounted one when several are on the same point."""
+    best: Mount | None = None
+    for m in mounts:
+        point = m.mount_point.rstrip("/") or "/"
+        inside = path == point or path.startswith(point + "/") or point == "/"
+        if inside and (best is None or len(point) >= len(best.mount_point.rstrip("/") or "/")):
+            best = m
+    return best
+
+
+def existing_real_path(path: str) -> str:
+    """``path`` with symlinks resolved, through its nearest existing ancestor (a data
+    directory not made yet lives on its parent's file system)."""
+    path = os.path.abspath(path)
+    missing: list[str] = []
+    while not os.path.exists(path) and os.path.dirname(path) != path:
+        path, tail = os.path.split(path)
+        missing.append(tail)
+    return os.path.join(os.path.realpath(path), *reversed(missing))
+
+
+def confirmed_options(text: str) -> set[str]:
+    """The options a user stated in ``magnetarSharedStorageVolumeOptionsConfirmed``
+    (comma or space separated)."""
+    return {o.strip() for o in re.split(r"[,\s]+", text) if o.strip()}
+
+
+def problems(mount: Mount, confirmed: str = "") -> list[str]:
+    """What is unsafe about ``mount`` for brokers sharing a directory on it, each with the
+    option to set; [] when nothing known is."""
+    if mount.kind == NFS:
+        return _nfs_problems(mount)
+    if mount.kind == GLUSTERFS:
+        missing = [o for o in GLUSTER_OPTIONS if o not in confirmed_options(confirmed)]
+        if not missing:
+            return []
+        return [f"GlusterFS's caches break what brokers sharing a directory rely on (a "
+                f"replaced file's new inode, a file fsynced on one host seen on another) "
+                f"unless the volume is set with `gluster volume set VOLUME OPTION VALUE` for "
+                f"{', '.join(GLUSTER_VOLUME_OPTIONS)} and mounted with "
+                f"-o {','.join(GLUSTER_MOUNT_OPTIONS)}; neither shows in the mount table, so "
+                f"once they are set, state them in broker.conf: "
+                f"{CONFIRM_KEY}={','.join(GLUSTER_OPTIONS)} (not stated yet: "
+                f"{', '.join(missing)})"]
+    if mount.kind == UNSUPPORTED:
+        return [f"{mount.fstype} gives no coherent caches or cross-host locks: brokers "
+                "cannot share a directory on it; use NFSv4 (mounted "
+                f"{NFS_OPTIONS}), GlusterFS or CephFS (docs/cluster.md)"]
+    return []
+
+
+def _nfs_problems(mount: Mount) -> list[str]:
+    found = []
+    if mount.option("soft") is not None or mount.option("softerr") is not None:
+        found.append("soft (an I/O error after a timeout can lose acknowledged writes): mount with hard")
+    zero_cache = all(mount.option(k) == "0" for k in ("acregmin", "acregmax", "acdirmin", "acdirmax"))
+    if mount.option("noac") is None and mount.option("actimeo") != "0" and not zero_cache:
+        found.append("attribute caching on (a stale stat hides a new fence): mount with noac")
+    if mount.option("lookupcache") != "none":
+        found.append("lookup caching on (another host's new file may stay invisible): mount "
+                     "with lookupcache=none")
+    if mount.option("nolock") is not None:
+        found.append("nolock (flock does not cross hosts): remove nolock")
+    local_lock = mount.option("local_lock")
+    if local_lock not in (None, "none"):
+        found.append(f"local_lock={local_lock} (flock stays on this host): use local_lock=none")
+    return found
+
+
+def describe(mount: Mount) -> str:
+    """One line: what the data directory is on."""
+    return f"{mount.fstype} {mount.device} mounted at {mount.mount_point} ({mount.kind})"
+
+
+def check_data_dir(path: str, confirmed: str = "", mounts_path: str = PROC_MOUNTS
+                   ) -> tuple[Mount | None, list[str]]:
+    """The mount holding ``path`` and what is unsafe about it for shared storage (the mount
+    table unreadable, as outside Linux: (None, []))."""
+    try:
+        with open(mounts_path) as f:
+            mounts = parse_mounts(f.read())
+    except OSError:
+        return None, []
+    mount = mount_of(existing_real_path(path), mounts)
+    if mount is None:
+        return None, []
+    return mount, problems(mount, confirmed)
