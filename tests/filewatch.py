@@ -154,6 +154,12 @@ class Violation:
                 f"{self.fencer} fenced its ledger")
 
 
+def fences(events: list[Event]) -> list[tuple[int, str, float]]:
+    """(pid, ledger directory, when) of every fence written, in order."""
+    return [(e.pid, os.path.dirname(e.path), e.at) for e in events if _is_fence_write(e.path)
+            and e.modified]
+
+
 def fenced_writes(events: list[Event], brokers: set[int]) -> list[Violation]:
     """The changes the file rule forbids (see the module's docstring), by the processes in
     ``brokers`` (other processes' events are not counted)."""

@@ -23,6 +23,8 @@ from __future__ import annotations
 import contextlib
 import itertools
 import json
+import os
+import subprocess
 import threading
 import time
 import urllib.request
@@ -34,8 +36,8 @@ from pathlib import Path
 import pulsar
 import pytest
 
-from tests.filewatch import SharedDir, fenced_writes
-from tests.netbed import Host, NetBed, NsBroker, NsZooKeeper
+from tests.filewatch import Event, SharedDir, fenced_writes, fences
+from tests.netbed import Host, NetBed, NsBroker, NsZooKeeper, netbed_missing_reason
 
 QUIET = pulsar.ConsoleLogger(pulsar.LoggerLevel.Error)
 SESSION_S = 4.0
@@ -212,8 +214,10 @@ Fault = Callable[[Bed, NsBroker], Callable[[], None]]  # inject; returns the hea
 
 def scenario(net: NetBed, root: Path, name: str, fault: Fault,
              record_property: Callable[[str, object], None],
-             all_serve_again: bool = False) -> None:
-    """Run one fault under load and check it (see the module's docstring)."""
+             all_serve_again: bool = False, late_after: float = SESSION_S + 1.5,
+             duration: float = FAULT_S) -> None:
+    """Run one fault under load and check it (see the module's docstring): the fault lasts
+    ``duration`` s, the late client comes ``late_after`` s into it."""
     topic = f"persistent://public/default/netbed-{name}"
     with cluster_on(net, root, name) as bed:
         main = Load(bed.client, bed.service_url, topic, "main")
@@ -225,10 +229,10 @@ def scenario(net: NetBed, root: Path, name: str, fault: Fault,
 
         faulted = time.monotonic()
         heal = fault(bed, owner)
-        time.sleep(SESSION_S + 1.5)
+        time.sleep(late_after)
         # a client arriving during the fault, at the broker that was not faulted
         late = Load(bed.client, other.url, topic, "late")
-        time.sleep(max(0.0, faulted + FAULT_S - time.monotonic()))
+        time.sleep(max(0.0, faulted + duration - time.monotonic()))
         heal()
         healed = time.monotonic()
 
@@ -244,6 +248,9 @@ def scenario(net: NetBed, root: Path, name: str, fault: Fault,
         bed.shared.settle()
         violations = fenced_writes(bed.shared.events, pids)
 
+        names = {b.pid: b.host.name for b in bed.brokers}
+        taken = Counter(names.get(pid, "?") for pid, _, at in fences(bed.shared.events)
+                        if at > faulted)
         gap, gap_at = main.longest_gap()
         first = late.first_ack_wait()
         report = {
@@ -254,7 +261,8 @@ def scenario(net: NetBed, root: Path, name: str, fault: Fault,
             "longest_wait_began_after_fault_s": round(main.started + gap_at - faulted, 2),
             "late_client_first_ack_s": None if first is None else round(first, 2),
             "resumed_after_heal": resumed, "brokers_alive_after": alive,
-            "brokers_serving_after": serving, "fenced_writes": len(violations),
+            "brokers_serving_after": serving, "fences_after_fault": dict(taken),
+            "fenced_writes": len(violations),
         }
         print(f"netbed {name}: {json.dumps(report)}")
         for key, value in report.items():
@@ -286,6 +294,18 @@ def _answers_lookup(broker: NsBroker, topic: str) -> bool:
         return False
 
 
+def unload(bed: Bed, owner: NsBroker) -> Callable[[], None]:
+    """No fault: the namespace's bundles unloaded (the control: a move by the book)."""
+    def put() -> None:
+        req = urllib.request.Request(f"{owner.web_url}/admin/v2/namespaces/public/default/unload",
+                                     method="PUT", data=b"")
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            assert resp.status in (200, 204), resp.status
+
+    bed.client.call(put)
+    return lambda: None
+
+
 def cut_from_zookeeper(bed: Bed, owner: NsBroker) -> Callable[[], None]:
     owner.host.cut_from(bed.zk.host)
     return owner.host.heal
@@ -304,6 +324,12 @@ def freeze_zookeeper(bed: Bed, owner: NsBroker) -> Callable[[], None]:
 def freeze_owner(bed: Bed, owner: NsBroker) -> Callable[[], None]:
     owner.freeze()
     return owner.thaw
+
+
+def test_control_unload(netbed: NetBed, tmp_path: Path,
+                        record_property: Callable[[str, object], None]) -> None:
+    """The bed's checks on a move without a fault: they pass (no false alarm)."""
+    scenario(netbed, tmp_path, "unload", unload, record_property, late_after=0.5, duration=1.0)
 
 
 ITEM_4 = "needs issue 29 item 4: the fenced owner still writes its ledger's files"
@@ -335,3 +361,51 @@ def test_zookeeper_frozen_past_the_session(netbed: NetBed, tmp_path: Path,
 def test_owner_frozen_past_the_session(netbed: NetBed, tmp_path: Path,
                                        record_property: Callable[[str, object], None]) -> None:
     scenario(netbed, tmp_path, "ownerfrozen", freeze_owner, record_property)
+
+
+def _event(at: float, pid: int, path: str, ino: int, modified: bool = True) -> Event:
+    return Event(at, pid, modified, path, ino, 0)
+
+
+def test_the_file_rule_counts_only_changes_after_another_brokers_fence() -> None:
+    """`fenced_writes` on events made up by hand (no root needed)."""
+    a, b = 100, 200
+    events = [
+        _event(1, a, "/d/ledgers/L/.fence.1", 1), _event(2, a, "/d/ledgers/L/0.seg", 2),
+        _event(3, a, "/d/ledgers/L/fence.lock", 3, modified=False),
+        _event(4, b, "/d/ledgers/L/fence.lock", 3, modified=False),
+        _event(5, b, "/d/ledgers/L/fence", 4),  # b fences L
+        _event(6, a, "/d/ledgers/L/0.seg", 2, modified=False),  # a closes: no change
+        _event(7, a, "/d/ledgers/L/fence.lock", 3, modified=False),  # a takes the lock
+        _event(8, a, "/d/ledgers/L/0.seg", 2),  # a writes: counted
+        _event(9, a, "/d/ledgers/L/cursors.1/c.json", 5, modified=False),  # a creates: counted
+        _event(10, a, "/d/ledgers/M/0.seg", 6),  # another ledger, not fenced by b
+        _event(11, 999, "/d/ledgers/L/x", 7),  # not a broker
+        _event(12, b, "/d/ledgers/L/1.seg", 8),  # the fencer itself
+        _event(13, a, "/d/ledgers/L/.fence.2", 9),  # a fences again (a newer epoch)
+        _event(14, a, "/d/ledgers/L/2.seg", 10),  # then its writes are its own
+    ]
+    found = fenced_writes(events, {a, b})
+    assert [(v.pid, v.fencer, v.path, v.what, v.after) for v in found] == [
+        (a, b, "/d/ledgers/L/0.seg", "changed", 3),
+        (a, b, "/d/ledgers/L/cursors.1/c.json", "created", 4)]
+    assert [(pid, d) for pid, d, _ in fences(events)] == [
+        (a, "/d/ledgers/L"), (b, "/d/ledgers/L"), (a, "/d/ledgers/L")]
+
+
+def test_the_shared_directory_names_who_wrote(tmp_path: Path) -> None:
+    """`SharedDir` attributes a write, a truncation and an empty file to the process
+    that made them."""
+    if netbed_missing_reason(needs_iptables=False):
+        pytest.skip(str(netbed_missing_reason(needs_iptables=False)))
+    with SharedDir(tmp_path / "shared", size_mb=8) as shared:
+        mine = shared.path / "mine"
+        mine.write_bytes(b"x")
+        os.truncate(mine, 0)
+        child = subprocess.run(["sh", "-c", f": > {shared.path / 'theirs'}; echo $$"],
+                               capture_output=True, text=True, check=True)
+        shared.settle(quiet=0.3)
+        seen = {(e.pid, os.path.basename(e.path)) for e in shared.events}
+    assert (os.getpid(), "mine") in seen
+    assert (int(child.stdout), "theirs") in seen
+    assert not os.path.ismount(tmp_path / "shared")
