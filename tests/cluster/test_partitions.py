@@ -123,8 +123,8 @@ class Load:
         return True
 
     def stop(self, timeout: float = 60.0) -> list[bytes]:
-        """Stop sending, wait (bounded) for every send to be answered, close the client;
-        the sends still unanswered."""
+        """Stop sending, wait (bounded) for every send to be answered, close the client
+        (waiting for that no longer than ``timeout`` either); the sends unanswered."""
         self._stop.set()
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -136,7 +136,7 @@ class Load:
             answered = set(self.acked) | {p for p, _ in self.failed}
             pending = [p for p in self.sent if p not in answered]
         self._close.set()
-        self._closed.wait(60)
+        self._closed.wait(timeout)
         return pending
 
     def longest_gap(self) -> tuple[float, float]:
@@ -244,7 +244,8 @@ def scenario(net: NetBed, root: Path, name: str, fault: Fault,
         alive = [b.host.name for b in bed.brokers if b.proc and b.proc.poll() is None]
         serving = [b.host.name for b in bed.brokers if b.host.name in alive
                    and bed.client.call(_answers_lookup, b, topic)]
-        main_pending, late_pending = main.stop(), late.stop()
+        bound = 1.0 if all_exited() else 60.0  # no broker left: nothing will answer
+        main_pending, late_pending = main.stop(bound), late.stop(bound)
         bed.shared.settle()
         violations = fenced_writes(bed.shared.events, pids)
 
