@@ -8,11 +8,12 @@ cut from some peers with ``iptables``, a process frozen with SIGSTOP).
   inside a host (``nsenter --net``: the mount namespace stays the machine's, so files and
   mounts are shared as on one host); tears everything down on `close` (processes first,
   then the namespaces, which takes their veths and firewall rules with them), also when a
-  test fails half-way. A crashed earlier run's namespaces (their names carry the dead pid)
+  test fails half-way (`defer` adds undo steps, such as unmounting). A crashed earlier run's namespaces (their names carry the dead pid)
   are removed when the next bed is built.
 - `Host`: one namespace; `call` / `thread` run Python code of the test process inside it (a
   thread that entered the namespace: its sockets, and the threads it starts, such as the
-  official client's, live there), `link_down` / `cut_from` the faults.
+  official client's, live there), `link_down` / `cut_from` the faults (and `NetBed.lose`:
+  a whole host, its link and every process on it).
 - `NsZooKeeper`, `NsBroker`: Debian's ZooKeeper and a ``magnetar standalone`` broker of a
   cluster on a host, on fixed ports (each host has its own port space).
 
@@ -192,7 +193,8 @@ class NetBed:
         self.prefix = f"{PREFIX}{os.getpid()}"
         self.switch = f"{self.prefix}-sw"
         self.hosts: dict[str, Host] = {}
-        self.processes: list[subprocess.Popen[bytes]] = []
+        self.processes: list[tuple[Host | None, subprocess.Popen[bytes]]] = []
+        self._deferred: list[Callable[[], object]] = []
         self._namespaces: list[str] = []
         self.zookeeper: NsZooKeeper | None = None  # set by whoever starts one on the bed
         _remove_stale_namespaces()
@@ -237,36 +239,67 @@ class NetBed:
         with open(log_path, "ab") as out:
             proc = subprocess.Popen(host.command(argv), stdout=out, stderr=subprocess.STDOUT,
                                     env=env, start_new_session=True)
-        self.processes.append(proc)
+        self.processes.append((host, proc))
         return proc
 
-    def track(self, proc: subprocess.Popen[bytes]) -> None:
-        """Have `close` kill ``proc`` (a process started some other way) if it still runs."""
-        self.processes.append(proc)
+    def track(self, proc: subprocess.Popen[bytes], host: Host | None = None) -> None:
+        """Have `close` (and `lose` of ``host``) kill ``proc``, a process started some other
+        way, if it still runs."""
+        self.processes.append((host, proc))
+
+    def defer(self, undo: Callable[[], object]) -> None:
+        """Have `close` call ``undo`` (last deferred first, before the processes are killed):
+        for what a test sets up beyond processes, such as a mount."""
+        self._deferred.append(undo)
+
+    def lose(self, host: Host) -> None:
+        """Lose ``host`` as a whole: its link down, then every process started on it killed."""
+        host.link_down()
+        for on, proc in self.processes:
+            if on is host:
+                _kill(proc)
 
     def close(self) -> None:
+        deferred, self._deferred = self._deferred, []
+        for undo in reversed(deferred):
+            try:
+                undo()
+            except Exception:  # the rest is undone anyway
+                log.exception("netbed: undoing %r failed", undo)
         procs, self.processes = self.processes, []
-        for proc in procs:
-            if proc.poll() is None:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGCONT)  # a frozen process cannot die
-                    os.killpg(proc.pid, signal.SIGKILL)
-                with contextlib.suppress(subprocess.TimeoutExpired):
-                    proc.wait(timeout=30)
+        for _, proc in procs:
+            _kill(proc)
         names, self._namespaces = self._namespaces, []
         for ns in reversed(names):
             sh("ip", "netns", "del", ns, check=False)
         self.hosts.clear()
 
 
+def _signal(proc: subprocess.Popen[bytes], sig: int) -> None:
+    """``sig`` to ``proc``'s process group if it leads one (`NetBed.popen`), else to it."""
+    with contextlib.suppress(ProcessLookupError):
+        if os.getpgid(proc.pid) == proc.pid:
+            os.killpg(proc.pid, sig)
+        else:
+            os.kill(proc.pid, sig)
+
+
+def _kill(proc: subprocess.Popen[bytes]) -> None:
+    """SIGKILL ``proc`` (its group: see `_signal`), thawed first: a frozen process cannot die."""
+    if proc.poll() is None:
+        _signal(proc, signal.SIGCONT)
+        _signal(proc, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=30)
+
+
 def freeze(proc: subprocess.Popen[bytes]) -> None:
-    """SIGSTOP ``proc``'s process group (a process started by `NetBed.popen`, or one that
-    leads its own group)."""
-    os.killpg(proc.pid, signal.SIGSTOP)
+    """SIGSTOP ``proc`` (with its children if it leads a group: `NetBed.popen`)."""
+    _signal(proc, signal.SIGSTOP)
 
 
 def thaw(proc: subprocess.Popen[bytes]) -> None:
-    os.killpg(proc.pid, signal.SIGCONT)
+    _signal(proc, signal.SIGCONT)
 
 
 class NsZooKeeper:
@@ -352,7 +385,7 @@ class NsBroker(ChildBroker):
     def start(self, timeout: float = 60.0) -> NsBroker:
         super().start(timeout)
         assert self.proc is not None
-        self.bed.track(self.proc)
+        self.bed.track(self.proc, self.host)
         return self
 
     @property
@@ -362,11 +395,11 @@ class NsBroker(ChildBroker):
 
     def freeze(self) -> None:
         assert self.proc is not None
-        self.proc.send_signal(signal.SIGSTOP)
+        freeze(self.proc)
 
     def thaw(self) -> None:
         assert self.proc is not None
-        self.proc.send_signal(signal.SIGCONT)
+        thaw(self.proc)
 
     def stop(self, timeout: float = 30.0) -> None:
         if self.proc is not None and self.proc.poll() is None:
