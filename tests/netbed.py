@@ -317,7 +317,7 @@ class NsZooKeeper:
         (root / "zoo.cfg").write_text(
             f"tickTime={tick_ms}\nclientPort={port}\nclientPortAddress={host.address}\n"
             f"dataDir={root / 'data'}\nadmin.enableServer=false\nmaxClientCnxns=0\n"
-            "4lw.commands.whitelist=ruok\n")
+            "4lw.commands.whitelist=ruok,dump\n")
 
     @property
     def address(self) -> str:
@@ -349,6 +349,29 @@ class NsZooKeeper:
                 return s.recv(4) == b"imok"
         except OSError:
             return False
+
+    def sessions(self) -> set[int]:
+        """The sessions the server tracks now (the ``dump`` command, from its own host:
+        this works with the host's link down)."""
+        def dump() -> str:
+            with socket.create_connection((self.host.address, self.port), timeout=5) as s:
+                s.sendall(b"dump")
+                out = b""
+                while chunk := s.recv(65536):
+                    out += chunk
+            return out.decode()
+
+        found = {int(sid, 16) for sid in re.findall(r"0x([0-9a-f]+)", self.host.call(dump))}
+        return found - {0}  # 0: the connection asking, which has no session
+
+    def wait_expired(self, sessions: set[int], timeout: float) -> bool:
+        """Whether none of ``sessions`` is tracked any more within ``timeout`` s."""
+        deadline = time.monotonic() + timeout
+        while self.sessions() & sessions:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.2)
+        return True
 
     def freeze(self) -> None:
         assert self.proc is not None
