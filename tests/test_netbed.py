@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import socket
 import subprocess
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -25,6 +27,16 @@ def namespaces(bed: NetBed) -> list[str]:
     return sorted(p.name for p in NETNS_DIR.iterdir() if p.name.startswith(bed.prefix + "-"))
 
 
+def eventually(check: Callable[[], bool], timeout: float = 10.0) -> bool:
+    """Whether ``check`` holds within ``timeout`` s (a healed link may take a moment)."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
+    return True
+
+
 def test_faults_cut_what_they_say_and_heal(tmp_path: Path) -> None:
     with NetBed(tmp_path) as bed:
         a, b, c = bed.add_host("a"), bed.add_host("b"), bed.add_host("c")
@@ -37,12 +49,12 @@ def test_faults_cut_what_they_say_and_heal(tmp_path: Path) -> None:
             assert not a.reachable(b.address, 7000) and not b.reachable(a.address, 7000)
             assert a.reachable(c.address, 7000)  # only b is cut off
             a.heal()
-            assert a.reachable(b.address, 7000)
+            assert eventually(lambda: a.reachable(b.address, 7000))
             b.link_down()
             assert not a.reachable(b.address, 7000) and not b.reachable(c.address, 7000)
             assert a.reachable(c.address, 7000)
             b.link_up()
-            assert a.reachable(b.address, 7000)
+            assert eventually(lambda: a.reachable(b.address, 7000))
         finally:
             for s in servers:
                 s.close()
