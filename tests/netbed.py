@@ -139,11 +139,13 @@ class Host:
 
         def run() -> None:
             try:
+                _enter(self.ns)
                 out.append(fn(*args))
             except BaseException as e:  # handed to the caller
                 err.append(e)
 
-        t = self.thread(run)
+        t = threading.Thread(target=run, name=f"in-{self.name}", daemon=True)
+        t.start()
         t.join(timeout)
         if t.is_alive():
             raise TimeoutError(f"{fn!r} in {self.name} did not return in {timeout} s")

@@ -203,6 +203,12 @@ def cluster_on(net: NetBed, root: Path, name: str) -> Iterator[Bed]:
             for b in brokers:
                 b.start()
             yield Bed(net, zk, brokers, shared, net.hosts["client"], {})
+        except BaseException:
+            for b in brokers:  # into the failed test's report
+                lines = b.log_path.read_text(errors="replace").splitlines()
+                print(f"--- {b.host.name} ({b.pid if b.proc else '-'}): the last of {b.log_path}")
+                print("\n".join(lines[-40:]))
+            raise
         finally:
             zk.thaw()
             zk.host.link_up()
