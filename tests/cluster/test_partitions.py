@@ -10,8 +10,7 @@ fault for the session timeout + 5 s, heals it, and checks:
 - the file rule: no broker creates or changes a file of a ledger after another broker
   fenced that ledger (unless it fenced it again itself); a data check that fails after
   such changes is reported as the rule's failure (`FencedWrite`): they are its cause until
-  shown otherwise, and the scenarios that break the rule on today's main are marked
-  ``xfail(raises=FencedWrite)``;
+  shown otherwise;
 - and it reports how long the clients waited: the longest gap between acknowledged sends
   of the producer that ran throughout, and how long a producer opened during the fault (at
   the broker that was not faulted) waited for its first acknowledgement.
@@ -377,16 +376,11 @@ def test_control_unload(netbed: NetBed, tmp_path: Path,
     scenario(netbed, tmp_path, "unload", unload, record_property, late_after=0.5, duration=1.0)
 
 
-ITEM_4 = "needs issue 29 item 4: the fenced owner still writes its ledger's files"
-
-
-@pytest.mark.xfail(reason=ITEM_4, raises=FencedWrite, strict=False)
 def test_owner_cut_from_zookeeper(netbed: NetBed, tmp_path: Path,
                                   record_property: Callable[[str, object], None]) -> None:
     scenario(netbed, tmp_path, "cut", cut_from_zookeeper, record_property)
 
 
-@pytest.mark.xfail(reason=ITEM_4, raises=FencedWrite, strict=False)
 def test_owner_link_down(netbed: NetBed, tmp_path: Path,
                          record_property: Callable[[str, object], None]) -> None:
     scenario(netbed, tmp_path, "linkdown", link_down, record_property)
@@ -402,7 +396,6 @@ def test_zookeeper_frozen_past_the_session(netbed: NetBed, tmp_path: Path,
              all_serve_again=True)
 
 
-@pytest.mark.xfail(reason=ITEM_4, raises=FencedWrite, strict=False)
 def test_owner_frozen_past_the_session(netbed: NetBed, tmp_path: Path,
                                        record_property: Callable[[str, object], None]) -> None:
     scenario(netbed, tmp_path, "ownerfrozen", freeze_owner, record_property)
