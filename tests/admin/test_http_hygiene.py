@@ -9,6 +9,7 @@ connection past ``maxHttpServerConnections`` is answered 503, and every endpoint
 
 from __future__ import annotations
 
+import contextlib
 import json
 import select
 import socket
@@ -151,10 +152,8 @@ def _send_big(broker: StandaloneBroker, method: str, path: str, chunked: bool = 
                 sock.sendall(b"%x\r\n%s\r\n" % (len(chunk), chunk) if chunked else chunk)
         except OSError:  # answered and closed while we were still sending
             pass
-        try:
-            sock.shutdown(socket.SHUT_WR)  # no more (the server stops lingering for the rest)
-        except OSError:
-            pass
+        with contextlib.suppress(OSError):  # no more (the server stops lingering for it)
+            sock.shutdown(socket.SHUT_WR)
         return _reply(sock)
 
 
