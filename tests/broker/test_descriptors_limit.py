@@ -142,4 +142,5 @@ def test_400_clients_at_once(broker):
     assert _admin_answers(broker)
     _new_producer_works(broker)
     log = _clean_log(broker)
-    assert 1 <= log.count("too many open files (limit 256") <= 2  # one line per minute
+    # one line a minute, not one per refusal (hundreds here)
+    assert 1 <= log.count("too many open files (limit 256") <= 5
