@@ -9,7 +9,8 @@ this starts ``magnetar standalone`` from that tree (PYTHONPATH) with the per-top
 producer sending without pause (official client, synchronous sends, so each latency is one
 round trip) and scrapes ``--scrapes`` times, one second apart. It reports per run: the
 scrape's size and time (median, max), and the producer's p50/p99/max send latency during
-scrapes and outside them. The row's bottleneck is the broker's event loop: the producer
+scrapes and outside them, and the broker's CPU time per scrape (utime + stime over the
+scrape: a figure a busy machine inflates less than the wall-clock ones). The row's bottleneck is the broker's event loop: the producer
 and scraper are one client each, far from saturating it.
 """
 
@@ -87,7 +88,13 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-def measure(url: str, web: str, scrapes: int) -> dict[str, Any]:
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of the broker process, from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def measure(url: str, web: str, scrapes: int, pid: int) -> dict[str, Any]:
     client = pulsar.Client(url, logger=QUIET)
     producer = client.create_producer("persistent://public/default/latency-probe",
                                       batching_enabled=False)
@@ -105,11 +112,14 @@ def measure(url: str, web: str, scrapes: int) -> dict[str, Any]:
     time.sleep(2.0)  # a baseline before the first scrape
     windows: list[tuple[float, float]] = []
     sizes: list[int] = []
+    cpu: list[float] = []
     for _ in range(scrapes):
         t = time.monotonic()
+        before = cpu_seconds(pid)
         with urllib.request.urlopen(web + "/metrics", timeout=120) as reply:
             sizes.append(len(reply.read()))
         windows.append((t, time.monotonic()))
+        cpu.append(cpu_seconds(pid) - before)
         time.sleep(1.0)
     stop.set()
     sender.join()
@@ -125,6 +135,7 @@ def measure(url: str, web: str, scrapes: int) -> dict[str, Any]:
         "scrape_bytes": statistics.median(sizes),
         "scrape_s_median": statistics.median(durations),
         "scrape_s_max": max(durations),
+        "scrape_cpu_s_median": statistics.median(cpu),
         "sends_during": len(inside),
         "p50_during_ms": 1000 * pct(inside, 0.50),
         "p99_during_ms": 1000 * pct(inside, 0.99),
@@ -160,18 +171,20 @@ def main() -> int:
                     urllib.request.urlopen(admin, timeout=30).close()
                     created = load_topics(url, args.topics, args.threads)
                     row = {"tree": name, "level": level, "topics": args.topics,
-                           "create_s": round(created, 1), **measure(url, web, args.scrapes)}
+                           "create_s": round(created, 1), **measure(url, web, args.scrapes, proc.pid)}
                 finally:
                     proc.terminate()
                     proc.wait(timeout=60)
                 results.append(row)
                 print(json.dumps(row), flush=True)
     print()
-    print(f"{'tree':<10} {'level':<10} {'bytes':>10} {'scrape s':>9} {'max s':>7} "
+    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+    print(f"{'tree':<10} {'level':<10} {'bytes':>10} {'scrape s':>9} {'max s':>7} {'cpu s':>6} "
           f"{'p50 ms':>7} {'p99 ms':>7} {'max ms':>8} {'p99 base':>9}")
     for r in results:
         print(f"{r['tree']:<10} {r['level']:<10} {r['scrape_bytes']:>10.0f} "
-              f"{r['scrape_s_median']:>9.3f} {r['scrape_s_max']:>7.3f} {r['p50_during_ms']:>7.1f} "
+              f"{r['scrape_s_median']:>9.3f} {r['scrape_s_max']:>7.3f} {r['scrape_cpu_s_median']:>6.2f} "
+              f"{r['p50_during_ms']:>7.1f} "
               f"{r['p99_during_ms']:>7.1f} {r['max_during_ms']:>8.1f} {r['p99_outside_ms']:>9.1f}")
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1))

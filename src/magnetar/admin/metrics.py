@@ -21,8 +21,8 @@ Per broker (label ``cluster``; `BROKER_GAUGES`, `BROKER_HISTOGRAMS`): ``pulsar_t
 Theory of operation. A scrape of 10,000 topics is over 100,000 lines: built in one go on
 the event loop it held every producer up for over a second. `MetricsBuilder` reads the
 topics `CHUNK` at a time and writes the text `CHUNK` lines at a time, giving the loop back
-(``await asyncio.sleep(0)``) between pieces, so sends are answered meanwhile; the per-topic
-part is kept for ``magnetarMetricsCacheSeconds`` (Prometheus scrapes every 15-30 s; rates
+(``await asyncio.sleep(0)``) between pieces, so sends are answered meanwhile, and the
+response is written piece by piece; the per-topic part is kept for ``magnetarMetricsCacheSeconds`` (Prometheus scrapes every 15-30 s; rates
 change every ``statsUpdateFrequencyInSecs``), and scrapes that arrive while it is being
 built wait for that one build. The per-broker part is read at every scrape.
 
@@ -51,7 +51,7 @@ routes = RouteTable("metrics")
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 #: topics read, or lines written, between two yields to the event loop
-CHUNK = 500
+CHUNK = 250
 
 
 @dataclass(frozen=True)
@@ -166,34 +166,35 @@ class MetricsBuilder:
         self.topic_level = bool(config.exposeTopicLevelMetricsInPrometheus)
         self.consumer_level = bool(config.exposeConsumerLevelMetricsInPrometheus) and self.topic_level
         self.cache_s = float(config.magnetarMetricsCacheSeconds)
-        self._cached: tuple[float, str] | None = None
-        self._building: asyncio.Future[str] | None = None
+        self._cached: tuple[float, list[bytes]] | None = None
+        self._building: asyncio.Future[list[bytes]] | None = None
         self.builds = 0  # per-topic parts built (the rest of the scrapes used the cache)
         self.yields = 0  # times the last build gave the loop back
 
     async def scrape(self) -> str:
         """The whole exposition: the per-topic part (cached) and the per-broker part."""
-        return await self.topic_part() + self.broker_part()
+        return b"".join([*await self.topic_part(), self.broker_part().encode()]).decode()
 
-    async def topic_part(self) -> str:
+    async def topic_part(self) -> list[bytes]:
+        """The per-topic part, in pieces of UTF-8 text (shared with other scrapes: do not
+        change the list)."""
         now = time.monotonic()
         if self._cached is not None and now - self._cached[0] < self.cache_s:
             return self._cached[1]
-        if self._building is None:
-            self._building = asyncio.ensure_future(self._build())
         building = self._building
+        if building is None or building.done():  # (done: its scrapes were all cancelled)
+            building = self._building = asyncio.ensure_future(self._build())
         try:
-            text = await asyncio.shield(building)
+            return await asyncio.shield(building)  # a scrape that goes away leaves it be
         finally:
             if self._building is building and building.done():
                 self._building = None
-        return text
 
     async def _pause(self) -> None:
         self.yields += 1
         await asyncio.sleep(0)
 
-    async def _build(self) -> str:
+    async def _build(self) -> list[bytes]:
         started = time.monotonic()
         self.builds += 1
         self.yields = 0
@@ -235,25 +236,25 @@ class MetricsBuilder:
         if not self.topic_level:
             topic_labels = [f'cluster="{cluster}",namespace="{ns}"' for ns in namespaces]
             topic_rows = list(namespaces.values())
-        parts: list[str] = []
+        parts: list[bytes] = []
         await self._render(parts, TOPIC_SERIES, list(zip(topic_labels, topic_rows, strict=True)))
         if self.topic_level:
             await self._render(parts, SUBSCRIPTION_SERIES, sub_lines)
         if self.consumer_level:
             await self._render(parts, CONSUMER_SERIES, consumer_lines)
-        text = "".join(parts)
-        self._cached = (started, text)
-        return text
+        self._cached = (started, parts)
+        return parts
 
-    async def _render(self, parts: list[str], families: Iterable[Series],
+    async def _render(self, parts: list[bytes], families: Iterable[Series],
                       rows: list[tuple[str, list[float]]]) -> None:
         written = 0
         for k, series in enumerate(families):
-            parts.append(series.header())
+            parts.append(series.header().encode())
             sample = series.sample
             for start in range(0, len(rows), self.chunk):
                 parts.append("".join(f"{sample}{{{labels}}} {_num(values[k])}\n"
-                                     for labels, values in rows[start:start + self.chunk]))
+                                     for labels, values in rows[start:start + self.chunk]
+                                     ).encode())
                 written += 1
                 if written % 2 == 0:  # two pieces (2 x chunk lines) per turn
                     await self._pause()
@@ -288,6 +289,16 @@ def builder(app: web.Application) -> MetricsBuilder:
 @routes.route("GET", "/metrics/", "Prometheus metrics, as /metrics (the path in Pulsar's "
               "Prometheus examples).")
 @routes.route("GET", "/metrics", "Prometheus metrics (text exposition format).")
-async def metrics(request: web.Request) -> web.Response:
-    text = await request.app[_BUILDER].scrape()
-    return web.Response(body=text.encode(), headers={"Content-Type": CONTENT_TYPE})
+async def metrics(request: web.Request) -> web.StreamResponse:
+    """Streamed piece by piece: a 13 MB exposition is never joined into one buffer."""
+    builder = request.app[_BUILDER]
+    pieces = await builder.topic_part()
+    tail = builder.broker_part().encode()
+    response = web.StreamResponse(headers={"Content-Type": CONTENT_TYPE})
+    response.content_length = sum(map(len, pieces)) + len(tail)
+    await response.prepare(request)
+    for piece in pieces:
+        await response.write(piece)  # waits while the client's socket buffer is full
+    await response.write(tail)
+    await response.write_eof()
+    return response
