@@ -124,7 +124,7 @@ class AdminServer:
         while True:
             await asyncio.sleep(self.stats_interval)
             try:
-                self.rates.sample(self.service)
+                await self.rates.sample_in_pieces(self.service)
             except Exception:
                 log.exception("sampling topic rates failed")
 
