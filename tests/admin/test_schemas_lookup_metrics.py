@@ -125,6 +125,8 @@ def test_metrics_scrape(api: Api, client: pulsar.Client, name: str) -> None:
                    "pulsar_subscription_back_log", "pulsar_producers_count",
                    "pulsar_consumers_count", "pulsar_active_connections", "pulsar_in_messages"):
         assert metric in families, metric
+    # exposeConsumerLevelMetricsInPrometheus is off by default, as in Pulsar
+    assert not [f for f in families if f.startswith("pulsar_consumer_")]
 
     def value(metric: str, **labels: str) -> float:
         for sample in _scrape(api)[metric]:

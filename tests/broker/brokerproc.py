@@ -43,8 +43,12 @@ def mid_tuple(mid: pulsar.MessageId) -> MsgId:
 class BrokerProcess:
     """``magnetar standalone`` as a child process on a fixed port and data directory."""
 
-    def __init__(self, root: Path, config: dict[str, str] | None = None) -> None:
+    def __init__(self, root: Path, config: dict[str, str] | None = None,
+                 files_limit: int | None = None) -> None:
+        """``files_limit``: the broker runs with RLIMIT_NOFILE soft = hard = that."""
         self.root = root
+        self.files_limit = files_limit
+        self.http_port = free_port()
         self.data_dir = root / "data"
         self.port = free_port()
         self.log_path = root / "broker.log"
@@ -63,7 +67,7 @@ class BrokerProcess:
         script = Path(sys.executable).with_name("magnetar")
         cmd = [str(script)] if script.exists() else [sys.executable, "-m", "magnetar.cli.main"]
         cmd += ["standalone", "--data-dir", str(self.data_dir), "--port", str(self.port),
-                "--http-port", "0", "--bind-address", "127.0.0.1"]
+                "--http-port", str(self.http_port), "--bind-address", "127.0.0.1"]
         if self.config_path is not None:
             cmd += ["--config", str(self.config_path)]
         return cmd
@@ -74,7 +78,8 @@ class BrokerProcess:
         with open(self.log_path, "ab") as log:
             log.write(f"---- start #{self.starts}\n".encode())
             log.flush()
-            self.proc = subprocess.Popen(self._command(), stdout=log, stderr=log)
+            self.proc = subprocess.Popen(self._command(), stdout=log, stderr=log,
+                                         preexec_fn=self._limit_files if self.files_limit else None)
         deadline = time.monotonic() + timeout
         while True:
             if self.proc.poll() is not None:
@@ -86,6 +91,12 @@ class BrokerProcess:
                 if time.monotonic() > deadline:
                     raise AssertionError(f"broker not listening after {timeout}s:\n{self.log()}") from None
                 time.sleep(0.02)
+
+    def _limit_files(self) -> None:  # in the child, before exec
+        import resource
+
+        assert self.files_limit is not None
+        resource.setrlimit(resource.RLIMIT_NOFILE, (self.files_limit, self.files_limit))
 
     def kill9(self) -> None:
         assert self.proc is not None

@@ -59,3 +59,26 @@ def test_evicted_sealed_segments_drop_their_index(make_factory):
     released = [s for s in segments if s._offsets is None]
     assert released and all(s.sealed and s.fd is None for s in released)
     assert len(released) >= len([s for s in segments if s.sealed]) - 4
+
+
+def test_idle_segment_files_close(make_factory):
+    """`close_idle_files`: a segment unused since the previous call loses its descriptor;
+    one used meanwhile keeps it; the data reads back either way."""
+    f = make_factory(fsync="group", max_open_files=64, read_cache_bytes=0)
+
+    async def go():
+        ledgers = [f.open(f"persistent://public/default/idle{j}") for j in range(10)]
+        await asyncio.gather(*(ml.append(b"e%d" % j) for j, ml in enumerate(ledgers)))
+        return ledgers
+
+    ledgers = asyncio.run(go())
+    assert f.open_file_count() == 10
+    assert f.close_idle_files() == 0  # all used since the start: a round marks them
+    busy = ledgers[3]
+    assert busy.read_entries(Position(-1, -1), 1)[0][1] == b"e3"
+    assert f.close_idle_files() == 9
+    assert f.open_file_count() == 1
+    assert f.close_idle_files() == 1
+    assert f.open_file_count() == 0
+    for j, ml in enumerate(ledgers):
+        assert ml.read_entries(Position(-1, -1), 1)[0][1] == b"e%d" % j

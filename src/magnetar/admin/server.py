@@ -1,6 +1,7 @@
 """AdminServer: the broker's HTTP service (aiohttp) on ``webServicePort``, in the broker's
 event loop: the admin API under ``/admin/v2``, HTTP lookup under ``/lookup/v2``,
-``/metrics`` and the OpenAPI description. Handlers call the BrokerService directly (same
+``/metrics`` and the OpenAPI description, behind guard.py's timeouts, connection cap
+and body limit. Handlers call the BrokerService directly (same
 loop, no locking); a background task samples message rates every
 ``statsUpdateFrequencyInSecs`` for stats and metrics."""
 
@@ -26,6 +27,7 @@ from magnetar.admin import (
     topics,
 )
 from magnetar.admin.auth import security_middleware
+from magnetar.admin.guard import GUARD, ConnectionGuard, GuardedSite, body_middleware
 from magnetar.admin.ratelimit import rate_limit_middleware
 from magnetar.admin.routing import (
     PORTS,
@@ -50,14 +52,21 @@ TABLES: list[RouteTable] = [
 
 def build_app(service: BrokerService, rates: RateTracker | None = None) -> web.Application:
     """The aiohttp application serving the admin API for ``service``."""
-    middlewares = [error_middleware, security_middleware, cluster.owner_redirect_middleware]
     config = service.config
+    # the body is read (within httpMaxRequestSize and the body timeout) before anything else
+    middlewares = [body_middleware, error_middleware, security_middleware,
+                   cluster.owner_redirect_middleware]
     if config.httpRequestsLimitEnabled:  # outermost: a refused request costs nothing more
         middlewares.insert(0, rate_limit_middleware(config.httpRequestsMaxPerSecond))
-    app = web.Application(middlewares=middlewares, client_max_size=16 * 1024 * 1024)
+    max_body = config.httpMaxRequestSize
+    app = web.Application(middlewares=middlewares,
+                          client_max_size=max_body if max_body > 0 else 1 << 62)
     app[SERVICE] = service
     app[RATES] = rates or RateTracker()
     app[PORTS] = ListeningPorts()
+    app[GUARD] = ConnectionGuard(
+        service.descriptors.http_connections, config.magnetarHttpHeaderTimeoutSeconds,
+        config.magnetarHttpBodyTimeoutSeconds, max_body)
     app[openapi.OPENAPI] = openapi.document(TABLES)
     metrics.install_registry(app)
     for table in TABLES:
@@ -85,10 +94,15 @@ class AdminServer:
         self.http_started = False  # whether the HTTP port listens (start may fail after it)
 
     async def start(self) -> None:
-        self._runner = web.AppRunner(self.app, access_log=None, handle_signals=False)
+        # lingering_time: how long the rest of a refused body (413, 408) is read and dropped
+        # before the connection closes (aiohttp: 10 s)
+        self._runner = web.AppRunner(self.app, access_log=None, handle_signals=False,
+                                     lingering_time=2.0)
         await self._runner.setup()
+        backlog = self.service.config.httpServerAcceptQueueSize
         if self.port is not None:
-            site = web.TCPSite(self._runner, self.host, self.port, reuse_address=True)
+            site = GuardedSite(self._runner, self.host, self.port, self.app[GUARD],
+                               reuse_address=True, backlog=backlog)
             await site.start()
             self.port = int(self._runner.addresses[-1][1])
             self.app[PORTS].web = self.port
@@ -98,8 +112,8 @@ class AdminServer:
             tls = self.service.security.tls
             if tls is None:
                 raise ValueError("webServicePortTls needs the broker's TLS settings")
-            site = web.TCPSite(self._runner, self.host, self.tls_port, reuse_address=True,
-                               ssl_context=tls.context)
+            site = GuardedSite(self._runner, self.host, self.tls_port, self.app[GUARD],
+                               reuse_address=True, ssl_context=tls.context, backlog=backlog)
             await site.start()
             self.tls_port = int(self._runner.addresses[-1][1])
             self.app[PORTS].web_tls = self.tls_port
@@ -111,7 +125,7 @@ class AdminServer:
         while True:
             await asyncio.sleep(self.stats_interval)
             try:
-                self.rates.sample(self.service)
+                await self.rates.sample_in_pieces(self.service)
             except Exception:
                 log.exception("sampling topic rates failed")
 

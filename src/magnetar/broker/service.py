@@ -67,6 +67,7 @@ from magnetar.storage import (
     StorageError,
 )
 from magnetar.storage.disk_usage import DiskUsage
+from magnetar.storage.descriptors import open_files_limit, plan_descriptors
 
 if TYPE_CHECKING:
     from magnetar.broker.cluster.coordinator import ClusterCoordinator
@@ -113,6 +114,10 @@ class BrokerService(AdminOperations):
         # brokers sharing storage (possibly across hosts) write no shared SQLite file: each
         # ledger's state lives in its directory, ledger ids come from the metadata store
         sharing = config.magnetarSharedStorage and self.metadata_store is not None
+        # the descriptor limit shared out: segment files, connections, HTTP connections
+        self.descriptors = plan_descriptors(
+            open_files_limit()[0], config.magnetarMaxOpenFiles, config.maxHttpServerConnections,
+            config.magnetarReservedFileDescriptors)
         self.storage = ManagedLedgerFactory(
             StorageConfig(
                 data_dir=config.magnetarDataDir,
@@ -122,7 +127,7 @@ class BrokerService(AdminOperations):
                 segment_max_age_s=config.managedLedgerMaxLedgerRolloverTimeMinutes * 60.0,
                 read_cache_bytes=config.managedLedgerCacheSizeMB * 1024 * 1024,
                 read_cache_max_age_s=config.managedLedgerCacheEvictionTimeThresholdMillis / 1000,
-                max_open_files=config.magnetarMaxOpenFiles,
+                max_open_files=self.descriptors.open_files,
                 cursor_persist_interval_s=float(config.managedLedgerCursorPositionFlushSeconds),
                 inline_sync_when_idle=config.magnetarSyncOnLoopWhenIdle,
                 inline_sync_slow_s=config.magnetarSyncOnLoopSlowMillis / 1000,

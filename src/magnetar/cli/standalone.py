@@ -130,6 +130,9 @@ def run_standalone(args: argparse.Namespace, cluster_mode: bool = False) -> int:
             file=sys.stderr,
         )
         return 1
+    from magnetar.storage.descriptors import quiet_accept_errors, raise_open_files_limit
+
+    raise_open_files_limit()  # soft RLIMIT_NOFILE up to the hard limit, as servers do
     install_event_loop_policy()
     started = False
     exit_code = 1  # when it does not start
@@ -137,6 +140,7 @@ def run_standalone(args: argparse.Namespace, cluster_mode: bool = False) -> int:
     async def serve() -> None:
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
+        quiet_accept_errors(loop)
         for sig in (signal.SIGINT, signal.SIGTERM):  # a signal during start-up stops after it
             loop.add_signal_handler(sig, stop.set)
         nonlocal exit_code

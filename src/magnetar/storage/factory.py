@@ -502,6 +502,10 @@ class ManagedLedgerFactory(CursorRows):
         """Drop read-cache entries past their age limit (call periodically)."""
         self._cache.evict_expired()
 
+    def close_idle_files(self) -> int:
+        """Close the segment files unused since the previous call (call periodically)."""
+        return self._files.close_idle()
+
     def open_file_count(self) -> int:
         """Segment file descriptors currently open."""
         return self._files.open_count()

@@ -10,7 +10,9 @@ synced inline before closing, so the bound holds even with thousands of ledgers 
 once (at the price of blocking syncs when it is far too small). An evicted segment that is
 sealed, fully confirmed and has its index sidecar on disk also drops its in-memory offset
 index (8 bytes per entry; reloaded from the sidecar on next use), so an idle segment costs
-neither a descriptor nor memory proportional to its entries. Event loop thread only.
+neither a descriptor nor memory proportional to its entries. `close_idle`, called
+periodically, closes the clean segments not used since its previous call (a producer that
+went away leaves no descriptor behind for long). Event loop thread only.
 """
 
 from __future__ import annotations
@@ -34,7 +36,9 @@ class FileLimiter:
     ) -> None:
         self.max_open = max_open
         self.sync_before_close = sync_before_close
-        self._lru: OrderedDict[Segment, None] = OrderedDict()
+        # segment -> the `close_idle` round of its last use (oldest use first)
+        self._lru: OrderedDict[Segment, int] = OrderedDict()
+        self._round = 0
         self._retire_on = retire_on
         self._retire_max = max(4, max_open // 8)
         self._retiring: set[Segment] = set()
@@ -44,8 +48,9 @@ class FileLimiter:
         lru = self._lru
         if seg in lru:
             lru.move_to_end(seg)
+            lru[seg] = self._round
         else:
-            lru[seg] = None
+            lru[seg] = self._round
             if len(lru) > self.max_open:
                 self._evict(seg)
         return seg
@@ -110,12 +115,30 @@ class FileLimiter:
         if job.exception() is not None:
             log.debug("%s: sync before closing failed: %s", seg.path, job.exception())
             if seg.fd is not None:  # keep counting it; the flusher reports the failure
-                self._lru[seg] = None
+                self._lru[seg] = self._round
                 self._lru.move_to_end(seg, last=False)
             return
         if not seg.dirty:
             seg.close_fd()
             _release_index(seg)
+
+    def close_idle(self) -> int:
+        """Close the clean segments not used since the previous call (unsynced ones are
+        left to the flusher and the next round); how many were closed."""
+        lru = self._lru
+        idle_before = self._round
+        self._round += 1
+        idle = []
+        for seg, used in lru.items():
+            if used >= idle_before:
+                break  # the rest were used since the previous round
+            if seg.fd is None or not (self.sync_before_close and seg.dirty):
+                idle.append(seg)
+        for seg in idle:
+            del lru[seg]
+            seg.close_fd()
+            _release_index(seg)
+        return len(idle)
 
     def retiring_count(self) -> int:
         return len(self._retiring)

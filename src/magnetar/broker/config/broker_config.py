@@ -207,6 +207,29 @@ class BrokerConfig(SecurityConfig):
     magnetarDiskUsageMinFreeMB: int = 100
     magnetarDiskCheckIntervalMillis: int = 500
 
+    # Resources: descriptors, the web port, /metrics (issue 31; docs/operations.md).
+    # At start the soft RLIMIT_NOFILE is raised to the hard limit and shared out: this
+    # many apart, then at most half of the rest (and at most magnetarMaxOpenFiles) for
+    # segment files, the remainder for connections (a quarter of it at most for HTTP).
+    magnetarReservedFileDescriptors: int = 64
+    # segment files unused for this long (between one and two periods) are closed; 0: never
+    magnetarCloseIdleFilesSeconds: int = 60
+    # the web port: its listen backlog, its open connections at most (past it a new one
+    # waits in the backlog), and the largest request body (413 past it, every endpoint;
+    # -1 as in Pulsar: no limit)
+    httpServerAcceptQueueSize: int = 8192
+    maxHttpServerConnections: int = 2048
+    httpMaxRequestSize: int = 16 * 1024 * 1024
+    # a request's headers must arrive within this many seconds, its body within the other
+    # (from the end of the headers); the connection is closed otherwise (slowloris)
+    magnetarHttpHeaderTimeoutSeconds: float = 10.0
+    magnetarHttpBodyTimeoutSeconds: float = 30.0
+    # /metrics: per-topic series (false: per-namespace sums, as Pulsar), per-consumer
+    # series, and how long the per-topic part of a scrape is reused (0: built each scrape)
+    exposeTopicLevelMetricsInPrometheus: bool = True
+    exposeConsumerLevelMetricsInPrometheus: bool = False
+    magnetarMetricsCacheSeconds: float = 5.0
+
     unknown_keys: list[str] = field(default_factory=list, repr=False)
 
     def dead_owner_lookup_wait_s(self) -> float:
@@ -258,6 +281,19 @@ class BrokerConfig(SecurityConfig):
                               "magnetarDiskCheckIntervalMillis positive")
         if self.magnetarSyncOnLoopSlowMillis < 0 or self.magnetarSyncOnLoopBackoffSeconds < 0:
             raise ConfigError("magnetarSyncOnLoopSlowMillis and magnetarSyncOnLoopBackoffSeconds must be >= 0")
+        if self.magnetarReservedFileDescriptors < 0 or self.magnetarCloseIdleFilesSeconds < 0:
+            raise ConfigError("magnetarReservedFileDescriptors and magnetarCloseIdleFilesSeconds "
+                              "must be >= 0")
+        if self.magnetarMaxOpenFiles < 1:
+            raise ConfigError("magnetarMaxOpenFiles must be at least 1")
+        if self.httpServerAcceptQueueSize < 1 or self.maxHttpServerConnections < 0:
+            raise ConfigError("httpServerAcceptQueueSize must be positive, "
+                              "maxHttpServerConnections >= 0 (0: no cap)")
+        if not (self.magnetarHttpHeaderTimeoutSeconds > 0 and self.magnetarHttpBodyTimeoutSeconds > 0):
+            raise ConfigError("magnetarHttpHeaderTimeoutSeconds and magnetarHttpBodyTimeoutSeconds "
+                              "must be positive")
+        if self.magnetarMetricsCacheSeconds < 0:
+            raise ConfigError("magnetarMetricsCacheSeconds must be >= 0")
         if self.keepAliveIntervalSeconds <= 0:
             raise ConfigError("keepAliveIntervalSeconds must be positive")
         try:

@@ -26,6 +26,7 @@ from magnetar.protocol.frames import (
 )
 from magnetar.protocol.sniff import HTTP_ON_BINARY_PORT_REPLY, is_http_request
 from magnetar.storage import StorageError
+from magnetar.storage.descriptors import ALARM, out_of_descriptors
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -158,7 +159,7 @@ class CnxBase(asyncio.BufferedProtocol):
         refusal = self.security.limits.admit(self, peer[0] if peer else "?")
         if refusal is not None:  # answered before any Connect, as Pulsar answers it
             self.closed = True
-            error = pb.CommandError(request_id=NO_REQUEST, error=pb.NotAllowedError,
+            error = pb.CommandError(request_id=NO_REQUEST, error=refusal.code,
                                     message=f"connection refused: {refusal}")
             stream.write(encode_command(T(type=T.ERROR, error=error)))
             stream.close()
@@ -244,7 +245,10 @@ class CnxBase(asyncio.BufferedProtocol):
             log.info("%s: %s refused (%s): %s", self.peer, T.Type.Name(kind),
                      pb.ServerError.Name(exc.code), exc)
             self._reply_error(cmd, exc.code, str(exc))
-        except Exception:  # a bug must not take the other connections down
+        except Exception as exc:  # a bug must not take the other connections down
+            if out_of_descriptors(exc):
+                self._reply_error(cmd, pb.ServiceNotReady, ALARM.raised(T.Type.Name(kind)))
+                return
             log.exception("%s: failed to handle %s", self.peer, T.Type.Name(kind))
             self._reply_error(cmd, pb.UnknownError, "internal broker error")
 
@@ -267,7 +271,12 @@ class CnxBase(asyncio.BufferedProtocol):
                                 T.Type.Name(cmd.type), exc or type(exc).__name__)
                     self._reply_error(cmd, pb.ServiceNotReady,
                                       f"metadata store unavailable ({type(exc).__name__}); retry")
-            except Exception:  # a bug must not take the other connections down
+            except Exception as exc:  # a bug must not take the other connections down
+                if out_of_descriptors(exc):
+                    message = ALARM.raised(T.Type.Name(cmd.type))
+                    if not self.closed:
+                        self._reply_error(cmd, pb.ServiceNotReady, message)
+                    return
                 log.exception("%s: failed to handle %s", self.peer, T.Type.Name(cmd.type))
                 if not self.closed:
                     self._reply_error(cmd, pb.UnknownError, "internal broker error")
@@ -303,9 +312,13 @@ class CnxBase(asyncio.BufferedProtocol):
             try:
                 await work
             except StorageError as exc:
-                log.error("%s: %s: %s: %s", self.peer, T.Type.Name(cmd.type), failure, exc)
+                if out_of_descriptors(exc):
+                    message = f"{failure}: {ALARM.raised(failure)}"
+                else:
+                    log.error("%s: %s: %s: %s", self.peer, T.Type.Name(cmd.type), failure, exc)
+                    message = f"{failure}: {exc}"
                 if not self.closed:
-                    self._reply_error(cmd, pb.ServiceNotReady, f"{failure}: {exc}")
+                    self._reply_error(cmd, pb.ServiceNotReady, message)
                 return
             if not self.closed:
                 self.run_handler(handler, cmd, frame)

@@ -16,6 +16,7 @@ from magnetar.protocol.frames import (
     SendFrame,
     part_checksum,
 )
+from magnetar.storage.descriptors import ALARM, out_of_descriptors
 
 if TYPE_CHECKING:
     from magnetar.broker.topics.producer import Producer
@@ -72,7 +73,10 @@ class ProducerCommands(CnxBase):
         except BrokerError as exc:
             log.info("%s: SEND refused (%s): %s", self.peer, pb.ServerError.Name(exc.code), exc)
             self._reply_send_error(send, exc.code, str(exc))
-        except Exception:  # a bug must not take the other connections down
+        except Exception as exc:  # a bug must not take the other connections down
+            if out_of_descriptors(exc):
+                self._reply_send_error(send, pb.ServiceNotReady, ALARM.raised("SEND"))
+                return
             log.exception("%s: failed to handle SEND", self.peer)
             self._reply_send_error(send, pb.UnknownError, "internal broker error")
 

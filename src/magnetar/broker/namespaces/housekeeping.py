@@ -5,6 +5,7 @@
 
 - keep-alive pings on every connection (``keepAliveIntervalSeconds``);
 - read-cache eviction by age (``managedLedgerCacheEvictionTimeThresholdMillis``);
+- closing the segment files nobody used for a while (``magnetarCloseIdleFilesSeconds``);
 - topic housekeeping (`run`, every min(retention, message expiry, backlog quota check
   interval)): per loaded persistent topic, `housekeep_topic`: message TTL
   (message_expiry.py), backlog quotas (backlog_quota.py), dedup snapshot (dedup_snapshot.py),
@@ -75,6 +76,8 @@ class Housekeeping:
         self.tasks.append(asyncio.create_task(self._housekeeping_loop()))
         if cfg.managedLedgerCacheEvictionTimeThresholdMillis > 0:
             self.tasks.append(asyncio.create_task(self._cache_eviction_loop()))
+        if cfg.magnetarCloseIdleFilesSeconds > 0:
+            self.tasks.append(asyncio.create_task(self._idle_files_loop()))
         if cfg.magnetarTopicUnloadIdleSeconds > 0:
             self.tasks.append(asyncio.create_task(self._unload_loop()))
         if cfg.magnetarIdleTopicSweepIntervalSeconds > 0:
@@ -108,6 +111,15 @@ class Housekeeping:
         while True:
             await asyncio.sleep(age)
             self.service.storage.evict_expired_cache()
+
+    async def _idle_files_loop(self) -> None:
+        """Segment files unused for one to two periods are closed (their descriptors free)."""
+        interval = self.service.config.magnetarCloseIdleFilesSeconds
+        while True:
+            await asyncio.sleep(interval)
+            closed = self.service.storage.close_idle_files()
+            if closed:
+                log.debug("closed %d idle segment files", closed)
 
     async def _housekeeping_loop(self) -> None:
         cfg = self.service.config

@@ -35,7 +35,7 @@ class BrokerSecurity:
         self.authentication = AuthenticationService(config)
         self.authorization = AuthorizationService(
             service.metadata, config, write=service.storage.write_metadata)
-        self.limits = Limits(config)
+        self.limits = Limits(config, service.descriptors.connections)
         self.tls: TlsContextManager | None = (
             TlsContextManager(config) if config.needs_tls_context else None)
         self.tls_port: int | None = None

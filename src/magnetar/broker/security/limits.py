@@ -3,6 +3,9 @@
 - ``brokerMaxConnections`` / ``brokerMaxConnectionsPerIp``: a connection past either is
   sent an Error (NotAllowedError, request id -1, saying which limit) and closed as soon as
   it is accepted, so the client fails its Connect at once (logged at most once a minute, with a running count).
+- the descriptors left for connections (``BrokerService.descriptors``, from the open files
+  limit): a connection past them is answered the same way but with ServiceNotReady
+  (retryable) ``too many open files (limit N)``, logged by the descriptor alarm.
 - ``magnetarHandshakeTimeoutSeconds``: a connection that has not completed Connect (and its
   authentication) that long after it was accepted is closed.
 - ``maxProducersPerTopic`` (ProducerBusy), ``maxConsumersPerTopic`` and
@@ -30,6 +33,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from magnetar.broker.errors import BrokerError
 from magnetar.broker.topic_name import TopicName
 from magnetar.protocol import pb
+from magnetar.storage.descriptors import ALARM, UNLIMITED
 
 if TYPE_CHECKING:
     import asyncio
@@ -67,8 +71,9 @@ class LimitedCnx(Protocol):
 class Limits:
     """Counts connections per IP and applies the limits of the module docstring."""
 
-    def __init__(self, config: Any) -> None:
+    def __init__(self, config: Any, descriptor_room: int = UNLIMITED) -> None:
         self.config = config
+        self.descriptor_room = descriptor_room  # connections the descriptor limit leaves
         self.total = 0
         self.per_ip: Counter[str] = Counter()
         self.refused = 0
@@ -79,10 +84,15 @@ class Limits:
 
     # ------------------------------------------------------------------ connections
 
-    def admit(self, cnx: LimitedCnx, ip: str) -> str | None:
-        """Count a new connection; over a limit, the reason instead (the caller answers
+    def admit(self, cnx: LimitedCnx, ip: str) -> BrokerError | None:
+        """Count a new connection; over a limit, the refusal instead (the caller answers
         with an Error that says it, as Pulsar does, and closes the connection)."""
         cfg = self.config
+        if self.total >= self.descriptor_room:
+            self.refused += 1
+            return BrokerError(pb.ServiceNotReady, ALARM.raised(
+                f"refusing connection from {ip}: {self.total} connections use the "
+                "descriptors left for them"))
         why = None
         if cfg.brokerMaxConnections and self.total >= cfg.brokerMaxConnections:
             why = f"brokerMaxConnections ({cfg.brokerMaxConnections}) reached"
@@ -95,7 +105,7 @@ class Limits:
                 self._last_log = now
                 log.warning("refusing connection from %s: %s (%d refused so far)",
                             ip, why, self.refused)
-            return why
+            return BrokerError(pb.NotAllowedError, why)
         self.total += 1
         self.per_ip[ip] += 1
         cnx.counted_ip = ip

@@ -2,13 +2,15 @@
 
 ``RateTracker.sample()`` reads the message and byte counters of every loaded topic,
 producer, subscription and consumer, and keeps the rate of each over the interval since
-the previous sample (Pulsar's ``statsUpdateFrequencyInSecs``). ``topic_stats`` and
+the previous sample (Pulsar's ``statsUpdateFrequencyInSecs``; the admin server's timer uses
+``sample_in_pieces``, which gives the event loop back every 500 topics). ``topic_stats`` and
 ``internal_stats`` build the JSON documents of Pulsar's ``stats`` and ``internalStats``
 endpoints from the live objects plus those rates; the metrics endpoint reads the same.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -36,6 +38,22 @@ def subscription_counters(sub: Any) -> tuple[int, int]:
             gone.bytes + sum(c.bytes_out for c in sub.consumers))
 
 
+def _count(topic: Topic, counters: dict[Any, tuple[int, int]]) -> None:
+    """Note ``topic``'s counters (and its producers', subscriptions', consumers')."""
+    counters[("in", topic.name)] = (topic.msg_in, topic.bytes_in)
+    for producer in topic.producers.values():
+        counters[("producer", topic.name, producer.name)] = (producer.msg_in, producer.bytes_in)
+    out_msgs = out_bytes = 0
+    for name, sub in topic.subscriptions.items():
+        msgs, size = subscription_counters(sub)
+        out_msgs += msgs
+        out_bytes += size
+        counters[("sub", topic.name, name)] = (msgs, size)
+        for consumer in sub.consumers:
+            counters[("consumer", id(consumer))] = (consumer.msg_out, consumer.bytes_out)
+    counters[("out", topic.name)] = (out_msgs, out_bytes)
+
+
 @dataclass
 class RateTracker:
     """Counters of the previous sample and the rates computed from them."""
@@ -47,19 +65,22 @@ class RateTracker:
         """Take a sample of every loaded topic's counters now (``now``: monotonic seconds)."""
         now = time.monotonic() if now is None else now
         counters: dict[Any, tuple[int, int]] = {}
-        for topic in service.topics.values():
-            counters[("in", topic.name)] = (topic.msg_in, topic.bytes_in)
-            for producer in topic.producers.values():
-                counters[("producer", topic.name, producer.name)] = (producer.msg_in, producer.bytes_in)
-            out_msgs = out_bytes = 0
-            for name, sub in topic.subscriptions.items():
-                msgs, size = subscription_counters(sub)
-                out_msgs += msgs
-                out_bytes += size
-                counters[("sub", topic.name, name)] = (msgs, size)
-                for consumer in sub.consumers:
-                    counters[("consumer", id(consumer))] = (consumer.msg_out, consumer.bytes_out)
-            counters[("out", topic.name)] = (out_msgs, out_bytes)
+        for topic in list(service.topics.values()):
+            _count(topic, counters)
+        self._update(counters, now)
+
+    async def sample_in_pieces(self, service: BrokerService, chunk: int = 500) -> None:
+        """`sample`, giving the event loop back every ``chunk`` topics (10,000 topics
+        took about 0.1 s in one go); the sample's time is its start."""
+        now = time.monotonic()
+        counters: dict[Any, tuple[int, int]] = {}
+        for i, topic in enumerate(list(service.topics.values())):
+            if i and i % chunk == 0:
+                await asyncio.sleep(0)
+            _count(topic, counters)
+        self._update(counters, now)
+
+    def _update(self, counters: dict[Any, tuple[int, int]], now: float) -> None:
         previous, self._previous = self._previous, {}
         rates: dict[Any, Rate] = {}
         for key, (msgs, size) in counters.items():
