@@ -66,8 +66,8 @@ from magnetar.storage import (
     StorageConfig,
     StorageError,
 )
-from magnetar.storage.disk_usage import DiskUsage
 from magnetar.storage.descriptors import open_files_limit, plan_descriptors
+from magnetar.storage.disk_usage import DiskUsage
 
 if TYPE_CHECKING:
     from magnetar.broker.cluster.coordinator import ClusterCoordinator
