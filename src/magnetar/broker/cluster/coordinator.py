@@ -107,6 +107,12 @@ class ClusterCoordinator:
         # bundles sent to other brokers since their last report: (broker id, when)
         self._placed: list[tuple[str, float]] = []
         self._acquiring = 0  # ownership keys being created by lookups here
+        # bundles being taken here, and free bundles being placed (one attempt each)
+        self._taking: dict[tuple[str, BundleRange], asyncio.Task[OwnerData | None]] = {}
+        self._assigning: dict[tuple[str, BundleRange],
+                              asyncio.Task[tuple[str, OwnerData] | None]] = {}
+        # the last owner seen of bundles owned elsewhere (for the log line of a takeover)
+        self._previous_owner: dict[tuple[str, BundleRange], str] = {}
         # lookups of a bundle whose owner is unreachable wait (at most this long) for its
         # key to go; one wait per bundle, shared by its held lookups (0: never wait)
         self.dead_owner_wait_s = dead_owner_wait_s
@@ -237,8 +243,9 @@ class ClusterCoordinator:
             return False
         brokers = await self.registry.live()
         others = {k: v for k, v in brokers.items() if k != self.broker_id}
-        target = destination if destination in others else least_loaded(others, None, self.overload_threshold)
-        moving_to = others[target].owner_data() if target is not None else None
+        target = destination if destination in others \
+            else await self._place_elsewhere(f"{namespace}/{bundle}")
+        moving_to = others[target].owner_data() if target in others else None
         if target is not None:
             await self._write_handoff(namespace, bundle, target)
         await self.ownership.set_disabled(namespace, bundle)
@@ -278,16 +285,40 @@ class ClusterCoordinator:
         with contextlib.suppress(Exception):
             await self.store.delete(handoff_path(namespace, bundle))
 
-    async def _acquire(self, namespace: str, bundle: BundleRange) -> OwnerData | None:
+    async def _acquire(self, namespace: str, bundle: BundleRange,
+                       why: str = "lookup") -> OwnerData | None:
         """Take the free bundle (``ownership.try_acquire``), counted by placements made
         meanwhile, and shielded: a lookup cancelled (its client went) must not leave a key
-        created here that this broker does not know it owns."""
+        created here that this broker does not know it owns. Concurrent calls for one
+        bundle share one attempt (lookups meanwhile wait for it, `lookup`)."""
+        key = (namespace, bundle)
+        taking = self._taking.get(key)
+        if taking is None:
+            taking = asyncio.get_running_loop().create_task(self._take(namespace, bundle, why))
+            self._taking[key] = taking
+
+            def done(task: asyncio.Task[OwnerData | None]) -> None:
+                if self._taking.get(key) is task:
+                    del self._taking[key]
+                if not task.cancelled():
+                    task.exception()  # retrieved: the lookups awaiting it may all be gone
+
+            taking.add_done_callback(done)
+        return await asyncio.shield(taking)
+
+    async def _take(self, namespace: str, bundle: BundleRange, why: str) -> OwnerData | None:
         self._acquiring += 1
         try:
-            owner = await asyncio.shield(self.ownership.try_acquire(namespace, bundle))
+            handoff = await self.handoff_target(namespace, bundle)
+            previous = self._previous_owner.pop((namespace, bundle), None)
+            owner = await self.ownership.try_acquire(namespace, bundle)
         finally:
             self._acquiring -= 1
         if owner is self.me:
+            if handoff == self.broker_id:
+                why = f"{why}, assigned here"
+            log.info("took bundle %s/%s (previous owner %s; %s)", namespace, bundle,
+                     previous or "none known", why)
             await self._drop_handoff(namespace, bundle)
         return owner
 
@@ -300,14 +331,22 @@ class ClusterCoordinator:
     async def _claim(self, topic: str) -> None:
         namespace, bundle = await self.bundle_of(topic)
         for _ in range(3):
+            taking = self._taking.get((namespace, bundle))
+            if taking is not None:  # a lookup here is taking it: its outcome decides
+                await asyncio.shield(taking)
             if self.ownership.is_owned(namespace, bundle):
                 return
             owner = await self.ownership.owner_of(namespace, bundle)
             if owner is not None and owner.disabled:  # moving, maybe here: wait for it
                 await self.ownership.wait_free(namespace, bundle, 10.0)
                 continue
-            if owner is None and await self._acquire(namespace, bundle) is self.me:
-                return
+            if owner is None:
+                # placed on another broker (its lookup is on the way): not taken here
+                if await self._live_target(await self.handoff_target(namespace, bundle),
+                                           set()) is not None:
+                    break
+                if await self._acquire(namespace, bundle, "a client connected here") is self.me:
+                    return
             break
         raise BrokerError(pb.ServiceNotReady,
                           f"topic {topic} is not served by this broker; look it up again")
@@ -347,17 +386,29 @@ class ClusterCoordinator:
 
     # -- lookup ----------------------------------------------------------------------------
     async def lookup(self, topic: str, authoritative: bool = False) -> LookupResult:
+        """Where ``topic`` is served: here (``connect``) or the broker to redirect to. An
+        ``authoritative`` lookup (a broker sent the client here) is settled here: a free
+        bundle is taken, never sent on; so a lookup takes at most two hops."""
         namespace, bundle = await self.bundle_of(topic)
+        key = (namespace, bundle)
         held = False
+        why = ""  # why the bundle is taken here, for the log line if it is
         avoid: set[str] = set()  # service URLs of owners found dead: no placement there
         for _ in range(3):
+            taking = self._taking.get(key)
+            if taking is not None:  # being taken here: its key may exist already
+                await asyncio.shield(taking)
             if self.ownership.is_owned(namespace, bundle):
                 return LookupResult(True, self.me)
             owner = await self.ownership.owner_of(namespace, bundle)
-            handoff = await self.handoff_target(namespace, bundle) \
-                if owner is None or owner.disabled else None
+            if owner is not None and self._is_me(owner):
+                # our key, not in our books: from a session of ours that ended (a restart
+                # on the same address); it goes when that session expires
+                await self.ownership.wait_free(namespace, bundle, max(self.dead_owner_wait_s, 5.0))
+                continue
             if owner is not None:
                 if owner.disabled:  # being unloaded: to the broker it goes to, if known
+                    handoff = await self.handoff_target(namespace, bundle)
                     if handoff == self.broker_id:
                         await self.ownership.wait_free(namespace, bundle, 10.0)
                         continue
@@ -366,26 +417,86 @@ class ClusterCoordinator:
                         return LookupResult(False, going)
                     raise BrokerError(pb.ServiceNotReady,
                                       f"bundle {namespace}/{bundle} is being unloaded; retry")
+                self._previous_owner[key] = owner.service_url or owner.service_url_tls
                 if not held and self.dead_owner_wait_s > 0 \
                         and not await self.reachability.reachable(
                             owner.service_url or owner.service_url_tls):
                     held = True
                     if await self._wait_dead_owner(namespace, bundle, owner):
                         avoid.update({owner.service_url, owner.service_url_tls} - {""})
+                        why = "its owner stopped answering and its session expired"
                         continue
                 return LookupResult(False, owner)
-            if not authoritative and handoff != self.broker_id:
-                going = await self._live_target(handoff, avoid)
-                if going is not None:  # just unloaded, on its way there
-                    return LookupResult(False, going)
-                target, brokers = await self._place_live(avoid)
-                if target != self.broker_id:
-                    return LookupResult(False, brokers[target].owner_data())
-            owner = await self._acquire(namespace, bundle)
+            if not authoritative:
+                target = await self._assignment(namespace, bundle, avoid)
+                if target is not None and target[0] != self.broker_id:
+                    return LookupResult(False, target[1])
+            owner = await self._acquire(namespace, bundle, why or (
+                "a lookup redirected here" if authoritative else "a lookup, placed here"))
             if owner is None:  # freed again meanwhile: look once more
                 continue
             return LookupResult(owner is self.me, owner)
         raise BrokerError(pb.ServiceNotReady, f"bundle {namespace}/{bundle} keeps changing owner")
+
+    def _is_me(self, owner: OwnerData) -> bool:
+        return owner is self.me or (
+            owner.service_url, owner.service_url_tls, owner.web_url) == (
+            self.me.service_url, self.me.service_url_tls, self.me.web_url)
+
+    # -- assignments: one placement of a free bundle, for every broker to follow -----------
+    async def _assignment(self, namespace: str, bundle: BundleRange, avoid: set[str]
+                          ) -> tuple[str, OwnerData] | None:
+        """The broker the free bundle goes to, as the cluster agrees: a recent handoff or
+        assignment record naming a live broker, else this broker's placement written as
+        that record with compare-and-set (the first broker to write one decides; the
+        others follow it). Lookups of one bundle here share one decision. None: no record
+        could be written (the store refused): take it here, the ownership key decides."""
+        key = (namespace, bundle)
+        deciding = self._assigning.get(key)
+        if deciding is None:
+            deciding = asyncio.get_running_loop().create_task(
+                self._decide(namespace, bundle, frozenset(avoid)))
+            self._assigning[key] = deciding
+
+            def done(task: asyncio.Task[tuple[str, OwnerData] | None]) -> None:
+                if self._assigning.get(key) is task:
+                    del self._assigning[key]
+                if not task.cancelled():
+                    task.exception()  # retrieved: its lookups may all be gone
+
+            deciding.add_done_callback(done)
+        return await asyncio.shield(deciding)
+
+    async def _decide(self, namespace: str, bundle: BundleRange, avoid: frozenset[str]
+                      ) -> tuple[str, OwnerData] | None:
+        path = handoff_path(namespace, bundle)
+        for _ in range(5):
+            got = await self.store.get(path)
+            data = json_decode(got[0]) if got is not None else None
+            if isinstance(data, dict) and isinstance(data.get("brokerId"), str) \
+                    and isinstance(data.get("until"), int) and data["until"] > time.time() * 1000:
+                named = str(data["brokerId"])
+                if named == self.broker_id:
+                    return named, self.me
+                going = await self._live_target(named, set(avoid))
+                if going is not None:
+                    return named, going
+            target, brokers = await self._place_live(set(avoid), f"{namespace}/{bundle}")
+            until = int((time.time() + HANDOFF_S) * 1000)
+            try:
+                await self.store.put(path, json_encode({"brokerId": target, "until": until}),
+                                     -1 if got is None else got[1].version)
+            except BadVersionError:  # another broker decided first: follow it
+                self._handoffs.invalidate(path)
+                continue
+            except Exception as exc:
+                log.warning("bundle %s/%s: placement not recorded: %s", namespace, bundle, exc)
+                return None
+            self._handoffs.invalidate(path)
+            if target != self.broker_id:
+                log.info("bundle %s/%s placed on %s", namespace, bundle, target)
+            return target, self.me if target == self.broker_id else brokers[target].owner_data()
+        return None
 
     async def _live_target(self, broker_id: str | None, avoid: set[str]) -> OwnerData | None:
         """``broker_id``'s URLs if it is another live broker not found dead, else None."""
@@ -441,14 +552,15 @@ class ClusterCoordinator:
                 return False
         return False
 
-    async def _place_live(self, avoid: set[str]) -> tuple[str, dict[str, BrokerData]]:
+    async def _place_live(self, avoid: set[str], bundle: str = ""
+                          ) -> tuple[str, dict[str, BrokerData]]:
         """`_place`, but a broker whose address refuses connections (killed, its registry
         entry not expired yet) is passed over, as a dead owner is (no probe with
         ``dead_owner_wait_s`` 0: as before). Ends: each round avoids one more broker, and
         this one is never avoided."""
         avoid = set(avoid)
         while True:
-            target, brokers = await self._place(avoid)
+            target, brokers = await self._place(avoid, bundle)
             if target == self.broker_id or self.dead_owner_wait_s <= 0:
                 return target, brokers
             data = brokers[target]
@@ -457,13 +569,20 @@ class ClusterCoordinator:
             log.info("broker %s does not answer: no bundle is placed there", target)
             avoid |= {data.service_url, data.service_url_tls} - {""}
 
-    async def _place(self, avoid: set[str] | frozenset[str] = frozenset()
+    async def _place(self, avoid: set[str] | frozenset[str] = frozenset(), bundle: str = ""
                      ) -> tuple[str, dict[str, BrokerData]]:
         """The broker a free bundle goes to, with the live brokers (but none whose service
         URL is in ``avoid``: found dead, its registry entry may outlive its bundles' keys
         for a moment); a placement elsewhere is recorded before this returns (no await
         after the choice), so concurrent lookups of one partitioned topic spread their
         bundles."""
+        brokers, pending = await self._view(avoid)
+        return self._choose(brokers, pending, bundle), brokers
+
+    async def _view(self, avoid: set[str] | frozenset[str]
+                    ) -> tuple[dict[str, BrokerData], dict[str, int]]:
+        """The live brokers (none in ``avoid``; this one with its current count) and the
+        bundles placed on each since its last report."""
         brokers = {k: v for k, v in (await self.registry.live()).items()
                    if k == self.broker_id
                    or not ({v.service_url, v.service_url_tls} & avoid)}
@@ -481,10 +600,23 @@ class ClusterCoordinator:
         brokers[self.broker_id] = dataclasses.replace(
             brokers.get(self.broker_id) or self.report(),
             num_bundles=len(self.ownership.owned) + self._acquiring)
-        target = least_loaded(brokers, pending, self.overload_threshold) or self.broker_id
+        return brokers, pending
+
+    def _choose(self, brokers: dict[str, BrokerData], pending: dict[str, int],
+                bundle: str) -> str:
+        """`least_loaded`, a placement elsewhere recorded at once (no await after it)."""
+        target = least_loaded(brokers, pending, self.overload_threshold, bundle) \
+            or self.broker_id
         if target != self.broker_id:
-            self._placed.append((target, now))
-        return target, brokers
+            self._placed.append((target, time.monotonic()))
+        return target
+
+    async def _place_elsewhere(self, bundle: str) -> str | None:
+        """The least-loaded other live broker for a bundle leaving this one (counting the
+        bundles just sent to each, as `_place` does), None if there is no other."""
+        brokers, pending = await self._view(frozenset())
+        others = {k: v for k, v in brokers.items() if k != self.broker_id}
+        return self._choose(others, pending, bundle) if others else None
 
 def lookup_response(result: LookupResult, request_id: int, listener: str | None,
                     own_url: str, own_tls_url: str | None) -> pb.CommandLookupTopicResponse:
