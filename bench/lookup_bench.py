@@ -28,9 +28,6 @@ import json
 import sys
 import tempfile
 import time
-import urllib.error
-import urllib.parse
-import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -42,47 +39,18 @@ import pulsar  # noqa: E402
 from magnetar.client import Client  # noqa: E402
 from magnetar.client.connection import Connection  # noqa: E402
 from magnetar.protocol import pb  # noqa: E402
-from tests.cluster.brokers import Cluster, http_call  # noqa: E402
+from tests.cluster.brokers import (  # noqa: E402
+    Cluster,
+    http_call,
+    http_lookup_hops,
+    lookup_hops,
+)
 from tests.zkserver import ZooKeeperServer, zk_missing_reason  # noqa: E402
 
 R = pb.CommandLookupTopicResponse
 T = pb.BaseCommand
 QUIET = pulsar.ConsoleLogger(pulsar.LoggerLevel.Error)
-MAX_HOPS = 8
 PARTITIONS = (8, 16, 32)
-
-
-async def binary_hops(port: int, topic: str) -> int:
-    """Lookups made until a ``Connect`` (following redirects as a client does)."""
-    authoritative = False
-    for hop in range(1, MAX_HOPS + 1):
-        cnx = await Connection.open("127.0.0.1", port, address=f"pulsar://127.0.0.1:{port}")
-        try:
-            resp = await cnx.request(T.LOOKUP, timeout=30, topic=topic,
-                                     authoritative=authoritative)
-        finally:
-            cnx.close()
-        if resp.response == R.Connect:
-            return hop
-        if resp.response != R.Redirect:
-            raise RuntimeError(f"lookup of {topic} at {port} failed: {resp.error} {resp.message}")
-        port = int(resp.brokerServiceUrl.rsplit(":", 1)[1])
-        authoritative = resp.authoritative
-    raise RuntimeError(f"lookup of {topic} took more than {MAX_HOPS} hops")
-
-
-def http_hops(web_url: str, topic: str) -> int:
-    """HTTP lookups made until a 200 (following each 307 by hand)."""
-    path = "/lookup/v2/topic/" + topic.replace("://", "/")
-    url = web_url + path
-    for hop in range(1, MAX_HOPS + 1):
-        status, body, location = http_call("GET", url, follow_redirects=False)
-        if status == 200:
-            return hop
-        if status != 307:
-            raise RuntimeError(f"HTTP lookup of {topic} at {url}: {status} {body}")
-        url = urllib.parse.urljoin(url, location)
-    raise RuntimeError(f"HTTP lookup of {topic} took more than {MAX_HOPS} hops")
 
 
 def official_subscribe(url: str, topic: str) -> None:
@@ -128,13 +96,13 @@ async def _look_up_all(cluster: Cluster, topics: list[tuple[str, int]]) -> dict[
 
     async def binary(port: int, part: str) -> None:
         try:
-            hops[f"binary {await binary_hops(port, part)}"] += 1
+            hops[f"binary {(await lookup_hops(port, part))[0]}"] += 1
         except Exception as exc:
             errors.append(f"binary {part} at {port}: {exc}")
 
     async def http(web: str, part: str) -> None:
         try:
-            hops[f"http {await asyncio.to_thread(http_hops, web, part)}"] += 1
+            hops[f"http {await asyncio.to_thread(http_lookup_hops, web, part)}"] += 1
         except Exception as exc:
             errors.append(f"http {part} at {web}: {exc}")
 

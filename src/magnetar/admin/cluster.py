@@ -204,13 +204,17 @@ _WHOLE_TOPIC = ("/partitions", "/partitioned-stats", "/partitioned-internalStats
 async def owner_redirect_middleware(request: web.Request, handler: Handler
                                     ) -> web.StreamResponse:
     """In a cluster, a request about a topic another live broker serves is answered with a
-    307 to that broker (``authoritative=true``), as Pulsar answers it."""
+    307 to that broker (``authoritative=true``), as Pulsar answers it. A request about a
+    partitioned topic as a whole is answered where it arrives (no broker owns it: the
+    handler asks each partition's owner)."""
     cluster = request.app[SERVICE].cluster
     m = _TOPIC_PATH.match(request.path) if cluster is not None else None
     if (cluster is None or m is None or (m.group(5) or "").startswith(_WHOLE_TOPIC)
             or request.query.get("authoritative") == "true"):
         return await handler(request)
     topic = f"{m.group(1)}://{m.group(2)}/{m.group(3)}/{unquote(m.group(4))}"
+    if request.app[SERVICE].metadata.get(f"partitioned/{topic}") is not None:
+        return await handler(request)  # a partitioned topic as a whole: asked of each owner
     try:
         namespace, bundle = await cluster.bundle_of(topic)
     except ValueError:

@@ -111,6 +111,8 @@ class ClusterCoordinator:
         self._taking: dict[tuple[str, BundleRange], asyncio.Task[OwnerData | None]] = {}
         self._assigning: dict[tuple[str, BundleRange],
                               asyncio.Task[tuple[str, OwnerData] | None]] = {}
+        # free bundles this broker placed on itself, not taken yet (counted as its own)
+        self._placed_here: dict[tuple[str, BundleRange], float] = {}
         # the last owner seen of bundles owned elsewhere (for the log line of a takeover)
         self._previous_owner: dict[tuple[str, BundleRange], str] = {}
         # lookups of a bundle whose owner is unreachable wait (at most this long) for its
@@ -482,6 +484,8 @@ class ClusterCoordinator:
                 if going is not None:
                     return named, going
             target, brokers = await self._place_live(set(avoid), f"{namespace}/{bundle}")
+            if target == self.broker_id:  # counted here from now on (no await since)
+                self._placed_here[(namespace, bundle)] = time.monotonic()
             until = int((time.time() + HANDOFF_S) * 1000)
             try:
                 await self.store.put(path, json_encode({"brokerId": target, "until": until}),
@@ -596,10 +600,14 @@ class ClusterCoordinator:
                 pending[broker_id] = pending.get(broker_id, 0) + 1
                 kept.append((broker_id, when))
         self._placed = kept
-        # our own count is current (owned and being taken), not as of our last report
+        # our own count is current (owned, being taken, placed here), not as of our last
+        # report; a placement here that no lookup followed counts for HANDOFF_S at most
+        self._placed_here = {k: when for k, when in self._placed_here.items()
+                             if now - when < HANDOFF_S and k not in self.ownership.owned}
+        mine = set(self.ownership.owned) | set(self._taking) | set(self._placed_here)
         brokers[self.broker_id] = dataclasses.replace(
             brokers.get(self.broker_id) or self.report(),
-            num_bundles=len(self.ownership.owned) + self._acquiring)
+            num_bundles=max(len(mine), len(self.ownership.owned) + self._acquiring))
         return brokers, pending
 
     def _choose(self, brokers: dict[str, BrokerData], pending: dict[str, int],
