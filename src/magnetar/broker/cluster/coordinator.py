@@ -53,6 +53,7 @@ from magnetar.broker.cluster.records import (
     OwnerData,
     handoff_path,
     local_policies_path,
+    owner_path,
 )
 from magnetar.broker.cluster.registry import BrokerRegistry
 from magnetar.broker.cluster.shedding import Shedder
@@ -287,6 +288,10 @@ class ClusterCoordinator:
         with contextlib.suppress(Exception):
             await self.store.delete(handoff_path(namespace, bundle))
 
+    async def placed_elsewhere(self, namespace: str, bundle: BundleRange) -> OwnerData | None:
+        """The live broker a free bundle's placement record names, if not this one."""
+        return await self._live_target(await self.handoff_target(namespace, bundle), set())
+
     async def _acquire(self, namespace: str, bundle: BundleRange,
                        why: str = "lookup") -> OwnerData | None:
         """Take the free bundle (``ownership.try_acquire``), counted by placements made
@@ -344,8 +349,7 @@ class ClusterCoordinator:
                 continue
             if owner is None:
                 # placed on another broker (its lookup is on the way): not taken here
-                if await self._live_target(await self.handoff_target(namespace, bundle),
-                                           set()) is not None:
+                if await self.placed_elsewhere(namespace, bundle) is not None:
                     break
                 if await self._acquire(namespace, bundle, "a client connected here") is self.me:
                     return
@@ -404,22 +408,27 @@ class ClusterCoordinator:
                 return LookupResult(True, self.me)
             owner = await self.ownership.owner_of(namespace, bundle)
             if owner is not None and self._is_me(owner):
-                # our key, not in our books: from a session of ours that ended (a restart
-                # on the same address); it goes when that session expires
-                await self.ownership.wait_free(namespace, bundle, max(self.dead_owner_wait_s, 5.0))
+                got = await self.store.get(owner_path(namespace, bundle))
+                if got is not None and got[1].created_by_self:
+                    return LookupResult(True, self.me)  # ours, being set up (a split)
+                # our address, not our session: a session of ours that ended (a restart
+                # on the same address); the key goes when that session expires
+                await self.ownership.wait_free(namespace, bundle,
+                                               max(self.dead_owner_wait_s, 5.0))
                 continue
             if owner is not None:
+                self._previous_owner[key] = owner.service_url or owner.service_url_tls
                 if owner.disabled:  # being unloaded: to the broker it goes to, if known
                     handoff = await self.handoff_target(namespace, bundle)
                     if handoff == self.broker_id:
                         await self.ownership.wait_free(namespace, bundle, 10.0)
+                        why = "its owner unloaded it and handed it here"
                         continue
                     going = await self._live_target(handoff, avoid)
                     if going is not None:
                         return LookupResult(False, going)
                     raise BrokerError(pb.ServiceNotReady,
                                       f"bundle {namespace}/{bundle} is being unloaded; retry")
-                self._previous_owner[key] = owner.service_url or owner.service_url_tls
                 if not held and self.dead_owner_wait_s > 0 \
                         and not await self.reachability.reachable(
                             owner.service_url or owner.service_url_tls):
