@@ -12,13 +12,16 @@ namespaces' bundle boundaries, bundle ownership, and topic lookup as Pulsar answ
 - being unloaded (its key ``disabled``): ``Redirect`` to the broker the owner hands it
   to (its handoff key), that broker itself waiting for the key to go; without a handoff,
   ``ServiceNotReady`` and the client retries;
-- free, just handed to another broker by its last owner: ``Redirect`` there (or taken
-  here if this is that broker), so that the bundle goes where the unload sent it;
-- free: if the lookup is authoritative (a broker sent the client here) this broker takes
-  it; otherwise it goes to the least-loaded live broker (`placement`) whose address
-  accepts a connection: taken here if that is us, else a ``Redirect`` + authoritative
-  there. The ownership key's create-if-absent settles races: the loser answers with the
-  winner.
+- free, and the lookup is authoritative (a broker sent the client here): taken here, never
+  sent on, so that a lookup settles in at most two hops;
+- free otherwise: where its placement record (`assignment`: an unloading owner's handoff,
+  or the first placement any broker wrote, compare-and-set) sends it, placing it now if
+  there is none: taken here if that is us, else a ``Redirect`` + authoritative there.
+  The ownership key's create-if-absent settles the remaining races (a client connecting
+  without a lookup): the loser answers with the winner.
+
+Lookups of a bundle being taken here wait for that attempt; the broker that takes a bundle
+logs it in one line, with the previous owner if it saw one and why.
 
 Namespace boundaries come from ``/admin/local-policies/{tenant}/{ns}`` (``bundles``, as
 Pulsar keeps them) or, absent, ``defaultNumberOfNamespaceBundles`` even bundles; they are
@@ -29,13 +32,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import logging
 import time
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
+from magnetar.broker.cluster.assignment import Placements
 from magnetar.broker.cluster.bundles import (
     RANGE_EQUALLY_DIVIDE,
     BundleRange,
@@ -44,14 +47,12 @@ from magnetar.broker.cluster.bundles import (
     topic_hash,
 )
 from magnetar.broker.cluster.ownership import OwnershipCache
-from magnetar.broker.cluster.placement import least_loaded
 from magnetar.broker.cluster.reachability import Reachability
 from magnetar.broker.cluster.records import (
     LEADER_PATH,
     BrokerData,
     LeaderData,
     OwnerData,
-    handoff_path,
     local_policies_path,
     owner_path,
 )
@@ -73,8 +74,6 @@ from magnetar.protocol import pb
 
 log = logging.getLogger(__name__)
 
-#: how long an unloading owner's word on where its bundle goes is followed by lookups
-HANDOFF_S = 30.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,8 +93,6 @@ class ClusterCoordinator:
         self.store = store
         self.owns_store = False  # closed by leave_cluster (else the broker's own session)
         self.shedder: Shedder | None = None  # the leader's load shedding (membership)
-        # a broker above it gets no free bundle while another is below (placement.py)
-        self.overload_threshold = 85.0
         self.broker_id = broker_id
         self.me = me
         self.load = load or dict
@@ -103,17 +100,10 @@ class ClusterCoordinator:
         self.ownership = OwnershipCache(store, me, on_lost)
         self.registry = BrokerRegistry(store, broker_id, self.report, report_interval_s)
         self._policies: MetadataCache[Any] = MetadataCache(store)
-        self._handoffs: MetadataCache[Any] = MetadataCache(store)
         self._bundles: dict[str, NamespaceBundles] = {}
-        # bundles sent to other brokers since their last report: (broker id, when)
-        self._placed: list[tuple[str, float]] = []
         self._acquiring = 0  # ownership keys being created by lookups here
-        # bundles being taken here, and free bundles being placed (one attempt each)
+        # bundles being taken here (one attempt each, shared by the lookups meanwhile)
         self._taking: dict[tuple[str, BundleRange], asyncio.Task[OwnerData | None]] = {}
-        self._assigning: dict[tuple[str, BundleRange],
-                              asyncio.Task[tuple[str, OwnerData] | None]] = {}
-        # free bundles this broker placed on itself, not taken yet (counted as its own)
-        self._placed_here: dict[tuple[str, BundleRange], float] = {}
         # the last owner seen of bundles owned elsewhere (for the log line of a takeover)
         self._previous_owner: dict[tuple[str, BundleRange], str] = {}
         # lookups of a bundle whose owner is unreachable wait (at most this long) for its
@@ -121,6 +111,9 @@ class ClusterCoordinator:
         self.dead_owner_wait_s = dead_owner_wait_s
         self.reachability = Reachability()
         self._holds: dict[tuple[str, BundleRange], asyncio.Task[bool]] = {}
+        # where free bundles go: placement records, this broker's choices
+        self.placements = Placements(store, broker_id, me, self.registry, self.report,
+                                     self._mine, self._answers)
         # unloads this broker's topics of a bundle, their clients told to go to the given
         # new owner if any (set by the broker; None: nothing loaded here)
         self.unload_topics: Callable[[str, BundleRange, OwnerData | None],
@@ -129,6 +122,34 @@ class ClusterCoordinator:
         self._electing: asyncio.Task[None] | None = None
         store.register_listener(self._on_notification)
         store.register_session_listener(self._on_session)
+
+    @property
+    def overload_threshold(self) -> float:
+        """A broker above it gets no free bundle while another is below (placement.py)."""
+        return self.placements.overload_threshold
+
+    @overload_threshold.setter
+    def overload_threshold(self, value: float) -> None:
+        self.placements.overload_threshold = value
+
+    def _mine(self) -> tuple[set[tuple[str, BundleRange]], int]:
+        """The bundles owned or being taken here, and how many this broker counts."""
+        return (set(self.ownership.owned) | set(self._taking),
+                len(self.ownership.owned) + self._acquiring)
+
+    async def _answers(self, url: str) -> bool:
+        """Whether a broker's address accepts a connection (not probed, True, with
+        ``dead_owner_wait_s`` 0: as before)."""
+        return self.dead_owner_wait_s <= 0 or await self.reachability.reachable(url)
+
+    async def handoff_target(self, namespace: str, bundle: BundleRange) -> str | None:
+        """The broker a free bundle's placement record names, while it is recent."""
+        return await self.placements.handoff_target(namespace, bundle)
+
+    async def placed_elsewhere(self, namespace: str, bundle: BundleRange) -> OwnerData | None:
+        """The live broker a free bundle's placement record names, if not this one."""
+        return await self.placements.live_target(
+            await self.placements.handoff_target(namespace, bundle), set())
 
     async def start(self) -> None:
         await self.registry.start()
@@ -247,50 +268,15 @@ class ClusterCoordinator:
         brokers = await self.registry.live()
         others = {k: v for k, v in brokers.items() if k != self.broker_id}
         target = destination if destination in others \
-            else await self._place_elsewhere(f"{namespace}/{bundle}")
+            else await self.placements.place_elsewhere(f"{namespace}/{bundle}")
         moving_to = others[target].owner_data() if target in others else None
         if target is not None:
-            await self._write_handoff(namespace, bundle, target)
+            await self.placements.write_handoff(namespace, bundle, target)
         await self.ownership.set_disabled(namespace, bundle)
         if self.unload_topics is not None:
             await self.unload_topics(namespace, bundle, moving_to)
         await self.ownership.release(namespace, bundle)
         return True
-
-    # -- handoffs: where an unloaded bundle goes, for every broker to see ------------------
-    async def _write_handoff(self, namespace: str, bundle: BundleRange, target: str) -> None:
-        """Record (persistently, for ``HANDOFF_S``) that the bundle goes to ``target``:
-        between this owner's release and the target's taking it, a lookup at any broker
-        sends the client there, instead of placing the free bundle anew (where it could
-        land back on this broker, which has just become the least loaded)."""
-        until = int((time.time() + HANDOFF_S) * 1000)
-        try:
-            await self.store.put(handoff_path(namespace, bundle),
-                                 json_encode({"brokerId": target, "until": until}))
-        except Exception as exc:  # without it the move still works, placement decides
-            log.warning("bundle %s/%s: handoff to %s not recorded: %s", namespace, bundle,
-                        target, exc)
-
-    async def handoff_target(self, namespace: str, bundle: BundleRange) -> str | None:
-        """The broker an unloading owner handed the bundle to, while that is recent."""
-        data = await self._handoffs.get(handoff_path(namespace, bundle))
-        if not isinstance(data, dict) or not isinstance(data.get("brokerId"), str):
-            return None
-        until = data.get("until")
-        if not isinstance(until, int) or until < time.time() * 1000:
-            return None
-        return str(data["brokerId"])
-
-    async def _drop_handoff(self, namespace: str, bundle: BundleRange) -> None:
-        """The target took the bundle: its handoff record has served."""
-        if await self.handoff_target(namespace, bundle) is None:
-            return
-        with contextlib.suppress(Exception):
-            await self.store.delete(handoff_path(namespace, bundle))
-
-    async def placed_elsewhere(self, namespace: str, bundle: BundleRange) -> OwnerData | None:
-        """The live broker a free bundle's placement record names, if not this one."""
-        return await self._live_target(await self.handoff_target(namespace, bundle), set())
 
     async def _acquire(self, namespace: str, bundle: BundleRange,
                        why: str = "lookup") -> OwnerData | None:
@@ -326,7 +312,7 @@ class ClusterCoordinator:
                 why = f"{why}, assigned here"
             log.info("took bundle %s/%s (previous owner %s; %s)", namespace, bundle,
                      previous or "none known", why)
-            await self._drop_handoff(namespace, bundle)
+            await self.placements.drop_handoff(namespace, bundle)
         return owner
 
     def claim(self, topic: str) -> Coroutine[Any, Any, None] | None:
@@ -424,7 +410,7 @@ class ClusterCoordinator:
                         await self.ownership.wait_free(namespace, bundle, 10.0)
                         why = "its owner unloaded it and handed it here"
                         continue
-                    going = await self._live_target(handoff, avoid)
+                    going = await self.placements.live_target(handoff, avoid)
                     if going is not None:
                         return LookupResult(False, going)
                     raise BrokerError(pb.ServiceNotReady,
@@ -439,7 +425,7 @@ class ClusterCoordinator:
                         continue
                 return LookupResult(False, owner)
             if not authoritative:
-                target = await self._assignment(namespace, bundle, avoid)
+                target = await self.placements.decide(namespace, bundle, avoid)
                 if target is not None and target[0] != self.broker_id:
                     return LookupResult(False, target[1])
             owner = await self._acquire(namespace, bundle, why or (
@@ -453,73 +439,6 @@ class ClusterCoordinator:
         return owner is self.me or (
             owner.service_url, owner.service_url_tls, owner.web_url) == (
             self.me.service_url, self.me.service_url_tls, self.me.web_url)
-
-    # -- assignments: one placement of a free bundle, for every broker to follow -----------
-    async def _assignment(self, namespace: str, bundle: BundleRange, avoid: set[str]
-                          ) -> tuple[str, OwnerData] | None:
-        """The broker the free bundle goes to, as the cluster agrees: a recent handoff or
-        assignment record naming a live broker, else this broker's placement written as
-        that record with compare-and-set (the first broker to write one decides; the
-        others follow it). Lookups of one bundle here share one decision. None: no record
-        could be written (the store refused): take it here, the ownership key decides."""
-        key = (namespace, bundle)
-        deciding = self._assigning.get(key)
-        if deciding is None:
-            deciding = asyncio.get_running_loop().create_task(
-                self._decide(namespace, bundle, frozenset(avoid)))
-            self._assigning[key] = deciding
-
-            def done(task: asyncio.Task[tuple[str, OwnerData] | None]) -> None:
-                if self._assigning.get(key) is task:
-                    del self._assigning[key]
-                if not task.cancelled():
-                    task.exception()  # retrieved: its lookups may all be gone
-
-            deciding.add_done_callback(done)
-        return await asyncio.shield(deciding)
-
-    async def _decide(self, namespace: str, bundle: BundleRange, avoid: frozenset[str]
-                      ) -> tuple[str, OwnerData] | None:
-        path = handoff_path(namespace, bundle)
-        for _ in range(5):
-            got = await self.store.get(path)
-            data = json_decode(got[0]) if got is not None else None
-            if isinstance(data, dict) and isinstance(data.get("brokerId"), str) \
-                    and isinstance(data.get("until"), int) and data["until"] > time.time() * 1000:
-                named = str(data["brokerId"])
-                if named == self.broker_id:
-                    return named, self.me
-                going = await self._live_target(named, set(avoid))
-                if going is not None:
-                    return named, going
-            target, brokers = await self._place_live(set(avoid), f"{namespace}/{bundle}")
-            if target == self.broker_id:  # counted here from now on (no await since)
-                self._placed_here[(namespace, bundle)] = time.monotonic()
-            until = int((time.time() + HANDOFF_S) * 1000)
-            try:
-                await self.store.put(path, json_encode({"brokerId": target, "until": until}),
-                                     -1 if got is None else got[1].version)
-            except BadVersionError:  # another broker decided first: follow it
-                self._handoffs.invalidate(path)
-                continue
-            except Exception as exc:
-                log.warning("bundle %s/%s: placement not recorded: %s", namespace, bundle, exc)
-                return None
-            self._handoffs.invalidate(path)
-            if target != self.broker_id:
-                log.info("bundle %s/%s placed on %s", namespace, bundle, target)
-            return target, self.me if target == self.broker_id else brokers[target].owner_data()
-        return None
-
-    async def _live_target(self, broker_id: str | None, avoid: set[str]) -> OwnerData | None:
-        """``broker_id``'s URLs if it is another live broker not found dead, else None."""
-        if broker_id is None or broker_id == self.broker_id:
-            return None
-        data = (await self.registry.live()).get(broker_id)
-        if data is None:
-            return None
-        going = data.owner_data()
-        return None if going.service_url in avoid or going.service_url_tls in avoid else going
 
     async def _wait_dead_owner(self, namespace: str, bundle: BundleRange,
                                owner: OwnerData) -> bool:
@@ -565,75 +484,6 @@ class ClusterCoordinator:
                 return False
         return False
 
-    async def _place_live(self, avoid: set[str], bundle: str = ""
-                          ) -> tuple[str, dict[str, BrokerData]]:
-        """`_place`, but a broker whose address refuses connections (killed, its registry
-        entry not expired yet) is passed over, as a dead owner is (no probe with
-        ``dead_owner_wait_s`` 0: as before). Ends: each round avoids one more broker, and
-        this one is never avoided."""
-        avoid = set(avoid)
-        while True:
-            target, brokers = await self._place(avoid, bundle)
-            if target == self.broker_id or self.dead_owner_wait_s <= 0:
-                return target, brokers
-            data = brokers[target]
-            if await self.reachability.reachable(data.service_url or data.service_url_tls):
-                return target, brokers
-            log.info("broker %s does not answer: no bundle is placed there", target)
-            avoid |= {data.service_url, data.service_url_tls} - {""}
-
-    async def _place(self, avoid: set[str] | frozenset[str] = frozenset(), bundle: str = ""
-                     ) -> tuple[str, dict[str, BrokerData]]:
-        """The broker a free bundle goes to, with the live brokers (but none whose service
-        URL is in ``avoid``: found dead, its registry entry may outlive its bundles' keys
-        for a moment); a placement elsewhere is recorded before this returns (no await
-        after the choice), so concurrent lookups of one partitioned topic spread their
-        bundles."""
-        brokers, pending = await self._view(avoid)
-        return self._choose(brokers, pending, bundle), brokers
-
-    async def _view(self, avoid: set[str] | frozenset[str]
-                    ) -> tuple[dict[str, BrokerData], dict[str, int]]:
-        """The live brokers (none in ``avoid``; this one with its current count) and the
-        bundles placed on each since its last report."""
-        brokers = {k: v for k, v in (await self.registry.live()).items()
-                   if k == self.broker_id
-                   or not ({v.service_url, v.service_url_tls} & avoid)}
-        # a bundle placed elsewhere counts until that broker's next report (which has it)
-        pending: dict[str, int] = {}
-        kept = []
-        now_wall, now = time.time(), time.monotonic()
-        for broker_id, when in self._placed:
-            data = brokers.get(broker_id)
-            if data is not None and data.last_update / 1000 < now_wall - (now - when):
-                pending[broker_id] = pending.get(broker_id, 0) + 1
-                kept.append((broker_id, when))
-        self._placed = kept
-        # our own count is current (owned, being taken, placed here), not as of our last
-        # report; a placement here that no lookup followed counts for HANDOFF_S at most
-        self._placed_here = {k: when for k, when in self._placed_here.items()
-                             if now - when < HANDOFF_S and k not in self.ownership.owned}
-        mine = set(self.ownership.owned) | set(self._taking) | set(self._placed_here)
-        brokers[self.broker_id] = dataclasses.replace(
-            brokers.get(self.broker_id) or self.report(),
-            num_bundles=max(len(mine), len(self.ownership.owned) + self._acquiring))
-        return brokers, pending
-
-    def _choose(self, brokers: dict[str, BrokerData], pending: dict[str, int],
-                bundle: str) -> str:
-        """`least_loaded`, a placement elsewhere recorded at once (no await after it)."""
-        target = least_loaded(brokers, pending, self.overload_threshold, bundle) \
-            or self.broker_id
-        if target != self.broker_id:
-            self._placed.append((target, time.monotonic()))
-        return target
-
-    async def _place_elsewhere(self, bundle: str) -> str | None:
-        """The least-loaded other live broker for a bundle leaving this one (counting the
-        bundles just sent to each, as `_place` does), None if there is no other."""
-        brokers, pending = await self._view(frozenset())
-        others = {k: v for k, v in brokers.items() if k != self.broker_id}
-        return self._choose(others, pending, bundle) if others else None
 
 def lookup_response(result: LookupResult, request_id: int, listener: str | None,
                     own_url: str, own_tls_url: str | None) -> pb.CommandLookupTopicResponse:

@@ -1,8 +1,9 @@
 """Where a free bundle goes: the least-loaded live broker, as a pure choice (a simple form
 of Pulsar's ``LeastLongTermMessageRate``).
 
-Any broker may place a free bundle when a lookup for one of its topics reaches it (Pulsar's
-non-centralized placement); the ownership key's create-if-absent settles a race.
+Any broker may propose a place for a free bundle when a lookup for one of its topics
+reaches it; the first proposal written as the bundle's placement record (compare-and-set,
+`assignment.py`) is the one every broker follows.
 
 Brokers are compared by, in order:
 
