@@ -122,3 +122,35 @@ def test_fresh_partitioned_topics_settle_in_two_hops_everywhere(cluster: Cluster
     assert max(int(k.split()[1]) for k in hops) <= 2, hops
     assert sum(hops.values()) == 3 * (8 + 16 + 32)
     assert set(served.values()) == {a.port, b.port}, "the partitions went to one broker"
+
+
+def test_unload_sends_each_bundle_to_the_least_loaded_other_broker(
+        zookeeper: ZooKeeperServer) -> None:
+    async def main() -> None:
+        url = zookeeper.url(f"/hops{next(_chroots)}")
+        stores = [await create_metadata_store(url, session_timeout_s=4.0) for _ in range(3)]
+        # (no load report between the unloads: each counts what was sent before it)
+        coordinators = [ClusterCoordinator(store, f"{n}:8080", owner(n), default_bundles=4,
+                                           report_interval_s=120.0)
+                         for store, n in zip(stores, "abc", strict=True)]
+        a = coordinators[0]
+        try:
+            for c in coordinators:
+                await c.start()
+            topics = [f"persistent://public/default/unload-{i}" for i in range(64)]
+            for topic in topics:  # every bundle taken by A (redirected lookups go there)
+                assert (await a.lookup(topic, authoritative=True)).connect
+            owned = sorted(a.ownership.owned)
+            assert len(owned) == 4
+            for namespace, bundle in owned:
+                assert await a.unload(namespace, bundle)
+            targets = [await a.handoff_target(ns, b) for ns, b in owned]
+            # never back to A, and spread over B and C (counting what was just sent)
+            assert sorted(targets) == ["b:8080", "b:8080", "c:8080", "c:8080"], targets
+        finally:
+            for c in coordinators:
+                await c.stop()
+            for store in stores:
+                await store.close()
+
+    run(main)
