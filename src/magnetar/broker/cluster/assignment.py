@@ -100,7 +100,7 @@ class Placements:
 
     # -- assignments: one placement of a free bundle, for every broker to follow -----------
     async def decide(self, namespace: str, bundle: BundleRange, avoid: set[str]
-                          ) -> tuple[str, OwnerData] | None:
+                     ) -> tuple[str, OwnerData] | None:
         """The broker the free bundle goes to, as the cluster agrees: a recent handoff or
         assignment record naming a live broker, else this broker's placement written as
         that record with compare-and-set (the first broker to write one decides; the
@@ -123,7 +123,7 @@ class Placements:
         return await asyncio.shield(deciding)
 
     async def _decide_once(self, namespace: str, bundle: BundleRange, avoid: frozenset[str]
-                      ) -> tuple[str, OwnerData] | None:
+                           ) -> tuple[str, OwnerData] | None:
         path = handoff_path(namespace, bundle)
         for _ in range(5):
             got = await self.store.get(path)
@@ -145,6 +145,7 @@ class Placements:
                                      -1 if got is None else got[1].version)
             except BadVersionError:  # another broker decided first: follow it
                 self._handoffs.invalidate(path)
+                self._withdraw(target, (namespace, bundle))
                 continue
             except Exception as exc:
                 log.warning("bundle %s/%s: placement not recorded: %s", namespace, bundle, exc)
@@ -154,6 +155,16 @@ class Placements:
                 log.info("bundle %s/%s placed on %s", namespace, bundle, target)
             return target, self.me if target == self.broker_id else brokers[target].owner_data()
         return None
+
+    def _withdraw(self, target: str, key: Bundle) -> None:
+        """A proposal that lost: the bundle no longer counts where it was proposed."""
+        if target == self.broker_id:
+            self._placed_here.pop(key, None)
+            return
+        for i in range(len(self._placed) - 1, -1, -1):
+            if self._placed[i][0] == target:
+                del self._placed[i]
+                return
 
     async def live_target(self, broker_id: str | None, avoid: set[str]) -> OwnerData | None:
         """``broker_id``'s URLs if it is another live broker not found dead, else None."""
