@@ -13,8 +13,10 @@ from __future__ import annotations
 import asyncio
 import collections
 import itertools
+import logging
 
 import pulsar
+import pytest
 
 from magnetar.broker.cluster.coordinator import ClusterCoordinator
 from magnetar.client import Client
@@ -154,3 +156,36 @@ def test_unload_sends_each_bundle_to_the_least_loaded_other_broker(
                 await store.close()
 
     run(main)
+
+
+def test_a_takeover_is_logged_with_the_previous_owner(
+        zookeeper: ZooKeeperServer, caplog: pytest.LogCaptureFixture) -> None:
+    async def main() -> None:
+        url = zookeeper.url(f"/hops{next(_chroots)}")
+        stores = [await create_metadata_store(url, session_timeout_s=4.0) for _ in range(2)]
+        a = ClusterCoordinator(stores[0], "a:8080", owner("a"), default_bundles=1)
+        b = ClusterCoordinator(stores[1], "b:8080", owner("b"), default_bundles=1)
+        try:
+            await a.start()
+            await b.start()
+            topic = "persistent://public/default/taken-over"
+            assert (await a.lookup(topic, authoritative=True)).connect
+            seen = await b.lookup(topic)  # B sees A own it
+            assert not seen.connect and seen.owner.service_url == "pulsar://a:6650"
+            await a.stop()  # A goes without handing the bundle to anyone
+            for _ in range(100):  # until B hears the key went (bounded: 100 x 0.1 s)
+                if await b.ownership.owner_of(*(await b.bundle_of(topic))) is None:
+                    break
+                await asyncio.sleep(0.1)
+            with caplog.at_level(logging.INFO, "magnetar.broker.cluster.coordinator"):
+                assert (await b.lookup(topic)).connect
+        finally:
+            await a.stop()
+            await b.stop()
+            for store in stores:
+                await store.close()
+
+    run(main)
+    took = [r for r in caplog.records if r.getMessage().startswith("took bundle")]
+    assert len(took) == 1 and took[0].levelno == logging.WARNING
+    assert "previous owner pulsar://a:6650" in took[0].getMessage()

@@ -75,21 +75,27 @@ class Placements:
         land back on this broker, which has just become the least loaded)."""
         until = int((time.time() + HANDOFF_S) * 1000)
         try:
-            await self.store.put(handoff_path(namespace, bundle),
-                                 json_encode({"brokerId": target, "until": until}))
+            await self.store.put(handoff_path(namespace, bundle), json_encode(
+                {"brokerId": target, "until": until, "unloadedBy": self.broker_id}))
         except Exception as exc:  # without it the move still works, placement decides
             log.warning("bundle %s/%s: handoff to %s not recorded: %s", namespace, bundle,
                         target, exc)
 
     async def handoff_target(self, namespace: str, bundle: BundleRange) -> str | None:
-        """The broker an unloading owner handed the bundle to, while that is recent."""
+        """The broker a free bundle's placement record names, while it is recent."""
+        record = await self.record(namespace, bundle)
+        return None if record is None else str(record["brokerId"])
+
+    async def record(self, namespace: str, bundle: BundleRange) -> dict[str, object] | None:
+        """The bundle's placement record while it is recent (``brokerId``, ``until``, and
+        ``unloadedBy`` when an unloading owner wrote it), else None."""
         data = await self._handoffs.get(handoff_path(namespace, bundle))
         if not isinstance(data, dict) or not isinstance(data.get("brokerId"), str):
             return None
         until = data.get("until")
         if not isinstance(until, int) or until < time.time() * 1000:
             return None
-        return str(data["brokerId"])
+        return data
 
     async def drop_handoff(self, namespace: str, bundle: BundleRange) -> None:
         """The target took the bundle: its handoff record has served."""

@@ -302,16 +302,24 @@ class ClusterCoordinator:
     async def _take(self, namespace: str, bundle: BundleRange, why: str) -> OwnerData | None:
         self._acquiring += 1
         try:
-            handoff = await self.handoff_target(namespace, bundle)
+            record = await self.placements.record(namespace, bundle)
             previous = self._previous_owner.pop((namespace, bundle), None)
             owner = await self.ownership.try_acquire(namespace, bundle)
         finally:
             self._acquiring -= 1
         if owner is self.me:
-            if handoff == self.broker_id:
-                why = f"{why}, assigned here"
-            log.info("took bundle %s/%s (previous owner %s; %s)", namespace, bundle,
-                     previous or "none known", why)
+            # a takeover from another broker that did not hand it here (it died, or lost
+            # its session) is worth seeing at the default level; a placement or a handoff
+            # is routine
+            handed_by = record.get("unloadedBy") \
+                if record is not None and record["brokerId"] == self.broker_id else None
+            if isinstance(handed_by, str):
+                why = f"its owner {handed_by} unloaded it and handed it here"
+            taken_over = previous is not None and previous != self.me.service_url \
+                and not isinstance(handed_by, str)
+            log.log(logging.WARNING if taken_over else logging.INFO,
+                    "took bundle %s/%s (previous owner %s; %s)", namespace, bundle,
+                    previous or "none known", why)
             await self.placements.drop_handoff(namespace, bundle)
         return owner
 
