@@ -401,23 +401,20 @@ class BrokerService(AdminOperations):
         return self.stored_partitions(topic_name, self.policies.get(topic_name.namespace))
 
     async def known_topic_name(self, name: str) -> TopicName:
-        """`check_topic_name`, but in a cluster a namespace not known here is read from the
-        metadata store first: created at another broker a moment ago, its notification
-        may not have arrived."""
+        """`check_topic_name`; in a cluster a namespace not known here (created at another
+        broker a moment ago) is read from the metadata store first."""
         try:
             return self.check_topic_name(name)
         except BrokerError as exc:
-            if exc.code != pb.TopicNotFound or self.cluster is None:
-                raise
-            if await self.metadata.read_through(
-                    f"namespaces/{TopicName.parse(name).namespace}") is None:
+            if exc.code != pb.TopicNotFound or self.cluster is None or await \
+                    self.metadata.read_through(
+                        f"namespaces/{TopicName.parse(name).namespace}") is None:
                 raise
         return self.check_topic_name(name)
 
     async def partitioned_metadata_async(self, name: str) -> int:
-        """`partitioned_metadata` with its metadata store calls on the storage's threads.
-        In a cluster a partitioned topic created at another broker is known here as soon
-        as its creation was answered (a miss reads the metadata store)."""
+        """`partitioned_metadata` with its metadata store calls on the storage's threads (in
+        a cluster, one created at another broker is read from the store on a miss)."""
         topic_name = await self.known_topic_name(name)
         if topic_name.is_partition:
             return 0
@@ -486,10 +483,9 @@ class BrokerService(AdminOperations):
         return self.attach_ledger(topic_name, self.storage.open(ledger_name(topic_name)))
 
     async def claim_topic(self, name: str) -> None:
-        """In a cluster, an admin call about a persistent topic that reached this broker
-        makes it the topic's owner if its bundle is free (and not placed on another
-        broker): the owner loads its own topics on demand. ServiceNotReady if another
-        broker keeps it."""
+        """In a cluster, an admin call about a persistent topic takes its bundle here if it
+        is free and not placed elsewhere (an owner loads its topics on demand);
+        ServiceNotReady if another broker keeps it."""
         if self.cluster is not None and name.startswith("persistent://"):
             claim = self.cluster.claim(name)
             if claim is not None:
