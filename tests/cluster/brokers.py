@@ -9,7 +9,8 @@ never a sleep) and each with its config file, data directory and log under its o
   ``magnetar standalone`` without one), on ports it picks itself.
 
 Plus ``magnetar`` one-shot commands (`magnetar`, `initialize`), an admin HTTP call
-(`http_call`) and lookups (`raw_lookup`, `owner_port`, `topic_owned_by`)."""
+(`http_call`) and lookups (`raw_lookup`, `owner_port`, `topic_owned_by`; `lookup_hops` and
+`http_lookup_hops` follow redirects as a client does and count the hops)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import asyncio
 import json
 import subprocess
 import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 from typing import Any, Self
@@ -203,3 +205,35 @@ def topic_owned_by(cluster: Cluster, port: int, prefix: str = "probe") -> str:
         if owner_port(cluster, topic) == port:
             return topic
     raise AssertionError(f"no topic of a bundle owned by the broker on port {port}")
+
+
+#: a lookup taking more hops than this fails (the official client gives up after 20)
+MAX_HOPS = 8
+
+
+async def lookup_hops(port: int, topic: str) -> tuple[int, int]:
+    """(lookups made until a ``Connect``, the port that answered it), following each
+    ``Redirect`` as a client does (``authoritative`` as the answer says)."""
+    authoritative = False
+    for hop in range(1, MAX_HOPS + 1):
+        resp = await raw_lookup(port, topic, authoritative)
+        if resp.response == R.Connect:
+            return hop, port
+        if resp.response != R.Redirect:
+            raise AssertionError(f"lookup of {topic} at {port}: {resp.error} {resp.message}")
+        port = int(resp.brokerServiceUrl.rsplit(":", 1)[1])
+        authoritative = resp.authoritative
+    raise AssertionError(f"lookup of {topic} took more than {MAX_HOPS} hops")
+
+
+def http_lookup_hops(web_url: str, topic: str) -> int:
+    """HTTP lookups (``/lookup/v2/topic/...``) made until a 200, each 307 followed."""
+    url = f"{web_url}/lookup/v2/topic/" + topic.replace("://", "/")
+    for hop in range(1, MAX_HOPS + 1):
+        status, body, location = http_call("GET", url, follow_redirects=False)
+        if status == 200:
+            return hop
+        if status != 307:
+            raise AssertionError(f"HTTP lookup of {topic} at {url}: {status} {body}")
+        url = urllib.parse.urljoin(url, location)
+    raise AssertionError(f"HTTP lookup of {topic} took more than {MAX_HOPS} hops")

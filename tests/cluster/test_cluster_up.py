@@ -94,6 +94,11 @@ def test_cluster_up_serves_and_stops_on_ctrl_c(tmp_path: Path) -> None:
             if line.startswith("metadata store:"):
                 break
         service = next(x for x in out if x.startswith("service URL:")).split(": ", 1)[1].strip()
+        # a short ZooKeeper session, said and given to every broker (failover in seconds)
+        assert "session timeout 6 s" in out[-1], out[-1]
+        for i in (0, 1):
+            conf = (tmp_path / f"broker-{i}" / "broker.conf").read_text().splitlines()
+            assert "metadataStoreSessionTimeoutMillis=6000" in conf
         assert service == f"pulsar://127.0.0.1:{port},127.0.0.1:{port + 1}"
         assert any(f"http://127.0.0.1:{http_port + 1}" in x for x in out)
         client = pulsar.Client(service, operation_timeout_seconds=30, logger=QUIET)

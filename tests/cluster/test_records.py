@@ -65,7 +65,14 @@ def test_least_loaded_spreads_bundles_placed_in_a_row() -> None:
         assert choice is not None
         pending[choice] = pending.get(choice, 0) + 1
         placed.append(choice)
-    assert placed == ["a:8080", "b:8080", "a:8080", "b:8080"]
+    assert placed[0] != placed[1] and placed[:2] == placed[2:]  # alternating
+    # ties go by a hash of the bundle with the broker id: the same answer at every broker,
+    # different brokers for different bundles
+    firsts = {least_loaded(brokers, None, 85.0, f"public/default/b{i}") for i in range(16)}
+    assert firsts == {"a:8080", "b:8080"}
+    assert all(least_loaded(brokers, None, 85.0, f"public/default/b{i}")
+               == least_loaded(dict(reversed(brokers.items())), None, 85.0,
+                               f"public/default/b{i}") for i in range(16))
     few = {"a:8080": BrokerData("pulsar://a:6650", num_bundles=5),
            "b:8080": BrokerData("pulsar://b:6650", num_bundles=1, cpu_usage=50.0)}
     assert least_loaded(few) == "b:8080"  # idle brokers: the one with fewer bundles

@@ -9,6 +9,7 @@ a one-broker cluster whose namespaces have one bundle, ``0x00000000_0xffffffff``
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import time
@@ -34,6 +35,7 @@ from magnetar.broker.cluster.load_report import (
 from magnetar.broker.cluster.records import BrokerData
 from magnetar.broker.service import BrokerService
 from magnetar.broker.topic_name import TopicName
+from magnetar.metadata import MetadataStoreError
 
 routes = RouteTable("cluster")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -200,22 +202,47 @@ _TOPIC_PATH = re.compile(
 _WHOLE_TOPIC = ("/partitions", "/partitioned-stats", "/partitioned-internalStats")
 
 
+async def _read_through_namespace(request: web.Request) -> None:
+    """A tenant or namespace in the request that this broker does not know is read from
+    the metadata store: created at another broker a moment ago (and answered), its
+    notification may not have arrived here yet."""
+    service = request.app[SERVICE]
+    tenant = request.match_info.get("tenant")
+    namespace = request.match_info.get("namespace")
+    if tenant is None or namespace is None or service.namespaces.exists(f"{tenant}/{namespace}"):
+        return
+    # a name that cannot exist, or the store down: the handler answers as without this
+    with contextlib.suppress(ValueError, MetadataStoreError):
+        if tenant not in service.namespaces.tenants():
+            await service.metadata.read_through(f"tenants/{tenant}")
+        await service.metadata.read_through(f"namespaces/{tenant}/{namespace}")
+
+
 @web.middleware
 async def owner_redirect_middleware(request: web.Request, handler: Handler
                                     ) -> web.StreamResponse:
     """In a cluster, a request about a topic another live broker serves is answered with a
-    307 to that broker (``authoritative=true``), as Pulsar answers it."""
+    307 to that broker (``authoritative=true``), as Pulsar answers it. A request about a
+    partitioned topic as a whole is answered where it arrives (no broker owns it: the
+    handler asks each partition's owner). A tenant or namespace not known here is read
+    from the metadata store first."""
     cluster = request.app[SERVICE].cluster
+    if cluster is not None:
+        await _read_through_namespace(request)
     m = _TOPIC_PATH.match(request.path) if cluster is not None else None
     if (cluster is None or m is None or (m.group(5) or "").startswith(_WHOLE_TOPIC)
             or request.query.get("authoritative") == "true"):
         return await handler(request)
     topic = f"{m.group(1)}://{m.group(2)}/{m.group(3)}/{unquote(m.group(4))}"
+    if request.app[SERVICE].metadata.get(f"partitioned/{topic}") is not None:
+        return await handler(request)  # a partitioned topic as a whole: asked of each owner
     try:
         namespace, bundle = await cluster.bundle_of(topic)
     except ValueError:
         return await handler(request)  # a bad name: the handler says what is wrong
     owner = await cluster.ownership.owner_of(namespace, bundle)
+    if owner is None:  # free: to the broker it was placed on, if that is not us
+        owner = await cluster.placed_elsewhere(namespace, bundle)
     if owner is not None and owner.web_url and owner.web_url != cluster.me.web_url:
         _redirect(request, owner.web_url, owner.web_url_tls)
     return await handler(request)

@@ -10,11 +10,14 @@ as the binary lookups do; with none free it is answered 503, as Pulsar answers i
 
 from __future__ import annotations
 
+import contextlib
+
 from aiohttp import web
 
 from magnetar.admin.namespaces import namespace_of
 from magnetar.admin.routing import PORTS, SERVICE, RouteTable, error_response
 from magnetar.admin.tenants import broker_service_url, host_of, web_service_url
+from magnetar.broker.errors import BrokerError
 
 routes = RouteTable("lookup")
 
@@ -29,9 +32,12 @@ async def lookup(request: web.Request) -> web.Response:
     try:
         cluster = request.app[SERVICE].cluster
         if cluster is not None:
-            namespace_of(request)
             m = request.match_info
             topic = f"{m['domain']}://{m['tenant']}/{m['namespace']}/{m['topic']}"
+            # a namespace created at another broker a moment ago is read from the store
+            with contextlib.suppress(BrokerError, ValueError):
+                await request.app[SERVICE].known_topic_name(topic)
+            namespace_of(request)
             request.app[SERVICE].check_topic_name(topic)
             authoritative = request.query.get("authoritative", "false").lower() == "true"
             result = await cluster.lookup(topic, authoritative)

@@ -1,7 +1,8 @@
 """Subscriptions: ``/admin/v2/{persistent|non-persistent}/{tenant}/{ns}/{topic}/subscription...``:
 list, create, delete, skip, skip_all, resetcursor (by time or message id), expireMessages,
 peek (``position/N``). An operation on a subscription of a partitioned topic applies to
-every partition, as in Pulsar."""
+every partition, as in Pulsar; in a cluster it is asked of each partition's owner
+(`at_partition_owners`), which loads its partition if need be."""
 
 from __future__ import annotations
 
@@ -20,7 +21,17 @@ from magnetar.admin.routing import (
     no_content,
     query_flag,
 )
-from magnetar.admin.topics import SUB, T, loaded, persistent, read_entry, targets, topic_of
+from magnetar.admin.topics import (
+    SUB,
+    T,
+    at_partition_owners,
+    fanned_out,
+    loaded,
+    persistent,
+    read_entry,
+    targets,
+    topic_of,
+)
 from magnetar.broker.subscriptions.subscription import PersistentSubscription
 
 routes = RouteTable("subscriptions")
@@ -32,7 +43,14 @@ _LATEST = 2**63 - 1
 async def list_subscriptions(request: web.Request) -> web.Response:
     service = request.app[SERVICE]
     names: set[str] = set()
-    for part in await targets(service, topic_of(request)):
+    name = topic_of(request)
+    outcomes = await at_partition_owners(request, name)
+    if outcomes is not None:
+        fanned_out(outcomes)  # raises a refusal, as it was given
+        for _, listed in outcomes:
+            names.update(listed or ())
+        return web.json_response(sorted(names))
+    for part in await targets(service, name):
         names.update((await loaded(service, part)).subscriptions)
     return web.json_response(sorted(names))
 
@@ -50,6 +68,9 @@ async def create_subscription(request: web.Request) -> web.Response:
     service = request.app[SERVICE]
     name = topic_of(request)
     sub = request.match_info["subscription"]
+    outcomes = await at_partition_owners(request, name)
+    if outcomes is not None:
+        return fanned_out(outcomes, conflict=True)
     body = await json_body(request, required=False)
     position = _position_of(body) if body is not None else (_LATEST, _LATEST)
     parts = await targets(service, name)
@@ -80,6 +101,9 @@ async def _subscriptions(request: web.Request) -> list[tuple[str, PersistentSubs
 @routes.route("DELETE", SUB, "Delete a subscription (412 with connected consumers, unless "
               "?force=true).")
 async def delete_subscription(request: web.Request) -> web.Response:
+    outcomes = await at_partition_owners(request, topic_of(request))
+    if outcomes is not None:
+        return fanned_out(outcomes)
     service = request.app[SERVICE]
     force = query_flag(request, "force")
     found = await _subscriptions(request)
@@ -92,6 +116,9 @@ async def delete_subscription(request: web.Request) -> web.Response:
 
 @routes.route("POST", SUB + "/skip/{count}", "Skip (acknowledge) the next N messages.")
 async def skip(request: web.Request) -> web.Response:
+    outcomes = await at_partition_owners(request, topic_of(request))
+    if outcomes is not None:
+        return fanned_out(outcomes)
     service = request.app[SERVICE]
     count = int_param(request, "count")
     for part, sub in await _subscriptions(request):
@@ -101,6 +128,9 @@ async def skip(request: web.Request) -> web.Response:
 
 @routes.route("POST", SUB + "/skip_all", "Clear the subscription's backlog.")
 async def skip_all(request: web.Request) -> web.Response:
+    outcomes = await at_partition_owners(request, topic_of(request))
+    if outcomes is not None:
+        return fanned_out(outcomes)
     service = request.app[SERVICE]
     for part, sub in await _subscriptions(request):
         await service.clear_backlog(part, sub.name)
@@ -110,6 +140,9 @@ async def skip_all(request: web.Request) -> web.Response:
 @routes.route("POST", SUB + "/resetcursor/{timestamp}",
               "Move the subscription to the first message published at or after a time (ms).")
 async def reset_by_time(request: web.Request) -> web.Response:
+    outcomes = await at_partition_owners(request, topic_of(request))
+    if outcomes is not None:
+        return fanned_out(outcomes)
     service = request.app[SERVICE]
     timestamp = int_param(request, "timestamp")
     for part, sub in await _subscriptions(request):
@@ -120,6 +153,9 @@ async def reset_by_time(request: web.Request) -> web.Response:
 @routes.route("POST", SUB + "/resetcursor", "Move the subscription to a message id.",
               body='{"ledgerId": int, "entryId": int, "partitionIndex": int}')
 async def reset_by_id(request: web.Request) -> web.Response:
+    outcomes = await at_partition_owners(request, topic_of(request))
+    if outcomes is not None:
+        return fanned_out(outcomes)
     service = request.app[SERVICE]
     body = await json_body(request)
     ledger_id, entry_id = _position_of(body)
@@ -134,6 +170,9 @@ async def reset_by_id(request: web.Request) -> web.Response:
 @routes.route("POST", SUB + "/expireMessages/{seconds}",
               "Acknowledge the subscription's messages older than N seconds.")
 async def expire(request: web.Request) -> web.Response:
+    outcomes = await at_partition_owners(request, topic_of(request))
+    if outcomes is not None:
+        return fanned_out(outcomes)
     service = request.app[SERVICE]
     seconds = int_param(request, "seconds")
     for part, sub in await _subscriptions(request):
@@ -144,6 +183,9 @@ async def expire(request: web.Request) -> web.Response:
 @routes.route("POST", T + "/all_subscription/expireMessages/{seconds}",
               "Acknowledge, on every subscription, the messages older than N seconds.")
 async def expire_all(request: web.Request) -> web.Response:
+    outcomes = await at_partition_owners(request, topic_of(request))
+    if outcomes is not None:
+        return fanned_out(outcomes)
     service = request.app[SERVICE]
     seconds = int_param(request, "seconds")
     for part in await targets(service, topic_of(request)):

@@ -51,6 +51,8 @@ async def partitions_of(service: BrokerService, name: str) -> int:
     """The partition count of a partitioned topic, 0 for any other name (read off the loop)."""
     key = f"partitioned/{service.check_topic_name(name)}"
     meta = await service.storage.read_metadata(service.metadata.get, key)
+    if meta is None and service.cluster is not None:  # created elsewhere a moment ago?
+        meta = await service.metadata.read_through(key)
     return int(meta["partitions"]) if meta is not None else 0
 
 
@@ -70,7 +72,7 @@ async def loaded(service: BrokerService, name: str) -> Topic:
     not exist."""
     if not await exists(service, name):
         raise RestError(404, f"Topic {name} not found")
-    return await service.load_topic(name, create=False)
+    return await service.admin_topic(name)
 
 
 async def persistent(service: BrokerService, name: str) -> PersistentTopic:
@@ -257,8 +259,7 @@ async def partitioned_stats(request: web.Request) -> web.Response:
         if stats is None:
             if not await exists(service, part):
                 continue
-            stats = broker_stats.topic_stats(await service.load_topic(part, create=False),
-                                             rates)
+            stats = broker_stats.topic_stats(await service.admin_topic(part), rates)
         for key in _SUMMED:
             total[key] += stats[key]
         total["publishers"].extend(stats["publishers"])
@@ -297,6 +298,64 @@ async def _served_elsewhere_stats(service: BrokerService, part: str) -> dict[str
     if not isinstance(stats, dict):
         raise RestError(503, f"stats of {part}: its owner answered no stats")
     return stats
+
+
+async def at_partition_owners(request: web.Request, name: str
+                              ) -> list[tuple[int, Any]] | None:
+    """In a cluster, the request about the partitioned topic ``name`` made again for each
+    of its partitions, at that partition's owner (this broker too, through the same
+    path), as this broker with ``authoritative=true`` (`peer_request`): each partition's
+    (HTTP status, answer). A free partition is placed as a lookup would place it, and
+    its owner-to-be takes it when the request arrives. None outside a cluster or for a
+    topic that is not partitioned: the caller does the work here."""
+    service = request.app[SERVICE]
+    cluster = service.cluster
+    if cluster is None or not name.startswith("persistent://"):
+        return None
+    count = await partitions_of(service, name)
+    if not count:
+        return None
+    from magnetar.broker.cluster.membership import PeerRequestError, peer_request
+    from magnetar.broker.config.broker_client import BrokerClientCredentials
+
+    credentials = BrokerClientCredentials.from_config(service.config)
+    body = await json_body(request, required=False)
+    segments = request.rel_url.raw_path.split("/")  # '', admin, v2, domain, t, ns, topic, ...
+    query = request.rel_url.raw_query_string
+
+    async def one(i: int) -> tuple[int, Any]:
+        part = f"{name}-partition-{i}"
+        path = "/".join([*segments[:6], f"{segments[6]}-partition-{i}", *segments[7:]])
+        if query:
+            path += f"?{query}"
+        found = await cluster.lookup(part)
+        owner = cluster.me if found.connect else found.owner
+        try:
+            return 200, await peer_request(credentials, owner.web_url, owner.web_url_tls,
+                                           request.method, path, body)
+        except PeerRequestError as exc:
+            return exc.status, str(exc)
+        except (RuntimeError, OSError) as exc:
+            return 503, f"{part} at its owner {owner.web_url}: {exc}"
+
+    return list(await asyncio.gather(*(one(i) for i in range(count))))
+
+
+def fanned_out(outcomes: list[tuple[int, Any]], conflict: bool = False) -> web.Response:
+    """The answer to a request made at every partition's owner (`at_partition_owners`):
+    204 when each partition did it; 409 if one had it already (``conflict``: a create);
+    404 when none had what was asked for; else the first refusal, as it was given."""
+    failed = [(status, answer) for status, answer in outcomes if status >= 300]
+    if not failed:
+        return no_content()
+    if conflict and any(status == 409 for status, _ in failed):
+        raise RestError(409, next(str(a) for st, a in failed if st == 409))
+    if any(status != 404 for status, _ in failed):
+        status, answer = next((st, a) for st, a in failed if st != 404)
+        raise RestError(status, str(answer))
+    if len(failed) == len(outcomes):
+        raise RestError(404, str(failed[0][1]))
+    return no_content()
 
 
 @routes.route("POST", T + "/terminate",

@@ -49,10 +49,19 @@ class AdminOperations:
     async def load_topic(self, name: str, create: bool = True) -> Topic:
         raise NotImplementedError
 
+    async def claim_topic(self, name: str) -> None:
+        raise NotImplementedError
+
+    async def admin_topic(self, name: str) -> Topic:
+        """The topic an admin operation is about, loaded (never created): in a cluster,
+        its bundle taken here first if it is free (`claim_topic`)."""
+        await self.claim_topic(name)
+        return await self.load_topic(name, create=False)
+
     async def terminate_topic(self, name: str) -> Position | None:
         """Terminate a persistent topic (loaded off the loop if need be); its flag is
         stored off the loop too (`PersistentTopic.terminate`)."""
-        topic = await self.load_topic(name, create=False)
+        topic = await self.admin_topic(name)
         if not isinstance(topic, PersistentTopic):
             raise BrokerError(pb.NotAllowedError, "only persistent topics can be terminated")
         return await topic.terminate()
@@ -106,14 +115,14 @@ class AdminOperations:
             self.deleting.discard(key)
 
     async def topic_stats(self, name: str) -> dict[str, Any]:
-        return (await self.load_topic(name, create=False)).stats()
+        return (await self.admin_topic(name)).stats()
 
     # ------------------------------------------------------------------ cursor operations
     # (what the admin API's subscription endpoints call; an unloaded topic is loaded off
     # the loop, `load_topic`, and the operation itself runs in the turn the load ends)
 
     async def durable_subscription(self, topic_name: str, subscription: str) -> PersistentSubscription:
-        topic = await self.load_topic(topic_name, create=False)
+        topic = await self.admin_topic(topic_name)
         sub = topic.subscriptions.get(subscription)
         if not isinstance(sub, PersistentSubscription):
             raise BrokerError(
@@ -122,7 +131,7 @@ class AdminOperations:
         return sub
 
     async def create_subscription(self, topic_name: str, subscription: str, earliest: bool = False) -> None:
-        topic = await self.load_topic(topic_name, create=False)
+        topic = await self.admin_topic(topic_name)
         if not isinstance(topic, PersistentTopic):
             raise BrokerError(pb.NotAllowedError, "only persistent topics keep subscriptions")
         if subscription not in topic.subscriptions:

@@ -417,11 +417,26 @@ class BrokerService(AdminOperations):
             return 0
         return self.stored_partitions(topic_name, self.policies.get(topic_name.namespace))
 
+    async def known_topic_name(self, name: str) -> TopicName:
+        """`check_topic_name`; in a cluster a namespace not known here (created at another
+        broker a moment ago) is read from the metadata store first."""
+        try:
+            return self.check_topic_name(name)
+        except BrokerError as exc:
+            if exc.code != pb.TopicNotFound or self.cluster is None or await \
+                    self.metadata.read_through(
+                        f"namespaces/{TopicName.parse(name).namespace}") is None:
+                raise
+        return self.check_topic_name(name)
+
     async def partitioned_metadata_async(self, name: str) -> int:
-        """`partitioned_metadata` with its metadata store calls on the storage's threads."""
-        topic_name = self.check_topic_name(name)
+        """`partitioned_metadata` with its metadata store calls on the storage's threads (in
+        a cluster, one created at another broker is read from the store on a miss)."""
+        topic_name = await self.known_topic_name(name)
         if topic_name.is_partition:
             return 0
+        if self.cluster is not None:
+            await self.metadata.read_through(f"partitioned/{topic_name}")
         policies = self.policies.get(topic_name.namespace)
         return await self.storage.read_metadata(self.stored_partitions, topic_name, policies)
 
@@ -483,6 +498,15 @@ class BrokerService(AdminOperations):
         self.check_served_here(topic_name)
         self.admit_persistent(topic_name, create, auto_create)
         return self.attach_ledger(topic_name, self.storage.open(ledger_name(topic_name)))
+
+    async def claim_topic(self, name: str) -> None:
+        """In a cluster, an admin call about a persistent topic takes its bundle here if it
+        is free and not placed elsewhere (an owner loads its topics on demand);
+        ServiceNotReady if another broker keeps it."""
+        if self.cluster is not None and name.startswith("persistent://"):
+            claim = self.cluster.claim(name)
+            if claim is not None:
+                await claim
 
     def check_served_here(self, topic_name: TopicName) -> None:
         """In a cluster, a persistent topic is loaded only by the owner of its bundle

@@ -25,6 +25,9 @@ from pathlib import Path
 from typing import IO
 
 ZK_SERVER = os.environ.get("MAGNETAR_ZK_SERVER", "/usr/share/zookeeper/bin/zkServer.sh")
+#: a local cluster's ZooKeeper session: short, so that a dead broker's bundles move in
+#: seconds (Pulsar's default, 30 s, is made for a ZooKeeper across a network)
+SESSION_TIMEOUT_MS = 6000
 
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser],
@@ -63,6 +66,10 @@ See docs/cluster.md for a cluster across machines.""")
     up.add_argument("--cluster-name", default="standalone", help="clusterName (default standalone)")
     up.add_argument("--advertised-address", default="localhost",
                     help="the host name in the brokers' URLs (default localhost)")
+    up.add_argument("--session-timeout-ms", type=int, default=SESSION_TIMEOUT_MS,
+                    help="the brokers' ZooKeeper session timeout "
+                         "(metadataStoreSessionTimeoutMillis): a broker that dies loses its "
+                         f"bundles after about this long (default {SESSION_TIMEOUT_MS})")
 
 
 def _ruok(port: int) -> bool:
@@ -104,6 +111,9 @@ class _Child:
 def run_up(args: argparse.Namespace) -> int:
     if not 1 <= args.brokers <= 64:
         print("magnetar: --brokers must be between 1 and 64", file=sys.stderr)
+        return 2
+    if not 2000 <= args.session_timeout_ms <= 60000:  # ZooKeeper's bounds (tickTime 1 s)
+        print("magnetar: --session-timeout-ms must be between 2000 and 60000", file=sys.stderr)
         return 2
     if not os.path.exists(ZK_SERVER):
         print(f"magnetar: ZooKeeper is not installed ({ZK_SERVER} is missing; on Debian: "
@@ -151,7 +161,8 @@ def run_up(args: argparse.Namespace) -> int:
             d.mkdir(exist_ok=True)
             conf = d / "broker.conf"
             conf.write_text(base + f"\nmetadataStoreUrl={store_url}\nadvertisedAddress={host}\n"
-                            f"clusterName={args.cluster_name}\nmagnetarSharedStorage=true\n")
+                            f"clusterName={args.cluster_name}\nmagnetarSharedStorage=true\n"
+                            f"metadataStoreSessionTimeoutMillis={args.session_timeout_ms}\n")
             ready = d / "ready.json"
             ready.unlink(missing_ok=True)
             broker = _Child(f"broker-{i}", [
@@ -166,8 +177,9 @@ def run_up(args: argparse.Namespace) -> int:
         for i, (service_url, web_url) in enumerate(urls):
             print(f"broker-{i}: {service_url} {web_url}")
         print(f"service URL: pulsar://{','.join(u.split('://', 1)[1] for u, _ in urls)}")
-        print(f"metadata store: {store_url} (data in {root}); Ctrl-C stops everything",
-              flush=True)
+        print(f"metadata store: {store_url}, session timeout "
+              f"{args.session_timeout_ms / 1000:g} s (a broker that dies loses its bundles "
+              f"after about that) (data in {root}); Ctrl-C stops everything", flush=True)
         reported: set[str] = set()
         while not stop["now"]:
             if zk.proc.poll() is not None:

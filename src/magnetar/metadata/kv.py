@@ -51,6 +51,11 @@ class KeyValueStore(ABC):
     def list(self, prefix: str = "") -> dict[str, Any]:
         """Every key starting with ``prefix`` with its value, in key order."""
 
+    async def read_through(self, key: str) -> Any | None:
+        """`get`, but a store that mirrors another one (a cluster's) reads a key it does
+        not have from there (written elsewhere, its notification still on the way)."""
+        return self.get(key)
+
     def put_many(self, items: Mapping[str, Any]) -> None:
         """Store several keys (atomically where the backend can)."""
         for k, v in items.items():

@@ -12,13 +12,16 @@ namespaces' bundle boundaries, bundle ownership, and topic lookup as Pulsar answ
 - being unloaded (its key ``disabled``): ``Redirect`` to the broker the owner hands it
   to (its handoff key), that broker itself waiting for the key to go; without a handoff,
   ``ServiceNotReady`` and the client retries;
-- free, just handed to another broker by its last owner: ``Redirect`` there (or taken
-  here if this is that broker), so that the bundle goes where the unload sent it;
-- free: if the lookup is authoritative (a broker sent the client here) this broker takes
-  it; otherwise it goes to the least-loaded live broker (`placement`) whose address
-  accepts a connection: taken here if that is us, else a ``Redirect`` + authoritative
-  there. The ownership key's create-if-absent settles races: the loser answers with the
-  winner.
+- free, and the lookup is authoritative (a broker sent the client here): taken here, never
+  sent on, so that a lookup settles in at most two hops;
+- free otherwise: where its placement record (`assignment`: an unloading owner's handoff,
+  or the first placement any broker wrote, compare-and-set) sends it, placing it now if
+  there is none: taken here if that is us, else a ``Redirect`` + authoritative there.
+  The ownership key's create-if-absent settles the remaining races (a client connecting
+  without a lookup): the loser answers with the winner.
+
+Lookups of a bundle being taken here wait for that attempt; the broker that takes a bundle
+logs it in one line, with the previous owner if it saw one and why.
 
 Namespace boundaries come from ``/admin/local-policies/{tenant}/{ns}`` (``bundles``, as
 Pulsar keeps them) or, absent, ``defaultNumberOfNamespaceBundles`` even bundles; they are
@@ -29,13 +32,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import logging
 import time
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
+from magnetar.broker.cluster.assignment import Placements
 from magnetar.broker.cluster.bundles import (
     RANGE_EQUALLY_DIVIDE,
     BundleRange,
@@ -44,15 +47,14 @@ from magnetar.broker.cluster.bundles import (
     topic_hash,
 )
 from magnetar.broker.cluster.ownership import OwnershipCache
-from magnetar.broker.cluster.placement import least_loaded
 from magnetar.broker.cluster.reachability import Reachability
 from magnetar.broker.cluster.records import (
     LEADER_PATH,
     BrokerData,
     LeaderData,
     OwnerData,
-    handoff_path,
     local_policies_path,
+    owner_path,
 )
 from magnetar.broker.cluster.registry import BrokerRegistry
 from magnetar.broker.cluster.shedding import Shedder
@@ -72,8 +74,6 @@ from magnetar.protocol import pb
 
 log = logging.getLogger(__name__)
 
-#: how long an unloading owner's word on where its bundle goes is followed by lookups
-HANDOFF_S = 30.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,8 +93,6 @@ class ClusterCoordinator:
         self.store = store
         self.owns_store = False  # closed by leave_cluster (else the broker's own session)
         self.shedder: Shedder | None = None  # the leader's load shedding (membership)
-        # a broker above it gets no free bundle while another is below (placement.py)
-        self.overload_threshold = 85.0
         self.broker_id = broker_id
         self.me = me
         self.load = load or dict
@@ -102,16 +100,20 @@ class ClusterCoordinator:
         self.ownership = OwnershipCache(store, me, on_lost)
         self.registry = BrokerRegistry(store, broker_id, self.report, report_interval_s)
         self._policies: MetadataCache[Any] = MetadataCache(store)
-        self._handoffs: MetadataCache[Any] = MetadataCache(store)
         self._bundles: dict[str, NamespaceBundles] = {}
-        # bundles sent to other brokers since their last report: (broker id, when)
-        self._placed: list[tuple[str, float]] = []
         self._acquiring = 0  # ownership keys being created by lookups here
+        # bundles being taken here (one attempt each, shared by the lookups meanwhile)
+        self._taking: dict[tuple[str, BundleRange], asyncio.Task[OwnerData | None]] = {}
+        # the last owner seen of bundles owned elsewhere (for the log line of a takeover)
+        self._previous_owner: dict[tuple[str, BundleRange], str] = {}
         # lookups of a bundle whose owner is unreachable wait (at most this long) for its
         # key to go; one wait per bundle, shared by its held lookups (0: never wait)
         self.dead_owner_wait_s = dead_owner_wait_s
         self.reachability = Reachability()
         self._holds: dict[tuple[str, BundleRange], asyncio.Task[bool]] = {}
+        # where free bundles go: placement records, this broker's choices
+        self.placements = Placements(store, broker_id, me, self.registry, self.report,
+                                     self._mine, self._answers)
         # unloads this broker's topics of a bundle, their clients told to go to the given
         # new owner if any (set by the broker; None: nothing loaded here)
         self.unload_topics: Callable[[str, BundleRange, OwnerData | None],
@@ -120,6 +122,34 @@ class ClusterCoordinator:
         self._electing: asyncio.Task[None] | None = None
         store.register_listener(self._on_notification)
         store.register_session_listener(self._on_session)
+
+    @property
+    def overload_threshold(self) -> float:
+        """A broker above it gets no free bundle while another is below (placement.py)."""
+        return self.placements.overload_threshold
+
+    @overload_threshold.setter
+    def overload_threshold(self, value: float) -> None:
+        self.placements.overload_threshold = value
+
+    def _mine(self) -> tuple[set[tuple[str, BundleRange]], int]:
+        """The bundles owned or being taken here, and how many this broker counts."""
+        return (set(self.ownership.owned) | set(self._taking),
+                len(self.ownership.owned) + self._acquiring)
+
+    async def _answers(self, url: str) -> bool:
+        """Whether a broker's address accepts a connection (not probed, True, with
+        ``dead_owner_wait_s`` 0: as before)."""
+        return self.dead_owner_wait_s <= 0 or await self.reachability.reachable(url)
+
+    async def handoff_target(self, namespace: str, bundle: BundleRange) -> str | None:
+        """The broker a free bundle's placement record names, while it is recent."""
+        return await self.placements.handoff_target(namespace, bundle)
+
+    async def placed_elsewhere(self, namespace: str, bundle: BundleRange) -> OwnerData | None:
+        """The live broker a free bundle's placement record names, if not this one."""
+        return await self.placements.live_target(
+            await self.placements.handoff_target(namespace, bundle), set())
 
     async def start(self) -> None:
         await self.registry.start()
@@ -237,58 +267,60 @@ class ClusterCoordinator:
             return False
         brokers = await self.registry.live()
         others = {k: v for k, v in brokers.items() if k != self.broker_id}
-        target = destination if destination in others else least_loaded(others, None, self.overload_threshold)
-        moving_to = others[target].owner_data() if target is not None else None
+        target = destination if destination in others \
+            else await self.placements.place_elsewhere(f"{namespace}/{bundle}")
+        moving_to = others[target].owner_data() if target in others else None
         if target is not None:
-            await self._write_handoff(namespace, bundle, target)
+            await self.placements.write_handoff(namespace, bundle, target)
         await self.ownership.set_disabled(namespace, bundle)
         if self.unload_topics is not None:
             await self.unload_topics(namespace, bundle, moving_to)
         await self.ownership.release(namespace, bundle)
         return True
 
-    # -- handoffs: where an unloaded bundle goes, for every broker to see ------------------
-    async def _write_handoff(self, namespace: str, bundle: BundleRange, target: str) -> None:
-        """Record (persistently, for ``HANDOFF_S``) that the bundle goes to ``target``:
-        between this owner's release and the target's taking it, a lookup at any broker
-        sends the client there, instead of placing the free bundle anew (where it could
-        land back on this broker, which has just become the least loaded)."""
-        until = int((time.time() + HANDOFF_S) * 1000)
-        try:
-            await self.store.put(handoff_path(namespace, bundle),
-                                 json_encode({"brokerId": target, "until": until}))
-        except Exception as exc:  # without it the move still works, placement decides
-            log.warning("bundle %s/%s: handoff to %s not recorded: %s", namespace, bundle,
-                        target, exc)
-
-    async def handoff_target(self, namespace: str, bundle: BundleRange) -> str | None:
-        """The broker an unloading owner handed the bundle to, while that is recent."""
-        data = await self._handoffs.get(handoff_path(namespace, bundle))
-        if not isinstance(data, dict) or not isinstance(data.get("brokerId"), str):
-            return None
-        until = data.get("until")
-        if not isinstance(until, int) or until < time.time() * 1000:
-            return None
-        return str(data["brokerId"])
-
-    async def _drop_handoff(self, namespace: str, bundle: BundleRange) -> None:
-        """The target took the bundle: its handoff record has served."""
-        if await self.handoff_target(namespace, bundle) is None:
-            return
-        with contextlib.suppress(Exception):
-            await self.store.delete(handoff_path(namespace, bundle))
-
-    async def _acquire(self, namespace: str, bundle: BundleRange) -> OwnerData | None:
+    async def _acquire(self, namespace: str, bundle: BundleRange,
+                       why: str = "lookup") -> OwnerData | None:
         """Take the free bundle (``ownership.try_acquire``), counted by placements made
         meanwhile, and shielded: a lookup cancelled (its client went) must not leave a key
-        created here that this broker does not know it owns."""
+        created here that this broker does not know it owns. Concurrent calls for one
+        bundle share one attempt (lookups meanwhile wait for it, `lookup`)."""
+        key = (namespace, bundle)
+        taking = self._taking.get(key)
+        if taking is None:
+            taking = asyncio.get_running_loop().create_task(self._take(namespace, bundle, why))
+            self._taking[key] = taking
+
+            def done(task: asyncio.Task[OwnerData | None]) -> None:
+                if self._taking.get(key) is task:
+                    del self._taking[key]
+                if not task.cancelled():
+                    task.exception()  # retrieved: the lookups awaiting it may all be gone
+
+            taking.add_done_callback(done)
+        return await asyncio.shield(taking)
+
+    async def _take(self, namespace: str, bundle: BundleRange, why: str) -> OwnerData | None:
         self._acquiring += 1
         try:
-            owner = await asyncio.shield(self.ownership.try_acquire(namespace, bundle))
+            record = await self.placements.record(namespace, bundle)
+            previous = self._previous_owner.pop((namespace, bundle), None)
+            owner = await self.ownership.try_acquire(namespace, bundle)
         finally:
             self._acquiring -= 1
         if owner is self.me:
-            await self._drop_handoff(namespace, bundle)
+            # a takeover from another broker that did not hand it here (it died, or lost
+            # its session) is worth seeing at the default level; a placement or a handoff
+            # is routine
+            handed_by = record.get("unloadedBy") \
+                if record is not None and record["brokerId"] == self.broker_id else None
+            if isinstance(handed_by, str):
+                why = f"its owner {handed_by} unloaded it and handed it here"
+            taken_over = previous is not None and previous != self.me.service_url \
+                and not isinstance(handed_by, str)
+            log.log(logging.WARNING if taken_over else logging.INFO,
+                    "took bundle %s/%s (previous owner %s; %s)", namespace, bundle,
+                    previous or "none known", why)
+            await self.placements.drop_handoff(namespace, bundle)
         return owner
 
     def claim(self, topic: str) -> Coroutine[Any, Any, None] | None:
@@ -300,14 +332,21 @@ class ClusterCoordinator:
     async def _claim(self, topic: str) -> None:
         namespace, bundle = await self.bundle_of(topic)
         for _ in range(3):
+            taking = self._taking.get((namespace, bundle))
+            if taking is not None:  # a lookup here is taking it: its outcome decides
+                await asyncio.shield(taking)
             if self.ownership.is_owned(namespace, bundle):
                 return
             owner = await self.ownership.owner_of(namespace, bundle)
             if owner is not None and owner.disabled:  # moving, maybe here: wait for it
                 await self.ownership.wait_free(namespace, bundle, 10.0)
                 continue
-            if owner is None and await self._acquire(namespace, bundle) is self.me:
-                return
+            if owner is None:
+                # placed on another broker (its lookup is on the way): not taken here
+                if await self.placed_elsewhere(namespace, bundle) is not None:
+                    break
+                if await self._acquire(namespace, bundle, "a client connected here") is self.me:
+                    return
             break
         raise BrokerError(pb.ServiceNotReady,
                           f"topic {topic} is not served by this broker; look it up again")
@@ -347,21 +386,39 @@ class ClusterCoordinator:
 
     # -- lookup ----------------------------------------------------------------------------
     async def lookup(self, topic: str, authoritative: bool = False) -> LookupResult:
+        """Where ``topic`` is served: here (``connect``) or the broker to redirect to. An
+        ``authoritative`` lookup (a broker sent the client here) is settled here: a free
+        bundle is taken, never sent on; so a lookup takes at most two hops."""
         namespace, bundle = await self.bundle_of(topic)
+        key = (namespace, bundle)
         held = False
+        why = ""  # why the bundle is taken here, for the log line if it is
         avoid: set[str] = set()  # service URLs of owners found dead: no placement there
         for _ in range(3):
+            taking = self._taking.get(key)
+            if taking is not None:  # being taken here: its key may exist already
+                await asyncio.shield(taking)
             if self.ownership.is_owned(namespace, bundle):
                 return LookupResult(True, self.me)
             owner = await self.ownership.owner_of(namespace, bundle)
-            handoff = await self.handoff_target(namespace, bundle) \
-                if owner is None or owner.disabled else None
+            if owner is not None and self._is_me(owner):
+                got = await self.store.get(owner_path(namespace, bundle))
+                if got is not None and got[1].created_by_self:
+                    return LookupResult(True, self.me)  # ours, being set up (a split)
+                # our address, not our session: a session of ours that ended (a restart
+                # on the same address); the key goes when that session expires
+                await self.ownership.wait_free(namespace, bundle,
+                                               max(self.dead_owner_wait_s, 5.0))
+                continue
             if owner is not None:
+                self._previous_owner[key] = owner.service_url or owner.service_url_tls
                 if owner.disabled:  # being unloaded: to the broker it goes to, if known
+                    handoff = await self.handoff_target(namespace, bundle)
                     if handoff == self.broker_id:
                         await self.ownership.wait_free(namespace, bundle, 10.0)
+                        why = "its owner unloaded it and handed it here"
                         continue
-                    going = await self._live_target(handoff, avoid)
+                    going = await self.placements.live_target(handoff, avoid)
                     if going is not None:
                         return LookupResult(False, going)
                     raise BrokerError(pb.ServiceNotReady,
@@ -372,30 +429,24 @@ class ClusterCoordinator:
                     held = True
                     if await self._wait_dead_owner(namespace, bundle, owner):
                         avoid.update({owner.service_url, owner.service_url_tls} - {""})
+                        why = "its owner stopped answering and its session expired"
                         continue
                 return LookupResult(False, owner)
-            if not authoritative and handoff != self.broker_id:
-                going = await self._live_target(handoff, avoid)
-                if going is not None:  # just unloaded, on its way there
-                    return LookupResult(False, going)
-                target, brokers = await self._place_live(avoid)
-                if target != self.broker_id:
-                    return LookupResult(False, brokers[target].owner_data())
-            owner = await self._acquire(namespace, bundle)
+            if not authoritative:
+                target = await self.placements.decide(namespace, bundle, avoid)
+                if target is not None and target[0] != self.broker_id:
+                    return LookupResult(False, target[1])
+            owner = await self._acquire(namespace, bundle, why or (
+                "a lookup redirected here" if authoritative else "a lookup, placed here"))
             if owner is None:  # freed again meanwhile: look once more
                 continue
             return LookupResult(owner is self.me, owner)
         raise BrokerError(pb.ServiceNotReady, f"bundle {namespace}/{bundle} keeps changing owner")
 
-    async def _live_target(self, broker_id: str | None, avoid: set[str]) -> OwnerData | None:
-        """``broker_id``'s URLs if it is another live broker not found dead, else None."""
-        if broker_id is None or broker_id == self.broker_id:
-            return None
-        data = (await self.registry.live()).get(broker_id)
-        if data is None:
-            return None
-        going = data.owner_data()
-        return None if going.service_url in avoid or going.service_url_tls in avoid else going
+    def _is_me(self, owner: OwnerData) -> bool:
+        return owner is self.me or (
+            owner.service_url, owner.service_url_tls, owner.web_url) == (
+            self.me.service_url, self.me.service_url_tls, self.me.web_url)
 
     async def _wait_dead_owner(self, namespace: str, bundle: BundleRange,
                                owner: OwnerData) -> bool:
@@ -441,50 +492,6 @@ class ClusterCoordinator:
                 return False
         return False
 
-    async def _place_live(self, avoid: set[str]) -> tuple[str, dict[str, BrokerData]]:
-        """`_place`, but a broker whose address refuses connections (killed, its registry
-        entry not expired yet) is passed over, as a dead owner is (no probe with
-        ``dead_owner_wait_s`` 0: as before). Ends: each round avoids one more broker, and
-        this one is never avoided."""
-        avoid = set(avoid)
-        while True:
-            target, brokers = await self._place(avoid)
-            if target == self.broker_id or self.dead_owner_wait_s <= 0:
-                return target, brokers
-            data = brokers[target]
-            if await self.reachability.reachable(data.service_url or data.service_url_tls):
-                return target, brokers
-            log.info("broker %s does not answer: no bundle is placed there", target)
-            avoid |= {data.service_url, data.service_url_tls} - {""}
-
-    async def _place(self, avoid: set[str] | frozenset[str] = frozenset()
-                     ) -> tuple[str, dict[str, BrokerData]]:
-        """The broker a free bundle goes to, with the live brokers (but none whose service
-        URL is in ``avoid``: found dead, its registry entry may outlive its bundles' keys
-        for a moment); a placement elsewhere is recorded before this returns (no await
-        after the choice), so concurrent lookups of one partitioned topic spread their
-        bundles."""
-        brokers = {k: v for k, v in (await self.registry.live()).items()
-                   if k == self.broker_id
-                   or not ({v.service_url, v.service_url_tls} & avoid)}
-        # a bundle placed elsewhere counts until that broker's next report (which has it)
-        pending: dict[str, int] = {}
-        kept = []
-        now_wall, now = time.time(), time.monotonic()
-        for broker_id, when in self._placed:
-            data = brokers.get(broker_id)
-            if data is not None and data.last_update / 1000 < now_wall - (now - when):
-                pending[broker_id] = pending.get(broker_id, 0) + 1
-                kept.append((broker_id, when))
-        self._placed = kept
-        # our own count is current (owned and being taken), not as of our last report
-        brokers[self.broker_id] = dataclasses.replace(
-            brokers.get(self.broker_id) or self.report(),
-            num_bundles=len(self.ownership.owned) + self._acquiring)
-        target = least_loaded(brokers, pending, self.overload_threshold) or self.broker_id
-        if target != self.broker_id:
-            self._placed.append((target, now))
-        return target, brokers
 
 def lookup_response(result: LookupResult, request_id: int, listener: str | None,
                     own_url: str, own_tls_url: str | None) -> pb.CommandLookupTopicResponse:

@@ -138,6 +138,18 @@ class ClusterKeyValueStore(KeyValueStore):
         with self._lock:
             return self._mirror.get(key)
 
+    async def read_through(self, key: str) -> Any | None:
+        """A cluster-wide key the mirror lacks is read from the metadata store and taken
+        into the mirror (its watchers told, as for a notification): what another broker
+        has written and answered is known here before its notification arrives."""
+        if not is_cluster_key(key):
+            return self.local.get(key)
+        with self._lock:
+            if key in self._mirror:
+                return self._mirror[key]
+        await self._resync(key)
+        return self.get(key)
+
     def list(self, prefix: str = "") -> dict[str, Any]:
         with self._lock:
             mine = {k: v for k, v in self._mirror.items() if k.startswith(prefix)}

@@ -167,13 +167,22 @@ async def request_unload(credentials: BrokerClientCredentials, web_url: str, web
                        f"/admin/v2/namespaces/{namespace}/{bundle_range}/unload")
 
 
+class PeerRequestError(RuntimeError):
+    """An admin call to another broker that it refused, with its HTTP status."""
+
+    def __init__(self, message: str, status: int) -> None:
+        super().__init__(message)
+        self.status = status
+
+
 async def peer_request(credentials: BrokerClientCredentials, web_url: str, web_url_tls: str,
-                       method: str, path: str) -> Any:
+                       method: str, path: str, body: Any = None) -> Any:
     """One admin call to another broker of the cluster, as this broker (the
     ``brokerClient*`` credentials), with ``authoritative=true``: its decoded JSON answer
     (None when it has none). A 307 (the bundle changed owner meanwhile) is followed with
     the credentials (aiohttp drops them on a redirect to another host:port), never from
-    TLS to plain text. RuntimeError when it is refused."""
+    TLS to plain text. ``body``: sent as JSON. `PeerRequestError` (a RuntimeError) when
+    it is refused."""
     import aiohttp  # the admin layer's HTTP client, only for these calls
 
     base = credentials.web_url(web_url, web_url_tls)
@@ -181,7 +190,7 @@ async def peer_request(credentials: BrokerClientCredentials, web_url: str, web_u
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60)) as session:
         for _ in range(3):
             async with session.request(method, url, headers=credentials.headers(),
-                                       allow_redirects=False,
+                                       allow_redirects=False, json=body,
                                        ssl=credentials.ssl_context or True) as resp:
                 location = resp.headers.get("Location")
                 if resp.status in (307, 308) and location:
@@ -190,7 +199,8 @@ async def peer_request(credentials: BrokerClientCredentials, web_url: str, web_u
                     url = location
                     continue
                 if resp.status >= 300:
-                    raise RuntimeError(f"{method} {url}: HTTP {resp.status} {await resp.text()}")
+                    raise PeerRequestError(
+                        f"{method} {url}: HTTP {resp.status} {await resp.text()}", resp.status)
                 return await resp.json() if resp.content_type == "application/json" else None
     raise RuntimeError(f"{method} {url}: too many redirects")
 

@@ -92,7 +92,7 @@ class OwnershipCache:
         self.owned[key] = self.me
         # a read sets the watch that tells us if the key is deleted under us
         await self.store.exists(path)
-        log.info("took ownership of bundle %s/%s", namespace, bundle)
+        log.debug("took ownership of bundle %s/%s", namespace, bundle)  # the caller logs why
         return self.me
 
     async def _next_epoch(self) -> int:

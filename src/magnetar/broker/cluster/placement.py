@@ -1,8 +1,9 @@
 """Where a free bundle goes: the least-loaded live broker, as a pure choice (a simple form
 of Pulsar's ``LeastLongTermMessageRate``).
 
-Any broker may place a free bundle when a lookup for one of its topics reaches it (Pulsar's
-non-centralized placement); the ownership key's create-if-absent settles a race.
+Any broker may propose a place for a free bundle when a lookup for one of its topics
+reaches it; the first proposal written as the bundle's placement record (compare-and-set,
+`assignment.py`) is the one every broker follows.
 
 Brokers are compared by, in order:
 
@@ -16,13 +17,16 @@ Brokers are compared by, in order:
    bundle without history). So a partitioned topic's first lookups spread its bundles
    instead of all landing on the same "emptiest" broker before its next report;
 3. bundles owned plus just placed (idle bundles: the rate says nothing);
-4. the broker id, so that the choice is deterministic when everything else ties.
+4. when everything else ties, a hash of the bundle's name with the broker id
+   (rendezvous hashing): deterministic, the same at every broker, and different bundles
+   of a partitioned topic go to different idle brokers.
 
 Pulsar averages rates over a long window; here a rate is over the last report interval.
 """
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Mapping
 
 from magnetar.broker.cluster.records import BrokerData
@@ -35,8 +39,9 @@ NEW_BUNDLE_MSG_RATE = 50.0
 
 def least_loaded(brokers: Mapping[str, BrokerData],
                  pending: Mapping[str, int] | None = None,
-                 overload_threshold: float = 85.0) -> str | None:
-    """The id of the broker a free bundle should go to, None when no broker is live."""
+                 overload_threshold: float = 85.0, bundle: str = "") -> str | None:
+    """The id of the broker a free bundle (``bundle``: its ``tenant/ns/range``, for the
+    tie-break) should go to, None when no broker is live."""
     if not brokers:
         return None
     extra = pending or {}
@@ -44,12 +49,13 @@ def least_loaded(brokers: Mapping[str, BrokerData],
     average = sum(data.msg_rate for data in brokers.values()) / reported if reported else 0.0
     per_new_bundle = max(average, NEW_BUNDLE_MSG_RATE)
 
-    def load(broker_id: str) -> tuple[bool, float, int, str]:
+    def load(broker_id: str) -> tuple[bool, float, int, int, str]:
         data = brokers[broker_id]
         placed = extra.get(broker_id, 0)
         unreported = max(0, data.num_bundles - len(data.bundles)) + placed
         return (data.max_resource_usage > overload_threshold,
                 round(data.msg_rate + unreported * per_new_bundle, 1),
-                data.num_bundles + placed, broker_id)
+                data.num_bundles + placed,
+                zlib.crc32(f"{bundle}|{broker_id}".encode()), broker_id)
 
     return min(brokers, key=load)

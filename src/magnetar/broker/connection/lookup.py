@@ -62,12 +62,12 @@ class LookupCommands(CnxBase):
         if not self._lookup_admitted(cmd):
             return
         lookup = cmd.lookupTopic
-        self.service.check_topic_name(lookup.topic)
-        self.authorize(lookup.topic, LOOKUP)
         listener = lookup.advertised_listener_name if lookup.HasField("advertised_listener_name") else None
         if self.service.cluster is not None:  # owned here, or redirect to the owner
             self._cluster_lookup(cmd, listener)
             return
+        self.service.check_topic_name(lookup.topic)
+        self.authorize(lookup.topic, LOOKUP)
         response = pb.CommandLookupTopicResponse(
             request_id=lookup.request_id,
             response=pb.CommandLookupTopicResponse.Connect,
@@ -90,6 +90,9 @@ class LookupCommands(CnxBase):
 
         async def answer() -> None:
             try:
+                # a namespace created at another broker a moment ago is read from the store
+                await self.service.known_topic_name(lookup.topic)
+                self.authorize(lookup.topic, LOOKUP)
                 result = await cluster.lookup(lookup.topic, lookup.authoritative)
                 own = self.service.listeners.broker_url(listener, self._advertised_url()) \
                     if result.connect else ""
@@ -107,18 +110,14 @@ class LookupCommands(CnxBase):
         if not self._lookup_admitted(cmd):
             return
         req = cmd.partitionMetadata
-        try:
-            self.service.check_topic_name(req.topic)
-            self.authorize(req.topic, LOOKUP)
-        except BrokerError as exc:
-            self.send_partitioned_metadata(req.request_id, exc)
-            return
-
         limits = self.security.limits
         self.lookups_held -= 1  # the slot goes with the task, until its answer is sent
 
         async def answer() -> None:  # the metadata store is read off the event loop
             try:
+                # (in a cluster, a namespace created elsewhere a moment ago is read first)
+                await self.service.known_topic_name(req.topic)
+                self.authorize(req.topic, LOOKUP)
                 partitions = await self.service.partitioned_metadata_async(req.topic)
             except BrokerError as exc:
                 self.send_partitioned_metadata(req.request_id, exc)
