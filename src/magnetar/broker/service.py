@@ -184,13 +184,10 @@ class BrokerService(AdminOperations):
         self.housekeeping = Housekeeping(self)
         # the data directory's disk usage: read-only past magnetarDiskUsageThreshold
         self.disk = DiskUsage(
-            config.magnetarDataDir,
-            warn=config.magnetarDiskUsageWarnThreshold,
-            full=config.magnetarDiskUsageThreshold,
-            lwm=config.magnetarDiskUsageLwmThreshold,
+            config.magnetarDataDir, warn=config.magnetarDiskUsageWarnThreshold,
+            full=config.magnetarDiskUsageThreshold, lwm=config.magnetarDiskUsageLwmThreshold,
             min_free_bytes=config.magnetarDiskUsageMinFreeMB * 1024 * 1024,
-            interval_s=config.magnetarDiskCheckIntervalMillis / 1000,
-        )
+            interval_s=config.magnetarDiskCheckIntervalMillis / 1000)
         self.sweeper = IdleTopicSweeper(self)
         self.connections: set[ServerCnx] = set()
         # ledgers being closed off the loop (close_ledger): stop lets them finish
