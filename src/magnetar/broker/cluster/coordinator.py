@@ -218,6 +218,12 @@ class ClusterCoordinator:
             return -1
         return self.ownership.epochs.get((name.namespace, bundles.bundle_of(str(name))), -1)
 
+    def lease_ok(self) -> bool:
+        """Whether this broker's metadata session is certainly alive by its own clock: a
+        broker past it (paused, cut from ZooKeeper) acknowledges nothing (the hot path's
+        early stop; the fence in storage is what makes acks safe)."""
+        return time.monotonic() < self.store.lease_deadline
+
     def check_owned(self, topic: str) -> None:
         """``ServiceNotReady`` unless this broker serves ``topic`` (the client looks up)."""
         if not self.owns(topic):

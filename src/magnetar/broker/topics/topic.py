@@ -35,6 +35,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+#: the answer to a send while this broker's metadata session may have ended (its clock)
+_NO_LEASE = "this broker's metadata session may have expired: not acknowledged; look it up again"
+
 #: the ledger property that holds a persistent topic's epoch (of its exclusive producers)
 TOPIC_EPOCH_PROPERTY = "topicEpoch"
 
@@ -424,6 +427,10 @@ class PersistentTopic(Topic):
         if producer.closing:  # closed once its sends in flight are answered: the client
             producer.cnx.on_send_done(size)  # sends this one again where it reconnects
             return
+        cluster = self.service.cluster
+        if cluster is not None and not cluster.lease_ok():
+            producer.send_error(seq, pb.ServiceNotReady, _NO_LEASE, size)
+            return
         num_messages = send.num_messages
         chunk = _NOT_CHUNKED
         last_seq = highest
@@ -498,6 +505,13 @@ class PersistentTopic(Topic):
                 self.dedup_position = position
                 self.dedup_unsaved += 1
             answered = True
+            cluster = self.service.cluster
+            if cluster is not None and not cluster.lease_ok():
+                # stored (before any new owner's fence: the storage checked), but this
+                # broker may no longer own the topic: no receipt; the client sends it
+                # again where the topic is served, whose deduplication knows it
+                producer.send_error(seq, pb.ServiceNotReady, _NO_LEASE, size)
+                return
             if producer.receipt_held(seq, highest, position.ledger_id, position.entry_id, size):
                 self._held.append(producer.cnx)
             self._confirmed = True
