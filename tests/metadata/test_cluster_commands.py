@@ -179,7 +179,8 @@ def test_expired_session_stops_the_broker_with_the_shutdown_policy(tmp_path: Pat
     try:
         url = zk.url("/expiry")
         initialize(url, "c1")
-        broker = BrokerProc(tmp_path / "b", url, metadataStoreSessionTimeoutMillis=4000).start()
+        broker = BrokerProc(tmp_path / "b", url, metadataStoreSessionTimeoutMillis=4000,
+                            zookeeperSessionExpiredPolicy="shutdown").start()
         assert len(zk.sessions()) == 1  # the broker's
         # a ZooKeeper that comes back without its data does not know the broker's session:
         # the broker's reconnection is told the session expired (once the server's

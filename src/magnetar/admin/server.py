@@ -33,6 +33,7 @@ from magnetar.admin.routing import (
     ListeningPorts,
     RouteTable,
     error_middleware,
+    metadata_guard_middleware,
 )
 from magnetar.broker.service import BrokerService
 from magnetar.broker.topics.stats import RateTracker
@@ -49,7 +50,8 @@ TABLES: list[RouteTable] = [
 
 def build_app(service: BrokerService, rates: RateTracker | None = None) -> web.Application:
     """The aiohttp application serving the admin API for ``service``."""
-    middlewares = [error_middleware, security_middleware, cluster.owner_redirect_middleware]
+    middlewares = [error_middleware, security_middleware, metadata_guard_middleware,
+                   cluster.owner_redirect_middleware]
     config = service.config
     if config.httpRequestsLimitEnabled:  # outermost: a refused request costs nothing more
         middlewares.insert(0, rate_limit_middleware(config.httpRequestsMaxPerSecond))

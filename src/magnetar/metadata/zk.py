@@ -99,7 +99,7 @@ class ZKMetadataStore(MetadataStore):
         self.operation_timeout_s = operation_timeout_s
         self.connect_timeout_s = connect_timeout_s
         # the heartbeat's period, and the silence after which the store is unavailable
-        self.heartbeat_s = max(0.1, min(1.0, session_timeout_s / 4))
+        self.heartbeat_s = max(0.1, min(1.0, session_timeout_s / 8))
         self.silent_after_s = max(2 * self.heartbeat_s, min(3.0, session_timeout_s / 2))
         self._client: KazooClient | None = None
         self._connected = asyncio.Event()
@@ -321,14 +321,14 @@ class ZKMetadataStore(MetadataStore):
 
     def _mark_down(self, why: str) -> None:
         if self._down_since is None:
-            self._down_since = time.monotonic()
+            self._down_since = self._last_heard
             log.warning("ZooKeeper at %s: %s (last answer %.1f s ago); the metadata store is "
                         "unavailable until it is back", self.hosts, why, self._silence())
 
     def _mark_up(self, how: str) -> None:
         if self._down_since is not None:
-            log.warning("ZooKeeper at %s is back after %.1f s (%s)", self.hosts,
-                        time.monotonic() - self._down_since, how)
+            log.warning("ZooKeeper at %s is back, %.1f s after its last answer (%s)",
+                        self.hosts, time.monotonic() - self._down_since, how)
             self._down_since = None
 
     def unavailable_reason(self) -> str | None:
@@ -417,13 +417,11 @@ class ZKMetadataStore(MetadataStore):
                 self._invalidate_own_write(path)
         self._ephemerals.clear()
         self._session_id = session
+        self._mark_up(f"session 0x{session or 0:x}, "
+                      + ("kept by the server, its ephemeral keys deleted" if same else "new"))
         self._expired = False
         self._heard(time.monotonic())
         self._connected.set()
-        self._mark_up("session renewed" if same else "new session")
-        log.warning("ZooKeeper session 0x%x at %s %s: this broker takes its part again",
-                    session or 0, self.hosts,
-                    "kept by the server; its ephemeral keys deleted" if same else "opened")
         self._tell(SessionEvent.SESSION_REESTABLISHED)
 
     # -- the contract ---------------------------------------------------------------------

@@ -38,7 +38,7 @@ class BrokerRegistry:
         self.report = report
         self.interval_s = interval_s
         self._cache: MetadataCache[Any] = MetadataCache(store)
-        self._refresher = Periodic("broker registry: load report", interval_s, self.refresh)
+        self._refresher = Periodic("broker registry: load report", interval_s, self._tick)
         self.last: BrokerData | None = None
         self._again: asyncio.Task[None] | None = None
         store.register_session_listener(self._on_session)
@@ -71,6 +71,11 @@ class BrokerRegistry:
         await self._refresher.stop()
         with contextlib.suppress(Exception):
             await self.store.delete(self.path)
+
+    async def _tick(self) -> None:
+        """The periodic refresh; skipped while the store is unavailable (it said so once)."""
+        if self.store.unavailable_reason() is None:
+            await self.refresh()
 
     async def refresh(self) -> None:
         """Write the current load report (creating the entry if it is missing)."""
