@@ -74,6 +74,9 @@ log = logging.getLogger(__name__)
 
 #: how long an unloading owner's word on where its bundle goes is followed by lookups
 HANDOFF_S = 30.0
+#: how long a lookup at a broker whose metadata session is lost waits for the new one
+#: before ``ServiceNotReady`` sends the client to another broker
+SESSION_WAIT_S = 5.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,6 +121,8 @@ class ClusterCoordinator:
                                      Awaitable[None]] | None = None
         self.is_leader = False
         self._electing: asyncio.Task[None] | None = None
+        self._session_ok = asyncio.Event()  # clear from a lost session to the next one
+        self._session_ok.set()
         store.register_listener(self._on_notification)
         store.register_session_listener(self._on_session)
 
@@ -161,8 +166,25 @@ class ClusterCoordinator:
     def _on_session(self, event: SessionEvent) -> None:
         if event == SessionEvent.SESSION_LOST:
             self.is_leader = False
+            self._session_ok.clear()
         elif event == SessionEvent.SESSION_REESTABLISHED:
+            self._session_ok.set()
             self._elect_soon()
+
+    async def _wait_session(self) -> None:
+        """A lookup or claim at a broker whose session is lost waits (at most
+        `SESSION_WAIT_S`) for the new one: ZooKeeper back for every broker, it is
+        answered at once; this broker alone cut from it, the client is sent on
+        (``ServiceNotReady``) to ask another broker."""
+        if self._session_ok.is_set():
+            return
+        try:
+            async with asyncio.timeout(SESSION_WAIT_S):
+                await self._session_ok.wait()
+        except TimeoutError:
+            raise BrokerError(pb.ServiceNotReady, self.store.unavailable_reason()
+                              or "this broker's metadata session is being replaced; "
+                                 "look it up again") from None
 
     async def stop(self) -> None:
         """Leave the cluster: release every owned bundle, then the registry entry."""
@@ -304,6 +326,7 @@ class ClusterCoordinator:
         return None if self.owns(topic) else self._claim(topic)
 
     async def _claim(self, topic: str) -> None:
+        await self._wait_session()
         namespace, bundle = await self.bundle_of(topic)
         for _ in range(3):
             if self.ownership.is_owned(namespace, bundle):
@@ -353,6 +376,7 @@ class ClusterCoordinator:
 
     # -- lookup ----------------------------------------------------------------------------
     async def lookup(self, topic: str, authoritative: bool = False) -> LookupResult:
+        await self._wait_session()
         namespace, bundle = await self.bundle_of(topic)
         held = False
         avoid: set[str] = set()  # service URLs of owners found dead: no placement there
