@@ -290,3 +290,30 @@ def test_a_frozen_server_past_the_session_timeout(
     assert sum("unavailable until it is back" in m for m in lines) == 1, lines
     assert sum("is back, " in m for m in lines) == 1, lines
     assert not any(r.exc_info for r in caplog.records)
+
+
+def test_a_session_lost_by_the_clock_but_kept_by_the_server(
+        zookeeper: ZooKeeperServer) -> None:
+    """The store's event loop stalls past the session timeout while kazoo's threads keep
+    the session alive at the server: the store cannot know that, so it treats the session
+    as lost; when it hears ZooKeeper again it deletes the ephemeral keys it had created in
+    that session (the state a real expiry leaves) before telling SESSION_REESTABLISHED."""
+    async def main() -> None:
+        url = zookeeper.url("/stalled")
+        store = await create_metadata_store(url, session_timeout_s=4.0)
+        observer = await create_metadata_store(url, session_timeout_s=4.0)
+        assert isinstance(store, ZKMetadataStore)
+        sessions = Sessions(store)
+        await store.put("/brokers/b1", b"x", ephemeral=True)
+        before = store.session
+        time.sleep(5.0)  # the loop stalls (a simulated pause), the session lives on
+        await sessions.wait_for(SessionEvent.SESSION_LOST)
+        await sessions.wait_for(SessionEvent.SESSION_REESTABLISHED)
+        assert store.session == before  # the server kept it
+        assert await observer.get("/brokers/b1") is None  # what it held is gone
+        assert store.lease_deadline > time.monotonic()
+        assert store.unavailable_reason() is None
+        await store.close()
+        await observer.close()
+
+    asyncio.run(asyncio.wait_for(main(), 120))
