@@ -17,7 +17,8 @@ SESSION_REESTABLISHED (a new one). Requests made while disconnected wait for the
 connection, up to ``operation_timeout_s``; reads that lose their connection are retried.
 
 The session by this process's own clock (Pulsar's session watcher): a heartbeat (an
-``exists`` of the root) goes out every ``heartbeat_s`` while connected, and every answered
+``exists`` of the root, sent from a thread of its own so that a stalled event loop does
+not pass for a silent server) goes out every ``heartbeat_s`` while connected, and every answered
 request moves ``last_heard`` to the moment it was *sent* (the server heard us after that,
 so it cannot expire the session before ``last_heard + session_timeout_s``). That moment
 plus the session timeout is `lease_deadline`. Heard from for longer than
@@ -41,6 +42,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import threading
 import time
 from collections.abc import Callable
 from functools import partial
@@ -109,7 +111,12 @@ class ZKMetadataStore(MetadataStore):
         self._ephemerals: dict[str, bytes] = {}
         self._last_heard = time.monotonic()
         self._down_since: float | None = None  # connection lost or ZooKeeper silent since
-        self._ping_at: float | None = None  # the heartbeat in flight, sent then
+        # the heartbeat runs on a thread of its own (kazoo's callbacks answer it), so that
+        # a stalled event loop cannot look like a silent ZooKeeper; the lease fields are
+        # written under this lock from that thread and from the loop
+        self._lease_lock = threading.Lock()
+        self._beat_at: float | None = None  # the heartbeat in flight, sent then
+        self._beating = threading.Event()  # set: the heartbeat thread ends
         self._watcher: asyncio.Task[None] | None = None
         self._reviving: asyncio.Task[None] | None = None
 
@@ -155,6 +162,7 @@ class ZKMetadataStore(MetadataStore):
         self._connected.set()
         client.add_listener(self._on_state)
         self._watcher = loop.create_task(self._watch_session())
+        threading.Thread(target=self._beat, name="magnetar-zk-heartbeat", daemon=True).start()
         if self.root:
             try:
                 await self._call(lambda c: c.ensure_path_async(self.root), retry=True)
@@ -168,7 +176,9 @@ class ZKMetadataStore(MetadataStore):
         if self.closed:
             return
         await super().close()
-        self.lease_deadline = -math.inf
+        self._beating.set()
+        with self._lease_lock:
+            self.lease_deadline = -math.inf
         for task in (self._watcher, self._reviving):
             if task is not None and task is not asyncio.current_task():
                 task.cancel()
@@ -309,15 +319,38 @@ class ZKMetadataStore(MetadataStore):
     def _silence(self) -> float:
         return time.monotonic() - self._last_heard
 
+    def _note_heard(self, sent: float) -> None:
+        """ZooKeeper answered a request sent at ``sent`` (monotonic); any thread."""
+        with self._lease_lock:
+            if sent > self._last_heard:
+                self._last_heard = sent
+            if not self._expired:
+                self.lease_deadline = self._last_heard + self.session_timeout_s
+
     def _heard(self, sent: float) -> None:
-        """ZooKeeper answered a request sent at ``sent`` (monotonic)."""
-        if sent > self._last_heard:
-            self._last_heard = sent
-        if not self._expired:
-            self.lease_deadline = self._last_heard + self.session_timeout_s
+        """`_note_heard`, on the loop: and ZooKeeper is back if it was not."""
+        self._note_heard(sent)
+        client = self._client
+        if not self._expired and client is not None and client.connected:
+            self._mark_up("same session")
+
+    def _beat(self) -> None:  # the heartbeat thread
+        while not self._beating.wait(self.heartbeat_s):
             client = self._client
-            if client is not None and client.connected:
-                self._mark_up("same session")
+            if client is None or not client.connected or self._beat_at is not None:
+                continue
+            sent = self._beat_at = time.monotonic()
+            try:
+                ping = client.exists_async(self._zk("/"))
+            except Exception:  # (kazoo refuses while it reconnects)
+                self._beat_at = None
+                continue
+            ping.rawlink(partial(self._beat_done, sent))
+
+    def _beat_done(self, sent: float, result: Any) -> None:  # a kazoo thread
+        self._beat_at = None
+        if result.successful():
+            self._note_heard(sent)
 
     def _mark_down(self, why: str) -> None:
         if self._down_since is None:
@@ -343,9 +376,10 @@ class ZKMetadataStore(MetadataStore):
         """The session is over (``why``: expired, or not heard from for its timeout)."""
         if self._expired:
             return  # said once
-        self._expired = True
+        with self._lease_lock:
+            self._expired = True
+            self.lease_deadline = -math.inf
         self._lost_at = time.monotonic()
-        self.lease_deadline = -math.inf
         self._connected.clear()
         self._mark_down(why)
         log.error("ZooKeeper session 0x%x at %s %s (zookeeperSessionExpiredPolicy=%s)",
@@ -355,7 +389,7 @@ class ZKMetadataStore(MetadataStore):
             asyncio.get_running_loop().create_task(self.close())
 
     async def _watch_session(self) -> None:
-        """The heartbeat, and the session's end by this process's clock."""
+        """The session's state by this process's clock, looked at every heartbeat."""
         while not self.closed:
             await asyncio.sleep(self.heartbeat_s)
             self._tick(time.monotonic())
@@ -364,29 +398,16 @@ class ZKMetadataStore(MetadataStore):
         client = self._client
         if client is None or self.closed:
             return
-        if self._ping_at is None and client.connected:
-            self._ping_at = now
-            loop = asyncio.get_running_loop()
-            try:
-                ping = client.exists_async(self._zk("/"))
-            except Exception:  # (kazoo refuses while it reconnects)
-                self._ping_at = None
-            else:
-                ping.rawlink(lambda res: loop.call_soon_threadsafe(
-                    self._pong, now, res.successful()))
         silent = now - self._last_heard
         if silent > self.silent_after_s:
             self._mark_down(f"no answer for {silent:.1f} s")
+        elif not self._expired and client.connected:
+            self._mark_up("same session")
         if silent > self.session_timeout_s:
             self._lose_session(f"not heard from for {silent:.1f} s, past the session timeout"
                                f" ({self.session_timeout_s:g} s): treated as expired")
         elif self._expired and client.connected and self._last_heard > self._lost_at:
             self._revive()  # ZooKeeper answers again and kazoo kept the session
-
-    def _pong(self, sent: float, answered: bool) -> None:
-        self._ping_at = None
-        if answered and not self.closed:
-            self._heard(sent)
 
     def _revive(self) -> None:
         if self.session_expired_policy is SessionExpiredPolicy.SHUTDOWN or self.closed:
@@ -419,7 +440,8 @@ class ZKMetadataStore(MetadataStore):
         self._session_id = session
         self._mark_up(f"session 0x{session or 0:x}, "
                       + ("kept by the server, its ephemeral keys deleted" if same else "new"))
-        self._expired = False
+        with self._lease_lock:
+            self._expired = False
         self._heard(time.monotonic())
         self._connected.set()
         self._tell(SessionEvent.SESSION_REESTABLISHED)
