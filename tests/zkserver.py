@@ -101,7 +101,19 @@ class ZooKeeperServer:
         if proc is None or proc.poll() is not None:
             return
         os.killpg(proc.pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):  # (a frozen one dies on SIGCONT)
+            os.killpg(proc.pid, signal.SIGCONT)
         proc.wait(timeout=30)
+
+    def freeze(self) -> None:
+        """SIGSTOP the server (its process group): connections stay open, nothing answers."""
+        assert self.proc is not None
+        os.killpg(self.proc.pid, signal.SIGSTOP)
+
+    def thaw(self) -> None:
+        """SIGCONT after `freeze`."""
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGCONT)
 
     def restart(self) -> None:
         self.stop()

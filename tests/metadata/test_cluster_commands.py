@@ -16,7 +16,7 @@ import pytest
 from kazoo.client import KazooClient
 
 from tests.cluster.brokers import BrokerProc, http_call, initialize, magnetar
-from tests.zkserver import ZooKeeperServer, free_port
+from tests.zkserver import Gate, ZooKeeperServer, free_port
 
 QUIET = pulsar.ConsoleLogger(pulsar.LoggerLevel.Error)
 
@@ -190,7 +190,10 @@ def test_standalone_grows_into_a_cluster(zookeeper: ZooKeeperServer, tmp_path: P
 def test_zookeeper_restart_while_brokers_serve(tmp_path: Path) -> None:
     zk = ZooKeeperServer(tmp_path / "zk")
     zk.start()
-    url = zk.url("/restart")
+    # the brokers reach it through a gate shut while it restarts: a reconnection attempt
+    # accepted by a server not serving yet waits a whole session timeout (zkserver.Gate)
+    gate = Gate(zk.port)
+    url = gate.url("/restart")
     a = b = None
     try:
         initialize(url, "c1")
@@ -203,10 +206,12 @@ def test_zookeeper_restart_while_brokers_serve(tmp_path: Path) -> None:
         client = pulsar.Client(b.service_url, logger=QUIET)
         producer = client.create_producer("persistent://public/default/during")
 
+        gate.shut()
         zk.stop()
         producer.send(b"while ZooKeeper is down")  # the data path does not need it
         assert "before" in ok(b.web_url, "GET", "/admin/v2/tenants")  # nor do reads
         zk.start()
+        gate.reopen()
 
         # nothing lost, and B follows A's changes again (its watches are set anew)
         poll(lambda: call(a.web_url, "PUT", "/admin/v2/tenants/after",
@@ -220,6 +225,7 @@ def test_zookeeper_restart_while_brokers_serve(tmp_path: Path) -> None:
         for broker in (a, b):
             if broker is not None:
                 broker.stop()
+        gate.close()
         zk.stop()
 
 
@@ -232,7 +238,8 @@ def test_expired_session_stops_the_broker_with_the_shutdown_policy(tmp_path: Pat
     try:
         url = zk.url("/expiry")
         initialize(url, "c1")
-        broker = BrokerProc(tmp_path / "b", url, metadataStoreSessionTimeoutMillis=4000).start()
+        broker = BrokerProc(tmp_path / "b", url, metadataStoreSessionTimeoutMillis=4000,
+                            zookeeperSessionExpiredPolicy="shutdown").start()
         assert len(zk.sessions()) == 1  # the broker's
         # a ZooKeeper that comes back without its data does not know the broker's session:
         # the broker's reconnection is told the session expired (once the server's

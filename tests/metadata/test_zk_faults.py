@@ -2,12 +2,16 @@
 unreachable at start (a clear error naming the address after retries with back-off; a
 server that comes up during the retries is used), a restart while connected (nothing lost,
 ephemeral keys kept, listeners told, notifications flow again), an expired session (the
-``reconnect`` policy re-creates the ephemeral keys; ``shutdown`` closes the store)."""
+``reconnect`` policy opens a new one without the old ephemeral keys; ``shutdown`` closes
+the store), a frozen server (SIGSTOP) past the session timeout: the session is lost by
+the store's own clock before the server can say so, requests are refused at once with the
+reason meanwhile, and a new session follows the server's return."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -156,14 +160,17 @@ def _expire(server: ZooKeeperServer, store: ZKMetadataStore) -> None:
     thief.close()
 
 
-def test_expired_session_with_reconnect_policy_recreates_ephemeral_keys(
+def test_expired_session_with_reconnect_policy_opens_a_new_one(
         zookeeper: ZooKeeperServer) -> None:
+    """``reconnect`` (the default): a new session, holding none of the old one's ephemeral
+    keys (their owners create again the ones they want: the broker's registry entry; a
+    bundle is taken again through compare-and-set, never re-created by the store)."""
     async def main() -> None:
         url = zookeeper.url("/expire-reconnect")
-        store = await create_metadata_store(url, session_timeout_s=4.0,
-                                            session_expired_policy="reconnect")
+        store = await create_metadata_store(url, session_timeout_s=4.0)
         observer = await create_metadata_store(url, session_timeout_s=4.0)
         assert isinstance(store, ZKMetadataStore)
+        assert store.session_expired_policy.value == "reconnect"  # Magnetar's default
         sessions = Sessions(store)
         await store.put("/brokers/b1", b"owner-1", ephemeral=True)
         await store.put("/kept", b"persistent")
@@ -176,10 +183,11 @@ def test_expired_session_with_reconnect_policy_recreates_ephemeral_keys(
         await sessions.wait_for(SessionEvent.SESSION_LOST)
         await sessions.wait_for(SessionEvent.SESSION_REESTABLISHED)
         assert store.session != before and not store.closed
-        got = await observer.get("/brokers/b1")
-        assert got is not None and got[0] == b"owner-1" and got[1].ephemeral
-        assert (await store.get("/brokers/b1"))[1].created_by_self  # type: ignore[index]
+        assert await observer.get("/brokers/b1") is None
         assert (await store.get("/kept"))[0] == b"persistent"  # type: ignore[index]
+        assert store.unavailable_reason() is None
+        await store.put("/brokers/b1", b"owner-1", ephemeral=True)
+        assert (await store.get("/brokers/b1"))[1].created_by_self  # type: ignore[index]
         await store.close()
         await observer.close()
 
@@ -190,9 +198,9 @@ def test_expired_session_with_shutdown_policy_closes_the_store(
         zookeeper: ZooKeeperServer) -> None:
     async def main() -> None:
         store = await create_metadata_store(zookeeper.url("/expire-shutdown"),
-                                            session_timeout_s=4.0)
+                                            session_timeout_s=4.0,
+                                            session_expired_policy="shutdown")
         assert isinstance(store, ZKMetadataStore)
-        assert store.session_expired_policy.value == "shutdown"  # Pulsar's default
         sessions = Sessions(store)
         await store.put("/brokers/b1", b"x", ephemeral=True)
         await asyncio.get_running_loop().run_in_executor(None, _expire, zookeeper, store)
@@ -233,3 +241,81 @@ def test_a_request_cancelled_as_the_connection_returns_is_cancelled(
             await store.close()
 
     asyncio.run(asyncio.wait_for(main(), 60))
+
+
+@pytest.mark.timeout(240)
+def test_a_frozen_server_past_the_session_timeout(
+        own_zk: ZooKeeperServer, caplog: pytest.LogCaptureFixture) -> None:
+    """ZooKeeper frozen (SIGSTOP) for longer than the session timeout: the store says it is
+    unavailable (with the reason) within a few seconds, treats the session as lost by its
+    own clock while the server is still frozen (the server cannot tell it yet), and once
+    the server runs again opens a new session without the old ephemeral keys. One log
+    line when ZooKeeper went silent, one when it is back, no traceback."""
+    timeout_s = 4.0
+
+    async def main() -> None:
+        store = await create_metadata_store(own_zk.url("/frozen"), session_timeout_s=timeout_s)
+        assert isinstance(store, ZKMetadataStore)
+        sessions = Sessions(store)
+        await store.put("/brokers/b1", b"x", ephemeral=True)
+        assert store.unavailable_reason() is None
+        assert store.lease_deadline > time.monotonic()
+        own_zk.freeze()
+        frozen = time.monotonic()
+        try:
+            while store.unavailable_reason() is None:
+                assert time.monotonic() - frozen < timeout_s, "not unavailable yet"
+                await asyncio.sleep(0.05)  # bounded poll of the store's state
+            reason = store.unavailable_reason()
+            assert reason is not None and reason.startswith(
+                f"metadata store unavailable: ZooKeeper at {own_zk.address} not connected for")
+            await sessions.wait_for(SessionEvent.SESSION_LOST, timeout=30)
+            # told by its own clock, the server still frozen: within the timeout + a tick
+            assert time.monotonic() - frozen < timeout_s + 2.5
+            assert store.lease_deadline < time.monotonic()
+            assert not store.closed
+        finally:
+            own_zk.thaw()
+        await sessions.wait_for(SessionEvent.SESSION_REESTABLISHED, timeout=60)
+        assert store.unavailable_reason() is None
+        assert store.lease_deadline > time.monotonic()
+        assert await store.get("/brokers/b1") is None  # the old session's keys are gone
+        await store.put("/kept", b"v")
+        assert (await store.get("/kept"))[0] == b"v"  # type: ignore[index]
+        await store.close()
+
+    with caplog.at_level(logging.INFO, logger="magnetar.metadata"):
+        asyncio.run(asyncio.wait_for(main(), 200))
+    lines = [r.getMessage() for r in caplog.records]
+    assert sum("unavailable until it is back" in m for m in lines) == 1, lines
+    assert sum("is back, " in m for m in lines) == 1, lines
+    assert not any(r.exc_info for r in caplog.records)
+
+
+def test_a_session_lost_by_the_clock_but_kept_by_the_server(
+        zookeeper: ZooKeeperServer) -> None:
+    """The store's heartbeats go unanswered past the session timeout (here: held back, as
+    if lost) while kazoo's own pings keep the session alive at the server: the store
+    cannot know that, so it treats the session as lost; when it hears ZooKeeper again it
+    deletes the ephemeral keys it had created in that session (the state a real expiry
+    leaves) before telling SESSION_REESTABLISHED."""
+    async def main() -> None:
+        url = zookeeper.url("/stalled")
+        store = await create_metadata_store(url, session_timeout_s=4.0)
+        observer = await create_metadata_store(url, session_timeout_s=4.0)
+        assert isinstance(store, ZKMetadataStore)
+        sessions = Sessions(store)
+        await store.put("/brokers/b1", b"x", ephemeral=True)
+        before = store.session
+        store._beat_at = time.monotonic()  # a heartbeat "in flight": no more are sent
+        await sessions.wait_for(SessionEvent.SESSION_LOST)
+        store._beat_at = None  # heartbeats answered again
+        await sessions.wait_for(SessionEvent.SESSION_REESTABLISHED)
+        assert store.session == before  # the server kept it
+        assert await observer.get("/brokers/b1") is None  # what it held is gone
+        assert store.lease_deadline > time.monotonic()
+        assert store.unavailable_reason() is None
+        await store.close()
+        await observer.close()
+
+    asyncio.run(asyncio.wait_for(main(), 120))

@@ -7,7 +7,8 @@ description (``openapi.py``), so a route cannot exist without being described.
 
 Errors follow Pulsar's REST conventions: a JSON body ``{"reason": "..."}`` with the
 status Pulsar gives (404 unknown tenant/namespace/topic/subscription, 409 already exists
-or not empty, 412 precondition failed, 405 not allowed, 400 bad JSON). Broker and
+or not empty, 412 precondition failed, 405 not allowed, 400 bad JSON, 503 the metadata
+store unavailable). Broker and
 namespace errors raised by a handler are mapped here, in ``error_middleware``.
 """
 
@@ -27,6 +28,7 @@ from magnetar.broker.errors import BrokerError
 from magnetar.broker.namespaces import registry as ns_errors
 from magnetar.broker.service import BrokerService
 from magnetar.broker.topics.stats import RateTracker
+from magnetar.metadata import StoreClosedError, StoreUnavailableError
 from magnetar.protocol import pb
 
 log = logging.getLogger(__name__)
@@ -111,6 +113,8 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         return error_response(_NAMESPACE_STATUS.get(type(exc), 500), str(exc))
     except ConfigError as exc:
         return error_response(412, str(exc))
+    except (StoreUnavailableError, StoreClosedError) as exc:  # said once by the store
+        return error_response(503, str(exc))
     except web.HTTPException as exc:
         if exc.status < 400:
             raise
@@ -120,6 +124,20 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
     except Exception:
         log.exception("admin request %s %s failed", request.method, request.path)
         return error_response(500, "internal error (see the broker log)")
+
+
+@web.middleware
+async def metadata_guard_middleware(request: web.Request, handler: Handler
+                                    ) -> web.StreamResponse:
+    """While a cluster's metadata store is unavailable, a request that changes something
+    (anything but GET and HEAD) is answered 503 at once with the reason (``metadata store
+    unavailable: ZooKeeper at HOST not connected for N s``); reads are served from the
+    broker's copies."""
+    if request.method not in ("GET", "HEAD"):
+        reason = request.app[SERVICE].metadata.unavailable_reason()
+        if reason is not None:
+            return error_response(503, reason)
+    return await handler(request)
 
 
 async def json_body(request: web.Request, required: bool = True) -> Any:

@@ -36,6 +36,7 @@ from magnetar.admin.routing import (
     ListeningPorts,
     RouteTable,
     error_middleware,
+    metadata_guard_middleware,
 )
 from magnetar.broker.service import BrokerService
 from magnetar.broker.topics.stats import RateTracker
@@ -55,7 +56,7 @@ def build_app(service: BrokerService, rates: RateTracker | None = None) -> web.A
     config = service.config
     # the body is read (within httpMaxRequestSize and the body timeout) before anything else
     middlewares = [body_middleware, error_middleware, security_middleware,
-                   cluster.owner_redirect_middleware]
+                   metadata_guard_middleware, cluster.owner_redirect_middleware]
     if config.httpRequestsLimitEnabled:  # outermost: a refused request costs nothing more
         middlewares.insert(0, rate_limit_middleware(config.httpRequestsMaxPerSecond))
     max_body = config.httpMaxRequestSize

@@ -50,11 +50,11 @@ from magnetar.broker.subscriptions.subscription import PersistentSubscription
 from magnetar.broker.topic_name import TopicName, ledger_name
 from magnetar.broker.topics.compaction import Compactor
 from magnetar.broker.topics.dedup_snapshot import DedupSnapshots, Restored
+from magnetar.broker.topics.entry_index import load_entry_index_async
 from magnetar.broker.topics.topic import (
     NonPersistentTopic,
     PersistentTopic,
     Topic,
-    load_entry_index_async,
 )
 from magnetar.broker.topics.topic_schemas import TopicSchemas
 from magnetar.metadata import IdBlocks, KeyValueStore, MetadataStore

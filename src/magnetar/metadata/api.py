@@ -28,11 +28,18 @@ writes before they return, so a write followed by a cached read never sees the o
 Session events (`SessionEvent`) go to ``register_session_listener`` callbacks:
 CONNECTION_LOST (requests wait), RECONNECTED (same session: ephemeral keys kept; caches
 were cleared since changes may have been missed), SESSION_LOST (the session expired: its
-ephemeral keys are gone), SESSION_REESTABLISHED (a new session; with the ``reconnect``
-policy the store has re-created its ephemeral keys before telling). With Pulsar's
-``zookeeperSessionExpiredPolicy=shutdown`` (the default) a store whose session expired
-closes itself after telling SESSION_LOST, and the broker shuts down; with ``reconnect`` it
-carries on with a new session.
+ephemeral keys are gone), SESSION_REESTABLISHED (a new session, holding no ephemeral key: their owners create
+again the ones they want). SESSION_LOST also comes when the store has not heard from its
+server for the session timeout by its own clock, before the server may say so (a paused
+process, a partition). With ``zookeeperSessionExpiredPolicy=reconnect`` (Magnetar's
+default) the store carries on with a new session; with ``shutdown`` (Pulsar's default) a
+store whose session is lost closes itself after telling SESSION_LOST, and the broker
+shuts down.
+
+``lease_deadline`` (monotonic seconds) is how long the session is certainly alive by this
+process's clock (infinite for a store without sessions; minus infinity once lost);
+``unavailable_reason()`` says why requests cannot be served now (None while they can),
+for callers that answer at once rather than wait.
 """
 
 from __future__ import annotations
@@ -41,6 +48,7 @@ import asyncio
 import contextlib
 import enum
 import logging
+import math
 import weakref
 from abc import ABC, abstractmethod
 from collections.abc import Callable
@@ -116,6 +124,8 @@ class MetadataStore(ABC):
 
     #: the address in messages (``zk:host:2181/chroot``, ``sqlite:/path``)
     url: str = ""
+    #: monotonic time until which the session is certainly alive (see the docstring)
+    lease_deadline: float = math.inf
 
     def __init__(self, session_expired_policy: SessionExpiredPolicy) -> None:
         self.session_expired_policy = session_expired_policy
@@ -146,6 +156,11 @@ class MetadataStore(ABC):
         """The event loop the store was started on (None before `start`): its calls run
         there; another thread hands them over with ``run_coroutine_threadsafe``."""
         return self._loop
+
+    def unavailable_reason(self) -> str | None:
+        """Why the store cannot serve requests now (ZooKeeper not connected, the session
+        lost, the store closed), or None."""
+        return f"metadata store unavailable: {self.url} is closed" if self.closed else None
 
     def _check_open(self) -> None:
         if self.closed:

@@ -10,7 +10,7 @@ from .url import parse_store_url
 def open_metadata_store(url: str, *,
                         session_timeout_s: float = 30.0,
                         session_expired_policy: SessionExpiredPolicy | str =
-                        SessionExpiredPolicy.SHUTDOWN,
+                        SessionExpiredPolicy.RECONNECT,
                         operation_timeout_s: float = 30.0,
                         connect_timeout_s: float = 30.0) -> MetadataStore:
     """The store for ``url`` (`InvalidUrlError` if malformed), not yet started."""

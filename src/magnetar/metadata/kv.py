@@ -56,6 +56,12 @@ class KeyValueStore(ABC):
         not have from there (written elsewhere, its notification still on the way)."""
         return self.get(key)
 
+    def unavailable_reason(self) -> str | None:
+        """Why changes cannot be stored now (a cluster's metadata store unreachable), or
+        None: callers that answer someone (the admin API) say so at once, not after a
+        timeout."""
+        return None
+
     def put_many(self, items: Mapping[str, Any]) -> None:
         """Store several keys (atomically where the backend can)."""
         for k, v in items.items():

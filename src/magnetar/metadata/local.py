@@ -55,7 +55,7 @@ class LocalMetadataStore(MetadataStore):
     """SQLite-backed metadata store; ``path=":memory:"`` keeps it in memory."""
 
     def __init__(self, path: str, *,
-                 session_expired_policy: SessionExpiredPolicy = SessionExpiredPolicy.SHUTDOWN,
+                 session_expired_policy: SessionExpiredPolicy = SessionExpiredPolicy.RECONNECT,
                  synchronous: str = "NORMAL") -> None:
         super().__init__(session_expired_policy)
         self.path = path if path == ":memory:" else os.path.abspath(path)

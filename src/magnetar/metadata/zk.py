@@ -13,10 +13,24 @@ drops, which is why RECONNECTED clears the caches.
 
 Connection states map to `SessionEvent`: kazoo's SUSPENDED is CONNECTION_LOST, LOST (the
 session expired) is SESSION_LOST, CONNECTED after that is RECONNECTED (same session) or
-SESSION_REESTABLISHED (a new one: with the ``reconnect`` policy the ephemeral keys this
-store created are created again first; one another session took meanwhile is dropped,
-with a warning). Requests made while disconnected wait for the connection, up to
-``operation_timeout_s``; reads that lose their connection are retried.
+SESSION_REESTABLISHED (a new one). Requests made while disconnected wait for the
+connection, up to ``operation_timeout_s``; reads that lose their connection are retried.
+
+The session by this process's own clock (Pulsar's session watcher): a heartbeat (an
+``exists`` of the root, sent from a thread of its own so that a stalled event loop does
+not pass for a silent server) goes out every ``heartbeat_s`` while connected, and every answered
+request moves ``last_heard`` to the moment it was *sent* (the server heard us after that,
+so it cannot expire the session before ``last_heard + session_timeout_s``). That moment
+plus the session timeout is `lease_deadline`. Heard from for longer than
+``silent_after_s``: the store is unavailable (`unavailable_reason`, one warning);
+longer than the session timeout: the session is treated as lost (SESSION_LOST, as if
+expired) even if the server has not said so yet (a paused process, a partition). With
+``shutdown`` the store then closes; with ``reconnect`` it carries on: once ZooKeeper answers
+again, in a new session or, if the old one survived, after deleting the ephemeral keys it
+had created (so that both cases leave the same state: none), it tells
+SESSION_REESTABLISHED. Ephemeral keys are never re-created by the store: their owners do
+it (the broker registers again; bundles are taken again through compare-and-set).
+One log line when the connection is lost or ZooKeeper falls silent, one when it is back.
 
 Start-up: a server that cannot be reached is retried with back-off (0.5 s doubling to 5 s,
 a warning naming the address each time) until ``connect_timeout_s``, then
@@ -27,6 +41,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
+import threading
 import time
 from collections.abc import Callable
 from functools import partial
@@ -74,7 +90,7 @@ class ZKMetadataStore(MetadataStore):
 
     def __init__(self, url: StoreUrl, *,
                  session_timeout_s: float = 30.0,
-                 session_expired_policy: SessionExpiredPolicy = SessionExpiredPolicy.SHUTDOWN,
+                 session_expired_policy: SessionExpiredPolicy = SessionExpiredPolicy.RECONNECT,
                  operation_timeout_s: float = 30.0,
                  connect_timeout_s: float = 30.0) -> None:
         super().__init__(session_expired_policy)
@@ -84,11 +100,25 @@ class ZKMetadataStore(MetadataStore):
         self.session_timeout_s = session_timeout_s
         self.operation_timeout_s = operation_timeout_s
         self.connect_timeout_s = connect_timeout_s
+        # the heartbeat's period, and the silence after which the store is unavailable
+        self.heartbeat_s = max(0.1, min(1.0, session_timeout_s / 8))
+        self.silent_after_s = max(2 * self.heartbeat_s, min(3.0, session_timeout_s / 2))
         self._client: KazooClient | None = None
         self._connected = asyncio.Event()
         self._session_id: int | None = None
-        self._expired = False
+        self._expired = False  # the session is lost (expired, or by our clock)
+        self._lost_at = 0.0  # monotonic: when it was
         self._ephemerals: dict[str, bytes] = {}
+        self._last_heard = time.monotonic()
+        self._down_since: float | None = None  # connection lost or ZooKeeper silent since
+        # the heartbeat runs on a thread of its own (kazoo's callbacks answer it), so that
+        # a stalled event loop cannot look like a silent ZooKeeper; the lease fields are
+        # written under this lock from that thread and from the loop
+        self._lease_lock = threading.Lock()
+        self._beat_at: float | None = None  # the heartbeat in flight, sent then
+        self._beating = threading.Event()  # set: the heartbeat thread ends
+        self._watcher: asyncio.Task[None] | None = None
+        self._reviving: asyncio.Task[None] | None = None
 
     # -- lifecycle ------------------------------------------------------------------------
     def _make_client(self) -> KazooClient:
@@ -128,8 +158,11 @@ class ZKMetadataStore(MetadataStore):
                 delay = min(delay * 2, 5.0)
         self._client = client
         self._session_id = client.client_id[0] if client.client_id else None
+        self._heard(time.monotonic())
         self._connected.set()
         client.add_listener(self._on_state)
+        self._watcher = loop.create_task(self._watch_session())
+        threading.Thread(target=self._beat, name="magnetar-zk-heartbeat", daemon=True).start()
         if self.root:
             try:
                 await self._call(lambda c: c.ensure_path_async(self.root), retry=True)
@@ -143,6 +176,12 @@ class ZKMetadataStore(MetadataStore):
         if self.closed:
             return
         await super().close()
+        self._beating.set()
+        with self._lease_lock:
+            self.lease_deadline = -math.inf
+        for task in (self._watcher, self._reviving):
+            if task is not None and task is not asyncio.current_task():
+                task.cancel()
         client, self._client = self._client, None
         self._connected.set()  # wake waiters: they see `closed`
         if client is not None:
@@ -167,8 +206,11 @@ class ZKMetadataStore(MetadataStore):
             return zk_path[len(self.root):]
         return None
 
-    async def _call(self, start: Callable[[KazooClient], Any], *, retry: bool) -> Any:
-        """Run one kazoo async request; reads (``retry``) survive a dropped connection."""
+    async def _call(self, start: Callable[[KazooClient], Any], *, retry: bool,
+                    gated: bool = True) -> Any:
+        """Run one kazoo async request; reads (``retry``) survive a dropped connection.
+        ``gated=False``: do not wait for the store to be usable (the store's own
+        requests while it re-establishes its session)."""
         deadline = time.monotonic() + self.operation_timeout_s
         while True:
             self._check_open()
@@ -177,20 +219,23 @@ class ZKMetadataStore(MetadataStore):
             # the awaited thing completes in the loop turn the caller is cancelled in, and
             # the cancellation is lost (a store closing wakes every waiter in the turn a
             # stopping broker cancels them: a cancelled task went on running)
-            if not self._connected.is_set():
+            if gated and not self._connected.is_set():
                 try:
                     async with asyncio.timeout(max(remaining, 0.001)):
                         await self._connected.wait()
                 except TimeoutError:
                     raise StoreUnavailableError(
-                        f"ZooKeeper at {self.hosts} not connected for"
-                        f" {self.operation_timeout_s:g} s") from None
+                        "metadata store unavailable: ZooKeeper at"
+                        f" {self.hosts} not connected for {self._silence():.0f} s") from None
                 self._check_open()
             client = self._client
             assert client is not None
+            sent = time.monotonic()
             try:
                 async with asyncio.timeout(max(deadline - time.monotonic(), 0.001)):
-                    return await self._bridge(start(client))
+                    result = await self._bridge(start(client))
+                self._heard(sent)
+                return result
             except TimeoutError:
                 raise StoreUnavailableError(
                     f"ZooKeeper at {self.hosts}: no answer in"
@@ -204,6 +249,9 @@ class ZKMetadataStore(MetadataStore):
                     raise StoreUnavailableError(
                         f"ZooKeeper at {self.hosts}: {type(exc).__name__}") from None
                 await asyncio.sleep(0.05)
+            except kz.KazooException:  # an answer (no node, bad version, ...): heard
+                self._heard(sent)
+                raise
 
     def _bridge(self, result: Any) -> asyncio.Future[Any]:
         loop = asyncio.get_running_loop()
@@ -249,45 +297,154 @@ class ZKMetadataStore(MetadataStore):
             return
         if state == KazooState.SUSPENDED:
             self._connected.clear()
-            log.warning("lost the connection to ZooKeeper at %s; reconnecting", self.hosts)
+            self._mark_down("lost the connection")
             self._tell(SessionEvent.CONNECTION_LOST)
         elif state == KazooState.LOST:
-            self._connected.clear()
-            self._expired = True
-            log.error("ZooKeeper session 0x%x at %s expired (zookeeperSessionExpiredPolicy=%s)",
-                      self._session_id or 0, self.hosts, self.session_expired_policy.value)
-            self._tell(SessionEvent.SESSION_LOST)
-            if self.session_expired_policy is SessionExpiredPolicy.SHUTDOWN:
-                asyncio.get_running_loop().create_task(self.close())
+            self._ephemerals.clear()  # gone with the session
+            self._lose_session("expired")
         elif state == KazooState.CONNECTED:
             if self._expired or (session is not None and session != self._session_id):
-                self._expired = False
-                self._session_id = session
-                asyncio.get_running_loop().create_task(self._reestablish())
+                self._lose_session("expired")  # (a new session without LOST before it)
+                self._heard(time.monotonic())
+                self._revive()
             else:
+                self._heard(time.monotonic())
                 self._connected.set()
-                log.info("reconnected to ZooKeeper at %s (same session)", self.hosts)
                 self._tell(SessionEvent.RECONNECTED)
 
     def _tell(self, event: SessionEvent) -> None:
         self._deliver_session(event)
 
-    async def _reestablish(self) -> None:
-        """A new session: create this store's ephemeral keys again, then tell."""
-        self._connected.set()
-        log.warning("new ZooKeeper session 0x%x at %s; re-creating %d ephemeral keys",
-                    self._session_id or 0, self.hosts, len(self._ephemerals))
-        for path, value in list(self._ephemerals.items()):
-            zk = self._zk(path)
+    # -- the session by this process's clock ----------------------------------------------
+    def _silence(self) -> float:
+        return time.monotonic() - self._last_heard
+
+    def _note_heard(self, sent: float) -> None:
+        """ZooKeeper answered a request sent at ``sent`` (monotonic); any thread."""
+        with self._lease_lock:
+            if sent > self._last_heard:
+                self._last_heard = sent
+            if not self._expired:
+                self.lease_deadline = self._last_heard + self.session_timeout_s
+
+    def _heard(self, sent: float) -> None:
+        """`_note_heard`, on the loop: and ZooKeeper is back if it was not."""
+        self._note_heard(sent)
+        client = self._client
+        if not self._expired and client is not None and client.connected:
+            self._mark_up("same session")
+
+    def _beat(self) -> None:  # the heartbeat thread
+        while not self._beating.wait(self.heartbeat_s):
+            client = self._client
+            if client is None or not client.connected or self._beat_at is not None:
+                continue
+            sent = self._beat_at = time.monotonic()
             try:
-                await self._call(partial(_create_ephemeral, zk=zk, value=value), retry=False)
-            except kz.NodeExistsError:
-                log.warning("ephemeral key %s was taken by another session meanwhile", path)
+                ping = client.exists_async(self._zk("/"))
+            except Exception:  # (kazoo refuses while it reconnects)
+                self._beat_at = None
+                continue
+            ping.rawlink(partial(self._beat_done, sent))
+
+    def _beat_done(self, sent: float, result: Any) -> None:  # a kazoo thread
+        self._beat_at = None
+        if result.successful():
+            self._note_heard(sent)
+
+    def _mark_down(self, why: str) -> None:
+        if self._down_since is None:
+            self._down_since = self._last_heard
+            log.warning("ZooKeeper at %s: %s (last answer %.1f s ago); the metadata store is "
+                        "unavailable until it is back", self.hosts, why, self._silence())
+
+    def _mark_up(self, how: str) -> None:
+        if self._down_since is not None:
+            log.warning("ZooKeeper at %s is back, %.1f s after its last answer (%s)",
+                        self.hosts, time.monotonic() - self._down_since, how)
+            self._down_since = None
+
+    def unavailable_reason(self) -> str | None:
+        if self.closed:
+            return f"metadata store unavailable: {self.url} is closed"
+        if self._down_since is None and not self._expired:
+            return None
+        return (f"metadata store unavailable: ZooKeeper at {self.hosts} not connected for"
+                f" {self._silence():.0f} s")
+
+    def _lose_session(self, why: str) -> None:
+        """The session is over (``why``: expired, or not heard from for its timeout)."""
+        if self._expired:
+            return  # said once
+        with self._lease_lock:
+            self._expired = True
+            self.lease_deadline = -math.inf
+        self._lost_at = time.monotonic()
+        self._connected.clear()
+        self._mark_down(why)
+        log.error("ZooKeeper session 0x%x at %s %s (zookeeperSessionExpiredPolicy=%s)",
+                  self._session_id or 0, self.hosts, why, self.session_expired_policy.value)
+        self._tell(SessionEvent.SESSION_LOST)
+        if self.session_expired_policy is SessionExpiredPolicy.SHUTDOWN and not self.closed:
+            asyncio.get_running_loop().create_task(self.close())
+
+    async def _watch_session(self) -> None:
+        """The session's state by this process's clock, looked at every heartbeat."""
+        while not self.closed:
+            await asyncio.sleep(self.heartbeat_s)
+            self._tick(time.monotonic())
+
+    def _tick(self, now: float) -> None:
+        client = self._client
+        if client is None or self.closed:
+            return
+        silent = now - self._last_heard
+        if silent > self.silent_after_s:
+            self._mark_down(f"no answer for {silent:.1f} s")
+        elif not self._expired and client.connected:
+            self._mark_up("same session")
+        if silent > self.session_timeout_s:
+            self._lose_session(f"not heard from for {silent:.1f} s, past the session timeout"
+                               f" ({self.session_timeout_s:g} s): treated as expired")
+        elif self._expired and client.connected and self._last_heard > self._lost_at:
+            self._revive()  # ZooKeeper answers again and kazoo kept the session
+
+    def _revive(self) -> None:
+        if self.session_expired_policy is SessionExpiredPolicy.SHUTDOWN or self.closed:
+            return
+        if self._reviving is None or self._reviving.done():
+            self._reviving = asyncio.get_running_loop().create_task(self._reestablish())
+
+    async def _reestablish(self) -> None:
+        """After a lost session: end what is left of it, then tell SESSION_REESTABLISHED.
+        kazoo opened a new session, or (lost by our clock only) kept the old one, whose
+        ephemeral keys are deleted here so that either way none is left."""
+        client = self._client
+        if client is None:
+            return
+        session = client.client_id[0] if client.client_id else None
+        same = session is not None and session == self._session_id
+        if same:
+            for path in list(self._ephemerals):
+                try:
+                    await self._call(partial(_delete, zk=self._zk(path)), retry=False,
+                                     gated=False)
+                except kz.NoNodeError:
+                    pass
+                except MetadataStoreError as exc:  # down again: the next answer retries
+                    log.warning("ending the old session's key %s: %s", path, exc)
+                    return
                 self._ephemerals.pop(path, None)
-            except MetadataStoreError as exc:
-                log.warning("could not re-create ephemeral key %s: %s", path, exc)
-        if not self.closed:
-            self._tell(SessionEvent.SESSION_REESTABLISHED)
+                self._invalidate_own_write(path)
+        self._ephemerals.clear()
+        self._session_id = session
+        self._mark_up(f"session 0x{session or 0:x}, "
+                      + ("kept by the server, its ephemeral keys deleted" if same else "new"))
+        with self._lease_lock:
+            self._expired = False
+        self._heard(time.monotonic())
+        self._connected.set()
+        self._tell(SessionEvent.SESSION_REESTABLISHED)
 
     # -- the contract ---------------------------------------------------------------------
     def _stat(self, path: str, stat: ZnodeStat) -> Stat:
@@ -386,8 +543,8 @@ class ZKMetadataStore(MetadataStore):
         self._ephemerals.pop(path, None)
 
 
-def _create_ephemeral(client: KazooClient, *, zk: str, value: bytes) -> Any:
-    return client.create_async(zk, value, ephemeral=True, makepath=True)
+def _delete(client: KazooClient, *, zk: str) -> Any:
+    return client.delete_async(zk)
 
 
 def _settle(fut: asyncio.Future[Any], value: Any, exc: BaseException | None) -> None:

@@ -74,6 +74,9 @@ from magnetar.protocol import pb
 
 log = logging.getLogger(__name__)
 
+#: how long a lookup at a broker whose metadata session is lost waits for the new one
+#: before ``ServiceNotReady`` sends the client to another broker
+SESSION_WAIT_S = 5.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,6 +123,8 @@ class ClusterCoordinator:
                                      Awaitable[None]] | None = None
         self.is_leader = False
         self._electing: asyncio.Task[None] | None = None
+        self._session_ok = asyncio.Event()  # clear from a lost session to the next one
+        self._session_ok.set()
         store.register_listener(self._on_notification)
         store.register_session_listener(self._on_session)
 
@@ -191,8 +196,25 @@ class ClusterCoordinator:
     def _on_session(self, event: SessionEvent) -> None:
         if event == SessionEvent.SESSION_LOST:
             self.is_leader = False
+            self._session_ok.clear()
         elif event == SessionEvent.SESSION_REESTABLISHED:
+            self._session_ok.set()
             self._elect_soon()
+
+    async def _wait_session(self) -> None:
+        """A lookup or claim at a broker whose session is lost waits (at most
+        `SESSION_WAIT_S`) for the new one: ZooKeeper back for every broker, it is
+        answered at once; this broker alone cut from it, the client is sent on
+        (``ServiceNotReady``) to ask another broker."""
+        if self._session_ok.is_set():
+            return
+        try:
+            async with asyncio.timeout(SESSION_WAIT_S):
+                await self._session_ok.wait()
+        except TimeoutError:
+            raise BrokerError(pb.ServiceNotReady, self.store.unavailable_reason()
+                              or "this broker's metadata session is being replaced; "
+                                 "look it up again") from None
 
     async def stop(self) -> None:
         """Leave the cluster: release every owned bundle, then the registry entry."""
@@ -247,6 +269,12 @@ class ClusterCoordinator:
         if bundles is None:
             return -1
         return self.ownership.epochs.get((name.namespace, bundles.bundle_of(str(name))), -1)
+
+    def lease_ok(self) -> bool:
+        """Whether this broker's metadata session is certainly alive by its own clock: a
+        broker past it (paused, cut from ZooKeeper) acknowledges nothing (the hot path's
+        early stop; the fence in storage is what makes acks safe)."""
+        return time.monotonic() < self.store.lease_deadline
 
     def check_owned(self, topic: str) -> None:
         """``ServiceNotReady`` unless this broker serves ``topic`` (the client looks up)."""
@@ -330,6 +358,7 @@ class ClusterCoordinator:
         return None if self.owns(topic) else self._claim(topic)
 
     async def _claim(self, topic: str) -> None:
+        await self._wait_session()
         namespace, bundle = await self.bundle_of(topic)
         for _ in range(3):
             taking = self._taking.get((namespace, bundle))
@@ -389,6 +418,7 @@ class ClusterCoordinator:
         """Where ``topic`` is served: here (``connect``) or the broker to redirect to. An
         ``authoritative`` lookup (a broker sent the client here) is settled here: a free
         bundle is taken, never sent on; so a lookup takes at most two hops."""
+        await self._wait_session()
         namespace, bundle = await self.bundle_of(topic)
         key = (namespace, bundle)
         held = False

@@ -15,8 +15,10 @@ writer task, in order. A schema version is created, never overwritten (compare-a
 "must not exist"). A namespace's three flat keys share one Policies node: each write
 is a read-modify-write of the node's own part with compare-and-set, retried when another
 broker changed the node meanwhile. Called from a storage thread (`KeyWriter`'s off-loop
-writes), ``put``/``delete`` return once the metadata store has the change; called on the
-loop (start-up) they return at once and the writer catches up.
+writes), ``put``/``delete`` return once the metadata store has the change, and raise
+`StoreUnavailableError` with the store's reason, at once or as soon as it becomes
+unavailable, while ZooKeeper is not connected; called on the loop (start-up) they return
+at once and the writer catches up.
 
 A change made elsewhere (another broker) reaches the mirror through a notification, and
 the components that keep their own copies in memory hear of it through `watch`:
@@ -32,6 +34,7 @@ import asyncio
 import contextlib
 import logging
 import threading
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -59,10 +62,14 @@ from magnetar.metadata import (
     MetadataStoreError,
     NotEmptyError,
     NotFoundError,
+    StoreUnavailableError,
 )
 from magnetar.metadata.tree import TreeMirror
 
 log = logging.getLogger(__name__)
+
+#: how often a write waited for off the loop checks whether the store became unavailable
+_WAIT_SLICE_S = 0.25
 
 Watcher = Callable[[str, Any], None]
 
@@ -198,8 +205,30 @@ class ClusterKeyValueStore(KeyValueStore):
         if on_loop:
             self._enqueue(key, value, delete)
             return
+        store = self._store_for(key)
+        reason = store.unavailable_reason()
+        if reason is not None:  # refused at once, nothing changed
+            raise StoreUnavailableError(reason)
         done = asyncio.run_coroutine_threadsafe(self._change_async(key, value, delete), loop)
-        done.result(self.write_timeout_s)
+        # the wait ends when the store is found unavailable (ZooKeeper stopped or silent),
+        # not after the whole write timeout; the write stays queued and is stored if the
+        # store comes back (or fails then, and the mirror shows the store's value again)
+        deadline = time.monotonic() + self.write_timeout_s
+        while True:
+            try:
+                done.result(min(_WAIT_SLICE_S, max(deadline - time.monotonic(), 0.001)))
+                return
+            except TimeoutError:
+                reason = store.unavailable_reason()
+                if reason is not None:
+                    raise StoreUnavailableError(reason) from None
+                if time.monotonic() >= deadline:
+                    raise StoreUnavailableError(
+                        f"metadata store: writing {key} took more than"
+                        f" {self.write_timeout_s:g} s") from None
+
+    def unavailable_reason(self) -> str | None:
+        return self.config_store.unavailable_reason() or self.store.unavailable_reason()
 
     def _enqueue(self, key: str, value: Any, delete: bool) -> asyncio.Future[None]:
         assert self._writes is not None and self._loop is not None

@@ -3,9 +3,11 @@
 
 ``join_cluster`` opens the metadata store session, registers the broker under its id
 (``host:webPort``) with its URLs and advertised listeners, and wires the broker's side of
-ownership: a bundle lost without being released (session expired, key deleted) has its
-loaded topics unloaded at once, so their clients look them up again; with
-``zookeeperSessionExpiredPolicy=shutdown`` (Pulsar's default) a lost session also stops
+ownership: a bundle lost without being released (session expired or not heard from for
+its timeout, key deleted) has its loaded topics unloaded at once, so their clients look
+them up again; with ``zookeeperSessionExpiredPolicy=reconnect`` (Magnetar's default) a new
+session registers the broker again (`BrokerRegistry`) and bundles are taken again through
+compare-and-set as lookups come; with ``shutdown`` (Pulsar's default) a lost session stops
 the broker, as Pulsar's does. The load report's measured fields come from `LoadSampler`
 (CPU, memory, bandwidth, message rates, per owned bundle too); the leader's shedding calls
 other brokers with this broker's ``brokerClient*`` credentials (`BrokerClientCredentials`).
@@ -18,6 +20,7 @@ import base64
 import logging
 import os
 from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -42,6 +45,12 @@ if TYPE_CHECKING:
     from magnetar.broker.topics.topic import Topic
 
 log = logging.getLogger(__name__)
+
+
+def _unloaded(name: str, done: asyncio.Future[Any]) -> None:
+    """A lost bundle's topic closed (its ledger's close may fail: fenced by a new owner)."""
+    if not done.cancelled() and done.exception() is not None:
+        log.info("topic %s: closing it after its bundle was lost: %s", name, done.exception())
 
 
 def broker_id_of(service_url: str, web_url: str | None) -> str:
@@ -103,7 +112,7 @@ async def join_cluster(service: BrokerService, urls: dict[str, str | None],
     def lost(namespace: str, bundle: BundleRange) -> None:
         for topic in in_bundle(namespace, bundle):
             log.info("topic %s: its bundle %s was lost; unloading", topic.name, bundle)
-            service.unload_topic(topic)
+            service.unload_topic(topic).add_done_callback(partial(_unloaded, topic.name))
 
     async def unload_topics(namespace: str, bundle: BundleRange,
                             moving_to: OwnerData | None) -> None:
@@ -115,11 +124,17 @@ async def join_cluster(service: BrokerService, urls: dict[str, str | None],
         await asyncio.gather(*closing, return_exceptions=True)
 
     def session(event: SessionEvent) -> None:
-        if event == SessionEvent.SESSION_LOST and config.zookeeperSessionExpiredPolicy == "shutdown":
+        if event != SessionEvent.SESSION_LOST:
+            return
+        if config.zookeeperSessionExpiredPolicy.strip().lower() == "shutdown":
             log.error("metadata session expired (zookeeperSessionExpiredPolicy=shutdown): "
                       "stopping the broker")
             if on_shutdown is not None:
                 on_shutdown()
+        else:
+            log.warning("metadata session lost (zookeeperSessionExpiredPolicy=reconnect): "
+                        "its bundles' topics unloaded, their clients look them up again; "
+                        "a new session registers this broker again")
 
     coordinator = ClusterCoordinator(
         store, broker_id_of(service_url, urls.get("webServiceUrl")), me, load,

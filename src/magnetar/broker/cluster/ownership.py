@@ -50,6 +50,8 @@ class OwnershipCache:
         self.me = me
         self.on_lost = on_lost
         self.owned: dict[Bundle, OwnerData] = {}
+        # raised on every lost session: an acquisition that spans one owns nothing
+        self.generation = 0
         # each owned bundle's ownership epoch: raised cluster-wide on every takeover, it
         # fences the bundle's ledgers in shared storage (storage/fence.py)
         self.epochs: dict[Bundle, int] = {}
@@ -76,6 +78,7 @@ class OwnershipCache:
         if key in self.owned:
             return self.owned[key]
         path = owner_path(namespace, bundle)
+        generation = self.generation
         try:
             await self.store.put(path, json_encode(self.me.to_json()), -1, ephemeral=True)
         except BadVersionError:
@@ -84,16 +87,31 @@ class OwnershipCache:
             if got is None:
                 return None
             if got[1].created_by_self:  # ours already (a retry after a lost answer)
-                self.epochs[key] = await self._next_epoch()
+                epoch = await self._next_epoch()
+                if self.generation != generation:
+                    return None
+                self.epochs[key] = epoch
                 self.owned[key] = self.me
                 return self.me
             return OwnerData.from_json(json_decode(got[0]) or {})
-        self.epochs[key] = await self._next_epoch()
+        epoch = await self._next_epoch()
+        if self.generation != generation:
+            # the session was lost meanwhile: the key went with it, or (a session the
+            # server kept) is deleted here; nothing is owned, the caller looks again
+            await self._drop_if_mine(path)
+            return None
+        self.epochs[key] = epoch
         self.owned[key] = self.me
         # a read sets the watch that tells us if the key is deleted under us
         await self.store.exists(path)
         log.debug("took ownership of bundle %s/%s", namespace, bundle)  # the caller logs why
         return self.me
+
+    async def _drop_if_mine(self, path: str) -> None:
+        with contextlib.suppress(Exception):  # best effort: it goes with the session anyway
+            got = await self.store.get(path)
+            if got is not None and got[1].created_by_self:
+                await self.store.delete(path, got[1].version)
 
     async def _next_epoch(self) -> int:
         """Raise the cluster's ownership epoch (compare-and-set) and return it."""
@@ -173,6 +191,7 @@ class OwnershipCache:
 
     def _on_session(self, event: SessionEvent) -> None:
         if event == SessionEvent.SESSION_LOST:  # every ephemeral key of ours is gone
+            self.generation += 1
             for namespace, bundle in list(self.owned):
                 self._lost(namespace, bundle)
 

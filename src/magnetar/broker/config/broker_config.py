@@ -165,7 +165,9 @@ class BrokerConfig(SecurityConfig):
     # /admin/... paths live, when not in metadataStoreUrl's store.
     metadataStoreUrl: str = ""
     configurationMetadataStoreUrl: str = ""
-    zookeeperSessionExpiredPolicy: str = "shutdown"  # or reconnect
+    # reconnect (Magnetar's default): a lost session is replaced, the broker's bundles taken
+    # again through compare-and-set (docs/cluster.md); shutdown (Pulsar's default): stop
+    zookeeperSessionExpiredPolicy: str = "reconnect"
     metadataStoreSessionTimeoutMillis: int = 30000
     metadataStoreOperationTimeoutSeconds: int = 30
 

@@ -16,9 +16,10 @@ from concurrent.futures import Future
 from functools import partial
 from typing import TYPE_CHECKING, Any, cast
 
-from magnetar.broker.entries import entry_index_after, entry_metadata, with_entry_metadata
+from magnetar.broker.entries import entry_metadata, with_entry_metadata
 from magnetar.broker.errors import BrokerError
 from magnetar.broker.topic_name import TopicName
+from magnetar.broker.topics.entry_index import load_entry_index
 from magnetar.broker.topics.producer import Producer, ProducerCnx
 from magnetar.protocol import pb
 from magnetar.protocol.errors import ProtocolError
@@ -35,6 +36,9 @@ if TYPE_CHECKING:
     from magnetar.storage import ManagedLedger, Position
 
 log = logging.getLogger(__name__)
+
+#: the answer to a send while this broker's metadata session may have ended (its clock)
+_NO_LEASE = "this broker's metadata session may have expired: not acknowledged; look it up again"
 
 #: the ledger property that holds a persistent topic's epoch (of its exclusive producers)
 TOPIC_EPOCH_PROPERTY = "topicEpoch"
@@ -61,29 +65,6 @@ def _chunk_of(payload: bytes | memoryview) -> tuple[int, int]:
     if not metadata.HasField("chunk_id"):
         return _NOT_CHUNKED
     return metadata.chunk_id, metadata.num_chunks_from_msg
-
-
-def load_entry_index(ledger: ManagedLedger) -> int:
-    """The next broker entry index of a ledger (entries carry the index of their last
-    message). Reads the last entry on the calling thread: for `BrokerService.get_topic`'s
-    blocking load (tests, tools); topic loads use `load_entry_index_async`."""
-    last = ledger.last_confirmed()
-    return 0 if last is None else entry_index_after(ledger.read(last))
-
-
-async def load_entry_index_async(ledger: ManagedLedger) -> int:
-    """`load_entry_index`, reading the last entry from the cache or on the reader threads
-    (StorageError if it cannot be read)."""
-    last = ledger.last_confirmed()
-    if last is None:
-        return 0
-    data = ledger.cached_entry(last)
-    if data is None:
-        read = await ledger.read_positions_cold([last])
-        if not read.entries:
-            raise read.failed.get(last) or StorageError(f"{ledger.name}: cannot read {last}")
-        data = read.entries[0][1]
-    return entry_index_after(data)
 
 
 class Topic:
@@ -431,6 +412,10 @@ class PersistentTopic(Topic):
         if self._disk.read_only:
             producer.send_error(seq, pb.NotAllowedError, self._disk.refusal() or "", size)
             return
+        cluster = self.service.cluster
+        if cluster is not None and not cluster.lease_ok():
+            producer.send_error(seq, pb.ServiceNotReady, _NO_LEASE, size)
+            return
         num_messages = send.num_messages
         chunk = _NOT_CHUNKED
         last_seq = highest
@@ -518,6 +503,13 @@ class PersistentTopic(Topic):
                 self.dedup_position = position
                 self.dedup_unsaved += 1
             answered = True
+            cluster = self.service.cluster
+            if cluster is not None and not cluster.lease_ok():
+                # stored (before any new owner's fence: the storage checked), but this
+                # broker may no longer own the topic: no receipt; the client sends it
+                # again where the topic is served, whose deduplication knows it
+                producer.send_error(seq, pb.ServiceNotReady, _NO_LEASE, size)
+                return
             if producer.receipt_held(seq, highest, position.ledger_id, position.entry_id, size):
                 self._held.append(producer.cnx)
             self._confirmed = True
