@@ -386,9 +386,6 @@ def test_owner_link_down(netbed: NetBed, tmp_path: Path,
     scenario(netbed, tmp_path, "linkdown", link_down, record_property)
 
 
-@pytest.mark.xfail(reason="needs issue 29 item 2: brokers shut down when their session "
-                   "expires (and item 4 for the file rule)",
-                   raises=(NotServingAgain, FencedWrite), strict=False)
 def test_zookeeper_frozen_past_the_session(netbed: NetBed, tmp_path: Path,
                                            record_property: Callable[[str, object], None]
                                            ) -> None:
