@@ -7,7 +7,8 @@ type-checked (400 with the field's name) and applied: ``auth_policies`` (``names
 and ``destination_auth`` grants), ``replication_clusters``, ``retention_policies``,
 ``message_ttl_in_seconds``, ``backlog_quota_map``, ``deduplicationEnabled``,
 ``autoTopicCreationOverride``, ``schema_compatibility_strategy``,
-``max_producers_per_topic``, ``max_consumers_per_topic``. A Pulsar field Magnetar does not
+``max_producers_per_topic``, ``max_consumers_per_topic``, and this cluster's entry of
+``publishMaxMessageRate`` (entries for other clusters do not apply here). A Pulsar field Magnetar does not
 implement is accepted at its default (empty, null, false) and refused with 412 naming the
 field otherwise, rather than silently dropped. Fields Pulsar does not know are ignored, as
 Pulsar's JSON reader ignores them. ``bundles`` is accepted as given (Magnetar serves a
@@ -24,6 +25,7 @@ from magnetar.broker.namespaces.policies import (
     BACKLOG_POLICIES,
     SCHEMA_COMPATIBILITY_STRATEGIES,
     TOPIC_TYPES,
+    Policies,
 )
 from magnetar.broker.security.authorization import ACTIONS
 
@@ -31,7 +33,7 @@ from magnetar.broker.security.authorization import ACTIONS
 _UNSUPPORTED_DEFAULTS: dict[str, tuple[Any, ...]] = {
     "clusterDispatchRate": ({}, None), "topicDispatchRate": ({}, None),
     "subscriptionDispatchRate": ({}, None), "replicatorDispatchRate": ({}, None),
-    "clusterSubscribeRate": ({}, None), "publishMaxMessageRate": ({}, None),
+    "clusterSubscribeRate": ({}, None),
     "latency_stats_sample_rate": ({}, None), "persistence": (None,),
     "autoSubscriptionCreationOverride": (None,), "subscription_expiration_time_minutes": (None, 0),
     "encryption_required": (False, None), "delayed_delivery_policies": (None,),
@@ -66,6 +68,40 @@ def _int(value: Any, what: str) -> int:
 
 
 _JAVA_INT_MAX = 2**31 - 1
+_JAVA_LONG_MAX = 2**63 - 1
+
+
+def number(body: dict[str, Any], key: str, default: int, limit: int = _JAVA_INT_MAX,
+           where: str = "") -> int:
+    """``body[key]`` (``default`` when absent), an integer within the Java type Pulsar
+    gives the field (``int`` unless ``limit`` says ``long``): 400 otherwise."""
+    what = f"{where}.{key}" if where else key
+    value = int(expect(body.get(key, default), int, what))
+    if not -limit - 1 <= value <= limit:
+        raise RestError(400, f"{what}: {value} is out of range")
+    return value
+
+
+def publish_rate_doc(p: Policies) -> dict[str, int] | None:
+    """Pulsar's ``PublishRate`` of what applies (None: no limit)."""
+    if p.publish_rate_msgs <= 0 and p.publish_rate_bytes <= 0:
+        return None
+    return {"publishThrottlingRateInMsg": p.publish_rate_msgs if p.publish_rate_msgs > 0 else -1,
+            "publishThrottlingRateInByte": p.publish_rate_bytes if p.publish_rate_bytes > 0 else -1}
+
+
+def read_publish_rate(value: Any, where: str = "PublishRate") -> dict[str, int]:
+    """A ``PublishRate`` body as policy changes."""
+    body = expect(value, dict, where)
+    return {"publish_rate_msgs": number(body, "publishThrottlingRateInMsg", -1, where=where),
+            "publish_rate_bytes": number(body, "publishThrottlingRateInByte", -1,
+                                         _JAVA_LONG_MAX, where)}
+
+
+def _this_cluster(value: Any, cluster: str, what: str) -> Any:
+    """The entry of a per-cluster map (Pulsar keys rate policies by cluster) for this
+    broker's cluster; None when it has none (other clusters' entries do not apply here)."""
+    return expect(value, dict, what).get(cluster)
 
 
 def check_values(changes: dict[str, Any]) -> dict[str, Any]:
@@ -153,8 +189,9 @@ def _auto_topic_creation(value: Any, changes: dict[str, Any]) -> None:
         changes["default_num_partitions"] = partitions
 
 
-def read_policies_body(body: Any) -> NamespaceBody:
-    """Read a Policies body (see the module docstring); raises ``RestError``."""
+def read_policies_body(body: Any, cluster: str = "standalone") -> NamespaceBody:
+    """Read a Policies body (see the module docstring); ``cluster``: this broker's, whose
+    entries of the per-cluster rate maps apply. Raises ``RestError``."""
     body = expect(body, dict, "policies")
     out = NamespaceBody()
     changes = out.changes
@@ -186,6 +223,10 @@ def read_policies_body(body: Any) -> NamespaceBody:
             raise RestError(400, "schema_compatibility_strategy must be one of "
                                  + ", ".join(SCHEMA_COMPATIBILITY_STRATEGIES))
         changes["schema_compatibility_strategy"] = strategy
+    if body.get("publishMaxMessageRate") is not None:
+        rate = _this_cluster(body["publishMaxMessageRate"], cluster, "publishMaxMessageRate")
+        if rate is not None:
+            changes.update(read_publish_rate(rate, f"publishMaxMessageRate.{cluster}"))
     for key, defaults in _UNSUPPORTED_DEFAULTS.items():
         if key in body and body[key] not in defaults:
             raise RestError(412, f"{key} is not supported by Magnetar (only its default "

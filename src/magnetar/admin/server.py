@@ -16,6 +16,7 @@ from magnetar.admin import (
     cluster,
     lookup,
     metrics,
+    namespace_limits,
     namespaces,
     openapi,
     permissions,
@@ -41,7 +42,8 @@ log = logging.getLogger(__name__)
 
 #: every route table, in matching order
 TABLES: list[RouteTable] = [
-    openapi.routes, cluster.routes, tenants.routes, namespaces.routes, topics.routes, subscriptions.routes,
+    openapi.routes, cluster.routes, tenants.routes, namespaces.routes, namespace_limits.routes,
+    topics.routes, subscriptions.routes,
     schemas.routes, permissions.routes,
     lookup.routes, metrics.routes,
 ]

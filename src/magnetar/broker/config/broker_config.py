@@ -134,6 +134,11 @@ class BrokerConfig(SecurityConfig):
     # it, one error log, counted) rather than retry it with a back-off until an operator acts
     autoSkipNonRecoverableData: bool = False
 
+    # Rate limits and consumer shares (namespace policies override them; docs in README,
+    # "Multi-tenant limits"). 0 or less: no limit, as in Pulsar.
+    maxPublishRatePerTopicInMessages: int = 0
+    maxPublishRatePerTopicInBytes: int = 0
+
     # Retention, TTL and backlog quotas (namespace defaults)
     defaultRetentionTimeInMinutes: int = 0
     defaultRetentionSizeInMB: int = 0

@@ -18,6 +18,7 @@ from typing import Any
 
 from magnetar.broker.config.broker_config import BrokerConfig, ConfigError
 from magnetar.broker.namespaces.key_writes import KeyWriter, Write, written
+from magnetar.broker.topic_name import TopicName
 
 BACKLOG_POLICIES = ("producer_request_hold", "producer_exception", "consumer_backlog_eviction")
 TOPIC_TYPES = ("non-partitioned", "partitioned")
@@ -48,6 +49,10 @@ class Policies:
     # the clusters the namespace is replicated to, as set (None: this broker's cluster);
     # Magnetar keeps the setting, it does not replicate
     replication_clusters: list[str] | None = None
+    # publishMaxMessageRate: messages and payload bytes per second per topic (0 or less:
+    # no limit); the broker stops reading from producers' connections while over
+    publish_rate_msgs: int = 0
+    publish_rate_bytes: int = 0
 
     @property
     def retention_time_seconds(self) -> int:
@@ -70,6 +75,8 @@ def broker_defaults(config: BrokerConfig) -> Policies:
         allow_auto_topic_creation=config.allowAutoTopicCreation,
         auto_topic_creation_type=config.allowAutoTopicCreationType,
         default_num_partitions=config.defaultNumPartitions,
+        publish_rate_msgs=config.maxPublishRatePerTopicInMessages,
+        publish_rate_bytes=config.maxPublishRatePerTopicInBytes,
     )
 
 
@@ -84,6 +91,9 @@ class PolicyStore:
         self.config = config
         self._writes = KeyWriter(metadata, write)
         self._cache: dict[str, Policies] = {}
+        # moves on every change (here or, in a cluster, through another broker): a loaded
+        # topic compares it with the one it applied (`Topic.apply_policies`)
+        self.generation = 0
         # what each namespace sets itself, as stored (read once: this is the only writer)
         self._overrides: dict[str, dict[str, Any]] = {
             key[len("policies/"):]: dict(value) for key, value in metadata.list("policies/").items()
@@ -98,6 +108,7 @@ class PolicyStore:
         else:
             self._overrides.pop(namespace, None)
         self._cache.pop(namespace, None)
+        self.generation += 1
 
     def overrides(self, namespace: str) -> dict[str, Any]:
         """What the namespace itself sets (empty when it follows the broker defaults)."""
@@ -110,6 +121,10 @@ class PolicyStore:
             values.update(self.overrides(namespace))
             cached = self._cache[namespace] = Policies(**values)
         return cached
+
+    def for_topic(self, topic: TopicName) -> Policies:
+        """The policies that apply to one topic."""
+        return self.get(topic.namespace)
 
     def set(self, namespace: str, **changes: Any) -> Policies:
         """Set (or, with value None, clear) namespace-level policies: in effect at once,
@@ -151,6 +166,7 @@ class PolicyStore:
             self._overrides.pop(namespace, None)
             stored = self._writes.delete(f"policies/{namespace}")
         self._cache.pop(namespace, None)
+        self.generation += 1
         return self.get(namespace), stored
 
     async def clear(self, namespace: str) -> None:
@@ -158,4 +174,5 @@ class PolicyStore:
         returns once that is stored."""
         self._overrides.pop(namespace, None)
         self._cache.pop(namespace, None)
+        self.generation += 1
         await written(self._writes.delete(f"policies/{namespace}"))

@@ -20,6 +20,7 @@ from magnetar.broker.entries import entry_index_after, entry_metadata, with_entr
 from magnetar.broker.errors import BrokerError
 from magnetar.broker.topic_name import TopicName
 from magnetar.broker.topics.producer import Producer, ProducerCnx
+from magnetar.broker.topics.publish_rate import PublishThrottle
 from magnetar.protocol import pb
 from magnetar.protocol.errors import ProtocolError
 from magnetar.protocol.frames import peek_metadata
@@ -105,6 +106,10 @@ class Topic:
         self.bytes_in = 0
         self.terminated = False
         self.created = time.time()
+        # the publish rate, when one applies (`apply_policies`, called again whenever the
+        # policy store's generation moves: a change applies at once)
+        self.publish_throttle: PublishThrottle | None = None
+        self.policy_generation = -1
 
     # -- producers ---------------------------------------------------------------
 
@@ -205,7 +210,26 @@ class Topic:
             self.producers[nxt.name] = nxt
             self.producer_ready(nxt, request_id)
 
+    def apply_policies(self) -> None:
+        """Bring the topic's rate limits in line with the policies that apply to it now
+        (the connection calls this when `PolicyStore.generation` moved)."""
+        store = self.service.policies
+        self.policy_generation = store.generation
+        policies = store.for_topic(self.topic_name)
+        msgs, size = policies.publish_rate_msgs, policies.publish_rate_bytes
+        throttle = self.publish_throttle
+        if msgs <= 0 and size <= 0:
+            if throttle is not None:
+                self.publish_throttle = None
+                throttle.close()
+        elif throttle is None:
+            self.publish_throttle = PublishThrottle(msgs, size)
+        elif throttle.rates != (msgs, size):
+            throttle.update(msgs, size)
+
     def close_all(self) -> None:
+        if self.publish_throttle is not None:
+            self.publish_throttle.close()
         for producer in list(self.producers.values()):
             producer.close_by_broker()
         self.producers.clear()

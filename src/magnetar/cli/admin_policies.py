@@ -1,0 +1,66 @@
+"""``magnetar admin`` commands for the multi-tenant limits, with pulsar-admin's names and
+flags: ``namespaces set-publish-rate / get-publish-rate / remove-publish-rate`` ... Each
+command is one call of the admin REST API (the path is in its help).
+
+`add_commands` is handed ``admin.py``'s command builder and groups, so this module adds
+commands without that one importing more than its name.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from typing import Any
+
+from magnetar.cli.admin_ops import Command, namespace
+from magnetar.cli.http import AdminClient
+from magnetar.cli.values import int32
+
+Arg = tuple[tuple[str, ...], dict[str, Any]]
+#: ``admin._cmd``: group, name, function, help, example, arguments
+CommandMaker = Callable[..., None]
+Groups = dict[str, "argparse._SubParsersAction[argparse.ArgumentParser]"]
+
+NS: Arg = (("namespace",), {"help": "tenant/namespace"})
+
+
+def _a(*flags: str, **kwargs: Any) -> Arg:
+    return flags, kwargs
+
+
+def _ns_path(a: argparse.Namespace, policy: str) -> str:
+    return f"/admin/v2/namespaces/{namespace(a.namespace)}/{policy}"
+
+
+def _get(policy: str) -> Command:
+    return lambda a, api: api.call("GET", _ns_path(a, policy))
+
+
+def _remove(policy: str) -> Command:
+    return lambda a, api: api.call("DELETE", _ns_path(a, policy))
+
+
+def ns_set_publish_rate(a: argparse.Namespace, api: AdminClient) -> Any:
+    return api.call("POST", _ns_path(a, "publishRate"),
+                    {"publishThrottlingRateInMsg": a.msg_rate,
+                     "publishThrottlingRateInByte": a.byte_rate})
+
+
+def add_commands(groups: Groups, cmd: CommandMaker) -> None:
+    """Add the commands to ``groups`` (admin.py's) through ``cmd`` (its ``_cmd``)."""
+    n = groups["namespaces"]
+    ex = "magnetar admin namespaces"
+    cmd(n, "set-publish-rate", ns_set_publish_rate,
+        "limit each topic's publish rate (messages and/or bytes per second; -1: none); "
+        "POST .../publishRate",
+        f"{ex} set-publish-rate acme/orders --msg-publish-rate 1000", NS,
+        _a("-m", "--msg-publish-rate", dest="msg_rate", type=int32, default=-1,
+           help="messages per second per topic (default -1: no limit)"),
+        _a("-b", "--byte-publish-rate", dest="byte_rate", type=int, default=-1,
+           help="payload bytes per second per topic (default -1: no limit)"))
+    cmd(n, "get-publish-rate", _get("publishRate"),
+        "show the publish rate that applies (null: none); GET .../publishRate",
+        f"{ex} get-publish-rate acme/orders", NS)
+    cmd(n, "remove-publish-rate", _remove("publishRate"),
+        "back to the broker's publish rate; DELETE .../publishRate",
+        f"{ex} remove-publish-rate acme/orders", NS)
