@@ -45,3 +45,24 @@ def test_namespace_publish_rate_commands(admin: Admin) -> None:
     assert json.loads(admin("namespaces", "get-publish-rate", ns)[1]) is None
     code, _, err = admin("namespaces", "get-publish-rate", "public/nowhere-" + ns[-6:])
     assert code == 1 and "404" in err, err
+
+
+def test_namespace_dispatch_and_subscribe_rate_commands(admin: Admin) -> None:
+    ns = f"public/cli-{uuid.uuid4().hex[:6]}"
+    assert admin("namespaces", "create", ns)[0] == 0
+    assert admin("namespaces", "set-dispatch-rate", ns, "-md", "100", "-dt", "2")[0] == 0
+    assert json.loads(admin("namespaces", "get-dispatch-rate", ns)[1]) == {
+        "dispatchThrottlingRateInMsg": 100, "dispatchThrottlingRateInByte": -1,
+        "relativeToPublishRate": False, "ratePeriodInSecond": 2}
+    assert admin("namespaces", "set-subscription-dispatch-rate", ns,
+                 "--byte-dispatch-rate", "1048576")[0] == 0
+    assert json.loads(admin("namespaces", "get-subscription-dispatch-rate", ns)[1])[
+        "dispatchThrottlingRateInByte"] == 1048576
+    assert admin("namespaces", "set-subscribe-rate", ns, "-sr", "5")[0] == 0
+    assert json.loads(admin("namespaces", "get-subscribe-rate", ns)[1]) == {
+        "subscribeThrottlingRatePerConsumer": 5, "ratePeriodInSecond": 30}
+    code, _, err = admin("namespaces", "set-dispatch-rate", ns, "-md", "1", "-rp")
+    assert code == 1 and "412" in err and "relativeToPublishRate" in err, err
+    for name in ("dispatch-rate", "subscription-dispatch-rate", "subscribe-rate"):
+        assert admin("namespaces", f"remove-{name}", ns)[0] == 0
+        assert json.loads(admin("namespaces", f"get-{name}", ns)[1]) is None

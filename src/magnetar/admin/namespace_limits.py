@@ -1,6 +1,8 @@
-"""A namespace's multi-tenant limits at Pulsar's paths and in Pulsar's JSON shapes:
-``/admin/v2/namespaces/{tenant}/{namespace}/publishRate`` (``PublishRate``: messages and
-bytes per second per topic).
+"""A namespace's multi-tenant limits at Pulsar's paths and in Pulsar's JSON shapes, under
+``/admin/v2/namespaces/{tenant}/{namespace}``: ``publishRate`` (``PublishRate``: messages
+and bytes per second per topic), ``dispatchRate`` (``DispatchRate`` per topic, all its
+subscriptions together), ``subscriptionDispatchRate`` (per subscription), ``subscribeRate``
+(``SubscribeRate``: subscribes per consumer and period).
 
 As for the other policies (namespaces.py), a GET answers what applies to the namespace's
 topics (its own value, else the broker default: ``maxPublishRatePerTopicInMessages`` ...),
@@ -14,7 +16,14 @@ from __future__ import annotations
 from aiohttp import web
 
 from magnetar.admin.namespaces import NS, namespace_of, policies_set
-from magnetar.admin.policies_body import publish_rate_doc, read_publish_rate
+from magnetar.admin.policies_body import (
+    dispatch_rate_doc,
+    publish_rate_doc,
+    read_dispatch_rate,
+    read_publish_rate,
+    read_subscribe_rate,
+    subscribe_rate_doc,
+)
 from magnetar.admin.routing import SERVICE, RouteTable, json_body
 from magnetar.broker.namespaces.policies import Policies
 
@@ -43,3 +52,50 @@ async def set_publish_rate(request: web.Request) -> web.Response:
               "(maxPublishRatePerTopicInMessages, maxPublishRatePerTopicInBytes).")
 async def remove_publish_rate(request: web.Request) -> web.Response:
     return await policies_set(request, publish_rate_msgs=None, publish_rate_bytes=None)
+
+
+def _dispatch_routes(path: str, prefix: str, what: str, broker_keys: str) -> None:
+    """GET, POST and DELETE of one dispatch rate."""
+
+    async def get(request: web.Request) -> web.Response:
+        return web.json_response(dispatch_rate_doc(_policies(request), prefix))
+
+    async def post(request: web.Request) -> web.Response:
+        return await policies_set(request, **read_dispatch_rate(await json_body(request), prefix))
+
+    async def delete(request: web.Request) -> web.Response:
+        return await policies_set(request, **{f"{prefix}_msgs": None, f"{prefix}_bytes": None,
+                                              f"{prefix}_period": None})
+
+    routes.route("GET", NS + path, f"The dispatch rate {what} (DispatchRate; null: no limit).")(get)
+    routes.route("POST", NS + path, f"Limit the dispatch rate {what} (0 or -1: no limit).",
+                 body='{"dispatchThrottlingRateInMsg": int, "dispatchThrottlingRateInByte": '
+                      'long, "ratePeriodInSecond": int}')(post)
+    routes.route("DELETE", NS + path, f"Back to the broker's dispatch rate {what} "
+                 f"({broker_keys}).")(delete)
+
+
+_dispatch_routes("/dispatchRate", "dispatch_rate", "per topic (all its subscriptions together)",
+                 "dispatchThrottlingRatePerTopicInMsg, ...InByte")
+_dispatch_routes("/subscriptionDispatchRate", "subscription_dispatch_rate", "per subscription",
+                 "dispatchThrottlingRatePerSubscriptionInMsg, ...InByte")
+
+
+@routes.route("GET", NS + "/subscribeRate",
+              "The subscribe rate per consumer (SubscribeRate; null: no limit).")
+async def get_subscribe_rate(request: web.Request) -> web.Response:
+    return web.json_response(subscribe_rate_doc(_policies(request)))
+
+
+@routes.route("POST", NS + "/subscribeRate",
+              "Limit the subscribes of each consumer (client host, name, id) per period; "
+              "more are refused with NotAllowed.",
+              body='{"subscribeThrottlingRatePerConsumer": int, "ratePeriodInSecond": int (30)}')
+async def set_subscribe_rate(request: web.Request) -> web.Response:
+    return await policies_set(request, **read_subscribe_rate(await json_body(request)))
+
+
+@routes.route("DELETE", NS + "/subscribeRate", "Back to the broker's subscribe rate "
+              "(subscribeThrottlingRatePerConsumer, subscribeRatePeriodPerConsumerInSecond).")
+async def remove_subscribe_rate(request: web.Request) -> web.Response:
+    return await policies_set(request, subscribe_rate=None, subscribe_rate_period=None)

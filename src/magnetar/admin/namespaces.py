@@ -16,8 +16,10 @@ from aiohttp import web
 from magnetar.admin.policies_body import (
     NamespaceBody,
     check_values,
+    dispatch_rate_doc,
     publish_rate_doc,
     read_policies_body,
+    subscribe_rate_doc,
 )
 from magnetar.admin.routing import (
     SERVICE,
@@ -110,6 +112,11 @@ def policies_doc(service: BrokerService, namespace: str) -> dict[str, Any]:
         "max_producers_per_topic": p.max_producers_per_topic,
         "max_consumers_per_topic": p.max_consumers_per_topic,
         "publishMaxMessageRate": _per_cluster(service, publish_rate_doc(p)),
+        "topicDispatchRate": _per_cluster(service, dispatch_rate_doc(p, "dispatch_rate")),
+        "clusterDispatchRate": _per_cluster(service, dispatch_rate_doc(p, "dispatch_rate")),
+        "subscriptionDispatchRate": _per_cluster(
+            service, dispatch_rate_doc(p, "subscription_dispatch_rate")),
+        "clusterSubscribeRate": _per_cluster(service, subscribe_rate_doc(p)),
         "deleted": False,
     }
 

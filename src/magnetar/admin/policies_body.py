@@ -8,7 +8,9 @@ and ``destination_auth`` grants), ``replication_clusters``, ``retention_policies
 ``message_ttl_in_seconds``, ``backlog_quota_map``, ``deduplicationEnabled``,
 ``autoTopicCreationOverride``, ``schema_compatibility_strategy``,
 ``max_producers_per_topic``, ``max_consumers_per_topic``, and this cluster's entry of
-``publishMaxMessageRate`` (entries for other clusters do not apply here). A Pulsar field Magnetar does not
+``publishMaxMessageRate``, ``topicDispatchRate`` (or ``clusterDispatchRate``),
+``subscriptionDispatchRate`` and ``clusterSubscribeRate`` (entries for other clusters do
+not apply here). A Pulsar field Magnetar does not
 implement is accepted at its default (empty, null, false) and refused with 412 naming the
 field otherwise, rather than silently dropped. Fields Pulsar does not know are ignored, as
 Pulsar's JSON reader ignores them. ``bundles`` is accepted as given (Magnetar serves a
@@ -31,9 +33,7 @@ from magnetar.broker.security.authorization import ACTIONS
 
 #: Pulsar Policies fields Magnetar does not implement, with the value that means "unset"
 _UNSUPPORTED_DEFAULTS: dict[str, tuple[Any, ...]] = {
-    "clusterDispatchRate": ({}, None), "topicDispatchRate": ({}, None),
-    "subscriptionDispatchRate": ({}, None), "replicatorDispatchRate": ({}, None),
-    "clusterSubscribeRate": ({}, None),
+    "replicatorDispatchRate": ({}, None),
     "latency_stats_sample_rate": ({}, None), "persistence": (None,),
     "autoSubscriptionCreationOverride": (None,), "subscription_expiration_time_minutes": (None, 0),
     "encryption_required": (False, None), "delayed_delivery_policies": (None,),
@@ -96,6 +96,52 @@ def read_publish_rate(value: Any, where: str = "PublishRate") -> dict[str, int]:
     return {"publish_rate_msgs": number(body, "publishThrottlingRateInMsg", -1, where=where),
             "publish_rate_bytes": number(body, "publishThrottlingRateInByte", -1,
                                          _JAVA_LONG_MAX, where)}
+
+
+def dispatch_rate_doc(p: Policies, prefix: str) -> dict[str, Any] | None:
+    """Pulsar's ``DispatchRate`` of what applies: ``prefix`` ``dispatch_rate`` (the topic's)
+    or ``subscription_dispatch_rate`` (None: no limit)."""
+    msgs, size = getattr(p, f"{prefix}_msgs"), getattr(p, f"{prefix}_bytes")
+    if msgs <= 0 and size <= 0:
+        return None
+    return {"dispatchThrottlingRateInMsg": msgs if msgs > 0 else -1,
+            "dispatchThrottlingRateInByte": size if size > 0 else -1,
+            "relativeToPublishRate": False,
+            "ratePeriodInSecond": getattr(p, f"{prefix}_period")}
+
+
+def read_dispatch_rate(value: Any, prefix: str, where: str = "DispatchRate") -> dict[str, Any]:
+    """A ``DispatchRate`` body as policy changes of ``prefix`` (see `dispatch_rate_doc`):
+    400 for a wrong type, 412 for a period under a second or a rate relative to the
+    publish rate (not implemented)."""
+    body = expect(value, dict, where)
+    period = number(body, "ratePeriodInSecond", 1, where=where)
+    if period < 1:
+        raise RestError(412, f"{where}.ratePeriodInSecond must be at least 1")
+    if expect(body.get("relativeToPublishRate", False), bool, f"{where}.relativeToPublishRate"):
+        raise RestError(412, f"{where}.relativeToPublishRate is not supported by Magnetar")
+    return {f"{prefix}_msgs": number(body, "dispatchThrottlingRateInMsg", -1, where=where),
+            f"{prefix}_bytes": number(body, "dispatchThrottlingRateInByte", -1,
+                                      _JAVA_LONG_MAX, where),
+            f"{prefix}_period": period}
+
+
+def subscribe_rate_doc(p: Policies) -> dict[str, int] | None:
+    """Pulsar's ``SubscribeRate`` of what applies (None: no limit)."""
+    if p.subscribe_rate <= 0:
+        return None
+    return {"subscribeThrottlingRatePerConsumer": p.subscribe_rate,
+            "ratePeriodInSecond": p.subscribe_rate_period}
+
+
+def read_subscribe_rate(value: Any, where: str = "SubscribeRate") -> dict[str, int]:
+    """A ``SubscribeRate`` body as policy changes (412 for a period under a second)."""
+    body = expect(value, dict, where)
+    period = number(body, "ratePeriodInSecond", 30, where=where)
+    if period < 1:
+        raise RestError(412, f"{where}.ratePeriodInSecond must be at least 1")
+    return {"subscribe_rate": number(body, "subscribeThrottlingRatePerConsumer", -1, where=where),
+            "subscribe_rate_period": period}
 
 
 def _this_cluster(value: Any, cluster: str, what: str) -> Any:
@@ -227,6 +273,17 @@ def read_policies_body(body: Any, cluster: str = "standalone") -> NamespaceBody:
         rate = _this_cluster(body["publishMaxMessageRate"], cluster, "publishMaxMessageRate")
         if rate is not None:
             changes.update(read_publish_rate(rate, f"publishMaxMessageRate.{cluster}"))
+    for key, prefix in (("clusterDispatchRate", "dispatch_rate"),
+                        ("topicDispatchRate", "dispatch_rate"),
+                        ("subscriptionDispatchRate", "subscription_dispatch_rate")):
+        if body.get(key) is not None:
+            rate = _this_cluster(body[key], cluster, key)
+            if rate is not None:
+                changes.update(read_dispatch_rate(rate, prefix, f"{key}.{cluster}"))
+    if body.get("clusterSubscribeRate") is not None:
+        rate = _this_cluster(body["clusterSubscribeRate"], cluster, "clusterSubscribeRate")
+        if rate is not None:
+            changes.update(read_subscribe_rate(rate, f"clusterSubscribeRate.{cluster}"))
     for key, defaults in _UNSUPPORTED_DEFAULTS.items():
         if key in body and body[key] not in defaults:
             raise RestError(412, f"{key} is not supported by Magnetar (only its default "

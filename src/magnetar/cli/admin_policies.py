@@ -1,5 +1,6 @@
 """``magnetar admin`` commands for the multi-tenant limits, with pulsar-admin's names and
-flags: ``namespaces set-publish-rate / get-publish-rate / remove-publish-rate`` ... Each
+flags: ``namespaces set-publish-rate / get-publish-rate / remove-publish-rate``, the same
+for ``dispatch-rate``, ``subscription-dispatch-rate`` and ``subscribe-rate``. Each
 command is one call of the admin REST API (the path is in its help).
 
 `add_commands` is handed ``admin.py``'s command builder and groups, so this module adds
@@ -46,6 +47,30 @@ def ns_set_publish_rate(a: argparse.Namespace, api: AdminClient) -> Any:
                      "publishThrottlingRateInByte": a.byte_rate})
 
 
+def _set_dispatch_rate(policy: str) -> Command:
+    return lambda a, api: api.call("POST", _ns_path(a, policy), {
+        "dispatchThrottlingRateInMsg": a.msg_rate, "dispatchThrottlingRateInByte": a.byte_rate,
+        "ratePeriodInSecond": a.period, "relativeToPublishRate": a.relative})
+
+
+def ns_set_subscribe_rate(a: argparse.Namespace, api: AdminClient) -> Any:
+    return api.call("POST", _ns_path(a, "subscribeRate"),
+                    {"subscribeThrottlingRatePerConsumer": a.rate, "ratePeriodInSecond": a.period})
+
+
+def _dispatch_args() -> list[Arg]:
+    return [
+        _a("-md", "--msg-dispatch-rate", dest="msg_rate", type=int32, default=-1,
+           help="messages per period (default -1: no limit)"),
+        _a("-bd", "--byte-dispatch-rate", dest="byte_rate", type=int, default=-1,
+           help="bytes per period (default -1: no limit)"),
+        _a("-dt", "--dispatch-rate-period", dest="period", type=int32, default=1,
+           help="the period in seconds (default 1)"),
+        _a("-rp", "--relative-to-publish-rate", dest="relative", action="store_true",
+           help="relative to the publish rate (refused: not implemented)"),
+    ]
+
+
 def add_commands(groups: Groups, cmd: CommandMaker) -> None:
     """Add the commands to ``groups`` (admin.py's) through ``cmd`` (its ``_cmd``)."""
     n = groups["namespaces"]
@@ -64,3 +89,29 @@ def add_commands(groups: Groups, cmd: CommandMaker) -> None:
     cmd(n, "remove-publish-rate", _remove("publishRate"),
         "back to the broker's publish rate; DELETE .../publishRate",
         f"{ex} remove-publish-rate acme/orders", NS)
+    for name, policy, what in (
+            ("dispatch-rate", "dispatchRate", "each topic's dispatch rate (all its subscriptions)"),
+            ("subscription-dispatch-rate", "subscriptionDispatchRate",
+             "each subscription's dispatch rate")):
+        cmd(n, f"set-{name}", _set_dispatch_rate(policy),
+            f"limit {what}; POST .../{policy}",
+            f"{ex} set-{name} acme/orders --msg-dispatch-rate 1000", NS, *_dispatch_args())
+        cmd(n, f"get-{name}", _get(policy), f"show {what} (null: none); GET .../{policy}",
+            f"{ex} get-{name} acme/orders", NS)
+        cmd(n, f"remove-{name}", _remove(policy),
+            f"back to the broker's default; DELETE .../{policy}",
+            f"{ex} remove-{name} acme/orders", NS)
+    cmd(n, "set-subscribe-rate", ns_set_subscribe_rate,
+        "limit the subscribes of each consumer per period; POST .../subscribeRate",
+        f"{ex} set-subscribe-rate acme/orders --subscribe-rate 10 --subscribe-rate-period 30",
+        NS,
+        _a("-sr", "--subscribe-rate", dest="rate", type=int32, default=-1,
+           help="subscribes per consumer and period (default -1: no limit)"),
+        _a("-st", "--subscribe-rate-period", dest="period", type=int32, default=30,
+           help="the period in seconds (default 30)"))
+    cmd(n, "get-subscribe-rate", _get("subscribeRate"),
+        "show the subscribe rate (null: none); GET .../subscribeRate",
+        f"{ex} get-subscribe-rate acme/orders", NS)
+    cmd(n, "remove-subscribe-rate", _remove("subscribeRate"),
+        "back to the broker's default; DELETE .../subscribeRate",
+        f"{ex} remove-subscribe-rate acme/orders", NS)

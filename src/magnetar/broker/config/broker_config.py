@@ -138,6 +138,12 @@ class BrokerConfig(SecurityConfig):
     # "Multi-tenant limits"). 0 or less: no limit, as in Pulsar.
     maxPublishRatePerTopicInMessages: int = 0
     maxPublishRatePerTopicInBytes: int = 0
+    dispatchThrottlingRatePerTopicInMsg: int = 0
+    dispatchThrottlingRatePerTopicInByte: int = 0
+    dispatchThrottlingRatePerSubscriptionInMsg: int = 0
+    dispatchThrottlingRatePerSubscriptionInByte: int = 0
+    subscribeThrottlingRatePerConsumer: int = 0
+    subscribeRatePeriodPerConsumerInSecond: int = 30
 
     # Retention, TTL and backlog quotas (namespace defaults)
     defaultRetentionTimeInMinutes: int = 0
@@ -227,6 +233,8 @@ class BrokerConfig(SecurityConfig):
             raise ConfigError("dispatcherMaxReadSizeBytes must be positive")
         if self.maxUnackedMessagesPerConsumer < 0:
             raise ConfigError("maxUnackedMessagesPerConsumer must be >= 0 (0: no limit)")
+        if self.subscribeRatePeriodPerConsumerInSecond < 1:
+            raise ConfigError("subscribeRatePeriodPerConsumerInSecond must be at least 1")
         if self.defaultNumPartitions < 1:
             raise ConfigError("defaultNumPartitions must be at least 1")
         if self.maxNumPartitionsPerPartitionedTopic < 0:

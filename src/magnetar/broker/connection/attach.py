@@ -156,6 +156,8 @@ class TopicAttacher:
         topic = service.get_topic(req.topic, create=req.force_topic_creation)
         sub_type = req.subType
         self.check_subscribe(topic, req)
+        # subscribeRate: per client host, consumer name and id, as Pulsar counts it
+        topic.acquire_subscribe(cnx.peer.rsplit(":", 1)[0], req.consumer_name, req.consumer_id)
         sub = topic.subscriptions.get(req.subscription)
         if sub is None:
             sub = self.new_subscription(topic, req)

@@ -114,8 +114,8 @@ class ProducerCommands(CnxBase):
         topic = producer.topic
         if topic.policy_generation != self.service.policies.generation:
             topic.apply_policies()
-        throttle = topic.publish_throttle
-        if throttle is not None:  # the topic's publish rate (publish_rate.py)
+        throttle = topic.limits.publish_throttle
+        if throttle is not None:  # the topic's publish rate (topics/topic_limits.py)
             throttle.published(self, send.num_messages, size)
 
     def _reply_send_error(self, send: SendFrame, code: pb.ServerError, message: str) -> None:

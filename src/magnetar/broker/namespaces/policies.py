@@ -53,6 +53,17 @@ class Policies:
     # no limit); the broker stops reading from producers' connections while over
     publish_rate_msgs: int = 0
     publish_rate_bytes: int = 0
+    # dispatchRate (per topic, all its subscriptions together) and subscriptionDispatchRate
+    # (per subscription): messages and bytes per period of seconds (0 or less: no limit)
+    dispatch_rate_msgs: int = 0
+    dispatch_rate_bytes: int = 0
+    dispatch_rate_period: int = 1
+    subscription_dispatch_rate_msgs: int = 0
+    subscription_dispatch_rate_bytes: int = 0
+    subscription_dispatch_rate_period: int = 1
+    # subscribeRate: subscribes per consumer (client host, consumer name, id) and period
+    subscribe_rate: int = 0
+    subscribe_rate_period: int = 30
 
     @property
     def retention_time_seconds(self) -> int:
@@ -77,6 +88,12 @@ def broker_defaults(config: BrokerConfig) -> Policies:
         default_num_partitions=config.defaultNumPartitions,
         publish_rate_msgs=config.maxPublishRatePerTopicInMessages,
         publish_rate_bytes=config.maxPublishRatePerTopicInBytes,
+        dispatch_rate_msgs=config.dispatchThrottlingRatePerTopicInMsg,
+        dispatch_rate_bytes=config.dispatchThrottlingRatePerTopicInByte,
+        subscription_dispatch_rate_msgs=config.dispatchThrottlingRatePerSubscriptionInMsg,
+        subscription_dispatch_rate_bytes=config.dispatchThrottlingRatePerSubscriptionInByte,
+        subscribe_rate=config.subscribeThrottlingRatePerConsumer,
+        subscribe_rate_period=config.subscribeRatePeriodPerConsumerInSecond,
     )
 
 

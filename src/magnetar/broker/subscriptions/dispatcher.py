@@ -59,6 +59,8 @@ class EntrySource(Protocol):
 
 #: Reads one dispatch pass makes at most before it yields the event loop to others.
 MAX_READS_PER_PASS = 64
+#: `Dispatcher.rate_allowance` when no dispatch rate applies
+UNLIMITED = 1 << 30
 #: Back-off of the retries of an unreadable entry, in seconds (doubling), and log interval.
 CORRUPT_RETRY_MIN_S = 0.1
 CORRUPT_RETRY_MAX_S = 60.0
@@ -88,6 +90,7 @@ class Dispatcher:
         self._retry_delay = 0.0  # > 0 while an unreadable entry is being retried
         self._retry_timer: asyncio.TimerHandle | None = None
         self._corrupt_logged_at = -CORRUPT_LOG_INTERVAL_S
+        self._rate_timer: asyncio.TimerHandle | None = None  # a dispatch rate holds reads
 
     # -- scheduling ------------------------------------------------------------------
 
@@ -133,6 +136,44 @@ class Dispatcher:
 
     def _retry(self) -> None:
         self._retry_timer = None
+        self.schedule()
+
+    # -- dispatch rates (dispatchRate, subscriptionDispatchRate) --------------------------
+
+    def rate_allowance(self) -> int:
+        """How many entries the dispatch rates let the next read take (``UNLIMITED``
+        when none applies). 0: none now; a timer runs the dispatcher again once one may
+        go. What is sent is counted in `send` (messages and bytes), so a batch that
+        spends more than the tokens left is paid back before anything more goes."""
+        sub = self.sub
+        topic = sub.topic
+        store = topic.service.policies
+        if sub.limits_generation != store.generation:
+            if topic.policy_generation != store.generation:
+                topic.apply_policies()
+            p = store.for_topic(topic.topic_name)
+            sub.apply_dispatch_rate(store.generation, p.subscription_dispatch_rate_msgs,
+                                    p.subscription_dispatch_rate_bytes,
+                                    p.subscription_dispatch_rate_period)
+        limiters = sub.dispatch_limiters
+        if not limiters:
+            return UNLIMITED
+        allowed = UNLIMITED
+        wait = 0.0
+        for limiter in limiters:
+            msgs, size = limiter.available()
+            if msgs < 1 or size <= 0:
+                wait = max(wait, limiter.until_available())
+            elif msgs < allowed:
+                allowed = int(msgs)
+        if wait <= 0:
+            return allowed
+        if self._rate_timer is None:
+            self._rate_timer = self._loop.call_later(wait + 0.001, self._rate_due)
+        return 0
+
+    def _rate_due(self) -> None:
+        self._rate_timer = None
         self.schedule()
 
     def dispatch(self) -> None:
@@ -347,6 +388,8 @@ class Dispatcher:
 
     def send(self, consumer: Consumer, position: Position, data: bytes | memoryview,
              num_messages: int) -> None:
+        for limiter in self.sub.dispatch_limiters:
+            limiter.consume(num_messages, len(data))
         consumer.send_entry(
             position,
             data,

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from magnetar.broker.entries import entry_metadata, entry_num_messages
 from magnetar.broker.errors import BrokerError
+from magnetar.broker.rate_limiter import RateLimiter
 from magnetar.broker.subscriptions import ack_set as ack_sets
 from magnetar.broker.subscriptions.dispatcher_key_shared import KeySharedDispatcher
 from magnetar.broker.subscriptions.dispatcher_shared import SharedDispatcher
@@ -81,6 +82,11 @@ class SubscribedTopic(Protocol):
     def terminated(self) -> bool: ...
     @property
     def subscriptions(self) -> dict[str, Subscription]: ...
+    @property
+    def policy_generation(self) -> int: ...  # of the policies its limits follow
+    @property
+    def dispatch_limiter(self) -> RateLimiter | None: ...  # dispatchRate, all subscriptions
+    def apply_policies(self) -> None: ...
     def remove_subscription(self, name: str) -> None: ...
     def delete_subscription(self, name: str) -> Future[Any] | None: ...
 
@@ -114,6 +120,25 @@ class PersistentSubscription:
         # a Reader's subscription kept, after a seek closed its consumer, for the consumer
         # that reconnects (see `disconnect_for_seek`): the timer that drops it if none does
         self.kept_for_seek: asyncio.TimerHandle | None = None
+        # the dispatch rates this subscription obeys (its topic's, its own), as of the
+        # policy store's generation `limits_generation` (`Dispatcher.rate_allowance`)
+        self.limits_generation = -1
+        self.dispatch_limiter: RateLimiter | None = None
+        self.dispatch_limiters: tuple[RateLimiter, ...] = ()
+
+    def apply_dispatch_rate(self, generation: int, msgs: int, size: int, period: int) -> None:
+        """Follow a subscription dispatch rate of ``msgs`` messages and ``size`` bytes per
+        ``period`` seconds (0 or less: none) and the topic's own dispatch limiter, as of
+        the policies' ``generation``."""
+        self.limits_generation = generation
+        if msgs <= 0 and size <= 0:
+            self.dispatch_limiter = None
+        elif self.dispatch_limiter is None:
+            self.dispatch_limiter = RateLimiter(msgs, size, period)
+        else:
+            self.dispatch_limiter.update(msgs, size, period)
+        limiters = (self.topic.dispatch_limiter, self.dispatch_limiter)
+        self.dispatch_limiters = tuple(limiter for limiter in limiters if limiter is not None)
 
     # -- consumers ---------------------------------------------------------------------
 

@@ -20,13 +20,14 @@ from magnetar.broker.entries import entry_index_after, entry_metadata, with_entr
 from magnetar.broker.errors import BrokerError
 from magnetar.broker.topic_name import TopicName
 from magnetar.broker.topics.producer import Producer, ProducerCnx
-from magnetar.broker.topics.publish_rate import PublishThrottle
+from magnetar.broker.topics.topic_limits import TopicLimits
 from magnetar.protocol import pb
 from magnetar.protocol.errors import ProtocolError
 from magnetar.protocol.frames import peek_metadata
 from magnetar.storage import EntryNotFoundError, StorageError
 
 if TYPE_CHECKING:
+    from magnetar.broker.rate_limiter import RateLimiter
     from magnetar.broker.service import BrokerService
     from magnetar.broker.subscriptions.subscription import NonPersistentSubscription, Subscription
     from magnetar.broker.topics.dedup import MessageDeduplication
@@ -106,9 +107,8 @@ class Topic:
         self.bytes_in = 0
         self.terminated = False
         self.created = time.time()
-        # the publish rate, when one applies (`apply_policies`, called again whenever the
-        # policy store's generation moves: a change applies at once)
-        self.publish_throttle: PublishThrottle | None = None
+        # rate limits (topic_limits.py), as of the policy store's generation
+        self.limits = TopicLimits()
         self.policy_generation = -1
 
     # -- producers ---------------------------------------------------------------
@@ -211,25 +211,24 @@ class Topic:
             self.producer_ready(nxt, request_id)
 
     def apply_policies(self) -> None:
-        """Bring the topic's rate limits in line with the policies that apply to it now
-        (the connection calls this when `PolicyStore.generation` moved)."""
+        """Bring the topic's limits in line with the policies that apply to it now (called
+        whenever `PolicyStore.generation` moved: a change applies at once)."""
         store = self.service.policies
         self.policy_generation = store.generation
-        policies = store.for_topic(self.topic_name)
-        msgs, size = policies.publish_rate_msgs, policies.publish_rate_bytes
-        throttle = self.publish_throttle
-        if msgs <= 0 and size <= 0:
-            if throttle is not None:
-                self.publish_throttle = None
-                throttle.close()
-        elif throttle is None:
-            self.publish_throttle = PublishThrottle(msgs, size)
-        elif throttle.rates != (msgs, size):
-            throttle.update(msgs, size)
+        self.limits.apply(store.for_topic(self.topic_name))
+
+    @property
+    def dispatch_limiter(self) -> RateLimiter | None:
+        return self.limits.dispatch_limiter
+
+    def acquire_subscribe(self, host: str, consumer_name: str, consumer_id: int) -> None:
+        """Count one subscribe against the subscribe rate (`TopicLimits.acquire_subscribe`)."""
+        if self.policy_generation != self.service.policies.generation:
+            self.apply_policies()
+        self.limits.acquire_subscribe(host, consumer_name, consumer_id)
 
     def close_all(self) -> None:
-        if self.publish_throttle is not None:
-            self.publish_throttle.close()
+        self.limits.close()
         for producer in list(self.producers.values()):
             producer.close_by_broker()
         self.producers.clear()
