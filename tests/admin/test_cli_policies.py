@@ -66,3 +66,17 @@ def test_namespace_dispatch_and_subscribe_rate_commands(admin: Admin) -> None:
     for name in ("dispatch-rate", "subscription-dispatch-rate", "subscribe-rate"):
         assert admin("namespaces", f"remove-{name}", ns)[0] == 0
         assert json.loads(admin("namespaces", f"get-{name}", ns)[1]) is None
+
+
+def test_namespace_consumer_limit_commands(admin: Admin) -> None:
+    ns = f"public/cli-{uuid.uuid4().hex[:6]}"
+    assert admin("namespaces", "create", ns)[0] == 0
+    for name, flag in (("max-unacked-messages-per-consumer", "-c"),
+                       ("max-unacked-messages-per-subscription", "-c"),
+                       ("max-subscriptions-per-topic", "-m")):
+        assert admin("namespaces", f"set-{name}", ns, flag, "17")[0] == 0
+        assert json.loads(admin("namespaces", f"get-{name}", ns)[1]) == 17
+        assert admin("namespaces", f"remove-{name}", ns)[0] == 0
+    assert json.loads(admin("namespaces", "get-max-subscriptions-per-topic", ns)[1]) == 0
+    code, _, err = admin("namespaces", "set-max-subscriptions-per-topic", ns, "-m", "-1")
+    assert code == 1 and "412" in err, err

@@ -2,7 +2,8 @@
 ``/admin/v2/namespaces/{tenant}/{namespace}``: ``publishRate`` (``PublishRate``: messages
 and bytes per second per topic), ``dispatchRate`` (``DispatchRate`` per topic, all its
 subscriptions together), ``subscriptionDispatchRate`` (per subscription), ``subscribeRate``
-(``SubscribeRate``: subscribes per consumer and period).
+(``SubscribeRate``: subscribes per consumer and period), ``maxUnackedMessagesPerConsumer``,
+``maxUnackedMessagesPerSubscription``, ``maxSubscriptionsPerTopic`` (integers).
 
 As for the other policies (namespaces.py), a GET answers what applies to the namespace's
 topics (its own value, else the broker default: ``maxPublishRatePerTopicInMessages`` ...),
@@ -17,6 +18,7 @@ from aiohttp import web
 
 from magnetar.admin.namespaces import NS, namespace_of, policies_set
 from magnetar.admin.policies_body import (
+    check_values,
     dispatch_rate_doc,
     publish_rate_doc,
     read_dispatch_rate,
@@ -24,7 +26,7 @@ from magnetar.admin.policies_body import (
     read_subscribe_rate,
     subscribe_rate_doc,
 )
-from magnetar.admin.routing import SERVICE, RouteTable, json_body
+from magnetar.admin.routing import SERVICE, RestError, RouteTable, expect, json_body
 from magnetar.broker.namespaces.policies import Policies
 
 routes = RouteTable("namespaces")
@@ -99,3 +101,36 @@ async def set_subscribe_rate(request: web.Request) -> web.Response:
               "(subscribeThrottlingRatePerConsumer, subscribeRatePeriodPerConsumerInSecond).")
 async def remove_subscribe_rate(request: web.Request) -> web.Response:
     return await policies_set(request, subscribe_rate=None, subscribe_rate_period=None)
+
+
+_JAVA_INT_MAX = 2**31 - 1
+
+
+def _int_routes(path: str, field: str, what: str, broker_key: str) -> None:
+    """GET, POST and DELETE of one integer policy (0: no limit; negative: 412)."""
+
+    async def get(request: web.Request) -> web.Response:
+        return web.json_response(getattr(_policies(request), field))
+
+    async def post(request: web.Request) -> web.Response:
+        value = expect(await json_body(request), int, path.strip("/"))
+        if not -_JAVA_INT_MAX - 1 <= value <= _JAVA_INT_MAX:
+            raise RestError(400, f"{path.strip('/')}: {value} is out of range")
+        return await policies_set(request, **check_values({field: value}))
+
+    async def delete(request: web.Request) -> web.Response:
+        return await policies_set(request, **{field: None})
+
+    routes.route("GET", NS + path, f"{what} (0: no limit).")(get)
+    routes.route("POST", NS + path, f"Set {what} (0: no limit).", body="int")(post)
+    routes.route("DELETE", NS + path, f"Back to the broker's {broker_key}.")(delete)
+
+
+_int_routes("/maxUnackedMessagesPerConsumer", "max_unacked_messages_per_consumer",
+            "Unacknowledged messages a Shared or Key_Shared consumer may hold before "
+            "dispatch to it stops", "maxUnackedMessagesPerConsumer")
+_int_routes("/maxUnackedMessagesPerSubscription", "max_unacked_messages_per_subscription",
+            "Unacknowledged messages a Shared or Key_Shared subscription's consumers may "
+            "hold together before dispatch stops", "maxUnackedMessagesPerSubscription")
+_int_routes("/maxSubscriptionsPerTopic", "max_subscriptions_per_topic",
+            "Subscriptions a topic may have", "maxSubscriptionsPerTopic")

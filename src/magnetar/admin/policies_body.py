@@ -7,7 +7,9 @@ type-checked (400 with the field's name) and applied: ``auth_policies`` (``names
 and ``destination_auth`` grants), ``replication_clusters``, ``retention_policies``,
 ``message_ttl_in_seconds``, ``backlog_quota_map``, ``deduplicationEnabled``,
 ``autoTopicCreationOverride``, ``schema_compatibility_strategy``,
-``max_producers_per_topic``, ``max_consumers_per_topic``, and this cluster's entry of
+``max_producers_per_topic``, ``max_consumers_per_topic``,
+``max_unacked_messages_per_consumer``, ``max_unacked_messages_per_subscription``,
+``max_subscriptions_per_topic``, and this cluster's entry of
 ``publishMaxMessageRate``, ``topicDispatchRate`` (or ``clusterDispatchRate``),
 ``subscriptionDispatchRate`` and ``clusterSubscribeRate`` (entries for other clusters do
 not apply here). A Pulsar field Magnetar does not
@@ -38,8 +40,7 @@ _UNSUPPORTED_DEFAULTS: dict[str, tuple[Any, ...]] = {
     "autoSubscriptionCreationOverride": (None,), "subscription_expiration_time_minutes": (None, 0),
     "encryption_required": (False, None), "delayed_delivery_policies": (None,),
     "inactive_topic_policies": (None,), "subscription_auth_mode": ("None", None),
-    "max_consumers_per_subscription": (None, 0), "max_unacked_messages_per_consumer": (None,),
-    "max_unacked_messages_per_subscription": (None,), "max_subscriptions_per_topic": (None, 0),
+    "max_consumers_per_subscription": (None, 0),
     "compaction_threshold": (None, 0), "offload_threshold": (-1, None),
     "offload_deletion_lag_ms": (None,), "max_topics_per_namespace": (None, 0),
     "is_allow_auto_update_schema": (None, True), "schema_validation_enforced": (False, None),
@@ -158,7 +159,11 @@ def check_values(changes: dict[str, Any]) -> dict[str, Any]:
     if ttl is not None and not 0 <= ttl <= _JAVA_INT_MAX:
         raise RestError(412, f"Invalid value for message TTL: {ttl} (seconds, 0 or more)")
     for key, what in (("max_producers_per_topic", "maxProducersPerTopic"),
-                      ("max_consumers_per_topic", "maxConsumersPerTopic")):
+                      ("max_consumers_per_topic", "maxConsumersPerTopic"),
+                      ("max_unacked_messages_per_consumer", "maxUnackedMessagesPerConsumer"),
+                      ("max_unacked_messages_per_subscription",
+                       "maxUnackedMessagesPerSubscription"),
+                      ("max_subscriptions_per_topic", "maxSubscriptionsPerTopic")):
         if changes.get(key) is not None and changes[key] < 0:
             raise RestError(412, f"{what} must be 0 or more")
     return changes
@@ -253,7 +258,11 @@ def read_policies_body(body: Any, cluster: str = "standalone") -> NamespaceBody:
                                             "retention_policies.retentionSizeInMB")
     for key, name in (("message_ttl_in_seconds", "message_ttl_seconds"),
                       ("max_producers_per_topic", "max_producers_per_topic"),
-                      ("max_consumers_per_topic", "max_consumers_per_topic")):
+                      ("max_consumers_per_topic", "max_consumers_per_topic"),
+                      ("max_unacked_messages_per_consumer", "max_unacked_messages_per_consumer"),
+                      ("max_unacked_messages_per_subscription",
+                       "max_unacked_messages_per_subscription"),
+                      ("max_subscriptions_per_topic", "max_subscriptions_per_topic")):
         if body.get(key) is not None:
             changes[name] = _int(body[key], key)
     if body.get("deduplicationEnabled") is not None:

@@ -58,6 +58,10 @@ def ns_set_subscribe_rate(a: argparse.Namespace, api: AdminClient) -> Any:
                     {"subscribeThrottlingRatePerConsumer": a.rate, "ratePeriodInSecond": a.period})
 
 
+def _set_int(policy: str) -> Command:
+    return lambda a, api: api.call("POST", _ns_path(a, policy), a.value)
+
+
 def _dispatch_args() -> list[Arg]:
     return [
         _a("-md", "--msg-dispatch-rate", dest="msg_rate", type=int32, default=-1,
@@ -115,3 +119,20 @@ def add_commands(groups: Groups, cmd: CommandMaker) -> None:
     cmd(n, "remove-subscribe-rate", _remove("subscribeRate"),
         "back to the broker's default; DELETE .../subscribeRate",
         f"{ex} remove-subscribe-rate acme/orders", NS)
+    for name, policy, flags, what in (
+            ("max-unacked-messages-per-consumer", "maxUnackedMessagesPerConsumer",
+             ("-c", "--maxUnackedMessagesPerConsumer"),
+             "unacknowledged messages a Shared/Key_Shared consumer may hold"),
+            ("max-unacked-messages-per-subscription", "maxUnackedMessagesPerSubscription",
+             ("-c", "--maxUnackedMessagesPerSubscription"),
+             "unacknowledged messages a Shared/Key_Shared subscription may hold"),
+            ("max-subscriptions-per-topic", "maxSubscriptionsPerTopic",
+             ("-m", "--max-subscriptions-per-topic"), "subscriptions per topic")):
+        cmd(n, f"set-{name}", _set_int(policy), f"limit {what} (0: none); POST .../{policy}",
+            f"{ex} set-{name} acme/orders {flags[0]} 1000", NS,
+            _a(*flags, dest="value", type=int32, required=True, help=f"{what} (0: no limit)"))
+        cmd(n, f"get-{name}", _get(policy), f"show the limit of {what}; GET .../{policy}",
+            f"{ex} get-{name} acme/orders", NS)
+        cmd(n, f"remove-{name}", _remove(policy),
+            f"back to the broker's default; DELETE .../{policy}",
+            f"{ex} remove-{name} acme/orders", NS)

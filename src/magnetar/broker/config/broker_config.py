@@ -144,6 +144,10 @@ class BrokerConfig(SecurityConfig):
     dispatchThrottlingRatePerSubscriptionInByte: int = 0
     subscribeThrottlingRatePerConsumer: int = 0
     subscribeRatePeriodPerConsumerInSecond: int = 30
+    # Shared and Key_Shared subscriptions: dispatch stops while a subscription's consumers
+    # hold this many unacknowledged messages together, until acks halve it (0: no limit)
+    maxUnackedMessagesPerSubscription: int = 200000
+    maxSubscriptionsPerTopic: int = 0  # 0: no limit
 
     # Retention, TTL and backlog quotas (namespace defaults)
     defaultRetentionTimeInMinutes: int = 0
@@ -233,6 +237,9 @@ class BrokerConfig(SecurityConfig):
             raise ConfigError("dispatcherMaxReadSizeBytes must be positive")
         if self.maxUnackedMessagesPerConsumer < 0:
             raise ConfigError("maxUnackedMessagesPerConsumer must be >= 0 (0: no limit)")
+        for key in ("maxUnackedMessagesPerSubscription", "maxSubscriptionsPerTopic"):
+            if getattr(self, key) < 0:
+                raise ConfigError(f"{key} must be >= 0 (0: no limit)")
         if self.subscribeRatePeriodPerConsumerInSecond < 1:
             raise ConfigError("subscribeRatePeriodPerConsumerInSecond must be at least 1")
         if self.defaultNumPartitions < 1:

@@ -146,9 +146,15 @@ class TopicAttacher:
             raise BrokerError(pb.NotAllowedError, "Key_Shared subscriptions are disabled on this broker")
         if has_schema(req):
             service.topic_schemas.check_consumer(topic, req.schema)
-        limit = service.policies.get(topic.topic_name.namespace).max_consumers_per_topic
+        policies = service.policies.for_topic(topic.topic_name)
+        limit = policies.max_consumers_per_topic
         if limit > 0 and sum(len(s.consumers) for s in topic.subscriptions.values()) >= limit:
             raise BrokerError(pb.ConsumerBusy, f"Topic {topic.name} reached max consumers limit")
+        limit = policies.max_subscriptions_per_topic
+        if (limit > 0 and req.subscription not in topic.subscriptions
+                and len(topic.subscriptions) >= limit):
+            raise BrokerError(pb.NotAllowedError, "Exceed the maximum number of subscriptions "
+                              f"of the topic: {topic.name} (maxSubscriptionsPerTopic {limit})")
 
     def subscribe(self, cnx: ServerCnx, req: pb.CommandSubscribe) -> None:
         """Attach a consumer, creating its subscription if needed (answered on ``cnx``)."""

@@ -64,6 +64,12 @@ class Policies:
     # subscribeRate: subscribes per consumer (client host, consumer name, id) and period
     subscribe_rate: int = 0
     subscribe_rate_period: int = 30
+    # unacknowledged messages a Shared / Key_Shared consumer, and a subscription's
+    # consumers together, may hold before dispatch to them stops (0: no limit)
+    max_unacked_messages_per_consumer: int = 50000
+    max_unacked_messages_per_subscription: int = 200000
+    # subscriptions a topic may have (0: no limit)
+    max_subscriptions_per_topic: int = 0
 
     @property
     def retention_time_seconds(self) -> int:
@@ -94,6 +100,9 @@ def broker_defaults(config: BrokerConfig) -> Policies:
         subscription_dispatch_rate_bytes=config.dispatchThrottlingRatePerSubscriptionInByte,
         subscribe_rate=config.subscribeThrottlingRatePerConsumer,
         subscribe_rate_period=config.subscribeRatePeriodPerConsumerInSecond,
+        max_unacked_messages_per_consumer=config.maxUnackedMessagesPerConsumer,
+        max_unacked_messages_per_subscription=config.maxUnackedMessagesPerSubscription,
+        max_subscriptions_per_topic=config.maxSubscriptionsPerTopic,
     )
 
 

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from sortedcontainers import SortedSet
 
+from magnetar.broker.subscriptions.limits import SubscriptionLimits
 from magnetar.storage import CorruptEntryError
 
 if TYPE_CHECKING:
@@ -59,8 +60,6 @@ class EntrySource(Protocol):
 
 #: Reads one dispatch pass makes at most before it yields the event loop to others.
 MAX_READS_PER_PASS = 64
-#: `Dispatcher.rate_allowance` when no dispatch rate applies
-UNLIMITED = 1 << 30
 #: Back-off of the retries of an unreadable entry, in seconds (doubling), and log interval.
 CORRUPT_RETRY_MIN_S = 0.1
 CORRUPT_RETRY_MAX_S = 60.0
@@ -103,6 +102,7 @@ class Dispatcher:
         self._scheduled = False
         if not self.consumers:
             return
+        self.follow_policies()
         if self._retry_timer is not None:
             return  # an unreadable entry waits for its retry timer
         try:
@@ -140,25 +140,34 @@ class Dispatcher:
 
     # -- dispatch rates (dispatchRate, subscriptionDispatchRate) --------------------------
 
-    def rate_allowance(self) -> int:
-        """How many entries the dispatch rates let the next read take (``UNLIMITED``
-        when none applies). 0: none now; a timer runs the dispatcher again once one may
-        go. What is sent is counted in `send` (messages and bytes), so a batch that
-        spends more than the tokens left is paid back before anything more goes."""
+    def follow_policies(self) -> None:
+        """Apply the policies' limits to the subscription, if they changed since it last
+        did (`PolicyStore.generation`): dispatch and unacknowledged-message limits."""
         sub = self.sub
         topic = sub.topic
         store = topic.service.policies
-        if sub.limits_generation != store.generation:
-            if topic.policy_generation != store.generation:
-                topic.apply_policies()
-            p = store.for_topic(topic.topic_name)
-            sub.apply_dispatch_rate(store.generation, p.subscription_dispatch_rate_msgs,
-                                    p.subscription_dispatch_rate_bytes,
-                                    p.subscription_dispatch_rate_period)
+        if sub.limits_generation == store.generation:
+            return
+        if topic.policy_generation != store.generation:
+            topic.apply_policies()
+        p = store.for_topic(topic.topic_name)
+        sub.apply_limits(store.generation, SubscriptionLimits(
+            p.subscription_dispatch_rate_msgs, p.subscription_dispatch_rate_bytes,
+            p.subscription_dispatch_rate_period, p.max_unacked_messages_per_consumer,
+            p.max_unacked_messages_per_subscription))
+
+    def rate_allowance(self) -> int:
+        """How many entries the next read may take (``UNLIMITED`` when nothing limits it):
+        the dispatch rates' tokens left, and the room under the subscription's
+        unacknowledged-message limit. 0: none now; a dispatch rate's timer runs the
+        dispatcher again once one may go (acknowledgements end an unacked block). What is
+        sent is counted in `send` (messages and bytes), so a batch that spends more than
+        the tokens left is paid back before anything more goes."""
+        sub = self.sub
+        allowed = sub.unacked_room()
         limiters = sub.dispatch_limiters
-        if not limiters:
-            return UNLIMITED
-        allowed = UNLIMITED
+        if not limiters or not allowed:
+            return allowed
         wait = 0.0
         for limiter in limiters:
             msgs, size = limiter.available()

@@ -18,11 +18,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from magnetar.broker.entries import entry_metadata, entry_num_messages
 from magnetar.broker.errors import BrokerError
-from magnetar.broker.rate_limiter import RateLimiter
 from magnetar.broker.subscriptions import ack_set as ack_sets
 from magnetar.broker.subscriptions.dispatcher_key_shared import KeySharedDispatcher
 from magnetar.broker.subscriptions.dispatcher_shared import SharedDispatcher
 from magnetar.broker.subscriptions.dispatcher_single_active import SingleActiveDispatcher
+from magnetar.broker.subscriptions.limits import LimitedSubscription
 from magnetar.protocol import pb
 from magnetar.protocol.ids import message_id_data, wire_position
 from magnetar.storage import Position, PositionsRead, StorageError
@@ -32,6 +32,7 @@ from magnetar.storage import Position, PositionsRead, StorageError
 READER_SEEK_HOLD_SECONDS = 60.0
 
 if TYPE_CHECKING:
+    from magnetar.broker.rate_limiter import RateLimiter
     from magnetar.broker.service import BrokerService
     from magnetar.broker.subscriptions.consumer import Consumer
     from magnetar.broker.subscriptions.dispatcher import Dispatcher
@@ -106,7 +107,7 @@ class NonPersistentSubscribedTopic(Protocol):
     def moving_to(self) -> tuple[str, str] | None: ...  # cluster: where its bundle goes
 
 
-class PersistentSubscription:
+class PersistentSubscription(LimitedSubscription):
     def __init__(self, topic: SubscribedTopic, name: str, cursor: Any, durable: bool) -> None:
         self.topic = topic
         self.name = name
@@ -120,25 +121,7 @@ class PersistentSubscription:
         # a Reader's subscription kept, after a seek closed its consumer, for the consumer
         # that reconnects (see `disconnect_for_seek`): the timer that drops it if none does
         self.kept_for_seek: asyncio.TimerHandle | None = None
-        # the dispatch rates this subscription obeys (its topic's, its own), as of the
-        # policy store's generation `limits_generation` (`Dispatcher.rate_allowance`)
-        self.limits_generation = -1
-        self.dispatch_limiter: RateLimiter | None = None
-        self.dispatch_limiters: tuple[RateLimiter, ...] = ()
-
-    def apply_dispatch_rate(self, generation: int, msgs: int, size: int, period: int) -> None:
-        """Follow a subscription dispatch rate of ``msgs`` messages and ``size`` bytes per
-        ``period`` seconds (0 or less: none) and the topic's own dispatch limiter, as of
-        the policies' ``generation``."""
-        self.limits_generation = generation
-        if msgs <= 0 and size <= 0:
-            self.dispatch_limiter = None
-        elif self.dispatch_limiter is None:
-            self.dispatch_limiter = RateLimiter(msgs, size, period)
-        else:
-            self.dispatch_limiter.update(msgs, size, period)
-        limiters = (self.topic.dispatch_limiter, self.dispatch_limiter)
-        self.dispatch_limiters = tuple(limiter for limiter in limiters if limiter is not None)
+        self.init_limits()
 
     # -- consumers ---------------------------------------------------------------------
 
@@ -157,6 +140,8 @@ class PersistentSubscription:
             self.close_dispatcher()
         if self.dispatcher is None:
             self.dispatcher = self._new_dispatcher(sub_type, key_shared_meta)
+        if self.unacked_per_consumer is not None:
+            consumer.set_unacked_limit(self.unacked_per_consumer)
         if isinstance(self.dispatcher, KeySharedDispatcher):
             self.dispatcher.add_consumer_with_meta(consumer, key_shared_meta)
         else:
@@ -268,6 +253,8 @@ class PersistentSubscription:
                         for other in self.consumers:
                             if other.pending.pop(p, None) is not None:
                                 break
+        if self.blocked_on_unacked:
+            self.unblock_if_drained()
         self.check_end_of_topic()
 
     def _ack_targets(

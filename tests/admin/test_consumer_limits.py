@@ -1,0 +1,126 @@
+"""Consumers and subscriptions held to their share, with the official client:
+``maxUnackedMessagesPerConsumer`` and ``...PerSubscription`` (dispatch stops at the limit,
+acknowledgements resume it, a policy change applies at once), ``maxSubscriptionsPerTopic``."""
+
+from __future__ import annotations
+
+import uuid
+
+import pulsar
+import pytest
+
+from magnetar.testing import StandaloneBroker
+from tests.admin.conftest import Api, wait_until
+
+
+def _namespace(api: Api, **policies: int) -> str:
+    ns = f"public/share-{uuid.uuid4().hex[:8]}"
+    api.ok("PUT", f"/admin/v2/namespaces/{ns}")
+    for path, value in policies.items():
+        api.ok("POST", f"/admin/v2/namespaces/{ns}/{path}", value)
+    return ns
+
+
+def _produce(client: pulsar.Client, topic: str, count: int) -> None:
+    producer = client.create_producer(topic, batching_enabled=False)
+    for i in range(count):
+        producer.send(b"%d" % i)
+    producer.close()
+
+
+def _drain(consumer: pulsar.Consumer, timeout_ms: int = 1000) -> list[pulsar.Message]:
+    """Every message that arrives until none has for ``timeout_ms``."""
+    got = []
+    while True:
+        try:
+            got.append(consumer.receive(timeout_millis=timeout_ms))
+        except pulsar.Timeout:
+            return got
+
+
+def _consumer_stats(api: Api, topic: str, sub: str) -> dict[str, object]:
+    stats = api.get(f"/admin/v2/persistent/{topic.removeprefix('persistent://')}/stats")[1]
+    return stats["subscriptions"][sub]
+
+
+def test_max_unacked_per_consumer_blocks_then_acks_resume(
+        broker: StandaloneBroker, api: Api, client: pulsar.Client) -> None:
+    ns = _namespace(api, maxUnackedMessagesPerConsumer=10)
+    topic = f"persistent://{ns}/t"
+    consumer = client.subscribe(topic, "s", consumer_type=pulsar.ConsumerType.Shared)
+    _produce(client, topic, 50)
+    first = _drain(consumer)
+    assert len(first) == 10
+    wait_until(lambda: _consumer_stats(api, topic, "s")["consumers"][0]
+               ["blockedConsumerOnUnackedMsgs"] is True, 10, "the consumer blocked")
+    for m in first[:4]:  # 6 left unacknowledged: above half the limit, still blocked
+        consumer.acknowledge(m)
+    assert _drain(consumer, 500) == []
+    consumer.acknowledge(first[4])  # 5 left: half, dispatch resumes up to the limit again
+    second = _drain(consumer)
+    assert len(second) == 5
+    # the namespace's limit removed: applied at once, the consumer gets the rest
+    for m in first[5:] + second:
+        consumer.acknowledge(m)
+    api.ok("POST", f"/admin/v2/namespaces/{ns}/maxUnackedMessagesPerConsumer", 0)
+    rest = _drain(consumer)
+    assert len(first) + len(second) + len(rest) == 50
+    consumer.close()
+
+
+def test_max_unacked_per_subscription(broker: StandaloneBroker, api: Api,
+                                      client: pulsar.Client) -> None:
+    ns = _namespace(api, maxUnackedMessagesPerConsumer=0, maxUnackedMessagesPerSubscription=20)
+    topic = f"persistent://{ns}/t"
+    consumers = [client.subscribe(topic, "s", consumer_type=pulsar.ConsumerType.Shared,
+                                  consumer_name=f"c{i}") for i in range(2)]
+    _produce(client, topic, 60)
+    got = [_drain(c) for c in consumers]
+    assert sum(len(g) for g in got) == 20
+    wait_until(lambda: _consumer_stats(api, topic, "s")["blockedSubscriptionOnUnackedMsgs"] is True,
+               10, "the subscription blocked")
+    for g in got:  # all acknowledged: the subscription's consumers get 20 more
+        for m in g:
+            consumers[got.index(g)].acknowledge(m)
+    more = [_drain(c) for c in consumers]
+    assert sum(len(g) for g in more) == 20
+    for c in consumers:
+        c.close()
+
+
+def test_max_subscriptions_per_topic(broker: StandaloneBroker, api: Api,
+                                     client: pulsar.Client) -> None:
+    ns = _namespace(api, maxSubscriptionsPerTopic=2)
+    topic = f"persistent://{ns}/t"
+    kept = [client.subscribe(topic, f"s{i}") for i in range(2)]
+    with pytest.raises(pulsar.NotAllowedError):
+        client.subscribe(topic, "s2")
+    kept[0].close()
+    client.subscribe(topic, "s0").close()  # an existing subscription is not a new one
+    api.ok("DELETE", f"/admin/v2/namespaces/{ns}/maxSubscriptionsPerTopic")
+    client.subscribe(topic, "s2").close()
+    kept[1].close()
+
+
+def test_consumer_limits_admin(api: Api) -> None:
+    ns = _namespace(api)
+    base = f"/admin/v2/namespaces/{ns}"
+    # the broker defaults (Pulsar's)
+    assert api.get(base + "/maxUnackedMessagesPerConsumer") == (200, 50000)
+    assert api.get(base + "/maxUnackedMessagesPerSubscription") == (200, 200000)
+    assert api.get(base + "/maxSubscriptionsPerTopic") == (200, 0)
+    api.ok("POST", base + "/maxSubscriptionsPerTopic", 7)
+    doc = api.get(base)[1]
+    assert doc["max_subscriptions_per_topic"] == 7
+    assert doc["max_unacked_messages_per_consumer"] == 50000
+    for path in ("/maxUnackedMessagesPerConsumer", "/maxUnackedMessagesPerSubscription",
+                 "/maxSubscriptionsPerTopic"):
+        assert api.post(base + path, -1)[0] == 412
+        assert api.post(base + path, "many")[0] == 400
+    assert api.delete(base + "/maxSubscriptionsPerTopic")[0] == 204
+    assert api.get(base + "/maxSubscriptionsPerTopic") == (200, 0)
+    body = {"max_unacked_messages_per_consumer": 5, "max_subscriptions_per_topic": 3}
+    assert api.put(f"{base}-b", body)[0] == 204
+    doc = api.get(f"{base}-b")[1]
+    assert (doc["max_unacked_messages_per_consumer"], doc["max_subscriptions_per_topic"]) == (5, 3)
+    assert api.put(f"{base}-c", {"max_subscriptions_per_topic": -2})[0] == 412
