@@ -80,3 +80,21 @@ def test_namespace_consumer_limit_commands(admin: Admin) -> None:
     assert json.loads(admin("namespaces", "get-max-subscriptions-per-topic", ns)[1]) == 0
     code, _, err = admin("namespaces", "set-max-subscriptions-per-topic", ns, "-m", "-1")
     assert code == 1 and "412" in err, err
+
+
+def test_namespace_expiry_and_inactive_topic_commands(admin: Admin) -> None:
+    ns = f"public/cli-{uuid.uuid4().hex[:6]}"
+    assert admin("namespaces", "create", ns)[0] == 0
+    assert admin("namespaces", "set-subscription-expiration-time", ns, "-t", "60")[0] == 0
+    assert json.loads(admin("namespaces", "get-subscription-expiration-time", ns)[1]) == 60
+    assert admin("namespaces", "set-inactive-topic-policies", ns, "-e", "-t", "1h",
+                 "-m", "delete_when_no_subscriptions")[0] == 0
+    assert json.loads(admin("namespaces", "get-inactive-topic-policies", ns)[1]) == {
+        "inactiveTopicDeleteMode": "delete_when_no_subscriptions",
+        "maxInactiveDurationSeconds": 3600, "deleteWhileInactive": True}
+    code, _, err = admin("namespaces", "set-inactive-topic-policies", ns, "-t", "1h",
+                         "-m", "delete_when_no_subscriptions")
+    assert code == 1 and "enable-delete-while-inactive" in err, err
+    assert admin("namespaces", "remove-inactive-topic-policies", ns)[0] == 0
+    assert admin("namespaces", "remove-subscription-expiration-time", ns)[0] == 0
+    assert json.loads(admin("namespaces", "get-subscription-expiration-time", ns)[1]) == 0

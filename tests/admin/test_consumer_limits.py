@@ -124,3 +124,34 @@ def test_consumer_limits_admin(api: Api) -> None:
     doc = api.get(f"{base}-b")[1]
     assert (doc["max_unacked_messages_per_consumer"], doc["max_subscriptions_per_topic"]) == (5, 3)
     assert api.put(f"{base}-c", {"max_subscriptions_per_topic": -2})[0] == 412
+
+
+def test_expiry_and_inactive_topic_policies_admin(api: Api) -> None:
+    ns = _namespace(api)
+    base = f"/admin/v2/namespaces/{ns}"
+    assert api.get(base + "/subscriptionExpirationTime") == (200, 0)
+    assert api.get(base + "/inactiveTopicPolicies") == (200, {
+        "inactiveTopicDeleteMode": "delete_when_no_subscriptions",
+        "maxInactiveDurationSeconds": 60, "deleteWhileInactive": False})
+    api.ok("POST", base + "/subscriptionExpirationTime", 1440)
+    policies = {"inactiveTopicDeleteMode": "delete_when_subscriptions_caught_up",
+                "maxInactiveDurationSeconds": 3600, "deleteWhileInactive": True}
+    api.ok("POST", base + "/inactiveTopicPolicies", policies)
+    doc = api.get(base)[1]
+    assert doc["subscription_expiration_time_minutes"] == 1440
+    assert doc["inactive_topic_policies"] == policies
+    assert api.get(base + "/inactiveTopicPolicies") == (200, policies)
+    assert api.post(base + "/subscriptionExpirationTime", -5)[0] == 412
+    assert api.post(base + "/inactiveTopicPolicies", {"maxInactiveDurationSeconds": -1})[0] == 412
+    assert api.post(base + "/inactiveTopicPolicies",
+                    {"inactiveTopicDeleteMode": "delete_sometimes"})[0] == 400
+    assert api.post(base + "/inactiveTopicPolicies", {"deleteWhileInactive": "yes"})[0] == 400
+    # the Policies document goes back in as a body
+    assert api.put(f"{base}-copy", doc)[0] == 204
+    copied = api.get(f"{base}-copy")[1]
+    assert copied["inactive_topic_policies"] == policies
+    assert copied["subscription_expiration_time_minutes"] == 1440
+    for path in ("/subscriptionExpirationTime", "/inactiveTopicPolicies"):
+        assert api.delete(base + path)[0] == 204
+    assert api.get(base + "/subscriptionExpirationTime") == (200, 0)
+    assert api.get(base + "/inactiveTopicPolicies")[1]["deleteWhileInactive"] is False

@@ -3,7 +3,8 @@
 and bytes per second per topic), ``dispatchRate`` (``DispatchRate`` per topic, all its
 subscriptions together), ``subscriptionDispatchRate`` (per subscription), ``subscribeRate``
 (``SubscribeRate``: subscribes per consumer and period), ``maxUnackedMessagesPerConsumer``,
-``maxUnackedMessagesPerSubscription``, ``maxSubscriptionsPerTopic`` (integers).
+``maxUnackedMessagesPerSubscription``, ``maxSubscriptionsPerTopic``,
+``subscriptionExpirationTime`` (integers), ``inactiveTopicPolicies``.
 
 As for the other policies (namespaces.py), a GET answers what applies to the namespace's
 topics (its own value, else the broker default: ``maxPublishRatePerTopicInMessages`` ...),
@@ -20,8 +21,10 @@ from magnetar.admin.namespaces import NS, namespace_of, policies_set
 from magnetar.admin.policies_body import (
     check_values,
     dispatch_rate_doc,
+    inactive_topic_policies_doc,
     publish_rate_doc,
     read_dispatch_rate,
+    read_inactive_topic_policies,
     read_publish_rate,
     read_subscribe_rate,
     subscribe_rate_doc,
@@ -134,3 +137,31 @@ _int_routes("/maxUnackedMessagesPerSubscription", "max_unacked_messages_per_subs
             "hold together before dispatch stops", "maxUnackedMessagesPerSubscription")
 _int_routes("/maxSubscriptionsPerTopic", "max_subscriptions_per_topic",
             "Subscriptions a topic may have", "maxSubscriptionsPerTopic")
+_int_routes("/subscriptionExpirationTime", "subscription_expiration_time_minutes",
+            "Minutes a durable subscription may go without consumers before it is deleted",
+            "subscriptionExpirationTimeMinutes")
+
+
+@routes.route("GET", NS + "/inactiveTopicPolicies",
+              "When topics without producers and consumers are deleted (InactiveTopicPolicies).")
+async def get_inactive_topic_policies(request: web.Request) -> web.Response:
+    return web.json_response(inactive_topic_policies_doc(_policies(request)))
+
+
+@routes.route("POST", NS + "/inactiveTopicPolicies",
+              "Delete the namespace's topics once they have had no producer and no consumer "
+              "for maxInactiveDurationSeconds (deleteWhileInactive).",
+              body='{"inactiveTopicDeleteMode": "delete_when_no_subscriptions"|'
+                   '"delete_when_subscriptions_caught_up", "maxInactiveDurationSeconds": int, '
+                   '"deleteWhileInactive": bool}')
+async def set_inactive_topic_policies(request: web.Request) -> web.Response:
+    changes = read_inactive_topic_policies(await json_body(request))
+    return await policies_set(request, **check_values(changes))
+
+
+@routes.route("DELETE", NS + "/inactiveTopicPolicies", "Back to the broker's "
+              "brokerDeleteInactiveTopics* settings.")
+async def remove_inactive_topic_policies(request: web.Request) -> web.Response:
+    return await policies_set(request, inactive_topic_delete_mode=None,
+                              inactive_topic_max_inactive_seconds=None,
+                              inactive_topic_delete_while_inactive=None)

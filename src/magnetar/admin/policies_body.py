@@ -9,7 +9,8 @@ and ``destination_auth`` grants), ``replication_clusters``, ``retention_policies
 ``autoTopicCreationOverride``, ``schema_compatibility_strategy``,
 ``max_producers_per_topic``, ``max_consumers_per_topic``,
 ``max_unacked_messages_per_consumer``, ``max_unacked_messages_per_subscription``,
-``max_subscriptions_per_topic``, and this cluster's entry of
+``max_subscriptions_per_topic``, ``subscription_expiration_time_minutes``,
+``inactive_topic_policies``, and this cluster's entry of
 ``publishMaxMessageRate``, ``topicDispatchRate`` (or ``clusterDispatchRate``),
 ``subscriptionDispatchRate`` and ``clusterSubscribeRate`` (entries for other clusters do
 not apply here). A Pulsar field Magnetar does not
@@ -27,6 +28,7 @@ from typing import Any
 from magnetar.admin.routing import RestError, expect
 from magnetar.broker.namespaces.policies import (
     BACKLOG_POLICIES,
+    INACTIVE_TOPIC_DELETE_MODES,
     SCHEMA_COMPATIBILITY_STRATEGIES,
     TOPIC_TYPES,
     Policies,
@@ -37,9 +39,9 @@ from magnetar.broker.security.authorization import ACTIONS
 _UNSUPPORTED_DEFAULTS: dict[str, tuple[Any, ...]] = {
     "replicatorDispatchRate": ({}, None),
     "latency_stats_sample_rate": ({}, None), "persistence": (None,),
-    "autoSubscriptionCreationOverride": (None,), "subscription_expiration_time_minutes": (None, 0),
+    "autoSubscriptionCreationOverride": (None,),
     "encryption_required": (False, None), "delayed_delivery_policies": (None,),
-    "inactive_topic_policies": (None,), "subscription_auth_mode": ("None", None),
+    "subscription_auth_mode": ("None", None),
     "max_consumers_per_subscription": (None, 0),
     "compaction_threshold": (None, 0), "offload_threshold": (-1, None),
     "offload_deletion_lag_ms": (None,), "max_topics_per_namespace": (None, 0),
@@ -145,6 +147,29 @@ def read_subscribe_rate(value: Any, where: str = "SubscribeRate") -> dict[str, i
             "subscribe_rate_period": period}
 
 
+def inactive_topic_policies_doc(p: Policies) -> dict[str, Any]:
+    """Pulsar's ``InactiveTopicPolicies`` of what applies."""
+    return {"inactiveTopicDeleteMode": p.inactive_topic_delete_mode,
+            "maxInactiveDurationSeconds": p.inactive_topic_max_inactive_seconds,
+            "deleteWhileInactive": p.inactive_topic_delete_while_inactive}
+
+
+def read_inactive_topic_policies(value: Any, where: str = "InactiveTopicPolicies"
+                                 ) -> dict[str, Any]:
+    """An ``InactiveTopicPolicies`` body as policy changes (400: a wrong type or an
+    unknown mode; the duration's sign is `check_values`' 412)."""
+    body = expect(value, dict, where)
+    mode = body.get("inactiveTopicDeleteMode", "delete_when_no_subscriptions")
+    if mode not in INACTIVE_TOPIC_DELETE_MODES:
+        raise RestError(400, f"{where}.inactiveTopicDeleteMode must be one of "
+                             + ", ".join(INACTIVE_TOPIC_DELETE_MODES))
+    return {"inactive_topic_delete_mode": mode,
+            "inactive_topic_max_inactive_seconds": number(body, "maxInactiveDurationSeconds",
+                                                          0, where=where),
+            "inactive_topic_delete_while_inactive": expect(
+                body.get("deleteWhileInactive", False), bool, f"{where}.deleteWhileInactive")}
+
+
 def _this_cluster(value: Any, cluster: str, what: str) -> Any:
     """The entry of a per-cluster map (Pulsar keys rate policies by cluster) for this
     broker's cluster; None when it has none (other clusters' entries do not apply here)."""
@@ -163,7 +188,10 @@ def check_values(changes: dict[str, Any]) -> dict[str, Any]:
                       ("max_unacked_messages_per_consumer", "maxUnackedMessagesPerConsumer"),
                       ("max_unacked_messages_per_subscription",
                        "maxUnackedMessagesPerSubscription"),
-                      ("max_subscriptions_per_topic", "maxSubscriptionsPerTopic")):
+                      ("max_subscriptions_per_topic", "maxSubscriptionsPerTopic"),
+                      ("subscription_expiration_time_minutes", "subscriptionExpirationTime"),
+                      ("inactive_topic_max_inactive_seconds",
+                       "inactive_topic_policies.maxInactiveDurationSeconds")):
         if changes.get(key) is not None and changes[key] < 0:
             raise RestError(412, f"{what} must be 0 or more")
     return changes
@@ -262,7 +290,9 @@ def read_policies_body(body: Any, cluster: str = "standalone") -> NamespaceBody:
                       ("max_unacked_messages_per_consumer", "max_unacked_messages_per_consumer"),
                       ("max_unacked_messages_per_subscription",
                        "max_unacked_messages_per_subscription"),
-                      ("max_subscriptions_per_topic", "max_subscriptions_per_topic")):
+                      ("max_subscriptions_per_topic", "max_subscriptions_per_topic"),
+                      ("subscription_expiration_time_minutes",
+                       "subscription_expiration_time_minutes")):
         if body.get(key) is not None:
             changes[name] = _int(body[key], key)
     if body.get("deduplicationEnabled") is not None:
@@ -289,6 +319,9 @@ def read_policies_body(body: Any, cluster: str = "standalone") -> NamespaceBody:
             rate = _this_cluster(body[key], cluster, key)
             if rate is not None:
                 changes.update(read_dispatch_rate(rate, prefix, f"{key}.{cluster}"))
+    if body.get("inactive_topic_policies") is not None:
+        changes.update(read_inactive_topic_policies(body["inactive_topic_policies"],
+                                                    "inactive_topic_policies"))
     if body.get("clusterSubscribeRate") is not None:
         rate = _this_cluster(body["clusterSubscribeRate"], cluster, "clusterSubscribeRate")
         if rate is not None:

@@ -13,8 +13,8 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
-from magnetar.cli.admin_ops import Command, namespace
-from magnetar.cli.http import AdminClient
+from magnetar.cli.admin_ops import Command, namespace, seconds
+from magnetar.cli.http import AdminClient, AdminError
 from magnetar.cli.values import int32
 
 Arg = tuple[tuple[str, ...], dict[str, Any]]
@@ -60,6 +60,15 @@ def ns_set_subscribe_rate(a: argparse.Namespace, api: AdminClient) -> Any:
 
 def _set_int(policy: str) -> Command:
     return lambda a, api: api.call("POST", _ns_path(a, policy), a.value)
+
+
+def ns_set_inactive_topic_policies(a: argparse.Namespace, api: AdminClient) -> Any:
+    if a.enable is None:
+        raise AdminError(0, "give --enable-delete-while-inactive (-e) or "
+                            "--disable-delete-while-inactive (-d)")
+    return api.call("POST", _ns_path(a, "inactiveTopicPolicies"), {
+        "deleteWhileInactive": a.enable, "maxInactiveDurationSeconds": a.duration,
+        "inactiveTopicDeleteMode": a.mode})
 
 
 def _dispatch_args() -> list[Arg]:
@@ -136,3 +145,32 @@ def add_commands(groups: Groups, cmd: CommandMaker) -> None:
         cmd(n, f"remove-{name}", _remove(policy),
             f"back to the broker's default; DELETE .../{policy}",
             f"{ex} remove-{name} acme/orders", NS)
+    cmd(n, "set-subscription-expiration-time", _set_int("subscriptionExpirationTime"),
+        "delete durable subscriptions without consumers for this many minutes (0: never); "
+        "POST .../subscriptionExpirationTime",
+        f"{ex} set-subscription-expiration-time acme/orders -t 1440", NS,
+        _a("-t", "--time", dest="value", type=int32, required=True, help="minutes"))
+    cmd(n, "get-subscription-expiration-time", _get("subscriptionExpirationTime"),
+        "show the subscription expiration time (minutes); GET .../subscriptionExpirationTime",
+        f"{ex} get-subscription-expiration-time acme/orders", NS)
+    cmd(n, "remove-subscription-expiration-time", _remove("subscriptionExpirationTime"),
+        "back to the broker's default; DELETE .../subscriptionExpirationTime",
+        f"{ex} remove-subscription-expiration-time acme/orders", NS)
+    cmd(n, "set-inactive-topic-policies", ns_set_inactive_topic_policies,
+        "delete topics without producers and consumers for a time; "
+        "POST .../inactiveTopicPolicies",
+        f"{ex} set-inactive-topic-policies acme/orders -e -t 1h -m delete_when_no_subscriptions",
+        NS,
+        _a("-e", "--enable-delete-while-inactive", dest="enable", action="store_true",
+           default=None),
+        _a("-d", "--disable-delete-while-inactive", dest="enable", action="store_false"),
+        _a("-t", "--max-inactive-duration", dest="duration", type=seconds, required=True,
+           help="e.g. 600, 10m, 1h"),
+        _a("-m", "--delete-mode", dest="mode", required=True,
+           choices=["delete_when_no_subscriptions", "delete_when_subscriptions_caught_up"]))
+    cmd(n, "get-inactive-topic-policies", _get("inactiveTopicPolicies"),
+        "show the inactive topic policies; GET .../inactiveTopicPolicies",
+        f"{ex} get-inactive-topic-policies acme/orders", NS)
+    cmd(n, "remove-inactive-topic-policies", _remove("inactiveTopicPolicies"),
+        "back to the broker's default; DELETE .../inactiveTopicPolicies",
+        f"{ex} remove-inactive-topic-policies acme/orders", NS)

@@ -12,7 +12,8 @@
 - idle-topic unloading (`unload_idle_topics`, ``magnetarTopicUnloadIdleSeconds``), from the
   last-use times it keeps (`touch`, `forget`);
 - the sweep of unloaded topics (sweep.py's `IdleTopicSweeper.run_pass`,
-  ``magnetarIdleTopicSweepIntervalSeconds``).
+  ``magnetarIdleTopicSweepIntervalSeconds``);
+- subscription expiry and inactive-topic deletion (inactivity.py's `InactivityMonitor`).
 
 Everything is decided on the broker's event loop; the disk work a topic's housekeeping
 needs (the TTL search by publish time, the read of the oldest unacknowledged entry when the
@@ -33,6 +34,7 @@ from collections.abc import Awaitable
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from magnetar.broker.namespaces.inactivity import InactivityMonitor
 from magnetar.broker.topics.topic import PersistentTopic
 
 if TYPE_CHECKING:
@@ -65,6 +67,7 @@ class Housekeeping:
         self._busy: dict[str, asyncio.Future[None]] = {}  # topic -> its housekeeping under way
         self._unloading: set[str] = set()  # topics an idle unload is housekeeping / unloading
         self._work: set[asyncio.Future[Any]] = set()  # rounds and unloads under way
+        self.inactivity = InactivityMonitor(service)
 
     # ------------------------------------------------------------------ scheduling
 
@@ -79,6 +82,7 @@ class Housekeeping:
             self.tasks.append(asyncio.create_task(self._unload_loop()))
         if cfg.magnetarIdleTopicSweepIntervalSeconds > 0:
             self.tasks.append(asyncio.create_task(self._sweep_loop()))
+        self.tasks.append(asyncio.create_task(self._inactivity_loop()))
 
     def stop(self) -> None:
         """Cancel the periodic tasks and the work they started that is still under way."""
@@ -134,6 +138,14 @@ class Housekeeping:
                 except Exception:
                     log.exception("unloading idle topics failed")
                 await asyncio.sleep(0)
+
+    async def _inactivity_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.inactivity.interval())
+            try:
+                await self.inactivity.run()
+            except Exception:
+                log.exception("expiring subscriptions and inactive topics failed")
 
     async def _sweep_loop(self) -> None:
         interval = self.service.config.magnetarIdleTopicSweepIntervalSeconds

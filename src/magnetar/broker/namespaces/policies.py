@@ -22,6 +22,7 @@ from magnetar.broker.topic_name import TopicName
 
 BACKLOG_POLICIES = ("producer_request_hold", "producer_exception", "consumer_backlog_eviction")
 TOPIC_TYPES = ("non-partitioned", "partitioned")
+INACTIVE_TOPIC_DELETE_MODES = ("delete_when_no_subscriptions", "delete_when_subscriptions_caught_up")
 SCHEMA_COMPATIBILITY_STRATEGIES = (
     "UNDEFINED", "ALWAYS_INCOMPATIBLE", "ALWAYS_COMPATIBLE", "BACKWARD", "FORWARD", "FULL",
     "BACKWARD_TRANSITIVE", "FORWARD_TRANSITIVE", "FULL_TRANSITIVE",
@@ -70,6 +71,12 @@ class Policies:
     max_unacked_messages_per_subscription: int = 200000
     # subscriptions a topic may have (0: no limit)
     max_subscriptions_per_topic: int = 0
+    # durable subscriptions without consumers this long are deleted (0: never)
+    subscription_expiration_time_minutes: int = 0
+    # inactive_topic_policies: topics without clients this long are deleted (inactivity.py)
+    inactive_topic_delete_while_inactive: bool = False
+    inactive_topic_delete_mode: str = "delete_when_no_subscriptions"
+    inactive_topic_max_inactive_seconds: int = 60
 
     @property
     def retention_time_seconds(self) -> int:
@@ -103,6 +110,10 @@ def broker_defaults(config: BrokerConfig) -> Policies:
         max_unacked_messages_per_consumer=config.maxUnackedMessagesPerConsumer,
         max_unacked_messages_per_subscription=config.maxUnackedMessagesPerSubscription,
         max_subscriptions_per_topic=config.maxSubscriptionsPerTopic,
+        subscription_expiration_time_minutes=config.subscriptionExpirationTimeMinutes,
+        inactive_topic_delete_while_inactive=config.brokerDeleteInactiveTopicsEnabled,
+        inactive_topic_delete_mode=config.brokerDeleteInactiveTopicsMode,
+        inactive_topic_max_inactive_seconds=config.inactive_topic_max_seconds(),
     )
 
 
@@ -170,6 +181,10 @@ class PolicyStore:
         policy = changes.get("backlog_quota_policy")
         if policy is not None and policy not in BACKLOG_POLICIES:
             raise ConfigError(f"backlog_quota_policy must be one of {', '.join(BACKLOG_POLICIES)}")
+        mode = changes.get("inactive_topic_delete_mode")
+        if mode is not None and mode not in INACTIVE_TOPIC_DELETE_MODES:
+            raise ConfigError("inactiveTopicDeleteMode must be one of "
+                              + ", ".join(INACTIVE_TOPIC_DELETE_MODES))
         kind = changes.get("auto_topic_creation_type")
         if kind is not None and kind not in TOPIC_TYPES:
             raise ConfigError(f"auto_topic_creation_type must be one of {', '.join(TOPIC_TYPES)}")

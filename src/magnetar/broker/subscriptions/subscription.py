@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -88,6 +89,7 @@ class SubscribedTopic(Protocol):
     @property
     def dispatch_limiter(self) -> RateLimiter | None: ...  # dispatchRate, all subscriptions
     def apply_policies(self) -> None: ...
+    last_active: float  # when a client last left it (monotonic)
     def remove_subscription(self, name: str) -> None: ...
     def delete_subscription(self, name: str) -> Future[Any] | None: ...
 
@@ -122,10 +124,13 @@ class PersistentSubscription(LimitedSubscription):
         # that reconnects (see `disconnect_for_seek`): the timer that drops it if none does
         self.kept_for_seek: asyncio.TimerHandle | None = None
         self.init_limits()
+        # when a consumer last came or went (or it was loaded): monotonic (expiry)
+        self.last_active = time.monotonic()
 
     # -- consumers ---------------------------------------------------------------------
 
     def add_consumer(self, consumer: Consumer, key_shared_meta: pb.KeySharedMeta | None) -> None:
+        self.last_active = time.monotonic()
         if self.kept_for_seek is not None:
             self.kept_for_seek.cancel()
             self.kept_for_seek = None
@@ -164,6 +169,7 @@ class PersistentSubscription(LimitedSubscription):
         return self.dispatcher.consumers if self.dispatcher is not None else []
 
     def remove_consumer(self, consumer: Consumer) -> None:
+        self.last_active = self.topic.last_active = time.monotonic()
         if self.dispatcher is not None:
             self.out_of_removed.keep(consumer, self.consumers)
             self.dispatcher.remove_consumer(consumer)

@@ -110,6 +110,8 @@ class Topic:
         # rate limits (topic_limits.py), as of the policy store's generation
         self.limits = TopicLimits()
         self.policy_generation = -1
+        # when a client last left it (or it was loaded): monotonic (inactive_topic_policies)
+        self.last_active = time.monotonic()
 
     # -- producers ---------------------------------------------------------------
 
@@ -193,6 +195,7 @@ class Topic:
         producer.cnx.on_producer_ready(producer, request_id)
 
     def remove_producer(self, producer: Producer) -> None:
+        self.last_active = time.monotonic()
         waiting = [w for w in self.waiting_exclusive if w[0] is not producer]
         self.waiting_exclusive = waiting
         if self.producers.get(producer.name) is producer:
