@@ -98,3 +98,33 @@ def test_namespace_expiry_and_inactive_topic_commands(admin: Admin) -> None:
     assert admin("namespaces", "remove-inactive-topic-policies", ns)[0] == 0
     assert admin("namespaces", "remove-subscription-expiration-time", ns)[0] == 0
     assert json.loads(admin("namespaces", "get-subscription-expiration-time", ns)[1]) == 0
+
+
+def test_topic_policy_commands(admin: Admin) -> None:
+    ns = f"public/cli-{uuid.uuid4().hex[:6]}"
+    topic = f"persistent://{ns}/t"
+    assert admin("namespaces", "create", ns)[0] == 0
+    assert admin("topics", "create", topic)[0] == 0
+    assert json.loads(admin("topics", "get-retention", topic)[1]) is None
+    assert admin("topics", "set-retention", topic, "-t", "2h", "-s", "1G")[0] == 0
+    assert json.loads(admin("topics", "get-retention", topic)[1]) == {
+        "retentionTimeInMinutes": 120, "retentionSizeInMB": 1024}
+    assert admin("topics", "set-message-ttl", topic, "-t", "1h")[0] == 0
+    assert json.loads(admin("topics", "get-message-ttl", topic)[1]) == 3600
+    assert admin("topics", "set-backlog-quota", topic, "-l", "1M", "-p", "producer_exception")[0] == 0
+    assert json.loads(admin("topics", "get-backlog-quotas", topic)[1])["destination_storage"][
+        "limitSize"] == 1 << 20
+    assert admin("topics", "set-publish-rate", topic, "-m", "10")[0] == 0
+    assert admin("topics", "set-dispatch-rate", topic, "-md", "20")[0] == 0
+    assert admin("topics", "set-subscription-dispatch-rate", topic, "-bd", "4096")[0] == 0
+    assert admin("topics", "set-max-unacked-messages-on-consumer", topic, "-m", "3")[0] == 0
+    assert json.loads(admin("topics", "get-max-unacked-messages-on-consumer", topic)[1]) == 3
+    assert json.loads(admin("topics", "get-max-unacked-messages-on-subscription", topic,
+                            "--applied")[1]) == 200000
+    for name in ("retention", "message-ttl", "publish-rate", "dispatch-rate",
+                 "subscription-dispatch-rate", "max-unacked-messages-on-consumer"):
+        assert admin("topics", f"remove-{name}", topic)[0] == 0
+        assert json.loads(admin("topics", f"get-{name}", topic)[1]) is None, name
+    assert admin("topics", "remove-backlog-quota", topic)[0] == 0
+    code, _, err = admin("topics", "get-retention", f"persistent://{ns}/missing")
+    assert code == 1 and "404" in err, err

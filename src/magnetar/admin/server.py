@@ -23,6 +23,7 @@ from magnetar.admin import (
     schemas,
     subscriptions,
     tenants,
+    topic_policies,
     topics,
 )
 from magnetar.admin.auth import security_middleware
@@ -43,7 +44,7 @@ log = logging.getLogger(__name__)
 #: every route table, in matching order
 TABLES: list[RouteTable] = [
     openapi.routes, cluster.routes, tenants.routes, namespaces.routes, namespace_limits.routes,
-    topics.routes, subscriptions.routes,
+    topics.routes, topic_policies.routes, subscriptions.routes,
     schemas.routes, permissions.routes,
     lookup.routes, metrics.routes,
 ]

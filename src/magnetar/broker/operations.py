@@ -12,6 +12,7 @@ from typing import Any
 
 from magnetar.broker.errors import BrokerError
 from magnetar.broker.namespaces.housekeeping import Housekeeping
+from magnetar.broker.namespaces.policies import PolicyStore
 from magnetar.broker.namespaces.sweep import IdleTopicSweeper
 from magnetar.broker.subscriptions.subscription import PersistentSubscription
 from magnetar.broker.topic_name import TopicName, ledger_name
@@ -41,6 +42,7 @@ class AdminOperations:
     dedup_snapshots: DedupSnapshots
     housekeeping: Housekeeping
     sweeper: IdleTopicSweeper
+    policies: PolicyStore
 
     # the topic registry's (`BrokerService`)
     def check_topic_name(self, name: str) -> TopicName:
@@ -77,6 +79,7 @@ class AdminOperations:
                         or await read(self.metadata.get, f"topics/{partition}") is not None):
                     await self.delete_topic(partition)
             await write(self.metadata.delete, f"partitioned/{key}")
+            await self.policies.clear_topic(topic_name)
             return
         self.deleting.add(key)
         try:
@@ -100,6 +103,8 @@ class AdminOperations:
                 self.dedup_snapshots.delete(key)
                 if topic is None and not known and not stored:
                     raise BrokerError(pb.TopicNotFound, f"topic {key} does not exist")
+                if not topic_name.is_partition:  # a topic's own policies go with it
+                    await self.policies.clear_topic(topic_name)
             finally:
                 await compacted
         finally:

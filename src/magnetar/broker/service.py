@@ -146,6 +146,7 @@ class BrokerService(AdminOperations):
         # payload bytes of sends not yet answered, broker-wide (maxMessagePublishBufferSizeInMB)
         self.publish_buffer = PublishBuffer(config.maxMessagePublishBufferSizeInMB)
         self.policies = PolicyStore(self.metadata, config, write=self.storage.write_metadata)
+        self.policies.on_change = self._policies_changed
         # authentication, authorization, the TLS listener, connection limits
         self.security = BrokerSecurity(self)
         # tenants and namespaces: a topic of a namespace that does not exist is not found
@@ -283,6 +284,16 @@ class BrokerService(AdminOperations):
                               now: float | None = None, subscription: str | None = None) -> None:
         """Expire what is older than ``ttl_seconds`` (`MessageExpirer.expire_messages`)."""
         await self.expirer.expire_messages(topic, ttl_seconds, now, subscription)
+
+    def _policies_changed(self, namespace: str) -> None:
+        """The policies of ``namespace`` (or of one of its topics) changed: its loaded
+        topics apply them now (a publish throttle lifted, blocked dispatchers woken)."""
+        for topic in list(self.topics.values()):
+            if topic.topic_name.namespace == namespace:
+                topic.apply_policies()
+                for sub in topic.subscriptions.values():
+                    if isinstance(sub, PersistentSubscription) and sub.dispatcher is not None:
+                        sub.dispatcher.schedule()
 
     def unload_topic(self, topic: Topic, housekeep: bool = False,
                      now: float | None = None) -> asyncio.Future[Any]:

@@ -1,6 +1,9 @@
 """``magnetar admin`` commands for the multi-tenant limits, with pulsar-admin's names and
 flags: ``namespaces set-publish-rate / get-publish-rate / remove-publish-rate``, the same
-for ``dispatch-rate``, ``subscription-dispatch-rate`` and ``subscribe-rate``. Each
+for ``dispatch-rate``, ``subscription-dispatch-rate`` and ``subscribe-rate``, the
+consumer and subscription limits, and the topic-level policies (``topics set-retention /
+set-message-ttl / set-backlog-quota / set-publish-rate / set-dispatch-rate /
+set-max-unacked-messages-on-consumer`` ... with ``get-`` (``--applied``) and ``remove-``). Each
 command is one call of the admin REST API (the path is in its help).
 
 `add_commands` is handed ``admin.py``'s command builder and groups, so this module adds
@@ -13,7 +16,7 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
-from magnetar.cli.admin_ops import Command, namespace, seconds
+from magnetar.cli.admin_ops import Command, namespace, seconds, size_bytes, topic_path
 from magnetar.cli.http import AdminClient, AdminError
 from magnetar.cli.values import int32
 
@@ -84,8 +87,117 @@ def _dispatch_args() -> list[Arg]:
     ]
 
 
+def _t_path(a: argparse.Namespace, policy: str, query: str = "") -> str:
+    path = f"/admin/v2/{topic_path(a.topic)}/{policy}"
+    if getattr(a, "applied", False):
+        query = f"{query}&applied=true" if query else "applied=true"
+    return f"{path}?{query}" if query else path
+
+
+def _t_get(policy: str) -> Command:
+    return lambda a, api: api.call("GET", _t_path(a, policy))
+
+
+def _t_remove(policy: str) -> Command:
+    return lambda a, api: api.call("DELETE", _t_path(a, policy))
+
+
+def _t_post(policy: str, body: Callable[[argparse.Namespace], Any]) -> Command:
+    return lambda a, api: api.call("POST", _t_path(a, policy), body(a))
+
+
+def topics_set_retention(a: argparse.Namespace, api: AdminClient) -> Any:
+    minutes = a.time if a.time < 0 else a.time // 60
+    mb = a.size if a.size < 0 else a.size // (1 << 20)
+    return api.call("POST", _t_path(a, "retention"),
+                    {"retentionTimeInMinutes": minutes, "retentionSizeInMB": mb})
+
+
+def topics_set_ttl(a: argparse.Namespace, api: AdminClient) -> Any:
+    return api.call("POST", _t_path(a, "messageTTL", f"messageTTL={a.ttl}"))
+
+
+def topics_set_backlog_quota(a: argparse.Namespace, api: AdminClient) -> Any:
+    if a.type == "message_age":
+        body: dict[str, Any] = {"limitTime": a.limit_time if a.limit_time is not None else -1}
+    else:
+        body = {"limitSize": a.limit if a.limit is not None else -1}
+    body["policy"] = a.policy
+    return api.call("POST", _t_path(a, "backlogQuota", f"backlogQuotaType={a.type}"), body)
+
+
+def topics_remove_backlog_quota(a: argparse.Namespace, api: AdminClient) -> Any:
+    return api.call("DELETE", _t_path(a, "backlogQuota", f"backlogQuotaType={a.type}"))
+
+
+def _dispatch_body(a: argparse.Namespace) -> dict[str, Any]:
+    return {"dispatchThrottlingRateInMsg": a.msg_rate, "dispatchThrottlingRateInByte": a.byte_rate,
+            "ratePeriodInSecond": a.period, "relativeToPublishRate": a.relative}
+
+
+TOPIC: Arg = (("topic",), {"help": "topic name (short names are persistent://public/default/NAME)"})
+APPLIED: Arg = (("-ap", "--applied"), {"action": "store_true",
+                                       "help": "what applies (else the topic's own value)"})
+QUOTA_TYPE: Arg = (("-t", "--type"), {"default": "destination_storage",
+                                      "choices": ["destination_storage", "message_age"]})
+
+
+def _topic_commands(groups: Groups, cmd: CommandMaker) -> None:
+    """Topic-level policies (Pulsar 2.7+): set-/get-/remove- under ``topics``."""
+    t = groups["topics"]
+    ex = "magnetar admin topics"
+    where = "/admin/v2/{persistent|non-persistent}/{tenant}/{ns}/{topic}"
+
+    def trio(name: str, policy: str, setter: Command, what: str, example: str,
+             *args: Arg, remove: Command | None = None, get_args: tuple[Arg, ...] = ()) -> None:
+        cmd(t, f"set-{name}", setter, f"set the topic's {what} (over its namespace's); "
+            f"POST {where}/{policy}", f"{ex} set-{name} my-topic {example}", TOPIC, *args)
+        cmd(t, f"get-{name}", _t_get(policy), f"show the topic's {what} (null: it sets none); "
+            f"GET {where}/{policy}", f"{ex} get-{name} my-topic --applied", TOPIC, APPLIED,
+            *get_args)
+        cmd(t, f"remove-{name}", remove or _t_remove(policy), f"remove the topic's {what}; "
+            f"DELETE {where}/{policy}", f"{ex} remove-{name} my-topic", TOPIC)
+
+    trio("retention", "retention", topics_set_retention, "retention", "--time 1d --size 10G",
+         _a("-t", "--time", type=seconds, required=True, help="e.g. 60m, 1d, -1"),
+         _a("-s", "--size", type=size_bytes, required=True, help="e.g. 512M, 10G, -1"))
+    trio("message-ttl", "messageTTL", topics_set_ttl, "message TTL", "--ttl 1h",
+         _a("-t", "--ttl", type=seconds, required=True, help="e.g. 3600, 1h"))
+    cmd(t, "set-backlog-quota", topics_set_backlog_quota,
+        f"set a backlog quota of the topic; POST {where}/backlogQuota",
+        f"{ex} set-backlog-quota my-topic --limit-size 10G --policy producer_exception", TOPIC,
+        _a("-l", "--limit-size", dest="limit", type=size_bytes, help="size limit, e.g. 10G"),
+        _a("-lt", "--limitTime", dest="limit_time", type=seconds, help="age limit, e.g. 1d"),
+        _a("-p", "--policy", default="producer_request_hold",
+           choices=["producer_request_hold", "producer_exception", "consumer_backlog_eviction"]),
+        QUOTA_TYPE)
+    cmd(t, "get-backlog-quotas", _t_get("backlogQuotaMap"),
+        f"show the topic's backlog quotas; GET {where}/backlogQuotaMap",
+        f"{ex} get-backlog-quotas my-topic", TOPIC, APPLIED)
+    cmd(t, "remove-backlog-quota", topics_remove_backlog_quota,
+        f"remove a backlog quota of the topic; DELETE {where}/backlogQuota",
+        f"{ex} remove-backlog-quota my-topic -t destination_storage", TOPIC, QUOTA_TYPE)
+    trio("publish-rate", "publishRate", _t_post("publishRate", lambda a: {
+        "publishThrottlingRateInMsg": a.msg_rate, "publishThrottlingRateInByte": a.byte_rate}),
+         "publish rate", "--msg-publish-rate 1000",
+         _a("-m", "--msg-publish-rate", dest="msg_rate", type=int32, default=-1),
+         _a("-b", "--byte-publish-rate", dest="byte_rate", type=int, default=-1))
+    for name, policy in (("dispatch-rate", "dispatchRate"),
+                         ("subscription-dispatch-rate", "subscriptionDispatchRate")):
+        trio(name, policy, _t_post(policy, _dispatch_body), name.replace("-", " "),
+             "--msg-dispatch-rate 1000", *_dispatch_args())
+    for name, policy in (("max-unacked-messages-on-consumer", "maxUnackedMessagesOnConsumer"),
+                         ("max-unacked-messages-on-subscription",
+                          "maxUnackedMessagesOnSubscription")):
+        trio(name, policy, _t_post(policy, lambda a: a.value),
+             "limit of unacknowledged messages " + name.split("-on-")[1].replace("-", " "),
+             "--maxNum 1000",
+             _a("-m", "--maxNum", dest="value", type=int32, required=True, help="0: no limit"))
+
+
 def add_commands(groups: Groups, cmd: CommandMaker) -> None:
     """Add the commands to ``groups`` (admin.py's) through ``cmd`` (its ``_cmd``)."""
+    _topic_commands(groups, cmd)
     n = groups["namespaces"]
     ex = "magnetar admin namespaces"
     cmd(n, "set-publish-rate", ns_set_publish_rate,

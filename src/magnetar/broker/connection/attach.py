@@ -85,7 +85,7 @@ class TopicAttacher:
         waiting for the topic gets it)."""
         service = self.service
         topic = service.get_topic(req.topic)
-        limit = service.policies.get(topic.topic_name.namespace).max_producers_per_topic
+        limit = service.policies.for_topic(topic.topic_name).max_producers_per_topic
         if limit > 0 and len(topic.producers) >= limit:
             raise BrokerError(pb.ProducerBusy, f"Topic {topic.name} reached max producers limit")
         user_named = req.HasField("producer_name") and bool(req.producer_name)

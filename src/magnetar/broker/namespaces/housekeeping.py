@@ -206,7 +206,7 @@ class Housekeeping:
         none once the topic is unloaded or its ledger closed meanwhile."""
         service = self.service
         inactive_ms = service.config.brokerDeduplicationProducerInactivityTimeoutMinutes * 60_000
-        policies = service.policies.get(topic.topic_name.namespace)
+        policies = service.policies.for_topic(topic.topic_name)
         if policies.message_ttl_seconds > 0:
             await service.expirer.expire_messages(topic, policies.message_ttl_seconds, now)
             if not self._loaded(topic):

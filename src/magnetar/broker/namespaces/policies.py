@@ -5,6 +5,9 @@ A namespace may set any of these (the admin layer calls ``set``); whatever it le
 unset falls back to the broker's ``broker.conf`` defaults, as in Pulsar. Policies live in the
 metadata store under ``policies/{tenant}/{namespace}`` so they survive restarts.
 
+A topic may set some of them too (topic-level policies, ``topic-policies/{topic}``,
+`set_topic_async`), over its namespace's: `for_topic` is what applies to one topic.
+
 They are read from the store once, at start, and kept in memory: `get` never touches the
 store (in cluster mode, changes made through other brokers arrive through the store's
 ``watch``). A change applies in memory at once (to loaded topics too: they read ``get``) and is
@@ -13,7 +16,8 @@ stored off the loop, in order (`KeyWriter`); `set_async` / `clear` return after 
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
 from magnetar.broker.config.broker_config import BrokerConfig, ConfigError
@@ -118,6 +122,8 @@ def broker_defaults(config: BrokerConfig) -> Policies:
 
 
 _FIELDS = {f.name for f in fields(Policies)}
+#: where a topic's own policies are kept (flat key prefix; the full topic name follows)
+TOPIC_PREFIX = "topic-policies/"
 
 
 class PolicyStore:
@@ -131,12 +137,22 @@ class PolicyStore:
         # moves on every change (here or, in a cluster, through another broker): a loaded
         # topic compares it with the one it applied (`Topic.apply_policies`)
         self.generation = 0
+        # told the namespace whose policies (or one of whose topics') changed, so that
+        # loaded topics apply them now rather than at their next send or dispatch
+        self.on_change: Callable[[str], None] | None = None
         # what each namespace sets itself, as stored (read once: this is the only writer)
         self._overrides: dict[str, dict[str, Any]] = {
             key[len("policies/"):]: dict(value) for key, value in metadata.list("policies/").items()
         }
+        # topic-level policies (Pulsar 2.7+): what a topic (a partitioned topic for all its
+        # partitions) sets over its namespace's, by full topic name
+        self._topic_overrides: dict[str, dict[str, Any]] = {
+            key[len(TOPIC_PREFIX):]: dict(value)
+            for key, value in metadata.list(TOPIC_PREFIX).items() if value}
+        self._topic_cache: dict[str, Policies] = {}
         if hasattr(metadata, "watch"):  # cluster mode: changes made through other brokers
             metadata.watch("policies/", self._changed)
+            metadata.watch(TOPIC_PREFIX, self._topic_changed)
 
     def _changed(self, key: str, value: Any) -> None:
         namespace = key[len("policies/"):]
@@ -145,7 +161,22 @@ class PolicyStore:
         else:
             self._overrides.pop(namespace, None)
         self._cache.pop(namespace, None)
+        self._topic_cache.clear()
+        self._changed_in(namespace)
+
+    def _topic_changed(self, key: str, value: Any) -> None:
+        topic = key[len(TOPIC_PREFIX):]
+        if value:
+            self._topic_overrides[topic] = dict(value)
+        else:
+            self._topic_overrides.pop(topic, None)
+        self._topic_cache.clear()
+        self._changed_in(TopicName.parse(topic).namespace)
+
+    def _changed_in(self, namespace: str) -> None:
         self.generation += 1
+        if self.on_change is not None:
+            self.on_change(namespace)
 
     def overrides(self, namespace: str) -> dict[str, Any]:
         """What the namespace itself sets (empty when it follows the broker defaults)."""
@@ -160,8 +191,53 @@ class PolicyStore:
         return cached
 
     def for_topic(self, topic: TopicName) -> Policies:
-        """The policies that apply to one topic."""
-        return self.get(topic.namespace)
+        """The policies that apply to one topic: its own (those of its partitioned topic,
+        for a partition) over its namespace's."""
+        if not self._topic_overrides:
+            return self.get(topic.namespace)
+        key = str(topic)
+        cached = self._topic_cache.get(key)
+        if cached is None:
+            own = self._topic_overrides.get(str(topic.partitioned_base))
+            cached = self.get(topic.namespace)
+            if own:
+                cached = replace(cached, **own)
+            self._topic_cache[key] = cached
+        return cached
+
+    def topic_overrides(self, topic: TopicName) -> dict[str, Any]:
+        """What a topic (or partitioned topic) sets itself."""
+        return dict(self._topic_overrides.get(str(topic.partitioned_base)) or {})
+
+    async def set_topic_async(self, topic: TopicName, **changes: Any) -> Policies:
+        """Set (value None: remove) topic-level policies of ``topic`` (of its partitioned
+        topic, for a partition): in effect at once, returns once stored."""
+        self._check(changes)
+        name = str(topic.partitioned_base)
+        current = dict(self._topic_overrides.get(name) or {})
+        for key, value in changes.items():
+            if value is None:
+                current.pop(key, None)
+            else:
+                current[key] = value
+        if current:
+            self._topic_overrides[name] = current
+            stored = self._writes.put(TOPIC_PREFIX + name, dict(current))
+        else:
+            self._topic_overrides.pop(name, None)
+            stored = self._writes.delete(TOPIC_PREFIX + name)
+        self._topic_cache.clear()
+        self._changed_in(topic.namespace)
+        await written(stored)
+        return self.for_topic(topic)
+
+    async def clear_topic(self, topic: TopicName) -> None:
+        """Forget a deleted topic's own policies."""
+        name = str(topic.partitioned_base)
+        if self._topic_overrides.pop(name, None) is not None:
+            self._topic_cache.clear()
+            self._changed_in(topic.namespace)
+            await written(self._writes.delete(TOPIC_PREFIX + name))
 
     def set(self, namespace: str, **changes: Any) -> Policies:
         """Set (or, with value None, clear) namespace-level policies: in effect at once,
@@ -175,6 +251,27 @@ class PolicyStore:
         return policies
 
     def _set(self, namespace: str, changes: dict[str, Any]) -> tuple[Policies, Any]:
+        self._check(changes)
+        current = self.overrides(namespace)
+        for key, value in changes.items():
+            if value is None:
+                current.pop(key, None)
+            else:
+                current[key] = value
+        if current:
+            self._overrides[namespace] = current
+            stored = self._writes.put(f"policies/{namespace}", dict(current))
+        else:
+            self._overrides.pop(namespace, None)
+            stored = self._writes.delete(f"policies/{namespace}")
+        self._cache.pop(namespace, None)
+        self._topic_cache.clear()
+        self._changed_in(namespace)
+        return self.get(namespace), stored
+
+    @staticmethod
+    def _check(changes: dict[str, Any]) -> None:
+        """ConfigError for an unknown policy or a value outside its choices."""
         unknown = set(changes) - _FIELDS
         if unknown:
             raise ConfigError(f"unknown namespace policies: {', '.join(sorted(unknown))}")
@@ -194,26 +291,12 @@ class PolicyStore:
                 "schema_compatibility_strategy must be one of "
                 + ", ".join(SCHEMA_COMPATIBILITY_STRATEGIES)
             )
-        current = self.overrides(namespace)
-        for key, value in changes.items():
-            if value is None:
-                current.pop(key, None)
-            else:
-                current[key] = value
-        if current:
-            self._overrides[namespace] = current
-            stored = self._writes.put(f"policies/{namespace}", dict(current))
-        else:
-            self._overrides.pop(namespace, None)
-            stored = self._writes.delete(f"policies/{namespace}")
-        self._cache.pop(namespace, None)
-        self.generation += 1
-        return self.get(namespace), stored
 
     async def clear(self, namespace: str) -> None:
         """Forget every namespace-level policy (the namespace was deleted or created anew);
         returns once that is stored."""
         self._overrides.pop(namespace, None)
         self._cache.pop(namespace, None)
-        self.generation += 1
+        self._topic_cache.clear()
+        self._changed_in(namespace)
         await written(self._writes.delete(f"policies/{namespace}"))
