@@ -11,6 +11,7 @@ import pytest
 
 from magnetar.testing import StandaloneBroker
 from tests.admin.conftest import Api, wait_until
+from tests.admin.receiving import take
 
 
 def _namespace(api: Api, **policies: int) -> str:
@@ -28,16 +29,6 @@ def _produce(client: pulsar.Client, topic: str, count: int) -> None:
     producer.close()
 
 
-def _drain(consumer: pulsar.Consumer, timeout_ms: int = 1000) -> list[pulsar.Message]:
-    """Every message that arrives until none has for ``timeout_ms``."""
-    got = []
-    while True:
-        try:
-            got.append(consumer.receive(timeout_millis=timeout_ms))
-        except pulsar.Timeout:
-            return got
-
-
 def _consumer_stats(api: Api, topic: str, sub: str) -> dict[str, object]:
     stats = api.get(f"/admin/v2/persistent/{topic.removeprefix('persistent://')}/stats")[1]
     return stats["subscriptions"][sub]
@@ -49,22 +40,19 @@ def test_max_unacked_per_consumer_blocks_then_acks_resume(
     topic = f"persistent://{ns}/t"
     consumer = client.subscribe(topic, "s", consumer_type=pulsar.ConsumerType.Shared)
     _produce(client, topic, 50)
-    first = _drain(consumer)
-    assert len(first) == 10
+    first = take([consumer], 10)[0]
     wait_until(lambda: _consumer_stats(api, topic, "s")["consumers"][0]
                ["blockedConsumerOnUnackedMsgs"] is True, 10, "the consumer blocked")
     for m in first[:4]:  # 6 left unacknowledged: above half the limit, still blocked
         consumer.acknowledge(m)
-    assert _drain(consumer, 500) == []
+    take([consumer], 0)
     consumer.acknowledge(first[4])  # 5 left: half, dispatch resumes up to the limit again
-    second = _drain(consumer)
-    assert len(second) == 5
+    second = take([consumer], 5)[0]
     # the namespace's limit removed: applied at once, the consumer gets the rest
     for m in first[5:] + second:
         consumer.acknowledge(m)
     api.ok("POST", f"/admin/v2/namespaces/{ns}/maxUnackedMessagesPerConsumer", 0)
-    rest = _drain(consumer)
-    assert len(first) + len(second) + len(rest) == 50
+    take([consumer], 50 - len(first) - len(second))
     consumer.close()
 
 
@@ -75,15 +63,13 @@ def test_max_unacked_per_subscription(broker: StandaloneBroker, api: Api,
     consumers = [client.subscribe(topic, "s", consumer_type=pulsar.ConsumerType.Shared,
                                   consumer_name=f"c{i}") for i in range(2)]
     _produce(client, topic, 60)
-    got = [_drain(c) for c in consumers]
-    assert sum(len(g) for g in got) == 20
+    got = take(consumers, 20)
     wait_until(lambda: _consumer_stats(api, topic, "s")["blockedSubscriptionOnUnackedMsgs"] is True,
                10, "the subscription blocked")
     for g in got:  # all acknowledged: the subscription's consumers get 20 more
         for m in g:
             consumers[got.index(g)].acknowledge(m)
-    more = [_drain(c) for c in consumers]
-    assert sum(len(g) for g in more) == 20
+    take(consumers, 20)
     for c in consumers:
         c.close()
 

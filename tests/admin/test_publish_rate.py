@@ -79,8 +79,9 @@ def test_publish_rate_caps_one_tenant_not_another(broker: StandaloneBroker, api:
         assert not senders[0].failed and not senders[1].failed  # held, never refused
         # 1,000 msg/s over 10 s: 10,000 +- 10 %
         assert 9000 <= slow <= 11000, slow
-        # the other tenant's producer was not held to that rate
-        assert fast > 3 * slow, (fast, slow)
+        # the other tenant's producer was not held to that rate: held, it would get about
+        # as many (on an idle machine it got ~14x; 2.5x beside two CPU burners at load 12)
+        assert fast > 1.5 * slow, (fast, slow)
     finally:
         for s in senders:
             s.close()

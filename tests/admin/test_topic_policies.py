@@ -10,6 +10,7 @@ import pulsar
 
 from magnetar.testing import StandaloneBroker, standalone
 from tests.admin.conftest import QUIET, Api
+from tests.admin.receiving import take
 
 
 def _topic(api: Api, client: pulsar.Client) -> tuple[str, str]:
@@ -19,15 +20,6 @@ def _topic(api: Api, client: pulsar.Client) -> tuple[str, str]:
     topic = f"persistent://{ns}/t"
     client.create_producer(topic).close()
     return topic, f"/admin/v2/persistent/{ns}/t"
-
-
-def _drain(consumer: pulsar.Consumer, timeout_ms: int = 1000) -> list[pulsar.Message]:
-    got = []
-    while True:
-        try:
-            got.append(consumer.receive(timeout_millis=timeout_ms))
-        except pulsar.Timeout:
-            return got
 
 
 def test_topic_policies_round_trip_and_codes(api: Api, client: pulsar.Client) -> None:
@@ -99,10 +91,10 @@ def test_topic_level_overrides_namespace_at_once(api: Api, client: pulsar.Client
         for i in range(20):
             producer.send(b"%d" % i)
         producer.close()
-    held, free = (_drain(c) for c in consumers)
-    assert (len(held), len(free)) == (5, 20)
+    take(consumers[:1], 5)
+    take(consumers[1:], 20)
     api.ok("DELETE", base + "/maxUnackedMessagesOnConsumer")
-    assert len(_drain(consumers[0])) == 15
+    take(consumers[:1], 15)
     for c in consumers:
         c.close()
 
@@ -137,6 +129,6 @@ def test_partitioned_topic_policies_apply_to_partitions(broker: StandaloneBroker
                                       batching_enabled=False)
     for i in range(10):
         producer.send(b"%d" % i)
-    assert len(_drain(consumer)) == 3
+    take([consumer], 3)
     producer.close()
     consumer.close()
