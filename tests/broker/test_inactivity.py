@@ -75,9 +75,16 @@ def test_inactive_topics_deleted_by_mode(make_broker) -> None:  # type: ignore[n
             producer.close()
         consumer.close()
         kept = client.create_producer(busy)  # a producer attached: in use
-        # a round before the duration: nothing; after: the topic without subscriptions
+        # a round before the duration: nothing
         assert run_round(broker, 30)[1] == 0
-        assert run_round(broker, 120)[1] == 1
+        # a producer that came and went between two rounds keeps its topic
+        visitor = new_topic()
+        producer = client.create_producer(visitor)
+        assert run_round(broker, 30)[1] == 0  # seen (in use) by a round
+        producer.send(b"v")
+        producer.close()
+        assert run_round(broker, 120)[1] == 1  # only `bare`: `visitor` published since
+        assert visitor in broker.call(lambda: set(service.topics))
         loaded = broker.call(lambda: set(service.topics))
         assert bare not in loaded and subscribed in loaded and busy in loaded
         listed = broker.call(service.topics_of_namespace_async, "public/default",

@@ -290,7 +290,7 @@ class BrokerService(AdminOperations):
         topics apply them now (a publish throttle lifted, blocked dispatchers woken)."""
         for topic in list(self.topics.values()):
             if topic.topic_name.namespace == namespace:
-                topic.apply_policies()
+                topic.limits.refresh()
                 for sub in topic.subscriptions.values():
                     if isinstance(sub, PersistentSubscription) and sub.dispatcher is not None:
                         sub.dispatcher.schedule()

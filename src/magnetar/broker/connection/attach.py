@@ -163,7 +163,8 @@ class TopicAttacher:
         sub_type = req.subType
         self.check_subscribe(topic, req)
         # subscribeRate: per client host, consumer name and id, as Pulsar counts it
-        topic.acquire_subscribe(cnx.peer.rsplit(":", 1)[0], req.consumer_name, req.consumer_id)
+        topic.limits.acquire_subscribe(cnx.peer.rsplit(":", 1)[0], req.consumer_name,
+                                       req.consumer_id)
         sub = topic.subscriptions.get(req.subscription)
         if sub is None:
             sub = self.new_subscription(topic, req)

@@ -111,10 +111,10 @@ class ProducerCommands(CnxBase):
         except BaseException:  # no answer will come for this send: release what it holds
             self.on_send_done(size)
             raise
-        topic = producer.topic
-        if topic.policy_generation != self.service.policies.generation:
-            topic.apply_policies()
-        throttle = topic.limits.publish_throttle
+        limits = producer.topic.limits
+        if limits.generation != limits.store.generation:  # the policies changed
+            limits.refresh()
+        throttle = limits.publish_throttle
         if throttle is not None:  # the topic's publish rate (topics/topic_limits.py)
             throttle.published(self, send.num_messages, size)
 

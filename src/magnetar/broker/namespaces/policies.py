@@ -135,7 +135,7 @@ class PolicyStore:
         self._writes = KeyWriter(metadata, write)
         self._cache: dict[str, Policies] = {}
         # moves on every change (here or, in a cluster, through another broker): a loaded
-        # topic compares it with the one it applied (`Topic.apply_policies`)
+        # topic compares it with the one it applied (`TopicLimits.refresh`)
         self.generation = 0
         # told the namespace whose policies (or one of whose topics') changed, so that
         # loaded topics apply them now rather than at their next send or dispatch

@@ -148,8 +148,8 @@ class Dispatcher:
         store = topic.service.policies
         if sub.limits_generation == store.generation:
             return
-        if topic.policy_generation != store.generation:
-            topic.apply_policies()
+        if topic.limits.generation != store.generation:
+            topic.limits.refresh()
         p = store.for_topic(topic.topic_name)
         sub.apply_limits(store.generation, SubscriptionLimits(
             p.subscription_dispatch_rate_msgs, p.subscription_dispatch_rate_bytes,

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from magnetar.broker.rate_limiter import RateLimiter
 from magnetar.protocol import pb
@@ -39,6 +39,16 @@ class SubscriptionLimits:
     dispatch_period: int = 1
     unacked_per_consumer: int = 0
     unacked_per_subscription: int = 0
+
+
+class TopicLimitsView(Protocol):
+    """What a subscription uses of its topic's limits (``topics.topic_limits.TopicLimits``)."""
+
+    @property
+    def generation(self) -> int: ...  # of the policies applied
+    @property
+    def dispatch_limiter(self) -> RateLimiter | None: ...  # dispatchRate: all subscriptions
+    def refresh(self) -> None: ...
 
 
 class LimitedSubscription:
@@ -77,7 +87,7 @@ class LimitedSubscription:
             self.dispatch_limiter = RateLimiter(msgs, size, period)
         else:
             self.dispatch_limiter.update(msgs, size, period)
-        found = (self.topic.dispatch_limiter, self.dispatch_limiter)
+        found = (self.topic.limits.dispatch_limiter, self.dispatch_limiter)
         self.dispatch_limiters = tuple(limiter for limiter in found if limiter is not None)
         self.unacked_per_consumer = limits.unacked_per_consumer
         for consumer in self.consumers:

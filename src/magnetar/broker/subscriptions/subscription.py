@@ -23,7 +23,7 @@ from magnetar.broker.subscriptions import ack_set as ack_sets
 from magnetar.broker.subscriptions.dispatcher_key_shared import KeySharedDispatcher
 from magnetar.broker.subscriptions.dispatcher_shared import SharedDispatcher
 from magnetar.broker.subscriptions.dispatcher_single_active import SingleActiveDispatcher
-from magnetar.broker.subscriptions.limits import LimitedSubscription
+from magnetar.broker.subscriptions.limits import LimitedSubscription, TopicLimitsView
 from magnetar.protocol import pb
 from magnetar.protocol.ids import message_id_data, wire_position
 from magnetar.storage import Position, PositionsRead, StorageError
@@ -33,7 +33,6 @@ from magnetar.storage import Position, PositionsRead, StorageError
 READER_SEEK_HOLD_SECONDS = 60.0
 
 if TYPE_CHECKING:
-    from magnetar.broker.rate_limiter import RateLimiter
     from magnetar.broker.service import BrokerService
     from magnetar.broker.subscriptions.consumer import Consumer
     from magnetar.broker.subscriptions.dispatcher import Dispatcher
@@ -85,11 +84,7 @@ class SubscribedTopic(Protocol):
     @property
     def subscriptions(self) -> dict[str, Subscription]: ...
     @property
-    def policy_generation(self) -> int: ...  # of the policies its limits follow
-    @property
-    def dispatch_limiter(self) -> RateLimiter | None: ...  # dispatchRate, all subscriptions
-    def apply_policies(self) -> None: ...
-    last_active: float  # when a client last left it (monotonic)
+    def limits(self) -> TopicLimitsView: ...  # its rate limits (topics.topic_limits)
     def remove_subscription(self, name: str) -> None: ...
     def delete_subscription(self, name: str) -> Future[Any] | None: ...
 
@@ -169,7 +164,7 @@ class PersistentSubscription(LimitedSubscription):
         return self.dispatcher.consumers if self.dispatcher is not None else []
 
     def remove_consumer(self, consumer: Consumer) -> None:
-        self.last_active = self.topic.last_active = time.monotonic()
+        self.last_active = time.monotonic()
         if self.dispatcher is not None:
             self.out_of_removed.keep(consumer, self.consumers)
             self.dispatcher.remove_consumer(consumer)

@@ -27,7 +27,6 @@ from magnetar.protocol.frames import peek_metadata
 from magnetar.storage import EntryNotFoundError, StorageError
 
 if TYPE_CHECKING:
-    from magnetar.broker.rate_limiter import RateLimiter
     from magnetar.broker.service import BrokerService
     from magnetar.broker.subscriptions.subscription import NonPersistentSubscription, Subscription
     from magnetar.broker.topics.dedup import MessageDeduplication
@@ -107,11 +106,7 @@ class Topic:
         self.bytes_in = 0
         self.terminated = False
         self.created = time.time()
-        # rate limits (topic_limits.py), as of the policy store's generation
-        self.limits = TopicLimits()
-        self.policy_generation = -1
-        # when a client last left it (or it was loaded): monotonic (inactive_topic_policies)
-        self.last_active = time.monotonic()
+        self.limits = TopicLimits(service.policies, name)  # rates (topic_limits.py)
 
     # -- producers ---------------------------------------------------------------
 
@@ -195,7 +190,6 @@ class Topic:
         producer.cnx.on_producer_ready(producer, request_id)
 
     def remove_producer(self, producer: Producer) -> None:
-        self.last_active = time.monotonic()
         waiting = [w for w in self.waiting_exclusive if w[0] is not producer]
         self.waiting_exclusive = waiting
         if self.producers.get(producer.name) is producer:
@@ -212,23 +206,6 @@ class Topic:
                 continue
             self.producers[nxt.name] = nxt
             self.producer_ready(nxt, request_id)
-
-    def apply_policies(self) -> None:
-        """Bring the topic's limits in line with the policies that apply to it now (called
-        whenever `PolicyStore.generation` moved: a change applies at once)."""
-        store = self.service.policies
-        self.policy_generation = store.generation
-        self.limits.apply(store.for_topic(self.topic_name))
-
-    @property
-    def dispatch_limiter(self) -> RateLimiter | None:
-        return self.limits.dispatch_limiter
-
-    def acquire_subscribe(self, host: str, consumer_name: str, consumer_id: int) -> None:
-        """Count one subscribe against the subscribe rate (`TopicLimits.acquire_subscribe`)."""
-        if self.policy_generation != self.service.policies.generation:
-            self.apply_policies()
-        self.limits.acquire_subscribe(host, consumer_name, consumer_id)
 
     def close_all(self) -> None:
         self.limits.close()

@@ -20,6 +20,7 @@ from typing import Protocol
 
 from magnetar.broker.errors import BrokerError
 from magnetar.broker.rate_limiter import RateLimiter
+from magnetar.broker.topic_name import TopicName
 from magnetar.protocol import pb
 
 #: consumers whose subscribe rate a topic tracks before it forgets those not limited now
@@ -109,16 +110,34 @@ class PublishThrottle:
         self._release()
 
 
-class TopicLimits:
-    """One topic's rate limits (None / 0: no limit)."""
+class PolicySource(Protocol):
+    """What the limits read of the policy store (``namespaces.policies.PolicyStore``)."""
 
-    def __init__(self) -> None:
+    @property
+    def generation(self) -> int: ...
+    def for_topic(self, topic: TopicName) -> RatePolicies: ...
+
+
+class TopicLimits:
+    """One topic's rate limits (None / 0: no limit), following its policies: `refresh`
+    applies them again whenever the store's ``generation`` moved (a change applies at
+    once: the connection checks before a send's count, the dispatcher before a pass)."""
+
+    def __init__(self, store: PolicySource, name: TopicName) -> None:
+        self.store = store
+        self.name = name
+        self.generation = -1  # of the policies applied
         self.publish_throttle: PublishThrottle | None = None
         # dispatchRate: what all the topic's subscriptions together may be sent
         self.dispatch_limiter: RateLimiter | None = None
         # subscribeRate: (subscribes, period), one limiter per (host, consumer name, id)
         self.subscribe_rate = (0, 30)
         self._subscribe_limiters: dict[tuple[str, str, int], RateLimiter] = {}
+
+    def refresh(self) -> None:
+        """Apply the policies that apply to the topic now."""
+        self.generation = self.store.generation
+        self.apply(self.store.for_topic(self.name))
 
     def apply(self, policies: RatePolicies) -> None:
         """Follow ``policies`` (limiters whose limits did not change keep their state)."""
@@ -147,6 +166,8 @@ class TopicLimits:
     def acquire_subscribe(self, host: str, consumer_name: str, consumer_id: int) -> None:
         """Count one subscribe of that consumer (Pulsar's identity of a consumer for this
         limit); NotAllowed when it is over the subscribe rate, as Pulsar answers."""
+        if self.generation != self.store.generation:  # the policies changed
+            self.refresh()
         rate, period = self.subscribe_rate
         if rate <= 0:
             return
