@@ -356,6 +356,7 @@ def hostile_argv(path: tuple[str, ...], parser: argparse.ArgumentParser, i: int,
 SERVERS = ("standalone", "broker")
 
 
+@pytest.mark.timeout(600)  # one process per leaf command (over 100 now): ~1 s each on a busy machine
 def test_walk_every_subcommand_with_hostile_input(broker: StandaloneBroker, tmp_path: Path) -> None:
     """Every leaf command, each with another hostile name and number, as a real process; then
     every hostile value on every command in-process (``main()``: the same code, no process
@@ -387,6 +388,7 @@ def cli_env(broker: StandaloneBroker, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MAGNETAR_ADMIN_URL", broker.web_service_url)
 
 
+@pytest.mark.timeout(600)  # every hostile value on every command (over 100 of them)
 def test_walk_every_hostile_value_in_process(broker: StandaloneBroker, cli_env: None,
                                              tmp_path: Path, capsysbinary: pytest.CaptureFixture[bytes]) -> None:
     failures: list[str] = []
