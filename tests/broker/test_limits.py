@@ -28,7 +28,7 @@ import pulsar
 import pytest
 from pulsar.schema import Integer, JsonSchema, Record, String
 
-from magnetar.broker.config import BrokerConfig
+from magnetar.broker.config import BrokerConfig, ConfigError
 from magnetar.protocol import pb
 
 from . import rawconsumer as rc
@@ -535,10 +535,16 @@ def test_schema_auto_update_disabled(tmp_path: Path) -> None:
 # ---------------------------------------------------------------- brokerDeleteInactiveTopicsEnabled
 
 
-def test_inactive_topic_deletion_is_reported_as_not_implemented(tmp_path: Path) -> None:
-    """Not implemented (topics stay until deleted), so the key is unknown, not silently kept."""
+def test_inactive_topic_deletion_keys_are_read(tmp_path: Path) -> None:
+    """Implemented now (namespaces/inactivity.py): the keys are read, a bad mode refused."""
     conf = tmp_path / "broker.conf"
-    conf.write_text("brokerDeleteInactiveTopicsEnabled=true\nmaxUnackedMessagesPerConsumer=7\n")
+    conf.write_text("brokerDeleteInactiveTopicsEnabled=true\nmaxUnackedMessagesPerConsumer=7\n"
+                    "brokerDeleteInactiveTopicsMaxInactiveDurationSeconds=600\n")
     config = BrokerConfig.load(conf)
-    assert config.unknown_keys == ["brokerDeleteInactiveTopicsEnabled"]
+    assert config.unknown_keys == []
+    assert config.brokerDeleteInactiveTopicsEnabled is True
+    assert config.inactive_topic_max_seconds() == 600
     assert config.maxUnackedMessagesPerConsumer == 7
+    conf.write_text("brokerDeleteInactiveTopicsMode=delete_everything\n")
+    with pytest.raises(ConfigError, match="brokerDeleteInactiveTopicsMode"):
+        BrokerConfig.load(conf)

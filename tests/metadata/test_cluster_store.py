@@ -191,3 +191,37 @@ def test_configuration_store_holds_admin_paths_and_metadata_store_the_schemas(
             await config_store.close()
 
     asyncio.run(asyncio.wait_for(main(), 60))
+
+
+def test_topic_policies_are_cluster_wide(backend: Backend) -> None:
+    """A topic's own policies (topic-level policies) go to the cluster's store, where every
+    broker follows them, and leave it with the topic."""
+    key = "topic-policies/persistent://acme/orders/my topic"
+    path = "/admin/topic-policies/acme/orders/persistent/my%20topic"
+    assert node_path(key, "c1") == path and flat_keys(path, "c1") == [key]
+
+    async def scenario(b: Backend) -> None:
+        kv1, kv2 = await two_brokers_stores(b)
+        seen: list[tuple[str, Any]] = []
+        changed = asyncio.Event()
+
+        def watcher(k: str, value: Any) -> None:
+            seen.append((k, value))
+            changed.set()
+
+        kv2.watch("topic-policies/", watcher)
+
+        async def until(value: Any) -> None:
+            while (key, value) not in seen:
+                changed.clear()
+                await changed.wait()
+
+        kv1.put(key, {"message_ttl_seconds": 30})
+        await asyncio.wait_for(until({"message_ttl_seconds": 30}), 10)
+        assert kv2.list("topic-policies/") == {key: {"message_ttl_seconds": 30}}
+        kv1.delete(key)
+        await asyncio.wait_for(until(None), 10)
+        await kv1.stop()
+        await kv2.stop()
+
+    run(backend, scenario)

@@ -13,7 +13,15 @@ from typing import Any
 
 from aiohttp import web
 
-from magnetar.admin.policies_body import NamespaceBody, check_values, read_policies_body
+from magnetar.admin.policies_body import (
+    NamespaceBody,
+    check_values,
+    dispatch_rate_doc,
+    inactive_topic_policies_doc,
+    publish_rate_doc,
+    read_policies_body,
+    subscribe_rate_doc,
+)
 from magnetar.admin.routing import (
     SERVICE,
     RestError,
@@ -104,11 +112,27 @@ def policies_doc(service: BrokerService, namespace: str) -> dict[str, Any]:
         "schema_compatibility_strategy": p.schema_compatibility_strategy or "UNDEFINED",
         "max_producers_per_topic": p.max_producers_per_topic,
         "max_consumers_per_topic": p.max_consumers_per_topic,
+        "max_unacked_messages_per_consumer": p.max_unacked_messages_per_consumer,
+        "max_unacked_messages_per_subscription": p.max_unacked_messages_per_subscription,
+        "max_subscriptions_per_topic": p.max_subscriptions_per_topic,
+        "subscription_expiration_time_minutes": p.subscription_expiration_time_minutes,
+        "inactive_topic_policies": inactive_topic_policies_doc(p),
+        "publishMaxMessageRate": _per_cluster(service, publish_rate_doc(p)),
+        "topicDispatchRate": _per_cluster(service, dispatch_rate_doc(p, "dispatch_rate")),
+        "clusterDispatchRate": _per_cluster(service, dispatch_rate_doc(p, "dispatch_rate")),
+        "subscriptionDispatchRate": _per_cluster(
+            service, dispatch_rate_doc(p, "subscription_dispatch_rate")),
+        "clusterSubscribeRate": _per_cluster(service, subscribe_rate_doc(p)),
         "deleted": False,
     }
 
 
-async def _set(request: web.Request, **changes: Any) -> web.Response:
+def _per_cluster(service: BrokerService, doc: Any) -> dict[str, Any]:
+    """A rate policy as Pulsar's Policies keep it: by cluster name ({}: none)."""
+    return {} if doc is None else {service.config.clusterName: doc}
+
+
+async def policies_set(request: web.Request, **changes: Any) -> web.Response:
     """Apply a policy change (at once) and answer once it is stored (off the loop)."""
     service = request.app[SERVICE]
     namespace = namespace_of(request)
@@ -118,6 +142,7 @@ async def _set(request: web.Request, **changes: Any) -> web.Response:
     return no_content()
 
 
+_set = policies_set
 _JAVA_INT_MAX = 2**31 - 1
 _JAVA_LONG_MAX = 2**63 - 1
 
@@ -162,7 +187,8 @@ async def create_namespace(request: web.Request) -> web.Response:
     body = await json_body(request, required=False)
     tenant = request.match_info["tenant"]
     namespace = f"{tenant}/{request.match_info['namespace']}"
-    wanted = read_policies_body(body) if body is not None else NamespaceBody()
+    wanted = (read_policies_body(body, service.config.clusterName) if body is not None
+              else NamespaceBody())
     changes = dict(wanted.changes)
     if wanted.replication_clusters:
         changes["replication_clusters"] = _replication_clusters(

@@ -7,7 +7,13 @@ type-checked (400 with the field's name) and applied: ``auth_policies`` (``names
 and ``destination_auth`` grants), ``replication_clusters``, ``retention_policies``,
 ``message_ttl_in_seconds``, ``backlog_quota_map``, ``deduplicationEnabled``,
 ``autoTopicCreationOverride``, ``schema_compatibility_strategy``,
-``max_producers_per_topic``, ``max_consumers_per_topic``. A Pulsar field Magnetar does not
+``max_producers_per_topic``, ``max_consumers_per_topic``,
+``max_unacked_messages_per_consumer``, ``max_unacked_messages_per_subscription``,
+``max_subscriptions_per_topic``, ``subscription_expiration_time_minutes``,
+``inactive_topic_policies``, and this cluster's entry of
+``publishMaxMessageRate``, ``topicDispatchRate`` (or ``clusterDispatchRate``),
+``subscriptionDispatchRate`` and ``clusterSubscribeRate`` (entries for other clusters do
+not apply here). A Pulsar field Magnetar does not
 implement is accepted at its default (empty, null, false) and refused with 412 naming the
 field otherwise, rather than silently dropped. Fields Pulsar does not know are ignored, as
 Pulsar's JSON reader ignores them. ``bundles`` is accepted as given (Magnetar serves a
@@ -22,22 +28,21 @@ from typing import Any
 from magnetar.admin.routing import RestError, expect
 from magnetar.broker.namespaces.policies import (
     BACKLOG_POLICIES,
+    INACTIVE_TOPIC_DELETE_MODES,
     SCHEMA_COMPATIBILITY_STRATEGIES,
     TOPIC_TYPES,
+    Policies,
 )
 from magnetar.broker.security.authorization import ACTIONS
 
 #: Pulsar Policies fields Magnetar does not implement, with the value that means "unset"
 _UNSUPPORTED_DEFAULTS: dict[str, tuple[Any, ...]] = {
-    "clusterDispatchRate": ({}, None), "topicDispatchRate": ({}, None),
-    "subscriptionDispatchRate": ({}, None), "replicatorDispatchRate": ({}, None),
-    "clusterSubscribeRate": ({}, None), "publishMaxMessageRate": ({}, None),
+    "replicatorDispatchRate": ({}, None),
     "latency_stats_sample_rate": ({}, None), "persistence": (None,),
-    "autoSubscriptionCreationOverride": (None,), "subscription_expiration_time_minutes": (None, 0),
+    "autoSubscriptionCreationOverride": (None,),
     "encryption_required": (False, None), "delayed_delivery_policies": (None,),
-    "inactive_topic_policies": (None,), "subscription_auth_mode": ("None", None),
-    "max_consumers_per_subscription": (None, 0), "max_unacked_messages_per_consumer": (None,),
-    "max_unacked_messages_per_subscription": (None,), "max_subscriptions_per_topic": (None, 0),
+    "subscription_auth_mode": ("None", None),
+    "max_consumers_per_subscription": (None, 0),
     "compaction_threshold": (None, 0), "offload_threshold": (-1, None),
     "offload_deletion_lag_ms": (None,), "max_topics_per_namespace": (None, 0),
     "is_allow_auto_update_schema": (None, True), "schema_validation_enforced": (False, None),
@@ -66,6 +71,109 @@ def _int(value: Any, what: str) -> int:
 
 
 _JAVA_INT_MAX = 2**31 - 1
+_JAVA_LONG_MAX = 2**63 - 1
+
+
+def number(body: dict[str, Any], key: str, default: int, limit: int = _JAVA_INT_MAX,
+           where: str = "") -> int:
+    """``body[key]`` (``default`` when absent), an integer within the Java type Pulsar
+    gives the field (``int`` unless ``limit`` says ``long``): 400 otherwise."""
+    what = f"{where}.{key}" if where else key
+    value = int(expect(body.get(key, default), int, what))
+    if not -limit - 1 <= value <= limit:
+        raise RestError(400, f"{what}: {value} is out of range")
+    return value
+
+
+def publish_rate_doc(p: Policies) -> dict[str, int] | None:
+    """Pulsar's ``PublishRate`` of what applies (None: no limit)."""
+    if p.publish_rate_msgs <= 0 and p.publish_rate_bytes <= 0:
+        return None
+    return {"publishThrottlingRateInMsg": p.publish_rate_msgs if p.publish_rate_msgs > 0 else -1,
+            "publishThrottlingRateInByte": p.publish_rate_bytes if p.publish_rate_bytes > 0 else -1}
+
+
+def read_publish_rate(value: Any, where: str = "PublishRate") -> dict[str, int]:
+    """A ``PublishRate`` body as policy changes."""
+    body = expect(value, dict, where)
+    return {"publish_rate_msgs": number(body, "publishThrottlingRateInMsg", -1, where=where),
+            "publish_rate_bytes": number(body, "publishThrottlingRateInByte", -1,
+                                         _JAVA_LONG_MAX, where)}
+
+
+def dispatch_rate_doc(p: Policies, prefix: str) -> dict[str, Any] | None:
+    """Pulsar's ``DispatchRate`` of what applies: ``prefix`` ``dispatch_rate`` (the topic's)
+    or ``subscription_dispatch_rate`` (None: no limit)."""
+    msgs, size = getattr(p, f"{prefix}_msgs"), getattr(p, f"{prefix}_bytes")
+    if msgs <= 0 and size <= 0:
+        return None
+    return {"dispatchThrottlingRateInMsg": msgs if msgs > 0 else -1,
+            "dispatchThrottlingRateInByte": size if size > 0 else -1,
+            "relativeToPublishRate": False,
+            "ratePeriodInSecond": getattr(p, f"{prefix}_period")}
+
+
+def read_dispatch_rate(value: Any, prefix: str, where: str = "DispatchRate") -> dict[str, Any]:
+    """A ``DispatchRate`` body as policy changes of ``prefix`` (see `dispatch_rate_doc`):
+    400 for a wrong type, 412 for a period under a second or a rate relative to the
+    publish rate (not implemented)."""
+    body = expect(value, dict, where)
+    period = number(body, "ratePeriodInSecond", 1, where=where)
+    if period < 1:
+        raise RestError(412, f"{where}.ratePeriodInSecond must be at least 1")
+    if expect(body.get("relativeToPublishRate", False), bool, f"{where}.relativeToPublishRate"):
+        raise RestError(412, f"{where}.relativeToPublishRate is not supported by Magnetar")
+    return {f"{prefix}_msgs": number(body, "dispatchThrottlingRateInMsg", -1, where=where),
+            f"{prefix}_bytes": number(body, "dispatchThrottlingRateInByte", -1,
+                                      _JAVA_LONG_MAX, where),
+            f"{prefix}_period": period}
+
+
+def subscribe_rate_doc(p: Policies) -> dict[str, int] | None:
+    """Pulsar's ``SubscribeRate`` of what applies (None: no limit)."""
+    if p.subscribe_rate <= 0:
+        return None
+    return {"subscribeThrottlingRatePerConsumer": p.subscribe_rate,
+            "ratePeriodInSecond": p.subscribe_rate_period}
+
+
+def read_subscribe_rate(value: Any, where: str = "SubscribeRate") -> dict[str, int]:
+    """A ``SubscribeRate`` body as policy changes (412 for a period under a second)."""
+    body = expect(value, dict, where)
+    period = number(body, "ratePeriodInSecond", 30, where=where)
+    if period < 1:
+        raise RestError(412, f"{where}.ratePeriodInSecond must be at least 1")
+    return {"subscribe_rate": number(body, "subscribeThrottlingRatePerConsumer", -1, where=where),
+            "subscribe_rate_period": period}
+
+
+def inactive_topic_policies_doc(p: Policies) -> dict[str, Any]:
+    """Pulsar's ``InactiveTopicPolicies`` of what applies."""
+    return {"inactiveTopicDeleteMode": p.inactive_topic_delete_mode,
+            "maxInactiveDurationSeconds": p.inactive_topic_max_inactive_seconds,
+            "deleteWhileInactive": p.inactive_topic_delete_while_inactive}
+
+
+def read_inactive_topic_policies(value: Any, where: str = "InactiveTopicPolicies"
+                                 ) -> dict[str, Any]:
+    """An ``InactiveTopicPolicies`` body as policy changes (400: a wrong type or an
+    unknown mode; the duration's sign is `check_values`' 412)."""
+    body = expect(value, dict, where)
+    mode = body.get("inactiveTopicDeleteMode", "delete_when_no_subscriptions")
+    if mode not in INACTIVE_TOPIC_DELETE_MODES:
+        raise RestError(400, f"{where}.inactiveTopicDeleteMode must be one of "
+                             + ", ".join(INACTIVE_TOPIC_DELETE_MODES))
+    return {"inactive_topic_delete_mode": mode,
+            "inactive_topic_max_inactive_seconds": number(body, "maxInactiveDurationSeconds",
+                                                          0, where=where),
+            "inactive_topic_delete_while_inactive": expect(
+                body.get("deleteWhileInactive", False), bool, f"{where}.deleteWhileInactive")}
+
+
+def _this_cluster(value: Any, cluster: str, what: str) -> Any:
+    """The entry of a per-cluster map (Pulsar keys rate policies by cluster) for this
+    broker's cluster; None when it has none (other clusters' entries do not apply here)."""
+    return expect(value, dict, what).get(cluster)
 
 
 def check_values(changes: dict[str, Any]) -> dict[str, Any]:
@@ -76,7 +184,14 @@ def check_values(changes: dict[str, Any]) -> dict[str, Any]:
     if ttl is not None and not 0 <= ttl <= _JAVA_INT_MAX:
         raise RestError(412, f"Invalid value for message TTL: {ttl} (seconds, 0 or more)")
     for key, what in (("max_producers_per_topic", "maxProducersPerTopic"),
-                      ("max_consumers_per_topic", "maxConsumersPerTopic")):
+                      ("max_consumers_per_topic", "maxConsumersPerTopic"),
+                      ("max_unacked_messages_per_consumer", "maxUnackedMessagesPerConsumer"),
+                      ("max_unacked_messages_per_subscription",
+                       "maxUnackedMessagesPerSubscription"),
+                      ("max_subscriptions_per_topic", "maxSubscriptionsPerTopic"),
+                      ("subscription_expiration_time_minutes", "subscriptionExpirationTime"),
+                      ("inactive_topic_max_inactive_seconds",
+                       "inactive_topic_policies.maxInactiveDurationSeconds")):
         if changes.get(key) is not None and changes[key] < 0:
             raise RestError(412, f"{what} must be 0 or more")
     return changes
@@ -153,8 +268,9 @@ def _auto_topic_creation(value: Any, changes: dict[str, Any]) -> None:
         changes["default_num_partitions"] = partitions
 
 
-def read_policies_body(body: Any) -> NamespaceBody:
-    """Read a Policies body (see the module docstring); raises ``RestError``."""
+def read_policies_body(body: Any, cluster: str = "standalone") -> NamespaceBody:
+    """Read a Policies body (see the module docstring); ``cluster``: this broker's, whose
+    entries of the per-cluster rate maps apply. Raises ``RestError``."""
     body = expect(body, dict, "policies")
     out = NamespaceBody()
     changes = out.changes
@@ -170,7 +286,13 @@ def read_policies_body(body: Any) -> NamespaceBody:
                                             "retention_policies.retentionSizeInMB")
     for key, name in (("message_ttl_in_seconds", "message_ttl_seconds"),
                       ("max_producers_per_topic", "max_producers_per_topic"),
-                      ("max_consumers_per_topic", "max_consumers_per_topic")):
+                      ("max_consumers_per_topic", "max_consumers_per_topic"),
+                      ("max_unacked_messages_per_consumer", "max_unacked_messages_per_consumer"),
+                      ("max_unacked_messages_per_subscription",
+                       "max_unacked_messages_per_subscription"),
+                      ("max_subscriptions_per_topic", "max_subscriptions_per_topic"),
+                      ("subscription_expiration_time_minutes",
+                       "subscription_expiration_time_minutes")):
         if body.get(key) is not None:
             changes[name] = _int(body[key], key)
     if body.get("deduplicationEnabled") is not None:
@@ -186,6 +308,24 @@ def read_policies_body(body: Any) -> NamespaceBody:
             raise RestError(400, "schema_compatibility_strategy must be one of "
                                  + ", ".join(SCHEMA_COMPATIBILITY_STRATEGIES))
         changes["schema_compatibility_strategy"] = strategy
+    if body.get("publishMaxMessageRate") is not None:
+        rate = _this_cluster(body["publishMaxMessageRate"], cluster, "publishMaxMessageRate")
+        if rate is not None:
+            changes.update(read_publish_rate(rate, f"publishMaxMessageRate.{cluster}"))
+    for key, prefix in (("clusterDispatchRate", "dispatch_rate"),
+                        ("topicDispatchRate", "dispatch_rate"),
+                        ("subscriptionDispatchRate", "subscription_dispatch_rate")):
+        if body.get(key) is not None:
+            rate = _this_cluster(body[key], cluster, key)
+            if rate is not None:
+                changes.update(read_dispatch_rate(rate, prefix, f"{key}.{cluster}"))
+    if body.get("inactive_topic_policies") is not None:
+        changes.update(read_inactive_topic_policies(body["inactive_topic_policies"],
+                                                    "inactive_topic_policies"))
+    if body.get("clusterSubscribeRate") is not None:
+        rate = _this_cluster(body["clusterSubscribeRate"], cluster, "clusterSubscribeRate")
+        if rate is not None:
+            changes.update(read_subscribe_rate(rate, f"clusterSubscribeRate.{cluster}"))
     for key, defaults in _UNSUPPORTED_DEFAULTS.items():
         if key in body and body[key] not in defaults:
             raise RestError(412, f"{key} is not supported by Magnetar (only its default "

@@ -18,12 +18,14 @@ from magnetar.admin import (
     lookup,
     messages,
     metrics,
+    namespace_limits,
     namespaces,
     openapi,
     permissions,
     schemas,
     subscriptions,
     tenants,
+    topic_policies,
     topics,
 )
 from magnetar.admin.auth import security_middleware
@@ -45,7 +47,8 @@ log = logging.getLogger(__name__)
 
 #: every route table, in matching order
 TABLES: list[RouteTable] = [
-    openapi.routes, cluster.routes, tenants.routes, namespaces.routes, topics.routes, subscriptions.routes,
+    openapi.routes, cluster.routes, tenants.routes, namespaces.routes, namespace_limits.routes,
+    topics.routes, topic_policies.routes, subscriptions.routes,
     messages.routes, schemas.routes, permissions.routes,
     lookup.routes, metrics.routes,
 ]

@@ -1,17 +1,19 @@
 """`AdminOperations`: what the admin API does to topics and subscriptions through the
 service: terminate, delete (a partitioned topic with its partitions), stats, and the cursor
 operations of the subscription endpoints (create, reset by id or time, skip, clear backlog,
-delete). An unloaded topic is loaded off the loop (`load_topic`) and the operation runs in
+delete); a change of policies applied to the loaded topics, and in a cluster the
+bundle of a topic an admin call is about taken here when it is free. An unloaded topic is loaded off the loop (`load_topic`) and the operation runs in
 the turn the load ends; stored state is answered once it is stored. A mixin of
 `BrokerService`, over the fields and topic-registry methods it declares."""
 
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from magnetar.broker.errors import BrokerError
 from magnetar.broker.namespaces.housekeeping import Housekeeping
+from magnetar.broker.namespaces.policies import PolicyStore
 from magnetar.broker.namespaces.sweep import IdleTopicSweeper
 from magnetar.broker.subscriptions.subscription import PersistentSubscription
 from magnetar.broker.topic_name import TopicName, ledger_name
@@ -28,6 +30,9 @@ from magnetar.storage import (
     Position,
 )
 
+if TYPE_CHECKING:
+    from magnetar.broker.cluster.coordinator import ClusterCoordinator
+
 
 class AdminOperations:
     """Topic and subscription operations of the admin API; see the module docstring."""
@@ -41,6 +46,8 @@ class AdminOperations:
     dedup_snapshots: DedupSnapshots
     housekeeping: Housekeeping
     sweeper: IdleTopicSweeper
+    policies: PolicyStore
+    cluster: ClusterCoordinator | None
 
     # the topic registry's (`BrokerService`)
     def check_topic_name(self, name: str) -> TopicName:
@@ -50,7 +57,23 @@ class AdminOperations:
         raise NotImplementedError
 
     async def claim_topic(self, name: str) -> None:
-        raise NotImplementedError
+        """In a cluster, an admin call about a persistent topic takes its bundle here if it
+        is free and not placed elsewhere (an owner loads its topics on demand);
+        ServiceNotReady if another broker keeps it."""
+        if self.cluster is not None and name.startswith("persistent://"):
+            claim = self.cluster.claim(name)
+            if claim is not None:
+                await claim
+
+    def policies_changed(self, namespace: str) -> None:
+        """The policies of ``namespace`` (or of one of its topics) changed: its loaded
+        topics apply them now (a publish throttle lifted, blocked dispatchers woken)."""
+        for topic in list(self.topics.values()):
+            if topic.topic_name.namespace == namespace:
+                topic.limits.refresh()
+                for sub in topic.subscriptions.values():
+                    if isinstance(sub, PersistentSubscription) and sub.dispatcher is not None:
+                        sub.dispatcher.schedule()
 
     async def admin_topic(self, name: str) -> Topic:
         """The topic an admin operation is about, loaded (never created): in a cluster,
@@ -86,6 +109,7 @@ class AdminOperations:
                         or await read(self.metadata.get, f"topics/{partition}") is not None):
                     await self.delete_topic(partition)
             await write(self.metadata.delete, f"partitioned/{key}")
+            await self.policies.clear_topic(topic_name)
             return
         self.deleting.add(key)
         try:
@@ -109,6 +133,8 @@ class AdminOperations:
                 self.dedup_snapshots.delete(key)
                 if topic is None and not known and not stored:
                     raise BrokerError(pb.TopicNotFound, f"topic {key} does not exist")
+                if not topic_name.is_partition:  # a topic's own policies go with it
+                    await self.policies.clear_topic(topic_name)
             finally:
                 await compacted
         finally:

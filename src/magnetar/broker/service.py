@@ -152,6 +152,7 @@ class BrokerService(AdminOperations):
         # payload bytes of sends not yet answered, broker-wide (maxMessagePublishBufferSizeInMB)
         self.publish_buffer = PublishBuffer(config.maxMessagePublishBufferSizeInMB)
         self.policies = PolicyStore(self.metadata, config, write=self.storage.write_metadata)
+        self.policies.on_change = self.policies_changed
         # authentication, authorization, the TLS listener, connection limits
         self.security = BrokerSecurity(self)
         # tenants and namespaces: a topic of a namespace that does not exist is not found
@@ -495,15 +496,6 @@ class BrokerService(AdminOperations):
         self.check_served_here(topic_name)
         self.admit_persistent(topic_name, create, auto_create)
         return self.attach_ledger(topic_name, self.storage.open(ledger_name(topic_name)))
-
-    async def claim_topic(self, name: str) -> None:
-        """In a cluster, an admin call about a persistent topic takes its bundle here if it
-        is free and not placed elsewhere (an owner loads its topics on demand);
-        ServiceNotReady if another broker keeps it."""
-        if self.cluster is not None and name.startswith("persistent://"):
-            claim = self.cluster.claim(name)
-            if claim is not None:
-                await claim
 
     def check_served_here(self, topic_name: TopicName) -> None:
         """In a cluster, a persistent topic is loaded only by the owner of its bundle

@@ -16,6 +16,7 @@ from typing import Any
 
 from magnetar.broker.config.broker_client import token_from_params
 from magnetar.cli import admin_ops as ops
+from magnetar.cli import admin_policies
 from magnetar.cli.admin_ops import Command
 from magnetar.cli.http import AdminClient, AdminError
 from magnetar.cli.output import add_late_options, emit
@@ -145,6 +146,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
                               description=f"{help_text}.\n\nExamples:\n  {EXAMPLES[name]}")
         g[name] = p.add_subparsers(dest="admin_command", metavar="COMMAND")
         g[name].required = True
+    admin_policies.add_commands(g, _cmd)  # rate limits and other multi-tenant policies
 
     t = g["tenants"]
     _cmd(t, "list", ops.tenants_list, "list the tenants", "magnetar admin tenants list")

@@ -25,6 +25,9 @@ flat key                               path (value)
                                        (``{"partitions": n}``; ``x`` URL-encoded)
 ``schemas/{t}/{ns}/{x}/{version}``     ``/schemas/{t}/{ns}/{x}/{version}`` (one key per
                                        version, the registry's JSON)
+``topic-policies/{d}://{t}/{ns}/{x}``  ``/admin/topic-policies/{t}/{ns}/{d}/{x}`` (a topic's own
+                                       policies, Magnetar's names; Pulsar keeps them in a
+                                       system topic)
 ``clusters/{c}``                       ``/admin/clusters/{c}`` (ClusterData: ``serviceUrl``...)
 ``cluster/bootstrapped``               ``/admin/clusters/{cluster}`` (this broker's) exists
 =====================================  ===================================================
@@ -41,13 +44,14 @@ from urllib.parse import quote, unquote
 
 POLICIES_ROOT = "/admin/policies"
 PARTITIONED_ROOT = "/admin/partitioned-topics"
+TOPIC_POLICIES_ROOT = "/admin/topic-policies"
 SCHEMAS_ROOT = "/schemas"
 CLUSTERS_ROOT = "/admin/clusters"
 BOOTSTRAPPED = "cluster/bootstrapped"
 
 #: flat prefixes kept in the cluster's store
 CLUSTER_PREFIXES = ("tenants/", "namespaces/", "policies/", "permissions/", "partitioned/",
-                    "schemas/", "clusters/", BOOTSTRAPPED)
+                    "schemas/", "clusters/", "topic-policies/", BOOTSTRAPPED)
 #: the flat kinds that are parts of one namespace's Policies node
 NAMESPACE_PARTS = ("namespaces", "policies", "permissions")
 
@@ -59,6 +63,10 @@ _SIMPLE = {
     "max_consumers_per_topic": "max_consumers_per_topic",
     "schema_compatibility_strategy": "schema_compatibility_strategy",
     "replication_clusters": "replication_clusters",
+    "max_unacked_messages_per_consumer": "max_unacked_messages_per_consumer",
+    "max_unacked_messages_per_subscription": "max_unacked_messages_per_subscription",
+    "max_subscriptions_per_topic": "max_subscriptions_per_topic",
+    "subscription_expiration_time_minutes": "subscription_expiration_time_minutes",
 }
 # nested: (Pulsar field, sub-field)
 _NESTED = {
@@ -90,10 +98,11 @@ def node_path(key: str, cluster: str) -> str:
         return f"{POLICIES_ROOT}/{rest}"
     if kind in NAMESPACE_PARTS:
         return f"{POLICIES_ROOT}/{rest}"
-    if kind == "partitioned":
+    if kind in ("partitioned", "topic-policies"):
+        root = PARTITIONED_ROOT if kind == "partitioned" else TOPIC_POLICIES_ROOT
         domain, _, name = rest.partition("://")
         tenant, ns, local = name.split("/", 2)
-        return f"{PARTITIONED_ROOT}/{tenant}/{ns}/{domain}/{quote(local, safe='')}"
+        return f"{root}/{tenant}/{ns}/{domain}/{quote(local, safe='')}"
     if kind == "schemas":
         base, _, version = rest.rpartition("/")
         tenant, ns, local = base.split("/", 2)
@@ -114,6 +123,9 @@ def flat_keys(path: str, cluster: str) -> list[str]:
     elif path.startswith(PARTITIONED_ROOT + "/") and len(parts) == 6:
         tenant, ns, domain, local = parts[2:]
         return [f"partitioned/{domain}://{tenant}/{ns}/{unquote(local)}"]
+    elif path.startswith(TOPIC_POLICIES_ROOT + "/") and len(parts) == 6:
+        tenant, ns, domain, local = parts[2:]
+        return [f"topic-policies/{domain}://{tenant}/{ns}/{unquote(local)}"]
     elif path.startswith(SCHEMAS_ROOT + "/") and len(parts) == 5:
         tenant, ns, local, version = parts[1:]
         return [f"schemas/{tenant}/{ns}/{unquote(local)}/{version}"]

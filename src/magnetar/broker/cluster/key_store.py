@@ -45,6 +45,7 @@ from magnetar.broker.cluster.key_paths import (
     PARTITIONED_ROOT,
     POLICIES_ROOT,
     SCHEMAS_ROOT,
+    TOPIC_POLICIES_ROOT,
     cluster_data,
     decode,
     encode,
@@ -75,7 +76,8 @@ Watcher = Callable[[str, Any], None]
 
 #: (subtree root, depth, which store: "config" or "local")
 _TREES = ((POLICIES_ROOT, 2, "config"), (PARTITIONED_ROOT, 4, "config"),
-          (CLUSTERS_ROOT, 1, "config"), (SCHEMAS_ROOT, 4, "local"))
+          (CLUSTERS_ROOT, 1, "config"), (SCHEMAS_ROOT, 4, "local"),
+          (TOPIC_POLICIES_ROOT, 4, "config"))
 
 
 class ClusterKeyValueStore(KeyValueStore):
@@ -300,7 +302,7 @@ class ClusterKeyValueStore(KeyValueStore):
         if delete:
             with contextlib.suppress(NotFoundError):
                 await store.delete(path)
-            if kind in ("partitioned", "schemas"):
+            if kind in ("partitioned", "schemas", "topic-policies"):
                 await self._prune(store, path)
         elif kind == "schemas":
             await self._create_version(store, path, value)
@@ -344,7 +346,8 @@ class ClusterKeyValueStore(KeyValueStore):
     async def _prune(self, store: MetadataStore, path: str) -> None:
         """Remove the empty structural parents a deleted key leaves (as Pulsar does for
         partitioned-topic and schema paths), stopping at the subtree's root."""
-        root = PARTITIONED_ROOT if path.startswith(PARTITIONED_ROOT) else SCHEMAS_ROOT
+        root = next(r for r in (PARTITIONED_ROOT, TOPIC_POLICIES_ROOT, SCHEMAS_ROOT)
+                    if path.startswith(r))
         parent = path.rsplit("/", 1)[0]
         while parent.count("/") > root.count("/") + 2:  # keep /root/{tenant}/{ns}
             try:

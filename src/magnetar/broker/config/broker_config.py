@@ -108,8 +108,6 @@ class BrokerConfig(SecurityConfig):
     # the most partitions an admin request may give a topic (0: no limit, Pulsar's default;
     # here a limit, so that a typo such as -p 40000000 cannot stall the broker)
     maxNumPartitionsPerPartitionedTopic: int = 1024
-    # (brokerDeleteInactiveTopicsEnabled is not implemented: Pulsar's default, true, deletes
-    # topics without producers and subscriptions; here topics stay until deleted.)
     brokerDeduplicationEnabled: bool = False
     brokerDeduplicationEntriesInterval: int = 1000
     brokerDeduplicationMaxNumberOfProducers: int = 10000
@@ -136,6 +134,31 @@ class BrokerConfig(SecurityConfig):
     # an entry that fails its checksum on read: skip it (acknowledged for every reader of
     # it, one error log, counted) rather than retry it with a back-off until an operator acts
     autoSkipNonRecoverableData: bool = False
+
+    # Rate limits and consumer shares (namespace policies override them; docs in README,
+    # "Multi-tenant limits"). 0 or less: no limit, as in Pulsar.
+    maxPublishRatePerTopicInMessages: int = 0
+    maxPublishRatePerTopicInBytes: int = 0
+    dispatchThrottlingRatePerTopicInMsg: int = 0
+    dispatchThrottlingRatePerTopicInByte: int = 0
+    dispatchThrottlingRatePerSubscriptionInMsg: int = 0
+    dispatchThrottlingRatePerSubscriptionInByte: int = 0
+    subscribeThrottlingRatePerConsumer: int = 0
+    subscribeRatePeriodPerConsumerInSecond: int = 30
+    # Shared and Key_Shared subscriptions: dispatch stops while a subscription's consumers
+    # hold this many unacknowledged messages together, until acks halve it (0: no limit)
+    maxUnackedMessagesPerSubscription: int = 200000
+    maxSubscriptionsPerTopic: int = 0  # 0: no limit
+    # durable subscriptions without consumers for this long are deleted (0: never)
+    subscriptionExpirationTimeMinutes: int = 0
+    subscriptionExpiryCheckIntervalInMinutes: int = 5
+    # topics without producers and consumers for the max duration are deleted (Pulsar's
+    # default is true; here false: topics stay until deleted unless a namespace or this
+    # key asks, see inactive_topic_policies); the duration, -1: the check frequency
+    brokerDeleteInactiveTopicsEnabled: bool = False
+    brokerDeleteInactiveTopicsFrequencySeconds: int = 60
+    brokerDeleteInactiveTopicsMode: str = "delete_when_no_subscriptions"
+    brokerDeleteInactiveTopicsMaxInactiveDurationSeconds: int = -1
 
     # Retention, TTL and backlog quotas (namespace defaults)
     defaultRetentionTimeInMinutes: int = 0
@@ -234,6 +257,11 @@ class BrokerConfig(SecurityConfig):
 
     unknown_keys: list[str] = field(default_factory=list, repr=False)
 
+    def inactive_topic_max_seconds(self) -> int:
+        """brokerDeleteInactiveTopicsMaxInactiveDurationSeconds (unset: the frequency)."""
+        duration = self.brokerDeleteInactiveTopicsMaxInactiveDurationSeconds
+        return duration if duration >= 0 else self.brokerDeleteInactiveTopicsFrequencySeconds
+
     def dead_owner_lookup_wait_s(self) -> float:
         """How long a lookup waits for a dead owner's bundle (0: never)."""
         wait = self.magnetarDeadOwnerLookupWaitMillis
@@ -263,6 +291,16 @@ class BrokerConfig(SecurityConfig):
             raise ConfigError("dispatcherMaxReadSizeBytes must be positive")
         if self.maxUnackedMessagesPerConsumer < 0:
             raise ConfigError("maxUnackedMessagesPerConsumer must be >= 0 (0: no limit)")
+        if self.subscriptionExpiryCheckIntervalInMinutes < 1 or \
+                self.brokerDeleteInactiveTopicsFrequencySeconds < 1:
+            raise ConfigError("subscriptionExpiryCheckIntervalInMinutes and "
+                              "brokerDeleteInactiveTopicsFrequencySeconds must be at least 1")
+        for key in ("maxUnackedMessagesPerSubscription", "maxSubscriptionsPerTopic",
+                    "subscriptionExpirationTimeMinutes"):
+            if getattr(self, key) < 0:
+                raise ConfigError(f"{key} must be >= 0 (0: no limit)")
+        if self.subscribeRatePeriodPerConsumerInSecond < 1:
+            raise ConfigError("subscribeRatePeriodPerConsumerInSecond must be at least 1")
         if self.defaultNumPartitions < 1:
             raise ConfigError("defaultNumPartitions must be at least 1")
         if self.maxNumPartitionsPerPartitionedTopic < 0:
@@ -442,6 +480,8 @@ def _split_property(line: str) -> tuple[str, str]:
 _CHOICES = {
     "allowAutoTopicCreationType": ("non-partitioned", "partitioned"),
     "magnetarFsyncPolicy": ("always", "group", "never"),
+    "brokerDeleteInactiveTopicsMode": (
+        "delete_when_no_subscriptions", "delete_when_subscriptions_caught_up"),
     "backlogQuotaDefaultRetentionPolicy": (
         "producer_request_hold", "producer_exception", "consumer_backlog_eviction"),
 }

@@ -85,7 +85,7 @@ class TopicAttacher:
         waiting for the topic gets it)."""
         service = self.service
         topic = service.get_topic(req.topic)
-        limit = service.policies.get(topic.topic_name.namespace).max_producers_per_topic
+        limit = service.policies.for_topic(topic.topic_name).max_producers_per_topic
         if limit > 0 and len(topic.producers) >= limit:
             raise BrokerError(pb.ProducerBusy, f"Topic {topic.name} reached max producers limit")
         user_named = req.HasField("producer_name") and bool(req.producer_name)
@@ -146,9 +146,15 @@ class TopicAttacher:
             raise BrokerError(pb.NotAllowedError, "Key_Shared subscriptions are disabled on this broker")
         if has_schema(req):
             service.topic_schemas.check_consumer(topic, req.schema)
-        limit = service.policies.get(topic.topic_name.namespace).max_consumers_per_topic
+        policies = service.policies.for_topic(topic.topic_name)
+        limit = policies.max_consumers_per_topic
         if limit > 0 and sum(len(s.consumers) for s in topic.subscriptions.values()) >= limit:
             raise BrokerError(pb.ConsumerBusy, f"Topic {topic.name} reached max consumers limit")
+        limit = policies.max_subscriptions_per_topic
+        if (limit > 0 and req.subscription not in topic.subscriptions
+                and len(topic.subscriptions) >= limit):
+            raise BrokerError(pb.NotAllowedError, "Exceed the maximum number of subscriptions "
+                              f"of the topic: {topic.name} (maxSubscriptionsPerTopic {limit})")
 
     def subscribe(self, cnx: ServerCnx, req: pb.CommandSubscribe) -> None:
         """Attach a consumer, creating its subscription if needed (answered on ``cnx``)."""
@@ -156,6 +162,9 @@ class TopicAttacher:
         topic = service.get_topic(req.topic, create=req.force_topic_creation)
         sub_type = req.subType
         self.check_subscribe(topic, req)
+        # subscribeRate: per client host, consumer name and id, as Pulsar counts it
+        topic.limits.acquire_subscribe(cnx.peer.rsplit(":", 1)[0], req.consumer_name,
+                                       req.consumer_id)
         sub = topic.subscriptions.get(req.subscription)
         if sub is None:
             sub = self.new_subscription(topic, req)

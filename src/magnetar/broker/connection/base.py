@@ -81,7 +81,8 @@ class PublishBuffer:
         paused, self.paused = self.paused, []
         for cnx in paused:
             cnx.buffer_paused = False
-            if not cnx.reading_paused and not cnx.closed and cnx.transport is not None:
+            if (not cnx.reading_paused and not cnx.rate_holds and not cnx.closed
+                    and cnx.transport is not None):
                 cnx.transport.resume_reading()
         log.info("publish buffer below %d bytes: %d connections resumed",
                  self.resume_below, len(paused))
@@ -131,6 +132,7 @@ class CnxBase(asyncio.BufferedProtocol):
         self.max_pending_sends = max_pending if max_pending > 0 else _NO_LIMIT
         self.reading_paused = False  # too many sends pending on this connection
         self.buffer_paused = False  # the broker's publish buffer is full
+        self.rate_holds = 0  # topics over their publish rate holding this connection
         self.publish_buffer: PublishBuffer = service.publish_buffer
         self.last_received = time.monotonic()
         self.ping_outstanding = False
@@ -325,6 +327,20 @@ class CnxBase(asyncio.BufferedProtocol):
 
         self.run_async(cmd, work_then_handle())
         return False
+
+    def hold_reading(self) -> None:
+        """A topic this connection publishes to is over its publish rate: stop reading
+        (`topics.publish_rate.PublishThrottle`) until every such topic releases it."""
+        self.rate_holds += 1
+        if (self.rate_holds == 1 and not self.reading_paused and not self.buffer_paused
+                and self.transport is not None and not self.closed):
+            self.transport.pause_reading()
+
+    def release_reading(self) -> None:
+        self.rate_holds -= 1
+        if (self.rate_holds == 0 and not self.reading_paused and not self.buffer_paused
+                and self.transport is not None and not self.closed):
+            self.transport.resume_reading()
 
     @property
     def writable(self) -> bool:

@@ -90,7 +90,8 @@ class ConnectCommands(CnxBase):
             if silent:
                 self._protocol_violation("no Connect within the keep-alive interval")
             return
-        if self.ping_outstanding and silent and not (self.reading_paused or self.buffer_paused):
+        held = self.reading_paused or self.buffer_paused or self.rate_holds
+        if self.ping_outstanding and silent and not held:
             # (while reading is paused for backpressure, the Pong may be waiting unread)
             self._protocol_violation("peer did not answer Ping")
             return

@@ -1,6 +1,6 @@
 """The producer commands of a connection (`ProducerCommands`): Producer, CloseProducer, and
 the SEND path (`run_send`, `publish`: the hot path of a publish) with its per-connection
-and broker-wide backpressure.
+and broker-wide backpressure and the topic's publish rate.
 """
 
 from __future__ import annotations
@@ -103,7 +103,7 @@ class ProducerCommands(CnxBase):
         self.pending_sends += 1
         if self.pending_sends >= self.max_pending_sends and not self.reading_paused:
             self.reading_paused = True
-            if self.transport is not None and not self.buffer_paused:
+            if self.transport is not None and not self.buffer_paused and not self.rate_holds:
                 self.transport.pause_reading()
         size = len(payload)
         buffer = self.publish_buffer
@@ -115,6 +115,12 @@ class ProducerCommands(CnxBase):
         except BaseException:  # no answer will come for this send: release what it holds
             self.on_send_done(size)
             raise
+        limits = producer.topic.limits
+        if limits.generation != limits.store.generation:  # the policies changed
+            limits.refresh()
+        throttle = limits.publish_throttle
+        if throttle is not None:  # the topic's publish rate (topics/topic_limits.py)
+            throttle.published(self, send.num_messages, size)
 
     def _reply_send_error(self, send: SendFrame, code: pb.ServerError, message: str) -> None:
         self.send(T(type=T.SEND_ERROR, send_error=pb.CommandSendError(
@@ -125,7 +131,8 @@ class ProducerCommands(CnxBase):
         self.pending_sends -= 1
         if self.reading_paused and self.pending_sends <= self.max_pending_sends // 2:
             self.reading_paused = False
-            if self.transport is not None and not self.closed and not self.buffer_paused:
+            if (self.transport is not None and not self.closed and not self.buffer_paused
+                    and not self.rate_holds):
                 self.transport.resume_reading()
         buffer = self.publish_buffer
         buffer.bytes -= size

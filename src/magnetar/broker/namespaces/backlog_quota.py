@@ -67,7 +67,7 @@ class BacklogQuotaManager:
 
     def over_quota(self, topic: PersistentTopic, now: float) -> tuple[bool, bool, str]:
         """(size quota exceeded, time quota exceeded, why)."""
-        policies = self.policies.get(topic.topic_name.namespace)
+        policies = self.policies.for_topic(topic.topic_name)
         limit = policies.backlog_quota_limit_bytes
         size = self.backlog_bytes(topic)[0] if limit >= 0 else 0
         over_size = limit >= 0 and size > limit
@@ -81,7 +81,7 @@ class BacklogQuotaManager:
     def _checks_producers(self, topic: PersistentTopic) -> bool:
         """Whether a new producer on ``topic`` meets a quota check at all (not under
         ``consumer_backlog_eviction``, not without subscriptions or quotas)."""
-        policies = self.policies.get(topic.topic_name.namespace)
+        policies = self.policies.for_topic(topic.topic_name)
         if policies.backlog_quota_policy == "consumer_backlog_eviction" or not topic.subscriptions:
             return False
         return policies.backlog_quota_limit_bytes >= 0 or policies.backlog_quota_limit_seconds > 0
@@ -93,7 +93,7 @@ class BacklogQuotaManager:
         reader threads, `PersistentTopic.oldest_backlog_publish_time_async`)."""
         if not self._checks_producers(topic):
             return None
-        if self.policies.get(topic.topic_name.namespace).backlog_quota_limit_seconds <= 0:
+        if self.policies.for_topic(topic.topic_name).backlog_quota_limit_seconds <= 0:
             return None
         oldest = topic.oldest_backlog_position()
         if oldest is None or topic.knows_publish_time(oldest):
@@ -112,7 +112,7 @@ class BacklogQuotaManager:
         if not (over_size or over_time):
             return None
         why = f"{topic.name}: {why}"
-        if self.policies.get(topic.topic_name.namespace).backlog_quota_policy == "producer_exception":
+        if self.policies.for_topic(topic.topic_name).backlog_quota_policy == "producer_exception":
             return pb.ProducerBlockedQuotaExceededException, why
         return pb.ProducerBlockedQuotaExceededError, why + "; producers are on hold"
 
@@ -120,7 +120,7 @@ class BacklogQuotaManager:
         """Enforce the size and time quotas on a topic now (see the module's docstring).
         The time quota's read of the oldest unacknowledged entry comes from the read
         cache, else the storage's reader threads; its expiry searches there too."""
-        policies = self.policies.get(topic.topic_name.namespace)
+        policies = self.policies.for_topic(topic.topic_name)
         limit = policies.backlog_quota_limit_bytes
         seconds = policies.backlog_quota_limit_seconds
         if limit < 0 and seconds <= 0:

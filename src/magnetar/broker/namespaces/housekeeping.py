@@ -13,7 +13,8 @@
 - idle-topic unloading (`unload_idle_topics`, ``magnetarTopicUnloadIdleSeconds``), from the
   last-use times it keeps (`touch`, `forget`);
 - the sweep of unloaded topics (sweep.py's `IdleTopicSweeper.run_pass`,
-  ``magnetarIdleTopicSweepIntervalSeconds``).
+  ``magnetarIdleTopicSweepIntervalSeconds``);
+- subscription expiry and inactive-topic deletion (inactivity.py's `InactivityMonitor`).
 
 Everything is decided on the broker's event loop; the disk work a topic's housekeeping
 needs (the TTL search by publish time, the read of the oldest unacknowledged entry when the
@@ -34,6 +35,7 @@ from collections.abc import Awaitable
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from magnetar.broker.namespaces.inactivity import InactivityMonitor
 from magnetar.broker.topics.topic import PersistentTopic
 
 if TYPE_CHECKING:
@@ -66,6 +68,7 @@ class Housekeeping:
         self._busy: dict[str, asyncio.Future[None]] = {}  # topic -> its housekeeping under way
         self._unloading: set[str] = set()  # topics an idle unload is housekeeping / unloading
         self._work: set[asyncio.Future[Any]] = set()  # rounds and unloads under way
+        self.inactivity = InactivityMonitor(service)
 
     # ------------------------------------------------------------------ scheduling
 
@@ -82,6 +85,7 @@ class Housekeeping:
             self.tasks.append(asyncio.create_task(self._unload_loop()))
         if cfg.magnetarIdleTopicSweepIntervalSeconds > 0:
             self.tasks.append(asyncio.create_task(self._sweep_loop()))
+        self.tasks.append(asyncio.create_task(self._inactivity_loop()))
 
     def stop(self) -> None:
         """Cancel the periodic tasks and the work they started that is still under way."""
@@ -147,6 +151,14 @@ class Housekeeping:
                     log.exception("unloading idle topics failed")
                 await asyncio.sleep(0)
 
+    async def _inactivity_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.inactivity.interval())
+            try:
+                await self.inactivity.run()
+            except Exception:
+                log.exception("expiring subscriptions and inactive topics failed")
+
     async def _sweep_loop(self) -> None:
         interval = self.service.config.magnetarIdleTopicSweepIntervalSeconds
         while True:
@@ -206,7 +218,7 @@ class Housekeeping:
         none once the topic is unloaded or its ledger closed meanwhile."""
         service = self.service
         inactive_ms = service.config.brokerDeduplicationProducerInactivityTimeoutMinutes * 60_000
-        policies = service.policies.get(topic.topic_name.namespace)
+        policies = service.policies.for_topic(topic.topic_name)
         if policies.message_ttl_seconds > 0:
             await service.expirer.expire_messages(topic, policies.message_ttl_seconds, now)
             if not self._loaded(topic):

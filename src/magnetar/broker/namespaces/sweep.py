@@ -162,7 +162,7 @@ class IdleTopicSweeper:
     def __init__(self, service: BrokerService) -> None:
         self.service = service
         self._due: dict[str, Due] = {}
-        self._namespaces: dict[str, str] = {}
+        self._names: dict[str, TopicName] = {}
         self._resume: str | None = None
 
     # -- bookkeeping the service calls ----------------------------------------------------
@@ -170,7 +170,7 @@ class IdleTopicSweeper:
     async def record(self, topic: PersistentTopic, now: float) -> None:
         """``topic`` was just housekept and is being unloaded: remember its due time (its
         reads off the loop; if the topic changed meanwhile, nothing is known of it)."""
-        policies = self.service.policies.get(topic.topic_name.namespace)
+        policies = self.service.policies.for_topic(topic.topic_name)
         before = _due_inputs(topic)
         due = await next_due(topic, policies, now)
         if _due_inputs(topic) == before:
@@ -200,8 +200,8 @@ class IdleTopicSweeper:
         listed = set(names)
         for stale in [n for n in self._due if n not in listed]:
             del self._due[stale]
-        for stale in [n for n in self._namespaces if n not in listed]:
-            del self._namespaces[stale]
+        for stale in [n for n in self._names if n not in listed]:
+            del self._names[stale]
         start = bisect.bisect_right(names, self._resume) if self._resume is not None else 0
         order = names[start:] + names[:start]
         for i in range(0, len(order), _CHUNK):
@@ -281,10 +281,10 @@ class IdleTopicSweeper:
         return due is None or due.policies != self._policies(name)
 
     def _policies(self, name: str) -> Policies:
-        namespace = self._namespaces.get(name)
-        if namespace is None:
-            namespace = self._namespaces[name] = TopicName.parse(name).namespace
-        return self.service.policies.get(namespace)
+        topic = self._names.get(name)
+        if topic is None:
+            topic = self._names[name] = TopicName.parse(name)
+        return self.service.policies.for_topic(topic)
 
     def _persistent_topics(self) -> list[str]:
         """Every persistent topic the metadata store knows, sorted (worker thread)."""

@@ -207,6 +207,19 @@ class Consumer:
         if dispatcher is not None:
             dispatcher.schedule()
 
+    def set_unacked_limit(self, limit: int) -> None:
+        """A new ``maxUnackedMessagesPerConsumer`` (the namespace's policy; 0: none),
+        applied at once: a blocked consumer whose new limit lets it go is unblocked."""
+        individual = self.sub_type in (pb.CommandSubscribe.Shared, pb.CommandSubscribe.Key_Shared)
+        self.max_unacked = limit if limit > 0 and individual and self.subscription.durable else 0
+        if self.blocked_on_unacked:
+            if not self.max_unacked or self.pending.messages <= self.max_unacked // 2:
+                self.unblock_on_unacked()
+            else:
+                self.pending.drained_at = self.max_unacked // 2
+        elif self.max_unacked and self.pending.messages >= self.max_unacked:
+            self._block_on_unacked()
+
     @property
     def dispatch_budget(self) -> int:
         """How many messages this consumer may get now: its permits, and no more than it

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from sortedcontainers import SortedSet
 
+from magnetar.broker.subscriptions.limits import SubscriptionLimits
 from magnetar.storage import CorruptEntryError
 
 if TYPE_CHECKING:
@@ -88,6 +89,7 @@ class Dispatcher:
         self._retry_delay = 0.0  # > 0 while an unreadable entry is being retried
         self._retry_timer: asyncio.TimerHandle | None = None
         self._corrupt_logged_at = -CORRUPT_LOG_INTERVAL_S
+        self._rate_timer: asyncio.TimerHandle | None = None  # a dispatch rate holds reads
 
     # -- scheduling ------------------------------------------------------------------
 
@@ -100,6 +102,7 @@ class Dispatcher:
         self._scheduled = False
         if not self.consumers:
             return
+        self.follow_policies()
         if self._retry_timer is not None:
             return  # an unreadable entry waits for its retry timer
         try:
@@ -133,6 +136,53 @@ class Dispatcher:
 
     def _retry(self) -> None:
         self._retry_timer = None
+        self.schedule()
+
+    # -- dispatch rates (dispatchRate, subscriptionDispatchRate) --------------------------
+
+    def follow_policies(self) -> None:
+        """Apply the policies' limits to the subscription, if they changed since it last
+        did (`PolicyStore.generation`): dispatch and unacknowledged-message limits."""
+        sub = self.sub
+        topic = sub.topic
+        store = topic.service.policies
+        if sub.limits_generation == store.generation:
+            return
+        if topic.limits.generation != store.generation:
+            topic.limits.refresh()
+        p = store.for_topic(topic.topic_name)
+        sub.apply_limits(store.generation, SubscriptionLimits(
+            p.subscription_dispatch_rate_msgs, p.subscription_dispatch_rate_bytes,
+            p.subscription_dispatch_rate_period, p.max_unacked_messages_per_consumer,
+            p.max_unacked_messages_per_subscription))
+
+    def rate_allowance(self) -> int:
+        """How many entries the next read may take (``UNLIMITED`` when nothing limits it):
+        the dispatch rates' tokens left, and the room under the subscription's
+        unacknowledged-message limit. 0: none now; a dispatch rate's timer runs the
+        dispatcher again once one may go (acknowledgements end an unacked block). What is
+        sent is counted in `send` (messages and bytes), so a batch that spends more than
+        the tokens left is paid back before anything more goes."""
+        sub = self.sub
+        allowed = sub.unacked_room()
+        limiters = sub.dispatch_limiters
+        if not limiters or not allowed:
+            return allowed
+        wait = 0.0
+        for limiter in limiters:
+            msgs, size = limiter.available()
+            if msgs < 1 or size <= 0:
+                wait = max(wait, limiter.until_available())
+            elif msgs < allowed:
+                allowed = int(msgs)
+        if wait <= 0:
+            return allowed
+        if self._rate_timer is None:
+            self._rate_timer = self._loop.call_later(wait + 0.001, self._rate_due)
+        return 0
+
+    def _rate_due(self) -> None:
+        self._rate_timer = None
         self.schedule()
 
     def dispatch(self) -> None:
@@ -347,6 +397,8 @@ class Dispatcher:
 
     def send(self, consumer: Consumer, position: Position, data: bytes | memoryview,
              num_messages: int) -> None:
+        for limiter in self.sub.dispatch_limiters:
+            limiter.consume(num_messages, len(data))
         consumer.send_entry(
             position,
             data,

@@ -90,11 +90,15 @@ class KeySharedDispatcher(SharedDispatcher):
         for _ in range(MAX_READS_PER_PASS):  # bounded work per turn; reschedules itself if more
             if not self._available() or not self.has_more():
                 break
-            entries = self.read_replay(self.max_read())
+            allowed = self.rate_allowance()
+            if not allowed:
+                break  # a dispatch rate: its timer runs the next pass
+            most = min(self.max_read(), allowed)
+            entries = self.read_replay(most)
             replayed = len(entries)
             new: list[Entry] = []
             if len(self.replay) + replayed < MAX_HELD_BACK:
-                new = self.read_new(self.max_read())
+                new = self.read_new(most)
             prepared = self.prepare(entries + new, replayed)
             if not prepared:
                 continue  # all held for later delivery or already acknowledged

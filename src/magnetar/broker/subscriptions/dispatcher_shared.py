@@ -92,7 +92,11 @@ class SharedDispatcher(Dispatcher):
             available = self._available()
             if not available or not self.has_more():
                 break
-            budget = max(1, min(sum(c.dispatch_budget for c in available), self.max_read()))
+            allowed = self.rate_allowance()
+            if not allowed:
+                break  # a dispatch rate: its timer runs the next pass
+            budget = max(1, min(sum(c.dispatch_budget for c in available), self.max_read(),
+                                allowed))
             entries = self.read_for_dispatch(budget)
             if entries:  # none: all acknowledged or delayed; the next pass reads further
                 self.assign(entries)

@@ -85,7 +85,11 @@ class SingleActiveDispatcher(Dispatcher):
         for _ in range(MAX_READS_PER_PASS):  # bounded work per turn; reschedules itself if more
             if consumer is None or not consumer.available or not self.has_more():
                 break
-            entries = self.read_replay(self.max_read()) or self.read_new(min(consumer.permits, self.max_read()))
+            allowed = self.rate_allowance()
+            if not allowed:
+                break  # a dispatch rate: its timer runs the next pass
+            most = min(self.max_read(), allowed)
+            entries = self.read_replay(most) or self.read_new(min(consumer.permits, most))
             if not entries:
                 break
             for position, data in entries:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -22,6 +23,7 @@ from magnetar.broker.subscriptions import ack_set as ack_sets
 from magnetar.broker.subscriptions.dispatcher_key_shared import KeySharedDispatcher
 from magnetar.broker.subscriptions.dispatcher_shared import SharedDispatcher
 from magnetar.broker.subscriptions.dispatcher_single_active import SingleActiveDispatcher
+from magnetar.broker.subscriptions.limits import LimitedSubscription, TopicLimitsView
 from magnetar.protocol import pb
 from magnetar.protocol.ids import message_id_data, wire_position
 from magnetar.storage import Position, PositionsRead, StorageError
@@ -81,6 +83,8 @@ class SubscribedTopic(Protocol):
     def terminated(self) -> bool: ...
     @property
     def subscriptions(self) -> dict[str, Subscription]: ...
+    @property
+    def limits(self) -> TopicLimitsView: ...  # its rate limits (topics.topic_limits)
     def remove_subscription(self, name: str) -> None: ...
     def delete_subscription(self, name: str) -> Future[Any] | None: ...
 
@@ -100,7 +104,7 @@ class NonPersistentSubscribedTopic(Protocol):
     def moving_to(self) -> tuple[str, str] | None: ...  # cluster: where its bundle goes
 
 
-class PersistentSubscription:
+class PersistentSubscription(LimitedSubscription):
     def __init__(self, topic: SubscribedTopic, name: str, cursor: Any, durable: bool) -> None:
         self.topic = topic
         self.name = name
@@ -114,10 +118,14 @@ class PersistentSubscription:
         # a Reader's subscription kept, after a seek closed its consumer, for the consumer
         # that reconnects (see `disconnect_for_seek`): the timer that drops it if none does
         self.kept_for_seek: asyncio.TimerHandle | None = None
+        self.init_limits()
+        # when a consumer last came or went (or it was loaded): monotonic (expiry)
+        self.last_active = time.monotonic()
 
     # -- consumers ---------------------------------------------------------------------
 
     def add_consumer(self, consumer: Consumer, key_shared_meta: pb.KeySharedMeta | None) -> None:
+        self.last_active = time.monotonic()
         if self.kept_for_seek is not None:
             self.kept_for_seek.cancel()
             self.kept_for_seek = None
@@ -132,6 +140,8 @@ class PersistentSubscription:
             self.close_dispatcher()
         if self.dispatcher is None:
             self.dispatcher = self._new_dispatcher(sub_type, key_shared_meta)
+        if self.unacked_per_consumer is not None:
+            consumer.set_unacked_limit(self.unacked_per_consumer)
         if isinstance(self.dispatcher, KeySharedDispatcher):
             self.dispatcher.add_consumer_with_meta(consumer, key_shared_meta)
         else:
@@ -154,6 +164,7 @@ class PersistentSubscription:
         return self.dispatcher.consumers if self.dispatcher is not None else []
 
     def remove_consumer(self, consumer: Consumer) -> None:
+        self.last_active = time.monotonic()
         if self.dispatcher is not None:
             self.out_of_removed.keep(consumer, self.consumers)
             self.dispatcher.remove_consumer(consumer)
@@ -243,6 +254,8 @@ class PersistentSubscription:
                         for other in self.consumers:
                             if other.pending.pop(p, None) is not None:
                                 break
+        if self.blocked_on_unacked:
+            self.unblock_if_drained()
         self.check_end_of_topic()
 
     def _ack_targets(

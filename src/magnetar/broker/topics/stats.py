@@ -181,7 +181,7 @@ def subscription_stats(topic: Topic, name: str, sub: Any, rates: RateTracker) ->
         "msgRateRedeliver": 0.0,
         "msgBacklog": sub.backlog(),
         "msgBacklogNoDelayed": sub.backlog(),
-        "blockedSubscriptionOnUnackedMsgs": False,
+        "blockedSubscriptionOnUnackedMsgs": bool(getattr(sub, "blocked_on_unacked", False)),
         "msgDelayed": 0,
         "unackedMessages": sum(c.unacked_messages for c in sub.consumers),
         "type": sub_type,

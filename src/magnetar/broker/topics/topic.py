@@ -21,6 +21,7 @@ from magnetar.broker.errors import BrokerError
 from magnetar.broker.topic_name import TopicName
 from magnetar.broker.topics.entry_index import load_entry_index
 from magnetar.broker.topics.producer import Producer, ProducerCnx
+from magnetar.broker.topics.topic_limits import TopicLimits
 from magnetar.protocol import pb
 from magnetar.protocol.errors import ProtocolError
 from magnetar.protocol.frames import peek_metadata
@@ -87,6 +88,7 @@ class Topic:
         self.bytes_in = 0
         self.terminated = False
         self.created = time.time()
+        self.limits = TopicLimits(service.policies, name)  # rates (topic_limits.py)
 
     # -- producers ---------------------------------------------------------------
 
@@ -188,6 +190,7 @@ class Topic:
             self.producer_ready(nxt, request_id)
 
     def close_all(self) -> None:
+        self.limits.close()
         for producer in list(self.producers.values()):
             producer.close_by_broker()
         self.producers.clear()

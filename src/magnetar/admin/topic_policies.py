@@ -1,0 +1,214 @@
+"""Topic-level policies (Pulsar 2.7+) at Pulsar's paths, under
+``/admin/v2/{persistent|non-persistent}/{tenant}/{namespace}/{topic}``: ``retention``,
+``messageTTL`` (``?messageTTL=`` seconds), ``backlogQuota`` / ``backlogQuotaMap``,
+``publishRate``, ``dispatchRate``, ``subscriptionDispatchRate``,
+``maxUnackedMessagesOnConsumer``, ``maxUnackedMessagesOnSubscription``.
+
+A topic's own value overrides its namespace's for that topic (a partitioned topic's, for
+all its partitions); it is kept in the metadata store (the cluster's, in a cluster, where
+every broker follows it), so it applies at once on the topic's owner and survives restarts
+and bundle moves. A GET answers the topic's own value (``null`` when it sets none), or
+with ``?applied=true`` what applies (its own, else the namespace's, else the broker's), as
+Pulsar answers. The topic must exist (404); bad values get Pulsar's codes (400 for a wrong
+type, 412 for a negative limit).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from aiohttp import web
+
+from magnetar.admin.namespaces import backlog_quota_doc, retention_doc
+from magnetar.admin.policies_body import (
+    check_values,
+    dispatch_rate_doc,
+    number,
+    publish_rate_doc,
+    read_dispatch_rate,
+    read_publish_rate,
+)
+from magnetar.admin.routing import (
+    SERVICE,
+    RestError,
+    RouteTable,
+    expect,
+    json_body,
+    no_content,
+    query_flag,
+)
+from magnetar.admin.topics import T, exists, partitions_of, topic_of
+from magnetar.broker.namespaces.policies import BACKLOG_POLICIES, Policies
+from magnetar.broker.topic_name import TopicName
+
+routes = RouteTable("topics")
+
+_JAVA_LONG_MAX = 2**63 - 1
+
+
+async def _topic(request: web.Request) -> TopicName:
+    """The request's topic, which must exist (a topic, a partition or a partitioned topic)."""
+    name = topic_of(request)
+    service = request.app[SERVICE]
+    if not await partitions_of(service, name) and not await exists(service, name):
+        raise RestError(404, f"Topic {name} not found")
+    return service.check_topic_name(name)
+
+
+def _doc(request: web.Request, topic: TopicName, fields: tuple[str, ...],
+         make: Callable[[Policies], Any]) -> web.Response:
+    """The policy ``make`` shows: what applies with ``?applied=true``, else the topic's
+    own value (null when the topic sets none of ``fields``)."""
+    store = request.app[SERVICE].policies
+    if query_flag(request, "applied"):
+        return web.json_response(make(store.for_topic(topic)))
+    own = store.topic_overrides(topic)
+    if not any(f in own for f in fields):
+        return web.json_response(None)
+    return web.json_response(make(store.for_topic(topic)))
+
+
+async def _set(request: web.Request, topic: TopicName, **changes: Any) -> web.Response:
+    await request.app[SERVICE].policies.set_topic_async(topic, **changes)
+    return no_content()
+
+
+def _policy_routes(path: str, fields: tuple[str, ...], make: Callable[[Policies], Any],
+                   read: Callable[[Any], dict[str, Any]], summary: str, body: str) -> None:
+    """GET (own or ``?applied=true``), POST (a JSON body) and DELETE of one policy."""
+
+    async def get(request: web.Request) -> web.Response:
+        return _doc(request, await _topic(request), fields, make)
+
+    async def post(request: web.Request) -> web.Response:
+        topic = await _topic(request)
+        return await _set(request, topic, **check_values(read(await json_body(request))))
+
+    async def delete(request: web.Request) -> web.Response:
+        return await _set(request, await _topic(request), **dict.fromkeys(fields))
+
+    routes.route("GET", T + path, f"The topic's {summary} (?applied=true: what applies).")(get)
+    routes.route("POST", T + path, f"Set the topic's {summary} (over its namespace's).",
+                 body=body)(post)
+    routes.route("DELETE", T + path, f"Remove the topic's {summary} (the namespace's applies).")(delete)
+
+
+def _retention(value: Any) -> dict[str, Any]:
+    body = expect(value, dict, "retention")
+    return {"retention_time_minutes": number(body, "retentionTimeInMinutes", 0),
+            "retention_size_mb": number(body, "retentionSizeInMB", 0, _JAVA_LONG_MAX)}
+
+
+def _int_policy(field: str, what: str) -> Callable[[Any], dict[str, Any]]:
+    def read(value: Any) -> dict[str, Any]:
+        return {field: number({what: value}, what, 0)}
+    return read
+
+
+_policy_routes("/retention", ("retention_time_minutes", "retention_size_mb"), retention_doc,
+               _retention, "retention (minutes, MB; -1: unlimited)",
+               '{"retentionTimeInMinutes": int, "retentionSizeInMB": long}')
+_policy_routes("/publishRate", ("publish_rate_msgs", "publish_rate_bytes"), publish_rate_doc,
+               read_publish_rate, "publish rate (PublishRate)",
+               '{"publishThrottlingRateInMsg": int, "publishThrottlingRateInByte": long}')
+
+
+def _dispatch_doc(prefix: str) -> Callable[[Policies], Any]:
+    return lambda p: dispatch_rate_doc(p, prefix)
+
+
+def _dispatch_read(prefix: str) -> Callable[[Any], dict[str, Any]]:
+    return lambda v: read_dispatch_rate(v, prefix)
+
+
+def _field_doc(field: str) -> Callable[[Policies], Any]:
+    return lambda p: getattr(p, field)
+
+
+for _path, _prefix, _what in (("/dispatchRate", "dispatch_rate", "dispatch rate"),
+                              ("/subscriptionDispatchRate", "subscription_dispatch_rate",
+                               "dispatch rate per subscription")):
+    _policy_routes(_path, (f"{_prefix}_msgs", f"{_prefix}_bytes", f"{_prefix}_period"),
+                   _dispatch_doc(_prefix), _dispatch_read(_prefix), f"{_what} (DispatchRate)",
+                   '{"dispatchThrottlingRateInMsg": int, "dispatchThrottlingRateInByte": long, '
+                   '"ratePeriodInSecond": int}')
+for _path, _field in (("/maxUnackedMessagesOnConsumer", "max_unacked_messages_per_consumer"),
+                      ("/maxUnackedMessagesOnSubscription",
+                       "max_unacked_messages_per_subscription")):
+    _policy_routes(_path, (_field,), _field_doc(_field), _int_policy(_field, _path.strip("/")),
+                   f"limit of unacknowledged messages ({_path.strip('/')}; 0: none)", "int")
+
+
+@routes.route("GET", T + "/messageTTL", "The topic's message TTL in seconds "
+              "(?applied=true: what applies).")
+async def get_ttl(request: web.Request) -> web.Response:
+    return _doc(request, await _topic(request), ("message_ttl_seconds",),
+                lambda p: p.message_ttl_seconds)
+
+
+@routes.route("POST", T + "/messageTTL", "Set the topic's message TTL (?messageTTL=seconds).")
+async def set_ttl(request: web.Request) -> web.Response:
+    topic = await _topic(request)
+    raw = request.query.get("messageTTL")
+    if raw is None:  # Pulsar takes it as a query parameter; a JSON body is accepted too
+        value = expect(await json_body(request), int, "messageTTL")
+    else:
+        try:
+            value = int(raw)
+        except ValueError:
+            raise RestError(400, f"messageTTL must be an integer, not {raw!r}") from None
+    return await _set(request, topic, **check_values({"message_ttl_seconds": value}))
+
+
+@routes.route("DELETE", T + "/messageTTL", "Remove the topic's message TTL.")
+async def remove_ttl(request: web.Request) -> web.Response:
+    return await _set(request, await _topic(request), message_ttl_seconds=None)
+
+
+_QUOTA_FIELDS = ("backlog_quota_limit_bytes", "backlog_quota_limit_seconds",
+                 "backlog_quota_policy")
+
+
+@routes.route("GET", T + "/backlogQuotaMap", "The topic's backlog quotas by type "
+              "(?applied=true: what applies).")
+async def get_backlog_quotas(request: web.Request) -> web.Response:
+    topic = await _topic(request)
+    if not query_flag(request, "applied") and not any(
+            f in request.app[SERVICE].policies.topic_overrides(topic) for f in _QUOTA_FIELDS):
+        return web.json_response({})
+    return _doc(request, topic, _QUOTA_FIELDS, backlog_quota_doc)
+
+
+@routes.route("POST", T + "/backlogQuota",
+              "Set a backlog quota of the topic (?backlogQuotaType=destination_storage|"
+              "message_age).",
+              body='{"limitSize": bytes, "limitTime": seconds, "policy": '
+                   '"producer_request_hold"|"producer_exception"|"consumer_backlog_eviction"}')
+async def set_backlog_quota(request: web.Request) -> web.Response:
+    topic = await _topic(request)
+    body = expect(await json_body(request), dict, "backlog quota")
+    kind = request.query.get("backlogQuotaType", "destination_storage")
+    changes: dict[str, Any] = {}
+    if "policy" in body:
+        policy = expect(body["policy"], str, "policy")
+        if policy not in BACKLOG_POLICIES:
+            raise RestError(412, f"policy must be one of {', '.join(BACKLOG_POLICIES)}")
+        changes["backlog_quota_policy"] = policy
+    if kind == "destination_storage":
+        changes["backlog_quota_limit_bytes"] = number(
+            body, "limitSize", body.get("limit", -1), _JAVA_LONG_MAX)
+    elif kind == "message_age":
+        changes["backlog_quota_limit_seconds"] = number(body, "limitTime", -1)
+    else:
+        raise RestError(400, "backlogQuotaType must be destination_storage or message_age")
+    return await _set(request, topic, **changes)
+
+
+@routes.route("DELETE", T + "/backlogQuota", "Remove a backlog quota of the topic "
+              "(?backlogQuotaType=...).")
+async def remove_backlog_quota(request: web.Request) -> web.Response:
+    topic = await _topic(request)
+    if request.query.get("backlogQuotaType", "destination_storage") == "message_age":
+        return await _set(request, topic, backlog_quota_limit_seconds=None)
+    return await _set(request, topic, backlog_quota_limit_bytes=None, backlog_quota_policy=None)

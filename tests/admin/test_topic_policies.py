@@ -1,0 +1,134 @@
+"""Topic-level policies (Pulsar 2.7+) at Pulsar's paths: a topic's own value over its
+namespace's, applied at once (official client), kept across a restart, Pulsar's codes."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+import pulsar
+
+from magnetar.testing import StandaloneBroker, standalone
+from tests.admin.conftest import QUIET, Api
+from tests.admin.receiving import take
+
+
+def _topic(api: Api, client: pulsar.Client) -> tuple[str, str]:
+    """A new namespace's topic (created): its full name and its REST path."""
+    ns = f"public/tp-{uuid.uuid4().hex[:8]}"
+    api.ok("PUT", f"/admin/v2/namespaces/{ns}")
+    topic = f"persistent://{ns}/t"
+    client.create_producer(topic).close()
+    return topic, f"/admin/v2/persistent/{ns}/t"
+
+
+def test_topic_policies_round_trip_and_codes(api: Api, client: pulsar.Client) -> None:
+    topic, base = _topic(api, client)
+    ns_base = "/admin/v2/namespaces/" + topic.split("://")[1].rsplit("/", 1)[0]
+    api.ok("POST", ns_base + "/retention", {"retentionTimeInMinutes": 10, "retentionSizeInMB": 5})
+    assert api.get(base + "/retention") == (200, None)  # the topic sets none itself
+    assert api.get(base + "/retention?applied=true")[1] == {
+        "retentionTimeInMinutes": 10, "retentionSizeInMB": 5}
+    api.ok("POST", base + "/retention", {"retentionTimeInMinutes": 60, "retentionSizeInMB": -1})
+    own = {"retentionTimeInMinutes": 60, "retentionSizeInMB": -1}
+    assert api.get(base + "/retention") == (200, own)
+    assert api.get(base + "/retention?applied=true") == (200, own)
+    assert api.get(ns_base + "/retention")[1]["retentionTimeInMinutes"] == 10  # untouched
+    # message TTL: Pulsar's query parameter
+    api.ok("POST", base + "/messageTTL?messageTTL=120")
+    assert api.get(base + "/messageTTL") == (200, 120)
+    assert api.post(base + "/messageTTL?messageTTL=-1")[0] == 412
+    assert api.post(base + "/messageTTL?messageTTL=soon")[0] == 400
+    # backlog quotas
+    assert api.get(base + "/backlogQuotaMap") == (200, {})
+    api.ok("POST", base + "/backlogQuota?backlogQuotaType=destination_storage",
+           {"limitSize": 1 << 20, "policy": "producer_exception"})
+    assert api.get(base + "/backlogQuotaMap")[1]["destination_storage"] == {
+        "limitSize": 1 << 20, "limitTime": -1, "policy": "producer_exception"}
+    assert api.post(base + "/backlogQuota", {"limitSize": 1, "policy": "drop"})[0] == 412
+    # rates and unacked limits
+    rate = {"publishThrottlingRateInMsg": 100, "publishThrottlingRateInByte": -1}
+    api.ok("POST", base + "/publishRate", rate)
+    assert api.get(base + "/publishRate") == (200, rate)
+    api.ok("POST", base + "/dispatchRate", {"dispatchThrottlingRateInMsg": 50})
+    assert api.get(base + "/dispatchRate")[1]["dispatchThrottlingRateInMsg"] == 50
+    assert api.get(base + "/subscriptionDispatchRate") == (200, None)
+    api.ok("POST", base + "/maxUnackedMessagesOnConsumer", 7)
+    assert api.get(base + "/maxUnackedMessagesOnConsumer") == (200, 7)
+    assert api.get(base + "/maxUnackedMessagesOnSubscription?applied=true") == (200, 200000)
+    assert api.post(base + "/maxUnackedMessagesOnConsumer", -3)[0] == 412
+    assert api.post(base + "/maxUnackedMessagesOnConsumer", "seven")[0] == 400
+    assert api.post(base + "/dispatchRate", {"ratePeriodInSecond": 0})[0] == 412
+    # an unknown topic: 404
+    missing = base.rsplit("/", 1)[0] + "/nowhere"
+    assert api.get(missing + "/retention")[0] == 404
+    assert api.post(missing + "/publishRate", rate)[0] == 404
+    # removing goes back to the namespace's
+    for path in ("/retention", "/messageTTL", "/publishRate", "/dispatchRate",
+                 "/maxUnackedMessagesOnConsumer"):
+        assert api.delete(base + path)[0] == 204
+        assert api.get(base + path) == (200, None), path
+    assert api.delete(base + "/backlogQuota")[0] == 204
+    assert api.get(base + "/backlogQuotaMap") == (200, {})
+    assert api.get(base + "/retention?applied=true")[1]["retentionTimeInMinutes"] == 10
+    # deleting the topic forgets its policies
+    api.ok("POST", base + "/messageTTL?messageTTL=30")
+    assert api.delete(base)[0] == 204
+    client.create_producer(topic).close()
+    assert api.get(base + "/messageTTL") == (200, None)
+
+
+def test_topic_level_overrides_namespace_at_once(api: Api, client: pulsar.Client) -> None:
+    """maxUnackedMessagesOnConsumer set on one topic holds its consumer, not a consumer of
+    another topic of the namespace; removing it frees the consumer at once."""
+    topic, base = _topic(api, client)
+    other = topic + "-other"
+    api.ok("POST", base + "/maxUnackedMessagesOnConsumer", 5)
+    consumers = [client.subscribe(t, "s", consumer_type=pulsar.ConsumerType.Shared)
+                 for t in (topic, other)]
+    for t in (topic, other):
+        producer = client.create_producer(t, batching_enabled=False)
+        for i in range(20):
+            producer.send(b"%d" % i)
+        producer.close()
+    take(consumers[:1], 5)
+    take(consumers[1:], 20)
+    api.ok("DELETE", base + "/maxUnackedMessagesOnConsumer")
+    take(consumers[:1], 15)
+    for c in consumers:
+        c.close()
+
+
+def test_topic_policies_survive_a_restart(tmp_path: Path) -> None:
+    with standalone(data_dir=tmp_path) as b:
+        api = Api(b.web_service_url)
+        client = pulsar.Client(b.service_url, logger=QUIET)
+        try:
+            _, base = _topic(api, client)
+        finally:
+            client.close()
+        api.ok("POST", base + "/messageTTL?messageTTL=90")
+        api.ok("POST", base + "/publishRate", {"publishThrottlingRateInMsg": 10})
+    with standalone(data_dir=tmp_path) as b:
+        api = Api(b.web_service_url)
+        assert api.get(base + "/messageTTL") == (200, 90)
+        assert api.get(base + "/publishRate")[1]["publishThrottlingRateInMsg"] == 10
+
+
+def test_partitioned_topic_policies_apply_to_partitions(broker: StandaloneBroker, api: Api,
+                                                         client: pulsar.Client) -> None:
+    ns = f"public/tp-{uuid.uuid4().hex[:8]}"
+    api.ok("PUT", f"/admin/v2/namespaces/{ns}")
+    base = f"/admin/v2/persistent/{ns}/parts"
+    api.ok("PUT", base + "/partitions", 2)
+    api.ok("POST", base + "/maxUnackedMessagesOnConsumer", 3)
+    assert api.get(base + "-partition-1/maxUnackedMessagesOnConsumer?applied=true") == (200, 3)
+    consumer = client.subscribe(f"persistent://{ns}/parts-partition-0", "s",
+                                consumer_type=pulsar.ConsumerType.Shared)
+    producer = client.create_producer(f"persistent://{ns}/parts-partition-0",
+                                      batching_enabled=False)
+    for i in range(10):
+        producer.send(b"%d" % i)
+    take([consumer], 3)
+    producer.close()
+    consumer.close()
