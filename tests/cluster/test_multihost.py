@@ -18,7 +18,6 @@ import json
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
-from pathlib import Path
 
 import pytest
 
@@ -201,4 +200,5 @@ def test_lose_two_storage_hosts(multihost: MultiHost,
     run_fault(multihost, "storage2", fault, record_property, 15.0, after_heal=logs)
     said = "".join(b.log_path.read_text(errors="replace")[marks[b.host.name]:]
                    for b in brokers)
+    assert "storage error" in said, said[-3000:]  # the cause, named in the log
     assert "fenced" not in said.lower(), said[-3000:]
