@@ -15,6 +15,11 @@ each with its own FUSE mount of that volume (a broker's data directory), plus ``
 - `MultiHost`: builds the whole (timing each step in ``timings``), mounts the volume on the
   broker hosts with the FUSE options the brokers need, starts the brokers, and undoes
   everything through the bed (`NetBed.defer`) also when a step fails.
+- Every step is docs/deploy.md's own (`recipe`: its blocks under ``<!-- deploy:NAME -->``
+  markers): its zoo.cfg and myid command, its ``gluster`` commands, its /etc/fstab line, its
+  ``initialize-cluster-metadata`` command, its broker.conf and its unit's ``ExecStart``,
+  with the bed's addresses and directories put in place of the recipe's names and paths
+  (`place`), so the recipe cannot drift from what the tests run.
 
 `multihost_missing_reason` says why it cannot be built here (root, namespaces, FUSE,
 GlusterFS, ZooKeeper). Traffic stays inside the bed's namespaces.
@@ -25,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import shlex
 import shutil
 import signal
 import socket
@@ -32,18 +38,32 @@ import subprocess
 import time
 from pathlib import Path
 
+from magnetar.testing import COMMAND
 from tests.netbed import Host, NetBed, NsBroker, NsZooKeeper, netbed_missing_reason, sh
-from tests.zkserver import zk_missing_reason
+from tests.zkserver import ZK_SERVER, zk_missing_reason
 
-VOLUME = "mvol"
-#: the volume's performance translators off (src/magnetar/storage/mounts.py says why)
-VOLUME_OPTIONS = ("write-behind", "read-ahead", "io-cache", "quick-read", "stat-prefetch",
-                  "open-behind", "readdir-ahead", "nl-cache", "flush-behind")
-MOUNT_OPTIONS = "attribute-timeout=0,entry-timeout=0,negative-timeout=0"
-CONFIRMED = ",".join([*(f"performance.{o}=off" for o in VOLUME_OPTIONS),
-                      *MOUNT_OPTIONS.split(",")])
-PING_TIMEOUT_S = 5
+DEPLOY = Path(__file__).resolve().parent.parent / "docs" / "deploy.md"
+VOLUME = "magnetar"  # the recipe's volume name
+BRICK = "/srv/gluster/brick"  # the recipe's brick directory
 GLUSTER_DIRS = ("/var/lib/glusterd", "/run/gluster", "/var/log/glusterfs")
+
+
+def recipe(path: Path = DEPLOY) -> dict[str, str]:
+    """docs/deploy.md's blocks by marker name (``<!-- deploy:NAME -->`` then a fenced block)."""
+    found = re.findall(r"<!-- deploy:([\w.]+) -->\n```[a-z]*\n(.*?)```", path.read_text(),
+                       re.S)
+    return dict(found)
+
+
+def place(text: str, names: dict[str, str]) -> str:
+    """``text`` with the recipe's machine names (``s1``...) replaced as ``names`` says."""
+    return re.sub(r"\b(s\d)\b", lambda m: names.get(m.group(1), m.group(1)), text)
+
+
+def broker_conf(text: str) -> dict[str, str]:
+    """A broker.conf's keys and values."""
+    return dict(line.split("=", 1) for line in text.splitlines()
+                if line.strip() and not line.startswith("#"))
 
 
 def multihost_missing_reason() -> str | None:
@@ -67,17 +87,21 @@ class NsEnsembleMember(NsZooKeeper):
                  port: int = 2181, tick_ms: int = 1000) -> None:
         super().__init__(bed, host, root, port, tick_ms)
         self.myid = myid
-        (root / "data" / "myid").write_text(f"{myid}\n")
-        servers = "".join(f"server.{i}={p.address}:2888:3888\n"
-                          for i, p in enumerate(peers, 1))
-        cfg = (root / "zoo.cfg").read_text().replace("ruok,dump", "ruok,dump,srvr")
-        (root / "zoo.cfg").write_text(cfg + f"initLimit=10\nsyncLimit=5\n{servers}")
+        steps = recipe()
+        names = {f"s{i}": p.address for i, p in enumerate(peers, 1)}
+        data = str(root / "data")
+        cfg = place(steps["zoo.cfg"], names).replace("/var/lib/zookeeper", data)
+        assert f"clientPort={port}\n" in cfg, cfg
+        (root / "zoo.cfg").write_text(cfg + f"clientPortAddress={host.address}\n")
+        # the recipe's myid command (shown for server 2), for this server
+        myid_cmd = steps["myid"].strip().replace("echo 2 ", f"echo {myid} ")
+        sh("bash", "-c", myid_cmd.replace("/var/lib/zookeeper", data))
+        assert (root / "data" / "myid").read_text().strip() == str(myid)
 
     def start(self, timeout: float = 90.0) -> NsEnsembleMember:
         """Start the server (not waiting: a member answers only once a quorum runs)."""
         env = dict(os.environ, ZOO_LOG_DIR=str(self.root), JMXDISABLE="true",
                    JVMFLAGS="-Xmx192m -XX:+UseSerialGC -XX:TieredStopAtLevel=1")
-        from tests.zkserver import ZK_SERVER
         self.proc = self.bed.popen(self.host, [ZK_SERVER, "start-foreground",
                                                str(self.root / "zoo.cfg")],
                                    self.root / "server.log", env)
@@ -239,52 +263,83 @@ class MultiHost:
             g.kill()
 
     def _make_volume(self) -> None:
+        """The recipe's ``gluster`` commands, asked of the first glusterd (the recipe's
+        ``s1``), with ``force`` added to the create (the bricks are on the root file
+        system)."""
         first = self.glusterds[0]
-        for g in self.glusterds[1:]:
-            first.cli("peer", "probe", g.host.address)
+        text = place(recipe()["volume"],
+                     {f"s{i}": g.host.address for i, g in enumerate(self.glusterds, 1)})
+        for g in self.glusterds:
+            text = text.replace(f"{g.host.address}:{BRICK}", f"{g.host.address}:{g.brick}")
+        for line in text.splitlines():
+            argv = shlex.split(line)
+            assert argv[0] == "gluster", line
+            if argv[1:3] == ["volume", "create"]:
+                self._wait_peers()
+                # a peer may not know the others' addresses yet: bounded retries
+                deadline = time.monotonic() + 60
+                while (made := first.cli(*argv[1:], "force", check=False)).returncode != 0:
+                    if time.monotonic() > deadline:
+                        raise RuntimeError(f"{line}: {made.stdout} {made.stderr}")
+                    time.sleep(0.5)
+            else:
+                first.cli(*argv[1:])
+
+    def _wait_peers(self) -> None:
+        first = self.glusterds[0]
         deadline = time.monotonic() + 60
-        while first.cli("pool", "list").stdout.count("Connected") < 3:
+        while first.cli("pool", "list").stdout.count("Connected") < len(self.glusterds):
             if time.monotonic() > deadline:
                 raise RuntimeError("glusterd peers not connected: "
                                    + first.cli("pool", "list").stdout)
             time.sleep(0.2)
-        bricks = [f"{g.host.address}:{g.brick}" for g in self.glusterds]
-        # on the first try a peer may not have the others' addresses yet: bounded retries
-        deadline = time.monotonic() + 60
-        while (made := first.cli("volume", "create", VOLUME, "replica", "3", *bricks, "force",
-                                 check=False)).returncode != 0:
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"volume create failed: {made.stdout} {made.stderr}")
-            time.sleep(0.5)
-        for option in VOLUME_OPTIONS:
-            first.cli("volume", "set", VOLUME, f"performance.{option}", "off")
-        # a brick whose host is gone is given up after this many seconds (default 42)
-        first.cli("volume", "set", VOLUME, "network.ping-timeout", str(PING_TIMEOUT_S))
-        first.cli("volume", "start", VOLUME)
 
     def _mount(self, host: Host) -> Path:
+        """The recipe's /etc/fstab line, mounted on ``host`` (its FUSE client there)."""
         mnt = self.root / host.name / "mnt"
         mnt.mkdir(parents=True, exist_ok=True)
-        servers = [g.host.address for g in self.glusterds]
+        line = place(recipe()["fstab"].strip(),
+                     {f"s{i}": g.host.address for i, g in enumerate(self.glusterds, 1)})
+        device, where, fstype, options, *_ = line.split()
+        assert where == "/mnt/magnetar", line
+        opts = [o for o in options.split(",") if o not in ("defaults", "_netdev")]
+        opts.append(f"log-file={self.root / host.name / 'fuse.log'}")
         self.bed.defer(lambda: sh("umount", "-l", str(mnt), check=False))
-        host.sh("mount", "-t", "glusterfs", "-o",
-                f"{MOUNT_OPTIONS},backup-volfile-servers={':'.join(servers[1:])},"
-                f"log-file={self.root / host.name / 'fuse.log'}",
-                f"{servers[0]}:/{VOLUME}", str(mnt))
+        host.sh("mount", "-t", fstype, "-o", ",".join(opts), device, str(mnt))
         return mnt
 
     def start_brokers(self, chroot: str, extra: dict[str, str] | None = None
                       ) -> list[NsBroker]:
-        """One broker per broker host, each over its own mount (a directory ``chroot`` in
-        the volume), on the ensemble's chroot ``/chroot``; deduplication on."""
-        conf = {"magnetarSharedStorage": "true", "brokerDeduplicationEnabled": "true",
-                "magnetarSharedStorageVolumeOptionsConfirmed": CONFIRMED, **(extra or {})}
+        """The recipe's cluster on the ensemble's chroot ``/chroot``: its
+        ``initialize-cluster-metadata`` command, then one broker per broker host with the
+        recipe's broker.conf (``extra`` over it) run as its unit's ``ExecStart`` says, each
+        over its own mount (a directory ``chroot`` in the volume)."""
+        steps = recipe()
+        zk = {f"s{i}": z.host.address for i, z in enumerate(self.zookeepers, 1)}
+        first = self.broker_hosts[0].address
+        init = re.sub(r"(https?|pulsar)://s1:", rf"\1://{first}:", steps["init"].strip())
+        init = place(init.replace("2181/magnetar", f"2181/{chroot}"), zk)
+        argv = shlex.split(init)
+        assert argv[:2] == ["magnetar", "initialize-cluster-metadata"], init
+        self.broker_hosts[0].sh(*COMMAND, *argv[1:])
+        exec_start = re.search(r"^ExecStart=(.*)$", steps["unit"], re.M)
+        assert exec_start, steps["unit"]
+        unit_argv = shlex.split(exec_start.group(1))
+        assert unit_argv[1:] == ["broker", "--config", "/etc/magnetar/broker.conf"], unit_argv
         self.brokers = []
         for host, mnt in zip(self.broker_hosts, self.mounts, strict=True):
             data = mnt / chroot
             data.mkdir(exist_ok=True)
-            self.brokers.append(NsBroker(self.bed, host, self.root / host.name / chroot,
-                                         self.zk_url(f"/{chroot}"), conf, data))
+            conf = broker_conf(place(steps["broker.conf"], zk))
+            conf["metadataStoreUrl"] = conf["metadataStoreUrl"].replace(
+                "2181/magnetar", f"2181/{chroot}")
+            conf["advertisedAddress"] = host.address
+            conf["magnetarDataDir"] = str(data)
+            conf.update(extra or {})
+            broker = NsBroker(self.bed, host, self.root / host.name / chroot,
+                              conf["metadataStoreUrl"], conf, data)
+            broker.command[broker.command.index("standalone")] = unit_argv[1]
+            self.brokers.append(broker)
         for b in self.brokers:
             b.start(timeout=90)
         return self.brokers
