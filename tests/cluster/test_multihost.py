@@ -23,11 +23,18 @@ from pathlib import Path
 
 import pytest
 
-from tests.cluster.test_partitions import Load, owner_url, read_all
 from magnetar.broker.config import BrokerConfig
 from magnetar.storage.mounts import GLUSTER_MOUNT_OPTIONS, GLUSTER_OPTIONS, GLUSTER_VOLUME_OPTIONS
-from tests.multihost import (VOLUME, MultiHost, NsGlusterd, broker_conf,
-                             multihost_missing_reason, recipe, wait_quorum)
+from tests.cluster.test_partitions import Load, owner_url, read_all
+from tests.multihost import (
+    VOLUME,
+    MultiHost,
+    NsGlusterd,
+    broker_conf,
+    multihost_missing_reason,
+    recipe,
+    wait_quorum,
+)
 from tests.netbed import NetBed, NsBroker
 
 SESSION_S = 4.0
