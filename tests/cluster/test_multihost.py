@@ -5,7 +5,8 @@ mount, the official client on a host of its own. Each scenario runs a named prod
 one fault, heals it, and checks: the load resumes, everything acknowledged is consumed,
 nothing is stored twice; it reports how long the clients waited (``recovery_s``).
 
-Faults: the owner's host lost (link down, broker killed); the ZooKeeper leader killed
+Faults: the owner's host lost (link down, broker killed) or cut off (link down, broker
+running); the ZooKeeper leader killed
 (restarted afterwards); one storage host lost and brought back (the volume heals, the three
 bricks hold identical files); two storage hosts lost (writes pause with a storage error,
 never "fenced", and resume once they are back).
@@ -165,6 +166,19 @@ def lose_broker_host(mh: MultiHost, owner: NsBroker) -> Callable[[], None]:
 def test_lose_the_owners_host(multihost: MultiHost,
                               record_property: Callable[[str, object], None]) -> None:
     run_fault(multihost, "brokerhost", lose_broker_host, record_property, SESSION_S + 3)
+
+
+def cut_off_broker_host(mh: MultiHost, owner: NsBroker) -> Callable[[], None]:
+    """The owner's host cut off (link down) with its broker running: it loses ZooKeeper and
+    its mount's bricks; its session expires and the other broker takes its topics."""
+    owner.host.link_down()
+    return owner.host.link_up
+
+
+@pytest.mark.slow
+def test_cut_off_the_owners_host(multihost: MultiHost,
+                                 record_property: Callable[[str, object], None]) -> None:
+    run_fault(multihost, "brokercut", cut_off_broker_host, record_property, SESSION_S + 3)
 
 
 @pytest.mark.slow
