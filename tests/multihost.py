@@ -4,7 +4,7 @@ bricks are served by three glusterd peers on ``s1``-``s3``, and broker hosts ``b
 each with its own FUSE mount of that volume (a broker's data directory), plus ``client``.
 
 - `NsEnsembleMember`: one ZooKeeper server of the ensemble (``server.N`` lines and ``myid``),
-  `leader_of` finds the leader (the ``srvr`` command).
+  `wait_quorum` waits for the ensemble and names its leader (the ``srvr`` command).
 - `NsGlusterd`: glusterd on a storage host. Three glusterd on one machine would share
   ``/var/lib/glusterd``, ``/run/gluster`` and ``/var/log/glusterfs`` (peer identity, brick
   and self-heal daemon pid files and sockets): each runs in a mount namespace of its own
@@ -27,7 +27,6 @@ GlusterFS, ZooKeeper). Traffic stays inside the bed's namespaces.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import shlex
@@ -203,17 +202,19 @@ class NsGlusterd:
         self.proc = None
 
 
-def glusterfs_clients(mountpoint: Path) -> list[int]:
-    """The pids of the GlusterFS FUSE client processes serving ``mountpoint``."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        with contextlib.suppress(OSError):
-            argv = (entry / "cmdline").read_bytes().split(b"\0")
-            if argv and argv[0].endswith(b"glusterfs") and str(mountpoint).encode() in argv:
-                found.append(int(entry.name))
-    return found
+def wait_usable(data: Path, timeout: float = 60.0) -> None:
+    """Make directory ``data`` on a mount whose client may still be reconnecting to its
+    bricks (ENOTCONN after its host's link came back): bounded retries."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            data.mkdir(exist_ok=True)
+            return
+        except OSError as err:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{data}: the mount did not come back in {timeout} s: "
+                                   f"{err}") from err
+            time.sleep(0.5)
 
 
 class MultiHost:
@@ -329,7 +330,7 @@ class MultiHost:
         self.brokers = []
         for host, mnt in zip(self.broker_hosts, self.mounts, strict=True):
             data = mnt / chroot
-            data.mkdir(exist_ok=True)
+            wait_usable(data)
             conf = broker_conf(place(steps["broker.conf"], zk))
             conf["metadataStoreUrl"] = conf["metadataStoreUrl"].replace(
                 "2181/magnetar", f"2181/{chroot}")
