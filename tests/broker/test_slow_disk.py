@@ -187,10 +187,11 @@ def test_a_stalled_topic_load_does_not_delay_other_topics(
 
     stall_open = not settings  # with dedup, the ledger opens and its reads are what stall
 
-    def slow_open(cls: type[segment_module.Segment], directory: str, ledger_id: int) -> object:
+    def slow_open(cls: type[segment_module.Segment], directory: str, ledger_id: int,
+                  *args: object, **kwargs: object) -> object:
         if stall_open and directory in slow_dirs:
             release.wait(30)
-        return real_open(cls, directory, ledger_id)
+        return real_open(cls, directory, ledger_id, *args, **kwargs)
 
     monkeypatch.setattr(segment_module.Segment, "open_existing", classmethod(slow_open))
     broker = make_broker(managedLedgerCacheSizeMB=0, **settings)
@@ -317,11 +318,12 @@ def test_an_admin_call_on_a_stalled_topic_load_does_not_delay_other_topics(
 
     stuck = threading.Event()
 
-    def slow_open(cls: type[segment_module.Segment], directory: str, ledger_id: int) -> object:
+    def slow_open(cls: type[segment_module.Segment], directory: str, ledger_id: int,
+                  *args: object, **kwargs: object) -> object:
         if directory in slow_dirs:
             stuck.set()
             release.wait(30)
-        return real_open(cls, directory, ledger_id)
+        return real_open(cls, directory, ledger_id, *args, **kwargs)
 
     monkeypatch.setattr(segment_module.Segment, "open_existing", classmethod(slow_open))
     broker = make_broker()
