@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from concurrent.futures import Future
 from functools import partial
 from typing import TYPE_CHECKING, Any, cast
@@ -253,6 +254,8 @@ class PersistentTopic(Topic):
         self._held: list[ProducerCnx] = []  # connections with receipts queued for _appends_done
         self._confirmed = False  # entries were confirmed since the last _appends_done
         ledger.after_appends = self._appends_done
+        # called once per batch of confirmed entries (the geo-replicators, by cursor name)
+        self.append_listeners: dict[str, Callable[[], None]] = {}
         # After a failed append (disk full, I/O error) new producers are refused until
         # fenced_until (monotonic), backing off while the failures go on; see _storage_failed.
         self.fenced_until = 0.0
@@ -543,6 +546,8 @@ class PersistentTopic(Topic):
         if self._confirmed:
             self._confirmed = False
             self._notify_subscriptions()
+            for listener in self.append_listeners.values():
+                listener()
 
     def _notify_subscriptions(self) -> None:
         for sub in self.subscriptions.values():

@@ -1,0 +1,110 @@
+"""`ReplicationManager`: which replicators run (Pulsar's ``PersistentTopic.checkReplication``).
+
+A loaded persistent topic of a namespace whose ``replication_clusters`` lists clusters other
+than this broker's runs one `Replicator` for each; a cluster taken out of the list stops its
+replicator and drops its cursor; an unloaded topic's replicators stop (the cursors stay, and
+the next load resumes from them). The remote's URL is read from its cluster record
+(``brokerServiceUrl``) each time a replicator connects.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from functools import partial
+from typing import TYPE_CHECKING
+
+from magnetar.broker.replication.replicator import (
+    REPL_PREFIX,
+    Replicator,
+    cursor_name,
+    is_replicator_cursor,
+)
+from magnetar.broker.topics.topic import PersistentTopic
+
+if TYPE_CHECKING:
+    from magnetar.broker.service import BrokerService
+
+__all__ = ["ReplicationManager", "is_replicator_cursor"]
+
+log = logging.getLogger(__name__)
+
+
+class ReplicationManager:
+    """The replicators of the broker's loaded topics, by topic name and remote cluster."""
+
+    def __init__(self, service: BrokerService) -> None:
+        self.service = service
+        self.local = service.config.clusterName
+        self.replicators: dict[str, dict[str, Replicator]] = {}
+        self._stopping: set[asyncio.Future[None]] = set()
+
+    def remotes_of(self, topic: PersistentTopic) -> set[str]:
+        """The remote clusters ``topic`` is replicated to by its namespace's policy."""
+        clusters = self.service.policies.get(topic.topic_name.namespace).replication_clusters
+        return {c for c in clusters or () if c != self.local}
+
+    def _broker_url(self, remote: str) -> str | None:
+        data = self.service.namespaces.cluster_data(remote)
+        url = data.get("brokerServiceUrl")
+        return str(url) if url else None
+
+    def topic_loaded(self, topic: PersistentTopic) -> None:
+        self.check(topic)
+
+    def check(self, topic: PersistentTopic) -> None:
+        """Start and stop ``topic``'s replicators to match its namespace's policy."""
+        if not topic.topic_name.is_persistent or self.service.topics.get(topic.name) is not topic:
+            return
+        wanted = self.remotes_of(topic)
+        running = self.replicators.setdefault(topic.name, {})
+        for remote in sorted(wanted - running.keys()):
+            replicator = Replicator(topic, self.local, remote, partial(self._broker_url, remote))
+            running[remote] = replicator
+            topic.append_listeners[cursor_name(remote)] = replicator.entries_added
+            replicator.start()
+        for remote in sorted(running.keys() - wanted):
+            self._stop(topic, running.pop(remote), drop_cursor=True)
+        for name in list(topic.ledger.cursors()):  # cursors of clusters no longer listed
+            if is_replicator_cursor(name) and name[len(REPL_PREFIX):] not in wanted:
+                topic.ledger.delete_cursor(name)
+        if not running:
+            self.replicators.pop(topic.name, None)
+
+    def _stop(self, topic: PersistentTopic, replicator: Replicator, drop_cursor: bool) -> None:
+        topic.append_listeners.pop(cursor_name(replicator.remote), None)
+
+        async def stop() -> None:
+            await replicator.stop()
+            if drop_cursor:
+                topic.ledger.delete_cursor(cursor_name(replicator.remote))
+                log.info("replication of %s to %s stopped; cursor dropped",
+                         topic.name, replicator.remote)
+
+        future = asyncio.ensure_future(stop())
+        self._stopping.add(future)
+        future.add_done_callback(self._stopping.discard)
+
+    def policies_changed(self, namespace: str) -> None:
+        for topic in list(self.service.topics.values()):
+            if isinstance(topic, PersistentTopic) and topic.topic_name.namespace == namespace:
+                self.check(topic)
+
+    def topic_unloaded(self, topic: PersistentTopic) -> None:
+        """Stop ``topic``'s replicators now (before its ledger closes); cursors stay."""
+        for replicator in self.replicators.pop(topic.name, {}).values():
+            topic.append_listeners.pop(cursor_name(replicator.remote), None)
+            task = replicator._task
+            replicator._task = None
+            if task is not None:
+                task.cancel()
+
+    def stats(self, topic_name: str) -> dict[str, dict[str, object]]:
+        return {remote: r.stats() for remote, r in self.replicators.get(topic_name, {}).items()}
+
+    async def stop(self) -> None:
+        for name in list(self.replicators):
+            for replicator in self.replicators.pop(name).values():
+                await replicator.stop()
+        if self._stopping:
+            await asyncio.gather(*list(self._stopping), return_exceptions=True)
