@@ -87,6 +87,8 @@ class Replicator:
         self.last_error: str | None = None
 
     def start(self) -> None:
+        if self.cursor is None:  # at once: entries appended from now on are replicated
+            self.cursor = self.topic.ledger.open_cursor(cursor_name(self.remote), "latest")
         if self._task is None:
             self._task = asyncio.ensure_future(self._run())
 
