@@ -219,3 +219,33 @@ def test_replicating_broker_killed_loses_and_repeats_nothing(
     finally:
         ca.close()
         cb.close()
+
+
+def test_cluster_taken_out_stops_replication_and_drops_the_cursor(
+        clusters: tuple[BrokerProcess, BrokerProcess]) -> None:
+    a, b = clusters
+    topic = _topic()
+    path = f"/admin/v2/persistent/{topic.split('://')[1]}/stats"
+    ca, cb = _client(a), _client(b)
+    try:
+        consumer = cb.subscribe(topic, "s", initial_position=pulsar.InitialPosition.Earliest)
+        producer = ca.create_producer(topic, block_if_queue_full=True)
+        before = _send(producer, "A", 50)
+        producer.send(b"A-end1", partition_key="k-A-end1", properties={"origin": "A", "i": "end1"})
+        got = _receive_until(consumer, {b"A-end1"})
+        assert sorted(m.data() for m in got) == sorted(before | {b"A-end1"})
+        _admin(a, "POST", f"/admin/v2/namespaces/{NS}/replication", ["A"])
+        wait_until(lambda: _admin(a, "GET", path)["replication"] == {}, 30,  # type: ignore[index]
+                   "the replicator to B to stop")
+        gap = _send(producer, "A", 50, start=50)  # not replicated: B is not listed
+        assert len(gap) == 50
+        _admin(a, "POST", f"/admin/v2/namespaces/{NS}/replication", ["A", "B"])
+        wait_until(lambda: "B" in _admin(a, "GET", path)["replication"], 30,  # type: ignore[index, operator]
+                   "the replicator to B to start again")
+        producer.send(b"A-end2", partition_key="k-A-end2", properties={"origin": "A", "i": "end2"})
+        # a new cursor starts at the end: what was published while B was out stays in A
+        got = _receive_until(consumer, {b"A-end2"})
+        assert [m.data() for m in got] == [b"A-end2"]
+    finally:
+        ca.close()
+        cb.close()
