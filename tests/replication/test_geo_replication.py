@@ -249,3 +249,39 @@ def test_cluster_taken_out_stops_replication_and_drops_the_cursor(
     finally:
         ca.close()
         cb.close()
+
+
+def test_partitioned_topic_replicated_partition_by_partition(
+        clusters: tuple[BrokerProcess, BrokerProcess]) -> None:
+    a, b = clusters
+    topic = _topic()
+    rest = topic.split("://")[1]
+    _admin(a, "PUT", f"/admin/v2/persistent/{rest}/partitions", 3)
+    ca = _client(a)
+    try:
+        producer = ca.create_producer(topic, batching_enabled=True, block_if_queue_full=True,
+                                      message_routing_mode=pulsar.PartitionsRoutingMode.RoundRobinDistribution)
+        sent = _send(producer, "A", 300)
+        assert len(sent) == 300
+        # B's partitioned topic is created by the replicators, with A's count
+        wait_until(lambda: _admin(b, "GET", f"/admin/v2/persistent/{rest}/partitions")
+                   == {"partitions": 3}, 60, "the partitioned topic in B")
+        cb = _client(b)
+        try:
+            consumer = cb.subscribe(topic, "s", initial_position=pulsar.InitialPosition.Earliest)
+            got: list[pulsar.Message] = []
+            while len(got) < 300:
+                msg = consumer.receive(timeout_millis=60000)
+                consumer.acknowledge(msg)
+                got.append(msg)
+            assert sorted(m.data() for m in got) == sorted(sent)
+            for m in got:
+                _check(m)
+            # each message in B sits in the partition it was published to in A
+            in_a = {data: i for i in range(3) for _mid, data in read_all(ca, f"{topic}-partition-{i}")}
+            in_b = {m.data(): int(m.topic_name().rsplit("-", 1)[1]) for m in got}
+            assert in_b == {data: in_a[data] for data in sent}
+        finally:
+            cb.close()
+    finally:
+        ca.close()

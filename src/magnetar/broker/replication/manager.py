@@ -14,6 +14,8 @@ import logging
 from functools import partial
 from typing import TYPE_CHECKING
 
+from magnetar.broker.replication.remote_admin import ensure_partitioned
+from magnetar.broker.replication.remote_producer import RemoteError
 from magnetar.broker.replication.replicator import (
     REPL_PREFIX,
     Replicator,
@@ -49,6 +51,18 @@ class ReplicationManager:
         url = data.get("brokerServiceUrl")
         return str(url) if url else None
 
+    async def _remote_partitions(self, topic: PersistentTopic, remote: str) -> None:
+        """A partition replicates into the same partition of the remote partitioned topic,
+        created there with the local count when missing."""
+        base = topic.topic_name.base
+        meta = await self.service.storage.read_metadata(self.service.metadata.get, f"partitioned/{base}")
+        if not meta:
+            return  # a partition-named topic that is not part of a partitioned topic here
+        url = self.service.namespaces.cluster_data(remote).get("serviceUrl")
+        if not url:
+            raise RemoteError(f"cluster {remote} has no serviceUrl (to create {base} there)")
+        await ensure_partitioned(str(url), base, int(meta["partitions"]))
+
     def topic_loaded(self, topic: PersistentTopic) -> None:
         self.check(topic)
 
@@ -59,7 +73,8 @@ class ReplicationManager:
         wanted = self.remotes_of(topic)
         running = self.replicators.setdefault(topic.name, {})
         for remote in sorted(wanted - running.keys()):
-            replicator = Replicator(topic, self.local, remote, partial(self._broker_url, remote))
+            prepare = partial(self._remote_partitions, topic, remote) if topic.topic_name.is_partition else None
+            replicator = Replicator(topic, self.local, remote, partial(self._broker_url, remote), prepare)
             running[remote] = replicator
             topic.append_listeners[cursor_name(remote)] = replicator.entries_added
             replicator.start()

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from magnetar.broker.entries import split_entry
@@ -72,12 +72,16 @@ class Replicator:
     """Replicates ``topic`` to ``remote``; `start` it, `stop` it (the cursor stays)."""
 
     def __init__(self, topic: PersistentTopic, local: str, remote: str,
-                 broker_url: Callable[[], str | None]) -> None:
-        """``broker_url``: the remote cluster's ``pulsar://`` URL now (None: unknown)."""
+                 broker_url: Callable[[], str | None],
+                 prepare: Callable[[], Awaitable[None]] | None = None) -> None:
+        """``broker_url``: the remote cluster's ``pulsar://`` URL now (None: unknown);
+        ``prepare``: awaited before each connection (the remote partitioned topic)."""
         self.topic = topic
         self.local = local
         self.remote = remote
         self._broker_url = broker_url
+        self._prepare = prepare
+        self._prepared = False
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self.cursor: ManagedCursor | None = None
@@ -110,6 +114,9 @@ class Replicator:
             try:
                 if self.cursor is None or self.cursor.closed:
                     self.cursor = await self.topic.ledger.open_cursor_async(name, "latest")
+                if self._prepare is not None and not self._prepared:
+                    await self._prepare()
+                    self._prepared = True
                 url = self._broker_url()
                 if not url:
                     raise RemoteError(f"cluster {self.remote} has no brokerServiceUrl")
