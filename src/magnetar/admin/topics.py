@@ -226,10 +226,7 @@ async def topic_stats(request: web.Request) -> web.Response:
     name = topic_of(request)
     if await partitions_of(service, name):
         raise RestError(404, f"{name} is a partitioned topic: use partitioned-stats")
-    topic = await loaded(service, name)
-    stats = broker_stats.topic_stats(topic, rates_of(request))
-    stats["replication"] = service.replication.stats(topic.name)  # per remote cluster
-    return web.json_response(stats)
+    return web.json_response(broker_stats.topic_stats(await loaded(service, name), rates_of(request)))
 
 
 @routes.route("GET", T + "/internalStats", "Managed-ledger stats: ledgers, cursors, positions.")

@@ -224,6 +224,7 @@ class BrokerService(AdminOperations):
         await self.security.start(lambda: ServerCnx(self), self.check_credentials)
         self.disk.start()
         self.housekeeping.start()
+        self.replication.start()
         log.info("broker listening on %s:%d", self.config.bindAddress, self.port)
 
     async def join_cluster(self, urls: dict[str, str | None],

@@ -22,6 +22,7 @@ from magnetar.broker.replication.replicator import (
     cursor_name,
     is_replicator_cursor,
 )
+from magnetar.broker.topic_name import TopicName
 from magnetar.broker.topics.topic import PersistentTopic
 
 if TYPE_CHECKING:
@@ -40,6 +41,7 @@ class ReplicationManager:
         self.local = service.config.clusterName
         self.replicators: dict[str, dict[str, Replicator]] = {}
         self._stopping: set[asyncio.Future[None]] = set()
+        self._preload: asyncio.Future[None] | None = None
 
     def remotes_of(self, topic: PersistentTopic) -> set[str]:
         """The remote clusters ``topic`` is replicated to by its namespace's policy."""
@@ -76,7 +78,7 @@ class ReplicationManager:
             prepare = partial(self._remote_partitions, topic, remote) if topic.topic_name.is_partition else None
             replicator = Replicator(topic, self.local, remote, partial(self._broker_url, remote), prepare)
             running[remote] = replicator
-            topic.append_listeners[cursor_name(remote)] = replicator.entries_added
+            topic.replicators[remote] = replicator
             replicator.start()
         for remote in sorted(running.keys() - wanted):
             self._stop(topic, running.pop(remote), drop_cursor=True)
@@ -87,7 +89,7 @@ class ReplicationManager:
             self.replicators.pop(topic.name, None)
 
     def _stop(self, topic: PersistentTopic, replicator: Replicator, drop_cursor: bool) -> None:
-        topic.append_listeners.pop(cursor_name(replicator.remote), None)
+        topic.replicators.pop(replicator.remote, None)
 
         async def stop() -> None:
             await replicator.stop()
@@ -108,16 +110,37 @@ class ReplicationManager:
     def topic_unloaded(self, topic: PersistentTopic) -> None:
         """Stop ``topic``'s replicators now (before its ledger closes); cursors stay."""
         for replicator in self.replicators.pop(topic.name, {}).values():
-            topic.append_listeners.pop(cursor_name(replicator.remote), None)
+            topic.replicators.pop(replicator.remote, None)
             task = replicator._task
             replicator._task = None
             if task is not None:
                 task.cancel()
 
-    def stats(self, topic_name: str) -> dict[str, dict[str, object]]:
-        return {remote: r.stats() for remote, r in self.replicators.get(topic_name, {}).items()}
+    def start(self) -> None:
+        """Load the stored topics of replicated namespaces (as Pulsar loads an owned
+        bundle's topics), so that their backlogs replicate without waiting for a client."""
+        self._preload = asyncio.ensure_future(self._load_replicated())
+
+    async def _load_replicated(self) -> None:
+        service = self.service
+        namespaces = {ns for tenant in service.namespaces.tenants()
+                      for ns in service.namespaces.namespaces(tenant)
+                      if {c for c in service.policies.get(ns).replication_clusters or ()} - {self.local}}
+        if not namespaces:
+            return
+        names = await service.storage.read_metadata(service.stored_topic_names)
+        for name in sorted(names):
+            if TopicName.parse(name).namespace not in namespaces:
+                continue
+            try:
+                await service.load_topic(name, create=False)
+            except Exception as exc:  # not served here (a cluster), or gone meanwhile
+                log.info("replicated topic %s not loaded: %s", name, exc)
 
     async def stop(self) -> None:
+        if self._preload is not None:
+            self._preload.cancel()
+            await asyncio.gather(self._preload, return_exceptions=True)
         for name in list(self.replicators):
             for replicator in self.replicators.pop(name).values():
                 await replicator.stop()

@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
+from collections import deque
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from magnetar.broker.entries import split_entry
 from magnetar.broker.replication.remote_producer import RemoteError, RemoteProducer
@@ -54,18 +56,20 @@ def sequence_id_of(position: Position) -> int:
     return (position.ledger_id << 32) | position.entry_id
 
 
-def replicated_part(data: bytes | memoryview, local: str, remote: str) -> tuple[bytes, int] | None:
-    """(the payload part to send to ``remote``, its message count), or None when the entry
-    must not go there (replicated already, or ``replicate_to`` leaves ``remote`` out)."""
+def replicated_part(data: bytes | memoryview, local: str, remote: str) -> tuple[bytes | None, int, int]:
+    """(the payload part to send to ``remote``, its message count, its publish time in ms);
+    the part is None when the entry must not go there (replicated already, or its
+    ``replicate_to`` leaves ``remote`` out)."""
     _, part = split_entry(bytes(data))
     metadata, payload = parse_payload_part(part, verify=False)
-    if metadata.HasField("replicated_from"):
-        return None
-    if metadata.replicate_to and remote not in metadata.replicate_to:
-        return None
-    metadata.replicated_from = local
     count = metadata.num_messages_in_batch if metadata.HasField("num_messages_in_batch") else 1
-    return build_payload_part(metadata, payload), count
+    published = metadata.publish_time
+    if metadata.HasField("replicated_from"):
+        return None, count, published
+    if metadata.replicate_to and remote not in metadata.replicate_to:
+        return None, count, published
+    metadata.replicated_from = local
+    return build_payload_part(metadata, payload), count, published
 
 
 class Replicator:
@@ -82,6 +86,7 @@ class Replicator:
         self._broker_url = broker_url
         self._prepare = prepare
         self._prepared = False
+        self._url: str | None = None
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self.cursor: ManagedCursor | None = None
@@ -89,6 +94,10 @@ class Replicator:
         self.msg_out = 0
         self.bytes_out = 0
         self.last_error: str | None = None
+        # publish times (ms) of the entries sent and not yet acknowledged, oldest first;
+        # that of the last one acknowledged (replicationDelayInSeconds)
+        self._in_flight: deque[int] = deque()
+        self._acked_publish_ms = 0
 
     def start(self) -> None:
         if self.cursor is None:  # at once: entries appended from now on are replicated
@@ -117,7 +126,7 @@ class Replicator:
                 if self._prepare is not None and not self._prepared:
                     await self._prepare()
                     self._prepared = True
-                url = self._broker_url()
+                url = self._url = self._broker_url()
                 if not url:
                     raise RemoteError(f"cluster {self.remote} has no brokerServiceUrl")
                 producer = await RemoteProducer.open(
@@ -145,6 +154,7 @@ class Replicator:
         """Send from the cursor's mark-delete position on; acknowledge in order."""
         queue: asyncio.Queue[tuple[Position, asyncio.Future[None] | None]] = asyncio.Queue()
         window = asyncio.Semaphore(_WINDOW)
+        self._in_flight.clear()
         sender = asyncio.ensure_future(self._send(cursor, producer, queue, window))
         acker = asyncio.ensure_future(self._ack(cursor, queue, window))
         try:
@@ -175,16 +185,16 @@ class Replicator:
                 await window.acquire()
                 after = position
                 try:
-                    out = replicated_part(data, self.local, self.remote)
+                    part, count, published = replicated_part(data, self.local, self.remote)
                 except ProtocolError as exc:
                     log.warning("replicator %s -> %s: entry %s skipped: %s",
                                 self.topic.name, self.remote, position, exc)
-                    out = None
+                    part, published = None, 0
                 seq = sequence_id_of(position)
-                if out is None or seq <= last_stored:
+                self._in_flight.append(published)
+                if part is None or seq <= last_stored:
                     queue.put_nowait((position, None))
                     continue
-                part, count = out
                 queue.put_nowait((position, producer.send(seq, count, part)))
                 self.msg_out += count
                 self.bytes_out += len(part)
@@ -200,14 +210,25 @@ class Replicator:
             if self._task is None or cursor.closed:
                 return  # stopped (the topic unloads): the ledger's cursors are closing
             cursor.mark_delete(position)
+            if self._in_flight:
+                self._acked_publish_ms = self._in_flight.popleft()
             window.release()
 
-    def stats(self) -> dict[str, object]:
-        """Pulsar's per-remote ``replication`` stats (counters; rates are not kept)."""
+    def stats(self) -> dict[str, Any]:
+        """Pulsar's per-remote ``replication`` stats but the rates (`topics.stats` adds
+        those). The delay is the age of the oldest entry sent and not yet acknowledged, or,
+        when nothing is in flight but a backlog waits, of the last one acknowledged."""
         cursor = self.cursor
+        backlog = cursor.backlog() if cursor is not None and not cursor.closed else 0
+        delay = 0.0
+        oldest = self._in_flight[0] if self._in_flight else (self._acked_publish_ms if backlog else 0)
+        if oldest:
+            delay = max(0.0, time.time() - oldest / 1000)
         return {
             "msgOutCounter": self.msg_out,
             "bytesOutCounter": self.bytes_out,
-            "replicationBacklog": cursor.backlog() if cursor is not None and not cursor.closed else 0,
+            "replicationBacklog": backlog,
             "connected": self.connected,
+            "replicationDelayInSeconds": delay,
+            "outboundConnection": self._url or "",
         }

@@ -12,10 +12,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
 from concurrent.futures import Future
 from functools import partial
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from magnetar.broker.entries import entry_metadata, with_entry_metadata
 from magnetar.broker.errors import BrokerError
@@ -67,6 +66,16 @@ def _chunk_of(payload: bytes | memoryview) -> tuple[int, int]:
     if not metadata.HasField("chunk_id"):
         return _NOT_CHUNKED
     return metadata.chunk_id, metadata.num_chunks_from_msg
+
+
+class TopicReplicator(Protocol):
+    """What a topic and its stats use of a geo-replicator (`broker.replication`)."""
+
+    msg_out: int
+    bytes_out: int
+
+    def entries_added(self) -> None: ...
+    def stats(self) -> dict[str, Any]: ...
 
 
 class Topic:
@@ -254,8 +263,8 @@ class PersistentTopic(Topic):
         self._held: list[ProducerCnx] = []  # connections with receipts queued for _appends_done
         self._confirmed = False  # entries were confirmed since the last _appends_done
         ledger.after_appends = self._appends_done
-        # called once per batch of confirmed entries (the geo-replicators, by cursor name)
-        self.append_listeners: dict[str, Callable[[], None]] = {}
+        # the geo-replicators, by remote cluster (broker/replication: told of new entries)
+        self.replicators: dict[str, TopicReplicator] = {}
         # After a failed append (disk full, I/O error) new producers are refused until
         # fenced_until (monotonic), backing off while the failures go on; see _storage_failed.
         self.fenced_until = 0.0
@@ -546,8 +555,8 @@ class PersistentTopic(Topic):
         if self._confirmed:
             self._confirmed = False
             self._notify_subscriptions()
-            for listener in self.append_listeners.values():
-                listener()
+            for replicator in self.replicators.values():
+                replicator.entries_added()
 
     def _notify_subscriptions(self) -> None:
         for sub in self.subscriptions.values():
