@@ -122,6 +122,8 @@ class AdminOperations:
             self.compactor.forget(key)
             if topic is not None:
                 topic.close_all()
+                if isinstance(topic, PersistentTopic):
+                    self.replication.topic_unloaded(topic)
                 for sub in topic.subscriptions.values():
                     if isinstance(sub, PersistentSubscription):
                         sub.close_dispatcher()

@@ -19,7 +19,6 @@ from magnetar.broker.replication.remote_producer import RemoteError
 from magnetar.broker.replication.replicator import (
     REPL_PREFIX,
     Replicator,
-    cursor_name,
     is_replicator_cursor,
 )
 from magnetar.broker.topic_name import TopicName
@@ -40,7 +39,7 @@ class ReplicationManager:
         self.service = service
         self.local = service.config.clusterName
         self.replicators: dict[str, dict[str, Replicator]] = {}
-        self._stopping: set[asyncio.Future[None]] = set()
+        self._stopping: set[asyncio.Task[None]] = set()
         self._preload: asyncio.Future[None] | None = None
 
     def remotes_of(self, topic: PersistentTopic) -> set[str]:
@@ -81,26 +80,22 @@ class ReplicationManager:
             topic.replicators[remote] = replicator
             replicator.start()
         for remote in sorted(running.keys() - wanted):
-            self._stop(topic, running.pop(remote), drop_cursor=True)
+            self._stop(topic, running.pop(remote))
         for name in list(topic.ledger.cursors()):  # cursors of clusters no longer listed
             if is_replicator_cursor(name) and name[len(REPL_PREFIX):] not in wanted:
                 topic.ledger.delete_cursor(name)
+                log.info("replication of %s to %s stopped; cursor dropped",
+                         topic.name, name[len(REPL_PREFIX):])
         if not running:
             self.replicators.pop(topic.name, None)
 
-    def _stop(self, topic: PersistentTopic, replicator: Replicator, drop_cursor: bool) -> None:
+    def _stop(self, topic: PersistentTopic, replicator: Replicator) -> None:
+        """Stop ``replicator`` now; its task ends in the background."""
         topic.replicators.pop(replicator.remote, None)
-
-        async def stop() -> None:
-            await replicator.stop()
-            if drop_cursor:
-                topic.ledger.delete_cursor(cursor_name(replicator.remote))
-                log.info("replication of %s to %s stopped; cursor dropped",
-                         topic.name, replicator.remote)
-
-        future = asyncio.ensure_future(stop())
-        self._stopping.add(future)
-        future.add_done_callback(self._stopping.discard)
+        task = replicator.cancel()
+        if task is not None:
+            self._stopping.add(task)
+            task.add_done_callback(self._stopping.discard)
 
     def policies_changed(self, namespace: str) -> None:
         for topic in list(self.service.topics.values()):
@@ -110,11 +105,7 @@ class ReplicationManager:
     def topic_unloaded(self, topic: PersistentTopic) -> None:
         """Stop ``topic``'s replicators now (before its ledger closes); cursors stay."""
         for replicator in self.replicators.pop(topic.name, {}).values():
-            topic.replicators.pop(replicator.remote, None)
-            task = replicator._task
-            replicator._task = None
-            if task is not None:
-                task.cancel()
+            self._stop(topic, replicator)
 
     def start(self) -> None:
         """Load the stored topics of replicated namespaces (as Pulsar loads an owned

@@ -7,8 +7,10 @@ batch stays one batch, its payload untouched) with only its metadata changed:
 ``replicated_from`` = the local cluster. An entry that already carries ``replicated_from``
 (it came from another cluster) or whose ``replicate_to`` leaves the remote out is skipped.
 The remote producer is named ``pulsar.repl.{local}``; each send's sequence id comes from the
-entry's position (`sequence_id_of`), so the remote's deduplication drops what a restarted
-replicator sends again, and entries at or below the remote's last sequence id are not sent.
+entry's position (`sequence_id_of`: unique, to match receipts), and the remote deduplicates
+a replicator's sends by the original producer's name and sequence ids in the metadata (as
+Pulsar does; what a restart of the remote replays), so what a restarted replicator sends
+again is dropped there.
 The cursor moves only past entries the remote has acknowledged (in order).
 """
 
@@ -105,12 +107,18 @@ class Replicator:
         if self._task is None:
             self._task = asyncio.ensure_future(self._run())
 
-    async def stop(self) -> None:
+    def cancel(self) -> asyncio.Task[None] | None:
+        """Stop at once (nothing more is sent or acknowledged); the task, to await."""
         task, self._task = self._task, None
         if task is not None:
             task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
         self.connected = False
+        return task
+
+    async def stop(self) -> None:
+        task = self.cancel()
+        if task is not None:
+            await asyncio.gather(task, return_exceptions=True)
 
     def entries_added(self) -> None:
         """The topic confirmed new entries (its ``append_listeners``)."""
@@ -171,7 +179,6 @@ class Replicator:
                     window: asyncio.Semaphore) -> None:
         ledger = self.topic.ledger
         after: Position | None = None
-        last_stored = producer.last_sequence_id
         while True:
             self._wake.clear()
             start = cursor.first_unacked_after(after)
@@ -192,7 +199,7 @@ class Replicator:
                     part, published = None, 0
                 seq = sequence_id_of(position)
                 self._in_flight.append(published)
-                if part is None or seq <= last_stored:
+                if part is None:
                     queue.put_nowait((position, None))
                     continue
                 queue.put_nowait((position, producer.send(seq, count, part)))

@@ -14,13 +14,15 @@ import logging
 import time
 from concurrent.futures import Future
 from functools import partial
-from typing import TYPE_CHECKING, Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from magnetar.broker.entries import entry_metadata, with_entry_metadata
 from magnetar.broker.errors import BrokerError
 from magnetar.broker.topic_name import TopicName
+from magnetar.broker.topics.dedup import REPLICATOR_PREFIX, origin_of
 from magnetar.broker.topics.entry_index import load_entry_index
 from magnetar.broker.topics.producer import Producer, ProducerCnx
+from magnetar.broker.topics.replicated import TopicReplicator
 from magnetar.broker.topics.topic_limits import TopicLimits
 from magnetar.protocol import pb
 from magnetar.protocol.errors import ProtocolError
@@ -66,16 +68,6 @@ def _chunk_of(payload: bytes | memoryview) -> tuple[int, int]:
     if not metadata.HasField("chunk_id"):
         return _NOT_CHUNKED
     return metadata.chunk_id, metadata.num_chunks_from_msg
-
-
-class TopicReplicator(Protocol):
-    """What a topic and its stats use of a geo-replicator (`broker.replication`)."""
-
-    msg_out: int
-    bytes_out: int
-
-    def entries_added(self) -> None: ...
-    def stats(self) -> dict[str, Any]: ...
 
 
 class Topic:
@@ -433,16 +425,18 @@ class PersistentTopic(Topic):
             return
         num_messages = send.num_messages
         chunk = _NOT_CHUNKED
-        last_seq = highest
+        dedup_id = (producer.name, seq, highest)
         if self.dedup is not None:
             if send.is_chunk:
                 chunk = _chunk_of(payload)
             if num_messages > 1 and send.highest_sequence_id < 0:
                 # a batch from a client that numbers its messages consecutively (the C++
                 # client sends no highest_sequence_id and counts seq + n - 1 as published)
-                last_seq = seq + num_messages - 1
+                dedup_id = (producer.name, seq, seq + num_messages - 1)
+            if producer.name.startswith(REPLICATOR_PREFIX):
+                dedup_id = origin_of(payload, dedup_id)
             verdict = self.dedup.check(
-                producer.name, seq, last_seq, chunk_id=chunk[0], num_chunks=chunk[1]
+                dedup_id[0], dedup_id[1], dedup_id[2], chunk_id=chunk[0], num_chunks=chunk[1]
             )
             if verdict == "duplicate":
                 producer.send_receipt(seq, highest, -1, -1, size)
@@ -464,7 +458,7 @@ class PersistentTopic(Topic):
         producer.in_flight += 1
         try:
             self.ledger.append_then(
-                data, partial(self._persisted, producer, seq, highest, last_seq, chunk, size,
+                data, partial(self._persisted, producer, seq, highest, dedup_id, chunk, size,
                               num_messages),
                 part_crc)
         except BaseException:  # no outcome will come for it (the caller answers it)
@@ -476,7 +470,7 @@ class PersistentTopic(Topic):
         producer: Producer,
         seq: int,
         highest: int,
-        last_seq: int,
+        dedup_id: tuple[str, int, int],
         chunk: tuple[int, int],
         size: int,
         num_messages: int,
@@ -514,7 +508,7 @@ class PersistentTopic(Topic):
             if self._fence_backoff:
                 self._fence_backoff = 0.0
             if self.dedup is not None:
-                self.dedup.on_persisted(producer.name, seq, last_seq, chunk_id=chunk[0], num_chunks=chunk[1])
+                self.dedup.on_persisted(*dedup_id, chunk_id=chunk[0], num_chunks=chunk[1])
                 self.dedup_position = position
                 self.dedup_unsaved += 1
             answered = True
