@@ -170,15 +170,16 @@ def test_active_active_each_message_once_on_both_sides(
         mc.close()
 
 
+@pytest.mark.parametrize("how", ["stop", "kill9"])
 def test_remote_down_and_back_loses_and_repeats_nothing(
-        clusters: tuple[BrokerProcess, BrokerProcess]) -> None:
+        clusters: tuple[BrokerProcess, BrokerProcess], how: str) -> None:
     a, b = clusters
     topic = _topic()
     ca = _client(a)
     try:
         producer = ca.create_producer(topic, batching_enabled=True, block_if_queue_full=True)
         first = _send(producer, "A", 200)
-        b.stop()  # B down: A keeps the backlog in its replicator's cursor
+        b.stop() if how == "stop" else b.kill9()  # A keeps the backlog in its replicator's cursor
         second = _send(producer, "A", 200, start=200)
         path = f"/admin/v2/persistent/{topic.split('://')[1]}/stats"
         wait_until(lambda: not _admin(a, "GET", path)["replication"]["B"]["connected"],  # type: ignore[index]
