@@ -263,7 +263,7 @@ async def get_replication(request: web.Request) -> web.Response:
 
 
 @routes.route("POST", NS + "/replication",
-              "Set the namespace's replication clusters (kept: Magnetar does not replicate).",
+              "Set the namespace's replication clusters: its topics are replicated to the others.",
               body='a JSON list of cluster names: ["standalone"]')
 async def set_replication(request: web.Request) -> web.Response:
     body = expect(await json_body(request), list, "clusters")

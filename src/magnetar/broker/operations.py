@@ -32,6 +32,7 @@ from magnetar.storage import (
 
 if TYPE_CHECKING:
     from magnetar.broker.cluster.coordinator import ClusterCoordinator
+    from magnetar.broker.replication.manager import ReplicationManager
 
 
 class AdminOperations:
@@ -48,6 +49,7 @@ class AdminOperations:
     sweeper: IdleTopicSweeper
     policies: PolicyStore
     cluster: ClusterCoordinator | None
+    replication: ReplicationManager
 
     # the topic registry's (`BrokerService`)
     def check_topic_name(self, name: str) -> TopicName:
@@ -74,6 +76,7 @@ class AdminOperations:
                 for sub in topic.subscriptions.values():
                     if isinstance(sub, PersistentSubscription) and sub.dispatcher is not None:
                         sub.dispatcher.schedule()
+        self.replication.policies_changed(namespace)
 
     async def admin_topic(self, name: str) -> Topic:
         """The topic an admin operation is about, loaded (never created): in a cluster,
@@ -119,6 +122,8 @@ class AdminOperations:
             self.compactor.forget(key)
             if topic is not None:
                 topic.close_all()
+                if isinstance(topic, PersistentTopic):
+                    self.replication.topic_unloaded(topic)
                 for sub in topic.subscriptions.values():
                     if isinstance(sub, PersistentSubscription):
                         sub.close_dispatcher()

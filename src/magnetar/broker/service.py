@@ -44,6 +44,7 @@ from magnetar.broker.namespaces.policies import Policies, PolicyStore
 from magnetar.broker.namespaces.registry import NamespaceRegistry
 from magnetar.broker.namespaces.sweep import IdleTopicSweeper
 from magnetar.broker.operations import AdminOperations
+from magnetar.broker.replication.manager import ReplicationManager, is_replicator_cursor
 from magnetar.broker.schema.registry import SchemaRegistry
 from magnetar.broker.security.broker_security import BrokerSecurity
 from magnetar.broker.subscriptions.subscription import PersistentSubscription
@@ -160,6 +161,7 @@ class BrokerService(AdminOperations):
             self.metadata, config.clusterName, write=self.storage.write_metadata)
         # topic compaction and the compacted views read_compacted subscriptions read
         self.compactor = Compactor(self)
+        self.replication = ReplicationManager(self)  # geo-replication (replication_clusters)
         # advertisedListeners: which URL a lookup answers with, by listener name
         self.listeners = Listeners(config.advertisedListeners, config.internalListenerName)
         self.namespaces.adopt(
@@ -222,6 +224,7 @@ class BrokerService(AdminOperations):
         await self.security.start(lambda: ServerCnx(self), self.check_credentials)
         self.disk.start()
         self.housekeeping.start()
+        self.replication.start()
         log.info("broker listening on %s:%d", self.config.bindAddress, self.port)
 
     async def join_cluster(self, urls: dict[str, str | None],
@@ -257,6 +260,7 @@ class BrokerService(AdminOperations):
     async def stop(self) -> None:
         """Stop the periodic work, save dedup state, close connections and storage."""
         self.housekeeping.stop()
+        await self.replication.stop()
         self.disk.stop()
         for topic in list(self.topics.values()):
             if isinstance(topic, PersistentTopic):
@@ -368,6 +372,8 @@ class BrokerService(AdminOperations):
         del self.topics[topic.name]
         self.housekeeping.forget(topic.name)
         self.compactor.forget(topic.name)
+        if isinstance(topic, PersistentTopic):
+            self.replication.topic_unloaded(topic)
         topic.close_all()
         for sub in topic.subscriptions.values():
             if isinstance(sub, PersistentSubscription):
@@ -587,7 +593,10 @@ class BrokerService(AdminOperations):
         self.topics[key] = topic
         self.housekeeping.touch(key)
         for sub_name, cursor in ledger.cursors().items():
+            if is_replicator_cursor(sub_name):  # a geo-replicator's, not a subscription
+                continue
             topic.subscriptions[sub_name] = PersistentSubscription(topic, sub_name, cursor, durable=True)
+        self.replication.topic_loaded(topic)
         return topic
 
     def topics_of_namespace(

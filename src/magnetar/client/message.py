@@ -133,6 +133,12 @@ class Message:
             self._mid = mid
         return mid
 
+    def replicated_from(self) -> str | None:
+        """The cluster this message was first published in, when geo-replication brought
+        it here (the metadata's ``replicated_from``); None for a message published here."""
+        meta = self._entry.meta
+        return meta.replicated_from if meta.HasField("replicated_from") else None
+
     def publish_timestamp(self) -> int:
         return self._entry.meta.publish_time
 

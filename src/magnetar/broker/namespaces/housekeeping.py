@@ -54,7 +54,8 @@ _F = TypeVar("_F", bound="asyncio.Future[Any]")
 def in_use(topic: Topic) -> bool:
     """Whether ``topic`` has a producer (or one waiting for exclusive access) or a consumer."""
     return bool(topic.producers or topic.waiting_exclusive
-                or any(sub.consumers for sub in topic.subscriptions.values()))
+                or any(sub.consumers for sub in topic.subscriptions.values())
+                or getattr(topic, "replicators", None))  # geo-replicated
 
 
 class Housekeeping:

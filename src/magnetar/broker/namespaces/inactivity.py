@@ -40,7 +40,8 @@ log = logging.getLogger(__name__)
 
 def _in_use(topic: Topic) -> bool:
     return bool(topic.producers or topic.waiting_exclusive
-                or any(sub.consumers for sub in topic.subscriptions.values()))
+                or any(sub.consumers for sub in topic.subscriptions.values())
+                or getattr(topic, "replicators", None))  # geo-replicated: kept
 
 
 class InactivityMonitor:

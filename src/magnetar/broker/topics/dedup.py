@@ -44,6 +44,9 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Literal
 
+from magnetar.protocol.errors import ProtocolError
+from magnetar.protocol.frames import peek_metadata
+
 __all__ = [
     "DUPLICATE",
     "NEW",
@@ -207,3 +210,24 @@ class MessageDeduplication:
             self._persisted.pop(name, None)
             self._dirty.discard(name)
         return gone
+
+
+#: the name prefix of geo-replicators' producers (Pulsar's ``replicatorPrefix``)
+REPLICATOR_PREFIX = "pulsar.repl."
+
+
+def origin_of(payload: bytes | memoryview, default: tuple[str, int, int]) -> tuple[str, int, int]:
+    """The deduplication identity of a geo-replicator's send, as Pulsar's: the original
+    producer's name and sequence ids, from the message metadata (what a restart replays)."""
+    try:
+        metadata = peek_metadata(payload)
+    except ProtocolError:
+        return default
+    if not metadata.producer_name:
+        return default
+    seq = metadata.sequence_id  # as `dedup_snapshot.replay_entry` reads a stored entry
+    if metadata.HasField("highest_sequence_id"):
+        highest = metadata.highest_sequence_id
+    else:
+        highest = seq + max(1, metadata.num_messages_in_batch) - 1
+    return metadata.producer_name, seq, max(seq, highest)

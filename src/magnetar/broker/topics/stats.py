@@ -52,6 +52,8 @@ def _count(topic: Topic, counters: dict[Any, tuple[int, int]]) -> None:
         for consumer in sub.consumers:
             counters[("consumer", id(consumer))] = (consumer.msg_out, consumer.bytes_out)
     counters[("out", topic.name)] = (out_msgs, out_bytes)
+    for remote, replicator in getattr(topic, "replicators", {}).items():
+        counters[("repl", topic.name, remote)] = (replicator.msg_out, replicator.bytes_out)
 
 
 @dataclass
@@ -141,13 +143,22 @@ def topic_stats(topic: Topic, rates: RateTracker) -> dict[str, Any]:
         "publishers": publishers,
         "waitingPublishers": len(topic.waiting_exclusive),
         "subscriptions": subscriptions,
-        "replication": {},
+        "replication": replication_stats(topic, rates),
         "deduplicationStatus": "Enabled" if getattr(topic, "dedup", None) is not None else "Disabled",
         "topicEpoch": 0,
         "nonContiguousDeletedMessagesRanges": 0,
         "nonContiguousDeletedMessagesRangesSerializedSize": 0,
         "terminated": topic.terminated,
     }
+
+
+def replication_stats(topic: Topic, rates: RateTracker) -> dict[str, Any]:
+    """Pulsar's ``replication`` section: one entry per remote cluster."""
+    out = {}
+    for remote, replicator in getattr(topic, "replicators", {}).items():
+        rate = rates.rate("repl", topic.name, remote)
+        out[remote] = {"msgRateOut": rate[0], "msgThroughputOut": rate[1], **replicator.stats()}
+    return out
 
 
 def subscription_stats(topic: Topic, name: str, sub: Any, rates: RateTracker) -> dict[str, Any]:

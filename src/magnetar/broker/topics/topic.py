@@ -19,8 +19,10 @@ from typing import TYPE_CHECKING, Any, cast
 from magnetar.broker.entries import entry_metadata, with_entry_metadata
 from magnetar.broker.errors import BrokerError
 from magnetar.broker.topic_name import TopicName
+from magnetar.broker.topics.dedup import REPLICATOR_PREFIX, origin_of
 from magnetar.broker.topics.entry_index import load_entry_index
 from magnetar.broker.topics.producer import Producer, ProducerCnx
+from magnetar.broker.topics.replicated import TopicReplicator
 from magnetar.broker.topics.topic_limits import TopicLimits
 from magnetar.protocol import pb
 from magnetar.protocol.errors import ProtocolError
@@ -253,6 +255,8 @@ class PersistentTopic(Topic):
         self._held: list[ProducerCnx] = []  # connections with receipts queued for _appends_done
         self._confirmed = False  # entries were confirmed since the last _appends_done
         ledger.after_appends = self._appends_done
+        # the geo-replicators, by remote cluster (broker/replication: told of new entries)
+        self.replicators: dict[str, TopicReplicator] = {}
         # After a failed append (disk full, I/O error) new producers are refused until
         # fenced_until (monotonic), backing off while the failures go on; see _storage_failed.
         self.fenced_until = 0.0
@@ -421,16 +425,18 @@ class PersistentTopic(Topic):
             return
         num_messages = send.num_messages
         chunk = _NOT_CHUNKED
-        last_seq = highest
+        dedup_id = (producer.name, seq, highest)
         if self.dedup is not None:
             if send.is_chunk:
                 chunk = _chunk_of(payload)
             if num_messages > 1 and send.highest_sequence_id < 0:
                 # a batch from a client that numbers its messages consecutively (the C++
                 # client sends no highest_sequence_id and counts seq + n - 1 as published)
-                last_seq = seq + num_messages - 1
+                dedup_id = (producer.name, seq, seq + num_messages - 1)
+            if producer.name.startswith(REPLICATOR_PREFIX):
+                dedup_id = origin_of(payload, dedup_id)
             verdict = self.dedup.check(
-                producer.name, seq, last_seq, chunk_id=chunk[0], num_chunks=chunk[1]
+                dedup_id[0], dedup_id[1], dedup_id[2], chunk_id=chunk[0], num_chunks=chunk[1]
             )
             if verdict == "duplicate":
                 producer.send_receipt(seq, highest, -1, -1, size)
@@ -452,7 +458,7 @@ class PersistentTopic(Topic):
         producer.in_flight += 1
         try:
             self.ledger.append_then(
-                data, partial(self._persisted, producer, seq, highest, last_seq, chunk, size,
+                data, partial(self._persisted, producer, seq, highest, dedup_id, chunk, size,
                               num_messages),
                 part_crc)
         except BaseException:  # no outcome will come for it (the caller answers it)
@@ -464,7 +470,7 @@ class PersistentTopic(Topic):
         producer: Producer,
         seq: int,
         highest: int,
-        last_seq: int,
+        dedup_id: tuple[str, int, int],
         chunk: tuple[int, int],
         size: int,
         num_messages: int,
@@ -502,7 +508,7 @@ class PersistentTopic(Topic):
             if self._fence_backoff:
                 self._fence_backoff = 0.0
             if self.dedup is not None:
-                self.dedup.on_persisted(producer.name, seq, last_seq, chunk_id=chunk[0], num_chunks=chunk[1])
+                self.dedup.on_persisted(*dedup_id, chunk_id=chunk[0], num_chunks=chunk[1])
                 self.dedup_position = position
                 self.dedup_unsaved += 1
             answered = True
@@ -543,6 +549,8 @@ class PersistentTopic(Topic):
         if self._confirmed:
             self._confirmed = False
             self._notify_subscriptions()
+            for replicator in self.replicators.values():
+                replicator.entries_added()
 
     def _notify_subscriptions(self) -> None:
         for sub in self.subscriptions.values():

@@ -1,0 +1,139 @@
+"""`ReplicationManager`: which replicators run (Pulsar's ``PersistentTopic.checkReplication``).
+
+A loaded persistent topic of a namespace whose ``replication_clusters`` lists clusters other
+than this broker's runs one `Replicator` for each; a cluster taken out of the list stops its
+replicator and drops its cursor; an unloaded topic's replicators stop (the cursors stay, and
+the next load resumes from them). The remote's URL is read from its cluster record
+(``brokerServiceUrl``) each time a replicator connects.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from functools import partial
+from typing import TYPE_CHECKING
+
+from magnetar.broker.replication.remote_admin import ensure_partitioned
+from magnetar.broker.replication.remote_producer import RemoteError
+from magnetar.broker.replication.replicator import (
+    REPL_PREFIX,
+    Replicator,
+    is_replicator_cursor,
+)
+from magnetar.broker.topic_name import TopicName
+from magnetar.broker.topics.topic import PersistentTopic
+
+if TYPE_CHECKING:
+    from magnetar.broker.service import BrokerService
+
+__all__ = ["ReplicationManager", "is_replicator_cursor"]
+
+log = logging.getLogger(__name__)
+
+
+class ReplicationManager:
+    """The replicators of the broker's loaded topics, by topic name and remote cluster."""
+
+    def __init__(self, service: BrokerService) -> None:
+        self.service = service
+        self.local = service.config.clusterName
+        self.replicators: dict[str, dict[str, Replicator]] = {}
+        self._stopping: set[asyncio.Task[None]] = set()
+        self._preload: asyncio.Future[None] | None = None
+
+    def remotes_of(self, topic: PersistentTopic) -> set[str]:
+        """The remote clusters ``topic`` is replicated to by its namespace's policy."""
+        clusters = self.service.policies.get(topic.topic_name.namespace).replication_clusters
+        return {c for c in clusters or () if c != self.local}
+
+    def _broker_url(self, remote: str) -> str | None:
+        data = self.service.namespaces.cluster_data(remote)
+        url = data.get("brokerServiceUrl")
+        return str(url) if url else None
+
+    async def _remote_partitions(self, topic: PersistentTopic, remote: str) -> None:
+        """A partition replicates into the same partition of the remote partitioned topic,
+        created there with the local count when missing."""
+        base = topic.topic_name.base
+        meta = await self.service.storage.read_metadata(self.service.metadata.get, f"partitioned/{base}")
+        if not meta:
+            return  # a partition-named topic that is not part of a partitioned topic here
+        url = self.service.namespaces.cluster_data(remote).get("serviceUrl")
+        if not url:
+            raise RemoteError(f"cluster {remote} has no serviceUrl (to create {base} there)")
+        await ensure_partitioned(str(url), base, int(meta["partitions"]))
+
+    def topic_loaded(self, topic: PersistentTopic) -> None:
+        self.check(topic)
+
+    def check(self, topic: PersistentTopic) -> None:
+        """Start and stop ``topic``'s replicators to match its namespace's policy."""
+        if not topic.topic_name.is_persistent or self.service.topics.get(topic.name) is not topic:
+            return
+        wanted = self.remotes_of(topic)
+        running = self.replicators.setdefault(topic.name, {})
+        for remote in sorted(wanted - running.keys()):
+            prepare = partial(self._remote_partitions, topic, remote) if topic.topic_name.is_partition else None
+            replicator = Replicator(topic, self.local, remote, partial(self._broker_url, remote), prepare)
+            running[remote] = replicator
+            topic.replicators[remote] = replicator
+            replicator.start()
+        for remote in sorted(running.keys() - wanted):
+            self._stop(topic, running.pop(remote))
+        for name in list(topic.ledger.cursors()):  # cursors of clusters no longer listed
+            if is_replicator_cursor(name) and name[len(REPL_PREFIX):] not in wanted:
+                topic.ledger.delete_cursor(name)
+                log.info("replication of %s to %s stopped; cursor dropped",
+                         topic.name, name[len(REPL_PREFIX):])
+        if not running:
+            self.replicators.pop(topic.name, None)
+
+    def _stop(self, topic: PersistentTopic, replicator: Replicator) -> None:
+        """Stop ``replicator`` now; its task ends in the background."""
+        topic.replicators.pop(replicator.remote, None)
+        task = replicator.cancel()
+        if task is not None:
+            self._stopping.add(task)
+            task.add_done_callback(self._stopping.discard)
+
+    def policies_changed(self, namespace: str) -> None:
+        for topic in list(self.service.topics.values()):
+            if isinstance(topic, PersistentTopic) and topic.topic_name.namespace == namespace:
+                self.check(topic)
+
+    def topic_unloaded(self, topic: PersistentTopic) -> None:
+        """Stop ``topic``'s replicators now (before its ledger closes); cursors stay."""
+        for replicator in self.replicators.pop(topic.name, {}).values():
+            self._stop(topic, replicator)
+
+    def start(self) -> None:
+        """Load the stored topics of replicated namespaces (as Pulsar loads an owned
+        bundle's topics), so that their backlogs replicate without waiting for a client."""
+        self._preload = asyncio.ensure_future(self._load_replicated())
+
+    async def _load_replicated(self) -> None:
+        service = self.service
+        namespaces = {ns for tenant in service.namespaces.tenants()
+                      for ns in service.namespaces.namespaces(tenant)
+                      if {c for c in service.policies.get(ns).replication_clusters or ()} - {self.local}}
+        if not namespaces:
+            return
+        names = await service.storage.read_metadata(service.stored_topic_names)
+        for name in sorted(names):
+            if TopicName.parse(name).namespace not in namespaces:
+                continue
+            try:
+                await service.load_topic(name, create=False)
+            except Exception as exc:  # not served here (a cluster), or gone meanwhile
+                log.info("replicated topic %s not loaded: %s", name, exc)
+
+    async def stop(self) -> None:
+        if self._preload is not None:
+            self._preload.cancel()
+            await asyncio.gather(self._preload, return_exceptions=True)
+        for name in list(self.replicators):
+            for replicator in self.replicators.pop(name).values():
+                await replicator.stop()
+        if self._stopping:
+            await asyncio.gather(*list(self._stopping), return_exceptions=True)

@@ -1,0 +1,32 @@
+"""What a replicator asks of the remote cluster's admin API (its ``serviceUrl``): that a
+partitioned topic exists there with the local partition count (Pulsar's replicator creates
+it when missing)."""
+
+from __future__ import annotations
+
+import aiohttp
+
+from magnetar.broker.replication.remote_producer import RemoteError
+from magnetar.broker.topic_name import TopicName
+
+_TIMEOUT = aiohttp.ClientTimeout(total=30)
+
+
+async def ensure_partitioned(service_url: str, base: TopicName, partitions: int) -> None:
+    """Create ``base`` with ``partitions`` on the cluster at ``service_url`` (http://) when it
+    is not a partitioned topic there yet (RemoteError when that fails)."""
+    if not service_url.startswith("http://"):
+        raise RemoteError(f"only http:// service URLs are supported for replication: {service_url!r}")
+    url = f"{service_url.split(',')[0].rstrip('/')}/admin/v2/{base.rest_path()}/partitions"
+    try:
+        async with aiohttp.ClientSession(timeout=_TIMEOUT) as session:
+            async with session.get(url) as response:
+                if response.status != 200:
+                    raise RemoteError(f"GET {url}: HTTP {response.status}")
+                if int((await response.json()).get("partitions", 0)) > 0:
+                    return
+            async with session.put(url, json=partitions) as response:
+                if response.status not in (204, 409):  # 409: created meanwhile
+                    raise RemoteError(f"PUT {url}: HTTP {response.status}: {await response.text()}")
+    except aiohttp.ClientError as exc:
+        raise RemoteError(f"{url}: {exc}") from exc
