@@ -25,7 +25,13 @@ from pathlib import Path
 import pytest
 
 from magnetar.broker.config import BrokerConfig
-from magnetar.storage.mounts import GLUSTER_MOUNT_OPTIONS, GLUSTER_OPTIONS, GLUSTER_VOLUME_OPTIONS
+from magnetar.storage.mounts import (
+    CONFIRM_KEY,
+    GLUSTER_MOUNT_OPTIONS,
+    GLUSTER_OPTIONS,
+    GLUSTER_VOLUME_OPTIONS,
+)
+from magnetar.testing import COMMAND
 from tests.cluster.test_partitions import Load, owner_url, read_all
 from tests.multihost import (
     VOLUME,
@@ -33,6 +39,7 @@ from tests.multihost import (
     NsGlusterd,
     broker_conf,
     multihost_missing_reason,
+    place,
     recipe,
     wait_quorum,
 )
@@ -141,6 +148,38 @@ def run_fault(mh: MultiHost, name: str, fault: Fault,
     finally:
         main.abandon()
         mh.stop_brokers()
+
+
+def test_a_broker_refuses_the_volume_until_its_options_are_stated(multihost: MultiHost) -> None:
+    """A shared-mode broker on the real GlusterFS mount, with the recipe's broker.conf less
+    the key that states the volume's options: it exits 2 at once, naming the options to set
+    and the key; the recipe's own broker.conf (the key included) is what the bed's brokers
+    start with (`start_brokers`), so the key is all that differs."""
+    host, mnt = multihost.broker_hosts[0], multihost.mounts[0]
+    zk = {f"s{i}": z.host.address for i, z in enumerate(multihost.zookeepers, 1)}
+    conf = broker_conf(place(recipe()["broker.conf"], zk))
+    assert conf.pop(CONFIRM_KEY)
+    conf["magnetarDataDir"] = str(mnt / "refused")
+    path = multihost.root / "refused.conf"
+    path.write_text("".join(f"{k}={v}\n" for k, v in conf.items()))
+    done = host.sh(*COMMAND, "broker", "--config", str(path), check=False)
+    assert done.returncode == 2, (done.returncode, done.stdout, done.stderr)
+    assert "refusing shared storage" in done.stderr and "fuse.glusterfs" in done.stderr, done.stderr
+    assert all(option in done.stderr for option in GLUSTER_OPTIONS), done.stderr
+    assert f"{CONFIRM_KEY}=" in done.stderr, done.stderr
+
+
+def test_check_shared_storage_passes_across_the_two_mounts(multihost: MultiHost) -> None:
+    """`magnetar check-shared-storage` across the two broker hosts' mounts of the volume as
+    the recipe mounts it: every check passes."""
+    dirs = []
+    for mnt in multihost.mounts:
+        d = mnt / "checks"
+        d.mkdir(exist_ok=True)
+        dirs.append(str(d))
+    done = multihost.broker_hosts[0].sh(*COMMAND, "check-shared-storage", *dirs, check=False)
+    assert done.returncode == 0, (done.stdout, done.stderr)
+    assert "FAIL" not in done.stdout and " checks passed" in done.stdout, done.stdout
 
 
 def brick_files(g: NsGlusterd) -> dict[str, str]:

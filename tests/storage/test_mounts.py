@@ -73,7 +73,7 @@ def test_glusterfs_needs_its_options_stated() -> None:
     assert f"{mounts.CONFIRM_KEY}={','.join(mounts.GLUSTER_OPTIONS)}" in text
     assert problems(gluster, ",".join(mounts.GLUSTER_OPTIONS)) == []
     partly = " ".join(mounts.GLUSTER_OPTIONS[:-1])  # space separated works too
-    assert "not stated yet: negative-timeout=0" in problems(gluster, partly)[0]
+    assert "not stated yet: direct-io-mode=enable" in problems(gluster, partly)[0]
 
 
 def test_local_and_ceph_accepted_smb_refused() -> None:

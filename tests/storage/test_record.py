@@ -3,9 +3,12 @@ valid, and that a torn, zero-filled or corrupted record of either kind fails the
 
 from __future__ import annotations
 
+import errno
+import os
 import struct
 
 import crc32c
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -178,3 +181,29 @@ def test_every_single_bit_flip_of_a_part_record_is_caught() -> None:
     for at in range(ends[0], len(buf)):
         for bit in range(8):
             assert scan(flipped(buf, at, 1 << bit)) == (ends[0], ends[:1]), (at, bit)
+
+
+def test_scan_file_reads_where_the_file_system_cannot_map(tmp_path, monkeypatch) -> None:
+    """A file system without mmap (ENODEV: GlusterFS mounted ``direct-io-mode=enable``) is
+    scanned from a read of the file: the same records, the same end; other errors raise."""
+    body = b"\0" * START + b"".join(record.encode_header(p) + p for p in (b"a", b"bc", b"d" * 300))
+    path = tmp_path / "seg"
+    path.write_bytes(body + b"\x07torn")
+    with path.open("rb") as f:
+        mapped: list[int] = []
+        end = record.scan_file(f, len(body) + 5, START, mapped)
+
+    def refuse(errno_: int):
+        def no_mmap(*args: object, **kwargs: object) -> object:
+            raise OSError(errno_, os.strerror(errno_))
+        return no_mmap
+
+    monkeypatch.setattr(record.mmap, "mmap", refuse(errno.ENODEV))
+    with path.open("rb") as f:
+        f.read(3)  # the fallback reads from the start whatever the file's offset
+        read: list[int] = []
+        assert record.scan_file(f, len(body) + 5, START, read) == end == len(body)
+    assert read == mapped and len(read) == 3
+    monkeypatch.setattr(record.mmap, "mmap", refuse(errno.EIO))
+    with path.open("rb") as f, pytest.raises(OSError):
+        record.scan_file(f, len(body) + 5, START, [])

@@ -23,14 +23,17 @@ _UNSUPPORTED = {"cifs", "smb3", "smbfs", "9p", "fuse.sshfs", "fuse.s3fs", "fuse.
 #: what a GlusterFS volume and its FUSE mount need (issue 30: with these, 12 of 12 checks of
 #: ``magnetar check-shared-storage`` pass across two mounts; with Gluster's default caches, 6
 #: fail, among them the new inode a replaced fence file must show): the volume's
-#: performance translators off, and the FUSE client's attribute, entry and negative-lookup
-#: caches at 0 seconds
+#: performance translators off, the FUSE client's attribute, entry and negative-lookup
+#: caches at 0 seconds, and its page cache bypassed (``direct-io-mode=enable``: without it
+#: an overwrite inside a file the other mount read before stays unseen there, measured on
+#: the multi-host bed; the mount helper cannot pass ``fopen-keep-cache`` off)
 GLUSTER_VOLUME_OPTIONS = (
     "performance.write-behind=off", "performance.read-ahead=off", "performance.io-cache=off",
     "performance.quick-read=off", "performance.stat-prefetch=off", "performance.open-behind=off",
     "performance.readdir-ahead=off", "performance.nl-cache=off", "performance.flush-behind=off",
 )
-GLUSTER_MOUNT_OPTIONS = ("attribute-timeout=0", "entry-timeout=0", "negative-timeout=0")
+GLUSTER_MOUNT_OPTIONS = ("attribute-timeout=0", "entry-timeout=0", "negative-timeout=0",
+                         "direct-io-mode=enable")
 GLUSTER_OPTIONS = GLUSTER_VOLUME_OPTIONS + GLUSTER_MOUNT_OPTIONS
 
 #: the broker.conf key in which a user states the GlusterFS options above are set

@@ -46,8 +46,10 @@ Storage imports nothing from ``magnetar.protocol``: the magic is restated here
 
 from __future__ import annotations
 
+import errno
 import mmap
 import struct
+from typing import BinaryIO
 
 import crc32c
 
@@ -119,3 +121,17 @@ def scan(buf: bytes | memoryview | mmap.mmap, start: int, offsets: list[int]) ->
         offsets.append(end)
         off = end
     return off
+
+
+def scan_file(f: BinaryIO, size: int, start: int, offsets: list[int]) -> int:
+    """`scan` over the first ``size`` bytes of an open file, mapped; read into memory where
+    the file system cannot map files (ENODEV: a FUSE mount with direct I/O, as GlusterFS
+    mounted ``direct-io-mode=enable``)."""
+    try:
+        with mmap.mmap(f.fileno(), size, access=mmap.ACCESS_READ) as mm:
+            return scan(mm, start, offsets)
+    except OSError as exc:
+        if exc.errno != errno.ENODEV:
+            raise
+    f.seek(0)
+    return scan(f.read(size), start, offsets)

@@ -35,7 +35,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import logging
-import mmap
 import os
 import struct
 import threading
@@ -151,6 +150,7 @@ def parse_segment_name(name: str) -> tuple[int, int | None] | None:
     if not dot:
         return int(stem), None
     return (int(stem), int(tail)) if tail.isdigit() else None
+
 
 
 class Segment:
@@ -368,11 +368,8 @@ class Segment:
                     if not self.shared:
                         os.replace(self.path, self.path + ".corrupt")
                     return
-                if size > FILE_HEADER.size:
-                    with mmap.mmap(f.fileno(), size, access=mmap.ACCESS_READ) as mm:
-                        good = record.scan(mm, FILE_HEADER.size, offsets)
-                else:
-                    good = FILE_HEADER.size
+                good = (record.scan_file(f, size, FILE_HEADER.size, offsets)
+                        if size > FILE_HEADER.size else FILE_HEADER.size)
         if good < size and self.shared:
             # not ours to cut: another broker may hold it; what is past ``good`` is
             # never read (the takeover records ``good`` as the segment's end)
