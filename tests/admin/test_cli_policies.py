@@ -128,3 +128,30 @@ def test_topic_policy_commands(admin: Admin) -> None:
     assert admin("topics", "remove-backlog-quota", topic)[0] == 0
     code, _, err = admin("topics", "get-retention", f"persistent://{ns}/missing")
     assert code == 1 and "404" in err, err
+
+
+def test_topic_subscription_limit_commands(admin: Admin) -> None:
+    ns = f"public/cli-{uuid.uuid4().hex[:6]}"
+    topic = f"persistent://{ns}/t"
+    assert admin("namespaces", "create", ns)[0] == 0
+    assert admin("topics", "create", topic)[0] == 0
+    assert admin("topics", "set-max-subscriptions-per-topic", topic, "-m", "4")[0] == 0
+    assert json.loads(admin("topics", "get-max-subscriptions-per-topic", topic)[1]) == 4
+    assert admin("topics", "set-subscribe-rate", topic, "-sr", "5", "-st", "60")[0] == 0
+    assert json.loads(admin("topics", "get-subscribe-rate", topic)[1]) == {
+        "subscribeThrottlingRatePerConsumer": 5, "ratePeriodInSecond": 60}
+    assert admin("topics", "set-inactive-topic-policies", topic, "-e", "-t", "10m",
+                 "-m", "delete_when_no_subscriptions")[0] == 0
+    assert json.loads(admin("topics", "get-inactive-topic-policies", topic)[1]) == {
+        "deleteWhileInactive": True, "maxInactiveDurationSeconds": 600,
+        "inactiveTopicDeleteMode": "delete_when_no_subscriptions"}
+    code, _, err = admin("topics", "set-inactive-topic-policies", topic, "-t", "1m",
+                         "-m", "delete_when_no_subscriptions")
+    assert code == 1 and "--enable-delete-while-inactive" in err, err
+    assert json.loads(admin("namespaces", "get-inactive-topic-policies", ns)[1])[
+        "deleteWhileInactive"] is False  # the namespace's own is untouched
+    for name in ("max-subscriptions-per-topic", "subscribe-rate", "inactive-topic-policies"):
+        assert admin("topics", f"remove-{name}", topic)[0] == 0
+        assert json.loads(admin("topics", f"get-{name}", topic)[1]) is None, name
+    assert json.loads(admin("topics", "get-max-subscriptions-per-topic", topic,
+                            "--applied")[1]) == 0

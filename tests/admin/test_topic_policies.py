@@ -7,6 +7,7 @@ import uuid
 from pathlib import Path
 
 import pulsar
+import pytest
 
 from magnetar.testing import StandaloneBroker, standalone
 from tests.admin.conftest import QUIET, Api
@@ -132,3 +133,78 @@ def test_partitioned_topic_policies_apply_to_partitions(broker: StandaloneBroker
     take([consumer], 3)
     producer.close()
     consumer.close()
+
+
+def test_topic_max_subscriptions_and_subscribe_rate(api: Api, client: pulsar.Client,
+                                                    broker: StandaloneBroker) -> None:
+    """maxSubscriptionsPerTopic and subscribeRate set on one topic hold that topic only;
+    removing them frees it at once."""
+    topic, base = _topic(api, client)
+    other = topic + "-other"
+    api.ok("POST", base + "/maxSubscriptionsPerTopic", 1)
+    assert api.get(base + "/maxSubscriptionsPerTopic") == (200, 1)
+    assert api.get(base.rsplit("/", 1)[0] + "/t-x/maxSubscriptionsPerTopic")[0] == 404
+    kept = client.subscribe(topic, "s0")
+    with pytest.raises(pulsar.NotAllowedError):
+        client.subscribe(topic, "s1")
+    client.subscribe(other, "s0").close()
+    client.subscribe(other, "s1").close()  # the namespace sets no limit
+    api.ok("DELETE", base + "/maxSubscriptionsPerTopic")
+    assert api.get(base + "/maxSubscriptionsPerTopic") == (200, None)
+    client.subscribe(topic, "s1").close()
+    kept.close()
+    # subscribeRate: counted per consumer (host, name, id); a new client's first consumer
+    # has id 0, so a fresh client each time is the same consumer subscribing again
+    api.ok("POST", base + "/subscribeRate",
+           {"subscribeThrottlingRatePerConsumer": 2, "ratePeriodInSecond": 300})
+    assert api.get(base + "/subscribeRate") == (
+        200, {"subscribeThrottlingRatePerConsumer": 2, "ratePeriodInSecond": 300})
+
+    def subscribe_once(name: str) -> None:
+        fresh = pulsar.Client(broker.service_url, operation_timeout_seconds=10, logger=QUIET)
+        try:
+            fresh.subscribe(name, "r", consumer_name="again").close()
+        finally:
+            fresh.close()
+
+    for name in (topic, other):
+        subscribe_once(name)
+        subscribe_once(name)
+    with pytest.raises(pulsar.NotAllowedError):
+        subscribe_once(topic)
+    subscribe_once(other)  # the other topic follows its namespace: no subscribe rate
+    api.ok("DELETE", base + "/subscribeRate")
+    subscribe_once(topic)
+
+
+def test_topic_subscribe_rate_and_inactive_policies_admin(api: Api,
+                                                          client: pulsar.Client) -> None:
+    topic, base = _topic(api, client)
+    assert api.get(base + "/subscribeRate") == (200, None)
+    assert api.get(base + "/maxSubscriptionsPerTopic?applied=true") == (200, 0)
+    assert api.post(base + "/maxSubscriptionsPerTopic", -1)[0] == 412
+    assert api.post(base + "/maxSubscriptionsPerTopic", "one")[0] == 400
+    assert api.post(base + "/subscribeRate", {"ratePeriodInSecond": 0})[0] == 412
+    assert api.post(base + "/subscribeRate", [])[0] == 400
+    ns_base = "/admin/v2/namespaces/" + topic.split("://")[1].rsplit("/", 1)[0]
+    api.ok("POST", ns_base + "/inactiveTopicPolicies",
+           {"deleteWhileInactive": True, "maxInactiveDurationSeconds": 600,
+            "inactiveTopicDeleteMode": "delete_when_no_subscriptions"})
+    assert api.get(base + "/inactiveTopicPolicies") == (200, None)
+    assert api.get(base + "/inactiveTopicPolicies?applied=true")[1][
+        "maxInactiveDurationSeconds"] == 600
+    own = {"deleteWhileInactive": False, "maxInactiveDurationSeconds": 30,
+           "inactiveTopicDeleteMode": "delete_when_subscriptions_caught_up"}
+    api.ok("POST", base + "/inactiveTopicPolicies", own)
+    assert api.get(base + "/inactiveTopicPolicies") == (200, own)
+    assert api.get(base + "/inactiveTopicPolicies?applied=true") == (200, own)
+    assert api.get(ns_base + "/inactiveTopicPolicies")[1]["maxInactiveDurationSeconds"] == 600
+    assert api.post(base + "/inactiveTopicPolicies",
+                    {"maxInactiveDurationSeconds": -5})[0] == 412
+    assert api.post(base + "/inactiveTopicPolicies",
+                    {"inactiveTopicDeleteMode": "never"})[0] == 400
+    assert api.delete(base + "/inactiveTopicPolicies")[0] == 204
+    assert api.get(base + "/inactiveTopicPolicies") == (200, None)
+    missing = base.rsplit("/", 1)[0] + "/nowhere"
+    assert api.post(missing + "/inactiveTopicPolicies", own)[0] == 404
+    assert api.delete(missing + "/subscribeRate")[0] == 404

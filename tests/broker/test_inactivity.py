@@ -9,6 +9,7 @@ from typing import Any
 
 import pulsar
 
+from magnetar.broker.topic_name import TopicName
 from magnetar.protocol import pb
 
 from .brokerproc import new_topic
@@ -101,5 +102,37 @@ def test_inactive_topics_deleted_by_mode(make_broker) -> None:  # type: ignore[n
         assert run_round(broker, 120)[1] == 1
         assert subscribed not in broker.call(lambda: set(service.topics))
         kept.close()
+    finally:
+        client.close()
+
+
+def test_topic_level_inactive_topic_policies(make_broker) -> None:  # type: ignore[no-untyped-def]
+    """A topic's own inactiveTopicPolicies over its namespace's, either way."""
+    broker = make_broker()
+    service = broker.service
+    assert service is not None
+    client = pulsar.Client(broker.url, operation_timeout_seconds=10, logger=QUIET)
+    try:
+        own, plain = new_topic(), new_topic()
+        for name in (own, plain):
+            client.create_producer(name).close()
+        broker.call(lambda: service.policies.set_topic_async(
+            TopicName.parse(own), inactive_topic_delete_while_inactive=True,
+            inactive_topic_max_inactive_seconds=60))
+        assert run_round(broker, 30)[1] == 0  # seen idle from now on
+        assert run_round(broker, 120)[1] == 1  # the namespace deletes none: only `own`
+        loaded = broker.call(lambda: set(service.topics))
+        assert own not in loaded and plain in loaded
+        # the namespace deletes inactive topics; a topic that says no is kept
+        kept = new_topic()
+        client.create_producer(kept).close()
+        broker.call(lambda: service.policies.set_topic_async(
+            TopicName.parse(kept), inactive_topic_delete_while_inactive=False))
+        set_policies(broker, inactive_topic_delete_while_inactive=True,
+                     inactive_topic_max_inactive_seconds=60)
+        run_round(broker, 30)
+        run_round(broker, 120)
+        loaded = broker.call(lambda: set(service.topics))
+        assert kept in loaded and plain not in loaded
     finally:
         client.close()

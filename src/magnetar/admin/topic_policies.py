@@ -1,8 +1,10 @@
 """Topic-level policies (Pulsar 2.7+) at Pulsar's paths, under
 ``/admin/v2/{persistent|non-persistent}/{tenant}/{namespace}/{topic}``: ``retention``,
 ``messageTTL`` (``?messageTTL=`` seconds), ``backlogQuota`` / ``backlogQuotaMap``,
-``publishRate``, ``dispatchRate``, ``subscriptionDispatchRate``,
-``maxUnackedMessagesOnConsumer``, ``maxUnackedMessagesOnSubscription``.
+``publishRate``, ``dispatchRate``, ``subscriptionDispatchRate``, ``subscribeRate``,
+``maxUnackedMessagesOnConsumer``, ``maxUnackedMessagesOnSubscription``,
+``maxSubscriptionsPerTopic``, ``inactiveTopicPolicies`` (Pulsar's ``TopicPolicies`` has
+no subscription expiration time: that one stays a namespace policy).
 
 A topic's own value overrides its namespace's for that topic (a partitioned topic's, for
 all its partitions); it is kept in the metadata store (the cluster's, in a cluster, where
@@ -24,10 +26,14 @@ from magnetar.admin.namespaces import backlog_quota_doc, retention_doc
 from magnetar.admin.policies_body import (
     check_values,
     dispatch_rate_doc,
+    inactive_topic_policies_doc,
     number,
     publish_rate_doc,
     read_dispatch_rate,
+    read_inactive_topic_policies,
     read_publish_rate,
+    read_subscribe_rate,
+    subscribe_rate_doc,
 )
 from magnetar.admin.routing import (
     SERVICE,
@@ -133,11 +139,25 @@ for _path, _prefix, _what in (("/dispatchRate", "dispatch_rate", "dispatch rate"
                    _dispatch_doc(_prefix), _dispatch_read(_prefix), f"{_what} (DispatchRate)",
                    '{"dispatchThrottlingRateInMsg": int, "dispatchThrottlingRateInByte": long, '
                    '"ratePeriodInSecond": int}')
-for _path, _field in (("/maxUnackedMessagesOnConsumer", "max_unacked_messages_per_consumer"),
-                      ("/maxUnackedMessagesOnSubscription",
-                       "max_unacked_messages_per_subscription")):
+for _path, _field, _what in (
+        ("/maxUnackedMessagesOnConsumer", "max_unacked_messages_per_consumer",
+         "limit of unacknowledged messages"),
+        ("/maxUnackedMessagesOnSubscription", "max_unacked_messages_per_subscription",
+         "limit of unacknowledged messages"),
+        ("/maxSubscriptionsPerTopic", "max_subscriptions_per_topic", "limit of subscriptions")):
     _policy_routes(_path, (_field,), _field_doc(_field), _int_policy(_field, _path.strip("/")),
-                   f"limit of unacknowledged messages ({_path.strip('/')}; 0: none)", "int")
+                   f"{_what} ({_path.strip('/')}; 0: none)", "int")
+_policy_routes("/subscribeRate", ("subscribe_rate", "subscribe_rate_period"), subscribe_rate_doc,
+               read_subscribe_rate, "subscribe rate per consumer (SubscribeRate)",
+               '{"subscribeThrottlingRatePerConsumer": int, "ratePeriodInSecond": int (30)}')
+_policy_routes("/inactiveTopicPolicies",
+               ("inactive_topic_delete_mode", "inactive_topic_max_inactive_seconds",
+                "inactive_topic_delete_while_inactive"),
+               inactive_topic_policies_doc, read_inactive_topic_policies,
+               "inactive topic policies (InactiveTopicPolicies)",
+               '{"inactiveTopicDeleteMode": "delete_when_no_subscriptions"|'
+               '"delete_when_subscriptions_caught_up", "maxInactiveDurationSeconds": int, '
+               '"deleteWhileInactive": bool}')
 
 
 @routes.route("GET", T + "/messageTTL", "The topic's message TTL in seconds "

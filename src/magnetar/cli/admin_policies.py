@@ -3,7 +3,8 @@ flags: ``namespaces set-publish-rate / get-publish-rate / remove-publish-rate``,
 for ``dispatch-rate``, ``subscription-dispatch-rate`` and ``subscribe-rate``, the
 consumer and subscription limits, and the topic-level policies (``topics set-retention /
 set-message-ttl / set-backlog-quota / set-publish-rate / set-dispatch-rate /
-set-max-unacked-messages-on-consumer`` ... with ``get-`` (``--applied``) and ``remove-``). Each
+set-max-unacked-messages-on-consumer / set-max-subscriptions-per-topic / set-subscribe-rate /
+set-inactive-topic-policies`` ... with ``get-`` (``--applied``) and ``remove-``). Each
 command is one call of the admin REST API (the path is in its help).
 
 `add_commands` is handed ``admin.py``'s command builder and groups, so this module adds
@@ -65,13 +66,33 @@ def _set_int(policy: str) -> Command:
     return lambda a, api: api.call("POST", _ns_path(a, policy), a.value)
 
 
-def ns_set_inactive_topic_policies(a: argparse.Namespace, api: AdminClient) -> Any:
-    if a.enable is None:
-        raise AdminError(0, "give --enable-delete-while-inactive (-e) or "
-                            "--disable-delete-while-inactive (-d)")
-    return api.call("POST", _ns_path(a, "inactiveTopicPolicies"), {
-        "deleteWhileInactive": a.enable, "maxInactiveDurationSeconds": a.duration,
-        "inactiveTopicDeleteMode": a.mode})
+def _inactive_setter(method: str, path: Callable[[argparse.Namespace], str]) -> Command:
+    """Set the inactive topic policies (of a namespace or a topic) from the flags."""
+
+    def run(a: argparse.Namespace, api: AdminClient) -> Any:
+        if a.enable is None:
+            raise AdminError(0, "give --enable-delete-while-inactive (-e) or "
+                                "--disable-delete-while-inactive (-d)")
+        return api.call(method, path(a), {
+            "deleteWhileInactive": a.enable, "maxInactiveDurationSeconds": a.duration,
+            "inactiveTopicDeleteMode": a.mode})
+    return run
+
+
+ns_set_inactive_topic_policies = _inactive_setter(
+    "POST", lambda a: _ns_path(a, "inactiveTopicPolicies"))
+
+
+def _inactive_args() -> list[Arg]:
+    return [
+        _a("-e", "--enable-delete-while-inactive", dest="enable", action="store_true",
+           default=None),
+        _a("-d", "--disable-delete-while-inactive", dest="enable", action="store_false"),
+        _a("-t", "--max-inactive-duration", dest="duration", type=seconds, required=True,
+           help="e.g. 600, 10m, 1h"),
+        _a("-m", "--delete-mode", dest="mode", required=True,
+           choices=["delete_when_no_subscriptions", "delete_when_subscriptions_caught_up"]),
+    ]
 
 
 def _dispatch_args() -> list[Arg]:
@@ -193,6 +214,22 @@ def _topic_commands(groups: Groups, cmd: CommandMaker) -> None:
              "limit of unacknowledged messages " + name.split("-on-")[1].replace("-", " "),
              "--maxNum 1000",
              _a("-m", "--maxNum", dest="value", type=int32, required=True, help="0: no limit"))
+    trio("max-subscriptions-per-topic", "maxSubscriptionsPerTopic",
+         _t_post("maxSubscriptionsPerTopic", lambda a: a.value), "limit of subscriptions",
+         "--max-subscriptions-per-topic 10",
+         _a("-m", "--max-subscriptions-per-topic", dest="value", type=int32, required=True,
+            help="0: no limit"))
+    trio("subscribe-rate", "subscribeRate", _t_post("subscribeRate", lambda a: {
+        "subscribeThrottlingRatePerConsumer": a.rate, "ratePeriodInSecond": a.period}),
+         "subscribe rate per consumer", "--subscribe-rate 10 --subscribe-rate-period 30",
+         _a("-sr", "--subscribe-rate", dest="rate", type=int32, default=-1,
+            help="subscribes per consumer and period (default -1: no limit)"),
+         _a("-st", "--subscribe-rate-period", dest="period", type=int32, default=30,
+            help="the period in seconds (default 30)"))
+    trio("inactive-topic-policies", "inactiveTopicPolicies",
+         _inactive_setter("POST", lambda a: _t_path(a, "inactiveTopicPolicies")),
+         "inactive topic policies", "-e -t 1h -m delete_when_no_subscriptions",
+         *_inactive_args())
 
 
 def add_commands(groups: Groups, cmd: CommandMaker) -> None:
@@ -272,14 +309,7 @@ def add_commands(groups: Groups, cmd: CommandMaker) -> None:
         "delete topics without producers and consumers for a time; "
         "POST .../inactiveTopicPolicies",
         f"{ex} set-inactive-topic-policies acme/orders -e -t 1h -m delete_when_no_subscriptions",
-        NS,
-        _a("-e", "--enable-delete-while-inactive", dest="enable", action="store_true",
-           default=None),
-        _a("-d", "--disable-delete-while-inactive", dest="enable", action="store_false"),
-        _a("-t", "--max-inactive-duration", dest="duration", type=seconds, required=True,
-           help="e.g. 600, 10m, 1h"),
-        _a("-m", "--delete-mode", dest="mode", required=True,
-           choices=["delete_when_no_subscriptions", "delete_when_subscriptions_caught_up"]))
+        NS, *_inactive_args())
     cmd(n, "get-inactive-topic-policies", _get("inactiveTopicPolicies"),
         "show the inactive topic policies; GET .../inactiveTopicPolicies",
         f"{ex} get-inactive-topic-policies acme/orders", NS)
