@@ -131,6 +131,25 @@ def _create_or_error(client: pulsar.Client, topic: str) -> pulsar.Producer | Exc
         return exc
 
 
+
+def _free_and_write(client: pulsar.Client, topic: str, filler: Path) -> float:
+    """Remove ``filler`` and wait until a new producer stores ``b"after-free"``; the seconds
+    that took."""
+    os.unlink(filler)
+    freed = time.monotonic()
+
+    def writable() -> bool:
+        p = _create_or_error(client, topic)
+        if isinstance(p, Exception):
+            return False
+        p.send(b"after-free")
+        p.close()
+        return True
+
+    _wait(writable, "a new producer stores a message after space is freed")
+    return time.monotonic() - freed
+
+
 def test_past_the_threshold_writes_fail_at_once_and_resume_when_space_is_freed(
     broker_on: Callable[..., tuple[ThreadedBroker, str]], small_disk: Path,
 ) -> None:
@@ -180,19 +199,7 @@ def test_past_the_threshold_writes_fail_at_once_and_resume_when_space_is_freed(
                                   .subscriptions["s"].backlog()) == 0, "the acks are applied")
 
         # space comes back: a new producer's send goes through within a check interval
-        os.unlink(filler)
-        freed = time.monotonic()
-
-        def writable() -> bool:
-            p = _create_or_error(client, topic)
-            if isinstance(p, Exception):
-                return False
-            p.send(b"after-free")
-            p.close()
-            return True
-
-        _wait(writable, "a new producer stores a message after space is freed")
-        resumed_after = time.monotonic() - freed
+        resumed_after = _free_and_write(client, topic, filler)
         acked.append(b"after-free")
         print(f"writes resumed {resumed_after:.2f} s after space was freed")
         assert resumed_after < 5, resumed_after
@@ -246,20 +253,9 @@ def test_a_write_refused_for_want_of_space_turns_the_broker_read_only(
         status, text = _get(f"{http}/admin/v2/brokers/health")
         assert status == 503 and "full" in text, text
 
-        os.unlink(filler)
-        freed = time.monotonic()
-
-        def writable() -> bool:
-            p = _create_or_error(client, topic)
-            if isinstance(p, Exception):
-                return False
-            p.send(b"after-free")
-            p.close()
-            return True
-
-        _wait(writable, "a new producer stores a message after space is freed")
-        print(f"writes resumed {time.monotonic() - freed:.2f} s after space was freed")
-        assert time.monotonic() - freed < 5
+        resumed_after = _free_and_write(client, topic, filler)
+        print(f"writes resumed {resumed_after:.2f} s after space was freed")
+        assert resumed_after < 5
         acked.append(b"after-free")
         stored = _read_all(client, topic)
         assert set(acked) <= set(stored)

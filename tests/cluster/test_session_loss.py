@@ -132,6 +132,16 @@ def registered(broker: ClusterBroker) -> list[str]:
     return list(listed) if status == 200 and listed else []
 
 
+def dedup_cluster(tmp_path: Path, zk: ZooKeeperServer) -> Cluster:
+    """Two started brokers sharing storage, deduplication on, a SESSION_S session."""
+    cluster = Cluster(tmp_path / "c", zk, 2,
+                      {"brokerDeduplicationEnabled": "true",
+                       "metadataStoreSessionTimeoutMillis": str(int(SESSION_S * 1000))},
+                      shared=True)
+    cluster.start()
+    return cluster
+
+
 def log_of(broker: ClusterBroker) -> str:
     return broker.log_path.read_text(errors="replace")
 
@@ -140,11 +150,7 @@ def log_of(broker: ClusterBroker) -> str:
 @pytest.mark.timeout(400)
 def test_zookeeper_frozen_past_the_session_timeout(own_zk: ZooKeeperServer,
                                                     tmp_path: Path) -> None:
-    cluster = Cluster(tmp_path / "c", own_zk, 2,
-                      {"brokerDeduplicationEnabled": "true",
-                       "metadataStoreSessionTimeoutMillis": str(int(SESSION_S * 1000))},
-                      shared=True)
-    cluster.start()
+    cluster = dedup_cluster(tmp_path, own_zk)
     try:
         a, b = cluster.brokers
         topics = [topic_owned_by(cluster, a.port, "zk-frozen-a"),
@@ -202,11 +208,7 @@ def test_zookeeper_frozen_past_the_session_timeout(own_zk: ZooKeeperServer,
 @pytest.mark.timeout(400)
 def test_a_paused_owner_stops_serving_and_its_clients_move(own_zk: ZooKeeperServer,
                                                            tmp_path: Path) -> None:
-    cluster = Cluster(tmp_path / "c", own_zk, 2,
-                      {"brokerDeduplicationEnabled": "true",
-                       "metadataStoreSessionTimeoutMillis": str(int(SESSION_S * 1000))},
-                      shared=True)
-    cluster.start()
+    cluster = dedup_cluster(tmp_path, own_zk)
     try:
         a, b = cluster.brokers
         topic = topic_owned_by(cluster, a.port, "paused-owner")
