@@ -27,8 +27,6 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-import re2
-
 from magnetar.broker.cluster.records import LEDGER_IDS_PATH
 from magnetar.broker.config.broker_config import BrokerConfig
 from magnetar.broker.config.listeners import Listeners
@@ -52,6 +50,7 @@ from magnetar.broker.topic_name import TopicName, ledger_name
 from magnetar.broker.topics.compaction import Compactor
 from magnetar.broker.topics.dedup_snapshot import DedupSnapshots, Restored
 from magnetar.broker.topics.entry_index import load_entry_index_async
+from magnetar.broker.topics.listing import topics_in_namespace
 from magnetar.broker.topics.topic import (
     NonPersistentTopic,
     PersistentTopic,
@@ -77,9 +76,6 @@ log = logging.getLogger(__name__)
 
 # GetTopicsOfNamespace modes that list the persistent topics
 _PERSISTENT_MODES = (pb.CommandGetTopicsOfNamespace.PERSISTENT, pb.CommandGetTopicsOfNamespace.ALL)
-
-RE2_QUIET = re2.Options()
-RE2_QUIET.log_errors = False  # a client's bad pattern is its own business, not the log's
 
 
 def _done() -> asyncio.Future[None]:
@@ -542,6 +538,13 @@ class BrokerService(AdminOperations):
             return topic
         if not ledger.is_open:
             raise LedgerClosedError(f"the ledger of {key} was closed while the topic was loading")
+        if self.cluster is not None and topic_name.is_persistent and not self.cluster.serves(
+                key, ledger.fence.epoch if ledger.fence is not None else None):
+            # unloaded (and perhaps owned again, under a new epoch) while this load ran:
+            # what it read may be stale, and nothing else would ever unload it
+            await ledger.close_async()
+            raise BrokerError(pb.ServiceNotReady, f"topic {key} moved while it was loading; "
+                              "look it up again")
         return self.attach_ledger(topic_name, ledger, restored, entry_index)
 
     def loaded_topic(self, name: str, create: bool) -> tuple[TopicName, Topic | None, bool]:
@@ -634,17 +637,4 @@ class BrokerService(AdminOperations):
         names = set(stored)
         if mode in (pb.CommandGetTopicsOfNamespace.NON_PERSISTENT, pb.CommandGetTopicsOfNamespace.ALL):
             names.update(n for n in self.topics if n.startswith("non-persistent://"))
-        wanted = [n for n in names if TopicName.parse(n).namespace == namespace]
-        if pattern:
-            # The pattern comes from the client: RE2 runs it in linear time, so no pattern
-            # can stall the event loop (Python's re backtracks: "(a+)+b" took minutes). A
-            # pattern RE2 cannot run (back-references, look-arounds) filters nothing, and
-            # the client filters the list itself, as when a broker ignores the pattern.
-            try:
-                regex = re2.compile(pattern, RE2_QUIET)
-            except re2.error:
-                return sorted(wanted), False
-            # Pulsar matches the pattern against the name without the domain prefix too.
-            wanted = [n for n in wanted if regex.fullmatch(n) or regex.fullmatch(n.split("://", 1)[1])]
-            return sorted(wanted), True
-        return sorted(wanted), False
+        return topics_in_namespace(names, namespace, pattern)

@@ -276,9 +276,23 @@ class ClusterCoordinator:
         early stop; the fence in storage is what makes acks safe)."""
         return time.monotonic() < self.store.lease_deadline
 
+    def serves(self, topic: str, epoch: int | None = None) -> bool:
+        """Whether this broker may serve ``topic`` now: it owns the bundle and is not
+        unloading it; given ``epoch`` (the one a ledger was opened and fenced with), still
+        in that same ownership. A topic whose load outlived an unload (and maybe the
+        bundle's return here, under a new epoch) must not be served from what it read."""
+        name = TopicName.parse(topic)
+        bundles = self._bundles.get(name.namespace)
+        if bundles is None:
+            return False
+        key = (name.namespace, bundles.bundle_of(str(name)))
+        if not self.ownership.is_serving(*key):
+            return False
+        return epoch is None or self.ownership.epochs.get(key, -1) == epoch
+
     def check_owned(self, topic: str) -> None:
         """``ServiceNotReady`` unless this broker serves ``topic`` (the client looks up)."""
-        if not self.owns(topic):
+        if not self.serves(topic):
             raise BrokerError(pb.ServiceNotReady,
                               f"topic {topic} is not served by this broker; look it up again")
 

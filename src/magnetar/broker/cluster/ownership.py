@@ -63,6 +63,11 @@ class OwnershipCache:
     def is_owned(self, namespace: str, bundle: BundleRange) -> bool:
         return (namespace, bundle) in self.owned
 
+    def is_serving(self, namespace: str, bundle: BundleRange) -> bool:
+        """Owned and not being given up (`set_disabled`: an unload under way)."""
+        mine = self.owned.get((namespace, bundle))
+        return mine is not None and not mine.disabled
+
     async def owner_of(self, namespace: str, bundle: BundleRange) -> OwnerData | None:
         """The bundle's owner (this broker's own record when it is ours), None if free."""
         mine = self.owned.get((namespace, bundle))
