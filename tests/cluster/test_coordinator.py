@@ -159,3 +159,47 @@ def test_an_unloaded_bundle_goes_where_its_owner_sent_it(zookeeper: ZooKeeperSer
             await store.close()
 
     run(main)
+
+
+def test_a_load_that_outlives_its_ownership_is_not_served(zookeeper: ZooKeeperServer) -> None:
+    """What `load_topic` asks before registering a topic it loaded: while the bundle is
+    being unloaded nothing new is served (a load may not start, ``check_owned``), and once
+    the bundle left and came back, a ledger fenced under the earlier ownership's epoch is
+    not served (CI once lost sight of acked messages that way: a load finished after its
+    bundle moved, and the topic was served stale when the bundle returned)."""
+    from magnetar.broker.cluster.bundles import NamespaceBundles
+
+    async def main() -> None:
+        stores, a, b = await pair(zookeeper)
+        topic = "persistent://public/default/stale-load"
+        assert (await a.lookup(topic, authoritative=True)).connect
+        first_epoch = a.epoch_of(topic)
+        assert first_epoch is not None and first_epoch >= 0
+        assert a.serves(topic) and a.serves(topic, first_epoch)
+        namespace, bundle = await a.bundle_of(topic)
+        assert bundle == NamespaceBundles.evenly(4).bundle_of(topic)
+        during: list[bool] = []
+
+        async def unloading(ns: str, rng: object, going: OwnerData | None) -> None:
+            during.append(a.owns(topic))  # still owned: the topics are being closed ...
+            during.append(a.serves(topic))  # ... but nothing new is served
+            with pytest.raises(BrokerError):
+                a.check_owned(topic)
+
+        a.unload_topics = unloading
+        assert await a.unload(namespace, bundle, destination="b:8080")
+        assert during == [True, False]
+        assert not a.serves(topic, first_epoch)
+        assert (await b.lookup(topic, authoritative=True)).connect
+        b.unload_topics = None
+        assert await b.unload(namespace, bundle, destination="a:8080")
+        assert (await a.lookup(topic, authoritative=True)).connect
+        assert a.serves(topic)  # the bundle is back, under a new epoch ...
+        assert a.epoch_of(topic) != first_epoch
+        assert not a.serves(topic, first_epoch)  # ... so a load fenced before is stale
+        await a.stop()
+        await b.stop()
+        for store in stores:
+            await store.close()
+
+    run(main)
