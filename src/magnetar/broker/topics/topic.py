@@ -314,13 +314,20 @@ class PersistentTopic(Topic):
         return self.dedup.last_sequence_id(producer_name)
 
     def oldest_backlog_position(self) -> Position | None:
-        """The oldest entry some durable subscription has not acknowledged (None: none)."""
+        """The oldest entry some durable subscription has not acknowledged, or some
+        geo-replicator has not replicated (its cursor holds the backlog too; None: none)."""
         from magnetar.broker.subscriptions.subscription import PersistentSubscription
 
         oldest: Position | None = None
         for sub in self.subscriptions.values():
             if isinstance(sub, PersistentSubscription) and sub.durable:
                 first = sub.cursor.read_position
+                if first is not None and (oldest is None or first < oldest):
+                    oldest = first
+        for replicator in self.replicators.values():
+            cursor = replicator.cursor
+            if cursor is not None and not cursor.closed:
+                first = cursor.read_position
                 if first is not None and (oldest is None or first < oldest):
                     oldest = first
         return oldest
