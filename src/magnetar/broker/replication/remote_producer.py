@@ -199,6 +199,11 @@ class RemoteProducer:
         await self._conn.writer.drain()
 
     @property
+    def lost(self) -> asyncio.Future[None]:
+        """Done (with RemoteError) once the connection is lost or closed."""
+        return self._conn.closed
+
+    @property
     def connection_id(self) -> str:
         """``[L:host:port - R:host:port]``: this end of the connection (the address the
         remote broker shows as its ``inboundConnection``) and the remote broker's."""

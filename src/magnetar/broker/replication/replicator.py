@@ -169,14 +169,16 @@ class Replicator:
             backoff = min(_BACKOFF_MAX_S, backoff * 2)
 
     async def _pump(self, cursor: ManagedCursor, producer: RemoteProducer) -> None:
-        """Send from the cursor's mark-delete position on; acknowledge in order."""
+        """Send from the cursor's mark-delete position on; acknowledge in order; until
+        the connection is lost (noticed while idle too: ``connected`` in the stats)."""
         queue: asyncio.Queue[tuple[Position, asyncio.Future[None] | None]] = asyncio.Queue()
         window = asyncio.Semaphore(_WINDOW)
         self._in_flight.clear()
         sender = asyncio.ensure_future(self._send(cursor, producer, queue, window))
         acker = asyncio.ensure_future(self._ack(cursor, queue, window))
         try:
-            done, _ = await asyncio.wait({sender, acker}, return_when=asyncio.FIRST_EXCEPTION)
+            done, _ = await asyncio.wait({sender, acker, producer.lost},
+                                         return_when=asyncio.FIRST_EXCEPTION)
             for task in done:
                 task.result()
         finally:
