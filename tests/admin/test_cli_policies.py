@@ -155,3 +155,31 @@ def test_topic_subscription_limit_commands(admin: Admin) -> None:
         assert json.loads(admin("topics", f"get-{name}", topic)[1]) is None, name
     assert json.loads(admin("topics", "get-max-subscriptions-per-topic", topic,
                             "--applied")[1]) == 0
+
+
+def test_replicator_dispatch_rate_commands(admin: Admin) -> None:
+    """``replicatorDispatchRate`` at the namespace (keyed by this cluster in the Policies
+    body, as Pulsar keeps it) and topic levels; the topic's own value over the namespace's."""
+    ns = f"public/cli-{uuid.uuid4().hex[:6]}"
+    topic = f"persistent://{ns}/t"
+    assert admin("namespaces", "create", ns)[0] == 0
+    assert json.loads(admin("namespaces", "get-replicator-dispatch-rate", ns)[1]) is None
+    assert admin("namespaces", "set-replicator-dispatch-rate", ns, "-md", "300", "-bd",
+                 "65536", "-dt", "2")[0] == 0
+    rate = {"dispatchThrottlingRateInMsg": 300, "dispatchThrottlingRateInByte": 65536,
+            "relativeToPublishRate": False, "ratePeriodInSecond": 2}
+    assert json.loads(admin("namespaces", "get-replicator-dispatch-rate", ns)[1]) == rate
+    policies = json.loads(admin("namespaces", "policies", ns)[1])
+    assert policies["replicatorDispatchRate"] == {"standalone": rate}
+    assert admin("topics", "create", topic)[0] == 0
+    assert json.loads(admin("topics", "get-replicator-dispatch-rate", topic)[1]) is None
+    assert json.loads(admin("topics", "get-replicator-dispatch-rate", topic, "--applied")[1]) == rate
+    assert admin("topics", "set-replicator-dispatch-rate", topic, "-md", "10")[0] == 0
+    assert json.loads(admin("topics", "get-replicator-dispatch-rate", topic)[1])[
+        "dispatchThrottlingRateInMsg"] == 10
+    code, _, err = admin("topics", "set-replicator-dispatch-rate", topic, "-md", "1", "-dt", "0")
+    assert code == 1 and "412" in err, err
+    assert admin("topics", "remove-replicator-dispatch-rate", topic)[0] == 0
+    assert json.loads(admin("topics", "get-replicator-dispatch-rate", topic)[1]) is None
+    assert admin("namespaces", "remove-replicator-dispatch-rate", ns)[0] == 0
+    assert json.loads(admin("namespaces", "get-replicator-dispatch-rate", ns)[1]) is None

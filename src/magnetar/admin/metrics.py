@@ -6,8 +6,12 @@ Per topic (labels ``cluster``, ``namespace``, ``topic``; `TOPIC_SERIES`): ``puls
 ``pulsar_consumers_count``, ``pulsar_subscriptions_count``, ``pulsar_in_messages_total``,
 ``pulsar_in_bytes_total``; per subscription (plus ``subscription``; `SUBSCRIPTION_SERIES`):
 ``pulsar_subscription_back_log``, ``pulsar_subscription_consumers_count``,
-``pulsar_subscription_msg_rate_out``. With ``exposeTopicLevelMetricsInPrometheus=false``
-the topic series are summed per namespace (labels ``cluster``, ``namespace``) and the
+``pulsar_subscription_msg_rate_out``; per geo-replicated topic and remote cluster (plus
+``remote_cluster``; `REPLICATION_SERIES`): ``pulsar_replication_rate_in``, ``_rate_out``,
+``_throughput_in``, ``_throughput_out``, ``_backlog``, ``_connected_count``,
+``_rate_expired``, ``_delay_in_seconds``. With ``exposeTopicLevelMetricsInPrometheus=false``
+the topic series are summed per namespace (labels ``cluster``, ``namespace``; the
+replication series per namespace and ``remote_cluster``, the delay as the largest) and the
 subscription series left out, as Pulsar does. With
 ``exposeConsumerLevelMetricsInPrometheus=true`` (topic level only), per consumer (plus
 ``consumer_name``, ``consumer_id``; `CONSUMER_SERIES`): ``pulsar_consumer_available_permits``,
@@ -44,7 +48,7 @@ from aiohttp import web
 
 from magnetar.admin.routing import RATES, SERVICE, RouteTable
 from magnetar.broker.service import BrokerService
-from magnetar.broker.topics.stats import RateTracker
+from magnetar.broker.topics.stats import RateTracker, replication_stats
 from magnetar.broker.topics.topic import PersistentTopic, Topic
 from magnetar.storage import metrics as storage_metrics
 
@@ -90,6 +94,23 @@ SUBSCRIPTION_SERIES = (
     Series("pulsar_subscription_consumers_count", "consumers of the subscription"),
     Series("pulsar_subscription_msg_rate_out", "messages/s dispatched to the subscription"),
 )
+#: per topic and remote cluster (plus ``remote_cluster``), for geo-replicated topics, in the
+#: order of `replication_rows`' values
+REPLICATION_SERIES = (
+    Series("pulsar_replication_rate_in", "messages/s received from the remote cluster"),
+    Series("pulsar_replication_rate_out", "messages/s replicated to the remote cluster"),
+    Series("pulsar_replication_throughput_in", "bytes/s received from the remote cluster"),
+    Series("pulsar_replication_throughput_out", "bytes/s replicated to the remote cluster"),
+    Series("pulsar_replication_backlog", "messages not yet replicated to the remote cluster"),
+    Series("pulsar_replication_connected_count",
+           "1 while the replicator's producer is connected to the remote cluster"),
+    Series("pulsar_replication_rate_expired",
+           "messages/s dropped for the remote cluster (message TTL, backlog quota)"),
+    Series("pulsar_replication_delay_in_seconds",
+           "age of the oldest message sent and not yet acknowledged by the remote cluster"),
+)
+#: namespace level: each series summed over the namespace's topics, but the delay (the largest)
+_REPLICATION_MAX = {len(REPLICATION_SERIES) - 1}
 CONSUMER_SERIES = (
     Series("pulsar_consumer_available_permits", "permits the consumer has left"),
     Series("pulsar_consumer_unacked_messages", "messages sent to the consumer, not acknowledged"),
@@ -164,6 +185,31 @@ def _topic_row(topic: Topic, rates: RateTracker) -> tuple[list[float], list[tupl
             topic.bytes_in], subs
 
 
+def replication_rows(topic: Topic, rates: RateTracker) -> list[tuple[str, list[float]]]:
+    """(remote cluster, `REPLICATION_SERIES` values) of each of ``topic``'s replicators."""
+    return [(remote, [s["msgRateIn"], s["msgRateOut"], s["msgThroughputIn"],
+                      s["msgThroughputOut"], s["replicationBacklog"], int(s["connected"]),
+                      s["msgRateExpired"], s["replicationDelayInSeconds"]])
+            for remote, s in replication_stats(topic, rates).items()]
+
+
+def add_replication(lines: list[tuple[str, list[float]]],
+                    namespaces: dict[tuple[str, str], list[float]] | None, labels: str,
+                    namespace: str, rows: list[tuple[str, list[float]]]) -> None:
+    """Note a topic's `replication_rows`: as lines labelled ``labels`` plus the remote
+    cluster, or (``namespaces`` given) added into its namespace's totals."""
+    for remote, values in rows:
+        if namespaces is None:
+            lines.append((f'{labels},remote_cluster="{_esc(remote)}"', values))
+            continue
+        total = namespaces.get((namespace, remote))
+        if total is None:
+            namespaces[(namespace, remote)] = list(values)
+            continue
+        for k, v in enumerate(values):
+            total[k] = max(total[k], v) if k in _REPLICATION_MAX else total[k] + v
+
+
 class MetricsBuilder:
     """Builds the exposition for one broker (module docstring)."""
 
@@ -214,6 +260,9 @@ class MetricsBuilder:
         sub_lines: list[tuple[str, list[float]]] = []
         consumer_lines: list[tuple[str, list[float]]] = []
         namespaces: dict[str, list[float]] = {}
+        repl_lines: list[tuple[str, list[float]]] = []
+        repl_namespaces: dict[tuple[str, str], list[float]] | None = (
+            None if self.topic_level else {})
         for i, topic in enumerate(list(service.topics.values())):
             if i and i % chunk == 0:
                 await self._pause()
@@ -221,6 +270,10 @@ class MetricsBuilder:
                 continue  # unloaded while we gave the loop back
             values, subs = _topic_row(topic, rates)
             namespace = _esc(topic.topic_name.namespace)
+            labels = f'cluster="{cluster}",namespace="{namespace}",topic="{_esc(topic.name)}"'
+            if getattr(topic, "replicators", None):  # geo-replicated
+                add_replication(repl_lines, repl_namespaces, labels, namespace,
+                                replication_rows(topic, rates))
             if not self.topic_level:
                 total = namespaces.get(namespace)
                 if total is None:
@@ -229,7 +282,6 @@ class MetricsBuilder:
                     for k, v in enumerate(values):
                         total[k] += v
                 continue
-            labels = f'cluster="{cluster}",namespace="{namespace}",topic="{_esc(topic.name)}"'
             topic_labels.append(labels)
             topic_rows.append(values)
             for name, sub_values in subs:
@@ -245,8 +297,12 @@ class MetricsBuilder:
         if not self.topic_level:
             topic_labels = [f'cluster="{cluster}",namespace="{ns}"' for ns in namespaces]
             topic_rows = list(namespaces.values())
+            repl_lines = [(f'cluster="{cluster}",namespace="{ns}",remote_cluster="{_esc(remote)}"',
+                           values) for (ns, remote), values in (repl_namespaces or {}).items()]
         parts: list[bytes] = []
         await self._render(parts, TOPIC_SERIES, list(zip(topic_labels, topic_rows, strict=True)))
+        if repl_lines:
+            await self._render(parts, REPLICATION_SERIES, repl_lines)
         if self.topic_level:
             await self._render(parts, SUBSCRIPTION_SERIES, sub_lines)
         if self.consumer_level:

@@ -1,7 +1,8 @@
 """A namespace's multi-tenant limits at Pulsar's paths and in Pulsar's JSON shapes, under
 ``/admin/v2/namespaces/{tenant}/{namespace}``: ``publishRate`` (``PublishRate``: messages
 and bytes per second per topic), ``dispatchRate`` (``DispatchRate`` per topic, all its
-subscriptions together), ``subscriptionDispatchRate`` (per subscription), ``subscribeRate``
+subscriptions together), ``subscriptionDispatchRate`` (per subscription),
+``replicatorDispatchRate`` (per geo-replicator: one topic to one remote cluster), ``subscribeRate``
 (``SubscribeRate``: subscribes per consumer and period), ``maxUnackedMessagesPerConsumer``,
 ``maxUnackedMessagesPerSubscription``, ``maxSubscriptionsPerTopic``,
 ``subscriptionExpirationTime`` (integers), ``inactiveTopicPolicies``.
@@ -84,6 +85,9 @@ _dispatch_routes("/dispatchRate", "dispatch_rate", "per topic (all its subscript
                  "dispatchThrottlingRatePerTopicInMsg, ...InByte")
 _dispatch_routes("/subscriptionDispatchRate", "subscription_dispatch_rate", "per subscription",
                  "dispatchThrottlingRatePerSubscriptionInMsg, ...InByte")
+_dispatch_routes("/replicatorDispatchRate", "replicator_dispatch_rate",
+                 "per geo-replicator (one topic to one remote cluster)",
+                 "dispatchThrottlingRatePerReplicatorInMsg, ...InByte")
 
 
 @routes.route("GET", NS + "/subscribeRate",

@@ -122,6 +122,8 @@ def policies_doc(service: BrokerService, namespace: str) -> dict[str, Any]:
         "clusterDispatchRate": _per_cluster(service, dispatch_rate_doc(p, "dispatch_rate")),
         "subscriptionDispatchRate": _per_cluster(
             service, dispatch_rate_doc(p, "subscription_dispatch_rate")),
+        "replicatorDispatchRate": _per_cluster(
+            service, dispatch_rate_doc(p, "replicator_dispatch_rate")),
         "clusterSubscribeRate": _per_cluster(service, subscribe_rate_doc(p)),
         "deleted": False,
     }

@@ -12,7 +12,8 @@ and ``destination_auth`` grants), ``replication_clusters``, ``retention_policies
 ``max_subscriptions_per_topic``, ``subscription_expiration_time_minutes``,
 ``inactive_topic_policies``, and this cluster's entry of
 ``publishMaxMessageRate``, ``topicDispatchRate`` (or ``clusterDispatchRate``),
-``subscriptionDispatchRate`` and ``clusterSubscribeRate`` (entries for other clusters do
+``subscriptionDispatchRate``, ``replicatorDispatchRate`` and ``clusterSubscribeRate``
+(entries for other clusters do
 not apply here). A Pulsar field Magnetar does not
 implement is accepted at its default (empty, null, false) and refused with 412 naming the
 field otherwise, rather than silently dropped. Fields Pulsar does not know are ignored, as
@@ -37,7 +38,6 @@ from magnetar.broker.security.authorization import ACTIONS
 
 #: Pulsar Policies fields Magnetar does not implement, with the value that means "unset"
 _UNSUPPORTED_DEFAULTS: dict[str, tuple[Any, ...]] = {
-    "replicatorDispatchRate": ({}, None),
     "latency_stats_sample_rate": ({}, None), "persistence": (None,),
     "autoSubscriptionCreationOverride": (None,),
     "encryption_required": (False, None), "delayed_delivery_policies": (None,),
@@ -102,8 +102,8 @@ def read_publish_rate(value: Any, where: str = "PublishRate") -> dict[str, int]:
 
 
 def dispatch_rate_doc(p: Policies, prefix: str) -> dict[str, Any] | None:
-    """Pulsar's ``DispatchRate`` of what applies: ``prefix`` ``dispatch_rate`` (the topic's)
-    or ``subscription_dispatch_rate`` (None: no limit)."""
+    """Pulsar's ``DispatchRate`` of what applies: ``prefix`` ``dispatch_rate`` (the topic's),
+    ``subscription_dispatch_rate`` or ``replicator_dispatch_rate`` (None: no limit)."""
     msgs, size = getattr(p, f"{prefix}_msgs"), getattr(p, f"{prefix}_bytes")
     if msgs <= 0 and size <= 0:
         return None
@@ -314,7 +314,8 @@ def read_policies_body(body: Any, cluster: str = "standalone") -> NamespaceBody:
             changes.update(read_publish_rate(rate, f"publishMaxMessageRate.{cluster}"))
     for key, prefix in (("clusterDispatchRate", "dispatch_rate"),
                         ("topicDispatchRate", "dispatch_rate"),
-                        ("subscriptionDispatchRate", "subscription_dispatch_rate")):
+                        ("subscriptionDispatchRate", "subscription_dispatch_rate"),
+                        ("replicatorDispatchRate", "replicator_dispatch_rate")):
         if body.get(key) is not None:
             rate = _this_cluster(body[key], cluster, key)
             if rate is not None:

@@ -1,7 +1,8 @@
 """Topic-level policies (Pulsar 2.7+) at Pulsar's paths, under
 ``/admin/v2/{persistent|non-persistent}/{tenant}/{namespace}/{topic}``: ``retention``,
 ``messageTTL`` (``?messageTTL=`` seconds), ``backlogQuota`` / ``backlogQuotaMap``,
-``publishRate``, ``dispatchRate``, ``subscriptionDispatchRate``, ``subscribeRate``,
+``publishRate``, ``dispatchRate``, ``subscriptionDispatchRate``, ``replicatorDispatchRate``,
+``subscribeRate``,
 ``maxUnackedMessagesOnConsumer``, ``maxUnackedMessagesOnSubscription``,
 ``maxSubscriptionsPerTopic``, ``inactiveTopicPolicies`` (Pulsar's ``TopicPolicies`` has
 no subscription expiration time: that one stays a namespace policy).
@@ -134,7 +135,9 @@ def _field_doc(field: str) -> Callable[[Policies], Any]:
 
 for _path, _prefix, _what in (("/dispatchRate", "dispatch_rate", "dispatch rate"),
                               ("/subscriptionDispatchRate", "subscription_dispatch_rate",
-                               "dispatch rate per subscription")):
+                               "dispatch rate per subscription"),
+                              ("/replicatorDispatchRate", "replicator_dispatch_rate",
+                               "dispatch rate per geo-replicator")):
     _policy_routes(_path, (f"{_prefix}_msgs", f"{_prefix}_bytes", f"{_prefix}_period"),
                    _dispatch_doc(_prefix), _dispatch_read(_prefix), f"{_what} (DispatchRate)",
                    '{"dispatchThrottlingRateInMsg": int, "dispatchThrottlingRateInByte": long, '

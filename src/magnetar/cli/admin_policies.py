@@ -1,6 +1,7 @@
 """``magnetar admin`` commands for the multi-tenant limits, with pulsar-admin's names and
 flags: ``namespaces set-publish-rate / get-publish-rate / remove-publish-rate``, the same
-for ``dispatch-rate``, ``subscription-dispatch-rate`` and ``subscribe-rate``, the
+for ``dispatch-rate``, ``subscription-dispatch-rate``, ``replicator-dispatch-rate`` and
+``subscribe-rate``, the
 consumer and subscription limits, and the topic-level policies (``topics set-retention /
 set-message-ttl / set-backlog-quota / set-publish-rate / set-dispatch-rate /
 set-max-unacked-messages-on-consumer / set-max-subscriptions-per-topic / set-subscribe-rate /
@@ -204,7 +205,8 @@ def _topic_commands(groups: Groups, cmd: CommandMaker) -> None:
          _a("-m", "--msg-publish-rate", dest="msg_rate", type=int32, default=-1),
          _a("-b", "--byte-publish-rate", dest="byte_rate", type=int, default=-1))
     for name, policy in (("dispatch-rate", "dispatchRate"),
-                         ("subscription-dispatch-rate", "subscriptionDispatchRate")):
+                         ("subscription-dispatch-rate", "subscriptionDispatchRate"),
+                         ("replicator-dispatch-rate", "replicatorDispatchRate")):
         trio(name, policy, _t_post(policy, _dispatch_body), name.replace("-", " "),
              "--msg-dispatch-rate 1000", *_dispatch_args())
     for name, policy in (("max-unacked-messages-on-consumer", "maxUnackedMessagesOnConsumer"),
@@ -254,7 +256,9 @@ def add_commands(groups: Groups, cmd: CommandMaker) -> None:
     for name, policy, what in (
             ("dispatch-rate", "dispatchRate", "each topic's dispatch rate (all its subscriptions)"),
             ("subscription-dispatch-rate", "subscriptionDispatchRate",
-             "each subscription's dispatch rate")):
+             "each subscription's dispatch rate"),
+            ("replicator-dispatch-rate", "replicatorDispatchRate",
+             "each geo-replicator's dispatch rate (one topic to one remote cluster)")):
         cmd(n, f"set-{name}", _set_dispatch_rate(policy),
             f"limit {what}; POST .../{policy}",
             f"{ex} set-{name} acme/orders --msg-dispatch-rate 1000", NS, *_dispatch_args())

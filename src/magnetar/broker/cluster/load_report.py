@@ -4,7 +4,8 @@ throughputs in and out over the interval since the previous report, and the same
 bundle (``lastStats``), which is what the leader ranks bundles by when it sheds load.
 
 Counters come from the broker's topics (messages and bytes published to each topic, and
-dispatched to its subscriptions' consumers: the counters the topic stats use); a rate is
+dispatched to its subscriptions' consumers and sent by its geo-replicators: the counters
+the topic stats use); a rate is
 the growth of a counter since the previous sample over the time between the two. A topic
 first seen counts from zero (its counters start when it loads here), so a bundle that has
 just moved in shows its traffic at once. What is measured where Pulsar reads the OS:
@@ -48,14 +49,19 @@ class TopicCounters:
 
 
 def topic_counters(topic: Topic) -> TopicCounters:
-    """A loaded topic's counters (published; dispatched to its subscriptions, the consumers
-    gone included, as the topic stats count them)."""
+    """A loaded topic's counters (published, what other clusters' replicators sent
+    included; dispatched to its subscriptions, the consumers gone included, as the topic
+    stats count them, and sent by its geo-replicators, as Pulsar counts replication in a
+    bundle's rates)."""
     out_msgs = out_bytes = consumers = 0
     for sub in topic.subscriptions.values():
         msgs, size = subscription_counters(sub)
         out_msgs += msgs
         out_bytes += size
         consumers += len(sub.consumers)
+    for replicator in getattr(topic, "replicators", {}).values():
+        out_msgs += replicator.msg_out
+        out_bytes += replicator.bytes_out
     return TopicCounters(topic.msg_in, topic.bytes_in, out_msgs, out_bytes,
                          len(topic.producers), consumers)
 

@@ -143,6 +143,9 @@ class BrokerConfig(SecurityConfig):
     dispatchThrottlingRatePerTopicInByte: int = 0
     dispatchThrottlingRatePerSubscriptionInMsg: int = 0
     dispatchThrottlingRatePerSubscriptionInByte: int = 0
+    # geo-replication: what each replicator (one topic to one remote cluster) may send
+    dispatchThrottlingRatePerReplicatorInMsg: int = 0
+    dispatchThrottlingRatePerReplicatorInByte: int = 0
     subscribeThrottlingRatePerConsumer: int = 0
     subscribeRatePeriodPerConsumerInSecond: int = 30
     # Shared and Key_Shared subscriptions: dispatch stops while a subscription's consumers

@@ -2,7 +2,8 @@
 
 `BacklogQuotaManager` (Pulsar's name) owns the size and time quotas. As in Pulsar: the size
 quota (``backlogQuotaDefaultLimitBytes``) bounds the estimated backlog of the slowest durable
-subscription, the time quota (``backlogQuotaDefaultLimitSecond``) the age of the oldest
+subscription or geo-replicator cursor (backlog_cursors.py: a remote cluster that is down
+holds the backlog as a slow consumer does), the time quota (``backlogQuotaDefaultLimitSecond``) the age of the oldest
 unacknowledged message; the namespace policies can override both. They are checked when a
 producer connects (`producer_error`: refused with ProducerBlockedQuotaExceededError for
 ``producer_request_hold``, so the client keeps retrying and its sends wait;
@@ -26,12 +27,13 @@ import time
 from collections.abc import Coroutine
 from typing import Any
 
-from magnetar.broker.namespaces.message_expiry import MessageExpirer, skip_to
+from magnetar.broker.namespaces.backlog_cursors import BacklogCursor, backlog_cursors, skip_to
+from magnetar.broker.namespaces.message_expiry import MessageExpirer
 from magnetar.broker.namespaces.policies import PolicyStore
-from magnetar.broker.subscriptions.subscription import PersistentSubscription
 from magnetar.broker.topics.topic import PersistentTopic
 from magnetar.protocol import pb
 from magnetar.storage import Position
+from magnetar.storage.cursor import ManagedCursor
 
 log = logging.getLogger(__name__)
 
@@ -43,15 +45,15 @@ class BacklogQuotaManager:
         self.policies = policies
         self.expirer = expirer
 
-    def backlog_bytes(self, topic: PersistentTopic) -> tuple[int, PersistentSubscription | None]:
-        """Estimated backlog bytes of the slowest durable subscription, and that subscription."""
-        slowest: PersistentSubscription | None = None
+    def backlog_bytes(self, topic: PersistentTopic) -> tuple[int, BacklogCursor | None]:
+        """Estimated backlog bytes of the slowest durable subscription or replicator
+        cursor (backlog_cursors.py), and that cursor."""
+        slowest: BacklogCursor | None = None
         entries = 0
-        for sub in topic.subscriptions.values():
-            if isinstance(sub, PersistentSubscription) and sub.durable:
-                backlog = sub.backlog()
-                if slowest is None or backlog > entries:
-                    slowest, entries = sub, backlog
+        for holder in backlog_cursors(topic):
+            backlog = holder.backlog()
+            if slowest is None or backlog > entries:
+                slowest, entries = holder, backlog
         if slowest is None or entries == 0:
             return 0, slowest
         ledger = topic.ledger
@@ -61,7 +63,7 @@ class BacklogQuotaManager:
 
     def backlog_age(self, topic: PersistentTopic, now: float) -> float:
         """Seconds since the oldest message some durable subscription has not acknowledged
-        was published (0 without backlog)."""
+        (or some replicator has not replicated) was published (0 without backlog)."""
         published = topic.oldest_backlog_publish_time()
         return 0.0 if published is None else max(0.0, now - published)
 
@@ -80,9 +82,10 @@ class BacklogQuotaManager:
 
     def _checks_producers(self, topic: PersistentTopic) -> bool:
         """Whether a new producer on ``topic`` meets a quota check at all (not under
-        ``consumer_backlog_eviction``, not without subscriptions or quotas)."""
+        ``consumer_backlog_eviction``, not without subscriptions, replicators or quotas)."""
         policies = self.policies.for_topic(topic.topic_name)
-        if policies.backlog_quota_policy == "consumer_backlog_eviction" or not topic.subscriptions:
+        if policies.backlog_quota_policy == "consumer_backlog_eviction" or not (
+                topic.subscriptions or topic.replicators):
             return False
         return policies.backlog_quota_limit_bytes >= 0 or policies.backlog_quota_limit_seconds > 0
 
@@ -151,16 +154,18 @@ class BacklogQuotaManager:
         """Move the slowest cursors forward until the backlog is under 90% of ``limit``."""
         size, slowest = self.backlog_bytes(topic)
         target = int(limit * 0.9)
-        previous = None
-        while size > target and slowest is not None and slowest is not previous:
+        previous: ManagedCursor | None = None
+        while size > target and slowest is not None and slowest.cursor is not previous:
             ledger = topic.ledger
             average = ledger.size_bytes() / max(1, ledger.entry_count())
             skip = max(1, int((size - target + average - 1) // average))
             position = position_after(ledger, slowest.cursor.mark_delete_position, skip)
-            log.info("topic %s: backlog quota exceeded (%d > %d bytes): subscription %s skips "
-                     "%d entries", topic.name, size, limit, slowest.name, skip)
+            log.info("topic %s: backlog quota exceeded (%d > %d bytes): %s %s skips "
+                     "%d entries", topic.name, size, limit,
+                     "subscription" if slowest.replicator is None else "replicator cursor",
+                     slowest.name, skip)
             skip_to(slowest, position)
-            previous = slowest
+            previous = slowest.cursor
             size, slowest = self.backlog_bytes(topic)
 
 

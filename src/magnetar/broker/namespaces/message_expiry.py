@@ -3,7 +3,8 @@
 `MessageExpirer` (Pulsar's ``PersistentMessageExpiryMonitor``, one per broker here rather
 than one per subscription) owns message expiry: finding the last entry older than a cutoff
 (by binary search on publish time over the ledger, never a scan, its reads on the storage's
-reader threads) and then moving the cursors of the subscriptions behind it forward. `skip_to` is the one way a subscription is moved
+reader threads) and then moving the cursors of the subscriptions behind it forward, and the geo-replicators' cursors behind it (backlog_cursors.py: as Pulsar, what
+expires is not replicated). `skip_to` (backlog_cursors.py) is the one way a cursor is moved
 forward on the broker's initiative (TTL here, backlog-quota eviction in backlog_quota.py).
 Housekeeping applies the namespace's ``message_ttl_seconds``; the admin API's
 expire-messages awaits `MessageExpirer.expire_messages` for one subscription or all.
@@ -14,17 +15,12 @@ from __future__ import annotations
 import time
 
 from magnetar.broker.entries import entry_metadata
+from magnetar.broker.namespaces.backlog_cursors import backlog_cursors, skip_to
 from magnetar.broker.subscriptions.subscription import PersistentSubscription
 from magnetar.broker.topics.topic import PersistentTopic
 from magnetar.storage import Position
 
-
-def skip_to(sub: PersistentSubscription, position: Position) -> None:
-    """Acknowledge everything up to ``position`` on behalf of the subscription."""
-    sub.cursor.mark_delete(position)
-    if sub.dispatcher is not None:
-        sub.dispatcher.schedule()
-    sub.check_end_of_topic()
+__all__ = ["MessageExpirer", "skip_to"]
 
 
 class MessageExpirer:
@@ -32,8 +28,8 @@ class MessageExpirer:
 
     async def expire_messages(self, topic: PersistentTopic, ttl_seconds: float,
                               now: float | None = None, subscription: str | None = None) -> None:
-        """Message TTL: acknowledge, on every subscription (or only ``subscription``), the
-        entries published more than ``ttl_seconds`` ago. The last such entry is found by
+        """Message TTL: acknowledge, on every subscription and replicator cursor (or only
+        ``subscription``'s), the entries published more than ``ttl_seconds`` ago. The last such entry is found by
         binary search on publish time (`ManagedLedger.find_position_async`: its reads run
         on the storage's reader threads), over the entries stored when this is called; the
         cursors are moved once it is done, those of subscriptions still there and not
@@ -49,7 +45,10 @@ class MessageExpirer:
                 if isinstance(sub, PersistentSubscription)
                 and (subscription is None or sub.name == subscription)
                 and sub.cursor.mark_delete_position < last]
-        if not subs:
+        replicators = [] if subscription is not None else [
+            holder for holder in backlog_cursors(topic)
+            if holder.replicator is not None and holder.cursor.mark_delete_position < last]
+        if not subs and not replicators:
             return
 
         def fresh(data: bytes | memoryview) -> bool:
@@ -67,3 +66,6 @@ class MessageExpirer:
             if (topic.subscriptions.get(sub.name) is sub and not sub.cursor.closed
                     and sub.cursor.mark_delete_position < expire_to):
                 skip_to(sub, expire_to)
+        for holder in replicators:
+            if holder.is_current(topic) and holder.cursor.mark_delete_position < expire_to:
+                skip_to(holder, expire_to)

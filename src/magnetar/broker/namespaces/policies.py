@@ -51,8 +51,7 @@ class Policies:
     max_consumers_per_topic: int = 0  # 0: no limit
     # None: the broker's default strategy (read by the schema compatibility check)
     schema_compatibility_strategy: str | None = None
-    # the clusters the namespace is replicated to, as set (None: this broker's cluster);
-    # Magnetar keeps the setting, it does not replicate
+    # the clusters the namespace is replicated to, as set (None: this broker's cluster)
     replication_clusters: list[str] | None = None
     # publishMaxMessageRate: messages and payload bytes per second per topic (0 or less:
     # no limit); the broker stops reading from producers' connections while over
@@ -66,6 +65,11 @@ class Policies:
     subscription_dispatch_rate_msgs: int = 0
     subscription_dispatch_rate_bytes: int = 0
     subscription_dispatch_rate_period: int = 1
+    # replicatorDispatchRate: what each geo-replicator of a topic may send to its remote
+    # cluster (messages and bytes per period; 0 or less: no limit)
+    replicator_dispatch_rate_msgs: int = 0
+    replicator_dispatch_rate_bytes: int = 0
+    replicator_dispatch_rate_period: int = 1
     # subscribeRate: subscribes per consumer (client host, consumer name, id) and period
     subscribe_rate: int = 0
     subscribe_rate_period: int = 30
@@ -109,6 +113,8 @@ def broker_defaults(config: BrokerConfig) -> Policies:
         dispatch_rate_bytes=config.dispatchThrottlingRatePerTopicInByte,
         subscription_dispatch_rate_msgs=config.dispatchThrottlingRatePerSubscriptionInMsg,
         subscription_dispatch_rate_bytes=config.dispatchThrottlingRatePerSubscriptionInByte,
+        replicator_dispatch_rate_msgs=config.dispatchThrottlingRatePerReplicatorInMsg,
+        replicator_dispatch_rate_bytes=config.dispatchThrottlingRatePerReplicatorInByte,
         subscribe_rate=config.subscribeThrottlingRatePerConsumer,
         subscribe_rate_period=config.subscribeRatePeriodPerConsumerInSecond,
         max_unacked_messages_per_consumer=config.maxUnackedMessagesPerConsumer,

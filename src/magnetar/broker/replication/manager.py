@@ -21,6 +21,7 @@ from magnetar.broker.replication.replicator import (
     Replicator,
     is_replicator_cursor,
 )
+from magnetar.broker.replication.throttle import ReplicatorThrottle
 from magnetar.broker.topic_name import TopicName
 from magnetar.broker.topics.topic import PersistentTopic
 
@@ -75,7 +76,8 @@ class ReplicationManager:
         running = self.replicators.setdefault(topic.name, {})
         for remote in sorted(wanted - running.keys()):
             prepare = partial(self._remote_partitions, topic, remote) if topic.topic_name.is_partition else None
-            replicator = Replicator(topic, self.local, remote, partial(self._broker_url, remote), prepare)
+            replicator = Replicator(topic, self.local, remote, partial(self._broker_url, remote), prepare,
+                                    ReplicatorThrottle(self.service.policies, topic.topic_name))
             running[remote] = replicator
             topic.replicators[remote] = replicator
             replicator.start()

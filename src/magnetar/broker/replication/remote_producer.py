@@ -198,5 +198,19 @@ class RemoteProducer:
         """Wait while the connection's write buffer is full."""
         await self._conn.writer.drain()
 
+    @property
+    def lost(self) -> asyncio.Future[None]:
+        """Done (with RemoteError) once the connection is lost or closed."""
+        return self._conn.closed
+
+    @property
+    def connection_id(self) -> str:
+        """``[L:host:port - R:host:port]``: this end of the connection (the address the
+        remote broker shows as its ``inboundConnection``) and the remote broker's."""
+        def address(key: str) -> str:
+            info = self._conn.writer.get_extra_info(key)
+            return f"{info[0]}:{info[1]}" if info else "?"
+        return f"[L:{address('sockname')} - R:{address('peername')}]"
+
     def close(self) -> None:
         self._conn.close()

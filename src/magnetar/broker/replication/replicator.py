@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from magnetar.broker.entries import split_entry
 from magnetar.broker.replication.remote_producer import RemoteError, RemoteProducer
+from magnetar.broker.replication.throttle import ReplicatorThrottle
 from magnetar.protocol.errors import ProtocolError
 from magnetar.protocol.frames import build_payload_part, parse_payload_part
 from magnetar.storage import Position, StorageError
@@ -79,20 +80,27 @@ class Replicator:
 
     def __init__(self, topic: PersistentTopic, local: str, remote: str,
                  broker_url: Callable[[], str | None],
-                 prepare: Callable[[], Awaitable[None]] | None = None) -> None:
+                 prepare: Callable[[], Awaitable[None]] | None = None,
+                 throttle: ReplicatorThrottle | None = None) -> None:
         """``broker_url``: the remote cluster's ``pulsar://`` URL now (None: unknown);
-        ``prepare``: awaited before each connection (the remote partitioned topic)."""
+        ``prepare``: awaited before each connection (the remote partitioned topic);
+        ``throttle``: its dispatch rate (``replicatorDispatchRate``; None: no limit)."""
         self.topic = topic
         self.local = local
         self.remote = remote
         self._broker_url = broker_url
         self._prepare = prepare
         self._prepared = False
+        self.throttle = throttle
         self._url: str | None = None
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self.cursor: ManagedCursor | None = None
         self.connected = False
+        # the remote producer's connection (`RemoteProducer.connection_id`) and since when
+        self.connection_id: str | None = None
+        self.connected_since: float | None = None
+        self.msg_expired = 0  # entries the broker skipped for it (message TTL, backlog quota)
         self.msg_out = 0
         self.bytes_out = 0
         self.last_error: str | None = None
@@ -141,11 +149,13 @@ class Replicator:
                     url, self.topic.name, REPL_PREFIX + self.local)
                 try:
                     self.connected = True
+                    self.connection_id, self.connected_since = producer.connection_id, time.time()
                     backoff = _BACKOFF_MIN_S
                     log.info("replicator %s -> %s: connected", self.topic.name, self.remote)
                     await self._pump(self.cursor, producer)
                 finally:
                     self.connected = False
+                    self.connection_id = self.connected_since = None
                     producer.close()
             except asyncio.CancelledError:
                 raise
@@ -159,14 +169,16 @@ class Replicator:
             backoff = min(_BACKOFF_MAX_S, backoff * 2)
 
     async def _pump(self, cursor: ManagedCursor, producer: RemoteProducer) -> None:
-        """Send from the cursor's mark-delete position on; acknowledge in order."""
+        """Send from the cursor's mark-delete position on; acknowledge in order; until
+        the connection is lost (noticed while idle too: ``connected`` in the stats)."""
         queue: asyncio.Queue[tuple[Position, asyncio.Future[None] | None]] = asyncio.Queue()
         window = asyncio.Semaphore(_WINDOW)
         self._in_flight.clear()
         sender = asyncio.ensure_future(self._send(cursor, producer, queue, window))
         acker = asyncio.ensure_future(self._ack(cursor, queue, window))
         try:
-            done, _ = await asyncio.wait({sender, acker}, return_when=asyncio.FIRST_EXCEPTION)
+            done, _ = await asyncio.wait({sender, acker, producer.lost},
+                                         return_when=asyncio.FIRST_EXCEPTION)
             for task in done:
                 task.result()
         finally:
@@ -202,6 +214,9 @@ class Replicator:
                 if part is None:
                     queue.put_nowait((position, None))
                     continue
+                if self.throttle is not None:  # replicatorDispatchRate
+                    await self.throttle.admit()
+                    self.throttle.sent(count, len(part))
                 queue.put_nowait((position, producer.send(seq, count, part)))
                 self.msg_out += count
                 self.bytes_out += len(part)
@@ -237,5 +252,8 @@ class Replicator:
             "replicationBacklog": backlog,
             "connected": self.connected,
             "replicationDelayInSeconds": delay,
-            "outboundConnection": self._url or "",
+            "outboundConnection": self.connection_id,
+            "outboundConnectedSince": (None if self.connected_since is None else
+                                       time.strftime("%Y-%m-%dT%H:%M:%SZ",
+                                                     time.gmtime(self.connected_since))),
         }

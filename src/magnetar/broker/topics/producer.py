@@ -10,6 +10,7 @@ again wherever it reconnects (as Pulsar drops the sends that reach a closed topi
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
@@ -66,6 +67,7 @@ class Producer:
         self.schema_version = schema_version
         self.msg_in = 0
         self.bytes_in = 0
+        self.connected_since = time.time()  # epoch seconds (stats: connectedSince)
         self.topic_epoch = topic_epoch
         self.ready = True  # False while a WaitForExclusive producer waits for the topic
         self.in_flight = 0  # sends handed to storage, not answered yet (`PersistentTopic`)

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from magnetar.broker.subscriptions.subscription import PersistentSubscription
+from magnetar.broker.topics.dedup import REPLICATOR_PREFIX
 from magnetar.broker.topics.topic import PersistentTopic, Topic
 from magnetar.protocol import pb
 from magnetar.storage import Position
@@ -51,9 +52,13 @@ def _count(topic: Topic, counters: dict[Any, tuple[int, int]]) -> None:
         counters[("sub", topic.name, name)] = (msgs, size)
         for consumer in sub.consumers:
             counters[("consumer", id(consumer))] = (consumer.msg_out, consumer.bytes_out)
-    counters[("out", topic.name)] = (out_msgs, out_bytes)
     for remote, replicator in getattr(topic, "replicators", {}).items():
         counters[("repl", topic.name, remote)] = (replicator.msg_out, replicator.bytes_out)
+        counters[("repl_expired", topic.name, remote)] = (replicator.msg_expired, 0)
+        # as Pulsar's: a topic's rate out counts what its replicators send
+        out_msgs += replicator.msg_out
+        out_bytes += replicator.bytes_out
+    counters[("out", topic.name)] = (out_msgs, out_bytes)
 
 
 @dataclass
@@ -105,6 +110,8 @@ def topic_stats(topic: Topic, rates: RateTracker) -> dict[str, Any]:
     rate_out = rates.rate("out", topic.name)
     publishers = []
     for producer in topic.producers.values():
+        if producer.name.startswith(REPLICATOR_PREFIX):
+            continue  # another cluster's replicator: under ``replication`` (as Pulsar)
         p_rate = rates.rate("producer", topic.name, producer.name)
         publishers.append({
             "producerId": producer.producer_id,
@@ -116,6 +123,7 @@ def topic_stats(topic: Topic, rates: RateTracker) -> dict[str, Any]:
             "msgInCounter": producer.msg_in,
             "bytesInCounter": producer.bytes_in,
             "address": producer.cnx.peer,
+            "connectedSince": _iso(producer.connected_since),
             "clientVersion": getattr(producer.cnx, "client_version", ""),
         })
     subscriptions = {name: subscription_stats(topic, name, sub, rates)
@@ -153,11 +161,25 @@ def topic_stats(topic: Topic, rates: RateTracker) -> dict[str, Any]:
 
 
 def replication_stats(topic: Topic, rates: RateTracker) -> dict[str, Any]:
-    """Pulsar's ``replication`` section: one entry per remote cluster."""
+    """Pulsar's ``replication`` section: one entry per remote cluster this topic replicates
+    to; what comes in from that cluster's replicator (its producer ``pulsar.repl.{remote}``
+    here: the rates, ``inboundConnection``, ``inboundConnectedSince``) in the same entry."""
+    inbound = {producer.name[len(REPLICATOR_PREFIX):]: producer
+               for producer in topic.producers.values()
+               if producer.name.startswith(REPLICATOR_PREFIX)}
     out = {}
     for remote, replicator in getattr(topic, "replicators", {}).items():
         rate = rates.rate("repl", topic.name, remote)
-        out[remote] = {"msgRateOut": rate[0], "msgThroughputOut": rate[1], **replicator.stats()}
+        producer = inbound.get(remote)
+        rate_in = rates.rate("producer", topic.name, producer.name) if producer else _ZERO
+        out[remote] = {
+            "msgRateIn": rate_in[0], "msgThroughputIn": rate_in[1],
+            "msgRateOut": rate[0], "msgThroughputOut": rate[1],
+            "msgRateExpired": rates.rate("repl_expired", topic.name, remote)[0],
+            **replicator.stats(),
+            "inboundConnection": producer.cnx.peer if producer else None,
+            "inboundConnectedSince": _iso(producer.connected_since) if producer else None,
+        }
     return out
 
 

@@ -314,16 +314,14 @@ class PersistentTopic(Topic):
         return self.dedup.last_sequence_id(producer_name)
 
     def oldest_backlog_position(self) -> Position | None:
-        """The oldest entry some durable subscription has not acknowledged (None: none)."""
+        """The oldest entry some durable subscription has not acknowledged, or some
+        geo-replicator has not replicated (its cursor holds the backlog too; None: none)."""
         from magnetar.broker.subscriptions.subscription import PersistentSubscription
 
-        oldest: Position | None = None
-        for sub in self.subscriptions.values():
-            if isinstance(sub, PersistentSubscription) and sub.durable:
-                first = sub.cursor.read_position
-                if first is not None and (oldest is None or first < oldest):
-                    oldest = first
-        return oldest
+        cursors = [sub.cursor for sub in self.subscriptions.values()
+                   if isinstance(sub, PersistentSubscription) and sub.durable]
+        cursors += [r.cursor for r in self.replicators.values() if r.cursor and not r.cursor.closed]
+        return min((p for c in cursors if (p := c.read_position) is not None), default=None)
 
     def _known_publish_time(self, position: Position) -> tuple[bool, float | None]:
         """(known, publish time in epoch seconds or None without metadata) of the entry at
