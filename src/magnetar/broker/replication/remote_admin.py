@@ -30,7 +30,7 @@ async def ensure_partitioned(settings: RemoteSettings, base: TopicName, partitio
                 connector=aiohttp.TCPConnector(ssl=settings.ssl_context or False)) as session:
             async with session.get(url) as response:
                 if response.status != 200:
-                    raise RemoteError(f"GET {url}: HTTP {response.status}")
+                    raise RemoteError(f"GET {url}: HTTP {response.status}: {(await response.text())[:200]}")
                 if int((await response.json()).get("partitions", 0)) > 0:
                     return
             async with session.put(url, json=partitions) as response:

@@ -30,6 +30,10 @@ class RemoteError(Exception):
     """The remote cluster refused or failed a request, or the connection was lost."""
 
 
+class _Closed(RemoteError):
+    """The remote closed the connection."""
+
+
 def parse_broker_url(url: str) -> tuple[str, int]:
     """(host, port) of a ``pulsar://host:port`` or ``pulsar+ssl://host:port`` URL (the
     first of a list)."""
@@ -66,7 +70,7 @@ class _Connection:
         self.task = asyncio.ensure_future(self._read())
 
     async def _read(self) -> None:
-        error: BaseException = RemoteError("connection closed by the remote broker")
+        error: BaseException = _Closed("connection closed by the remote broker")
         try:
             while True:
                 data = await self.reader.read(65536)
@@ -179,6 +183,10 @@ async def _connect(host: str, port: int, timeout: float,
     writer.write(encode_command(command(pb.BaseCommand.CONNECT, **fields)))
     try:
         await asyncio.wait_for(asyncio.shield(conn.connected), timeout)
+    except _Closed:
+        conn.close()
+        hint = " (over TLS: does it trust the client certificate presented, if any?)" if context else ""
+        raise RemoteError(f"{where} closed the connection before answering Connect{hint}") from None
     except RemoteError as exc:
         conn.close()
         raise RemoteError(f"{where} refused the connection: {exc}") from None
