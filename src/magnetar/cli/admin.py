@@ -357,7 +357,8 @@ def add_operator_commands(g: dict[str, argparse._SubParsersAction[argparse.Argum
     _cmd(n, "get-clusters", ops.ns_get("/replication"), "show the namespace's replication "
          "clusters (GET /admin/v2/namespaces/NS/replication)", f"{ex} get-clusters public/default", NS)
     _cmd(n, "set-clusters", ops.ns_set_clusters, "set the namespace's replication clusters "
-         "(kept; Magnetar does not replicate) (POST /admin/v2/namespaces/NS/replication)",
+         "(its topics are replicated to them: docs/geo-replication.md) (POST "
+         "/admin/v2/namespaces/NS/replication)",
          f"{ex} set-clusters public/default --clusters standalone", NS,
          A("-c", "--clusters", required=True, help="comma-separated cluster names"))
 

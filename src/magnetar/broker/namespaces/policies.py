@@ -51,7 +51,8 @@ class Policies:
     max_consumers_per_topic: int = 0  # 0: no limit
     # None: the broker's default strategy (read by the schema compatibility check)
     schema_compatibility_strategy: str | None = None
-    # the clusters the namespace is replicated to, as set (None: this broker's cluster)
+    # the clusters the namespace is replicated to, as set (None: this broker's cluster);
+    # (the replication manager runs a replicator per other cluster listed)
     replication_clusters: list[str] | None = None
     # publishMaxMessageRate: messages and payload bytes per second per topic (0 or less:
     # no limit); the broker stops reading from producers' connections while over

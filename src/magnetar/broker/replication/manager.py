@@ -3,8 +3,9 @@
 A loaded persistent topic of a namespace whose ``replication_clusters`` lists clusters other
 than this broker's runs one `Replicator` for each; a cluster taken out of the list stops its
 replicator and drops its cursor; an unloaded topic's replicators stop (the cursors stay, and
-the next load resumes from them). The remote's URL is read from its cluster record
-(``brokerServiceUrl``) each time a replicator connects.
+the next load resumes from them). How to reach the remote (URLs, TLS, credentials:
+`remote_settings`) is worked out from its cluster record and the broker's ``brokerClient*``
+keys each time a replicator connects, so an updated record takes effect at the next try.
 """
 
 from __future__ import annotations
@@ -15,7 +16,11 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 from magnetar.broker.replication.remote_admin import ensure_partitioned
-from magnetar.broker.replication.remote_producer import RemoteError
+from magnetar.broker.replication.remote_settings import (
+    RemoteConfigError,
+    RemoteSettings,
+    remote_settings,
+)
 from magnetar.broker.replication.replicator import (
     REPL_PREFIX,
     Replicator,
@@ -24,6 +29,7 @@ from magnetar.broker.replication.replicator import (
 from magnetar.broker.replication.throttle import ReplicatorThrottle
 from magnetar.broker.topic_name import TopicName
 from magnetar.broker.topics.topic import PersistentTopic
+from magnetar.protocol import pb
 
 if TYPE_CHECKING:
     from magnetar.broker.service import BrokerService
@@ -48,10 +54,16 @@ class ReplicationManager:
         clusters = self.service.policies.get(topic.topic_name.namespace).replication_clusters
         return {c for c in clusters or () if c != self.local}
 
-    def _broker_url(self, remote: str) -> str | None:
-        data = self.service.namespaces.cluster_data(remote)
-        url = data.get("brokerServiceUrl")
-        return str(url) if url else None
+    def _settings(self, remote: str) -> RemoteSettings:
+        try:
+            record = self.service.namespaces.cluster_data(remote)
+        except Exception as exc:  # NotFound: the record was deleted meanwhile
+            raise RemoteConfigError(f"cluster {remote}: {exc}") from None
+        return remote_settings(remote, record, self.service.config)
+
+    async def _local_schema(self, topic: str, version: bytes) -> pb.Schema | None:
+        found = await self.service.topic_schemas.get_schema_async(topic, version)
+        return found[0] if found is not None else None
 
     async def _remote_partitions(self, topic: PersistentTopic, remote: str) -> None:
         """A partition replicates into the same partition of the remote partitioned topic,
@@ -60,10 +72,7 @@ class ReplicationManager:
         meta = await self.service.storage.read_metadata(self.service.metadata.get, f"partitioned/{base}")
         if not meta:
             return  # a partition-named topic that is not part of a partitioned topic here
-        url = self.service.namespaces.cluster_data(remote).get("serviceUrl")
-        if not url:
-            raise RemoteError(f"cluster {remote} has no serviceUrl (to create {base} there)")
-        await ensure_partitioned(str(url), base, int(meta["partitions"]))
+        await ensure_partitioned(self._settings(remote), base, int(meta["partitions"]))
 
     def topic_loaded(self, topic: PersistentTopic) -> None:
         self.check(topic)
@@ -76,7 +85,8 @@ class ReplicationManager:
         running = self.replicators.setdefault(topic.name, {})
         for remote in sorted(wanted - running.keys()):
             prepare = partial(self._remote_partitions, topic, remote) if topic.topic_name.is_partition else None
-            replicator = Replicator(topic, self.local, remote, partial(self._broker_url, remote), prepare,
+            replicator = Replicator(topic, self.local, remote, partial(self._settings, remote),
+                                    prepare, partial(self._local_schema, topic.name),
                                     ReplicatorThrottle(self.service.policies, topic.topic_name))
             running[remote] = replicator
             topic.replicators[remote] = replicator

@@ -1,28 +1,36 @@
 """What a replicator asks of the remote cluster's admin API (its ``serviceUrl``): that a
 partitioned topic exists there with the local partition count (Pulsar's replicator creates
-it when missing)."""
+it when missing). Over ``https://`` (the record's ``serviceUrlTls``) with the TLS settings
+and the credentials of `RemoteSettings` when they say so."""
 
 from __future__ import annotations
 
 import aiohttp
 
 from magnetar.broker.replication.remote_producer import RemoteError
+from magnetar.broker.replication.remote_settings import RemoteSettings
 from magnetar.broker.topic_name import TopicName
 
 _TIMEOUT = aiohttp.ClientTimeout(total=30)
 
 
-async def ensure_partitioned(service_url: str, base: TopicName, partitions: int) -> None:
-    """Create ``base`` with ``partitions`` on the cluster at ``service_url`` (http://) when it
+async def ensure_partitioned(settings: RemoteSettings, base: TopicName, partitions: int) -> None:
+    """Create ``base`` with ``partitions`` on the cluster at ``settings.admin_url`` when it
     is not a partitioned topic there yet (RemoteError when that fails)."""
-    if not service_url.startswith("http://"):
-        raise RemoteError(f"only http:// service URLs are supported for replication: {service_url!r}")
+    service_url = settings.admin_url
+    scheme = "https://" if settings.ssl_context is not None else "http://"
+    if not service_url.startswith(scheme):
+        key = "serviceUrlTls" if settings.ssl_context is not None else "serviceUrl"
+        raise RemoteError(f"the remote cluster has no {key} ({scheme}...) to create {base} "
+                          f"there: {service_url!r}")
     url = f"{service_url.split(',')[0].rstrip('/')}/admin/v2/{base.rest_path()}/partitions"
     try:
-        async with aiohttp.ClientSession(timeout=_TIMEOUT) as session:
+        async with aiohttp.ClientSession(
+                timeout=_TIMEOUT, headers=settings.http_headers(),
+                connector=aiohttp.TCPConnector(ssl=settings.ssl_context or False)) as session:
             async with session.get(url) as response:
                 if response.status != 200:
-                    raise RemoteError(f"GET {url}: HTTP {response.status}")
+                    raise RemoteError(f"GET {url}: HTTP {response.status}: {(await response.text())[:200]}")
                 if int((await response.json()).get("partitions", 0)) > 0:
                     return
             async with session.put(url, json=partitions) as response:

@@ -1,20 +1,25 @@
 """`RemoteProducer`: one producer on another cluster's broker, over the protocol codec.
 
 The broker does not load the client package (tests/test_layers.py); a replicator needs only
-Connect, a topic lookup (following redirects), Producer and Send with receipts, which this
-module speaks with `magnetar.protocol`. Plain ``pulsar://`` only (no TLS, no credentials).
+Connect (with the credentials of `RemoteSettings`, over TLS for ``pulsar+ssl://``), a topic
+lookup (following redirects), Producer, GetOrCreateSchema and Send with receipts, which this
+module speaks with `magnetar.protocol`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
+import ssl
+from typing import TYPE_CHECKING, Any
 
 from magnetar.protocol import pb
 from magnetar.protocol.commands import FIELD_BY_TYPE, command
 from magnetar.protocol.frames import Frame, FrameDecoder, encode_command, encode_payload_command
 from magnetar.protocol.version import PROTOCOL_VERSION
+
+if TYPE_CHECKING:
+    from magnetar.broker.replication.remote_settings import RemoteSettings
 
 log = logging.getLogger(__name__)
 
@@ -25,21 +30,35 @@ class RemoteError(Exception):
     """The remote cluster refused or failed a request, or the connection was lost."""
 
 
+class _Closed(RemoteError):
+    """The remote closed the connection."""
+
+
 def parse_broker_url(url: str) -> tuple[str, int]:
-    """(host, port) of a ``pulsar://host:port`` URL (the first of a list)."""
-    if not url.startswith("pulsar://"):
-        raise RemoteError(f"only pulsar:// broker URLs are supported for replication: {url!r}")
-    hostport = url[len("pulsar://"):].split(",")[0].rstrip("/")
+    """(host, port) of a ``pulsar://host:port`` or ``pulsar+ssl://host:port`` URL (the
+    first of a list)."""
+    if url.startswith("pulsar://"):
+        scheme, default = "pulsar://", 6650
+    elif url.startswith("pulsar+ssl://"):
+        scheme, default = "pulsar+ssl://", 6651
+    else:
+        raise RemoteError(f"not a pulsar:// or pulsar+ssl:// broker URL: {url!r}")
+    hostport = url[len(scheme):].split(",")[0].rstrip("/")
     host, _, port = hostport.rpartition(":")
     if not host:
-        return hostport, 6650
-    return host, int(port)
+        return hostport, default
+    try:
+        return host, int(port)
+    except ValueError:
+        raise RemoteError(f"bad port in broker URL {url!r}") from None
 
 
 class _Connection:
     """One connection: requests answered by request id, receipts by sequence id."""
 
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                 settings: RemoteSettings | None = None) -> None:
+        self.settings = settings
         self.reader = reader
         self.writer = writer
         self.decoder = FrameDecoder()
@@ -51,7 +70,7 @@ class _Connection:
         self.task = asyncio.ensure_future(self._read())
 
     async def _read(self) -> None:
-        error: BaseException = RemoteError("connection closed by the remote broker")
+        error: BaseException = _Closed("connection closed by the remote broker")
         try:
             while True:
                 data = await self.reader.read(65536)
@@ -88,12 +107,21 @@ class _Connection:
         elif t == pb.BaseCommand.CONNECTED:
             if not self.connected.done():
                 self.connected.set_result(cmd)
+        elif t == pb.BaseCommand.AUTH_CHALLENGE:
+            if self.settings is not None:  # the credentials again (a token file re-read)
+                response = pb.AuthData(auth_method_name=self.settings.auth_method,
+                                       auth_data=self.settings.auth_data())
+                self.writer.write(encode_command(command(
+                    pb.BaseCommand.AUTH_RESPONSE, client_version=_CLIENT_VERSION,
+                    response=response, protocol_version=PROTOCOL_VERSION)))
         elif t == pb.BaseCommand.PING:
             self.writer.write(encode_command(command(pb.BaseCommand.PONG)))
         elif t == pb.BaseCommand.CLOSE_PRODUCER:
             self._fail_all(RemoteError("the remote broker closed the producer"))
         elif t == pb.BaseCommand.ERROR and not self.connected.done():
-            self.connected.set_exception(RemoteError(cmd.error.message))
+            self.connected.set_exception(RemoteError(
+                f"{pb.ServerError.Name(cmd.error.error)}: {cmd.error.message}"))
+            self.connected.exception()
         else:
             body = getattr(cmd, _body_field(cmd), None)
             request_id = getattr(body, "request_id", None)
@@ -129,14 +157,39 @@ def _body_field(cmd: pb.BaseCommand) -> str:
     return FIELD_BY_TYPE.get(cmd.type, "")
 
 
-async def _connect(host: str, port: int, timeout: float) -> _Connection:
-    reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
-    conn = _Connection(reader, writer)
-    writer.write(encode_command(command(
-        pb.BaseCommand.CONNECT, client_version="magnetar-replicator",
-        protocol_version=PROTOCOL_VERSION)))
+_CLIENT_VERSION = "magnetar-replicator"
+
+
+async def _connect(host: str, port: int, timeout: float,
+                   settings: RemoteSettings | None = None) -> _Connection:
+    """A connection to ``host:port``, over TLS when ``settings`` has a context, with its
+    credentials in Connect; RemoteError naming the cause when it fails."""
+    context = settings.ssl_context if settings is not None else None
+    where = f"{'pulsar+ssl' if context else 'pulsar'}://{host}:{port}"
+    try:
+        reader, writer = await asyncio.wait_for(asyncio.open_connection(
+            host, port, ssl=context, server_hostname=host if context else None), timeout)
+    except ssl.SSLError as exc:
+        raise RemoteError(f"TLS handshake with {where} failed: {exc}") from None
+    except TimeoutError:
+        raise RemoteError(f"timed out connecting to {where}") from None
+    except OSError as exc:
+        raise RemoteError(f"cannot connect to {where}: {exc.strerror or exc}") from None
+    conn = _Connection(reader, writer, settings)
+    fields: dict[str, Any] = {"client_version": _CLIENT_VERSION, "protocol_version": PROTOCOL_VERSION}
+    if settings is not None and settings.auth_method:
+        fields["auth_method_name"] = settings.auth_method
+        fields["auth_data"] = settings.auth_data()
+    writer.write(encode_command(command(pb.BaseCommand.CONNECT, **fields)))
     try:
         await asyncio.wait_for(asyncio.shield(conn.connected), timeout)
+    except _Closed:
+        conn.close()
+        hint = " (over TLS: does it trust the client certificate presented, if any?)" if context else ""
+        raise RemoteError(f"{where} closed the connection before answering Connect{hint}") from None
+    except RemoteError as exc:
+        conn.close()
+        raise RemoteError(f"{where} refused the connection: {exc}") from None
     except BaseException:
         conn.close()
         raise
@@ -147,16 +200,24 @@ class RemoteProducer:
     """A producer named ``name`` on ``topic`` of the cluster at ``url``. `open` it, then
     `send` payload parts; each send's future is done when the remote has stored it."""
 
-    def __init__(self, conn: _Connection, producer_id: int, last_sequence_id: int) -> None:
+    def __init__(self, conn: _Connection, topic: str, producer_id: int,
+                 last_sequence_id: int) -> None:
         self._conn = conn
+        self.topic = topic
         self.producer_id = producer_id
         #: the highest sequence id the remote has stored from this producer (-1: none known)
         self.last_sequence_id = last_sequence_id
+        #: local schema version -> the remote's version of the same schema (b"": none)
+        self.schema_versions: dict[bytes, bytes] = {}
 
     @classmethod
-    async def open(cls, url: str, topic: str, name: str, timeout: float = 30.0) -> RemoteProducer:
-        host, port = parse_broker_url(url)
-        conn = await _connect(host, port, timeout)
+    async def open(cls, settings: RemoteSettings, topic: str, name: str,
+                   timeout: float = 30.0) -> RemoteProducer:
+        """Look ``topic`` up at ``settings.broker_url`` and open the producer where it is
+        served (``pulsar+ssl://`` redirects are followed when the settings have TLS)."""
+        tls = settings.ssl_context is not None
+        host, port = parse_broker_url(settings.broker_url)
+        conn = await _connect(host, port, timeout, settings)
         try:
             authoritative = False
             for _ in range(_MAX_REDIRECTS):
@@ -165,21 +226,41 @@ class RemoteProducer:
                 lookup = answer.lookupTopicResponse
                 if lookup.response == pb.CommandLookupTopicResponse.Failed:
                     raise RemoteError(f"lookup of {topic} failed: {lookup.message}")
-                target = parse_broker_url(lookup.brokerServiceUrl) if lookup.brokerServiceUrl else (host, port)
+                where = lookup.brokerServiceUrlTls if tls else lookup.brokerServiceUrl
+                if tls and not where and lookup.brokerServiceUrl:
+                    raise RemoteError(f"lookup of {topic}: the remote broker has no TLS "
+                                      f"URL (only {lookup.brokerServiceUrl})")
+                target = parse_broker_url(where) if where else (host, port)
                 if target != (host, port):
                     conn.close()
                     host, port = target
-                    conn = await _connect(host, port, timeout)
+                    conn = await _connect(host, port, timeout, settings)
                 if lookup.response == pb.CommandLookupTopicResponse.Connect:
                     break
                 authoritative = lookup.authoritative
             answer = await asyncio.wait_for(conn.request(
                 pb.BaseCommand.PRODUCER, topic=topic, producer_id=1, producer_name=name,
                 user_provided_producer_name=True), timeout)
-            return cls(conn, 1, answer.producer_success.last_sequence_id)
+            return cls(conn, topic, 1, answer.producer_success.last_sequence_id)
         except BaseException:
             conn.close()
             raise
+
+    async def map_schema(self, local_version: bytes, schema: pb.Schema | None,
+                         timeout: float = 30.0) -> None:
+        """Register ``schema`` (the local one of ``local_version``; None: gone) on the remote
+        topic (GetOrCreateSchema, as Pulsar's producers do for a message's schema) and
+        remember the remote's version of it; RemoteError when the remote refuses it."""
+        if schema is None:
+            self.schema_versions[local_version] = b""
+            return
+        answer = await asyncio.wait_for(self._conn.request(
+            pb.BaseCommand.GET_OR_CREATE_SCHEMA, topic=self.topic, schema=schema), timeout)
+        response = answer.getOrCreateSchemaResponse
+        if response.HasField("error_code"):
+            raise RemoteError(f"the remote refused the schema of {self.topic}: "
+                              f"{pb.ServerError.Name(response.error_code)}: {response.error_message}")
+        self.schema_versions[local_version] = bytes(response.schema_version)
 
     def send(self, sequence_id: int, num_messages: int, part: bytes) -> asyncio.Future[None]:
         """Send one payload part (a whole batch: ``num_messages``) as ``sequence_id``."""

@@ -12,6 +12,8 @@ a replicator's sends by the original producer's name and sequence ids in the met
 Pulsar does; what a restart of the remote replays), so what a restarted replicator sends
 again is dropped there.
 The cursor moves only past entries the remote has acknowledged (in order).
+An entry written with a schema goes with it: the remote topic gets the schema
+(GetOrCreateSchema, once per schema and connection) and the entry the remote's version.
 """
 
 from __future__ import annotations
@@ -25,7 +27,9 @@ from typing import TYPE_CHECKING, Any
 
 from magnetar.broker.entries import split_entry
 from magnetar.broker.replication.remote_producer import RemoteError, RemoteProducer
+from magnetar.broker.replication.remote_settings import RemoteConfigError, RemoteSettings
 from magnetar.broker.replication.throttle import ReplicatorThrottle
+from magnetar.protocol import pb
 from magnetar.protocol.errors import ProtocolError
 from magnetar.protocol.frames import build_payload_part, parse_payload_part
 from magnetar.storage import Position, StorageError
@@ -59,10 +63,22 @@ def sequence_id_of(position: Position) -> int:
     return (position.ledger_id << 32) | position.entry_id
 
 
-def replicated_part(data: bytes | memoryview, local: str, remote: str) -> tuple[bytes | None, int, int]:
+class SchemaNeeded(Exception):
+    """The entry has a schema version that the remote's version of is not known yet."""
+
+    def __init__(self, version: bytes) -> None:
+        super().__init__(f"schema version {version.hex()}")
+        self.version = version
+
+
+def replicated_part(data: bytes | memoryview, local: str, remote: str,
+                    schema_versions: dict[bytes, bytes] | None = None,
+                    ) -> tuple[bytes | None, int, int]:
     """(the payload part to send to ``remote``, its message count, its publish time in ms);
     the part is None when the entry must not go there (replicated already, or its
-    ``replicate_to`` leaves ``remote`` out)."""
+    ``replicate_to`` leaves ``remote`` out). With ``schema_versions`` (local -> remote; b"":
+    none), the entry's ``schema_version`` becomes the remote's (`SchemaNeeded` when it is not
+    in the map)."""
     _, part = split_entry(bytes(data))
     metadata, payload = parse_payload_part(part, verify=False)
     count = metadata.num_messages_in_batch if metadata.HasField("num_messages_in_batch") else 1
@@ -71,6 +87,14 @@ def replicated_part(data: bytes | memoryview, local: str, remote: str) -> tuple[
         return None, count, published
     if metadata.replicate_to and remote not in metadata.replicate_to:
         return None, count, published
+    if schema_versions is not None and metadata.schema_version:
+        version = schema_versions.get(metadata.schema_version)
+        if version is None:
+            raise SchemaNeeded(metadata.schema_version)
+        if version:
+            metadata.schema_version = version
+        else:
+            metadata.ClearField("schema_version")
     metadata.replicated_from = local
     return build_payload_part(metadata, payload), count, published
 
@@ -79,16 +103,19 @@ class Replicator:
     """Replicates ``topic`` to ``remote``; `start` it, `stop` it (the cursor stays)."""
 
     def __init__(self, topic: PersistentTopic, local: str, remote: str,
-                 broker_url: Callable[[], str | None],
+                 settings: Callable[[], RemoteSettings],
                  prepare: Callable[[], Awaitable[None]] | None = None,
+                 local_schema: Callable[[bytes], Awaitable[pb.Schema | None]] | None = None,
                  throttle: ReplicatorThrottle | None = None) -> None:
-        """``broker_url``: the remote cluster's ``pulsar://`` URL now (None: unknown);
-        ``prepare``: awaited before each connection (the remote partitioned topic);
+        """``settings``: how to reach the remote cluster now (`RemoteConfigError` when its
+        record does not say); ``prepare``: awaited before each connection (the remote
+        partitioned topic); ``local_schema``: the topic's schema of a version;
         ``throttle``: its dispatch rate (``replicatorDispatchRate``; None: no limit)."""
         self.topic = topic
         self.local = local
         self.remote = remote
-        self._broker_url = broker_url
+        self._settings = settings
+        self._local_schema = local_schema
         self._prepare = prepare
         self._prepared = False
         self.throttle = throttle
@@ -142,16 +169,17 @@ class Replicator:
                 if self._prepare is not None and not self._prepared:
                     await self._prepare()
                     self._prepared = True
-                url = self._url = self._broker_url()
-                if not url:
-                    raise RemoteError(f"cluster {self.remote} has no brokerServiceUrl")
+                settings = self._settings()
+                self._url = settings.broker_url
                 producer = await RemoteProducer.open(
-                    url, self.topic.name, REPL_PREFIX + self.local)
+                    settings, self.topic.name, REPL_PREFIX + self.local)
                 try:
                     self.connected = True
                     self.connection_id, self.connected_since = producer.connection_id, time.time()
                     backoff = _BACKOFF_MIN_S
-                    log.info("replicator %s -> %s: connected", self.topic.name, self.remote)
+                    self.last_error = None
+                    log.info("replicator %s -> %s: connected to %s", self.topic.name,
+                             self.remote, settings.broker_url)
                     await self._pump(self.cursor, producer)
                 finally:
                     self.connected = False
@@ -159,10 +187,13 @@ class Replicator:
                     producer.close()
             except asyncio.CancelledError:
                 raise
-            except (TimeoutError, OSError, RemoteError, StorageError, ProtocolError) as exc:
+            except (TimeoutError, OSError, RemoteError, RemoteConfigError, StorageError,
+                    ProtocolError) as exc:
+                # one line per cause: the same error again (each retry) goes to debug
+                again = str(exc) == self.last_error
                 self.last_error = str(exc)
-                log.warning("replicator %s -> %s: %s; retrying in %.1f s",
-                            self.topic.name, self.remote, exc, backoff)
+                (log.debug if again else log.warning)(
+                    "replicator %s -> %s: %s; retrying", self.topic.name, self.remote, exc)
             except Exception:
                 log.exception("replicator %s -> %s failed", self.topic.name, self.remote)
             await asyncio.sleep(backoff)
@@ -204,7 +235,13 @@ class Replicator:
                 await window.acquire()
                 after = position
                 try:
-                    part, count, published = replicated_part(data, self.local, self.remote)
+                    try:
+                        part, count, published = replicated_part(
+                            data, self.local, self.remote, producer.schema_versions)
+                    except SchemaNeeded as need:
+                        await producer.map_schema(need.version, await self._schema(need.version))
+                        part, count, published = replicated_part(
+                            data, self.local, self.remote, producer.schema_versions)
                 except ProtocolError as exc:
                     log.warning("replicator %s -> %s: entry %s skipped: %s",
                                 self.topic.name, self.remote, position, exc)
@@ -221,6 +258,14 @@ class Replicator:
                 self.msg_out += count
                 self.bytes_out += len(part)
             await producer.drain()
+
+    async def _schema(self, version: bytes) -> pb.Schema | None:
+        schema = await self._local_schema(version) if self._local_schema is not None else None
+        if schema is None:
+            log.warning("replicator %s -> %s: schema version %s not found here; entries "
+                        "written with it go without a schema version",
+                        self.topic.name, self.remote, version.hex())
+        return schema
 
     async def _ack(self, cursor: ManagedCursor,
                    queue: asyncio.Queue[tuple[Position, asyncio.Future[None] | None]],

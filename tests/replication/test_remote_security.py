@@ -1,0 +1,235 @@
+"""Replication to a remote that requires TLS and authentication: cluster A (no security
+of its own) reaches B over ``pulsar+ssl://`` (and its admin API over ``https://``, to
+create a partitioned topic there) with its ``brokerClient*`` keys (TLS trusting B's CA, a
+token read from a file), or with everything in B's cluster record (a client certificate
+as the credentials). With wrong credentials each replicator reports ``connected: false``
+and logs the cause once; with the credentials fixed it resumes and B gets every message."""
+
+from __future__ import annotations
+
+import json
+import socket
+import urllib.error
+import urllib.request
+import uuid
+from pathlib import Path
+
+import pulsar
+import pytest
+
+from magnetar.cli.tokens import create_secret_key, create_token
+from tests.broker.brokerproc import SILENT, BrokerProcess, free_port, wait_until
+from tests.security.pki import Pki
+
+pytestmark = pytest.mark.slow
+
+TOKEN_PROVIDER = "org.apache.pulsar.broker.authentication.AuthenticationProviderToken"
+TLS_PROVIDER = "org.apache.pulsar.broker.authentication.AuthenticationProviderTls"
+TOKEN_PLUGIN = "org.apache.pulsar.client.impl.auth.AuthenticationToken"
+
+
+def _admin(broker: BrokerProcess, method: str, path: str, body: object | None = None,
+           token: str | None = None) -> object:
+    headers = {"Content-Type": "application/json"}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(f"http://127.0.0.1:{broker.http_port}{path}", data=data,
+                                     method=method, headers=headers)
+    with urllib.request.urlopen(request, timeout=30) as response:
+        text = response.read()
+    return json.loads(text) if text else None
+
+
+def test_tls_and_token_towards_the_remote(tmp_path: Path) -> None:
+    pki = Pki(tmp_path / "pki")
+    cert, key = pki.issue("localhost", server=True, stem="b")
+    secret = tmp_path / "secret.key"
+    secret.write_bytes(create_secret_key())
+    admin_token = create_token("admin", secret_key=f"file://{secret}")
+    repl_token = create_token("repl", secret_key=f"file://{secret}")
+    other = tmp_path / "other.key"
+    other.write_bytes(create_secret_key())
+    wrong_token = create_token("repl", secret_key=f"file://{other}")  # signed by another key
+    token_file = tmp_path / "repl.token"
+    token_file.write_text(wrong_token)
+    tls_port, https_port = free_port(), free_port()
+    (tmp_path / "B").mkdir()
+    (tmp_path / "A").mkdir()
+    b = BrokerProcess(tmp_path / "B", {
+        "clusterName": "B", "brokerServicePortTls": str(tls_port),
+        "webServicePortTls": str(https_port),
+        "tlsCertificateFilePath": str(cert), "tlsKeyFilePath": str(key),
+        "authenticationEnabled": "true", "authenticationProviders": TOKEN_PROVIDER,
+        "tokenSecretKey": f"file://{secret}", "authorizationEnabled": "true",
+        "superUserRoles": "admin,repl"})
+    a = BrokerProcess(tmp_path / "A", {
+        "clusterName": "A", "brokerClientTlsEnabled": "true",
+        "brokerClientTrustCertsFilePath": str(pki.ca_file),
+        "brokerClientAuthenticationPlugin": TOKEN_PLUGIN,
+        "brokerClientAuthenticationParameters": f"file://{token_file}"})
+    topic = f"persistent://geo/ns/t-{uuid.uuid4().hex[:10]}"
+    stats_path = f"/admin/v2/persistent/{topic.split('://')[1]}/stats"
+    try:
+        b.start()
+        a.start()
+        wait_until(lambda: _up(a) and _up(b), 60, "the admin APIs")
+        # only the TLS URLs: the replicators must use them (B's plain ports want a token too)
+        _admin(a, "PUT", "/admin/v2/clusters/B", {
+            "brokerServiceUrlTls": f"pulsar+ssl://localhost:{tls_port}",
+            "serviceUrlTls": f"https://localhost:{https_port}"})
+        _admin(b, "PUT", "/admin/v2/clusters/A", {"brokerServiceUrl": a.url}, admin_token)
+        for broker, token in ((a, None), (b, admin_token)):
+            _admin(broker, "PUT", "/admin/v2/tenants/geo",
+                   {"adminRoles": [], "allowedClusters": ["A", "B"]}, token)
+            _admin(broker, "PUT", "/admin/v2/namespaces/geo/ns", None, token)
+        _admin(a, "POST", "/admin/v2/namespaces/geo/ns/replication", ["A", "B"])
+
+        ca = pulsar.Client(a.url, logger=SILENT, operation_timeout_seconds=30)
+        cb = pulsar.Client(f"pulsar+ssl://localhost:{tls_port}", logger=SILENT,
+                           authentication=pulsar.AuthenticationToken(admin_token),
+                           tls_trust_certs_file_path=str(pki.ca_file), operation_timeout_seconds=30)
+        try:
+            consumer = cb.subscribe(topic, "s", initial_position=pulsar.InitialPosition.Earliest)
+            producer = ca.create_producer(topic)
+            sent = [f"m-{i}".encode() for i in range(20)]
+            for data in sent:
+                producer.send(data)
+            wait_until(lambda: _cause_lines(a) >= 1, 60, "the replicator's error in A's log")
+            repl = _admin(a, "GET", stats_path)["replication"]["B"]  # type: ignore[index]
+            assert repl["connected"] is False and repl["replicationBacklog"] == 20
+            # B refuses again at each retry; A says it once
+            wait_until(lambda: b.log_path.read_text(errors="replace").count("Connect refused")
+                       >= 3, 60, "B to refuse the replicator three times")
+            token_file.write_text(repl_token)  # fixed: read again at the next connection
+            _receive_all(consumer, set(sent))
+            wait_until(lambda: _admin(a, "GET", stats_path)["replication"]["B"]["connected"],  # type: ignore[index]
+                       30, "the replicator connected")
+            assert _cause_lines(a) == 1, a.log()
+
+            # a partitioned topic: created in B over https (serviceUrlTls) with the token
+            parted = f"{topic}-parted"
+            rest = parted.split("://")[1]
+            _admin(a, "PUT", f"/admin/v2/persistent/{rest}/partitions", 2)
+            producer = ca.create_producer(parted)
+            sent = [f"p-{i}".encode() for i in range(20)]
+            for data in sent:
+                producer.send(data)
+            wait_until(lambda: http_ok(b, f"/admin/v2/persistent/{rest}/partitions", admin_token)
+                       == {"partitions": 2}, 60, "the partitioned topic in B")
+            consumer = cb.subscribe(parted, "s", initial_position=pulsar.InitialPosition.Earliest)
+            _receive_all(consumer, set(sent))
+        finally:
+            ca.close()
+            cb.close()
+    finally:
+        a.stop()
+        b.stop()
+
+
+def _receive_all(consumer: pulsar.Consumer, sent: set[bytes]) -> None:
+    got: set[bytes] = set()
+    while got != sent:
+        msg = consumer.receive(timeout_millis=60000)
+        consumer.acknowledge(msg)
+        got.add(msg.data())
+
+
+def http_ok(broker: BrokerProcess, path: str, token: str) -> object:
+    """The answer to a GET, None for an error status (not there yet)."""
+    try:
+        return _admin(broker, "GET", path, None, token)
+    except urllib.error.HTTPError:
+        return None
+
+
+def _up(broker: BrokerProcess) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", broker.http_port), timeout=0.5).close()
+        return True
+    except OSError:
+        return False
+
+
+def _cause_lines(broker: BrokerProcess) -> int:
+    """A's log lines reporting a replicator's failure with its cause (B's refusal)."""
+    return sum(1 for line in broker.log_path.read_text(errors="replace").splitlines()
+               if "replicator" in line and "-> B" in line and "Authentication" in line)
+
+
+def test_tls_authentication_from_the_cluster_record(tmp_path: Path) -> None:
+    """Everything in B's record (A's broker.conf has no brokerClient* keys): TLS trusting
+    B's CA and a client certificate as the credentials (``AuthenticationTls``). A
+    certificate from another CA is refused; the record updated with the right one, the
+    replicator picks it up at its next try."""
+    pki, other = Pki(tmp_path / "pki"), Pki(tmp_path / "pki-other", "other")
+    cert, key = pki.issue("localhost", server=True, stem="b")
+    good_cert, good_key = pki.issue("repl")
+    bad_cert, bad_key = other.issue("repl")
+    secret = tmp_path / "secret.key"
+    secret.write_bytes(create_secret_key())
+    admin_token = create_token("admin", secret_key=f"file://{secret}")
+    tls_port = free_port()
+    (tmp_path / "B").mkdir()
+    (tmp_path / "A").mkdir()
+    b = BrokerProcess(tmp_path / "B", {
+        "clusterName": "B", "brokerServicePortTls": str(tls_port),
+        "tlsCertificateFilePath": str(cert), "tlsKeyFilePath": str(key),
+        "tlsTrustCertsFilePath": str(pki.ca_file), "authenticationEnabled": "true",
+        "authenticationProviders": f"{TLS_PROVIDER},{TOKEN_PROVIDER}",
+        "tokenSecretKey": f"file://{secret}", "authorizationEnabled": "true",
+        "superUserRoles": "admin,repl"})
+    a = BrokerProcess(tmp_path / "A", {"clusterName": "A"})
+
+    def record(cert_file: Path, key_file: Path) -> dict[str, object]:
+        return {"brokerServiceUrlTls": f"pulsar+ssl://localhost:{tls_port}",
+                "brokerClientTlsEnabled": True, "brokerClientTrustCertsFilePath": str(pki.ca_file),
+                "authenticationPlugin": "org.apache.pulsar.client.impl.auth.AuthenticationTls",
+                "authenticationParameters": f"tlsCertFile:{cert_file},tlsKeyFile:{key_file}"}
+
+    topic = f"persistent://geo/ns/t-{uuid.uuid4().hex[:10]}"
+    stats_path = f"/admin/v2/persistent/{topic.split('://')[1]}/stats"
+    try:
+        b.start()
+        a.start()
+        wait_until(lambda: _up(a) and _up(b), 60, "the admin APIs")
+        _admin(a, "PUT", "/admin/v2/clusters/B", record(bad_cert, bad_key))
+        _admin(b, "PUT", "/admin/v2/clusters/A", {"brokerServiceUrl": a.url}, admin_token)
+        for broker, token in ((a, None), (b, admin_token)):
+            _admin(broker, "PUT", "/admin/v2/tenants/geo",
+                   {"adminRoles": [], "allowedClusters": ["A", "B"]}, token)
+            _admin(broker, "PUT", "/admin/v2/namespaces/geo/ns", None, token)
+        _admin(a, "POST", "/admin/v2/namespaces/geo/ns/replication", ["A", "B"])
+        ca = pulsar.Client(a.url, logger=SILENT, operation_timeout_seconds=30)
+        cb = pulsar.Client(f"pulsar+ssl://localhost:{tls_port}", logger=SILENT,
+                           authentication=pulsar.AuthenticationToken(admin_token),
+                           tls_trust_certs_file_path=str(pki.ca_file), operation_timeout_seconds=30)
+        try:
+            consumer = cb.subscribe(topic, "s", initial_position=pulsar.InitialPosition.Earliest)
+            producer = ca.create_producer(topic)
+            sent = [f"m-{i}".encode() for i in range(20)]
+            for data in sent:
+                producer.send(data)
+            wait_until(lambda: _replicator_lines(a) >= 1, 60, "the replicator's error in A's log")
+            repl = _admin(a, "GET", stats_path)["replication"]["B"]  # type: ignore[index]
+            assert repl["connected"] is False and repl["replicationBacklog"] == 20
+            _admin(a, "POST", "/admin/v2/clusters/B", record(good_cert, good_key))
+            got = set()
+            while got != set(sent):
+                msg = consumer.receive(timeout_millis=60000)
+                consumer.acknowledge(msg)
+                got.add(msg.data())
+            assert _replicator_lines(a) == 1, a.log()
+            assert "client certificate" in a.log()
+        finally:
+            ca.close()
+            cb.close()
+    finally:
+        a.stop()
+        b.stop()
+
+
+def _replicator_lines(broker: BrokerProcess) -> int:
+    """A's warnings about the replicator to B."""
+    return sum(1 for line in broker.log_path.read_text(errors="replace").splitlines()
+               if "WARNING" in line and "replicator" in line and "-> B" in line)
