@@ -53,12 +53,16 @@ class SharedDispatcher(Dispatcher):
     def prepare(
         self, entries: list[Entry], replayed: int
     ) -> list[Prepared]:
-        """Attach metadata; hold back new entries whose deliver_at_time is in the future."""
+        """Attach metadata; hold back new entries whose deliver_at_time is in the future;
+        marker entries go to the subscription (`marker_read`), not to consumers."""
         out = []
         now_ms = int(time.time() * 1000)
         delayed_enabled = self.config.delayedDeliveryEnabled
         for i, (position, data) in enumerate(entries):
             metadata = entry_metadata(data)
+            if metadata is not None and metadata.HasField("marker_type"):
+                self.sub.marker_read(position, data, metadata)  # never sent
+                continue
             if (
                 delayed_enabled
                 and i >= replayed

@@ -93,7 +93,11 @@ class SingleActiveDispatcher(Dispatcher):
             if not entries:
                 break
             for position, data in entries:
-                self.send(consumer, position, data, entry_num_messages(entry_metadata(data)))
+                metadata = entry_metadata(data)
+                if metadata is not None and metadata.HasField("marker_type"):
+                    self.sub.marker_read(position, data, metadata)  # never sent
+                    continue
+                self.send(consumer, position, data, entry_num_messages(metadata))
         else:
             self.schedule()
         self.sub.check_end_of_topic()

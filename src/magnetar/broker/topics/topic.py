@@ -27,11 +27,13 @@ from magnetar.broker.topics.topic_limits import TopicLimits
 from magnetar.protocol import pb
 from magnetar.protocol.errors import ProtocolError
 from magnetar.protocol.frames import peek_metadata
+from magnetar.protocol.markers import MARKER_PRODUCER
 from magnetar.storage import EntryNotFoundError, StorageError
 from magnetar.storage.errors import is_no_space
 
 if TYPE_CHECKING:
     from magnetar.broker.service import BrokerService
+    from magnetar.broker.subscriptions.snapshot_cache import SnapshotListener
     from magnetar.broker.subscriptions.subscription import NonPersistentSubscription, Subscription
     from magnetar.broker.topics.dedup import MessageDeduplication
     from magnetar.broker.topics.dedup_snapshot import Restored
@@ -52,11 +54,22 @@ ACCESS_EXCLUSIVE_WITH_FENCING = pb.ExclusiveWithFencing
 
 
 _NOT_CHUNKED = (-1, -1)
+#: the dedup identity of a marker entry sent by a replicator: markers are never duplicates
+_NO_DEDUP = ("", -1, -1)
 _FENCE_MIN_S = 0.5
 _FENCE_MAX_S = 30.0
 #: `oldest_backlog_publish_time_async` reads again while acknowledgements move the oldest
 #: backlog entry during its read, this many times at most.
 _OLDEST_READS = 8
+
+
+def _is_marker(payload: bytes | memoryview) -> bool:
+    """Whether a payload part is a marker (replicated from another cluster)."""
+    try:
+        metadata = peek_metadata(payload)
+    except ProtocolError:
+        return False
+    return metadata.HasField("marker_type") and metadata.producer_name == MARKER_PRODUCER
 
 
 def _chunk_of(payload: bytes | memoryview) -> tuple[int, int]:
@@ -257,6 +270,10 @@ class PersistentTopic(Topic):
         ledger.after_appends = self._appends_done
         # the geo-replicators, by remote cluster (broker/replication: told of new entries)
         self.replicators: dict[str, TopicReplicator] = {}
+        # replicated subscriptions (broker/replication/snapshots.py): told when a
+        # replicated subscription's mark-delete position passes a snapshot
+        self.snapshot_listener: SnapshotListener | None = None
+        self.markers_in = 0  # marker entries received from other clusters (in msg_in)
         # After a failed append (disk full, I/O error) new producers are refused until
         # fenced_until (monotonic), backing off while the failures go on; see _storage_failed.
         self.fenced_until = 0.0
@@ -426,7 +443,10 @@ class PersistentTopic(Topic):
         num_messages = send.num_messages
         chunk = _NOT_CHUNKED
         dedup_id = (producer.name, seq, highest)
-        if self.dedup is not None:
+        if producer.name.startswith(REPLICATOR_PREFIX) and _is_marker(payload):
+            self.markers_in += 1  # a marker from another cluster: never deduplicated
+            dedup_id = _NO_DEDUP
+        elif self.dedup is not None:
             if send.is_chunk:
                 chunk = _chunk_of(payload)
             if num_messages > 1 and send.highest_sequence_id < 0:
@@ -507,7 +527,7 @@ class PersistentTopic(Topic):
             producer.bytes_in += size
             if self._fence_backoff:
                 self._fence_backoff = 0.0
-            if self.dedup is not None:
+            if self.dedup is not None and dedup_id is not _NO_DEDUP:
                 self.dedup.on_persisted(*dedup_id, chunk_id=chunk[0], num_chunks=chunk[1])
                 self.dedup_position = position
                 self.dedup_unsaved += 1
@@ -534,6 +554,32 @@ class PersistentTopic(Topic):
         finally:
             if producer.closing and not producer.in_flight:
                 producer.answered()
+
+    def append_marker(self, part: bytes) -> asyncio.Future[Position]:
+        """Store a marker entry the broker writes itself (``protocol.markers``): no
+        producer, no deduplication, not counted in the topic's in counters. The future:
+        its position once durable (StorageError, BrokerError when it cannot be)."""
+        done: asyncio.Future[Position] = asyncio.get_running_loop().create_future()
+        cluster = self.service.cluster
+        if self.terminated or (cluster is not None and not cluster.lease_ok()):
+            done.set_exception(BrokerError(pb.ServiceNotReady, f"topic {self.name} takes no markers now"))
+            return done
+        data: bytes = part
+        if self.entry_index >= 0:
+            self.entry_index += 1
+            data = with_entry_metadata(part, self.entry_index - 1)
+
+        def stored(position: Position | None, exc: BaseException | None) -> None:
+            if done.done():
+                return
+            if position is None:
+                done.set_exception(exc or StorageError("append failed"))
+                return
+            self._confirmed = True  # `_appends_done` tells subscriptions and replicators
+            done.set_result(position)
+
+        self.ledger.append_then(data, stored)
+        return done
 
     def _appends_done(self) -> None:
         """The storage told the outcome of a batch of appends (the ledger's
