@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from magnetar.protocol import pulsar_pb2 as pb
 from magnetar.protocol.errors import ProtocolError
-from magnetar.protocol.frames import build_payload_part
+from magnetar.protocol.frames import build_payload_part, peek_metadata
 from magnetar.protocol.varint import decode_varint, encode_varint
 
 __all__ = [
@@ -41,6 +41,7 @@ __all__ = [
     "decode_marker",
     "encode_marker",
     "is_marker",
+    "is_marker_part",
     "marker_part",
 ]
 
@@ -160,6 +161,15 @@ def marker_part(marker: Marker, replicate_to: str | None = None, now_ms: int | N
 def is_marker(metadata: pb.MessageMetadata) -> bool:
     """Whether an entry with this metadata is a marker (never given to consumers)."""
     return metadata.HasField("marker_type")
+
+
+def is_marker_part(part: bytes | memoryview) -> bool:
+    """Whether a payload part is a marker a broker wrote (False when unreadable)."""
+    try:
+        metadata = peek_metadata(part)
+    except ProtocolError:
+        return False
+    return metadata.HasField("marker_type") and metadata.producer_name == MARKER_PRODUCER
 
 
 # -- reading -------------------------------------------------------------------------

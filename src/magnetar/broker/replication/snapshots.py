@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING
 
 from magnetar.broker.entries import split_entry
 from magnetar.broker.subscriptions.subscription import PersistentSubscription
+from magnetar.broker.topics.markers import append_marker
 from magnetar.protocol.errors import ProtocolError
 from magnetar.protocol.frames import parse_payload_part
 from magnetar.protocol.markers import (
@@ -158,7 +159,7 @@ class ReplicatedSubscriptionsController:
 
     def _write(self, marker: SnapshotRequest | SnapshotResponse | Snapshot | Update,
                replicate_to: str | None = None) -> asyncio.Future[Position]:
-        stored = self.topic.append_marker(marker_part(marker, replicate_to))
+        stored = append_marker(self.topic, marker_part(marker, replicate_to))
         stored.add_done_callback(self._write_failed)
         return stored
 

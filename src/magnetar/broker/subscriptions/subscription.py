@@ -17,23 +17,17 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, Protocol
 
-from magnetar.broker.entries import entry_metadata, entry_num_messages, split_entry
+from magnetar.broker.entries import entry_metadata, entry_num_messages
 from magnetar.broker.errors import BrokerError
 from magnetar.broker.subscriptions import ack_set as ack_sets
 from magnetar.broker.subscriptions.dispatcher_key_shared import KeySharedDispatcher
 from magnetar.broker.subscriptions.dispatcher_shared import SharedDispatcher
 from magnetar.broker.subscriptions.dispatcher_single_active import SingleActiveDispatcher
 from magnetar.broker.subscriptions.limits import LimitedSubscription, TopicLimitsView
-from magnetar.broker.subscriptions.snapshot_cache import (
-    REPLICATED_PROPERTY,
-    SnapshotCache,
-    SnapshotListener,
-)
+from magnetar.broker.subscriptions.replicated import ReplicatedSubscription
+from magnetar.broker.subscriptions.snapshot_cache import SnapshotListener
 from magnetar.protocol import pb
-from magnetar.protocol.errors import ProtocolError
-from magnetar.protocol.frames import parse_payload_part
 from magnetar.protocol.ids import message_id_data, wire_position
-from magnetar.protocol.markers import REPLICATED_SUBSCRIPTION_SNAPSHOT, Snapshot, decode_marker
 from magnetar.storage import Position, PositionsRead, StorageError
 
 #: how long a Reader's subscription waits, after a seek closed its consumer, for that
@@ -114,7 +108,7 @@ class NonPersistentSubscribedTopic(Protocol):
     def moving_to(self) -> tuple[str, str] | None: ...  # cluster: where its bundle goes
 
 
-class PersistentSubscription(LimitedSubscription):
+class PersistentSubscription(LimitedSubscription, ReplicatedSubscription):
     def __init__(self, topic: SubscribedTopic, name: str, cursor: Any, durable: bool) -> None:
         self.topic = topic
         self.name = name
@@ -129,12 +123,9 @@ class PersistentSubscription(LimitedSubscription):
         # that reconnects (see `disconnect_for_seek`): the timer that drops it if none does
         self.kept_for_seek: asyncio.TimerHandle | None = None
         self.init_limits()
+        self.init_replicated()  # replicated.py: markers, snapshots
         # when a consumer last came or went (or it was loaded): monotonic (expiry)
         self.last_active = time.monotonic()
-        # a replicated subscription's snapshots (None: not replicated); see `set_replicated`
-        self.snapshots: SnapshotCache | None = None
-        if getattr(cursor, "properties", {}).get(REPLICATED_PROPERTY):
-            self.set_replicated(True)
 
     # -- consumers ---------------------------------------------------------------------
 
@@ -271,8 +262,7 @@ class PersistentSubscription(LimitedSubscription):
                                 break
         if self.blocked_on_unacked:
             self.unblock_if_drained()
-        if self.snapshots is not None:
-            self._mark_delete_moved(before)
+        self.mark_delete_moved(before)
         self.check_end_of_topic()
 
     def _ack_targets(
@@ -377,67 +367,6 @@ class PersistentSubscription(LimitedSubscription):
             self.cursor.mark_delete(position)
             for p in [p for p in self.redelivery_counts if p <= position]:
                 del self.redelivery_counts[p]
-
-    # -- replicated subscriptions and markers --------------------------------------------
-
-    def set_replicated(self, enabled: bool) -> None:
-        """Make the subscription replicated (its state follows it to the other clusters)
-        or not; stored with a durable cursor (Pulsar's cursor property)."""
-        if enabled and self.snapshots is None:
-            config = self.topic.service.config
-            self.snapshots = SnapshotCache(config.replicatedSubscriptionsSnapshotMaxCachedPerSubscription)
-        elif not enabled:
-            self.snapshots = None
-        if self.durable and hasattr(self.cursor, "set_property"):
-            self.cursor.set_property(REPLICATED_PROPERTY, 1 if enabled else None)
-
-    @property
-    def replicated(self) -> bool:
-        return self.snapshots is not None
-
-    def marker_read(self, position: Position, data: bytes | memoryview,
-                    metadata: pb.MessageMetadata) -> None:
-        """The dispatcher read a marker entry (never sent to consumers): acknowledge it
-        for this subscription; a replicated subscription keeps the snapshots it reads."""
-        before = self.cursor.mark_delete_position
-        if self.snapshots is not None and metadata.marker_type == REPLICATED_SUBSCRIPTION_SNAPSHOT:
-            try:
-                _, part = split_entry(data)
-                _, payload = parse_payload_part(part, verify=False)
-                snapshot = decode_marker(metadata.marker_type, payload)
-            except ProtocolError as exc:
-                log.warning("%s/%s: unreadable snapshot marker at %s: %s",
-                            self.topic.name, self.name, position, exc)
-            else:
-                if isinstance(snapshot, Snapshot):
-                    self.snapshots.add(snapshot)
-        self.cursor.delete([position])
-        self.redelivery_counts.pop(position, None)
-        if self.snapshots is not None:
-            self._mark_delete_moved(before)
-
-    def mark_delete_to(self, position: Position) -> None:
-        """Acknowledge everything up to ``position`` as a cumulative ack would (a
-        replicated subscription's update from another cluster)."""
-        before = self.cursor.mark_delete_position
-        self._mark_delete(position)
-        for consumer in self.consumers:
-            for p in [p for p in consumer.pending if p <= position]:
-                del consumer.pending[p]
-        if self.snapshots is not None:
-            self._mark_delete_moved(before)
-        if self.dispatcher is not None:
-            self.dispatcher.schedule()
-
-    def _mark_delete_moved(self, before: Position) -> None:
-        """Tell the topic when the mark-delete position passed a snapshot."""
-        after = self.cursor.mark_delete_position
-        if after <= before or self.snapshots is None:
-            return
-        snapshot = self.snapshots.advanced(after)
-        listener = self.topic.snapshot_listener
-        if snapshot is not None and listener is not None:
-            listener.local_subscription_updated(self.name, snapshot)
 
     def redeliver(self, consumer: Consumer, ids: list[Position]) -> None:
         if self.dispatcher is None:
