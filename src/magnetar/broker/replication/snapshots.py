@@ -36,7 +36,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
-from magnetar.broker.entries import split_entry
+from magnetar.broker.entries import entry_metadata, split_entry
 from magnetar.broker.subscriptions.subscription import PersistentSubscription
 from magnetar.broker.topics.markers import append_marker
 from magnetar.protocol.errors import ProtocolError
@@ -173,11 +173,12 @@ class ReplicatedSubscriptionsController:
     def inbound(self, remote: str, position: Position, data: bytes | memoryview) -> None:
         """An entry ``remote``'s replicator did not send there (the replicator's
         ``on_skipped``): a marker that came from ``remote`` is handled here."""
+        metadata = entry_metadata(data)  # (no copy of the payload of a message)
+        if metadata is None or not metadata.HasField("marker_type") or metadata.replicated_from != remote:
+            return  # a message, or a marker of another cluster's (its replicator has it)
         try:
             _, part = split_entry(data)
-            metadata, payload = parse_payload_part(part, verify=False)
-            if not metadata.HasField("marker_type") or metadata.replicated_from != remote:
-                return  # a message, or a marker of another cluster's (its replicator has it)
+            _, payload = parse_payload_part(part, verify=False)
             marker = decode_marker(metadata.marker_type, payload)
         except ProtocolError as exc:
             log.warning("%s: unreadable marker from %s at %s: %s", self.topic.name, remote, position, exc)

@@ -2,6 +2,7 @@
 
 Delayed delivery lives here (and in Key_Shared): an entry whose metadata asks for a later
 ``deliver_at_time`` is held in the DelayedDeliveryTracker and replayed when it is due.
+Marker entries are never sent: the subscription takes them (`replicated.py`).
 """
 
 from __future__ import annotations

@@ -5,6 +5,7 @@ topic the partition index chooses among them (``index % count``) so that partiti
 over consumers. When the active consumer changes, every consumer is told
 (ActiveConsumerChange) and the read position rewinds to the first unacknowledged entry; a
 consumer that joins without changing the active one is told only about itself.
+Marker entries are never sent: the subscription takes them (`replicated.py`).
 """
 
 from __future__ import annotations
