@@ -10,8 +10,8 @@ from pathlib import Path
 import pulsar
 import pytest
 
-from tests.broker.brokerproc import BrokerProcess, wait_until
-from tests.replication.test_geo_replication import _admin, _client, _setup, _topic
+from tests.broker.brokerproc import SILENT, BrokerProcess, wait_until
+from tests.replication.test_geo_replication import _admin, _client, _http_up, _setup, _topic
 
 pytestmark = pytest.mark.slow
 
@@ -114,3 +114,23 @@ def test_subscription_in_b_starts_where_a_acknowledged(
         ca.close()
         cb.close()
 
+
+
+def test_replicated_flag_is_stored_with_the_subscription(tmp_path: Path) -> None:
+    """The flag a consumer set outlives a broker restart (its cursor's property)."""
+    broker = BrokerProcess(tmp_path)
+    topic = "persistent://public/default/flag"
+    try:
+        broker.start()
+        client = pulsar.Client(broker.url, logger=SILENT)
+        client.subscribe(topic, "replicated", replicate_subscription_state_enabled=True)
+        client.subscribe(topic, "plain")
+        client.close()
+        broker.stop()
+        broker.start()
+        wait_until(lambda: _http_up(broker), 60, "the admin API")
+        for name, replicated in (("replicated", True), ("plain", False)):
+            stats = _sub_stats(broker, topic, name)
+            assert stats is not None and stats["isReplicated"] is replicated
+    finally:
+        broker.stop()
