@@ -132,6 +132,20 @@ def test_persistence_across_reopen(make_factory):
     assert set(make_factory().open("t").cursors()) == {"sub"}
 
 
+def test_properties_persist_across_reopen(make_factory):
+    f = make_factory()
+    ml = f.open("t")
+    run(append_all(ml, [b"e0"]))
+    c = ml.open_cursor("sub", "earliest")
+    assert c.properties == {}
+    c.set_property("pulsar.replicated.subscription", 1)
+    c.set_property("gone", 2)
+    c.set_property("gone", None)
+    f.close()
+    c = make_factory().open("t").cursors()["sub"]
+    assert c.properties == {"pulsar.replicated.subscription": 1}
+
+
 def test_persisted_on_timer_and_crash_lags_at_most_that(make_factory):
     f = make_factory(cursor_persist_interval_s=30)
     ml = f.open("t")

@@ -47,6 +47,9 @@ class ManagedCursor:
         self._md = mark_delete
         self._ranges = PositionRangeSet()
         self.batch_ack_sets: dict[Position, list[int]] = {}
+        # named numbers stored with the cursor (Pulsar's cursor properties), such as
+        # ``pulsar.replicated.subscription``; change them through `set_property`
+        self.properties: dict[str, int] = {}
         self.dirty = False
         self.closed = False
         # a new cursor's first row, while it is being written (see ManagedLedger.open_cursor)
@@ -103,6 +106,16 @@ class ManagedCursor:
         if changed:
             self._absorb()
             self._changed()
+
+    def set_property(self, name: str, value: int | None) -> None:
+        """Set (None: remove) a property; stored with the cursor's next write."""
+        if self.properties.get(name) == value:
+            return
+        if value is None:
+            self.properties.pop(name, None)
+        else:
+            self.properties[name] = value
+        self._changed()
 
     def set_batch_ack(self, p: Position, ack_set: list[int]) -> None:
         """Record a partial acknowledgement of batch entry ``p``. Merged with what was
@@ -231,11 +244,14 @@ class ManagedCursor:
         """The persisted form (at most ``cap`` ranges and ``cap`` ack sets)."""
         ranges = [[s[0], s[1], e[0], e[1]] for s, e in self._ranges.ranges()[:cap]]
         acks = sorted(self.batch_ack_sets.items())[:cap]
-        return {
+        state: dict[str, Any] = {
             "md": [self._md[0], self._md[1]],
             "r": ranges,
             "b": [[p[0], p[1], words] for p, words in acks],
         }
+        if self.properties:
+            state["p"] = dict(self.properties)
+        return state
 
     def load_state(self, state: dict[str, Any]) -> None:
         self._md = Position(*state["md"])
@@ -243,6 +259,7 @@ class ManagedCursor:
         for sl, se, el, ee in state.get("r", ()):
             self._ranges.add_range(Position(sl, se), Position(el, ee))
         self.batch_ack_sets = {Position(lid, eid): list(w) for lid, eid, w in state.get("b", ())}
+        self.properties = {str(k): int(v) for k, v in (state.get("p") or {}).items()}
         self._absorb()
 
     def persist(self) -> None:

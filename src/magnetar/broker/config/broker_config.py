@@ -113,6 +113,12 @@ class BrokerConfig(SecurityConfig):
     brokerDeduplicationMaxNumberOfProducers: int = 10000
     brokerDeduplicationProducerInactivityTimeoutMinutes: int = 360
     brokerEntryMetadataInterceptors: str = ""
+    # replicated subscriptions (geo-replication, `replicate_subscription_state`): snapshots
+    # of positions across clusters, taken this often, dropped if not complete in time
+    enableReplicatedSubscriptions: bool = True
+    replicatedSubscriptionsSnapshotFrequencyMillis: int = 1000
+    replicatedSubscriptionsSnapshotTimeoutSeconds: int = 30
+    replicatedSubscriptionsSnapshotMaxCachedPerSubscription: int = 10
     exposingBrokerEntryMetadataToClientEnabled: bool = False
     delayedDeliveryEnabled: bool = True
     delayedDeliveryTickTimeMillis: int = 1000
@@ -284,6 +290,12 @@ class BrokerConfig(SecurityConfig):
             _check_choice(key, getattr(self, key), "")
         if self.defaultNumberOfNamespaceBundles < 1:
             raise ConfigError("defaultNumberOfNamespaceBundles must be at least 1")
+        if (self.replicatedSubscriptionsSnapshotFrequencyMillis < 1
+                or self.replicatedSubscriptionsSnapshotTimeoutSeconds < 1):
+            raise ConfigError("replicatedSubscriptionsSnapshotFrequencyMillis and "
+                              "replicatedSubscriptionsSnapshotTimeoutSeconds must be at least 1")
+        if self.replicatedSubscriptionsSnapshotMaxCachedPerSubscription < 3:
+            raise ConfigError("replicatedSubscriptionsSnapshotMaxCachedPerSubscription must be at least 3")
         try:
             self.schemaCompatibilityStrategy = validate_strategy(self.schemaCompatibilityStrategy)
         except ValueError as exc:

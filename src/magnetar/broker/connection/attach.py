@@ -185,6 +185,9 @@ class TopicAttacher:
             if not sub.consumers and not sub.durable:
                 topic.subscriptions.pop(req.subscription, None)
             raise
+        if (req.replicate_subscription_state and service.config.enableReplicatedSubscriptions
+                and isinstance(sub, PersistentSubscription) and sub.durable and not sub.replicated):
+            sub.set_replicated(True)  # its state follows it to the other clusters
         dispatcher = sub.dispatcher
         if view is not None and isinstance(dispatcher, Dispatcher):
             dispatcher.ledger = view  # read_compacted: the dispatcher reads the view too

@@ -26,6 +26,7 @@ from magnetar.broker.replication.replicator import (
     Replicator,
     is_replicator_cursor,
 )
+from magnetar.broker.replication.snapshots import ReplicatedSubscriptionsController
 from magnetar.broker.replication.throttle import ReplicatorThrottle
 from magnetar.broker.topic_name import TopicName
 from magnetar.broker.topics.topic import PersistentTopic
@@ -46,6 +47,8 @@ class ReplicationManager:
         self.service = service
         self.local = service.config.clusterName
         self.replicators: dict[str, dict[str, Replicator]] = {}
+        # replicated subscriptions: one controller per replicated topic (snapshots.py)
+        self.controllers: dict[str, ReplicatedSubscriptionsController] = {}
         self._stopping: set[asyncio.Task[None]] = set()
         self._preload: asyncio.Future[None] | None = None
 
@@ -98,8 +101,27 @@ class ReplicationManager:
                 topic.ledger.delete_cursor(name)
                 log.info("replication of %s to %s stopped; cursor dropped",
                          topic.name, name[len(REPL_PREFIX):])
+        self._follow_subscriptions(topic, running)
         if not running:
             self.replicators.pop(topic.name, None)
+
+    def _running(self, name: str) -> dict[str, Replicator]:
+        return self.replicators.get(name) or {}
+
+    def _follow_subscriptions(self, topic: PersistentTopic, running: dict[str, Replicator]) -> None:
+        """Run the topic's replicated-subscriptions controller while it replicates (and
+        ``enableReplicatedSubscriptions``); its replicators hand it the markers they skip."""
+        controller = self.controllers.get(topic.name)
+        if not running or not self.service.config.enableReplicatedSubscriptions:
+            if controller is not None:
+                self.controllers.pop(topic.name).stop()
+            return
+        if controller is None:
+            controller = self.controllers[topic.name] = ReplicatedSubscriptionsController(
+                topic, self.local, self.service.config, partial(self._running, topic.name))
+            controller.start()
+        for replicator in running.values():
+            replicator.on_skipped = partial(controller.inbound, replicator.remote)
 
     def _stop(self, topic: PersistentTopic, replicator: Replicator) -> None:
         """Stop ``replicator`` now; its task ends in the background."""
@@ -116,6 +138,9 @@ class ReplicationManager:
 
     def topic_unloaded(self, topic: PersistentTopic) -> None:
         """Stop ``topic``'s replicators now (before its ledger closes); cursors stay."""
+        controller = self.controllers.pop(topic.name, None)
+        if controller is not None:
+            controller.stop()
         for replicator in self.replicators.pop(topic.name, {}).values():
             self._stop(topic, replicator)
 
@@ -144,6 +169,9 @@ class ReplicationManager:
         if self._preload is not None:
             self._preload.cancel()
             await asyncio.gather(self._preload, return_exceptions=True)
+        for controller in self.controllers.values():
+            controller.stop()
+        self.controllers.clear()
         for name in list(self.replicators):
             for replicator in self.replicators.pop(name).values():
                 await replicator.stop()

@@ -135,6 +135,9 @@ class Replicator:
         # that of the last one acknowledged (replicationDelayInSeconds)
         self._in_flight: deque[int] = deque()
         self._acked_publish_ms = 0
+        # given each entry not sent to the remote (replicated subscriptions read the
+        # markers that came from it there: `snapshots.py`)
+        self.on_skipped: Callable[[Position, bytes | memoryview], None] | None = None
 
     def start(self) -> None:
         if self.cursor is None:  # at once: entries appended from now on are replicated
@@ -249,6 +252,8 @@ class Replicator:
                 seq = sequence_id_of(position)
                 self._in_flight.append(published)
                 if part is None:
+                    if self.on_skipped is not None:
+                        self.on_skipped(position, data)
                     queue.put_nowait((position, None))
                     continue
                 if self.throttle is not None:  # replicatorDispatchRate

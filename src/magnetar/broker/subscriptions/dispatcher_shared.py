@@ -2,6 +2,7 @@
 
 Delayed delivery lives here (and in Key_Shared): an entry whose metadata asks for a later
 ``deliver_at_time`` is held in the DelayedDeliveryTracker and replayed when it is due.
+Marker entries are never sent: the subscription takes them (`replicated.py`).
 """
 
 from __future__ import annotations
@@ -53,12 +54,16 @@ class SharedDispatcher(Dispatcher):
     def prepare(
         self, entries: list[Entry], replayed: int
     ) -> list[Prepared]:
-        """Attach metadata; hold back new entries whose deliver_at_time is in the future."""
+        """Attach metadata; hold back new entries whose deliver_at_time is in the future;
+        marker entries go to the subscription (`marker_read`), not to consumers."""
         out = []
         now_ms = int(time.time() * 1000)
         delayed_enabled = self.config.delayedDeliveryEnabled
         for i, (position, data) in enumerate(entries):
             metadata = entry_metadata(data)
+            if metadata is not None and metadata.HasField("marker_type"):
+                self.sub.marker_read(position, data, metadata)  # never sent
+                continue
             if (
                 delayed_enabled
                 and i >= replayed

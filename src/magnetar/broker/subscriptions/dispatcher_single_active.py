@@ -5,6 +5,7 @@ topic the partition index chooses among them (``index % count``) so that partiti
 over consumers. When the active consumer changes, every consumer is told
 (ActiveConsumerChange) and the read position rewinds to the first unacknowledged entry; a
 consumer that joins without changing the active one is told only about itself.
+Marker entries are never sent: the subscription takes them (`replicated.py`).
 """
 
 from __future__ import annotations
@@ -93,7 +94,11 @@ class SingleActiveDispatcher(Dispatcher):
             if not entries:
                 break
             for position, data in entries:
-                self.send(consumer, position, data, entry_num_messages(entry_metadata(data)))
+                metadata = entry_metadata(data)
+                if metadata is not None and metadata.HasField("marker_type"):
+                    self.sub.marker_read(position, data, metadata)  # never sent
+                    continue
+                self.send(consumer, position, data, entry_num_messages(metadata))
         else:
             self.schedule()
         self.sub.check_end_of_topic()

@@ -24,6 +24,8 @@ from magnetar.broker.subscriptions.dispatcher_key_shared import KeySharedDispatc
 from magnetar.broker.subscriptions.dispatcher_shared import SharedDispatcher
 from magnetar.broker.subscriptions.dispatcher_single_active import SingleActiveDispatcher
 from magnetar.broker.subscriptions.limits import LimitedSubscription, TopicLimitsView
+from magnetar.broker.subscriptions.replicated import ReplicatedSubscription
+from magnetar.broker.subscriptions.snapshot_cache import SnapshotListener
 from magnetar.protocol import pb
 from magnetar.protocol.ids import message_id_data, wire_position
 from magnetar.storage import Position, PositionsRead, StorageError
@@ -85,6 +87,8 @@ class SubscribedTopic(Protocol):
     def subscriptions(self) -> dict[str, Subscription]: ...
     @property
     def limits(self) -> TopicLimitsView: ...  # its rate limits (topics.topic_limits)
+    @property
+    def snapshot_listener(self) -> SnapshotListener | None: ...  # replicated subscriptions
     def remove_subscription(self, name: str) -> None: ...
     def delete_subscription(self, name: str) -> Future[Any] | None: ...
 
@@ -104,7 +108,7 @@ class NonPersistentSubscribedTopic(Protocol):
     def moving_to(self) -> tuple[str, str] | None: ...  # cluster: where its bundle goes
 
 
-class PersistentSubscription(LimitedSubscription):
+class PersistentSubscription(LimitedSubscription, ReplicatedSubscription):
     def __init__(self, topic: SubscribedTopic, name: str, cursor: Any, durable: bool) -> None:
         self.topic = topic
         self.name = name
@@ -119,6 +123,7 @@ class PersistentSubscription(LimitedSubscription):
         # that reconnects (see `disconnect_for_seek`): the timer that drops it if none does
         self.kept_for_seek: asyncio.TimerHandle | None = None
         self.init_limits()
+        self.init_replicated()  # replicated.py: markers, snapshots
         # when a consumer last came or went (or it was loaded): monotonic (expiry)
         self.last_active = time.monotonic()
 
@@ -228,6 +233,7 @@ class PersistentSubscription(LimitedSubscription):
                    targets: list[tuple[Position, list[int]]]) -> None:
         """Move the cursor as ``ack`` says (``targets``: see `_ack_targets`)."""
         cursor = self.cursor
+        before = cursor.mark_delete_position
         if ack.ack_type == pb.CommandAck.Cumulative:
             for position, words in targets:
                 if words and not ack_sets.is_all_acked(words):
@@ -256,6 +262,7 @@ class PersistentSubscription(LimitedSubscription):
                                 break
         if self.blocked_on_unacked:
             self.unblock_if_drained()
+        self.mark_delete_moved(before)
         self.check_end_of_topic()
 
     def _ack_targets(
@@ -485,6 +492,7 @@ class PersistentSubscription(LimitedSubscription):
             "type": SubType.SubType.Name(self.dispatcher.sub_type) if self.dispatcher else "None",
             "msgBacklog": self.backlog(),
             "isDurable": self.durable,
+            "isReplicated": self.replicated,
             "markDeletePosition": str(self.cursor.mark_delete_position),
             "readPosition": str(self.dispatcher.read_position) if self.dispatcher else None,
             "unackedMessages": sum(c.unacked_messages for c in self.consumers),

@@ -216,6 +216,21 @@ class MessageDeduplication:
 REPLICATOR_PREFIX = "pulsar.repl."
 
 
+#: (chunk_id, num_chunks) of a payload part that is not a chunk
+NOT_CHUNKED = (-1, -1)
+
+
+def chunk_of(payload: bytes | memoryview) -> tuple[int, int]:
+    """(chunk_id, num_chunks) of a chunk's payload part (dedup only records last chunks)."""
+    try:
+        metadata = peek_metadata(payload)
+    except ProtocolError:
+        return NOT_CHUNKED
+    if not metadata.HasField("chunk_id"):
+        return NOT_CHUNKED
+    return metadata.chunk_id, metadata.num_chunks_from_msg
+
+
 def origin_of(payload: bytes | memoryview, default: tuple[str, int, int]) -> tuple[str, int, int]:
     """The deduplication identity of a geo-replicator's send, as Pulsar's: the original
     producer's name and sequence ids, from the message metadata (what a restart replays)."""

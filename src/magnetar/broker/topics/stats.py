@@ -221,7 +221,7 @@ def subscription_stats(topic: Topic, name: str, sub: Any, rates: RateTracker) ->
         "msgRateExpired": 0.0,
         "consumers": consumers,
         "isDurable": bool(getattr(sub, "durable", False)),
-        "isReplicated": False,
+        "isReplicated": bool(getattr(sub, "replicated", False)),
     }
     if isinstance(sub, PersistentSubscription):
         stats["lastMarkDeletePosition"] = _position(sub.cursor.mark_delete_position)

@@ -19,19 +19,19 @@ from typing import TYPE_CHECKING, Any, cast
 from magnetar.broker.entries import entry_metadata, with_entry_metadata
 from magnetar.broker.errors import BrokerError
 from magnetar.broker.topic_name import TopicName
-from magnetar.broker.topics.dedup import REPLICATOR_PREFIX, origin_of
+from magnetar.broker.topics.dedup import NOT_CHUNKED, REPLICATOR_PREFIX, chunk_of, origin_of
 from magnetar.broker.topics.entry_index import load_entry_index
 from magnetar.broker.topics.producer import Producer, ProducerCnx
 from magnetar.broker.topics.replicated import TopicReplicator
 from magnetar.broker.topics.topic_limits import TopicLimits
 from magnetar.protocol import pb
-from magnetar.protocol.errors import ProtocolError
-from magnetar.protocol.frames import peek_metadata
+from magnetar.protocol.markers import is_marker_part
 from magnetar.storage import EntryNotFoundError, StorageError
 from magnetar.storage.errors import is_no_space
 
 if TYPE_CHECKING:
     from magnetar.broker.service import BrokerService
+    from magnetar.broker.subscriptions.snapshot_cache import SnapshotListener
     from magnetar.broker.subscriptions.subscription import NonPersistentSubscription, Subscription
     from magnetar.broker.topics.dedup import MessageDeduplication
     from magnetar.broker.topics.dedup_snapshot import Restored
@@ -51,23 +51,13 @@ ACCESS_EXCLUSIVE = pb.Exclusive
 ACCESS_EXCLUSIVE_WITH_FENCING = pb.ExclusiveWithFencing
 
 
-_NOT_CHUNKED = (-1, -1)
+#: the dedup identity of a marker entry sent by a replicator: markers are never duplicates
+_NO_DEDUP = ("", -1, -1)
 _FENCE_MIN_S = 0.5
 _FENCE_MAX_S = 30.0
 #: `oldest_backlog_publish_time_async` reads again while acknowledgements move the oldest
 #: backlog entry during its read, this many times at most.
 _OLDEST_READS = 8
-
-
-def _chunk_of(payload: bytes | memoryview) -> tuple[int, int]:
-    """(chunk_id, num_chunks) of a chunk's payload part (dedup only records last chunks)."""
-    try:
-        metadata = peek_metadata(payload)
-    except ProtocolError:
-        return _NOT_CHUNKED
-    if not metadata.HasField("chunk_id"):
-        return _NOT_CHUNKED
-    return metadata.chunk_id, metadata.num_chunks_from_msg
 
 
 class Topic:
@@ -257,6 +247,9 @@ class PersistentTopic(Topic):
         ledger.after_appends = self._appends_done
         # the geo-replicators, by remote cluster (broker/replication: told of new entries)
         self.replicators: dict[str, TopicReplicator] = {}
+        # told when a replicated subscription passes a snapshot (replication/snapshots.py)
+        self.snapshot_listener: SnapshotListener | None = None
+        self.markers_in = 0  # marker entries received from other clusters (in msg_in)
         # After a failed append (disk full, I/O error) new producers are refused until
         # fenced_until (monotonic), backing off while the failures go on; see _storage_failed.
         self.fenced_until = 0.0
@@ -422,11 +415,14 @@ class PersistentTopic(Topic):
             producer.send_error(seq, pb.ServiceNotReady, _NO_LEASE, size)
             return
         num_messages = send.num_messages
-        chunk = _NOT_CHUNKED
+        chunk = NOT_CHUNKED
         dedup_id = (producer.name, seq, highest)
-        if self.dedup is not None:
+        if producer.name.startswith(REPLICATOR_PREFIX) and is_marker_part(payload):
+            self.markers_in += 1  # a marker from another cluster: never deduplicated
+            dedup_id = _NO_DEDUP
+        elif self.dedup is not None:
             if send.is_chunk:
-                chunk = _chunk_of(payload)
+                chunk = chunk_of(payload)
             if num_messages > 1 and send.highest_sequence_id < 0:
                 # a batch from a client that numbers its messages consecutively (the C++
                 # client sends no highest_sequence_id and counts seq + n - 1 as published)
@@ -505,7 +501,7 @@ class PersistentTopic(Topic):
             producer.bytes_in += size
             if self._fence_backoff:
                 self._fence_backoff = 0.0
-            if self.dedup is not None:
+            if self.dedup is not None and dedup_id is not _NO_DEDUP:
                 self.dedup.on_persisted(*dedup_id, chunk_id=chunk[0], num_chunks=chunk[1])
                 self.dedup_position = position
                 self.dedup_unsaved += 1
@@ -532,6 +528,10 @@ class PersistentTopic(Topic):
         finally:
             if producer.closing and not producer.in_flight:
                 producer.answered()
+
+    def entries_confirmed(self) -> None:
+        """Entries appended without a producer (`markers.append_marker`) are durable."""
+        self._confirmed = True  # `_appends_done` tells subscriptions and replicators
 
     def _appends_done(self) -> None:
         """The storage told the outcome of a batch of appends (the ledger's

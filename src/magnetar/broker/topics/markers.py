@@ -1,0 +1,45 @@
+"""Marker entries a persistent topic's owner writes itself (``protocol.markers``; the
+replication room's replicated-subscription controller is the writer): appended like a
+message, with the broker entry metadata when it is on, but through no producer, so no
+deduplication and no in counters. Subscriptions and replicators hear of them as of any
+new entry."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING
+
+from magnetar.broker.entries import with_entry_metadata
+from magnetar.broker.errors import BrokerError
+from magnetar.protocol import pb
+from magnetar.storage import StorageError
+
+if TYPE_CHECKING:
+    from magnetar.broker.topics.topic import PersistentTopic
+    from magnetar.storage import Position
+
+
+def append_marker(topic: PersistentTopic, part: bytes) -> asyncio.Future[Position]:
+    """Store the marker payload part ``part`` in ``topic``; the future: its position once
+    durable (StorageError, or BrokerError when the topic takes no entries now)."""
+    done: asyncio.Future[Position] = asyncio.get_running_loop().create_future()
+    cluster = topic.service.cluster
+    if topic.terminated or (cluster is not None and not cluster.lease_ok()):
+        done.set_exception(BrokerError(pb.ServiceNotReady, f"topic {topic.name} takes no markers now"))
+        return done
+    data = part
+    if topic.entry_index >= 0:
+        topic.entry_index += 1
+        data = with_entry_metadata(part, topic.entry_index - 1)
+
+    def stored(position: Position | None, exc: BaseException | None) -> None:
+        if done.done():
+            return
+        if position is None:
+            done.set_exception(exc or StorageError("append failed"))
+            return
+        topic.entries_confirmed()
+        done.set_result(position)
+
+    topic.ledger.append_then(data, stored)
+    return done
