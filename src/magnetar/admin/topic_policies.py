@@ -22,19 +22,10 @@ from typing import Any
 
 from aiohttp import web
 
-from magnetar.admin.namespaces import backlog_quota_doc, retention_doc
-from magnetar.admin.policies_body import (
-    check_values,
-    dispatch_rate_doc,
-    inactive_topic_policies_doc,
-    number,
-    publish_rate_doc,
-    read_dispatch_rate,
-    read_inactive_topic_policies,
-    read_publish_rate,
-    read_subscribe_rate,
-    subscribe_rate_doc,
-)
+from magnetar.admin import policy_specs as specs
+from magnetar.admin.namespaces import backlog_quota_doc
+from magnetar.admin.policies_body import check_values, number
+from magnetar.admin.policy_specs import PolicySpec
 from magnetar.admin.routing import (
     SERVICE,
     RestError,
@@ -80,84 +71,42 @@ async def _set(request: web.Request, topic: TopicName, **changes: Any) -> web.Re
     return no_content()
 
 
-def _policy_routes(path: str, fields: tuple[str, ...], make: Callable[[Policies], Any],
-                   read: Callable[[Any], dict[str, Any]], summary: str, body: str) -> None:
+def _policy_routes(spec: PolicySpec) -> None:
     """GET (own or ``?applied=true``), POST (a JSON body) and DELETE of one policy."""
 
     async def get(request: web.Request) -> web.Response:
-        return _doc(request, await _topic(request), fields, make)
+        return _doc(request, await _topic(request), spec.fields, spec.doc)
 
     async def post(request: web.Request) -> web.Response:
         topic = await _topic(request)
-        return await _set(request, topic, **check_values(read(await json_body(request))))
+        return await _set(request, topic, **spec.read(await json_body(request)))
 
     async def delete(request: web.Request) -> web.Response:
-        return await _set(request, await _topic(request), **dict.fromkeys(fields))
+        return await _set(request, await _topic(request), **dict.fromkeys(spec.fields))
 
-    routes.route("GET", T + path, f"The topic's {summary} (?applied=true: what applies).")(get)
-    routes.route("POST", T + path, f"Set the topic's {summary} (over its namespace's).",
-                 body=body)(post)
-    routes.route("DELETE", T + path, f"Remove the topic's {summary} (the namespace's applies).")(delete)
-
-
-def _retention(value: Any) -> dict[str, Any]:
-    body = expect(value, dict, "retention")
-    return {"retention_time_minutes": number(body, "retentionTimeInMinutes", 0),
-            "retention_size_mb": number(body, "retentionSizeInMB", 0, _JAVA_LONG_MAX)}
+    what = spec.what
+    routes.route("GET", T + spec.path, f"The topic's {what} (?applied=true: what applies).")(get)
+    routes.route("POST", T + spec.path, f"Set the topic's {what} (over its namespace's).",
+                 body=spec.body)(post)
+    routes.route("DELETE", T + spec.path,
+                 f"Remove the topic's {what} (the namespace's applies).")(delete)
 
 
-def _int_policy(field: str, what: str) -> Callable[[Any], dict[str, Any]]:
-    def read(value: Any) -> dict[str, Any]:
-        return {field: number({what: value}, what, 0)}
-    return read
+def _int_policy(path: str, field: str, what: str) -> PolicySpec:
+    return specs.int_policy(path, field, f"{what} ({path.strip('/')}; 0: none)")
 
 
-_policy_routes("/retention", ("retention_time_minutes", "retention_size_mb"), retention_doc,
-               _retention, "retention (minutes, MB; -1: unlimited)",
-               '{"retentionTimeInMinutes": int, "retentionSizeInMB": long}')
-_policy_routes("/publishRate", ("publish_rate_msgs", "publish_rate_bytes"), publish_rate_doc,
-               read_publish_rate, "publish rate (PublishRate)",
-               '{"publishThrottlingRateInMsg": int, "publishThrottlingRateInByte": long}')
-
-
-def _dispatch_doc(prefix: str) -> Callable[[Policies], Any]:
-    return lambda p: dispatch_rate_doc(p, prefix)
-
-
-def _dispatch_read(prefix: str) -> Callable[[Any], dict[str, Any]]:
-    return lambda v: read_dispatch_rate(v, prefix)
-
-
-def _field_doc(field: str) -> Callable[[Policies], Any]:
-    return lambda p: getattr(p, field)
-
-
-for _path, _prefix, _what in (("/dispatchRate", "dispatch_rate", "dispatch rate"),
-                              ("/subscriptionDispatchRate", "subscription_dispatch_rate",
-                               "dispatch rate per subscription")):
-    _policy_routes(_path, (f"{_prefix}_msgs", f"{_prefix}_bytes", f"{_prefix}_period"),
-                   _dispatch_doc(_prefix), _dispatch_read(_prefix), f"{_what} (DispatchRate)",
-                   '{"dispatchThrottlingRateInMsg": int, "dispatchThrottlingRateInByte": long, '
-                   '"ratePeriodInSecond": int}')
-for _path, _field, _what in (
-        ("/maxUnackedMessagesOnConsumer", "max_unacked_messages_per_consumer",
-         "limit of unacknowledged messages"),
-        ("/maxUnackedMessagesOnSubscription", "max_unacked_messages_per_subscription",
-         "limit of unacknowledged messages"),
-        ("/maxSubscriptionsPerTopic", "max_subscriptions_per_topic", "limit of subscriptions")):
-    _policy_routes(_path, (_field,), _field_doc(_field), _int_policy(_field, _path.strip("/")),
-                   f"{_what} ({_path.strip('/')}; 0: none)", "int")
-_policy_routes("/subscribeRate", ("subscribe_rate", "subscribe_rate_period"), subscribe_rate_doc,
-               read_subscribe_rate, "subscribe rate per consumer (SubscribeRate)",
-               '{"subscribeThrottlingRatePerConsumer": int, "ratePeriodInSecond": int (30)}')
-_policy_routes("/inactiveTopicPolicies",
-               ("inactive_topic_delete_mode", "inactive_topic_max_inactive_seconds",
-                "inactive_topic_delete_while_inactive"),
-               inactive_topic_policies_doc, read_inactive_topic_policies,
-               "inactive topic policies (InactiveTopicPolicies)",
-               '{"inactiveTopicDeleteMode": "delete_when_no_subscriptions"|'
-               '"delete_when_subscriptions_caught_up", "maxInactiveDurationSeconds": int, '
-               '"deleteWhileInactive": bool}')
+for _spec in (
+        specs.RETENTION, specs.PUBLISH_RATE, specs.DISPATCH_RATE,
+        specs.SUBSCRIPTION_DISPATCH_RATE,
+        _int_policy("/maxUnackedMessagesOnConsumer", "max_unacked_messages_per_consumer",
+                    "limit of unacknowledged messages"),
+        _int_policy("/maxUnackedMessagesOnSubscription", "max_unacked_messages_per_subscription",
+                    "limit of unacknowledged messages"),
+        _int_policy("/maxSubscriptionsPerTopic", "max_subscriptions_per_topic",
+                    "limit of subscriptions"),
+        specs.SUBSCRIBE_RATE, specs.INACTIVE_TOPIC_POLICIES):
+    _policy_routes(_spec)
 
 
 @routes.route("GET", T + "/messageTTL", "The topic's message TTL in seconds "
