@@ -1,18 +1,20 @@
-"""A namespace's multi-tenant limits at Pulsar's paths and in Pulsar's JSON shapes, under
-``/admin/v2/namespaces/{tenant}/{namespace}``: ``publishRate`` (``PublishRate``: messages
-and bytes per second per topic), ``dispatchRate`` (``DispatchRate`` per topic, all its
-subscriptions together), ``subscriptionDispatchRate`` (per subscription), ``subscribeRate``
-(``SubscribeRate``: subscribes per consumer and period), ``maxUnackedMessagesPerConsumer``,
+"""A namespace's policies that each have a path of their own, at Pulsar's paths and in
+Pulsar's JSON shapes, under ``/admin/v2/namespaces/{tenant}/{namespace}``: ``retention``,
+``messageTTL``, ``maxProducersPerTopic``, ``maxConsumersPerTopic``, and the multi-tenant
+limits: ``publishRate`` (``PublishRate``: messages and bytes per second per topic),
+``dispatchRate`` (``DispatchRate`` per topic, all its subscriptions together),
+``subscriptionDispatchRate`` (per subscription), ``subscribeRate`` (``SubscribeRate``:
+subscribes per consumer and period), ``maxUnackedMessagesPerConsumer``,
 ``maxUnackedMessagesPerSubscription``, ``maxSubscriptionsPerTopic``,
 ``subscriptionExpirationTime`` (integers), ``inactiveTopicPolicies``.
 
-As for the other policies (namespaces.py), a GET answers what applies to the namespace's
-topics (its own value, else the broker default: ``maxPublishRatePerTopicInMessages`` ...),
-JSON ``null`` when no limit applies; a POST sets the namespace's own value, applied at once
-to its loaded topics; a DELETE goes back to the broker default. A limit of 0 or less is no
-limit, as in Pulsar.
+As Pulsar, a GET answers the namespace's own setting, ``204 No Content`` (Pulsar's null)
+when it sets none (what applies then is the broker's default, ``maxPublishRatePerTopicInMessages``
+...; a topic's ``?applied=true`` shows it); a POST sets the namespace's own value, applied at
+once to its loaded topics; a DELETE goes back to the broker default. A limit of 0 or less
+is no limit, as in Pulsar.
 
-Each route is declared from its policy's spec (policy_specs.py), one row of `_LIMITS`.
+Each route is declared from its policy's spec (policy_specs.py), one row of `_POLICIES`.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from aiohttp import web
 
 from magnetar.admin import policy_specs as specs
 from magnetar.admin.namespaces import NS, namespace_of, policies_set
-from magnetar.admin.policy_specs import PolicySpec
+from magnetar.admin.policy_specs import PolicySpec, answer
 from magnetar.admin.routing import SERVICE, RouteTable, json_body
 
 routes = RouteTable("namespaces")
@@ -32,8 +34,8 @@ def _routes(spec: PolicySpec, post: str, broker_keys: str) -> None:
     ``broker_keys`` which broker settings apply without it."""
 
     async def get(request: web.Request) -> web.Response:
-        policies = request.app[SERVICE].policies.get(namespace_of(request))
-        return web.json_response(spec.doc(policies))
+        store, namespace = request.app[SERVICE].policies, namespace_of(request)
+        return answer(spec.own(store.overrides(namespace), store.get(namespace)))
 
     async def set_(request: web.Request) -> web.Response:
         return await policies_set(request, **spec.read(await json_body(request)))
@@ -41,12 +43,22 @@ def _routes(spec: PolicySpec, post: str, broker_keys: str) -> None:
     async def remove(request: web.Request) -> web.Response:
         return await policies_set(request, **dict.fromkeys(spec.fields))
 
-    routes.route("GET", NS + spec.path, f"The {spec.what} that applies (null: no limit).")(get)
+    routes.route("GET", NS + spec.path, f"The namespace's own {spec.what} (204: it sets "
+                 "none, the broker's applies).")(get)
     routes.route("POST", NS + spec.path, post, body=spec.body)(set_)
     routes.route("DELETE", NS + spec.path, f"Back to the broker's {broker_keys}.")(remove)
 
 
-_LIMITS: tuple[tuple[PolicySpec, str, str], ...] = (
+_POLICIES: tuple[tuple[PolicySpec, str, str], ...] = (
+    (specs.RETENTION, "Set retention.", "defaultRetentionTimeInMinutes, defaultRetentionSizeInMB"),
+    (specs.int_policy("/messageTTL", "message_ttl_seconds", "message TTL (seconds)"),
+     "Set the message TTL (seconds; 0: none).", "ttlDurationDefaultInSeconds"),
+    (specs.int_policy("/maxProducersPerTopic", "max_producers_per_topic",
+                      "limit of producers per topic"),
+     "Limit the producers per topic (0: no limit).", "maxProducersPerTopic"),
+    (specs.int_policy("/maxConsumersPerTopic", "max_consumers_per_topic",
+                      "limit of consumers per topic"),
+     "Limit the consumers per topic (0: no limit).", "maxConsumersPerTopic"),
     (specs.PUBLISH_RATE, "Limit the publish rate of each topic: producers' connections are "
      "read no faster (0 or -1: no limit).",
      "maxPublishRatePerTopicInMessages, maxPublishRatePerTopicInBytes"),
@@ -77,5 +89,5 @@ _LIMITS: tuple[tuple[PolicySpec, str, str], ...] = (
      "producer and no consumer for maxInactiveDurationSeconds (deleteWhileInactive).",
      "brokerDeleteInactiveTopics* settings"),
 )
-for _spec, _post, _keys in _LIMITS:
+for _spec, _post, _keys in _POLICIES:
     _routes(_spec, _post, _keys)

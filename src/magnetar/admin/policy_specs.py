@@ -6,6 +6,11 @@ the OpenAPI description).
 ``namespace_limits.py`` and ``topic_policies.py`` declare GET, POST and DELETE routes from
 these specs; a new policy (``replicatorDispatchRate``...) is one more spec and one more row
 in their tables.
+
+What a GET answers, as Pulsar does: a namespace's (or topic's) own setting (`PolicySpec.own`),
+and where it sets none, Pulsar's ``null``, which its REST layer sends as ``204 No Content``
+(`answer`); what applies (own, else the namespace's, else the broker's) only at a topic's
+level, with ``?applied=true``.
 """
 
 from __future__ import annotations
@@ -14,7 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from magnetar.admin.namespaces import retention_doc
+from aiohttp import web
+
 from magnetar.admin.policies_body import (
     check_values,
     dispatch_rate_doc,
@@ -25,9 +31,10 @@ from magnetar.admin.policies_body import (
     read_inactive_topic_policies,
     read_publish_rate,
     read_subscribe_rate,
+    retention_doc,
     subscribe_rate_doc,
 )
-from magnetar.admin.routing import expect
+from magnetar.admin.routing import expect, no_content
 from magnetar.broker.namespaces.policies import Policies
 
 _JAVA_LONG_MAX = 2**63 - 1
@@ -47,6 +54,18 @@ class PolicySpec:
     @property
     def name(self) -> str:
         return self.path.strip("/")
+
+    def own(self, overrides: dict[str, Any], policies: Policies) -> Any:
+        """The document of what ``overrides`` (a namespace's or topic's own settings, over
+        which ``policies`` apply) set of this policy; None where they set none of it."""
+        if not any(f in overrides for f in self.fields):
+            return None
+        return self.doc(policies)
+
+
+def answer(doc: Any) -> web.Response:
+    """A GET's answer: ``doc`` as JSON, or Pulsar's answer for null (204, no body)."""
+    return no_content() if doc is None else web.json_response(doc)
 
 
 def _checked(read: Callable[[Any], dict[str, Any]]) -> Callable[[Any], dict[str, Any]]:

@@ -9,7 +9,8 @@ no subscription expiration time: that one stays a namespace policy).
 A topic's own value overrides its namespace's for that topic (a partitioned topic's, for
 all its partitions); it is kept in the metadata store (the cluster's, in a cluster, where
 every broker follows it), so it applies at once on the topic's owner and survives restarts
-and bundle moves. A GET answers the topic's own value (``null`` when it sets none), or
+and bundle moves. A GET answers the topic's own value (``204 No Content``, Pulsar's null, when it sets
+none; ``{}`` for the backlog quota map), or
 with ``?applied=true`` what applies (its own, else the namespace's, else the broker's), as
 Pulsar answers. The topic must exist (404); bad values get Pulsar's codes (400 for a wrong
 type, 412 for a negative limit).
@@ -23,9 +24,8 @@ from typing import Any
 from aiohttp import web
 
 from magnetar.admin import policy_specs as specs
-from magnetar.admin.namespaces import backlog_quota_doc
-from magnetar.admin.policies_body import check_values, number
-from magnetar.admin.policy_specs import PolicySpec
+from magnetar.admin.policies_body import backlog_quota_doc, check_values, number
+from magnetar.admin.policy_specs import PolicySpec, answer
 from magnetar.admin.routing import (
     SERVICE,
     RestError,
@@ -55,14 +55,15 @@ async def _topic(request: web.Request) -> TopicName:
 
 def _doc(request: web.Request, topic: TopicName, fields: tuple[str, ...],
          make: Callable[[Policies], Any]) -> web.Response:
-    """The policy ``make`` shows: what applies with ``?applied=true``, else the topic's
-    own value (null when the topic sets none of ``fields``)."""
+    """The policy ``make`` shows: with ``?applied=true``, what applies (the topic's own,
+    else its namespace's, else the broker's); else the topic's own value (204, Pulsar's
+    null, when the topic sets none of ``fields``)."""
     store = request.app[SERVICE].policies
     if query_flag(request, "applied"):
         return web.json_response(make(store.for_topic(topic)))
     own = store.topic_overrides(topic)
     if not any(f in own for f in fields):
-        return web.json_response(None)
+        return answer(None)
     return web.json_response(make(store.for_topic(topic)))
 
 
@@ -135,18 +136,15 @@ async def remove_ttl(request: web.Request) -> web.Response:
     return await _set(request, await _topic(request), message_ttl_seconds=None)
 
 
-_QUOTA_FIELDS = ("backlog_quota_limit_bytes", "backlog_quota_limit_seconds",
-                 "backlog_quota_policy")
-
-
 @routes.route("GET", T + "/backlogQuotaMap", "The topic's backlog quotas by type "
               "(?applied=true: what applies).")
 async def get_backlog_quotas(request: web.Request) -> web.Response:
     topic = await _topic(request)
-    if not query_flag(request, "applied") and not any(
-            f in request.app[SERVICE].policies.topic_overrides(topic) for f in _QUOTA_FIELDS):
-        return web.json_response({})
-    return _doc(request, topic, _QUOTA_FIELDS, backlog_quota_doc)
+    store = request.app[SERVICE].policies
+    if query_flag(request, "applied"):
+        return web.json_response(backlog_quota_doc(store.for_topic(topic)))
+    return web.json_response(backlog_quota_doc(store.for_topic(topic),
+                                               store.topic_overrides(topic)))
 
 
 @routes.route("POST", T + "/backlogQuota",

@@ -106,8 +106,9 @@ def _trio(cmd: CommandMaker, groups: Groups, level: _Level, trio: _Trio,
     cmd(group, f"set-{name}", setter or level.call("POST", policy, trio.body),
         f"set {owner}; POST {level.where}/{policy}",
         f"{ex} set-{name} {level.example} {trio.example}", level.target, *trio.args)
+    applied = ", --applied: what applies" if level.get_args else ""
     cmd(group, f"get-{name}", level.call("GET", policy),
-        f"show {owner}; GET {level.where}/{policy}",
+        f"show {owner} (null: it sets none{applied}); GET {level.where}/{policy}",
         f"{ex} get-{name} {level.example}{get_example}", level.target, *level.get_args)
     cmd(group, f"remove-{name}", level.call("DELETE", policy),
         f"remove {owner} ({level.fallback}); DELETE {level.where}/{policy}",
