@@ -22,7 +22,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from magnetar.cli.admin_ops import Command, namespace, seconds, size_bytes, topic_path
+from magnetar.cli.admin_ops import (
+    Command,
+    namespace,
+    retention_body,
+    seconds,
+    size_bytes,
+    topic_path,
+)
 from magnetar.cli.http import AdminClient, AdminError
 from magnetar.cli.values import int32
 
@@ -203,13 +210,6 @@ _TOPIC_ONLY: tuple[_Trio, ...] = tuple(
                          ("subscription", "maxUnackedMessagesOnSubscription")))
 
 
-def topics_set_retention(a: argparse.Namespace, api: AdminClient) -> Any:
-    minutes = a.time if a.time < 0 else a.time // 60
-    mb = a.size if a.size < 0 else a.size // (1 << 20)
-    return api.call("POST", _t_path(a, "retention"),
-                    {"retentionTimeInMinutes": minutes, "retentionSizeInMB": mb})
-
-
 def topics_set_ttl(a: argparse.Namespace, api: AdminClient) -> Any:
     return api.call("POST", _t_path(a, "messageTTL", f"messageTTL={a.ttl}"))
 
@@ -234,10 +234,10 @@ def _topic_commands(groups: Groups, cmd: CommandMaker) -> None:
     ex = "magnetar admin topics"
     where = TOPICS.where
     _trio(cmd, groups, TOPICS, _Trio(
-        "retention", "retention", "retention", _value,
+        "retention", "retention", "retention", retention_body,
         (_a("-t", "--time", type=seconds, required=True, help="e.g. 60m, 1d, -1"),
          _a("-s", "--size", type=size_bytes, required=True, help="e.g. 512M, 10G, -1")),
-        "--time 1d --size 10G"), setter=topics_set_retention)
+        "--time 1d --size 10G"))
     _trio(cmd, groups, TOPICS, _Trio(
         "message-ttl", "messageTTL", "message TTL", _value,
         (_a("-t", "--ttl", type=seconds, required=True, help="e.g. 3600, 1h"),), "--ttl 1h"),
