@@ -34,55 +34,28 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "src"), str(ROOT)]
 
-import pulsar  # noqa: E402
-
-from magnetar.client import Client  # noqa: E402
 from magnetar.client.connection import Connection  # noqa: E402
 from magnetar.protocol import pb  # noqa: E402
 from tests.cluster.brokers import (  # noqa: E402
     Cluster,
-    http_call,
+    fresh_partitioned_topics,
     http_lookup_hops,
     lookup_hops,
+    magnetar_subscribe,
+    official_subscribe,
 )
 from tests.zkserver import ZooKeeperServer, zk_missing_reason  # noqa: E402
 
 R = pb.CommandLookupTopicResponse
 T = pb.BaseCommand
-QUIET = pulsar.ConsoleLogger(pulsar.LoggerLevel.Error)
 PARTITIONS = (8, 16, 32)
-
-
-def official_subscribe(url: str, topic: str) -> None:
-    client = pulsar.Client(url, operation_timeout_seconds=30, logger=QUIET)
-    try:
-        client.subscribe(topic, "bench").close()
-    finally:
-        client.close()
-
-
-async def magnetar_subscribe(url: str, topic: str) -> None:
-    async with Client(url, operation_timeout_seconds=30) as client:
-        await (await client.subscribe(topic, "bench-m")).close()
 
 
 def one_cluster(root: Path, zk: ZooKeeperServer, index: int) -> dict[str, Any]:
     cluster = Cluster(root / f"c{index}", zk, 2, shared=True).start()
     try:
-        a, b = cluster.brokers
-        namespace = f"public/fresh{index}"
-        status, body, _ = http_call("PUT", f"{a.web_url}/admin/v2/namespaces/{namespace}")
-        if status not in (204, 409):
-            raise RuntimeError(f"create namespace: {status} {body}")
-        topics = []
-        for j, n in enumerate(PARTITIONS):
-            topic = f"persistent://{namespace}/t{n}"
-            via = (a, b)[j % 2]
-            status, body, _ = http_call(
-                "PUT", f"{via.web_url}/admin/v2/persistent/{namespace}/t{n}/partitions", n)
-            if status not in (204, 409):
-                raise RuntimeError(f"create {topic}: {status} {body}")
-            topics.append((topic, n))
+        topics = fresh_partitioned_topics(cluster, f"public/fresh{index}", PARTITIONS,
+                                          accept=(204, 409))
         return asyncio.run(_look_up_all(cluster, topics))
     finally:
         cluster.stop()
@@ -108,13 +81,13 @@ async def _look_up_all(cluster: Cluster, topics: list[tuple[str, int]]) -> dict[
 
     async def official(url: str, topic: str) -> None:
         try:
-            await asyncio.to_thread(official_subscribe, url, topic)
+            await asyncio.to_thread(official_subscribe, url, topic, "bench")
         except Exception as exc:
             errors.append(f"official client {topic} at {url}: {exc}")
 
     async def ours(url: str, topic: str) -> None:
         try:
-            await asyncio.wait_for(magnetar_subscribe(url, topic), 60)
+            await asyncio.wait_for(magnetar_subscribe(url, topic, "bench-m"), 60)
         except Exception as exc:
             errors.append(f"magnetar client {topic} at {url}: {exc!r}")
 

@@ -17,6 +17,9 @@ import pytest
 from magnetar.testing import StandaloneBroker, standalone
 
 QUIET = pulsar.ConsoleLogger(pulsar.LoggerLevel.Warn)
+#: a policy GET's answer where Pulsar's is null (a namespace or topic that sets none):
+#: 204 No Content, no body, as Pulsar's REST layer sends a null
+NULL = (204, "")
 
 
 class Api:

@@ -13,7 +13,7 @@ import pytest
 
 from magnetar.protocol import pb
 from magnetar.testing import StandaloneBroker
-from tests.admin.conftest import QUIET, Api
+from tests.admin.conftest import NULL, QUIET, Api
 from tests.broker.rawclient import RawClient
 
 BACKLOG = 6000
@@ -139,7 +139,7 @@ def test_dispatch_and_subscribe_rate_admin(api: Api) -> None:
     ns = _namespace(api)
     base = f"/admin/v2/namespaces/{ns}"
     for path in ("/dispatchRate", "/subscriptionDispatchRate", "/subscribeRate"):
-        assert api.get(base + path) == (200, None)
+        assert api.get(base + path) == NULL
     rate = {"dispatchThrottlingRateInMsg": 10, "dispatchThrottlingRateInByte": -1,
             "relativeToPublishRate": False, "ratePeriodInSecond": 5}
     api.ok("POST", base + "/dispatchRate", rate)
@@ -169,5 +169,5 @@ def test_dispatch_and_subscribe_rate_admin(api: Api) -> None:
     assert api.post(base + "/subscribeRate", {"ratePeriodInSecond": -1})[0] == 412
     for path in ("/dispatchRate", "/subscriptionDispatchRate", "/subscribeRate"):
         assert api.delete(base + path)[0] == 204
-        assert api.get(base + path) == (200, None)
+        assert api.get(base + path) == NULL
     assert api.delete(f"/admin/v2/namespaces/{copy}")[0] == 204

@@ -101,8 +101,8 @@ def test_every_described_endpoint_answers(api: Api, client: pulsar.Client) -> No
             assert status != 405, context
             if status == 404:  # a handler's 404 names what is missing; an unmatched route does not
                 assert answer["reason"] != "Not Found", context
-            if method == "get":
-                assert status == 200, context
+            if method == "get":  # 204: a policy the namespace or topic sets none of
+                assert status in (200, 204), context
             exercised += 1
     assert exercised >= 60
 

@@ -13,7 +13,7 @@ import pulsar
 import pytest
 
 from magnetar.testing import StandaloneBroker
-from tests.admin.conftest import QUIET, Api
+from tests.admin.conftest import NULL, QUIET, Api
 
 #: the measured window starts once the bucket's first second (its burst) is long spent
 WARM_UP_S = 2.0
@@ -90,7 +90,7 @@ def test_publish_rate_caps_one_tenant_not_another(broker: StandaloneBroker, api:
 def test_publish_rate_admin(api: Api) -> None:
     ns = _namespace(api)
     base = f"/admin/v2/namespaces/{ns}"
-    assert api.get(base + "/publishRate") == (200, None)
+    assert api.get(base + "/publishRate") == NULL
     assert api.get(base)[1]["publishMaxMessageRate"] == {}
     rate = {"publishThrottlingRateInMsg": 50, "publishThrottlingRateInByte": 1 << 20}
     assert api.post(base + "/publishRate", rate)[0] == 204
@@ -102,7 +102,7 @@ def test_publish_rate_admin(api: Api) -> None:
     assert api.post(base + "/publishRate", [1])[0] == 400
     assert api.post("/admin/v2/namespaces/public/nowhere/publishRate", rate)[0] == 404
     assert api.delete(base + "/publishRate")[0] == 204
-    assert api.get(base + "/publishRate") == (200, None)
+    assert api.get(base + "/publishRate") == NULL
     # the Policies body: this cluster's entry applies
     other = f"{ns}-b"
     assert api.put(f"/admin/v2/namespaces/{other}",
@@ -121,8 +121,8 @@ def test_publish_rate_broker_default_and_restart(tmp_path: Path) -> None:
     settings = {"maxPublishRatePerTopicInMessages": 500}
     with standalone(settings, data_dir=tmp_path) as b:
         api = Api(b.web_service_url)
-        assert api.get("/admin/v2/namespaces/public/default/publishRate") == (
-            200, {"publishThrottlingRateInMsg": 500, "publishThrottlingRateInByte": -1})
+        # the namespace sets none: Pulsar's null; the broker's applies to its topics
+        assert api.get("/admin/v2/namespaces/public/default/publishRate") == NULL
         ns = _namespace(api)
         rate = {"publishThrottlingRateInMsg": 200, "publishThrottlingRateInByte": -1}
         api.ok("POST", f"/admin/v2/namespaces/{ns}/publishRate", rate)
@@ -134,6 +134,9 @@ def test_publish_rate_broker_default_and_restart(tmp_path: Path) -> None:
             # producer sends several times as many)
             assert sender.acked_between(start, start + 3) <= 2500
             assert not sender.failed
+            assert api.get("/admin/v2/persistent/public/default/capped/publishRate"
+                           "?applied=true") == (200, {"publishThrottlingRateInMsg": 500,
+                                                      "publishThrottlingRateInByte": 0})
         finally:
             sender.close()
     with standalone(settings, data_dir=tmp_path) as b:

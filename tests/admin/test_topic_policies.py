@@ -10,7 +10,7 @@ import pulsar
 import pytest
 
 from magnetar.testing import StandaloneBroker, standalone
-from tests.admin.conftest import QUIET, Api
+from tests.admin.conftest import NULL, QUIET, Api
 from tests.admin.receiving import take
 
 
@@ -27,7 +27,7 @@ def test_topic_policies_round_trip_and_codes(api: Api, client: pulsar.Client) ->
     topic, base = _topic(api, client)
     ns_base = "/admin/v2/namespaces/" + topic.split("://")[1].rsplit("/", 1)[0]
     api.ok("POST", ns_base + "/retention", {"retentionTimeInMinutes": 10, "retentionSizeInMB": 5})
-    assert api.get(base + "/retention") == (200, None)  # the topic sets none itself
+    assert api.get(base + "/retention") == NULL  # the topic sets none itself
     assert api.get(base + "/retention?applied=true")[1] == {
         "retentionTimeInMinutes": 10, "retentionSizeInMB": 5}
     api.ok("POST", base + "/retention", {"retentionTimeInMinutes": 60, "retentionSizeInMB": -1})
@@ -53,7 +53,7 @@ def test_topic_policies_round_trip_and_codes(api: Api, client: pulsar.Client) ->
     assert api.get(base + "/publishRate") == (200, rate)
     api.ok("POST", base + "/dispatchRate", {"dispatchThrottlingRateInMsg": 50})
     assert api.get(base + "/dispatchRate")[1]["dispatchThrottlingRateInMsg"] == 50
-    assert api.get(base + "/subscriptionDispatchRate") == (200, None)
+    assert api.get(base + "/subscriptionDispatchRate") == NULL
     api.ok("POST", base + "/maxUnackedMessagesOnConsumer", 7)
     assert api.get(base + "/maxUnackedMessagesOnConsumer") == (200, 7)
     assert api.get(base + "/maxUnackedMessagesOnSubscription?applied=true") == (200, 200000)
@@ -68,7 +68,7 @@ def test_topic_policies_round_trip_and_codes(api: Api, client: pulsar.Client) ->
     for path in ("/retention", "/messageTTL", "/publishRate", "/dispatchRate",
                  "/maxUnackedMessagesOnConsumer"):
         assert api.delete(base + path)[0] == 204
-        assert api.get(base + path) == (200, None), path
+        assert api.get(base + path) == NULL, path
     assert api.delete(base + "/backlogQuota")[0] == 204
     assert api.get(base + "/backlogQuotaMap") == (200, {})
     assert api.get(base + "/retention?applied=true")[1]["retentionTimeInMinutes"] == 10
@@ -76,7 +76,7 @@ def test_topic_policies_round_trip_and_codes(api: Api, client: pulsar.Client) ->
     api.ok("POST", base + "/messageTTL?messageTTL=30")
     assert api.delete(base)[0] == 204
     client.create_producer(topic).close()
-    assert api.get(base + "/messageTTL") == (200, None)
+    assert api.get(base + "/messageTTL") == NULL
 
 
 def test_topic_level_overrides_namespace_at_once(api: Api, client: pulsar.Client) -> None:
@@ -150,7 +150,7 @@ def test_topic_max_subscriptions_and_subscribe_rate(api: Api, client: pulsar.Cli
     client.subscribe(other, "s0").close()
     client.subscribe(other, "s1").close()  # the namespace sets no limit
     api.ok("DELETE", base + "/maxSubscriptionsPerTopic")
-    assert api.get(base + "/maxSubscriptionsPerTopic") == (200, None)
+    assert api.get(base + "/maxSubscriptionsPerTopic") == NULL
     client.subscribe(topic, "s1").close()
     kept.close()
     # subscribeRate: counted per consumer (host, name, id); a new client's first consumer
@@ -180,7 +180,7 @@ def test_topic_max_subscriptions_and_subscribe_rate(api: Api, client: pulsar.Cli
 def test_topic_subscribe_rate_and_inactive_policies_admin(api: Api,
                                                           client: pulsar.Client) -> None:
     topic, base = _topic(api, client)
-    assert api.get(base + "/subscribeRate") == (200, None)
+    assert api.get(base + "/subscribeRate") == NULL
     assert api.get(base + "/maxSubscriptionsPerTopic?applied=true") == (200, 0)
     assert api.post(base + "/maxSubscriptionsPerTopic", -1)[0] == 412
     assert api.post(base + "/maxSubscriptionsPerTopic", "one")[0] == 400
@@ -190,7 +190,7 @@ def test_topic_subscribe_rate_and_inactive_policies_admin(api: Api,
     api.ok("POST", ns_base + "/inactiveTopicPolicies",
            {"deleteWhileInactive": True, "maxInactiveDurationSeconds": 600,
             "inactiveTopicDeleteMode": "delete_when_no_subscriptions"})
-    assert api.get(base + "/inactiveTopicPolicies") == (200, None)
+    assert api.get(base + "/inactiveTopicPolicies") == NULL
     assert api.get(base + "/inactiveTopicPolicies?applied=true")[1][
         "maxInactiveDurationSeconds"] == 600
     own = {"deleteWhileInactive": False, "maxInactiveDurationSeconds": 30,
@@ -204,7 +204,7 @@ def test_topic_subscribe_rate_and_inactive_policies_admin(api: Api,
     assert api.post(base + "/inactiveTopicPolicies",
                     {"inactiveTopicDeleteMode": "never"})[0] == 400
     assert api.delete(base + "/inactiveTopicPolicies")[0] == 204
-    assert api.get(base + "/inactiveTopicPolicies") == (200, None)
+    assert api.get(base + "/inactiveTopicPolicies") == NULL
     missing = base.rsplit("/", 1)[0] + "/nowhere"
     assert api.post(missing + "/inactiveTopicPolicies", own)[0] == 404
     assert api.delete(missing + "/subscribeRate")[0] == 404

@@ -9,8 +9,10 @@ never a sleep) and each with its config file, data directory and log under its o
   ``magnetar standalone`` without one), on ports it picks itself.
 
 Plus ``magnetar`` one-shot commands (`magnetar`, `initialize`), an admin HTTP call
-(`http_call`) and lookups (`raw_lookup`, `owner_port`, `topic_owned_by`; `lookup_hops` and
-`http_lookup_hops` follow redirects as a client does and count the hops)."""
+(`http_call`), lookups (`raw_lookup`, `owner_port`, `topic_owned_by`; `lookup_hops` and
+`http_lookup_hops` follow redirects as a client does and count the hops), and what the
+lookup test and bench share: `fresh_partitioned_topics`, a subscribe through the official
+client (`official_subscribe`) and through Magnetar's (`magnetar_subscribe`)."""
 
 from __future__ import annotations
 
@@ -23,6 +25,9 @@ import urllib.request
 from pathlib import Path
 from typing import Any, Self
 
+import pulsar
+
+from magnetar.client import Client
 from magnetar.client.auth import Authentication
 from magnetar.client.connection import Connection
 from magnetar.protocol import pb
@@ -31,6 +36,7 @@ from tests.zkserver import ZooKeeperServer, free_port
 
 R = pb.CommandLookupTopicResponse
 T = pb.BaseCommand
+QUIET = pulsar.ConsoleLogger(pulsar.LoggerLevel.Error)
 
 
 def magnetar(*args: str, timeout: float = 120.0) -> subprocess.CompletedProcess[str]:
@@ -237,3 +243,39 @@ def http_lookup_hops(web_url: str, topic: str) -> int:
             raise AssertionError(f"HTTP lookup of {topic} at {url}: {status} {body}")
         url = urllib.parse.urljoin(url, location)
     raise AssertionError(f"HTTP lookup of {topic} took more than {MAX_HOPS} hops")
+
+
+def fresh_partitioned_topics(cluster: Cluster, namespace: str, partitions: tuple[int, ...],
+                             first: int = 0, accept: tuple[int, ...] = (204,)
+                             ) -> list[tuple[str, int]]:
+    """A new ``namespace`` (created at the first broker) and a partitioned topic ``t{n}`` of
+    each count ``n`` of ``partitions``, created at the brokers in turn from ``first``:
+    ``[(topic, n)]``. An answer not in ``accept`` raises AssertionError."""
+    brokers = cluster.brokers
+    status, body, _ = http_call("PUT", f"{brokers[0].web_url}/admin/v2/namespaces/{namespace}")
+    if status not in accept:
+        raise AssertionError(f"create namespace {namespace}: {status} {body}")
+    topics = []
+    for j, n in enumerate(partitions):
+        via = brokers[(first + j) % len(brokers)]
+        status, body, _ = http_call(
+            "PUT", f"{via.web_url}/admin/v2/persistent/{namespace}/t{n}/partitions", n)
+        if status not in accept:
+            raise AssertionError(f"create {namespace}/t{n}: {status} {body}")
+        topics.append((f"persistent://{namespace}/t{n}", n))
+    return topics
+
+
+def official_subscribe(url: str, topic: str, subscription: str) -> None:
+    """Subscribe to ``topic`` through the official client at ``url``, then close."""
+    client = pulsar.Client(url, operation_timeout_seconds=30, logger=QUIET)
+    try:
+        client.subscribe(topic, subscription).close()
+    finally:
+        client.close()
+
+
+async def magnetar_subscribe(url: str, topic: str, subscription: str) -> None:
+    """Subscribe to ``topic`` through Magnetar's client at ``url``, then close."""
+    async with Client(url, operation_timeout_seconds=30) as client:
+        await (await client.subscribe(topic, subscription)).close()

@@ -15,18 +15,30 @@ import collections
 import itertools
 import logging
 
-import pulsar
 import pytest
 
 from magnetar.broker.cluster.coordinator import ClusterCoordinator
-from magnetar.client import Client
-from magnetar.metadata import create_metadata_store
-from tests.cluster.brokers import Cluster, http_call, http_lookup_hops, lookup_hops
+from magnetar.metadata import MetadataStore, create_metadata_store
+from tests.cluster.brokers import (
+    Cluster,
+    fresh_partitioned_topics,
+    http_lookup_hops,
+    lookup_hops,
+    magnetar_subscribe,
+    official_subscribe,
+)
 from tests.cluster.test_coordinator import owner, run
 from tests.zkserver import ZooKeeperServer
 
-QUIET = pulsar.ConsoleLogger(pulsar.LoggerLevel.Error)
 _chroots = itertools.count(1)
+
+
+async def _stop(coordinators: list[ClusterCoordinator], stores: list[MetadataStore]) -> None:
+    """Stop the coordinators, then close their stores."""
+    for c in coordinators:
+        await c.stop()
+    for store in stores:
+        await store.close()
 
 
 def test_concurrent_lookups_at_two_coordinators_settle_in_two_hops(
@@ -63,38 +75,16 @@ def test_concurrent_lookups_at_two_coordinators_settle_in_two_hops(
             # each bundle is owned by exactly one of them
             assert not set(a.ownership.owned) & set(b.ownership.owned)
         finally:
-            await a.stop()
-            await b.stop()
-            for store in stores:
-                await store.close()
+            await _stop([a, b], stores)
 
     run(main)
 
 
 def test_fresh_partitioned_topics_settle_in_two_hops_everywhere(cluster: Cluster) -> None:
     a, b = cluster.brokers
-    namespace = f"public/fresh-hops-{next(_chroots)}"
-    status, body, _ = http_call("PUT", f"{a.web_url}/admin/v2/namespaces/{namespace}")
-    assert status == 204, body
-    topics = []
-    for j, n in enumerate((8, 16, 32)):
-        # created at either broker, then at once used through the other one too
-        via = (b, a)[j % 2]
-        status, body, _ = http_call(
-            "PUT", f"{via.web_url}/admin/v2/persistent/{namespace}/t{n}/partitions", n)
-        assert status == 204, body
-        topics.append((f"persistent://{namespace}/t{n}", n))
-
-    def official(url: str, topic: str) -> None:
-        client = pulsar.Client(url, operation_timeout_seconds=30, logger=QUIET)
-        try:
-            client.subscribe(topic, "official").close()
-        finally:
-            client.close()
-
-    async def ours(url: str, topic: str) -> None:
-        async with Client(url, operation_timeout_seconds=30) as client:
-            await (await client.subscribe(topic, "ours")).close()
+    # created at either broker, then at once used through the other one too
+    topics = fresh_partitioned_topics(cluster, f"public/fresh-hops-{next(_chroots)}",
+                                      (8, 16, 32), first=1)
 
     async def main() -> tuple[collections.Counter[str], dict[str, int]]:
         hops: collections.Counter[str] = collections.Counter()
@@ -115,8 +105,8 @@ def test_fresh_partitioned_topics_settle_in_two_hops_everywhere(cluster: Cluster
                 first, second = (a, b) if i % 2 else (b, a)
                 work += [binary(first.port, part), binary(second.port, part),
                          http(first.web_url, part)]
-            work += [asyncio.to_thread(official, (a, b)[k % 2].url, topic),
-                     asyncio.wait_for(ours((b, a)[k % 2].url, topic), 90)]
+            work += [asyncio.to_thread(official_subscribe, (a, b)[k % 2].url, topic, "official"),
+                     asyncio.wait_for(magnetar_subscribe((b, a)[k % 2].url, topic, "ours"), 90)]
         await asyncio.gather(*work)  # any failure fails the test
         return hops, served
 
@@ -150,10 +140,7 @@ def test_unload_sends_each_bundle_to_the_least_loaded_other_broker(
             # never back to A, and spread over B and C (counting what was just sent)
             assert sorted(targets) == ["b:8080", "b:8080", "c:8080", "c:8080"], targets
         finally:
-            for c in coordinators:
-                await c.stop()
-            for store in stores:
-                await store.close()
+            await _stop(coordinators, stores)
 
     run(main)
 
@@ -180,10 +167,7 @@ def test_a_takeover_is_logged_with_the_previous_owner(
             with caplog.at_level(logging.INFO, "magnetar.broker.cluster.coordinator"):
                 assert (await b.lookup(topic)).connect
         finally:
-            await a.stop()
-            await b.stop()
-            for store in stores:
-                await store.close()
+            await _stop([a, b], stores)
 
     run(main)
     took = [r for r in caplog.records if r.getMessage().startswith("took bundle")]

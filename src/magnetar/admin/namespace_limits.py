@@ -1,171 +1,97 @@
-"""A namespace's multi-tenant limits at Pulsar's paths and in Pulsar's JSON shapes, under
-``/admin/v2/namespaces/{tenant}/{namespace}``: ``publishRate`` (``PublishRate``: messages
-and bytes per second per topic), ``dispatchRate`` (``DispatchRate`` per topic, all its
-subscriptions together), ``subscriptionDispatchRate`` (per subscription),
-``replicatorDispatchRate`` (per geo-replicator: one topic to one remote cluster), ``subscribeRate``
-(``SubscribeRate``: subscribes per consumer and period), ``maxUnackedMessagesPerConsumer``,
+"""A namespace's policies that each have a path of their own, at Pulsar's paths and in
+Pulsar's JSON shapes, under ``/admin/v2/namespaces/{tenant}/{namespace}``: ``retention``,
+``messageTTL``, ``maxProducersPerTopic``, ``maxConsumersPerTopic``, and the multi-tenant
+limits: ``publishRate`` (``PublishRate``: messages and bytes per second per topic),
+``dispatchRate`` (``DispatchRate`` per topic, all its subscriptions together),
+``subscriptionDispatchRate`` (per subscription), ``replicatorDispatchRate`` (per
+geo-replicator), ``subscribeRate`` (``SubscribeRate``:
+subscribes per consumer and period), ``maxUnackedMessagesPerConsumer``,
 ``maxUnackedMessagesPerSubscription``, ``maxSubscriptionsPerTopic``,
 ``subscriptionExpirationTime`` (integers), ``inactiveTopicPolicies``.
 
-As for the other policies (namespaces.py), a GET answers what applies to the namespace's
-topics (its own value, else the broker default: ``maxPublishRatePerTopicInMessages`` ...),
-JSON ``null`` when no limit applies; a POST sets the namespace's own value, applied at once
-to its loaded topics; a DELETE goes back to the broker default. A limit of 0 or less is no
-limit, as in Pulsar.
+As Pulsar, a GET answers the namespace's own setting, ``204 No Content`` (Pulsar's null)
+when it sets none (what applies then is the broker's default, ``maxPublishRatePerTopicInMessages``
+...; a topic's ``?applied=true`` shows it); a POST sets the namespace's own value, applied at
+once to its loaded topics; a DELETE goes back to the broker default. A limit of 0 or less
+is no limit, as in Pulsar.
+
+Each route is declared from its policy's spec (policy_specs.py), one row of `_POLICIES`.
 """
 
 from __future__ import annotations
 
 from aiohttp import web
 
+from magnetar.admin import policy_specs as specs
 from magnetar.admin.namespaces import NS, namespace_of, policies_set
-from magnetar.admin.policies_body import (
-    check_values,
-    dispatch_rate_doc,
-    inactive_topic_policies_doc,
-    publish_rate_doc,
-    read_dispatch_rate,
-    read_inactive_topic_policies,
-    read_publish_rate,
-    read_subscribe_rate,
-    subscribe_rate_doc,
-)
-from magnetar.admin.routing import SERVICE, RestError, RouteTable, expect, json_body
-from magnetar.broker.namespaces.policies import Policies
+from magnetar.admin.policy_specs import PolicySpec, answer
+from magnetar.admin.routing import SERVICE, RouteTable, json_body
 
 routes = RouteTable("namespaces")
 
-def _policies(request: web.Request) -> Policies:
-    return request.app[SERVICE].policies.get(namespace_of(request))
 
-
-@routes.route("GET", NS + "/publishRate",
-              "The publish rate per topic (PublishRate; null: no limit).")
-async def get_publish_rate(request: web.Request) -> web.Response:
-    return web.json_response(publish_rate_doc(_policies(request)))
-
-
-@routes.route("POST", NS + "/publishRate",
-              "Limit the publish rate of each topic: producers' connections are read no "
-              "faster (0 or -1: no limit).",
-              body='{"publishThrottlingRateInMsg": int, "publishThrottlingRateInByte": long}')
-async def set_publish_rate(request: web.Request) -> web.Response:
-    changes = read_publish_rate(await json_body(request))
-    return await policies_set(request, **changes)
-
-
-@routes.route("DELETE", NS + "/publishRate", "Back to the broker's publish rate "
-              "(maxPublishRatePerTopicInMessages, maxPublishRatePerTopicInBytes).")
-async def remove_publish_rate(request: web.Request) -> web.Response:
-    return await policies_set(request, publish_rate_msgs=None, publish_rate_bytes=None)
-
-
-def _dispatch_routes(path: str, prefix: str, what: str, broker_keys: str) -> None:
-    """GET, POST and DELETE of one dispatch rate."""
+def _routes(spec: PolicySpec, post: str, broker_keys: str) -> None:
+    """GET, POST and DELETE of one policy: ``post`` says what setting it does,
+    ``broker_keys`` which broker settings apply without it."""
 
     async def get(request: web.Request) -> web.Response:
-        return web.json_response(dispatch_rate_doc(_policies(request), prefix))
+        store, namespace = request.app[SERVICE].policies, namespace_of(request)
+        return answer(spec.own(store.overrides(namespace), store.get(namespace)))
 
-    async def post(request: web.Request) -> web.Response:
-        return await policies_set(request, **read_dispatch_rate(await json_body(request), prefix))
+    async def set_(request: web.Request) -> web.Response:
+        return await policies_set(request, **spec.read(await json_body(request)))
 
-    async def delete(request: web.Request) -> web.Response:
-        return await policies_set(request, **{f"{prefix}_msgs": None, f"{prefix}_bytes": None,
-                                              f"{prefix}_period": None})
+    async def remove(request: web.Request) -> web.Response:
+        return await policies_set(request, **dict.fromkeys(spec.fields))
 
-    routes.route("GET", NS + path, f"The dispatch rate {what} (DispatchRate; null: no limit).")(get)
-    routes.route("POST", NS + path, f"Limit the dispatch rate {what} (0 or -1: no limit).",
-                 body='{"dispatchThrottlingRateInMsg": int, "dispatchThrottlingRateInByte": '
-                      'long, "ratePeriodInSecond": int}')(post)
-    routes.route("DELETE", NS + path, f"Back to the broker's dispatch rate {what} "
-                 f"({broker_keys}).")(delete)
+    routes.route("GET", NS + spec.path, f"The namespace's own {spec.what} (204: it sets "
+                 "none, the broker's applies).")(get)
+    routes.route("POST", NS + spec.path, post, body=spec.body)(set_)
+    routes.route("DELETE", NS + spec.path, f"Back to the broker's {broker_keys}.")(remove)
 
 
-_dispatch_routes("/dispatchRate", "dispatch_rate", "per topic (all its subscriptions together)",
-                 "dispatchThrottlingRatePerTopicInMsg, ...InByte")
-_dispatch_routes("/subscriptionDispatchRate", "subscription_dispatch_rate", "per subscription",
-                 "dispatchThrottlingRatePerSubscriptionInMsg, ...InByte")
-_dispatch_routes("/replicatorDispatchRate", "replicator_dispatch_rate",
-                 "per geo-replicator (one topic to one remote cluster)",
-                 "dispatchThrottlingRatePerReplicatorInMsg, ...InByte")
-
-
-@routes.route("GET", NS + "/subscribeRate",
-              "The subscribe rate per consumer (SubscribeRate; null: no limit).")
-async def get_subscribe_rate(request: web.Request) -> web.Response:
-    return web.json_response(subscribe_rate_doc(_policies(request)))
-
-
-@routes.route("POST", NS + "/subscribeRate",
-              "Limit the subscribes of each consumer (client host, name, id) per period; "
-              "more are refused with NotAllowed.",
-              body='{"subscribeThrottlingRatePerConsumer": int, "ratePeriodInSecond": int (30)}')
-async def set_subscribe_rate(request: web.Request) -> web.Response:
-    return await policies_set(request, **read_subscribe_rate(await json_body(request)))
-
-
-@routes.route("DELETE", NS + "/subscribeRate", "Back to the broker's subscribe rate "
-              "(subscribeThrottlingRatePerConsumer, subscribeRatePeriodPerConsumerInSecond).")
-async def remove_subscribe_rate(request: web.Request) -> web.Response:
-    return await policies_set(request, subscribe_rate=None, subscribe_rate_period=None)
-
-
-_JAVA_INT_MAX = 2**31 - 1
-
-
-def _int_routes(path: str, field: str, what: str, broker_key: str) -> None:
-    """GET, POST and DELETE of one integer policy (0: no limit; negative: 412)."""
-
-    async def get(request: web.Request) -> web.Response:
-        return web.json_response(getattr(_policies(request), field))
-
-    async def post(request: web.Request) -> web.Response:
-        value = expect(await json_body(request), int, path.strip("/"))
-        if not -_JAVA_INT_MAX - 1 <= value <= _JAVA_INT_MAX:
-            raise RestError(400, f"{path.strip('/')}: {value} is out of range")
-        return await policies_set(request, **check_values({field: value}))
-
-    async def delete(request: web.Request) -> web.Response:
-        return await policies_set(request, **{field: None})
-
-    routes.route("GET", NS + path, f"{what} (0: no limit).")(get)
-    routes.route("POST", NS + path, f"Set {what} (0: no limit).", body="int")(post)
-    routes.route("DELETE", NS + path, f"Back to the broker's {broker_key}.")(delete)
-
-
-_int_routes("/maxUnackedMessagesPerConsumer", "max_unacked_messages_per_consumer",
-            "Unacknowledged messages a Shared or Key_Shared consumer may hold before "
-            "dispatch to it stops", "maxUnackedMessagesPerConsumer")
-_int_routes("/maxUnackedMessagesPerSubscription", "max_unacked_messages_per_subscription",
-            "Unacknowledged messages a Shared or Key_Shared subscription's consumers may "
-            "hold together before dispatch stops", "maxUnackedMessagesPerSubscription")
-_int_routes("/maxSubscriptionsPerTopic", "max_subscriptions_per_topic",
-            "Subscriptions a topic may have", "maxSubscriptionsPerTopic")
-_int_routes("/subscriptionExpirationTime", "subscription_expiration_time_minutes",
-            "Minutes a durable subscription may go without consumers before it is deleted",
-            "subscriptionExpirationTimeMinutes")
-
-
-@routes.route("GET", NS + "/inactiveTopicPolicies",
-              "When topics without producers and consumers are deleted (InactiveTopicPolicies).")
-async def get_inactive_topic_policies(request: web.Request) -> web.Response:
-    return web.json_response(inactive_topic_policies_doc(_policies(request)))
-
-
-@routes.route("POST", NS + "/inactiveTopicPolicies",
-              "Delete the namespace's topics once they have had no producer and no consumer "
-              "for maxInactiveDurationSeconds (deleteWhileInactive).",
-              body='{"inactiveTopicDeleteMode": "delete_when_no_subscriptions"|'
-                   '"delete_when_subscriptions_caught_up", "maxInactiveDurationSeconds": int, '
-                   '"deleteWhileInactive": bool}')
-async def set_inactive_topic_policies(request: web.Request) -> web.Response:
-    changes = read_inactive_topic_policies(await json_body(request))
-    return await policies_set(request, **check_values(changes))
-
-
-@routes.route("DELETE", NS + "/inactiveTopicPolicies", "Back to the broker's "
-              "brokerDeleteInactiveTopics* settings.")
-async def remove_inactive_topic_policies(request: web.Request) -> web.Response:
-    return await policies_set(request, inactive_topic_delete_mode=None,
-                              inactive_topic_max_inactive_seconds=None,
-                              inactive_topic_delete_while_inactive=None)
+_POLICIES: tuple[tuple[PolicySpec, str, str], ...] = (
+    (specs.RETENTION, "Set retention.", "defaultRetentionTimeInMinutes, defaultRetentionSizeInMB"),
+    (specs.int_policy("/messageTTL", "message_ttl_seconds", "message TTL (seconds)"),
+     "Set the message TTL (seconds; 0: none).", "ttlDurationDefaultInSeconds"),
+    (specs.int_policy("/maxProducersPerTopic", "max_producers_per_topic",
+                      "limit of producers per topic"),
+     "Limit the producers per topic (0: no limit).", "maxProducersPerTopic"),
+    (specs.int_policy("/maxConsumersPerTopic", "max_consumers_per_topic",
+                      "limit of consumers per topic"),
+     "Limit the consumers per topic (0: no limit).", "maxConsumersPerTopic"),
+    (specs.PUBLISH_RATE, "Limit the publish rate of each topic: producers' connections are "
+     "read no faster (0 or -1: no limit).",
+     "maxPublishRatePerTopicInMessages, maxPublishRatePerTopicInBytes"),
+    (specs.DISPATCH_RATE, "Limit the dispatch rate per topic (all its subscriptions "
+     "together; 0 or -1: no limit).", "dispatchThrottlingRatePerTopicInMsg, ...InByte"),
+    (specs.SUBSCRIPTION_DISPATCH_RATE, "Limit the dispatch rate per subscription (0 or -1: "
+     "no limit).", "dispatchThrottlingRatePerSubscriptionInMsg, ...InByte"),
+    (specs.REPLICATOR_DISPATCH_RATE, "Limit the dispatch rate of each geo-replicator (one "
+     "topic to one remote cluster; 0 or -1: no limit).",
+     "dispatchThrottlingRatePerReplicatorInMsg, ...InByte"),
+    (specs.SUBSCRIBE_RATE, "Limit the subscribes of each consumer (client host, name, id) "
+     "per period; more are refused with NotAllowed.",
+     "subscribeThrottlingRatePerConsumer, subscribeRatePeriodPerConsumerInSecond"),
+    (specs.int_policy("/maxUnackedMessagesPerConsumer", "max_unacked_messages_per_consumer",
+                      "limit of unacknowledged messages per consumer"),
+     "Set the unacknowledged messages a Shared or Key_Shared consumer may hold before "
+     "dispatch to it stops (0: no limit).", "maxUnackedMessagesPerConsumer"),
+    (specs.int_policy("/maxUnackedMessagesPerSubscription",
+                      "max_unacked_messages_per_subscription",
+                      "limit of unacknowledged messages per subscription"),
+     "Set the unacknowledged messages a Shared or Key_Shared subscription's consumers may "
+     "hold together before dispatch stops (0: no limit).", "maxUnackedMessagesPerSubscription"),
+    (specs.int_policy("/maxSubscriptionsPerTopic", "max_subscriptions_per_topic",
+                      "limit of subscriptions per topic"),
+     "Set the subscriptions a topic may have (0: no limit).", "maxSubscriptionsPerTopic"),
+    (specs.int_policy("/subscriptionExpirationTime", "subscription_expiration_time_minutes",
+                      "subscription expiration time (minutes)"),
+     "Set the minutes a durable subscription may go without consumers before it is deleted "
+     "(0: never).", "subscriptionExpirationTimeMinutes"),
+    (specs.INACTIVE_TOPIC_POLICIES, "Delete the namespace's topics once they have had no "
+     "producer and no consumer for maxInactiveDurationSeconds (deleteWhileInactive).",
+     "brokerDeleteInactiveTopics* settings"),
+)
+for _spec, _post, _keys in _POLICIES:
+    _routes(_spec, _post, _keys)

@@ -1,8 +1,10 @@
 """Namespaces and their policies: ``/admin/v2/namespaces/{tenant}[/{namespace}[/...]]``.
 
-Reading a policy answers what applies to the namespace's topics (its own value, else the
-broker default); setting one stores it in the broker's PolicyStore, where housekeeping,
-producers, consumers and topic auto-creation read it. A change of deduplication unloads the
+Reading a policy answers the namespace's own setting, as Pulsar does (null, sent as
+``204 No Content``, or an empty map, where it sets none and the broker default applies);
+setting one stores it in the broker's PolicyStore, where housekeeping, producers, consumers
+and topic auto-creation read it. The policies with a path of their own at both a
+namespace's and a topic's level are declared in namespace_limits.py. A change of deduplication unloads the
 namespace's loaded topics so that they reload with it (their clients reconnect).
 """
 
@@ -13,15 +15,15 @@ from typing import Any
 
 from aiohttp import web
 
+from magnetar.admin import policy_specs as specs
 from magnetar.admin.policies_body import (
+    AUTO_TOPIC_CREATION_FIELDS,
     NamespaceBody,
-    check_values,
-    dispatch_rate_doc,
-    inactive_topic_policies_doc,
-    publish_rate_doc,
+    auto_topic_creation_doc,
+    backlog_quota_doc,
     read_policies_body,
-    subscribe_rate_doc,
 )
+from magnetar.admin.policy_specs import answer
 from magnetar.admin.routing import (
     SERVICE,
     RestError,
@@ -71,62 +73,48 @@ async def unload_namespace(service: BrokerService, namespace: str) -> int:
 
 # ---------------------------------------------------------------------- policy documents
 
-def retention_doc(p: Policies) -> dict[str, int]:
-    return {"retentionTimeInMinutes": p.retention_time_minutes,
-            "retentionSizeInMB": p.retention_size_mb}
-
-
-def backlog_quota_doc(p: Policies) -> dict[str, Any]:
-    quotas: dict[str, Any] = {}
-    if p.backlog_quota_limit_bytes >= 0:
-        quotas["destination_storage"] = {"limitSize": p.backlog_quota_limit_bytes,
-                                         "limitTime": -1, "policy": p.backlog_quota_policy}
-    if p.backlog_quota_limit_seconds > 0:
-        quotas["message_age"] = {"limitSize": -1, "limitTime": p.backlog_quota_limit_seconds,
-                                 "policy": p.backlog_quota_policy}
-    return quotas
-
-
-def auto_topic_creation_doc(p: Policies) -> dict[str, Any]:
-    doc: dict[str, Any] = {"allowAutoTopicCreation": p.allow_auto_topic_creation,
-                           "topicType": p.auto_topic_creation_type}
-    if p.auto_topic_creation_type == "partitioned":
-        doc["defaultNumPartitions"] = p.default_num_partitions
-    return doc
-
-
 def policies_doc(service: BrokerService, namespace: str) -> dict[str, Any]:
-    """Pulsar's Policies document of a namespace (the values that apply)."""
-    p = service.policies.get(namespace)
+    """Pulsar's Policies document of a namespace: what it sets itself (null, or an empty
+    map, where it sets nothing and the broker's default applies), as Pulsar answers."""
+    store = service.policies
+    own, p = store.overrides(namespace), store.get(namespace)
     authz = service.security.authorization
     return {
         "auth_policies": {"namespace_auth": authz.namespace_permissions(namespace),
                           "destination_auth": authz.topic_grants(namespace), "subscription_auth_roles": {}},
         "replication_clusters": p.replication_clusters or [service.config.clusterName],
         "bundles": {"boundaries": ["0x00000000", "0xffffffff"], "numBundles": 1},
-        "backlog_quota_map": backlog_quota_doc(p),
-        "message_ttl_in_seconds": p.message_ttl_seconds,
-        "retention_policies": retention_doc(p),
-        "deduplicationEnabled": p.deduplication_enabled,
-        "autoTopicCreationOverride": auto_topic_creation_doc(p),
+        "backlog_quota_map": backlog_quota_doc(p, own),
+        "message_ttl_in_seconds": own.get("message_ttl_seconds"),
+        "retention_policies": specs.RETENTION.own(own, p),
+        "deduplicationEnabled": own.get("deduplication_enabled"),
+        "autoTopicCreationOverride": _own_auto_topic_creation(own, p),
         "schema_compatibility_strategy": p.schema_compatibility_strategy or "UNDEFINED",
-        "max_producers_per_topic": p.max_producers_per_topic,
-        "max_consumers_per_topic": p.max_consumers_per_topic,
-        "max_unacked_messages_per_consumer": p.max_unacked_messages_per_consumer,
-        "max_unacked_messages_per_subscription": p.max_unacked_messages_per_subscription,
-        "max_subscriptions_per_topic": p.max_subscriptions_per_topic,
-        "subscription_expiration_time_minutes": p.subscription_expiration_time_minutes,
-        "inactive_topic_policies": inactive_topic_policies_doc(p),
-        "publishMaxMessageRate": _per_cluster(service, publish_rate_doc(p)),
-        "topicDispatchRate": _per_cluster(service, dispatch_rate_doc(p, "dispatch_rate")),
-        "clusterDispatchRate": _per_cluster(service, dispatch_rate_doc(p, "dispatch_rate")),
+        **{key: own.get(key) for key in _OWN_INTS},
+        "inactive_topic_policies": specs.INACTIVE_TOPIC_POLICIES.own(own, p),
+        "publishMaxMessageRate": _per_cluster(service, specs.PUBLISH_RATE.own(own, p)),
+        "topicDispatchRate": _per_cluster(service, specs.DISPATCH_RATE.own(own, p)),
+        "clusterDispatchRate": _per_cluster(service, specs.DISPATCH_RATE.own(own, p)),
         "subscriptionDispatchRate": _per_cluster(
-            service, dispatch_rate_doc(p, "subscription_dispatch_rate")),
+            service, specs.SUBSCRIPTION_DISPATCH_RATE.own(own, p)),
         "replicatorDispatchRate": _per_cluster(
-            service, dispatch_rate_doc(p, "replicator_dispatch_rate")),
-        "clusterSubscribeRate": _per_cluster(service, subscribe_rate_doc(p)),
+            service, specs.REPLICATOR_DISPATCH_RATE.own(own, p)),
+        "clusterSubscribeRate": _per_cluster(service, specs.SUBSCRIBE_RATE.own(own, p)),
         "deleted": False,
     }
+
+
+#: integer policies kept under the same name in Pulsar's Policies and Magnetar's
+_OWN_INTS = ("max_producers_per_topic", "max_consumers_per_topic",
+             "max_unacked_messages_per_consumer", "max_unacked_messages_per_subscription",
+             "max_subscriptions_per_topic", "subscription_expiration_time_minutes")
+
+
+def _own_auto_topic_creation(own: dict[str, Any], p: Policies) -> dict[str, Any] | None:
+    """The namespace's own AutoTopicCreationOverride (None: it sets none)."""
+    if not any(f in own for f in AUTO_TOPIC_CREATION_FIELDS):
+        return None
+    return auto_topic_creation_doc(p)
 
 
 def _per_cluster(service: BrokerService, doc: Any) -> dict[str, Any]:
@@ -258,6 +246,11 @@ def _policies(request: web.Request) -> Policies:
     return request.app[SERVICE].policies.get(namespace_of(request))
 
 
+def _own(request: web.Request) -> dict[str, Any]:
+    """What the request's namespace sets itself."""
+    return request.app[SERVICE].policies.overrides(namespace_of(request))
+
+
 @routes.route("GET", NS + "/replication", "The clusters the namespace is replicated to.")
 async def get_replication(request: web.Request) -> web.Response:
     service = request.app[SERVICE]
@@ -277,44 +270,10 @@ async def set_replication(request: web.Request) -> web.Response:
         request.app[SERVICE], tenant, clusters))
 
 
-@routes.route("GET", NS + "/retention", "Retention: time (minutes) and size (MB); -1 is unlimited.")
-async def get_retention(request: web.Request) -> web.Response:
-    return web.json_response(retention_doc(_policies(request)))
-
-
-@routes.route("POST", NS + "/retention", "Set retention.",
-              body='{"retentionTimeInMinutes": int, "retentionSizeInMB": int}')
-async def set_retention(request: web.Request) -> web.Response:
-    body = expect(await json_body(request), dict, "retention")
-    return await _set(request,
-                retention_time_minutes=_int(body.get("retentionTimeInMinutes", 0), "retentionTimeInMinutes"),
-                retention_size_mb=_int(body.get("retentionSizeInMB", 0), "retentionSizeInMB", _JAVA_LONG_MAX))
-
-
-@routes.route("DELETE", NS + "/retention", "Back to the broker's default retention.")
-async def remove_retention(request: web.Request) -> web.Response:
-    return await _set(request, retention_time_minutes=None, retention_size_mb=None)
-
-
-@routes.route("GET", NS + "/messageTTL", "Message TTL in seconds (0: none).")
-async def get_ttl(request: web.Request) -> web.Response:
-    return web.json_response(_policies(request).message_ttl_seconds)
-
-
-@routes.route("POST", NS + "/messageTTL", "Set the message TTL.", body="int: seconds")
-async def set_ttl(request: web.Request) -> web.Response:
-    ttl = _int(await json_body(request), "messageTTL")
-    return await _set(request, **check_values({"message_ttl_seconds": ttl}))
-
-
-@routes.route("DELETE", NS + "/messageTTL", "Back to the broker's default TTL.")
-async def remove_ttl(request: web.Request) -> web.Response:
-    return await _set(request, message_ttl_seconds=None)
-
-
-@routes.route("GET", NS + "/deduplication", "Whether message deduplication is on.")
+@routes.route("GET", NS + "/deduplication", "Whether the namespace turns message "
+              "deduplication on (204: it does not say, brokerDeduplicationEnabled applies).")
 async def get_dedup(request: web.Request) -> web.Response:
-    return web.json_response(_policies(request).deduplication_enabled)
+    return answer(_own(request).get("deduplication_enabled"))
 
 
 @routes.route("POST", NS + "/deduplication", "Turn deduplication on or off (topics reload).",
@@ -329,9 +288,10 @@ async def remove_dedup(request: web.Request) -> web.Response:
     return await _set(request, deduplication_enabled=None)
 
 
-@routes.route("GET", NS + "/backlogQuotaMap", "Backlog quotas by type (destination_storage, message_age).")
+@routes.route("GET", NS + "/backlogQuotaMap", "The namespace's own backlog quotas by type "
+              "(destination_storage, message_age; {}: none, the broker's apply).")
 async def get_backlog_quota(request: web.Request) -> web.Response:
-    return web.json_response(backlog_quota_doc(_policies(request)))
+    return web.json_response(backlog_quota_doc(_policies(request), _own(request)))
 
 
 @routes.route("POST", NS + "/backlogQuota",
@@ -362,9 +322,10 @@ async def remove_backlog_quota(request: web.Request) -> web.Response:
     return await _set(request, backlog_quota_limit_bytes=None, backlog_quota_policy=None)
 
 
-@routes.route("GET", NS + "/autoTopicCreation", "The namespace's topic auto-creation.")
+@routes.route("GET", NS + "/autoTopicCreation", "The namespace's own topic auto-creation "
+              "override (204: none, the broker's allowAutoTopicCreation* apply).")
 async def get_auto_creation(request: web.Request) -> web.Response:
-    return web.json_response(auto_topic_creation_doc(_policies(request)))
+    return answer(_own_auto_topic_creation(_own(request), _policies(request)))
 
 
 @routes.route("POST", NS + "/autoTopicCreation", "Override topic auto-creation.",
@@ -404,35 +365,3 @@ async def get_schema_strategy(request: web.Request) -> web.Response:
 async def set_schema_strategy(request: web.Request) -> web.Response:
     strategy = expect(await json_body(request), str, "strategy")
     return await _set(request, schema_compatibility_strategy=None if strategy == "UNDEFINED" else strategy)
-
-
-@routes.route("GET", NS + "/maxProducersPerTopic", "Producers allowed per topic (0: no limit).")
-async def get_max_producers(request: web.Request) -> web.Response:
-    return web.json_response(_policies(request).max_producers_per_topic)
-
-
-@routes.route("POST", NS + "/maxProducersPerTopic", "Limit the producers per topic.", body="int")
-async def set_max_producers(request: web.Request) -> web.Response:
-    value = _int(await json_body(request), "maxProducersPerTopic")
-    return await _set(request, **check_values({"max_producers_per_topic": value}))
-
-
-@routes.route("DELETE", NS + "/maxProducersPerTopic", "Remove the producer limit.")
-async def remove_max_producers(request: web.Request) -> web.Response:
-    return await _set(request, max_producers_per_topic=None)
-
-
-@routes.route("GET", NS + "/maxConsumersPerTopic", "Consumers allowed per topic (0: no limit).")
-async def get_max_consumers(request: web.Request) -> web.Response:
-    return web.json_response(_policies(request).max_consumers_per_topic)
-
-
-@routes.route("POST", NS + "/maxConsumersPerTopic", "Limit the consumers per topic.", body="int")
-async def set_max_consumers(request: web.Request) -> web.Response:
-    value = _int(await json_body(request), "maxConsumersPerTopic")
-    return await _set(request, **check_values({"max_consumers_per_topic": value}))
-
-
-@routes.route("DELETE", NS + "/maxConsumersPerTopic", "Remove the consumer limit.")
-async def remove_max_consumers(request: web.Request) -> web.Response:
-    return await _set(request, max_consumers_per_topic=None)

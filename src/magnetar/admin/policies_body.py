@@ -85,12 +85,10 @@ def number(body: dict[str, Any], key: str, default: int, limit: int = _JAVA_INT_
     return value
 
 
-def publish_rate_doc(p: Policies) -> dict[str, int] | None:
-    """Pulsar's ``PublishRate`` of what applies (None: no limit)."""
-    if p.publish_rate_msgs <= 0 and p.publish_rate_bytes <= 0:
-        return None
-    return {"publishThrottlingRateInMsg": p.publish_rate_msgs if p.publish_rate_msgs > 0 else -1,
-            "publishThrottlingRateInByte": p.publish_rate_bytes if p.publish_rate_bytes > 0 else -1}
+def publish_rate_doc(p: Policies) -> dict[str, int]:
+    """Pulsar's ``PublishRate`` of ``p`` (0 or less: no limit)."""
+    return {"publishThrottlingRateInMsg": p.publish_rate_msgs,
+            "publishThrottlingRateInByte": p.publish_rate_bytes}
 
 
 def read_publish_rate(value: Any, where: str = "PublishRate") -> dict[str, int]:
@@ -101,14 +99,12 @@ def read_publish_rate(value: Any, where: str = "PublishRate") -> dict[str, int]:
                                          _JAVA_LONG_MAX, where)}
 
 
-def dispatch_rate_doc(p: Policies, prefix: str) -> dict[str, Any] | None:
-    """Pulsar's ``DispatchRate`` of what applies: ``prefix`` ``dispatch_rate`` (the topic's),
-    ``subscription_dispatch_rate`` or ``replicator_dispatch_rate`` (None: no limit)."""
-    msgs, size = getattr(p, f"{prefix}_msgs"), getattr(p, f"{prefix}_bytes")
-    if msgs <= 0 and size <= 0:
-        return None
-    return {"dispatchThrottlingRateInMsg": msgs if msgs > 0 else -1,
-            "dispatchThrottlingRateInByte": size if size > 0 else -1,
+def dispatch_rate_doc(p: Policies, prefix: str) -> dict[str, Any]:
+    """Pulsar's ``DispatchRate`` of ``p``: ``prefix`` ``dispatch_rate`` (the topic's) or
+    ``subscription_dispatch_rate`` or
+    ``replicator_dispatch_rate`` (0 or less: no limit)."""
+    return {"dispatchThrottlingRateInMsg": getattr(p, f"{prefix}_msgs"),
+            "dispatchThrottlingRateInByte": getattr(p, f"{prefix}_bytes"),
             "relativeToPublishRate": False,
             "ratePeriodInSecond": getattr(p, f"{prefix}_period")}
 
@@ -129,10 +125,8 @@ def read_dispatch_rate(value: Any, prefix: str, where: str = "DispatchRate") -> 
             f"{prefix}_period": period}
 
 
-def subscribe_rate_doc(p: Policies) -> dict[str, int] | None:
-    """Pulsar's ``SubscribeRate`` of what applies (None: no limit)."""
-    if p.subscribe_rate <= 0:
-        return None
+def subscribe_rate_doc(p: Policies) -> dict[str, int]:
+    """Pulsar's ``SubscribeRate`` of ``p`` (0 or less: no limit)."""
     return {"subscribeThrottlingRatePerConsumer": p.subscribe_rate,
             "ratePeriodInSecond": p.subscribe_rate_period}
 
@@ -148,10 +142,46 @@ def read_subscribe_rate(value: Any, where: str = "SubscribeRate") -> dict[str, i
 
 
 def inactive_topic_policies_doc(p: Policies) -> dict[str, Any]:
-    """Pulsar's ``InactiveTopicPolicies`` of what applies."""
+    """Pulsar's ``InactiveTopicPolicies`` of ``p``."""
     return {"inactiveTopicDeleteMode": p.inactive_topic_delete_mode,
             "maxInactiveDurationSeconds": p.inactive_topic_max_inactive_seconds,
             "deleteWhileInactive": p.inactive_topic_delete_while_inactive}
+
+
+def retention_doc(p: Policies) -> dict[str, int]:
+    """Pulsar's ``RetentionPolicies`` of ``p`` (-1: unlimited)."""
+    return {"retentionTimeInMinutes": p.retention_time_minutes,
+            "retentionSizeInMB": p.retention_size_mb}
+
+
+#: the Policies fields of topic auto-creation
+AUTO_TOPIC_CREATION_FIELDS = ("allow_auto_topic_creation", "auto_topic_creation_type",
+                              "default_num_partitions")
+
+
+def backlog_quota_doc(p: Policies, own: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Pulsar's backlog quota map of ``p`` by type: with ``own`` (what a namespace or topic
+    sets itself), the quotas it sets; else those that apply (a size limit of 0 or more, an
+    age limit over 0)."""
+    quotas: dict[str, Any] = {}
+    if (p.backlog_quota_limit_bytes >= 0 if own is None
+            else "backlog_quota_limit_bytes" in own):
+        quotas["destination_storage"] = {"limitSize": p.backlog_quota_limit_bytes,
+                                         "limitTime": -1, "policy": p.backlog_quota_policy}
+    if (p.backlog_quota_limit_seconds > 0 if own is None
+            else "backlog_quota_limit_seconds" in own):
+        quotas["message_age"] = {"limitSize": -1, "limitTime": p.backlog_quota_limit_seconds,
+                                 "policy": p.backlog_quota_policy}
+    return quotas
+
+
+def auto_topic_creation_doc(p: Policies) -> dict[str, Any]:
+    """Pulsar's ``AutoTopicCreationOverride`` of ``p``."""
+    doc: dict[str, Any] = {"allowAutoTopicCreation": p.allow_auto_topic_creation,
+                           "topicType": p.auto_topic_creation_type}
+    if p.auto_topic_creation_type == "partitioned":
+        doc["defaultNumPartitions"] = p.default_num_partitions
+    return doc
 
 
 def read_inactive_topic_policies(value: Any, where: str = "InactiveTopicPolicies"

@@ -10,7 +10,8 @@ no subscription expiration time: that one stays a namespace policy).
 A topic's own value overrides its namespace's for that topic (a partitioned topic's, for
 all its partitions); it is kept in the metadata store (the cluster's, in a cluster, where
 every broker follows it), so it applies at once on the topic's owner and survives restarts
-and bundle moves. A GET answers the topic's own value (``null`` when it sets none), or
+and bundle moves. A GET answers the topic's own value (``204 No Content``, Pulsar's null, when it sets
+none; ``{}`` for the backlog quota map), or
 with ``?applied=true`` what applies (its own, else the namespace's, else the broker's), as
 Pulsar answers. The topic must exist (404); bad values get Pulsar's codes (400 for a wrong
 type, 412 for a negative limit).
@@ -23,19 +24,9 @@ from typing import Any
 
 from aiohttp import web
 
-from magnetar.admin.namespaces import backlog_quota_doc, retention_doc
-from magnetar.admin.policies_body import (
-    check_values,
-    dispatch_rate_doc,
-    inactive_topic_policies_doc,
-    number,
-    publish_rate_doc,
-    read_dispatch_rate,
-    read_inactive_topic_policies,
-    read_publish_rate,
-    read_subscribe_rate,
-    subscribe_rate_doc,
-)
+from magnetar.admin import policy_specs as specs
+from magnetar.admin.policies_body import backlog_quota_doc, check_values, number
+from magnetar.admin.policy_specs import PolicySpec, answer
 from magnetar.admin.routing import (
     SERVICE,
     RestError,
@@ -65,14 +56,15 @@ async def _topic(request: web.Request) -> TopicName:
 
 def _doc(request: web.Request, topic: TopicName, fields: tuple[str, ...],
          make: Callable[[Policies], Any]) -> web.Response:
-    """The policy ``make`` shows: what applies with ``?applied=true``, else the topic's
-    own value (null when the topic sets none of ``fields``)."""
+    """The policy ``make`` shows: with ``?applied=true``, what applies (the topic's own,
+    else its namespace's, else the broker's); else the topic's own value (204, Pulsar's
+    null, when the topic sets none of ``fields``)."""
     store = request.app[SERVICE].policies
     if query_flag(request, "applied"):
         return web.json_response(make(store.for_topic(topic)))
     own = store.topic_overrides(topic)
     if not any(f in own for f in fields):
-        return web.json_response(None)
+        return answer(None)
     return web.json_response(make(store.for_topic(topic)))
 
 
@@ -81,86 +73,42 @@ async def _set(request: web.Request, topic: TopicName, **changes: Any) -> web.Re
     return no_content()
 
 
-def _policy_routes(path: str, fields: tuple[str, ...], make: Callable[[Policies], Any],
-                   read: Callable[[Any], dict[str, Any]], summary: str, body: str) -> None:
+def _policy_routes(spec: PolicySpec) -> None:
     """GET (own or ``?applied=true``), POST (a JSON body) and DELETE of one policy."""
 
     async def get(request: web.Request) -> web.Response:
-        return _doc(request, await _topic(request), fields, make)
+        return _doc(request, await _topic(request), spec.fields, spec.doc)
 
     async def post(request: web.Request) -> web.Response:
         topic = await _topic(request)
-        return await _set(request, topic, **check_values(read(await json_body(request))))
+        return await _set(request, topic, **spec.read(await json_body(request)))
 
     async def delete(request: web.Request) -> web.Response:
-        return await _set(request, await _topic(request), **dict.fromkeys(fields))
+        return await _set(request, await _topic(request), **dict.fromkeys(spec.fields))
 
-    routes.route("GET", T + path, f"The topic's {summary} (?applied=true: what applies).")(get)
-    routes.route("POST", T + path, f"Set the topic's {summary} (over its namespace's).",
-                 body=body)(post)
-    routes.route("DELETE", T + path, f"Remove the topic's {summary} (the namespace's applies).")(delete)
-
-
-def _retention(value: Any) -> dict[str, Any]:
-    body = expect(value, dict, "retention")
-    return {"retention_time_minutes": number(body, "retentionTimeInMinutes", 0),
-            "retention_size_mb": number(body, "retentionSizeInMB", 0, _JAVA_LONG_MAX)}
+    what = spec.what
+    routes.route("GET", T + spec.path, f"The topic's {what} (?applied=true: what applies).")(get)
+    routes.route("POST", T + spec.path, f"Set the topic's {what} (over its namespace's).",
+                 body=spec.body)(post)
+    routes.route("DELETE", T + spec.path,
+                 f"Remove the topic's {what} (the namespace's applies).")(delete)
 
 
-def _int_policy(field: str, what: str) -> Callable[[Any], dict[str, Any]]:
-    def read(value: Any) -> dict[str, Any]:
-        return {field: number({what: value}, what, 0)}
-    return read
+def _int_policy(path: str, field: str, what: str) -> PolicySpec:
+    return specs.int_policy(path, field, f"{what} ({path.strip('/')}; 0: none)")
 
 
-_policy_routes("/retention", ("retention_time_minutes", "retention_size_mb"), retention_doc,
-               _retention, "retention (minutes, MB; -1: unlimited)",
-               '{"retentionTimeInMinutes": int, "retentionSizeInMB": long}')
-_policy_routes("/publishRate", ("publish_rate_msgs", "publish_rate_bytes"), publish_rate_doc,
-               read_publish_rate, "publish rate (PublishRate)",
-               '{"publishThrottlingRateInMsg": int, "publishThrottlingRateInByte": long}')
-
-
-def _dispatch_doc(prefix: str) -> Callable[[Policies], Any]:
-    return lambda p: dispatch_rate_doc(p, prefix)
-
-
-def _dispatch_read(prefix: str) -> Callable[[Any], dict[str, Any]]:
-    return lambda v: read_dispatch_rate(v, prefix)
-
-
-def _field_doc(field: str) -> Callable[[Policies], Any]:
-    return lambda p: getattr(p, field)
-
-
-for _path, _prefix, _what in (("/dispatchRate", "dispatch_rate", "dispatch rate"),
-                              ("/subscriptionDispatchRate", "subscription_dispatch_rate",
-                               "dispatch rate per subscription"),
-                              ("/replicatorDispatchRate", "replicator_dispatch_rate",
-                               "dispatch rate per geo-replicator")):
-    _policy_routes(_path, (f"{_prefix}_msgs", f"{_prefix}_bytes", f"{_prefix}_period"),
-                   _dispatch_doc(_prefix), _dispatch_read(_prefix), f"{_what} (DispatchRate)",
-                   '{"dispatchThrottlingRateInMsg": int, "dispatchThrottlingRateInByte": long, '
-                   '"ratePeriodInSecond": int}')
-for _path, _field, _what in (
-        ("/maxUnackedMessagesOnConsumer", "max_unacked_messages_per_consumer",
-         "limit of unacknowledged messages"),
-        ("/maxUnackedMessagesOnSubscription", "max_unacked_messages_per_subscription",
-         "limit of unacknowledged messages"),
-        ("/maxSubscriptionsPerTopic", "max_subscriptions_per_topic", "limit of subscriptions")):
-    _policy_routes(_path, (_field,), _field_doc(_field), _int_policy(_field, _path.strip("/")),
-                   f"{_what} ({_path.strip('/')}; 0: none)", "int")
-_policy_routes("/subscribeRate", ("subscribe_rate", "subscribe_rate_period"), subscribe_rate_doc,
-               read_subscribe_rate, "subscribe rate per consumer (SubscribeRate)",
-               '{"subscribeThrottlingRatePerConsumer": int, "ratePeriodInSecond": int (30)}')
-_policy_routes("/inactiveTopicPolicies",
-               ("inactive_topic_delete_mode", "inactive_topic_max_inactive_seconds",
-                "inactive_topic_delete_while_inactive"),
-               inactive_topic_policies_doc, read_inactive_topic_policies,
-               "inactive topic policies (InactiveTopicPolicies)",
-               '{"inactiveTopicDeleteMode": "delete_when_no_subscriptions"|'
-               '"delete_when_subscriptions_caught_up", "maxInactiveDurationSeconds": int, '
-               '"deleteWhileInactive": bool}')
+for _spec in (
+        specs.RETENTION, specs.PUBLISH_RATE, specs.DISPATCH_RATE,
+        specs.SUBSCRIPTION_DISPATCH_RATE, specs.REPLICATOR_DISPATCH_RATE,
+        _int_policy("/maxUnackedMessagesOnConsumer", "max_unacked_messages_per_consumer",
+                    "limit of unacknowledged messages"),
+        _int_policy("/maxUnackedMessagesOnSubscription", "max_unacked_messages_per_subscription",
+                    "limit of unacknowledged messages"),
+        _int_policy("/maxSubscriptionsPerTopic", "max_subscriptions_per_topic",
+                    "limit of subscriptions"),
+        specs.SUBSCRIBE_RATE, specs.INACTIVE_TOPIC_POLICIES):
+    _policy_routes(_spec)
 
 
 @routes.route("GET", T + "/messageTTL", "The topic's message TTL in seconds "
@@ -189,18 +137,15 @@ async def remove_ttl(request: web.Request) -> web.Response:
     return await _set(request, await _topic(request), message_ttl_seconds=None)
 
 
-_QUOTA_FIELDS = ("backlog_quota_limit_bytes", "backlog_quota_limit_seconds",
-                 "backlog_quota_policy")
-
-
 @routes.route("GET", T + "/backlogQuotaMap", "The topic's backlog quotas by type "
               "(?applied=true: what applies).")
 async def get_backlog_quotas(request: web.Request) -> web.Response:
     topic = await _topic(request)
-    if not query_flag(request, "applied") and not any(
-            f in request.app[SERVICE].policies.topic_overrides(topic) for f in _QUOTA_FIELDS):
-        return web.json_response({})
-    return _doc(request, topic, _QUOTA_FIELDS, backlog_quota_doc)
+    store = request.app[SERVICE].policies
+    if query_flag(request, "applied"):
+        return web.json_response(backlog_quota_doc(store.for_topic(topic)))
+    return web.json_response(backlog_quota_doc(store.for_topic(topic),
+                                               store.topic_overrides(topic)))
 
 
 @routes.route("POST", T + "/backlogQuota",

@@ -179,12 +179,12 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
          f"{ex} set-retention public/default --time 1d --size 10G", NS,
          A("-t", "--time", type=ops.seconds, required=True, help="e.g. 60m, 1d, -1"),
          A("-s", "--size", type=ops.size_bytes, required=True, help="e.g. 512M, 10G, -1"))
-    _cmd(n, "get-retention", ops.ns_get("/retention"), "show retention", f"{ex} get-retention public/default", NS)
+    _cmd(n, "get-retention", ops.ns_get("/retention"), "show the namespace's own retention (null: it sets none)", f"{ex} get-retention public/default", NS)
     _cmd(n, "remove-retention", ops.ns_remove("/retention"), "back to the broker default",
          f"{ex} remove-retention public/default", NS)
     _cmd(n, "set-message-ttl", ops.ns_set_ttl, "set the message TTL", f"{ex} set-message-ttl public/default --messageTTL 1h",
          NS, A("-ttl", "--messageTTL", dest="ttl", type=ops.seconds, required=True, help="e.g. 3600, 1h"))
-    _cmd(n, "get-message-ttl", ops.ns_get("/messageTTL"), "show the message TTL",
+    _cmd(n, "get-message-ttl", ops.ns_get("/messageTTL"), "show the namespace's own message TTL (null: it sets none)",
          f"{ex} get-message-ttl public/default", NS)
     _cmd(n, "remove-message-ttl", ops.ns_remove("/messageTTL"), "back to the broker default",
          f"{ex} remove-message-ttl public/default", NS)
@@ -192,7 +192,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
          f"{ex} set-deduplication public/default --enable", NS,
          A("--enable", "-e", dest="enable", action="store_true", default=True),
          A("--disable", "-d", dest="enable", action="store_false"))
-    _cmd(n, "get-deduplication", ops.ns_get("/deduplication"), "show deduplication",
+    _cmd(n, "get-deduplication", ops.ns_get("/deduplication"), "show whether the namespace turns deduplication on (null: it sets nothing)",
          f"{ex} get-deduplication public/default", NS)
     _cmd(n, "set-backlog-quota", ops.ns_set_backlog_quota, "set the backlog quota (size and/or age)",
          f"{ex} set-backlog-quota public/default --limit 10G --policy producer_exception", NS,
@@ -200,7 +200,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
          A("-lt", "--limitTime", dest="limit_time", type=ops.seconds, help="age limit, e.g. 1d"),
          A("-p", "--policy", default="producer_request_hold",
            choices=["producer_request_hold", "producer_exception", "consumer_backlog_eviction"]))
-    _cmd(n, "get-backlog-quotas", ops.ns_get("/backlogQuotaMap"), "show the backlog quotas",
+    _cmd(n, "get-backlog-quotas", ops.ns_get("/backlogQuotaMap"), "show the namespace's own backlog quotas ({}: none)",
          f"{ex} get-backlog-quotas public/default", NS)
     _cmd(n, "set-auto-topic-creation", ops.ns_set_auto_topic_creation, "override topic auto-creation",
          f"{ex} set-auto-topic-creation public/default --enable --type partitioned --num-partitions 4", NS,
@@ -208,7 +208,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
          A("--disable", "-d", dest="enable", action="store_false"),
          A("-t", "--type", default="non-partitioned", choices=["non-partitioned", "partitioned"]),
          A("-n", "--num-partitions", type=int32, default=1))
-    _cmd(n, "get-auto-topic-creation", ops.ns_get("/autoTopicCreation"), "show topic auto-creation",
+    _cmd(n, "get-auto-topic-creation", ops.ns_get("/autoTopicCreation"), "show the namespace's own topic auto-creation override (null: none)",
          f"{ex} get-auto-topic-creation public/default", NS)
     _cmd(n, "set-schema-compatibility-strategy", ops.ns_set_strategy, "set the schema compatibility strategy",
          f"{ex} set-schema-compatibility-strategy public/default --compatibility FULL", NS,

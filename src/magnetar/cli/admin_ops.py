@@ -246,11 +246,16 @@ def topics_lookup(a: argparse.Namespace, api: AdminClient) -> Any:
     return api.call("GET", f"/lookup/v2/topic/{topic_path(a.topic)}")
 
 
-def ns_set_retention(a: argparse.Namespace, api: AdminClient) -> Any:
+def retention_body(a: argparse.Namespace) -> dict[str, int]:
+    """Pulsar's RetentionPolicies from ``--time`` (seconds) and ``--size`` (bytes); -1 stays
+    -1 (unlimited)."""
     minutes = a.time if a.time < 0 else a.time // 60
     mb = a.size if a.size < 0 else a.size // (1 << 20)
-    return api.call("POST", _ns(a) + "/retention",
-                    {"retentionTimeInMinutes": minutes, "retentionSizeInMB": mb})
+    return {"retentionTimeInMinutes": minutes, "retentionSizeInMB": mb}
+
+
+def ns_set_retention(a: argparse.Namespace, api: AdminClient) -> Any:
+    return api.call("POST", _ns(a) + "/retention", retention_body(a))
 
 
 def ns_get(path: str) -> Command:

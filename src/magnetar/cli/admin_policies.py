@@ -8,6 +8,10 @@ set-max-unacked-messages-on-consumer / set-max-subscriptions-per-topic / set-sub
 set-inactive-topic-policies`` ... with ``get-`` (``--applied``) and ``remove-``). Each
 command is one call of the admin REST API (the path is in its help).
 
+Most policies come as a trio (``set-X``, ``get-X``, ``remove-X``) at a namespace's or a
+topic's level: `_Level` says how a level names its target and its REST path, and each trio
+is one row of `_SHARED` (both levels), `_NAMESPACE_ONLY` or `_TOPIC_ONLY`.
+
 `add_commands` is handed ``admin.py``'s command builder and groups, so this module adds
 commands without that one importing more than its name.
 """
@@ -16,9 +20,17 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
-from magnetar.cli.admin_ops import Command, namespace, seconds, size_bytes, topic_path
+from magnetar.cli.admin_ops import (
+    Command,
+    namespace,
+    retention_body,
+    seconds,
+    size_bytes,
+    topic_path,
+)
 from magnetar.cli.http import AdminClient, AdminError
 from magnetar.cli.values import int32
 
@@ -26,87 +38,25 @@ Arg = tuple[tuple[str, ...], dict[str, Any]]
 #: ``admin._cmd``: group, name, function, help, example, arguments
 CommandMaker = Callable[..., None]
 Groups = dict[str, "argparse._SubParsersAction[argparse.ArgumentParser]"]
-
-NS: Arg = (("namespace",), {"help": "tenant/namespace"})
+#: a request body from the parsed arguments
+Body = Callable[[argparse.Namespace], Any]
 
 
 def _a(*flags: str, **kwargs: Any) -> Arg:
     return flags, kwargs
 
 
-def _ns_path(a: argparse.Namespace, policy: str) -> str:
-    return f"/admin/v2/namespaces/{namespace(a.namespace)}/{policy}"
+NS: Arg = _a("namespace", help="tenant/namespace")
+TOPIC: Arg = _a("topic", help="topic name (short names are persistent://public/default/NAME)")
+APPLIED: Arg = _a("-ap", "--applied", action="store_true",
+                  help="what applies (else the topic's own value)")
+QUOTA_TYPE: Arg = _a("-t", "--type", default="destination_storage",
+                     choices=["destination_storage", "message_age"])
 
 
-def _get(policy: str) -> Command:
-    return lambda a, api: api.call("GET", _ns_path(a, policy))
-
-
-def _remove(policy: str) -> Command:
-    return lambda a, api: api.call("DELETE", _ns_path(a, policy))
-
-
-def ns_set_publish_rate(a: argparse.Namespace, api: AdminClient) -> Any:
-    return api.call("POST", _ns_path(a, "publishRate"),
-                    {"publishThrottlingRateInMsg": a.msg_rate,
-                     "publishThrottlingRateInByte": a.byte_rate})
-
-
-def _set_dispatch_rate(policy: str) -> Command:
-    return lambda a, api: api.call("POST", _ns_path(a, policy), {
-        "dispatchThrottlingRateInMsg": a.msg_rate, "dispatchThrottlingRateInByte": a.byte_rate,
-        "ratePeriodInSecond": a.period, "relativeToPublishRate": a.relative})
-
-
-def ns_set_subscribe_rate(a: argparse.Namespace, api: AdminClient) -> Any:
-    return api.call("POST", _ns_path(a, "subscribeRate"),
-                    {"subscribeThrottlingRatePerConsumer": a.rate, "ratePeriodInSecond": a.period})
-
-
-def _set_int(policy: str) -> Command:
-    return lambda a, api: api.call("POST", _ns_path(a, policy), a.value)
-
-
-def _inactive_setter(method: str, path: Callable[[argparse.Namespace], str]) -> Command:
-    """Set the inactive topic policies (of a namespace or a topic) from the flags."""
-
-    def run(a: argparse.Namespace, api: AdminClient) -> Any:
-        if a.enable is None:
-            raise AdminError(0, "give --enable-delete-while-inactive (-e) or "
-                                "--disable-delete-while-inactive (-d)")
-        return api.call(method, path(a), {
-            "deleteWhileInactive": a.enable, "maxInactiveDurationSeconds": a.duration,
-            "inactiveTopicDeleteMode": a.mode})
-    return run
-
-
-ns_set_inactive_topic_policies = _inactive_setter(
-    "POST", lambda a: _ns_path(a, "inactiveTopicPolicies"))
-
-
-def _inactive_args() -> list[Arg]:
-    return [
-        _a("-e", "--enable-delete-while-inactive", dest="enable", action="store_true",
-           default=None),
-        _a("-d", "--disable-delete-while-inactive", dest="enable", action="store_false"),
-        _a("-t", "--max-inactive-duration", dest="duration", type=seconds, required=True,
-           help="e.g. 600, 10m, 1h"),
-        _a("-m", "--delete-mode", dest="mode", required=True,
-           choices=["delete_when_no_subscriptions", "delete_when_subscriptions_caught_up"]),
-    ]
-
-
-def _dispatch_args() -> list[Arg]:
-    return [
-        _a("-md", "--msg-dispatch-rate", dest="msg_rate", type=int32, default=-1,
-           help="messages per period (default -1: no limit)"),
-        _a("-bd", "--byte-dispatch-rate", dest="byte_rate", type=int, default=-1,
-           help="bytes per period (default -1: no limit)"),
-        _a("-dt", "--dispatch-rate-period", dest="period", type=int32, default=1,
-           help="the period in seconds (default 1)"),
-        _a("-rp", "--relative-to-publish-rate", dest="relative", action="store_true",
-           help="relative to the publish rate (refused: not implemented)"),
-    ]
+def _ns_path(a: argparse.Namespace, policy: str, query: str = "") -> str:
+    path = f"/admin/v2/namespaces/{namespace(a.namespace)}/{policy}"
+    return f"{path}?{query}" if query else path
 
 
 def _t_path(a: argparse.Namespace, policy: str, query: str = "") -> str:
@@ -116,23 +66,151 @@ def _t_path(a: argparse.Namespace, policy: str, query: str = "") -> str:
     return f"{path}?{query}" if query else path
 
 
-def _t_get(policy: str) -> Command:
-    return lambda a, api: api.call("GET", _t_path(a, policy))
+@dataclass(frozen=True)
+class _Level:
+    """Where a trio of commands goes: its group, its target argument and REST path."""
+
+    group: str
+    target: Arg
+    path: Callable[[argparse.Namespace, str, str], str]  # (arguments, policy, query)
+    example: str  # the target in examples
+    where: str  # the REST path's prefix, in help texts
+    owner: str  # "namespace" or "topic", in help texts
+    fallback: str  # what applies once its own value is removed
+    get_args: tuple[Arg, ...] = ()
+
+    def call(self, method: str, policy: str, body: Body | None = None) -> Command:
+        """The command that makes one REST call (POST with ``body``'s document)."""
+        if body is None:
+            return lambda a, api: api.call(method, self.path(a, policy, ""))
+        return lambda a, api: api.call(method, self.path(a, policy, ""), body(a))
 
 
-def _t_remove(policy: str) -> Command:
-    return lambda a, api: api.call("DELETE", _t_path(a, policy))
+NAMESPACE = _Level("namespaces", NS, _ns_path, "acme/orders", "/admin/v2/namespaces/{tenant}/{ns}",
+                   "namespace", "the broker's default applies")
+TOPICS = _Level("topics", TOPIC, _t_path, "my-topic",
+                "/admin/v2/{persistent|non-persistent}/{tenant}/{ns}/{topic}", "topic",
+                "its namespace's applies", (APPLIED,))
 
 
-def _t_post(policy: str, body: Callable[[argparse.Namespace], Any]) -> Command:
-    return lambda a, api: api.call("POST", _t_path(a, policy), body(a))
+@dataclass(frozen=True)
+class _Trio:
+    """``set-{name}``, ``get-{name}``, ``remove-{name}`` of the policy at ``/{policy}``."""
+
+    name: str
+    policy: str
+    what: str  # in help texts: "publish rate"
+    body: Body  # the POST body from the set command's arguments
+    args: tuple[Arg, ...]  # the set command's arguments
+    example: str  # the set command's example arguments
 
 
-def topics_set_retention(a: argparse.Namespace, api: AdminClient) -> Any:
-    minutes = a.time if a.time < 0 else a.time // 60
-    mb = a.size if a.size < 0 else a.size // (1 << 20)
-    return api.call("POST", _t_path(a, "retention"),
-                    {"retentionTimeInMinutes": minutes, "retentionSizeInMB": mb})
+def _trio(cmd: CommandMaker, groups: Groups, level: _Level, trio: _Trio,
+          setter: Command | None = None) -> None:
+    group, name, policy = groups[level.group], trio.name, trio.policy
+    ex = f"magnetar admin {level.group}"
+    owner = f"the {level.owner}'s {trio.what}"
+    get_example = " --applied" if level.get_args else ""
+    cmd(group, f"set-{name}", setter or level.call("POST", policy, trio.body),
+        f"set {owner}; POST {level.where}/{policy}",
+        f"{ex} set-{name} {level.example} {trio.example}", level.target, *trio.args)
+    applied = ", --applied: what applies" if level.get_args else ""
+    cmd(group, f"get-{name}", level.call("GET", policy),
+        f"show {owner} (null: it sets none{applied}); GET {level.where}/{policy}",
+        f"{ex} get-{name} {level.example}{get_example}", level.target, *level.get_args)
+    cmd(group, f"remove-{name}", level.call("DELETE", policy),
+        f"remove {owner} ({level.fallback}); DELETE {level.where}/{policy}",
+        f"{ex} remove-{name} {level.example}", level.target)
+
+
+def _inactive_body(a: argparse.Namespace) -> dict[str, Any]:
+    if a.enable is None:
+        raise AdminError(0, "give --enable-delete-while-inactive (-e) or "
+                            "--disable-delete-while-inactive (-d)")
+    return {"deleteWhileInactive": a.enable, "maxInactiveDurationSeconds": a.duration,
+            "inactiveTopicDeleteMode": a.mode}
+
+
+def _value(a: argparse.Namespace) -> Any:
+    return a.value
+
+
+def _limit(*flags: str, what: str) -> Arg:
+    """An integer limit's flag (0: no limit)."""
+    return _a(*flags, dest="value", type=int32, required=True, help=f"{what} (0: no limit)")
+
+
+_SHARED: tuple[_Trio, ...] = (
+    _Trio("publish-rate", "publishRate", "publish rate (messages, bytes per second per topic)",
+          lambda a: {"publishThrottlingRateInMsg": a.msg_rate,
+                     "publishThrottlingRateInByte": a.byte_rate},
+          (_a("-m", "--msg-publish-rate", dest="msg_rate", type=int32, default=-1,
+              help="messages per second per topic (default -1: no limit)"),
+           _a("-b", "--byte-publish-rate", dest="byte_rate", type=int, default=-1,
+              help="payload bytes per second per topic (default -1: no limit)")),
+          "--msg-publish-rate 1000"),
+    *(_Trio(name, policy, what,
+            lambda a: {"dispatchThrottlingRateInMsg": a.msg_rate,
+                       "dispatchThrottlingRateInByte": a.byte_rate,
+                       "ratePeriodInSecond": a.period, "relativeToPublishRate": a.relative},
+            (_a("-md", "--msg-dispatch-rate", dest="msg_rate", type=int32, default=-1,
+                help="messages per period (default -1: no limit)"),
+             _a("-bd", "--byte-dispatch-rate", dest="byte_rate", type=int, default=-1,
+                help="bytes per period (default -1: no limit)"),
+             _a("-dt", "--dispatch-rate-period", dest="period", type=int32, default=1,
+                help="the period in seconds (default 1)"),
+             _a("-rp", "--relative-to-publish-rate", dest="relative", action="store_true",
+                help="relative to the publish rate (refused: not implemented)")),
+            "--msg-dispatch-rate 1000")
+      for name, policy, what in (
+          ("dispatch-rate", "dispatchRate", "dispatch rate per topic"),
+          ("subscription-dispatch-rate", "subscriptionDispatchRate",
+           "dispatch rate per subscription"),
+          ("replicator-dispatch-rate", "replicatorDispatchRate",
+           "dispatch rate per geo-replicator (one topic to one remote cluster)"))),
+    _Trio("subscribe-rate", "subscribeRate", "subscribe rate per consumer",
+          lambda a: {"subscribeThrottlingRatePerConsumer": a.rate,
+                     "ratePeriodInSecond": a.period},
+          (_a("-sr", "--subscribe-rate", dest="rate", type=int32, default=-1,
+              help="subscribes per consumer and period (default -1: no limit)"),
+           _a("-st", "--subscribe-rate-period", dest="period", type=int32, default=30,
+              help="the period in seconds (default 30)")),
+          "--subscribe-rate 10 --subscribe-rate-period 30"),
+    _Trio("max-subscriptions-per-topic", "maxSubscriptionsPerTopic",
+          "limit of subscriptions per topic", _value,
+          (_limit("-m", "--max-subscriptions-per-topic", what="subscriptions per topic"),),
+          "--max-subscriptions-per-topic 10"),
+    _Trio("inactive-topic-policies", "inactiveTopicPolicies",
+          "inactive topic policies",
+          _inactive_body,
+          (_a("-e", "--enable-delete-while-inactive", dest="enable", action="store_true",
+              default=None),
+           _a("-d", "--disable-delete-while-inactive", dest="enable", action="store_false"),
+           _a("-t", "--max-inactive-duration", dest="duration", type=seconds, required=True,
+              help="e.g. 600, 10m, 1h"),
+           _a("-m", "--delete-mode", dest="mode", required=True,
+              choices=["delete_when_no_subscriptions", "delete_when_subscriptions_caught_up"])),
+          "-e -t 1h -m delete_when_no_subscriptions"),
+)
+_NAMESPACE_ONLY: tuple[_Trio, ...] = (
+    *(_Trio(f"max-unacked-messages-per-{kind}", policy, f"limit of {what}", _value,
+            (_limit("-c", f"--{policy}", what=what),), "-c 1000")
+      for kind, policy, what in (
+          ("consumer", "maxUnackedMessagesPerConsumer",
+           "unacknowledged messages a Shared/Key_Shared consumer may hold"),
+          ("subscription", "maxUnackedMessagesPerSubscription",
+           "unacknowledged messages a Shared/Key_Shared subscription may hold"))),
+    _Trio("subscription-expiration-time", "subscriptionExpirationTime",
+          "subscription expiration time (minutes; 0: never)", _value,
+          (_a("-t", "--time", dest="value", type=int32, required=True, help="minutes"),),
+          "-t 1440"),
+)
+_TOPIC_ONLY: tuple[_Trio, ...] = tuple(
+    _Trio(f"max-unacked-messages-on-{kind}", policy,
+          f"limit of unacknowledged messages on a {kind}", _value,
+          (_limit("-m", "--maxNum", what="messages"),), "--maxNum 1000")
+    for kind, policy in (("consumer", "maxUnackedMessagesOnConsumer"),
+                         ("subscription", "maxUnackedMessagesOnSubscription")))
 
 
 def topics_set_ttl(a: argparse.Namespace, api: AdminClient) -> Any:
@@ -152,39 +230,21 @@ def topics_remove_backlog_quota(a: argparse.Namespace, api: AdminClient) -> Any:
     return api.call("DELETE", _t_path(a, "backlogQuota", f"backlogQuotaType={a.type}"))
 
 
-def _dispatch_body(a: argparse.Namespace) -> dict[str, Any]:
-    return {"dispatchThrottlingRateInMsg": a.msg_rate, "dispatchThrottlingRateInByte": a.byte_rate,
-            "ratePeriodInSecond": a.period, "relativeToPublishRate": a.relative}
-
-
-TOPIC: Arg = (("topic",), {"help": "topic name (short names are persistent://public/default/NAME)"})
-APPLIED: Arg = (("-ap", "--applied"), {"action": "store_true",
-                                       "help": "what applies (else the topic's own value)"})
-QUOTA_TYPE: Arg = (("-t", "--type"), {"default": "destination_storage",
-                                      "choices": ["destination_storage", "message_age"]})
-
-
 def _topic_commands(groups: Groups, cmd: CommandMaker) -> None:
-    """Topic-level policies (Pulsar 2.7+): set-/get-/remove- under ``topics``."""
+    """Topic-level policies (Pulsar 2.7+) with their own setters: retention, message TTL
+    and backlog quotas."""
     t = groups["topics"]
     ex = "magnetar admin topics"
-    where = "/admin/v2/{persistent|non-persistent}/{tenant}/{ns}/{topic}"
-
-    def trio(name: str, policy: str, setter: Command, what: str, example: str,
-             *args: Arg, remove: Command | None = None, get_args: tuple[Arg, ...] = ()) -> None:
-        cmd(t, f"set-{name}", setter, f"set the topic's {what} (over its namespace's); "
-            f"POST {where}/{policy}", f"{ex} set-{name} my-topic {example}", TOPIC, *args)
-        cmd(t, f"get-{name}", _t_get(policy), f"show the topic's {what} (null: it sets none); "
-            f"GET {where}/{policy}", f"{ex} get-{name} my-topic --applied", TOPIC, APPLIED,
-            *get_args)
-        cmd(t, f"remove-{name}", remove or _t_remove(policy), f"remove the topic's {what}; "
-            f"DELETE {where}/{policy}", f"{ex} remove-{name} my-topic", TOPIC)
-
-    trio("retention", "retention", topics_set_retention, "retention", "--time 1d --size 10G",
-         _a("-t", "--time", type=seconds, required=True, help="e.g. 60m, 1d, -1"),
-         _a("-s", "--size", type=size_bytes, required=True, help="e.g. 512M, 10G, -1"))
-    trio("message-ttl", "messageTTL", topics_set_ttl, "message TTL", "--ttl 1h",
-         _a("-t", "--ttl", type=seconds, required=True, help="e.g. 3600, 1h"))
+    where = TOPICS.where
+    _trio(cmd, groups, TOPICS, _Trio(
+        "retention", "retention", "retention", retention_body,
+        (_a("-t", "--time", type=seconds, required=True, help="e.g. 60m, 1d, -1"),
+         _a("-s", "--size", type=size_bytes, required=True, help="e.g. 512M, 10G, -1")),
+        "--time 1d --size 10G"))
+    _trio(cmd, groups, TOPICS, _Trio(
+        "message-ttl", "messageTTL", "message TTL", _value,
+        (_a("-t", "--ttl", type=seconds, required=True, help="e.g. 3600, 1h"),), "--ttl 1h"),
+        setter=topics_set_ttl)
     cmd(t, "set-backlog-quota", topics_set_backlog_quota,
         f"set a backlog quota of the topic; POST {where}/backlogQuota",
         f"{ex} set-backlog-quota my-topic --limit-size 10G --policy producer_exception", TOPIC,
@@ -193,130 +253,17 @@ def _topic_commands(groups: Groups, cmd: CommandMaker) -> None:
         _a("-p", "--policy", default="producer_request_hold",
            choices=["producer_request_hold", "producer_exception", "consumer_backlog_eviction"]),
         QUOTA_TYPE)
-    cmd(t, "get-backlog-quotas", _t_get("backlogQuotaMap"),
+    cmd(t, "get-backlog-quotas", TOPICS.call("GET", "backlogQuotaMap"),
         f"show the topic's backlog quotas; GET {where}/backlogQuotaMap",
         f"{ex} get-backlog-quotas my-topic", TOPIC, APPLIED)
     cmd(t, "remove-backlog-quota", topics_remove_backlog_quota,
         f"remove a backlog quota of the topic; DELETE {where}/backlogQuota",
         f"{ex} remove-backlog-quota my-topic -t destination_storage", TOPIC, QUOTA_TYPE)
-    trio("publish-rate", "publishRate", _t_post("publishRate", lambda a: {
-        "publishThrottlingRateInMsg": a.msg_rate, "publishThrottlingRateInByte": a.byte_rate}),
-         "publish rate", "--msg-publish-rate 1000",
-         _a("-m", "--msg-publish-rate", dest="msg_rate", type=int32, default=-1),
-         _a("-b", "--byte-publish-rate", dest="byte_rate", type=int, default=-1))
-    for name, policy in (("dispatch-rate", "dispatchRate"),
-                         ("subscription-dispatch-rate", "subscriptionDispatchRate"),
-                         ("replicator-dispatch-rate", "replicatorDispatchRate")):
-        trio(name, policy, _t_post(policy, _dispatch_body), name.replace("-", " "),
-             "--msg-dispatch-rate 1000", *_dispatch_args())
-    for name, policy in (("max-unacked-messages-on-consumer", "maxUnackedMessagesOnConsumer"),
-                         ("max-unacked-messages-on-subscription",
-                          "maxUnackedMessagesOnSubscription")):
-        trio(name, policy, _t_post(policy, lambda a: a.value),
-             "limit of unacknowledged messages " + name.split("-on-")[1].replace("-", " "),
-             "--maxNum 1000",
-             _a("-m", "--maxNum", dest="value", type=int32, required=True, help="0: no limit"))
-    trio("max-subscriptions-per-topic", "maxSubscriptionsPerTopic",
-         _t_post("maxSubscriptionsPerTopic", lambda a: a.value), "limit of subscriptions",
-         "--max-subscriptions-per-topic 10",
-         _a("-m", "--max-subscriptions-per-topic", dest="value", type=int32, required=True,
-            help="0: no limit"))
-    trio("subscribe-rate", "subscribeRate", _t_post("subscribeRate", lambda a: {
-        "subscribeThrottlingRatePerConsumer": a.rate, "ratePeriodInSecond": a.period}),
-         "subscribe rate per consumer", "--subscribe-rate 10 --subscribe-rate-period 30",
-         _a("-sr", "--subscribe-rate", dest="rate", type=int32, default=-1,
-            help="subscribes per consumer and period (default -1: no limit)"),
-         _a("-st", "--subscribe-rate-period", dest="period", type=int32, default=30,
-            help="the period in seconds (default 30)"))
-    trio("inactive-topic-policies", "inactiveTopicPolicies",
-         _inactive_setter("POST", lambda a: _t_path(a, "inactiveTopicPolicies")),
-         "inactive topic policies", "-e -t 1h -m delete_when_no_subscriptions",
-         *_inactive_args())
 
 
 def add_commands(groups: Groups, cmd: CommandMaker) -> None:
     """Add the commands to ``groups`` (admin.py's) through ``cmd`` (its ``_cmd``)."""
     _topic_commands(groups, cmd)
-    n = groups["namespaces"]
-    ex = "magnetar admin namespaces"
-    cmd(n, "set-publish-rate", ns_set_publish_rate,
-        "limit each topic's publish rate (messages and/or bytes per second; -1: none); "
-        "POST .../publishRate",
-        f"{ex} set-publish-rate acme/orders --msg-publish-rate 1000", NS,
-        _a("-m", "--msg-publish-rate", dest="msg_rate", type=int32, default=-1,
-           help="messages per second per topic (default -1: no limit)"),
-        _a("-b", "--byte-publish-rate", dest="byte_rate", type=int, default=-1,
-           help="payload bytes per second per topic (default -1: no limit)"))
-    cmd(n, "get-publish-rate", _get("publishRate"),
-        "show the publish rate that applies (null: none); GET .../publishRate",
-        f"{ex} get-publish-rate acme/orders", NS)
-    cmd(n, "remove-publish-rate", _remove("publishRate"),
-        "back to the broker's publish rate; DELETE .../publishRate",
-        f"{ex} remove-publish-rate acme/orders", NS)
-    for name, policy, what in (
-            ("dispatch-rate", "dispatchRate", "each topic's dispatch rate (all its subscriptions)"),
-            ("subscription-dispatch-rate", "subscriptionDispatchRate",
-             "each subscription's dispatch rate"),
-            ("replicator-dispatch-rate", "replicatorDispatchRate",
-             "each geo-replicator's dispatch rate (one topic to one remote cluster)")):
-        cmd(n, f"set-{name}", _set_dispatch_rate(policy),
-            f"limit {what}; POST .../{policy}",
-            f"{ex} set-{name} acme/orders --msg-dispatch-rate 1000", NS, *_dispatch_args())
-        cmd(n, f"get-{name}", _get(policy), f"show {what} (null: none); GET .../{policy}",
-            f"{ex} get-{name} acme/orders", NS)
-        cmd(n, f"remove-{name}", _remove(policy),
-            f"back to the broker's default; DELETE .../{policy}",
-            f"{ex} remove-{name} acme/orders", NS)
-    cmd(n, "set-subscribe-rate", ns_set_subscribe_rate,
-        "limit the subscribes of each consumer per period; POST .../subscribeRate",
-        f"{ex} set-subscribe-rate acme/orders --subscribe-rate 10 --subscribe-rate-period 30",
-        NS,
-        _a("-sr", "--subscribe-rate", dest="rate", type=int32, default=-1,
-           help="subscribes per consumer and period (default -1: no limit)"),
-        _a("-st", "--subscribe-rate-period", dest="period", type=int32, default=30,
-           help="the period in seconds (default 30)"))
-    cmd(n, "get-subscribe-rate", _get("subscribeRate"),
-        "show the subscribe rate (null: none); GET .../subscribeRate",
-        f"{ex} get-subscribe-rate acme/orders", NS)
-    cmd(n, "remove-subscribe-rate", _remove("subscribeRate"),
-        "back to the broker's default; DELETE .../subscribeRate",
-        f"{ex} remove-subscribe-rate acme/orders", NS)
-    for name, policy, flags, what in (
-            ("max-unacked-messages-per-consumer", "maxUnackedMessagesPerConsumer",
-             ("-c", "--maxUnackedMessagesPerConsumer"),
-             "unacknowledged messages a Shared/Key_Shared consumer may hold"),
-            ("max-unacked-messages-per-subscription", "maxUnackedMessagesPerSubscription",
-             ("-c", "--maxUnackedMessagesPerSubscription"),
-             "unacknowledged messages a Shared/Key_Shared subscription may hold"),
-            ("max-subscriptions-per-topic", "maxSubscriptionsPerTopic",
-             ("-m", "--max-subscriptions-per-topic"), "subscriptions per topic")):
-        cmd(n, f"set-{name}", _set_int(policy), f"limit {what} (0: none); POST .../{policy}",
-            f"{ex} set-{name} acme/orders {flags[0]} 1000", NS,
-            _a(*flags, dest="value", type=int32, required=True, help=f"{what} (0: no limit)"))
-        cmd(n, f"get-{name}", _get(policy), f"show the limit of {what}; GET .../{policy}",
-            f"{ex} get-{name} acme/orders", NS)
-        cmd(n, f"remove-{name}", _remove(policy),
-            f"back to the broker's default; DELETE .../{policy}",
-            f"{ex} remove-{name} acme/orders", NS)
-    cmd(n, "set-subscription-expiration-time", _set_int("subscriptionExpirationTime"),
-        "delete durable subscriptions without consumers for this many minutes (0: never); "
-        "POST .../subscriptionExpirationTime",
-        f"{ex} set-subscription-expiration-time acme/orders -t 1440", NS,
-        _a("-t", "--time", dest="value", type=int32, required=True, help="minutes"))
-    cmd(n, "get-subscription-expiration-time", _get("subscriptionExpirationTime"),
-        "show the subscription expiration time (minutes); GET .../subscriptionExpirationTime",
-        f"{ex} get-subscription-expiration-time acme/orders", NS)
-    cmd(n, "remove-subscription-expiration-time", _remove("subscriptionExpirationTime"),
-        "back to the broker's default; DELETE .../subscriptionExpirationTime",
-        f"{ex} remove-subscription-expiration-time acme/orders", NS)
-    cmd(n, "set-inactive-topic-policies", ns_set_inactive_topic_policies,
-        "delete topics without producers and consumers for a time; "
-        "POST .../inactiveTopicPolicies",
-        f"{ex} set-inactive-topic-policies acme/orders -e -t 1h -m delete_when_no_subscriptions",
-        NS, *_inactive_args())
-    cmd(n, "get-inactive-topic-policies", _get("inactiveTopicPolicies"),
-        "show the inactive topic policies; GET .../inactiveTopicPolicies",
-        f"{ex} get-inactive-topic-policies acme/orders", NS)
-    cmd(n, "remove-inactive-topic-policies", _remove("inactiveTopicPolicies"),
-        "back to the broker's default; DELETE .../inactiveTopicPolicies",
-        f"{ex} remove-inactive-topic-policies acme/orders", NS)
+    for level, trios in ((TOPICS, _SHARED + _TOPIC_ONLY), (NAMESPACE, _SHARED + _NAMESPACE_ONLY)):
+        for trio in trios:
+            _trio(cmd, groups, level, trio)

@@ -219,20 +219,8 @@ class PolicyStore:
     async def set_topic_async(self, topic: TopicName, **changes: Any) -> Policies:
         """Set (value None: remove) topic-level policies of ``topic`` (of its partitioned
         topic, for a partition): in effect at once, returns once stored."""
-        self._check(changes)
         name = str(topic.partitioned_base)
-        current = dict(self._topic_overrides.get(name) or {})
-        for key, value in changes.items():
-            if value is None:
-                current.pop(key, None)
-            else:
-                current[key] = value
-        if current:
-            self._topic_overrides[name] = current
-            stored = self._writes.put(TOPIC_PREFIX + name, dict(current))
-        else:
-            self._topic_overrides.pop(name, None)
-            stored = self._writes.delete(TOPIC_PREFIX + name)
+        stored = self._update(self._topic_overrides, name, TOPIC_PREFIX + name, changes)
         self._topic_cache.clear()
         self._changed_in(topic.namespace)
         await written(stored)
@@ -258,23 +246,29 @@ class PolicyStore:
         return policies
 
     def _set(self, namespace: str, changes: dict[str, Any]) -> tuple[Policies, Any]:
-        self._check(changes)
-        current = self.overrides(namespace)
-        for key, value in changes.items():
-            if value is None:
-                current.pop(key, None)
-            else:
-                current[key] = value
-        if current:
-            self._overrides[namespace] = current
-            stored = self._writes.put(f"policies/{namespace}", dict(current))
-        else:
-            self._overrides.pop(namespace, None)
-            stored = self._writes.delete(f"policies/{namespace}")
+        stored = self._update(self._overrides, namespace, f"policies/{namespace}", changes)
         self._cache.pop(namespace, None)
         self._topic_cache.clear()
         self._changed_in(namespace)
         return self.get(namespace), stored
+
+    def _update(self, table: dict[str, dict[str, Any]], name: str, key: str,
+                changes: dict[str, Any]) -> Any:
+        """Merge ``changes`` (value None: remove) into ``table[name]`` (a namespace's or a
+        topic's own settings), stored at ``key`` (deleted there once nothing is left);
+        returns the pending write."""
+        self._check(changes)
+        current = dict(table.get(name) or {})
+        for field, value in changes.items():
+            if value is None:
+                current.pop(field, None)
+            else:
+                current[field] = value
+        if current:
+            table[name] = current
+            return self._writes.put(key, dict(current))
+        table.pop(name, None)
+        return self._writes.delete(key)
 
     @staticmethod
     def _check(changes: dict[str, Any]) -> None:
