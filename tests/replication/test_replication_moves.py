@@ -6,7 +6,9 @@ and forth between A's brokers), then its owner is killed with kill -9 and the ot
 takes it over: each new owner's replicator resumes from the durable cursor
 ``pulsar.repl.B`` the previous one left in the shared storage, and B holds every message
 acknowledged in A exactly once (what an owner sent and did not see acknowledged is sent
-again, and B drops it by its origin's producer name and sequence id)."""
+again, and B drops it by its origin's producer name and sequence id). And a topic with a
+backlog and no client in A, whose bundle moves: the broker that takes the bundle loads it,
+so its replicator resumes without a client."""
 
 from __future__ import annotations
 
@@ -15,19 +17,26 @@ import itertools
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pulsar
 import pytest
 
+from magnetar.broker.cluster.bundles import NamespaceBundles
 from magnetar.client import MessageId as MagnetarMessageId
 from magnetar.protocol import pb
 from magnetar.sync import Client as MagnetarClient
 from tests.broker.brokerproc import SILENT, wait_until
-from tests.cluster.brokers import BrokerProc, ChildBroker, Cluster, http_call, raw_lookup
+from tests.cluster.brokers import (
+    ChildBroker,
+    Cluster,
+    http_call,
+    owner_port,
+    raw_lookup,
+)
 from tests.cluster.test_cluster_moves import AsyncLoad, move_back_and_forth
-from tests.zkserver import ZooKeeperServer
+from tests.zkserver import ZooKeeperServer, free_port
 
 pytestmark = pytest.mark.slow
 
@@ -53,11 +62,13 @@ def _replicate(web_url: str, other: str, other_web: str, other_url: str) -> None
 
 @pytest.fixture
 def geo(zookeeper: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory,
-        tmp_path: Path) -> Iterator[tuple[Cluster, BrokerProc]]:
+        tmp_path: Path) -> Iterator[tuple[Cluster, ChildBroker]]:
     """Cluster A (two brokers, shared storage) and cluster B (a standalone), each with the
     other's record and the namespace ``geo/moves`` replicated to both."""
     a = Cluster(tmp_path_factory.mktemp("geo-a"), zookeeper, 2, {"clusterName": "A"}, shared=True)
-    b = BrokerProc(tmp_path / "B", None, cluster="B", brokerDeduplicationEnabled="true")
+    b = ChildBroker(tmp_path / "B", {  # on fixed ports: the same after a restart
+        "clusterName": "B", "bindAddress": "127.0.0.1", "brokerDeduplicationEnabled": "true"},
+        port=free_port(), http_port=free_port())
     try:
         b.start()
         a.start()
@@ -87,7 +98,7 @@ def _replicator_settled(repl: object) -> bool:
 
 
 def test_moves_and_kill_9_in_a_replicate_each_acked_message_once(
-        geo: tuple[Cluster, BrokerProc]) -> None:
+        geo: tuple[Cluster, ChildBroker]) -> None:
     a, b = geo
     topic = f"persistent://{NS}/moving-{uuid.uuid4().hex[:8]}"
     ca = pulsar.Client(a.service_url, operation_timeout_seconds=30, logger=SILENT)
@@ -145,3 +156,69 @@ def test_moves_and_kill_9_in_a_replicate_each_acked_message_once(
     finally:
         ca.close()
         cb.close()
+
+
+def _same_bundle(topic: str, prefix: str) -> str:
+    """Another topic of ``topic``'s bundle (the namespace's default 4 bundles)."""
+    bundles = NamespaceBundles.evenly(4)
+    for i in range(1000):
+        other = f"persistent://{NS}/{prefix}-{i}"
+        if bundles.bundle_of(other) == bundles.bundle_of(topic):
+            return other
+    raise AssertionError(f"no topic of {topic}'s bundle")
+
+
+def test_an_idle_topic_of_a_moved_bundle_resumes_replicating(
+        geo: tuple[Cluster, ChildBroker]) -> None:
+    """A topic with a replication backlog and no client in A (B was down), whose bundle is
+    unloaded and taken by the other broker for another topic's lookup: the new owner loads
+    the bundle's replicated topics when it takes it (as Pulsar does), so the backlog reaches
+    B once B is back, with no client of the topic in A."""
+    a, b = geo
+    _ok("POST", f"{b.web_url}/admin/v2/namespaces/{NS}/replication", ["B"])  # one way: A to B
+    idle = f"persistent://{NS}/idle-{uuid.uuid4().hex[:8]}"
+    busy = _same_bundle(idle, f"busy-{uuid.uuid4().hex[:8]}")
+    ca = pulsar.Client(a.service_url, operation_timeout_seconds=30, logger=SILENT)
+    try:
+        ca.create_producer(busy).send(b"busy")  # the topic of the bundle's next lookup
+        b.stop()
+        producer = ca.create_producer(idle, batching_enabled=False, block_if_queue_full=True)
+        acked = _sent(producer, 100)
+        producer.close()  # no client of the idle topic in A from now on
+        first = owner_port(a, idle)
+        owner = a.brokers[0] if a.brokers[0].port == first else a.brokers[1]
+        bundle = NamespaceBundles.evenly(4).bundle_of(idle)
+        _ok("PUT", f"{owner.web_url}/admin/v2/namespaces/{NS}/{bundle}/unload")
+        assert owner_port(a, busy) != first  # the other broker took the bundle
+        b.start()
+        cb = pulsar.Client(b.url, operation_timeout_seconds=30, logger=SILENT)
+        try:
+            consumer = cb.subscribe(idle, "s", initial_position=pulsar.InitialPosition.Earliest)
+            got: Counter[int] = Counter()
+            deadline = time.monotonic() + 60
+            while not set(acked) <= set(got):
+                assert time.monotonic() < deadline, f"{len(got)} of {len(acked)} received in B"
+                try:
+                    msg = consumer.receive(5_000)
+                except pulsar.Timeout:
+                    continue
+                got[int(msg.data())] += 1
+                consumer.acknowledge(msg)
+            assert max(got.values()) == 1
+        finally:
+            cb.close()
+    finally:
+        ca.close()
+
+
+def _sent(producer: pulsar.Producer, n: int) -> list[int]:
+    """Send ``0`` to ``n - 1`` (send_async, flushed); the numbers acknowledged."""
+    acked: list[int] = []
+
+    def done(i: int) -> Callable[[pulsar.Result, pulsar.MessageId], None]:
+        return lambda res, _mid: acked.append(i) if res == pulsar.Result.Ok else None
+
+    for i in range(n):
+        producer.send_async(str(i).encode(), done(i))
+    producer.flush()
+    return acked
