@@ -144,15 +144,17 @@ def test_kill_9_of_the_owner_loses_no_acked_message(shared: Cluster) -> None:
 
 def move_back_and_forth(cluster: Cluster, topic: str, load: Load, moves: int = 3) -> list[int]:
     """Unload ``topic``'s bundle at its owner ``moves`` times, once ``load`` has 30 sends
-    acknowledged and then after each move; the owners' ports, first to last."""
+    acknowledged and then after each move; the owners' ports, first to last. The topic's
+    namespace has the default 4 bundles."""
     a, b = cluster.brokers
+    namespace = topic.split("://", 1)[1].rsplit("/", 1)[0]
     bundle = NamespaceBundles.evenly(4).bundle_of(topic)
     load.wait_for(30)
     owners = [owner_port(cluster, topic)]
     for _ in range(moves):
         owner = a if owners[-1] == a.port else b
         status, _, _ = call(
-            "PUT", f"{owner.web_url}/admin/v2/namespaces/public/default/{bundle}/unload")
+            "PUT", f"{owner.web_url}/admin/v2/namespaces/{namespace}/{bundle}/unload")
         assert status == 204
         load.wait_for(len(load.acked) + 30)
         owners.append(owner_port(cluster, topic))

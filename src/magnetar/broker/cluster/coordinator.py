@@ -121,6 +121,9 @@ class ClusterCoordinator:
         # new owner if any (set by the broker; None: nothing loaded here)
         self.unload_topics: Callable[[str, BundleRange, OwnerData | None],
                                      Awaitable[None]] | None = None
+        # told of each bundle this broker takes (set by the broker: it loads the bundle's
+        # replicated topics, as Pulsar preloads a bundle's topics once it owns it)
+        self.on_acquired: Callable[[str, BundleRange], None] | None = None
         self.is_leader = False
         self._electing: asyncio.Task[None] | None = None
         self._session_ok = asyncio.Event()  # clear from a lost session to the next one
@@ -363,6 +366,12 @@ class ClusterCoordinator:
                     "took bundle %s/%s (previous owner %s; %s)", namespace, bundle,
                     previous or "none known", why)
             await self.placements.drop_handoff(namespace, bundle)
+            if self.on_acquired is not None:
+                try:
+                    self.on_acquired(namespace, bundle)
+                except Exception as exc:  # the bundle is taken all the same
+                    log.warning("bundle %s/%s taken; its topics not preloaded: %s",
+                                namespace, bundle, exc)
         return owner
 
     def claim(self, topic: str) -> Coroutine[Any, Any, None] | None:

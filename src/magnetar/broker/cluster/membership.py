@@ -142,6 +142,8 @@ async def join_cluster(service: BrokerService, urls: dict[str, str | None],
         report_interval_s=config.loadBalancerReportUpdateMinIntervalMillis / 1000,
         on_lost=lost, dead_owner_wait_s=config.dead_owner_lookup_wait_s())
     coordinator.unload_topics = unload_topics
+    coordinator.on_acquired = lambda namespace, bundle: service.replication.preload(
+        namespace, lambda name: bundle.contains(topic_hash(name)))
     coordinator.overload_threshold = float(config.loadBalancerBrokerOverloadedThresholdPercentage)
 
     def fence_epoch(ledger: str) -> int | None:

@@ -3,7 +3,9 @@
 A loaded persistent topic of a namespace whose ``replication_clusters`` lists clusters other
 than this broker's runs one `Replicator` for each; a cluster taken out of the list stops its
 replicator and drops its cursor; an unloaded topic's replicators stop (the cursors stay, and
-the next load resumes from them). How to reach the remote (URLs, TLS, credentials:
+the next load resumes from them). The stored topics of replicated namespaces are loaded when
+the broker starts and, in a cluster, when it takes a bundle (`preload`): a topic that moved
+here with a backlog and no client replicates on. How to reach the remote (URLs, TLS, credentials:
 `remote_settings`) is worked out from its cluster record and the broker's ``brokerClient*``
 keys each time a replicator connects, so an updated record takes effect at the next try.
 """
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING
 
@@ -51,6 +54,7 @@ class ReplicationManager:
         self.controllers: dict[str, ReplicatedSubscriptionsController] = {}
         self._stopping: set[asyncio.Task[None]] = set()
         self._preload: asyncio.Future[None] | None = None
+        self._preloads: set[asyncio.Future[None]] = set()  # those of bundles taken here
 
     def remotes_of(self, topic: PersistentTopic) -> set[str]:
         """The remote clusters ``topic`` is replicated to by its namespace's policy."""
@@ -149,16 +153,35 @@ class ReplicationManager:
         bundle's topics), so that their backlogs replicate without waiting for a client."""
         self._preload = asyncio.ensure_future(self._load_replicated())
 
-    async def _load_replicated(self) -> None:
+    def preload(self, namespace: str, contains: Callable[[str], bool]) -> None:
+        """Load the stored topics of ``namespace`` that ``contains`` holds, if it is
+        replicated: a bundle this broker has just taken (moved here, or its owner died), so
+        that the replicators of its topics resume from their cursors without waiting for a
+        client of each (Pulsar's ``loadNamespaceTopics``)."""
+        if not self._replicated(namespace):
+            return
+        task = asyncio.ensure_future(self._load_replicated(namespace, contains))
+        self._preloads.add(task)
+        task.add_done_callback(self._preloads.discard)
+
+    def _replicated(self, namespace: str) -> bool:
+        clusters = self.service.policies.get(namespace).replication_clusters
+        return bool({c for c in clusters or ()} - {self.local})
+
+    async def _load_replicated(self, namespace: str | None = None,
+                               contains: Callable[[str], bool] | None = None) -> None:
+        """Load the stored topics of ``namespace`` (None: of every replicated namespace)
+        that ``contains`` holds (None: all)."""
         service = self.service
-        namespaces = {ns for tenant in service.namespaces.tenants()
-                      for ns in service.namespaces.namespaces(tenant)
-                      if {c for c in service.policies.get(ns).replication_clusters or ()} - {self.local}}
+        namespaces = {namespace} if namespace is not None else {
+            ns for tenant in service.namespaces.tenants()
+            for ns in service.namespaces.namespaces(tenant) if self._replicated(ns)}
         if not namespaces:
             return
         names = await service.storage.read_metadata(service.stored_topic_names)
         for name in sorted(names):
-            if TopicName.parse(name).namespace not in namespaces:
+            if TopicName.parse(name).namespace not in namespaces or name in service.topics \
+                    or (contains is not None and not contains(name)):
                 continue
             try:
                 await service.load_topic(name, create=False)
@@ -166,9 +189,10 @@ class ReplicationManager:
                 log.info("replicated topic %s not loaded: %s", name, exc)
 
     async def stop(self) -> None:
-        if self._preload is not None:
-            self._preload.cancel()
-            await asyncio.gather(self._preload, return_exceptions=True)
+        preloads = [*self._preloads, *([self._preload] if self._preload is not None else [])]
+        for task in preloads:
+            task.cancel()
+        await asyncio.gather(*preloads, return_exceptions=True)
         for controller in self.controllers.values():
             controller.stop()
         self.controllers.clear()
