@@ -300,3 +300,28 @@ def test_partitioned_topic_replicated_partition_by_partition(
             cb.close()
     finally:
         ca.close()
+
+
+def test_a_remote_broker_down_does_not_stop_replication_into_the_others(
+        clusters: tuple[BrokerProcess, BrokerProcess]) -> None:
+    """B's record lists two brokers, the first one with nothing listening: the replicator
+    connects to the one that answers (as a client given a multi-host service URL does)."""
+    a, b = clusters
+    with socket.socket() as closed:  # a port that was free: nothing listens there
+        closed.bind(("127.0.0.1", 0))
+        dead = closed.getsockname()[1]
+    _admin(a, "POST", "/admin/v2/clusters/B", {
+        "serviceUrl": f"http://127.0.0.1:{b.http_port}",
+        "brokerServiceUrl": f"pulsar://127.0.0.1:{dead},127.0.0.1:{b.port}"})
+    topic = _topic()
+    ca, cb = _client(a), _client(b)
+    try:
+        consumer = cb.subscribe(topic, "s", initial_position=pulsar.InitialPosition.Earliest)
+        producer = ca.create_producer(topic, block_if_queue_full=True)
+        acked = _send(producer, "A", 20)
+        producer.send(b"A-end", partition_key="k-A-end", properties={"origin": "A", "i": "end"})
+        got = _receive_until(consumer, {b"A-end"})
+        assert {m.data() for m in got} == acked | {b"A-end"}
+    finally:
+        ca.close()
+        cb.close()

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from magnetar.broker.config.broker_config import BrokerConfig
-from magnetar.broker.replication.remote_producer import RemoteError, parse_broker_url
+from magnetar.broker.replication.remote_producer import RemoteError, broker_hosts, parse_broker_url
 from magnetar.broker.replication.remote_settings import (
     RemoteConfigError,
     remote_settings,
@@ -111,5 +111,6 @@ def test_what_is_missing_is_named(record: dict[str, object], keys: dict[str, obj
 def test_broker_urls() -> None:
     assert parse_broker_url("pulsar://h:1,h2:2") == ("h", 1)
     assert parse_broker_url("pulsar+ssl://h") == ("h", 6651)
+    assert broker_hosts("pulsar://h:1, h2,h3:3/") == [("h", 1), ("h2", 6650), ("h3", 3)]
     with pytest.raises(RemoteError):
         parse_broker_url("http://h:1")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import random
 import ssl
 from typing import TYPE_CHECKING, Any
 
@@ -34,23 +35,32 @@ class _Closed(RemoteError):
     """The remote closed the connection."""
 
 
-def parse_broker_url(url: str) -> tuple[str, int]:
-    """(host, port) of a ``pulsar://host:port`` or ``pulsar+ssl://host:port`` URL (the
-    first of a list)."""
+def broker_hosts(url: str) -> list[tuple[str, int]]:
+    """The (host, port) pairs of a ``pulsar://h1:p1,h2:p2`` or ``pulsar+ssl://...`` URL, a
+    cluster's brokers as its record lists them (a host without a port: the scheme's)."""
     if url.startswith("pulsar://"):
         scheme, default = "pulsar://", 6650
     elif url.startswith("pulsar+ssl://"):
         scheme, default = "pulsar+ssl://", 6651
     else:
         raise RemoteError(f"not a pulsar:// or pulsar+ssl:// broker URL: {url!r}")
-    hostport = url[len(scheme):].split(",")[0].rstrip("/")
-    host, _, port = hostport.rpartition(":")
-    if not host:
-        return hostport, default
-    try:
-        return host, int(port)
-    except ValueError:
-        raise RemoteError(f"bad port in broker URL {url!r}") from None
+    hosts: list[tuple[str, int]] = []
+    for hostport in url[len(scheme):].rstrip("/").split(","):
+        host, _, port = hostport.strip().rpartition(":")
+        if not host:
+            hosts.append((hostport.strip(), default))
+            continue
+        try:
+            hosts.append((host, int(port)))
+        except ValueError:
+            raise RemoteError(f"bad port in broker URL {url!r}") from None
+    return hosts
+
+
+def parse_broker_url(url: str) -> tuple[str, int]:
+    """(host, port) of a ``pulsar://host:port`` or ``pulsar+ssl://host:port`` URL (the
+    first of a list)."""
+    return broker_hosts(url)[0]
 
 
 class _Connection:
@@ -160,6 +170,21 @@ def _body_field(cmd: pb.BaseCommand) -> str:
 _CLIENT_VERSION = "magnetar-replicator"
 
 
+async def _connect_any(hosts: list[tuple[str, int]], timeout: float, settings: RemoteSettings
+                       ) -> tuple[_Connection, tuple[str, int]]:
+    """A connection to the first of ``hosts`` that answers, tried from a random one on (as
+    Pulsar's client spreads its lookups over a multi-host service URL): a broker of the
+    remote cluster that is down does not stop replication into the others."""
+    start = random.randrange(len(hosts))
+    errors: list[str] = []
+    for host, port in hosts[start:] + hosts[:start]:
+        try:
+            return await _connect(host, port, timeout, settings), (host, port)
+        except RemoteError as exc:
+            errors.append(str(exc))
+    raise RemoteError("; ".join(errors))
+
+
 async def _connect(host: str, port: int, timeout: float,
                    settings: RemoteSettings | None = None) -> _Connection:
     """A connection to ``host:port``, over TLS when ``settings`` has a context, with its
@@ -216,8 +241,8 @@ class RemoteProducer:
         """Look ``topic`` up at ``settings.broker_url`` and open the producer where it is
         served (``pulsar+ssl://`` redirects are followed when the settings have TLS)."""
         tls = settings.ssl_context is not None
-        host, port = parse_broker_url(settings.broker_url)
-        conn = await _connect(host, port, timeout, settings)
+        conn, (host, port) = await _connect_any(broker_hosts(settings.broker_url), timeout,
+                                                settings)
         try:
             authoritative = False
             for _ in range(_MAX_REDIRECTS):
