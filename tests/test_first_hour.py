@@ -23,6 +23,7 @@ from typing import Any
 import pulsar
 import pytest
 
+import magnetar.cli.main as cli_main
 from magnetar.broker.config import BrokerConfig, ConfigError
 from magnetar.cli.main import build_parser, main
 from magnetar.testing import StandaloneBroker, standalone
@@ -386,6 +387,10 @@ def test_walk_every_subcommand_with_hostile_input(broker: StandaloneBroker, tmp_
 def cli_env(broker: StandaloneBroker, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MAGNETAR_SERVICE_URL", broker.service_url)
     monkeypatch.setenv("MAGNETAR_ADMIN_URL", broker.web_service_url)
+    # one parser for the whole walk: building it takes ~0.1 s, parsing leaves it as it was,
+    # and the walk calls main() over 2,000 times
+    parser = build_parser()
+    monkeypatch.setattr(cli_main, "build_parser", lambda: parser)
 
 
 @pytest.mark.timeout(600)  # every hostile value on every command (over 100 of them)
