@@ -5,6 +5,7 @@ what a restarted replicator sends again)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import threading
@@ -52,13 +53,18 @@ def _setup(local: BrokerProcess, remote: BrokerProcess, remote_name: str) -> Non
     _admin(local, "POST", f"/admin/v2/namespaces/{NS}/replication", ["A", "B"])
 
 
-@pytest.fixture
-def clusters(tmp_path: Path) -> Iterator[tuple[BrokerProcess, BrokerProcess]]:
+@contextlib.contextmanager
+def two_standalones(tmp_path: Path, settings: dict[str, str] | None = None,
+                    b_settings: dict[str, str] | None = None
+                    ) -> Iterator[tuple[BrokerProcess, BrokerProcess]]:
+    """Standalones A and B (deduplication on, plus ``settings``; B also ``b_settings``),
+    each knowing the other's record, both with the namespace replicated to A and B."""
     brokers = {}
-    for name in ("A", "B"):
+    for name, extra in (("A", {}), ("B", b_settings or {})):
         root = tmp_path / name
         root.mkdir()
-        brokers[name] = BrokerProcess(root, {"clusterName": name, "brokerDeduplicationEnabled": "true"})
+        brokers[name] = BrokerProcess(root, {"clusterName": name, "brokerDeduplicationEnabled": "true",
+                                             **(settings or {}), **extra})
     a, b = brokers["A"], brokers["B"]
     try:
         a.start()
@@ -69,6 +75,12 @@ def clusters(tmp_path: Path) -> Iterator[tuple[BrokerProcess, BrokerProcess]]:
     finally:
         a.stop()
         b.stop()
+
+
+@pytest.fixture
+def clusters(tmp_path: Path) -> Iterator[tuple[BrokerProcess, BrokerProcess]]:
+    with two_standalones(tmp_path) as pair:
+        yield pair
 
 
 def _topic() -> str:

@@ -11,7 +11,13 @@ import pulsar
 import pytest
 
 from tests.broker.brokerproc import SILENT, BrokerProcess, wait_until
-from tests.replication.test_geo_replication import _admin, _client, _http_up, _setup, _topic
+from tests.replication.test_geo_replication import (
+    _admin,
+    _client,
+    _http_up,
+    _topic,
+    two_standalones,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -20,23 +26,8 @@ CHUNK = 20
 
 @pytest.fixture
 def clusters(tmp_path: Path) -> Iterator[tuple[BrokerProcess, BrokerProcess]]:
-    brokers = {}
-    for name in ("A", "B"):
-        root = tmp_path / name
-        root.mkdir()
-        brokers[name] = BrokerProcess(root, {
-            "clusterName": name, "brokerDeduplicationEnabled": "true",
-            "replicatedSubscriptionsSnapshotFrequencyMillis": "100"})
-    a, b = brokers["A"], brokers["B"]
-    try:
-        a.start()
-        b.start()
-        _setup(a, b, "B")
-        _setup(b, a, "A")
-        yield a, b
-    finally:
-        a.stop()
-        b.stop()
+    with two_standalones(tmp_path, {"replicatedSubscriptionsSnapshotFrequencyMillis": "100"}) as pair:
+        yield pair
 
 
 def _position(text: str) -> tuple[int, int]:

@@ -19,7 +19,7 @@ import pulsar
 import pytest
 
 from tests.broker.brokerproc import SILENT, BrokerProcess, wait_until
-from tests.replication.test_geo_replication import NS, _admin, _setup
+from tests.replication.test_geo_replication import NS, _admin, two_standalones
 
 pytestmark = pytest.mark.slow
 
@@ -31,22 +31,8 @@ _FAST = {"backlogQuotaCheckIntervalInSeconds": "1", "statsUpdateFrequencyInSecs"
 @pytest.fixture
 def clusters(tmp_path: Path) -> Iterator[tuple[BrokerProcess, BrokerProcess]]:
     """A shows topic-level metrics, B namespace-level ones."""
-    brokers = {}
-    for name, extra in (("A", {}), ("B", {"exposeTopicLevelMetricsInPrometheus": "false"})):
-        root = tmp_path / name
-        root.mkdir()
-        brokers[name] = BrokerProcess(root, {"clusterName": name, "brokerDeduplicationEnabled": "true",
-                                             **_FAST, **extra})
-    a, b = brokers["A"], brokers["B"]
-    try:
-        a.start()
-        b.start()
-        _setup(a, b, "B")
-        _setup(b, a, "A")
-        yield a, b
-    finally:
-        a.stop()
-        b.stop()
+    with two_standalones(tmp_path, _FAST, {"exposeTopicLevelMetricsInPrometheus": "false"}) as pair:
+        yield pair
 
 
 def _topic() -> str:
