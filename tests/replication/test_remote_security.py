@@ -41,6 +41,26 @@ def _admin(broker: BrokerProcess, method: str, path: str, body: object | None = 
     return json.loads(text) if text else None
 
 
+
+def _replicated_namespace(a: BrokerProcess, b: BrokerProcess, b_token: str) -> None:
+    """geo/ns in both clusters (B asks for ``b_token``), replicated to A and B from A."""
+    for broker, token in ((a, None), (b, b_token)):
+        _admin(broker, "PUT", "/admin/v2/tenants/geo",
+               {"adminRoles": [], "allowedClusters": ["A", "B"]}, token)
+        _admin(broker, "PUT", "/admin/v2/namespaces/geo/ns", None, token)
+    _admin(a, "POST", "/admin/v2/namespaces/geo/ns/replication", ["A", "B"])
+
+
+def _clients(a: BrokerProcess, b_tls_port: int, b_token: str, pki: Pki
+             ) -> tuple[pulsar.Client, pulsar.Client]:
+    """A plain client of A; one of B over TLS with ``b_token``."""
+    return (pulsar.Client(a.url, logger=SILENT, operation_timeout_seconds=30),
+            pulsar.Client(f"pulsar+ssl://localhost:{b_tls_port}", logger=SILENT,
+                          authentication=pulsar.AuthenticationToken(b_token),
+                          tls_trust_certs_file_path=str(pki.ca_file),
+                          operation_timeout_seconds=30))
+
+
 def test_tls_and_token_towards_the_remote(tmp_path: Path) -> None:
     pki = Pki(tmp_path / "pki")
     cert, key = pki.issue("localhost", server=True, stem="b")
@@ -79,16 +99,9 @@ def test_tls_and_token_towards_the_remote(tmp_path: Path) -> None:
             "brokerServiceUrlTls": f"pulsar+ssl://localhost:{tls_port}",
             "serviceUrlTls": f"https://localhost:{https_port}"})
         _admin(b, "PUT", "/admin/v2/clusters/A", {"brokerServiceUrl": a.url}, admin_token)
-        for broker, token in ((a, None), (b, admin_token)):
-            _admin(broker, "PUT", "/admin/v2/tenants/geo",
-                   {"adminRoles": [], "allowedClusters": ["A", "B"]}, token)
-            _admin(broker, "PUT", "/admin/v2/namespaces/geo/ns", None, token)
-        _admin(a, "POST", "/admin/v2/namespaces/geo/ns/replication", ["A", "B"])
+        _replicated_namespace(a, b, admin_token)
 
-        ca = pulsar.Client(a.url, logger=SILENT, operation_timeout_seconds=30)
-        cb = pulsar.Client(f"pulsar+ssl://localhost:{tls_port}", logger=SILENT,
-                           authentication=pulsar.AuthenticationToken(admin_token),
-                           tls_trust_certs_file_path=str(pki.ca_file), operation_timeout_seconds=30)
+        ca, cb = _clients(a, tls_port, admin_token, pki)
         try:
             consumer = cb.subscribe(topic, "s", initial_position=pulsar.InitialPosition.Earliest)
             producer = ca.create_producer(topic)
@@ -195,15 +208,8 @@ def test_tls_authentication_from_the_cluster_record(tmp_path: Path) -> None:
         wait_until(lambda: _up(a) and _up(b), 60, "the admin APIs")
         _admin(a, "PUT", "/admin/v2/clusters/B", record(bad_cert, bad_key))
         _admin(b, "PUT", "/admin/v2/clusters/A", {"brokerServiceUrl": a.url}, admin_token)
-        for broker, token in ((a, None), (b, admin_token)):
-            _admin(broker, "PUT", "/admin/v2/tenants/geo",
-                   {"adminRoles": [], "allowedClusters": ["A", "B"]}, token)
-            _admin(broker, "PUT", "/admin/v2/namespaces/geo/ns", None, token)
-        _admin(a, "POST", "/admin/v2/namespaces/geo/ns/replication", ["A", "B"])
-        ca = pulsar.Client(a.url, logger=SILENT, operation_timeout_seconds=30)
-        cb = pulsar.Client(f"pulsar+ssl://localhost:{tls_port}", logger=SILENT,
-                           authentication=pulsar.AuthenticationToken(admin_token),
-                           tls_trust_certs_file_path=str(pki.ca_file), operation_timeout_seconds=30)
+        _replicated_namespace(a, b, admin_token)
+        ca, cb = _clients(a, tls_port, admin_token, pki)
         try:
             consumer = cb.subscribe(topic, "s", initial_position=pulsar.InitialPosition.Earliest)
             producer = ca.create_producer(topic)
