@@ -41,7 +41,6 @@ def _admin(broker: BrokerProcess, method: str, path: str, body: object | None = 
     return json.loads(text) if text else None
 
 
-
 def _replicated_namespace(a: BrokerProcess, b: BrokerProcess, b_token: str) -> None:
     """geo/ns in both clusters (B asks for ``b_token``), replicated to A and B from A."""
     for broker, token in ((a, None), (b, b_token)):
