@@ -15,8 +15,10 @@ where the tree exposes them, the broker's own account of the build (median loop-
 CPU, and the longest hold of the event loop, wall and CPU: wall minus CPU is the time the
 broker waited for a core); and the producer's send latency during scrapes (count,
 p50/p99/max), in control windows (one per scrape, as long as it, halfway to the next
-scrape: the same number of samples without a scrape, so their p99/max show what the
-machine alone does to a window of that size), and in all the time between scrapes. The
+scrape: what the machine alone does to a window of that size; sends are quicker there, so
+there are more of them), and in all the time between scrapes; and the median over windows
+of the slowest send overlapping each scrape window and each control window (``worst``,
+``ctl``: like against like, one figure per window). The
 row's bottleneck is the broker's event loop: the producer and scraper are one client each,
 far from saturating it.
 """
@@ -122,6 +124,13 @@ def latencies(sends: list[tuple[float, float]], windows: list[tuple[float, float
             if any(start < end and start + lat > begin for begin, end in windows)]
 
 
+def worst_per_window(sends: list[tuple[float, float]],
+                     windows: list[tuple[float, float]]) -> list[float]:
+    """For each window, the slowest send that overlaps it (0 if none)."""
+    return [max((lat for start, lat in sends if start < end and start + lat > begin), default=0.0)
+            for begin, end in windows]
+
+
 def measure(url: str, web: str, scrapes: int, pid: int) -> dict[str, Any]:
     client = pulsar.Client(url, logger=QUIET)
     producer = client.create_producer("persistent://public/default/latency-probe",
@@ -164,6 +173,7 @@ def measure(url: str, web: str, scrapes: int, pid: int) -> dict[str, Any]:
     control = latencies(sends, controls)
     outside = latencies(sends, [(w[1], nxt[0]) for w, nxt in itertools.pairwise(windows)])
     durations = [end - begin for begin, end in windows]
+    worst, worst_control = worst_per_window(sends, windows), worst_per_window(sends, controls)
     row = {
         "scrape_bytes": statistics.median(sizes),
         "scrape_s_median": statistics.median(durations),
@@ -177,6 +187,8 @@ def measure(url: str, web: str, scrapes: int, pid: int) -> dict[str, Any]:
         "p99_control_ms": 1000 * pct(control, 0.99),
         "max_control_ms": 1000 * max(control, default=float("nan")),
         "p99_outside_ms": 1000 * pct(outside, 0.99),
+        "worst_ms_median": 1000 * statistics.median(worst),
+        "worst_control_ms_median": 1000 * statistics.median(worst_control),
     }
     for name in BUILD_GAUGES:
         values = [g[name] for g in gauges if name in g]
@@ -223,7 +235,7 @@ def main() -> int:
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     print(f"{'tree':<8} {'level':<9} {'bytes':>10} {'scrape s':>8} {'max s':>6} {'cpu s':>5} "
           f"{'build cpu':>9} {'slice ms':>8} {'cpu':>5} {'sends':>5} {'p50':>5} {'p99':>6} "
-          f"{'max':>6} {'ctl p99':>7} {'ctl max':>7} {'base p99':>8}")
+          f"{'max':>6} {'ctl p99':>7} {'ctl max':>7} {'base p99':>8} {'worst':>6} {'ctl':>6}")
     for r in results:
         print(f"{r['tree']:<8} {r['level']:<9} {r['scrape_bytes']:>10.0f} "
               f"{r['scrape_s_median']:>8.3f} {r['scrape_s_max']:>6.3f} "
@@ -231,7 +243,8 @@ def main() -> int:
               f"{1000 * r['build_longest_slice_seconds']:>8.1f} "
               f"{1000 * r['build_longest_slice_cpu_seconds']:>5.1f} {r['sends_during']:>5} "
               f"{r['p50_during_ms']:>5.1f} {r['p99_during_ms']:>6.1f} {r['max_during_ms']:>6.1f} "
-              f"{r['p99_control_ms']:>7.1f} {r['max_control_ms']:>7.1f} {r['p99_outside_ms']:>8.1f}")
+              f"{r['p99_control_ms']:>7.1f} {r['max_control_ms']:>7.1f} {r['p99_outside_ms']:>8.1f} "
+              f"{r['worst_ms_median']:>6.1f} {r['worst_control_ms_median']:>6.1f}")
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1))
     return 0
