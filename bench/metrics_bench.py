@@ -18,7 +18,8 @@ p50/p99/max), in control windows (one per scrape, as long as it, halfway to the 
 scrape: what the machine alone does to a window of that size; sends are quicker there, so
 there are more of them), and in all the time between scrapes; and the median over windows
 of the slowest send overlapping each scrape window and each control window (``worst``,
-``ctl``: like against like, one figure per window). The
+``ctl``: like against like, one figure per window), split at the response's headers into
+the build (``to hdr``: until the broker answers) and the transfer of the body (JSON only). The
 row's bottleneck is the broker's event loop: the producer and scraper are one client each,
 far from saturating it.
 """
@@ -152,12 +153,15 @@ def measure(url: str, web: str, scrapes: int, pid: int) -> dict[str, Any]:
     sizes: list[int] = []
     cpu: list[float] = []
     gauges: list[dict[str, float]] = []
+    phases: list[tuple[float, float, float]] = []  # start, headers received, end
     for _ in range(scrapes):
         t = time.monotonic()
         before = cpu_seconds(pid)
         with urllib.request.urlopen(web + "/metrics", timeout=120) as reply:
+            headers = time.monotonic()  # the broker answers once the per-topic part is built
             body = reply.read()
         end = time.monotonic()
+        phases.append((t, headers, end))
         cpu.append(cpu_seconds(pid) - before)
         sizes.append(len(body))
         gauges.append(build_gauges(body))
@@ -174,6 +178,8 @@ def measure(url: str, web: str, scrapes: int, pid: int) -> dict[str, Any]:
     outside = latencies(sends, [(w[1], nxt[0]) for w, nxt in itertools.pairwise(windows)])
     durations = [end - begin for begin, end in windows]
     worst, worst_control = worst_per_window(sends, windows), worst_per_window(sends, controls)
+    worst_build = worst_per_window(sends, [(a, b) for a, b, _ in phases])
+    worst_transfer = worst_per_window(sends, [(b, c) for _, b, c in phases])
     row = {
         "scrape_bytes": statistics.median(sizes),
         "scrape_s_median": statistics.median(durations),
@@ -189,6 +195,9 @@ def measure(url: str, web: str, scrapes: int, pid: int) -> dict[str, Any]:
         "p99_outside_ms": 1000 * pct(outside, 0.99),
         "worst_ms_median": 1000 * statistics.median(worst),
         "worst_control_ms_median": 1000 * statistics.median(worst_control),
+        "build_phase_s_median": statistics.median(b - a for a, b, _ in phases),
+        "worst_build_ms_median": 1000 * statistics.median(worst_build),
+        "worst_transfer_ms_median": 1000 * statistics.median(worst_transfer),
     }
     for name in BUILD_GAUGES:
         values = [g[name] for g in gauges if name in g]
