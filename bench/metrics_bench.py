@@ -7,16 +7,27 @@ this starts ``magnetar standalone`` from that tree (PYTHONPATH) with the per-top
 (``magnetarMetricsCacheSeconds=0``: every scrape builds it, the worst case), loads
 ``--topics`` topics (one producer and one message each, topics kept loaded), then runs one
 producer sending without pause (official client, synchronous sends, so each latency is one
-round trip) and scrapes ``--scrapes`` times, one second apart. It reports per run: the
-scrape's size and time (median, max), and the producer's p50/p99/max send latency during
-scrapes and outside them, and the broker's CPU time per scrape (utime + stime over the
-scrape: a figure a busy machine inflates less than the wall-clock ones). The row's bottleneck is the broker's event loop: the producer
-and scraper are one client each, far from saturating it.
+round trip) and scrapes ``--scrapes`` times, each after a pause of twice the last scrape's
+time plus 0.4 s (at least 1 s). It reports per run: the scrape's size and time (median,
+max); the broker's CPU time per scrape (utime + stime over the scrape, all threads, the
+probe's sends included: a figure a busy machine inflates less than the wall-clock ones);
+where the tree exposes them, the broker's own account of the build (median loop-thread
+CPU, and the longest hold of the event loop, wall and CPU: wall minus CPU is the time the
+broker waited for a core); and the producer's send latency during scrapes (count,
+p50/p99/max), in control windows (one per scrape, as long as it, halfway to the next
+scrape: what the machine alone does to a window of that size; sends are quicker there, so
+there are more of them), and in all the time between scrapes; and the median over windows
+of the slowest send overlapping each scrape window and each control window (``worst``,
+``ctl``: like against like, one figure per window), split at the response's headers into
+the build (``to hdr``: until the broker answers) and the transfer of the body (JSON only). The
+row's bottleneck is the broker's event loop: the producer and scraper are one client each,
+far from saturating it.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import socket
@@ -94,6 +105,33 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+BUILD_GAUGES = ("magnetar_metrics_build_cpu_seconds", "magnetar_metrics_longest_slice_seconds",
+                "magnetar_metrics_longest_slice_cpu_seconds")
+
+
+def build_gauges(text: bytes) -> dict[str, float]:
+    """The broker's own account of the build (trees that expose it), from the scrape's tail."""
+    out = {}
+    for line in text[-8192:].decode().splitlines():
+        name = line.split("{", 1)[0]
+        if name in BUILD_GAUGES:
+            out[name] = float(line.rsplit(" ", 1)[1])
+    return out
+
+
+def latencies(sends: list[tuple[float, float]], windows: list[tuple[float, float]]) -> list[float]:
+    """Latencies of the sends that overlap one of ``windows``."""
+    return [lat for start, lat in sends
+            if any(start < end and start + lat > begin for begin, end in windows)]
+
+
+def worst_per_window(sends: list[tuple[float, float]],
+                     windows: list[tuple[float, float]]) -> list[float]:
+    """For each window, the slowest send that overlaps it (0 if none)."""
+    return [max((lat for start, lat in sends if start < end and start + lat > begin), default=0.0)
+            for begin, end in windows]
+
+
 def measure(url: str, web: str, scrapes: int, pid: int) -> dict[str, Any]:
     client = pulsar.Client(url, logger=QUIET)
     producer = client.create_producer("persistent://public/default/latency-probe",
@@ -111,27 +149,38 @@ def measure(url: str, web: str, scrapes: int, pid: int) -> dict[str, Any]:
     sender.start()
     time.sleep(2.0)  # a baseline before the first scrape
     windows: list[tuple[float, float]] = []
+    controls: list[tuple[float, float]] = []  # as long as a scrape, halfway to the next one
     sizes: list[int] = []
     cpu: list[float] = []
+    gauges: list[dict[str, float]] = []
+    phases: list[tuple[float, float, float]] = []  # start, headers received, end
     for _ in range(scrapes):
         t = time.monotonic()
         before = cpu_seconds(pid)
         with urllib.request.urlopen(web + "/metrics", timeout=120) as reply:
-            sizes.append(len(reply.read()))
-        windows.append((t, time.monotonic()))
+            headers = time.monotonic()  # the broker answers once the per-topic part is built
+            body = reply.read()
+        end = time.monotonic()
+        phases.append((t, headers, end))
         cpu.append(cpu_seconds(pid) - before)
-        time.sleep(1.0)
+        sizes.append(len(body))
+        gauges.append(build_gauges(body))
+        windows.append((t, end))
+        gap = max(1.0, 2 * (end - t) + 0.4)
+        controls.append((end + (gap - (end - t)) / 2, end + (gap + (end - t)) / 2))
+        time.sleep(gap)
     stop.set()
     sender.join()
     client.close()
 
-    def during(start: float, latency: float) -> bool:
-        return any(start < end and start + latency > begin for begin, end in windows)
-
-    inside = [lat for s, lat in sends if during(s, lat)]
-    outside = [lat for s, lat in sends if not during(s, lat)]
+    inside = latencies(sends, windows)
+    control = latencies(sends, controls)
+    outside = latencies(sends, [(w[1], nxt[0]) for w, nxt in itertools.pairwise(windows)])
     durations = [end - begin for begin, end in windows]
-    return {
+    worst, worst_control = worst_per_window(sends, windows), worst_per_window(sends, controls)
+    worst_build = worst_per_window(sends, [(a, b) for a, b, _ in phases])
+    worst_transfer = worst_per_window(sends, [(b, c) for _, b, c in phases])
+    row = {
         "scrape_bytes": statistics.median(sizes),
         "scrape_s_median": statistics.median(durations),
         "scrape_s_max": max(durations),
@@ -140,8 +189,22 @@ def measure(url: str, web: str, scrapes: int, pid: int) -> dict[str, Any]:
         "p50_during_ms": 1000 * pct(inside, 0.50),
         "p99_during_ms": 1000 * pct(inside, 0.99),
         "max_during_ms": 1000 * max(inside, default=float("nan")),
+        "sends_control": len(control),
+        "p99_control_ms": 1000 * pct(control, 0.99),
+        "max_control_ms": 1000 * max(control, default=float("nan")),
         "p99_outside_ms": 1000 * pct(outside, 0.99),
+        "worst_ms_median": 1000 * statistics.median(worst),
+        "worst_control_ms_median": 1000 * statistics.median(worst_control),
+        "build_phase_s_median": statistics.median(b - a for a, b, _ in phases),
+        "worst_build_ms_median": 1000 * statistics.median(worst_build),
+        "worst_transfer_ms_median": 1000 * statistics.median(worst_transfer),
     }
+    for name in BUILD_GAUGES:
+        values = [g[name] for g in gauges if name in g]
+        row[name.replace("magnetar_metrics_", "build_")] = (
+            statistics.median(values) if values else float("nan"))
+        row[name.replace("magnetar_metrics_", "build_") + "_max"] = max(values, default=float("nan"))
+    return row
 
 
 def main() -> int:
@@ -150,7 +213,7 @@ def main() -> int:
     parser.add_argument("--src", action="append", required=True,
                         help="NAME=PATH of a source tree's src directory (repeat to compare)")
     parser.add_argument("--topics", type=int, default=10_000)
-    parser.add_argument("--scrapes", type=int, default=8)
+    parser.add_argument("--scrapes", type=int, default=15)
     parser.add_argument("--threads", type=int, default=32, help="threads creating topics")
     parser.add_argument("--levels", default="topic,namespace")
     parser.add_argument("--json", help="write the results here too")
@@ -179,13 +242,18 @@ def main() -> int:
                 print(json.dumps(row), flush=True)
     print()
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
-    print(f"{'tree':<10} {'level':<10} {'bytes':>10} {'scrape s':>9} {'max s':>7} {'cpu s':>6} "
-          f"{'p50 ms':>7} {'p99 ms':>7} {'max ms':>8} {'p99 base':>9}")
+    print(f"{'tree':<8} {'level':<9} {'bytes':>10} {'scrape s':>8} {'max s':>6} {'cpu s':>5} "
+          f"{'build cpu':>9} {'slice ms':>8} {'cpu':>5} {'sends':>5} {'p50':>5} {'p99':>6} "
+          f"{'max':>6} {'ctl p99':>7} {'ctl max':>7} {'base p99':>8} {'worst':>6} {'ctl':>6}")
     for r in results:
-        print(f"{r['tree']:<10} {r['level']:<10} {r['scrape_bytes']:>10.0f} "
-              f"{r['scrape_s_median']:>9.3f} {r['scrape_s_max']:>7.3f} {r['scrape_cpu_s_median']:>6.2f} "
-              f"{r['p50_during_ms']:>7.1f} "
-              f"{r['p99_during_ms']:>7.1f} {r['max_during_ms']:>8.1f} {r['p99_outside_ms']:>9.1f}")
+        print(f"{r['tree']:<8} {r['level']:<9} {r['scrape_bytes']:>10.0f} "
+              f"{r['scrape_s_median']:>8.3f} {r['scrape_s_max']:>6.3f} "
+              f"{r['scrape_cpu_s_median']:>5.2f} {r['build_build_cpu_seconds']:>9.3f} "
+              f"{1000 * r['build_longest_slice_seconds']:>8.1f} "
+              f"{1000 * r['build_longest_slice_cpu_seconds']:>5.1f} {r['sends_during']:>5} "
+              f"{r['p50_during_ms']:>5.1f} {r['p99_during_ms']:>6.1f} {r['max_during_ms']:>6.1f} "
+              f"{r['p99_control_ms']:>7.1f} {r['max_control_ms']:>7.1f} {r['p99_outside_ms']:>8.1f} "
+              f"{r['worst_ms_median']:>6.1f} {r['worst_control_ms_median']:>6.1f}")
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1))
     return 0

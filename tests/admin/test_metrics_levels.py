@@ -12,7 +12,7 @@ import pulsar
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from magnetar.admin.metrics import MetricsBuilder
+from magnetar.admin.metrics import TOPIC_SERIES, MetricsBuilder, _texts
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.service import BrokerService
 from magnetar.broker.topics.stats import RateTracker
@@ -140,3 +140,104 @@ def test_scrape_is_built_in_pieces_and_cached(tmp_path):
             await service.stop()
 
     asyncio.run(go())
+
+
+def _families(text: str) -> Samples:
+    out: Samples = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            out.setdefault(sample.name, []).append((dict(sample.labels), float(sample.value)))
+    return out
+
+
+async def _service(tmp_path, **settings) -> BrokerService:
+    config = BrokerConfig.load(None, magnetarDataDir=str(tmp_path), brokerServicePort=0,
+                               bindAddress="127.0.0.1", magnetarMetricsCacheSeconds=0, **settings)
+    service = BrokerService(config)
+    await service.start()
+    for namespace in ("public/other", "public/third"):
+        created = service.namespaces.create_namespace(namespace)
+        if created is not None:
+            await created
+    return service
+
+
+def test_namespace_level_sums_what_the_topic_level_shows(tmp_path):
+    """The namespace level's pass (`_sum_topics`) and the topic level's (`_gather_topics`)
+    read the same values: per namespace, every topic series sums to the namespace's."""
+
+    async def go() -> None:
+        service = await _service(tmp_path)
+        try:
+            for i in range(45):
+                namespace = ("public/default", "public/other", "public/third")[i % 3]
+                kind = "non-persistent" if i % 4 == 0 else "persistent"
+                topic = await service.load_topic(f"{kind}://{namespace}/sum-{i}")
+                topic.msg_in, topic.bytes_in = i, 10 * i
+            rates = RateTracker()
+            for i, name in enumerate(service.topics):
+                rates.rates[("in", name)] = (i / 4, i * 2.5)
+                rates.rates[("out", name)] = (i / 8, i * 1.25)
+            service.config.exposeTopicLevelMetricsInPrometheus = True
+            per_topic = _families(await MetricsBuilder(service, rates, chunk=4).scrape())
+            service.config.exposeTopicLevelMetricsInPrometheus = False
+            per_namespace = _families(await MetricsBuilder(service, rates, chunk=4).scrape())
+        finally:
+            await service.stop()
+        for series in TOPIC_SERIES:
+            sums: dict[str, float] = {}
+            for labels, value in per_topic[series.sample]:
+                sums[labels["namespace"]] = sums.get(labels["namespace"], 0.0) + value
+            got = {labels["namespace"]: value for labels, value in per_namespace[series.sample]}
+            assert got == pytest.approx(sums), series.sample
+            assert len(got) == 3
+        assert sum(v for _, v in per_namespace["pulsar_in_messages_total"]) == sum(range(45))
+
+    asyncio.run(go())
+
+
+def test_scrape_follows_topics_loaded_and_unloaded_and_reports_its_cost(tmp_path):
+    """The grouping and label texts kept between builds follow the loaded topics; the
+    last build's cost on the loop is exposed (build time, longest slice, in wall and CPU)."""
+
+    async def go() -> None:
+        service = await _service(tmp_path)
+        try:
+            for i in range(12):
+                await service.load_topic(f"persistent://public/default/kept-{i}")
+            builder = MetricsBuilder(service, RateTracker(), chunk=5)
+
+            def topics(samples: Samples) -> set[str]:
+                return {labels["topic"].rsplit("/", 1)[1]
+                        for labels, _ in samples["pulsar_storage_size"]}
+
+            first = _families(await builder.scrape())
+            assert topics(first) == {f"kept-{i}" for i in range(12)}
+            again = _families(await builder.scrape())  # same topics: the grouping is reused
+            assert topics(again) == topics(first)
+            await service.unload_topic(service.topics["persistent://public/default/kept-3"])
+            await service.load_topic("persistent://public/other/new-one")
+            after = _families(await builder.scrape())
+            assert topics(after) == {f"kept-{i}" for i in range(12) if i != 3} | {"new-one"}
+            assert {labels["namespace"] for labels, _ in after["pulsar_storage_size"]
+                    if labels["topic"].endswith("new-one")} == {"public/other"}
+            assert builder.builds == 3
+            cost = {name: after[name][0][1] for name in (
+                "magnetar_metrics_build_seconds", "magnetar_metrics_build_cpu_seconds",
+                "magnetar_metrics_longest_slice_seconds",
+                "magnetar_metrics_longest_slice_cpu_seconds")}
+            assert 0 < cost["magnetar_metrics_longest_slice_seconds"] <= cost[
+                "magnetar_metrics_build_seconds"]
+            assert 0 <= cost["magnetar_metrics_longest_slice_cpu_seconds"] <= cost[
+                "magnetar_metrics_build_cpu_seconds"]
+        finally:
+            await service.stop()
+
+    asyncio.run(go())
+
+
+def test_values_are_written_as_the_exposition_format_spells_them():
+    assert list(_texts([1, 2.5, 0.0, 7])) == ["1", "2.5", "0.0", "7"]
+    assert list(_texts([1, float("nan"), float("inf"), -float("inf"), 0.1])) == [
+        "1", "NaN", "+Inf", "-Inf", "0.1"]
+    assert list(_texts([10**400, 3])) == [str(10**400), "3"]  # too large for a float
