@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, replace
 from types import SimpleNamespace
 from typing import Any
 
-from magnetar.admin.metrics import REPLICATION_SERIES, add_replication
+from magnetar.admin.metrics import REPLICATION_SERIES, _Rows, add_replication
 from magnetar.broker.cluster.load_report import topic_counters
 from magnetar.broker.config.broker_config import BrokerConfig
 from magnetar.broker.namespaces.policies import Policies, broker_defaults
@@ -80,12 +80,13 @@ def test_replication_rows_sum_per_namespace_and_remote() -> None:
     width = len(REPLICATION_SERIES)
     rows_1 = [("B", [1.0] * (width - 1) + [3.0]), ("C", [2.0] * width)]
     rows_2 = [("B", [10.0] * (width - 1) + [2.0])]
-    lines: list[tuple[str, list[float]]] = []
+    rows = _Rows(width)
     totals: dict[tuple[str, str], list[float]] = {}
-    add_replication(lines, totals, "", "t/ns", rows_1)
-    add_replication(lines, totals, "", "t/ns", rows_2)
-    assert not lines
+    add_replication(rows, totals, "", "t/ns", rows_1)
+    add_replication(rows, totals, "", "t/ns", rows_2)
+    assert not rows
     assert totals[("t/ns", "B")] == [11.0] * (width - 1) + [3.0]  # the delay: the largest
     assert totals[("t/ns", "C")] == [2.0] * width
-    add_replication(lines, None, 'cluster="A",namespace="t/ns",topic="x"', "t/ns", rows_2)
-    assert lines == [('cluster="A",namespace="t/ns",topic="x",remote_cluster="B"', rows_2[0][1])]
+    add_replication(rows, None, 'cluster="A",namespace="t/ns",topic="x"', "t/ns", rows_2)
+    assert rows.labels == ['cluster="A",namespace="t/ns",topic="x",remote_cluster="B"} ']
+    assert [column[0] for column in rows.columns] == rows_2[0][1]

@@ -331,29 +331,36 @@ def replication_rows(topic: Topic, rates: RateTracker) -> list[tuple[str, list[f
             for remote, s in replication_stats(topic, rates).items()]
 
 
+def add_replication(rows: _Rows, totals: dict[tuple[str, str], list[float]] | None,
+                    labels: str, namespace: str, replicated: list[tuple[str, list[float]]]
+                    ) -> None:
+    """Note a topic's `replication_rows`: as rows labelled ``labels`` plus the remote
+    cluster, or (``totals`` given: the namespace level) added into its namespace's totals
+    (each series summed, the delay the largest)."""
+    for remote, values in replicated:
+        if totals is None:
+            rows.labels.append(f'{labels},remote_cluster="{_esc(remote)}"}} ')
+            for column, value in zip(rows.columns, values, strict=True):
+                column.append(value)
+            continue
+        total = totals.setdefault((namespace, remote), [0] * len(values))
+        for k, value in enumerate(values):
+            total[k] = max(total[k], value) if k in _REPLICATION_MAX else total[k] + value
+
+
 def _gather_replication(topics: list[Topic], rates: RateTracker, cluster: str,
                         topic_level: bool) -> _Rows:
     """`REPLICATION_SERIES` of the geo-replicated ``topics``: a row per topic and remote
     cluster, or (not ``topic_level``) per namespace and remote cluster."""
     rows = _Rows(len(REPLICATION_SERIES))
-    totals: dict[tuple[str, str], list[float]] = {}
+    totals: dict[tuple[str, str], list[float]] | None = None if topic_level else {}
     for topic in topics:
         namespace = _esc(topic.topic_name.namespace)
-        for remote, values in replication_rows(topic, rates):
-            if topic_level:
-                rows.labels.append(f'cluster="{cluster}",namespace="{namespace}",'
-                                   f'topic="{_esc(topic.name)}",remote_cluster="{_esc(remote)}"}} ')
-                for column, value in zip(rows.columns, values, strict=True):
-                    column.append(value)
-                continue
-            total = totals.setdefault((namespace, remote), [0] * len(values))
-            for k, value in enumerate(values):
-                total[k] = max(total[k], value) if k in _REPLICATION_MAX else total[k] + value
-    for (namespace, remote), values in totals.items():
-        rows.labels.append(f'cluster="{cluster}",namespace="{namespace}",'
-                           f'remote_cluster="{_esc(remote)}"}} ')
-        for column, value in zip(rows.columns, values, strict=True):
-            column.append(value)
+        add_replication(rows, totals, f'cluster="{cluster}",namespace="{namespace}",'
+                        f'topic="{_esc(topic.name)}"', namespace, replication_rows(topic, rates))
+    for (namespace, remote), values in (totals or {}).items():
+        add_replication(rows, None, f'cluster="{cluster}",namespace="{namespace}"', namespace,
+                        [(remote, values)])
     return rows
 
 
