@@ -89,6 +89,10 @@ class _Connection:
                 for frame in self.decoder.feed(data):
                     if isinstance(frame, Frame):
                         self._on_frame(frame.command)
+        except (ConnectionResetError, ssl.SSLError) as exc:
+            # the peer ended it, as with an end of file: over TLS 1.3 a client certificate the
+            # remote refuses shows as either, depending on timing
+            error = _Closed(f"connection closed by the remote broker: {exc}")
         except (OSError, Exception) as exc:  # a protocol error ends the connection too
             error = RemoteError(f"connection failed: {exc}")
         finally:
