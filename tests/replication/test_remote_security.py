@@ -12,6 +12,7 @@ import socket
 import urllib.error
 import urllib.request
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import pulsar
@@ -102,14 +103,7 @@ def test_tls_and_token_towards_the_remote(tmp_path: Path) -> None:
 
         ca, cb = _clients(a, tls_port, admin_token, pki)
         try:
-            consumer = cb.subscribe(topic, "s", initial_position=pulsar.InitialPosition.Earliest)
-            producer = ca.create_producer(topic)
-            sent = [f"m-{i}".encode() for i in range(20)]
-            for data in sent:
-                producer.send(data)
-            wait_until(lambda: _cause_lines(a) >= 1, 60, "the replicator's error in A's log")
-            repl = _admin(a, "GET", stats_path)["replication"]["B"]  # type: ignore[index]
-            assert repl["connected"] is False and repl["replicationBacklog"] == 20
+            consumer, sent = _sent_while_refused(a, ca, cb, topic, _cause_lines)
             # B refuses again at each retry; A says it once
             wait_until(lambda: b.log_path.read_text(errors="replace").count("Connect refused")
                        >= 3, 60, "B to refuse the replicator three times")
@@ -137,6 +131,24 @@ def test_tls_and_token_towards_the_remote(tmp_path: Path) -> None:
     finally:
         a.stop()
         b.stop()
+
+
+def _sent_while_refused(a: BrokerProcess, ca: pulsar.Client, cb: pulsar.Client, topic: str,
+                        error_lines: Callable[[BrokerProcess], int]
+                        ) -> tuple[pulsar.Consumer, list[bytes]]:
+    """A consumer of ``topic`` in B, and 20 messages sent to it in A while B refuses A's
+    replicator: once A logged why (``error_lines``), its stats show the replicator
+    disconnected with all 20 waiting."""
+    consumer = cb.subscribe(topic, "s", initial_position=pulsar.InitialPosition.Earliest)
+    producer = ca.create_producer(topic)
+    sent = [f"m-{i}".encode() for i in range(20)]
+    for data in sent:
+        producer.send(data)
+    wait_until(lambda: error_lines(a) >= 1, 60, "the replicator's error in A's log")
+    stats = _admin(a, "GET", f"/admin/v2/persistent/{topic.split('://')[1]}/stats")
+    repl = stats["replication"]["B"]  # type: ignore[index]
+    assert repl["connected"] is False and repl["replicationBacklog"] == 20
+    return consumer, sent
 
 
 def _receive_all(consumer: pulsar.Consumer, sent: set[bytes]) -> None:
@@ -200,7 +212,6 @@ def test_tls_authentication_from_the_cluster_record(tmp_path: Path) -> None:
                 "authenticationParameters": f"tlsCertFile:{cert_file},tlsKeyFile:{key_file}"}
 
     topic = f"persistent://geo/ns/t-{uuid.uuid4().hex[:10]}"
-    stats_path = f"/admin/v2/persistent/{topic.split('://')[1]}/stats"
     try:
         b.start()
         a.start()
@@ -210,20 +221,9 @@ def test_tls_authentication_from_the_cluster_record(tmp_path: Path) -> None:
         _replicated_namespace(a, b, admin_token)
         ca, cb = _clients(a, tls_port, admin_token, pki)
         try:
-            consumer = cb.subscribe(topic, "s", initial_position=pulsar.InitialPosition.Earliest)
-            producer = ca.create_producer(topic)
-            sent = [f"m-{i}".encode() for i in range(20)]
-            for data in sent:
-                producer.send(data)
-            wait_until(lambda: _replicator_lines(a) >= 1, 60, "the replicator's error in A's log")
-            repl = _admin(a, "GET", stats_path)["replication"]["B"]  # type: ignore[index]
-            assert repl["connected"] is False and repl["replicationBacklog"] == 20
+            consumer, sent = _sent_while_refused(a, ca, cb, topic, _replicator_lines)
             _admin(a, "POST", "/admin/v2/clusters/B", record(good_cert, good_key))
-            got = set()
-            while got != set(sent):
-                msg = consumer.receive(timeout_millis=60000)
-                consumer.acknowledge(msg)
-                got.add(msg.data())
+            _receive_all(consumer, set(sent))
             assert _replicator_lines(a) == 1, a.log()
             assert "client certificate" in a.log()
         finally:
