@@ -50,7 +50,11 @@ class BrokerConfig(SecurityConfig):
     brokerServicePort: int = 6650
     webServicePort: int = 8080
     clusterName: str = "standalone"
+    # the broker's Ping to its clients and to the remote brokers it replicates to
     keepAliveIntervalSeconds: int = 30
+    # a producer name held by another connection: that one is pinged, and closed when it
+    # does not answer within this (its client, e.g. a replicator, has silently gone)
+    connectionLivenessCheckTimeoutMillis: int = 5000
     maxMessageSize: int = 5 * 1024 * 1024
     maxPendingPublishRequestsPerConnection: int = 1000  # 0: no limit
     # broker-wide; Pulsar's default is half the JVM's direct memory; 0 or less: no limit

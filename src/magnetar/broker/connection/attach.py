@@ -15,6 +15,7 @@ or stored, a compacted view opened), each off the event loop, then calls them.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import time
 from collections.abc import Coroutine
@@ -79,6 +80,33 @@ class TopicAttacher:
         if topic.fenced_until and time.monotonic() < topic.fenced_until:
             return None  # refused before any quota check
         return self.service.backlog_quota.producer_read(topic)
+
+    def name_holder_check(self, cnx: ServerCnx, req: pb.CommandProducer
+                          ) -> Coroutine[Any, Any, None] | None:
+        """When another connection holds the producer name ``req`` asks for: the check
+        that it is alive (None: nothing to check). A silent one is closed, its producer
+        released, and the name given to the new one; a live one refuses it (ProducerBusy),
+        as Pulsar checks a named producer's old connection (a replicator reconnecting
+        after a network cut, before this broker noticed the old connection is dead)."""
+        if not req.producer_name:
+            return None
+        topic = self.service.topics.get(str(self.service.check_topic_name(req.topic)))
+        holder = topic.producers.get(req.producer_name) if topic is not None else None
+        if holder is None or holder.cnx is cnx:
+            return None
+        old = holder.cnx
+        timeout = self.service.config.connectionLivenessCheckTimeoutMillis / 1000
+
+        async def check() -> None:
+            if await old.check_liveness(timeout):
+                raise BrokerError(pb.ProducerBusy, f"producer with name '{req.producer_name}' "
+                                  f"is already connected to {req.topic}")
+            old.abort("its producer's name is taken by a new connection")
+            deadline = time.monotonic() + 1.0  # the transport reports the loss soon
+            while holder.topic.producers.get(holder.name) is holder and time.monotonic() < deadline:
+                await asyncio.sleep(0.01)
+
+        return check()
 
     def create_producer(self, cnx: ServerCnx, req: pb.CommandProducer) -> None:
         """Attach a producer (answered on ``cnx``: at once, or when an exclusive producer

@@ -444,6 +444,35 @@ class CnxBase(asyncio.BufferedProtocol):
             self.closed = True
             self.transport.close()
 
+    def abort(self, why: str) -> None:
+        """Close at once, dropping what is not sent: the peer is silent (a dead link), and a
+        graceful close would wait on TCP's retransmissions before the producers and
+        consumers of this connection are released."""
+        if not self.closed:
+            log.warning("%s: closing connection: %s", self.peer, why)
+        self.closed = True
+        if self.transport is not None:
+            self.transport.abort()
+
+    async def check_liveness(self, timeout: float) -> bool:
+        """Whether the peer answers a Ping within ``timeout`` seconds (anything it sends
+        counts, and so does a connection not reading for backpressure); one that does not
+        is closed (Pulsar's connection liveness check)."""
+        if self.closed:
+            return False
+        before = self.last_received
+        self.send(T(type=T.PING, ping=pb.CommandPing()))
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+            if self.closed:
+                return False
+            if self.last_received > before or self.reading_paused or self.buffer_paused \
+                    or self.rate_holds:
+                return True
+        self.abort(f"no answer to the liveness check's Ping within {timeout:g} s")
+        return False
+
     def _http_on_binary_port(self) -> None:
         """An HTTP request on this port: say so to the peer (in HTTP) and in the log."""
         log.warning("%s: closing connection: an HTTP request on the binary protocol port "

@@ -93,7 +93,7 @@ class ConnectCommands(CnxBase):
         held = self.reading_paused or self.buffer_paused or self.rate_holds
         if self.ping_outstanding and silent and not held:
             # (while reading is paused for backpressure, the Pong may be waiting unread)
-            self._protocol_violation("peer did not answer Ping")
+            self.abort("peer did not answer Ping")
             return
         if self.remote_protocol_version < 1:  # Ping/Pong arrived with protocol v1
             return

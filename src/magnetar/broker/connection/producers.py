@@ -54,7 +54,9 @@ class ProducerCommands(CnxBase):
         attacher = self.service.attacher
         if (self.loaded_or_defer(req.topic, True, self.handle_producer, cmd, frame)
                 and self.ready_or_defer(attacher.producer_work(req), self.handle_producer, cmd, frame)
-                and self.ready_or_defer(attacher.quota_read(req), self.handle_producer, cmd, frame)):
+                and self.ready_or_defer(attacher.quota_read(req), self.handle_producer, cmd, frame)
+                and self.ready_or_defer(attacher.name_holder_check(self._whole, req),
+                                        self.handle_producer, cmd, frame)):
             attacher.create_producer(self._whole, req)
 
     def on_producer_ready(self, producer: Producer, request_id: int) -> None:

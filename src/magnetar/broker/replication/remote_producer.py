@@ -4,6 +4,13 @@ The broker does not load the client package (tests/test_layers.py); a replicator
 Connect (with the credentials of `RemoteSettings`, over TLS for ``pulsar+ssl://``), a topic
 lookup (following redirects), Producer, GetOrCreateSchema and Send with receipts, which this
 module speaks with `magnetar.protocol`.
+
+Liveness, as Pulsar's client connections: the connection sends its own Ping every keep-alive
+interval (``keepAliveIntervalSeconds`` of `RemoteSettings`) and is closed when nothing at all
+arrived from the remote for a whole interval after a Ping; a send not acknowledged within
+the send timeout closes it too, and so does a connection attempt that gets no answer within
+the connection timeout (a dropped SYN), so that a silently dead link is noticed and the
+replicator reconnects as soon as the network lets it.
 """
 
 from __future__ import annotations
@@ -12,6 +19,7 @@ import asyncio
 import logging
 import random
 import ssl
+import time
 from typing import TYPE_CHECKING, Any
 
 from magnetar.protocol import pb
@@ -25,6 +33,14 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _MAX_REDIRECTS = 8
+#: a connection attempt (TCP, TLS and Connect) answered within this, or the next host is
+#: tried (the Pulsar client's ``connectionTimeoutMs`` default)
+CONNECT_TIMEOUT_S = 10.0
+#: a lookup or Producer request answered within this (its ``operationTimeoutMs`` default)
+OPERATION_TIMEOUT_S = 30.0
+#: a send acknowledged within this, or the connection is closed and the replicator
+#: reconnects and sends again from its cursor (the remote drops what it already has)
+SEND_TIMEOUT_S = 30.0
 
 
 class RemoteError(Exception):
@@ -75,9 +91,38 @@ class _Connection:
         self.next_request = 1
         self.requests: dict[int, asyncio.Future[pb.BaseCommand]] = {}
         self.receipts: dict[int, asyncio.Future[None]] = {}
+        # when each send still waiting for its receipt was written (in sending order)
+        self.sent_at: dict[int, float] = {}
         self.connected: asyncio.Future[pb.BaseCommand] = asyncio.get_running_loop().create_future()
         self.closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.last_received = time.monotonic()
+        self.ping_outstanding = False
+        self.keepalive_s = settings.keepalive_s if settings is not None else 30.0
+        self.send_timeout_s = settings.send_timeout_s if settings is not None else SEND_TIMEOUT_S
         self.task = asyncio.ensure_future(self._read())
+        self.pinger = asyncio.ensure_future(self._keepalive())
+
+    async def _keepalive(self) -> None:
+        """Ping every keep-alive interval; close the connection when the remote sent
+        nothing since the last Ping, or a send waits past the send timeout."""
+        while not self.closed.done():
+            await asyncio.sleep(self.keepalive_s)
+            if self.closed.done():
+                return
+            now = time.monotonic()
+            if self.ping_outstanding and now - self.last_received >= self.keepalive_s:
+                self._fail_all(RemoteError(
+                    f"no answer from the remote broker for {now - self.last_received:.0f} s "
+                    f"(keep-alive {self.keepalive_s:g} s): connection closed"))
+                return
+            oldest = next(iter(self.sent_at.values()), None)
+            if oldest is not None and now - oldest > self.send_timeout_s:
+                self._fail_all(RemoteError(
+                    f"a send was not acknowledged within {self.send_timeout_s:g} s: "
+                    "connection closed"))
+                return
+            self.ping_outstanding = True
+            self.writer.write(encode_command(command(pb.BaseCommand.PING)))
 
     async def _read(self) -> None:
         error: BaseException = _Closed("connection closed by the remote broker")
@@ -86,6 +131,8 @@ class _Connection:
                 data = await self.reader.read(65536)
                 if not data:
                     break
+                self.last_received = time.monotonic()
+                self.ping_outstanding = False
                 for frame in self.decoder.feed(data):
                     if isinstance(frame, Frame):
                         self._on_frame(frame.command)
@@ -107,12 +154,23 @@ class _Connection:
                 fut.exception()  # retrieved: nobody may await it any more
         self.requests.clear()
         self.receipts.clear()
-        self.writer.close()
+        self.sent_at.clear()
+        # at once, unsent bytes dropped: over a dead link a graceful close would wait on
+        # TCP's retransmissions, and so would a writer waiting in drain
+        transport = self.writer.transport
+        if transport is not None and not transport.is_closing():
+            transport.abort()
+        else:
+            self.writer.close()
+        pinger = getattr(self, "pinger", None)
+        if pinger is not None and pinger is not asyncio.current_task():
+            pinger.cancel()
 
     def _on_frame(self, cmd: pb.BaseCommand) -> None:
         t = cmd.type
         if t == pb.BaseCommand.SEND_RECEIPT:
             receipt = self.receipts.pop(cmd.send_receipt.sequence_id, None)
+            self.sent_at.pop(cmd.send_receipt.sequence_id, None)
             if receipt is not None and not receipt.done():
                 receipt.set_result(None)
         elif t == pb.BaseCommand.SEND_ERROR:
@@ -130,6 +188,8 @@ class _Connection:
                     response=response, protocol_version=PROTOCOL_VERSION)))
         elif t == pb.BaseCommand.PING:
             self.writer.write(encode_command(command(pb.BaseCommand.PONG)))
+        elif t == pb.BaseCommand.PONG:
+            pass  # any data counts as an answer (`_read`)
         elif t == pb.BaseCommand.CLOSE_PRODUCER:
             self._fail_all(RemoteError("the remote broker closed the producer"))
         elif t == pb.BaseCommand.ERROR and not self.connected.done():
@@ -174,17 +234,20 @@ def _body_field(cmd: pb.BaseCommand) -> str:
 _CLIENT_VERSION = "magnetar-replicator"
 
 
-async def _connect_any(hosts: list[tuple[str, int]], timeout: float, settings: RemoteSettings
-                       ) -> tuple[_Connection, tuple[str, int]]:
-    """A connection to the first of ``hosts`` that answers, tried from a random one on (as
-    Pulsar's client spreads its lookups over a multi-host service URL): a broker of the
-    remote cluster that is down does not stop replication into the others."""
-    start = random.randrange(len(hosts))
+async def _connect_any(hosts: list[tuple[str, int]], timeout: float, settings: RemoteSettings,
+                       start: int | None = None) -> tuple[_Connection, tuple[str, int]]:
+    """A connection to the first of ``hosts`` that answers within ``timeout`` (refused,
+    unreachable, or silent: a dropped SYN), tried from a random one on (``start``: that
+    one), as Pulsar's client spreads its lookups over a multi-host service URL: a broker
+    of the remote cluster that is down does not stop replication into the others."""
+    if start is None:
+        start = random.randrange(len(hosts))
     errors: list[str] = []
     for host, port in hosts[start:] + hosts[:start]:
         try:
             return await _connect(host, port, timeout, settings), (host, port)
         except RemoteError as exc:
+            log.debug("replication: %s; trying the next broker", exc)
             errors.append(str(exc))
     raise RemoteError("; ".join(errors))
 
@@ -241,12 +304,14 @@ class RemoteProducer:
 
     @classmethod
     async def open(cls, settings: RemoteSettings, topic: str, name: str,
-                   timeout: float = 30.0) -> RemoteProducer:
+                   timeout: float = OPERATION_TIMEOUT_S) -> RemoteProducer:
         """Look ``topic`` up at ``settings.broker_url`` and open the producer where it is
-        served (``pulsar+ssl://`` redirects are followed when the settings have TLS)."""
+        served (``pulsar+ssl://`` redirects are followed when the settings have TLS); each
+        request answered within ``timeout``, each connection within the settings'
+        connection timeout."""
         tls = settings.ssl_context is not None
-        conn, (host, port) = await _connect_any(broker_hosts(settings.broker_url), timeout,
-                                                settings)
+        conn, (host, port) = await _connect_any(broker_hosts(settings.broker_url),
+                                                settings.connect_timeout_s, settings)
         try:
             authoritative = False
             for _ in range(_MAX_REDIRECTS):
@@ -263,7 +328,7 @@ class RemoteProducer:
                 if target != (host, port):
                     conn.close()
                     host, port = target
-                    conn = await _connect(host, port, timeout, settings)
+                    conn = await _connect(host, port, settings.connect_timeout_s, settings)
                 if lookup.response == pb.CommandLookupTopicResponse.Connect:
                     break
                 authoritative = lookup.authoritative
@@ -299,6 +364,7 @@ class RemoteProducer:
             fut.set_exception(RemoteError("connection closed"))
             return fut
         conn.receipts[sequence_id] = fut
+        conn.sent_at[sequence_id] = time.monotonic()
         cmd = command(pb.BaseCommand.SEND, producer_id=self.producer_id, sequence_id=sequence_id,
                       highest_sequence_id=sequence_id, num_messages=num_messages)
         conn.writer.write(encode_payload_command(cmd, part))

@@ -52,13 +52,18 @@ class RemoteConfigError(ValueError):
 class RemoteSettings:
     """Where and how to reach one remote cluster: its binary URL (``pulsar://`` or
     ``pulsar+ssl://``), its admin URL (may be empty), the TLS context (None: plain) and the
-    credentials (``auth_method`` "": none, "token", "basic" or "tls")."""
+    credentials (``auth_method`` "": none, "token", "basic" or "tls"); the connection's
+    keep-alive interval (the broker's ``keepAliveIntervalSeconds``), the time a connection
+    attempt and a send get."""
 
     broker_url: str
     admin_url: str = ""
     ssl_context: ssl.SSLContext | None = None
     auth_method: str = ""
     auth_params: str = ""
+    keepalive_s: float = 30.0
+    connect_timeout_s: float = 10.0
+    send_timeout_s: float = 30.0
 
     def auth_data(self) -> bytes:
         """The ``auth_data`` of Connect (a token file is read again at each connection)."""
@@ -152,7 +157,8 @@ def remote_settings(cluster: str, record: Mapping[str, Any], config: Any) -> Rem
         url = _text(record, "brokerServiceUrl")
         if not url.startswith("pulsar://"):
             raise RemoteConfigError(f"cluster {cluster} has no brokerServiceUrl (pulsar://...)")
-        return RemoteSettings(url, _text(record, "serviceUrl"), None, method, params)
+        return RemoteSettings(url, _text(record, "serviceUrl"), None, method, params,
+                              **_timing(config))
     url = _text(record, "brokerServiceUrlTls")
     if not url.startswith("pulsar+ssl://"):
         raise RemoteConfigError(f"brokerClientTlsEnabled=true but cluster {cluster} has no "
@@ -165,4 +171,15 @@ def remote_settings(cluster: str, record: Mapping[str, Any], config: Any) -> Rem
                                  bool(tls["insecure"]), bool(config.tlsHostnameVerificationEnabled))
     except (OSError, ssl.SSLError) as exc:
         raise RemoteConfigError(f"TLS files for cluster {cluster} cannot be loaded: {exc}") from None
-    return RemoteSettings(url, _text(record, "serviceUrlTls"), context, method, params)
+    return RemoteSettings(url, _text(record, "serviceUrlTls"), context, method, params,
+                          **_timing(config))
+
+
+def _timing(config: Any) -> dict[str, float]:
+    """The replication connection's keep-alive and timeouts from the broker's config: the
+    keep-alive is ``keepAliveIntervalSeconds`` (the broker's own Ping interval, the
+    Pulsar client's default 30 s); a connection attempt gets at most 10 s (the client's
+    ``connectionTimeoutMs``) and at least two intervals when the keep-alive is longer."""
+    keepalive = float(getattr(config, "keepAliveIntervalSeconds", 30) or 30)
+    return {"keepalive_s": keepalive, "connect_timeout_s": min(10.0, 2 * keepalive),
+            "send_timeout_s": max(30.0, 2 * keepalive)}
