@@ -279,7 +279,8 @@ def test_namespace_replication_clusters(api: Api) -> None:
     ns = f"public/rc-{uuid.uuid4().hex[:6]}"
     assert api.put(f"/admin/v2/namespaces/{ns}")[0] == 204
     assert api.get(f"/admin/v2/namespaces/{ns}/replication") == (200, ["standalone"])
-    assert api.post(f"/admin/v2/namespaces/{ns}/replication", ["nowhere"])[0] == 412
+    status, answer = api.post(f"/admin/v2/namespaces/{ns}/replication", ["nowhere"])
+    assert status == 403 and "Invalid cluster id: nowhere" in str(answer)  # as Pulsar answers
     assert api.post(f"/admin/v2/namespaces/{ns}/replication", [])[0] == 412
     assert api.post(f"/admin/v2/namespaces/{ns}/replication", "standalone")[0] == 400
     other = f"c-{uuid.uuid4().hex[:6]}"

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 import threading
 import time
+import urllib.error
 import urllib.request
 import uuid
 from collections.abc import Iterator
@@ -19,6 +20,7 @@ import pulsar
 import pytest
 
 from tests.broker.brokerproc import SILENT, BrokerProcess, wait_until
+from tests.cluster.brokers import magnetar
 from tests.replication.test_geo_replication import NS, _admin, two_standalones
 
 pytestmark = pytest.mark.slow
@@ -220,3 +222,64 @@ def test_remote_down_backlog_quota_and_ttl_count_the_replicator(
             cb.close()
     finally:
         ca.close()
+
+
+def _get(broker: BrokerProcess, path: str) -> tuple[dict[str, str], bytes]:
+    """(headers, body) of an admin GET."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{broker.http_port}{path}", timeout=30) as r:
+        return dict(r.headers.items()), r.read()
+
+
+def test_admin_shows_replication_as_pulsar_does(
+        clusters: tuple[BrokerProcess, BrokerProcess]) -> None:
+    """A replicated message's origin in examinemessage / peek (X-Pulsar-replicated-from, and
+    in the CLI), the partitions' replication summed in partitioned-stats, 403 for an
+    unknown cluster in a namespace's replication clusters."""
+    a, b = clusters
+    topic = _topic()
+    rest = topic.split("://")[1]
+    _admin(a, "PUT", f"/admin/v2/persistent/{rest}/partitions", 2)
+    ca, cb = _client(a), _client(b)
+    try:
+        producer = ca.create_producer(
+            topic, batching_enabled=False, block_if_queue_full=True,
+            message_routing_mode=pulsar.PartitionsRoutingMode.RoundRobinDistribution)
+        _send_all(producer, 10)
+
+        def summed() -> dict[str, object]:
+            stats = _admin(a, "GET", f"/admin/v2/persistent/{rest}/partitioned-stats")
+            assert isinstance(stats, dict)
+            return dict(stats["replication"].get("B", {}))
+
+        wait_until(lambda: summed().get("msgOutCounter") == 10
+                   and summed().get("replicationBacklog") == 0, 60, "A's partitions replicated")
+        assert summed()["connected"] is True
+        per = [_repl(a, f"{topic}-partition-{i}", "B")["msgOutCounter"] for i in range(2)]
+        assert sum(per) == 10 and all(per)  # type: ignore[arg-type]
+
+        part = f"{rest}-partition-0"
+        headers, _ = _get(b, f"/admin/v2/persistent/{part}/examinemessage"
+                             "?initialPosition=earliest&messagePosition=1")
+        assert headers.get("X-Pulsar-replicated-from") == "A"
+        headers, _ = _get(a, f"/admin/v2/persistent/{part}/examinemessage"
+                             "?initialPosition=earliest&messagePosition=1")
+        assert "X-Pulsar-replicated-from" not in headers  # published here
+        consumer = cb.subscribe(f"{topic}-partition-0", "peek",
+                                initial_position=pulsar.InitialPosition.Earliest)
+        consumer.close()
+        headers, _ = _get(b, f"/admin/v2/persistent/{part}/subscription/peek/position/1")
+        assert headers.get("X-Pulsar-replicated-from") == "A"
+        shown = magnetar("admin", "--admin-url", f"http://127.0.0.1:{b.http_port}", "topics",
+                         "examine-message", f"persistent://{part}", "-i", "earliest", "-m", "1")
+        assert shown.returncode == 0, shown.stderr
+        assert re.search(r"^X-Pulsar-replicated-from\s+A$", shown.stdout, re.MULTILINE), shown.stdout
+
+        status = urllib.request.Request(
+            f"http://127.0.0.1:{a.http_port}/admin/v2/namespaces/{NS}/replication",
+            data=b'["A", "nowhere"]', method="POST", headers={"Content-Type": "application/json"})
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(status, timeout=30)
+        assert refused.value.code == 403  # as Pulsar: "Invalid cluster id"
+    finally:
+        ca.close()
+        cb.close()

@@ -40,6 +40,8 @@ def message_response(position: Position, data: bytes) -> web.Response:
         headers["X-Pulsar-partition-key"] = metadata.partition_key
     if metadata.event_time:
         headers["X-Pulsar-event-time"] = str(metadata.event_time)
+    if metadata.HasField("replicated_from"):  # it came from that cluster by replication
+        headers["X-Pulsar-replicated-from"] = metadata.replicated_from
     for kv in metadata.properties:
         headers[f"X-Pulsar-PROPERTY-{kv.key}"] = kv.value
     return web.Response(body=payload, headers=headers, content_type="application/octet-stream")

@@ -153,12 +153,17 @@ async def list_namespaces(request: web.Request) -> web.Response:
     return web.json_response(request.app[SERVICE].namespaces.namespaces(request.match_info["tenant"]))
 
 
-def _replication_clusters(service: BrokerService, tenant: str, clusters: list[str]) -> list[str]:
-    """The clusters, checked as Pulsar checks them: known (412), allowed to the tenant (403)."""
+def _replication_clusters(service: BrokerService, tenant: str, clusters: list[str],
+                          unknown_status: int = 412) -> list[str]:
+    """The clusters, checked as Pulsar checks them: known (``unknown_status``: 412 in a new
+    namespace's policies, 403 when the replication clusters are set: Pulsar's "Invalid
+    cluster id"), allowed to the tenant (403)."""
     known = set(service.namespaces.clusters())
     unknown = [c for c in clusters if c not in known]
+    if unknown and unknown_status == 403:
+        raise RestError(403, f"Invalid cluster id: {', '.join(unknown)}")
     if unknown:
-        raise RestError(412, f"Clusters do not exist: {', '.join(unknown)}")
+        raise RestError(unknown_status, f"Clusters do not exist: {', '.join(unknown)}")
     allowed = service.namespaces.tenant(tenant).get("allowedClusters", [])
     refused = [c for c in clusters if c not in allowed]
     if refused:
@@ -267,7 +272,7 @@ async def set_replication(request: web.Request) -> web.Response:
         raise RestError(412, "the replication clusters must not be empty")
     tenant = request.match_info["tenant"]
     return await _set(request, replication_clusters=_replication_clusters(
-        request.app[SERVICE], tenant, clusters))
+        request.app[SERVICE], tenant, clusters, unknown_status=403))
 
 
 @routes.route("GET", NS + "/deduplication", "Whether the namespace turns message "

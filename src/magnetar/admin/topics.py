@@ -238,6 +238,10 @@ async def internal_stats(request: web.Request) -> web.Response:
 _SUMMED = ("msgRateIn", "msgThroughputIn", "msgRateOut", "msgThroughputOut", "bytesInCounter",
            "msgInCounter", "bytesOutCounter", "msgOutCounter", "storageSize", "backlogSize",
            "msgBacklog")
+#: a remote's replication stats summed over the partitions (Pulsar's ReplicatorStats.add):
+#: the rest is ``connected`` (all partitions' replicators are) and the largest delay
+_REPL_SUMMED = ("msgRateIn", "msgThroughputIn", "msgRateOut", "msgThroughputOut",
+                "msgRateExpired", "replicationBacklog", "msgOutCounter", "bytesOutCounter")
 _SUB_SUMMED = ("msgRateOut", "msgThroughputOut", "bytesOutCounter", "msgOutCounter",
                "msgBacklog", "msgBacklogNoDelayed", "unackedMessages")
 
@@ -252,7 +256,8 @@ async def partitioned_stats(request: web.Request) -> web.Response:
         raise RestError(404, f"Partitioned topic {name} does not exist")
     rates = rates_of(request)
     total: dict[str, Any] = {key: 0 for key in _SUMMED}
-    total.update(publishers=[], subscriptions={}, metadata={"partitions": count}, partitions={})
+    total.update(publishers=[], subscriptions={}, replication={},
+                 metadata={"partitions": count}, partitions={})
     for i in range(count):
         part = f"{name}-partition-{i}"
         stats = await _served_elsewhere_stats(service, part)
@@ -269,9 +274,26 @@ async def partitioned_stats(request: web.Request) -> web.Response:
             for key in _SUB_SUMMED:
                 merged[key] += sub[key]
             merged["consumers"].extend(sub["consumers"])
+        for remote, repl in stats.get("replication", {}).items():
+            _add_replication(total["replication"], remote, repl)
         if query_flag(request, "perPartition"):
             total["partitions"][part] = stats
     return web.json_response(total)
+
+
+def _add_replication(total: dict[str, Any], remote: str, repl: dict[str, Any]) -> None:
+    """Add one partition's replication stats to ``remote``'s in ``total``."""
+    merged = total.get(remote)
+    if merged is None:
+        total[remote] = {**{key: repl.get(key, 0) for key in _REPL_SUMMED},
+                         "connected": bool(repl.get("connected")),
+                         "replicationDelayInSeconds": repl.get("replicationDelayInSeconds", 0.0)}
+        return
+    for key in _REPL_SUMMED:
+        merged[key] += repl.get(key, 0)
+    merged["connected"] = merged["connected"] and bool(repl.get("connected"))
+    merged["replicationDelayInSeconds"] = max(merged["replicationDelayInSeconds"],
+                                              repl.get("replicationDelayInSeconds", 0.0))
 
 
 async def _served_elsewhere_stats(service: BrokerService, part: str) -> dict[str, Any] | None:
