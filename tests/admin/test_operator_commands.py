@@ -7,6 +7,7 @@ client over real TCP; and the REST endpoints behind them."""
 from __future__ import annotations
 
 import json
+import socket
 import uuid
 
 import pulsar
@@ -53,6 +54,53 @@ def test_clusters_commands(broker: StandaloneBroker, capsys: pytest.CaptureFixtu
     assert run(capsys, "admin", *url, "clusters", "delete", name)[0] == 0
     code, _, err = run(capsys, "admin", *url, "clusters", "get", name)
     assert code == 1 and "404" in err
+
+
+def test_clusters_with_every_broker_and_security_fields(
+        broker: StandaloneBroker, capsys: pytest.CaptureFixture[str]) -> None:
+    """Multi-broker URLs and pulsar-admin's security flags stored in the record; a
+    multi-host --admin-url whose first broker cannot be reached uses the next."""
+    with socket.socket() as closed:  # a port nothing listens on
+        closed.bind(("127.0.0.1", 0))
+        dead = closed.getsockname()[1]
+    url = ["--admin-url", f"http://127.0.0.1:{dead},{broker.web_service_url.split('://')[1]}"]
+    name = f"c-{uuid.uuid4().hex[:6]}"
+    assert run(capsys, "admin", *url, "clusters", "create", name,
+               "--url", "http://s1:8080,s2:8080,s3:8080",
+               "--broker-url", "pulsar://s1:6650,s2:6650,s3:6650",
+               "--auth-plugin", "org.apache.pulsar.client.impl.auth.AuthenticationToken",
+               "--auth-parameters", "file:///etc/magnetar/repl.jwt", "--tls-enable",
+               "--broker-url-secure", "pulsar+ssl://s1:6651,s2:6651,s3:6651",
+               "--tls-trust-certs-filepath", "/etc/magnetar/ca.pem",
+               "--tls-certs-filepath", "/etc/magnetar/client.pem",
+               "--tls-key-filepath", "/etc/magnetar/client.key")[0] == 0
+    code, out, _ = run(capsys, "admin", *url, "clusters", "get", name, "-o", "json")
+    assert code == 0
+    assert json.loads(out) == {
+        "serviceUrl": "http://s1:8080,s2:8080,s3:8080",
+        "brokerServiceUrl": "pulsar://s1:6650,s2:6650,s3:6650",
+        "brokerServiceUrlTls": "pulsar+ssl://s1:6651,s2:6651,s3:6651",
+        "authenticationPlugin": "org.apache.pulsar.client.impl.auth.AuthenticationToken",
+        "authenticationParameters": "file:///etc/magnetar/repl.jwt",
+        "brokerClientTlsEnabled": True,
+        "brokerClientTrustCertsFilePath": "/etc/magnetar/ca.pem",
+        "brokerClientCertificateFilePath": "/etc/magnetar/client.pem",
+        "brokerClientKeyFilePath": "/etc/magnetar/client.key"}
+    # update replaces the record with what it is given (as pulsar-admin's does)
+    assert run(capsys, "admin", *url, "clusters", "update", name,
+               "--broker-url", "pulsar://s1:6650,s2:6650", "--tls-enable", "false",
+               "--tls-allow-insecure")[0] == 0
+    code, out, _ = run(capsys, "admin", *url, "clusters", "get", name, "-o", "json")
+    assert json.loads(out) == {"brokerServiceUrl": "pulsar://s1:6650,s2:6650",
+                               "brokerClientTlsEnabled": False,
+                               "tlsAllowInsecureConnection": True}
+    with pytest.raises(SystemExit) as bad:
+        run(capsys, "admin", *url, "clusters", "update", name, "--tls-enable", "maybe")
+    assert bad.value.code == 2 and "true or false" in capsys.readouterr().err
+    assert run(capsys, "admin", *url, "clusters", "delete", name)[0] == 0
+    code, _, err = run(capsys, "admin", "--admin-url", f"http://127.0.0.1:{dead},127.0.0.1:{dead}",
+                       "clusters", "list")
+    assert code == 1 and "cannot reach the admin API" in err
 
 
 def test_brokers_commands(broker: StandaloneBroker, capsys: pytest.CaptureFixture[str]) -> None:

@@ -20,7 +20,7 @@ from magnetar.cli import admin_policies
 from magnetar.cli.admin_ops import Command
 from magnetar.cli.http import AdminClient, AdminError
 from magnetar.cli.output import add_late_options, emit
-from magnetar.cli.values import int32
+from magnetar.cli.values import boolean, int32
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +72,8 @@ def _cmd(group: argparse._SubParsersAction[argparse.ArgumentParser], name: str, 
     for flags, kwargs in args:
         p.add_argument(*flags, **kwargs)
     add_late_options(p, "--admin-url", "the broker's web service URL")
-    add_security_options(p, late=True)
+    own = {flag for flags, _ in args for flag in flags}
+    add_security_options(p, late=True, skip=own)
     p.set_defaults(admin_fn=fn)
 
 
@@ -90,10 +91,12 @@ SECURITY_EXAMPLE = ("magnetar admin --admin-url https://localhost:8443 --token-f
                     "--tls-trust-certs-file-path ca.pem tenants list")
 
 
-def add_security_options(parser: argparse.ArgumentParser, late: bool = False) -> None:
+def add_security_options(parser: argparse.ArgumentParser, late: bool = False,
+                         skip: set[str] | frozenset[str] = frozenset()) -> None:
     """Credentials and TLS trust for a secured broker (pulsar-admin's names where it has them).
     ``late``: on a leaf command too, so they may follow its arguments (given earlier, they
-    still count)."""
+    still count), but for the flags in ``skip``, which the leaf command has for itself (as
+    pulsar-admin's ``clusters create --tls-allow-insecure``: the record's, not the call's)."""
     g = parser.add_argument_group(
         "security", f"for a broker with authentication or TLS, e.g.\n  {SECURITY_EXAMPLE}")
     if late:
@@ -108,8 +111,9 @@ def add_security_options(parser: argparse.ArgumentParser, late: bool = False) ->
     g.add_argument("--tls-cert-file", help="client certificate for TLS authentication "
                    "(e.g. --tls-cert-file admin.cert.pem --tls-key-file admin.key.pem)")
     g.add_argument("--tls-key-file", help="the client certificate's private key")
-    g.add_argument("--tls-allow-insecure", action="store_true",
-                   help="do not verify the broker's certificate (testing only)")
+    if "--tls-allow-insecure" not in skip:
+        g.add_argument("--tls-allow-insecure", action="store_true",
+                       help="do not verify the broker's certificate (testing only)")
 
 
 def token_of(args: argparse.Namespace) -> str | None:
@@ -328,19 +332,40 @@ def add_operator_commands(g: dict[str, argparse._SubParsersAction[argparse.Argum
     c = g["clusters"]
     ex = "magnetar admin clusters"
     cluster = A("cluster", help="the cluster's name")
-    urls = (A("--url", help="the cluster's web service URL, e.g. http://b1:8080"),
-            A("--url-secure", help="its HTTPS URL, e.g. https://b1:8443"),
-            A("--broker-url", help="its binary protocol URL, e.g. pulsar://b1:6650"),
-            A("--broker-url-secure", help="its TLS binary protocol URL, e.g. pulsar+ssl://b1:6651"))
+    urls = (A("--url", help="the cluster's web service URL, every broker: "
+                            "http://b1:8080,b2:8080,b3:8080"),
+            A("--url-secure", help="its HTTPS URL, e.g. https://b1:8443,b2:8443"),
+            A("--broker-url", help="its binary protocol URL, every broker: "
+                                   "pulsar://b1:6650,b2:6650,b3:6650"),
+            A("--broker-url-secure", help="its TLS binary protocol URL, e.g. "
+                                          "pulsar+ssl://b1:6651,b2:6651"),
+            # how other clusters' replicators reach it (pulsar-admin's flag names)
+            A("--auth-plugin", help="authentication plugin to reach it, e.g. "
+                                    "org.apache.pulsar.client.impl.auth.AuthenticationToken"),
+            A("--auth-parameters", help="the plugin's parameters, e.g. token:... or "
+                                        "file:///path/to/token"),
+            A("--tls-enable", nargs="?", const=True, type=boolean, metavar="BOOL",
+              help="reach it over TLS (brokerClientTlsEnabled; alone: true)"),
+            A("--tls-allow-insecure", nargs="?", const=True, type=boolean, metavar="BOOL",
+              dest="cluster_tls_allow_insecure",
+              help="accept its certificate unchecked (tlsAllowInsecureConnection; alone: true; "
+                   "before the command: this call's own)"),
+            A("--tls-trust-certs-filepath", help="PEM file of the CAs its certificate must "
+                                                 "chain to (brokerClientTrustCertsFilePath)"),
+            A("--tls-key-filepath", help="client private key (brokerClientKeyFilePath)"),
+            A("--tls-certs-filepath", help="client certificate "
+                                           "(brokerClientCertificateFilePath)"))
     _cmd(c, "list", ops.clusters_list, "list the clusters (GET /admin/v2/clusters)", f"{ex} list")
     _cmd(c, "get", ops.clusters_get, "show a cluster's URLs (GET /admin/v2/clusters/CLUSTER)",
          f"{ex} get standalone", cluster)
     _cmd(c, "create", ops.clusters_create, "register a cluster (PUT /admin/v2/clusters/CLUSTER)",
-         f"{ex} create c2 --url http://c2-broker:8080 --broker-url pulsar://c2-broker:6650",
+         f"{ex} create c2 --url http://s1:8080,s2:8080,s3:8080 "
+         "--broker-url pulsar://s1:6650,s2:6650,s3:6650",
          cluster, *urls)
     _cmd(c, "update", ops.clusters_update, "replace a cluster's URLs with those given, as "
          "pulsar-admin does (POST /admin/v2/clusters/CLUSTER)",
-         f"{ex} update c1 --url http://b1:8080 --broker-url pulsar://b1:6650", cluster, *urls)
+         f"{ex} update c1 --url http://b1:8080,b2:8080 --broker-url pulsar://b1:6650,b2:6650",
+         cluster, *urls)
     _cmd(c, "delete", ops.clusters_delete, "remove a registered cluster "
          "(DELETE /admin/v2/clusters/CLUSTER)", f"{ex} delete c2", cluster)
 

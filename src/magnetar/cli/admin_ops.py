@@ -211,10 +211,16 @@ def clusters_get(a: argparse.Namespace, api: AdminClient) -> Any:
     return api.call("GET", f"/admin/v2/clusters/{cluster(a.cluster)}")
 
 
-def _cluster_data(a: argparse.Namespace) -> dict[str, str]:
+def _cluster_data(a: argparse.Namespace) -> dict[str, str | bool]:
     """Pulsar's ClusterData from pulsar-admin's flags (those given)."""
-    fields = {"serviceUrl": a.url, "serviceUrlTls": a.url_secure,
-              "brokerServiceUrl": a.broker_url, "brokerServiceUrlTls": a.broker_url_secure}
+    fields: dict[str, str | bool | None] = {
+        "serviceUrl": a.url, "serviceUrlTls": a.url_secure,
+        "brokerServiceUrl": a.broker_url, "brokerServiceUrlTls": a.broker_url_secure,
+        "authenticationPlugin": a.auth_plugin, "authenticationParameters": a.auth_parameters,
+        "brokerClientTlsEnabled": a.tls_enable, "tlsAllowInsecureConnection": a.cluster_tls_allow_insecure,
+        "brokerClientTrustCertsFilePath": a.tls_trust_certs_filepath,
+        "brokerClientKeyFilePath": a.tls_key_filepath,
+        "brokerClientCertificateFilePath": a.tls_certs_filepath}
     return {k: v for k, v in fields.items() if v is not None}
 
 
@@ -226,7 +232,7 @@ def clusters_update(a: argparse.Namespace, api: AdminClient) -> Any:
     data = _cluster_data(a)
     if not data:
         raise AdminError(0, "give at least one of --url, --url-secure, --broker-url, "
-                            "--broker-url-secure")
+                            "--broker-url-secure, --auth-plugin, --auth-parameters, --tls-*")
     return api.call("POST", f"/admin/v2/clusters/{cluster(a.cluster)}", data)
 
 

@@ -33,14 +33,20 @@ Example:
   magnetar initialize-cluster-metadata --cluster c1 \\
       --metadata-store zk:zk1:2181,zk2:2181/pulsar \\
       --configuration-metadata-store zk:zk1:2181,zk2:2181/pulsar \\
-      --web-service-url http://broker1:8080 --broker-service-url pulsar://broker1:6650""",
+      --web-service-url http://s1:8080,s2:8080,s3:8080 \\
+      --broker-service-url pulsar://s1:6650,s2:6650,s3:6650
+
+List every broker in the URLs: other clusters' replicators (and admin calls) try them in
+turn, so the cluster stays reachable with one of its brokers down.""",
     )
     init.add_argument("--cluster", required=True, help="the cluster's name (clusterName)")
     _store_options(init)
-    init.add_argument("--web-service-url", default="", help="the cluster's HTTP URL")
-    init.add_argument("--web-service-url-tls", default="", help="its HTTPS URL")
-    init.add_argument("--broker-service-url", default="", help="its pulsar:// URL")
-    init.add_argument("--broker-service-url-tls", default="", help="its pulsar+ssl:// URL")
+    init.add_argument("--web-service-url", default="",
+                      help="the cluster's HTTP URL, every broker: http://s1:8080,s2:8080")
+    init.add_argument("--web-service-url-tls", default="", help="its HTTPS URL(s)")
+    init.add_argument("--broker-service-url", default="",
+                      help="its pulsar:// URL, every broker: pulsar://s1:6650,s2:6650")
+    init.add_argument("--broker-service-url-tls", default="", help="its pulsar+ssl:// URL(s)")
 
     copy = sub.add_parser(
         "copy-standalone-metadata",

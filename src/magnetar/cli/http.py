@@ -14,6 +14,7 @@ from typing import Any, NoReturn
 from urllib.parse import urlsplit
 
 from magnetar.broker.config.broker_client import client_context
+from magnetar.protocol.service_urls import split_service_url
 
 #: seconds to wait for the broker to accept the connection (Pulsar's clients: 10 s)
 CONNECT_TIMEOUT = 10.0
@@ -28,6 +29,10 @@ class AdminError(Exception):
         self.reason = reason
 
 
+class _Unreachable(Exception):
+    """One broker of the admin URL could not be reached (the reason)."""
+
+
 class AdminClient:
     """``call(method, path, body)`` against ``http://host:port`` or ``https://host:port``
     (the web service URL). ``token``: sent as ``Authorization: Bearer``; ``trust_certs``: a
@@ -40,7 +45,11 @@ class AdminClient:
                  connect_timeout: float = CONNECT_TIMEOUT,
                  trust_certs: str | None = None, cert_file: str | None = None,
                  key_file: str | None = None, allow_insecure: bool = False) -> None:
-        self.url = check_admin_url(url).rstrip("/")
+        #: each broker of a multi-host URL (``http://s1:8080,s2:8080``, as pulsar-admin
+        #: takes it); a broker that cannot be reached gives way to the next
+        self.urls = [check_admin_url(u).rstrip("/") for u in split_service_url(url)] or [
+            check_admin_url(url)]
+        self.url = self.urls[0]
         self.timeout = timeout
         self.connect_timeout = connect_timeout
         self.token = token
@@ -50,11 +59,30 @@ class AdminClient:
         self._opener = _opener(connect_timeout, self.context)
 
     def call(self, method: str, path: str, body: Any = None) -> Any:
+        """The answer of ``method path`` from the first broker of the URL that can be
+        reached (the one that answered is tried first next time)."""
+        failures: list[str] = []
+        for base in list(self.urls):
+            try:
+                answer = self._call(base, method, path, body)
+            except _Unreachable as exc:
+                failures.append(f"{base}: {exc}")
+                continue
+            if base != self.urls[0]:
+                self.urls.remove(base)
+                self.urls.insert(0, base)
+                self.url = base
+            return answer
+        where = self.url if len(self.urls) == 1 else ", ".join(self.urls)
+        detail = failures[0].split(": ", 1)[1] if len(failures) == 1 else "; ".join(failures)
+        raise AdminError(0, f"cannot reach the admin API at {where}: {detail}")
+
+    def _call(self, base: str, method: str, path: str, body: Any) -> Any:
         data = json.dumps(body).encode() if body is not None else None
         headers = {"Content-Type": "application/json"}
         if self.token:
             headers["Authorization"] = f"Bearer {self.token}"
-        url = self.url + path
+        url = base + path
         for _ in range(5):  # a cluster's broker answers 307 for a bundle another one owns
             req = urllib.request.Request(url, data=data, method=method, headers=headers)
             try:
@@ -68,11 +96,10 @@ class AdminClient:
                     continue
                 self._fail(exc)
             except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:
-                raise AdminError(0, f"cannot reach the admin API at {self.url}: {_why(exc)}"
-                                 ) from None
+                raise _Unreachable(_why(exc)) from None
             except ValueError as exc:  # a header (token) or URL that cannot be sent as given
-                raise AdminError(0, f"cannot send {method} {self.url}{path}: {exc}") from None
-        raise AdminError(0, f"too many redirects from {self.url + path}")
+                raise AdminError(0, f"cannot send {method} {base}{path}: {exc}") from None
+        raise AdminError(0, f"too many redirects from {base + path}")
 
     @staticmethod
     def _fail(exc: urllib.error.HTTPError) -> NoReturn:

@@ -42,3 +42,11 @@ def utf8(text: str) -> str:
     except UnicodeEncodeError:
         raise argparse.ArgumentTypeError(f"not valid UTF-8 text: {text!r}") from None
     return text
+
+
+def boolean(text: str) -> bool:
+    """``true`` or ``false`` (any case), as pulsar-admin's Boolean options take them."""
+    value = text.strip().lower()
+    if value not in ("true", "false"):
+        raise argparse.ArgumentTypeError(f"expected true or false, not {text!r}")
+    return value == "true"
