@@ -53,7 +53,7 @@ class BrokerConfig(SecurityConfig):
     # the broker's Ping to its clients and to the remote brokers it replicates to
     keepAliveIntervalSeconds: int = 30
     # a producer name held by another connection: that one is pinged, and closed when it
-    # does not answer within this (its client, e.g. a replicator, has silently gone)
+    # does not answer within this (its client, e.g. a replicator, has silently gone); 0: off
     connectionLivenessCheckTimeoutMillis: int = 5000
     maxMessageSize: int = 5 * 1024 * 1024
     maxPendingPublishRequestsPerConnection: int = 1000  # 0: no limit

@@ -92,10 +92,10 @@ class TopicAttacher:
             return None
         topic = self.service.topics.get(str(self.service.check_topic_name(req.topic)))
         holder = topic.producers.get(req.producer_name) if topic is not None else None
-        if holder is None or holder.cnx is cnx:
+        timeout = self.service.config.connectionLivenessCheckTimeoutMillis / 1000
+        if holder is None or holder.cnx is cnx or timeout <= 0:  # 0: no check, as Pulsar
             return None
         old = holder.cnx
-        timeout = self.service.config.connectionLivenessCheckTimeoutMillis / 1000
 
         async def check() -> None:
             if await old.check_liveness(timeout):
