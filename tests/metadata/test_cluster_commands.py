@@ -5,6 +5,7 @@ and a ZooKeeper restarted while two brokers serve."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import time
 import uuid
@@ -78,6 +79,25 @@ def test_initialize_twice(zookeeper: ZooKeeperServer) -> None:
     assert "/admin/policies/public/default" in first.stdout
     again = magnetar("initialize-cluster-metadata", "--cluster", "c9", "--metadata-store", url)
     assert again.returncode == 0 and "already exists" in again.stdout
+
+
+def test_initialize_with_every_broker(zookeeper: ZooKeeperServer) -> None:
+    """The record keeps the multi-host URLs as given (what replicators of other clusters
+    try broker by broker)."""
+    chroot = f"/init-{uuid.uuid4().hex[:6]}"
+    done = magnetar("initialize-cluster-metadata", "--cluster", "c8", "--metadata-store",
+                    zookeeper.url(chroot), "--web-service-url", "http://s1:8080,s2:8080,s3:8080",
+                    "--broker-service-url", "pulsar://s1:6650,s2:6650,s3:6650")
+    assert done.returncode == 0, done.stderr
+    zk = KazooClient(hosts=zookeeper.address)
+    zk.start(timeout=30)
+    try:
+        record = json.loads(zk.get(f"{chroot}/admin/clusters/c8")[0])
+    finally:
+        zk.stop()
+        zk.close()
+    assert record["serviceUrl"] == "http://s1:8080,s2:8080,s3:8080"
+    assert record["brokerServiceUrl"] == "pulsar://s1:6650,s2:6650,s3:6650"
 
 
 @pytest.mark.timeout(300)
