@@ -7,7 +7,7 @@ fresh topic: a message replicated (the link up), then every packet between the h
 dropped both ways (iptables) for the cut while A's producer sends one message a second,
 then the heal. Reported per cut: when A's stats first said ``connected: false`` (after the
 cut began), and the resume time: from the heal to the first message B received after it,
-and to the last message sent during the cut.
+and to the last message sent during the cut; messages lost and received twice.
 
     sudo PYTHONPATH=src:. .venv/bin/python bench/replication_cut_bench.py --cuts 30 60 120
 """
@@ -61,10 +61,13 @@ def one_cut(a: Standalone, b: Standalone, cut_s: float) -> dict[str, float | Non
                     return
                 continue
             last[0] = time.monotonic()
+            if msg.data() in arrived:
+                repeated[0] += 1
             arrived.setdefault(msg.data(), time.monotonic())
             consumer.acknowledge(msg)
 
     last = [time.monotonic()]
+    repeated = [0]
     producer_thread = a.host.thread(produce, "producer")
     receiver_thread = threading.Thread(target=receive, daemon=True)
     receiver_thread.start()
@@ -106,6 +109,7 @@ def one_cut(a: Standalone, b: Standalone, cut_s: float) -> dict[str, float | Non
         "cut_backlog_in_after_heal_s": (None if last_of_cut is None or last_of_cut < healed
                                         else round(last_of_cut - healed, 1)),
         "lost": float(len([p for p in sent if p not in arrived])),
+        "received_twice": float(repeated[0]),
     }
 
 
