@@ -22,6 +22,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import pulsar
 import pytest
 
 from magnetar.broker.config import BrokerConfig
@@ -32,6 +33,7 @@ from magnetar.storage.mounts import (
     GLUSTER_VOLUME_OPTIONS,
 )
 from magnetar.testing import COMMAND
+from tests.cluster.brokers import QUIET
 from tests.cluster.test_partitions import Load, owner_url, read_all
 from tests.multihost import (
     VOLUME,
@@ -43,7 +45,7 @@ from tests.multihost import (
     recipe,
     wait_quorum,
 )
-from tests.netbed import NetBed, NsBroker
+from tests.netbed import NetBed, NsBroker, sh
 
 SESSION_S = 4.0
 RESUME_S = 60.0  # bound on the wait for the load to resume after the heal
@@ -319,3 +321,54 @@ def test_lose_two_storage_hosts(multihost: MultiHost,
                    for b in brokers)
     assert "storage error" in said, said[-3000:]  # the cause, named in the log
     assert "fenced" not in said.lower(), said[-3000:]
+
+
+def send_some(url: str, topic: str, n: int) -> None:
+    """``n`` messages acknowledged on ``topic`` through the official client."""
+    client = pulsar.Client(url, operation_timeout_seconds=60, logger=QUIET)
+    try:
+        producer = client.create_producer(topic)
+        for i in range(n):
+            producer.send(f"m{i}".encode())
+    finally:
+        client.close()
+
+
+@pytest.mark.slow
+def test_a_host_without_its_mount_serves_nothing(multihost: MultiHost) -> None:
+    """Issue 38: a broker host whose GlusterFS mount goes away under its running broker
+    (the broker stops, giving its bundles up, in one line), then restarted without its
+    mount (the broker refuses to start on the empty directory under the mount point: exit
+    2, naming the directory, the file system it is on and the identity expected), then
+    with it (it serves again). The topic's acknowledged messages are read whole through
+    the other broker meanwhile."""
+    brokers = multihost.start_brokers("nomount", {"magnetarStorageIdentityCheckSeconds": "1"})
+    try:
+        victim, other = brokers[1], brokers[0]
+        mnt = multihost.mounts[1]
+        service_url = "pulsar://" + ",".join(f"{b.host.address}:{b.port}" for b in brokers)
+        topic = "persistent://public/default/nomount"
+        multihost.client.call(send_some, service_url, topic, 50)
+
+        victim.host.sh("umount", "-l", str(mnt))  # the mount gone under the running broker
+        assert victim.proc is not None
+        assert victim.proc.wait(timeout=120) == 1
+        victim.proc = None
+        said = [line for line in victim.log_path.read_text(errors="replace").splitlines()
+                if "expected storage identity" in line]
+        assert len(said) == 1 and str(victim.data_dir) in said[0], said
+        stored = multihost.client.call(read_all, other.url, topic)
+        assert stored == [f"m{i}".encode() for i in range(50)]
+
+        # the host "restarted" without its mount: the broker refuses the local directory
+        done = sh(*victim.command, check=False)  # (its command runs in its host)
+        assert done.returncode == 2, (done.returncode, done.stderr)
+        err = done.stderr
+        assert str(victim.data_dir) in err and "holds no storage identity" in err, err
+        assert "fuse.glusterfs" not in err and "it is on:" in err and "check:" in err, err
+
+        multihost.mounts[1] = multihost._mount(victim.host)  # mounted again: it serves
+        victim.start(timeout=90)
+        assert multihost.client.call(read_all, victim.url, topic) == stored
+    finally:
+        multihost.stop_brokers()
