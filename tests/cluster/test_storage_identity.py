@@ -21,7 +21,7 @@ import pytest
 from magnetar.broker.cluster.storage_identity import IDENTITY_PATH
 from magnetar.metadata import create_metadata_store
 from magnetar.storage.identity import IDENTITY_FILE, StorageIdentity, read_identity
-from tests.cluster.brokers import QUIET, Cluster, ClusterBroker, topic_owned_by
+from tests.cluster.brokers import QUIET, Cluster, ClusterBroker, magnetar, topic_owned_by
 from tests.zkserver import ZooKeeperServer
 
 SHARED = {"magnetarSharedStorage": "true", "magnetarStorageIdentityCheckSeconds": "0.5"}
@@ -76,6 +76,36 @@ def test_the_first_broker_records_it_and_another_directory_is_refused(
     done = refused(tmp_path / "b2", one.zk_url, other)
     assert done.returncode == 2, done.stderr
     assert "holds another storage identity" in done.stderr and on_disk.id in done.stderr
+
+    # `magnetar check-shared-storage DIR --metadata-store URL`, as on each broker host
+    done = magnetar("check-shared-storage", str(shared), "--metadata-store", one.zk_url)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"storage identity {on_disk.id}" in done.stdout and "the cluster's" in done.stdout
+    done = magnetar("check-shared-storage", str(other), "--metadata-store", one.zk_url)
+    assert done.returncode == 1 and "not its volume" in done.stdout, done.stdout
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    done = magnetar("check-shared-storage", str(other), str(shared))
+    assert done.returncode == 1 and "not one volume" in done.stderr, done.stderr
+
+    # initialize-cluster-metadata --shared-data-dir: the volume's identity, or a refusal
+    init = ["initialize-cluster-metadata", "--cluster", "c1", "--metadata-store", one.zk_url]
+    done = magnetar(*init, "--shared-data-dir", str(shared))
+    assert done.returncode == 0 and on_disk.id in done.stdout, done.stderr
+    done = magnetar(*init, "--shared-data-dir", str(scratch))
+    assert done.returncode == 1 and "holds no storage identity" in done.stderr, done.stderr
+
+
+def test_initialize_writes_the_identity_the_brokers_then_check(
+        zookeeper: ZooKeeperServer, tmp_path: Path) -> None:
+    url = zookeeper.url("/ident-init")
+    shared = tmp_path / "shared"
+    done = magnetar("initialize-cluster-metadata", "--cluster", "c1", "--metadata-store", url,
+                    "--shared-data-dir", str(shared))
+    assert done.returncode == 0, done.stderr
+    written = read_identity(str(shared))
+    assert written is not None and written == recorded(url)
+    assert f"storage identity {written.id}" in done.stdout
 
 
 def test_a_broker_whose_directory_is_swapped_stops_and_gives_its_bundles_up(
