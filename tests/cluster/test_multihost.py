@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import re
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -56,7 +57,16 @@ def test_the_recipe_states_what_the_brokers_check(tmp_path: Path) -> None:
     has only real keys, passes the broker's own checks and states exactly the GlusterFS
     options the broker asks for; its volume commands and fstab line set those options."""
     steps = recipe()
-    assert set(steps) == {"zoo.cfg", "myid", "volume", "fstab", "init", "broker.conf", "unit"}
+    assert set(steps) == {"install", "zoo.cfg", "myid", "volume", "fstab", "init",
+                          "broker.conf", "unit"}
+    # the unit runs the magnetar the install block puts into its virtual environment
+    venv = re.search(r"python3 -m venv (\S+)", steps["install"])
+    assert venv, steps["install"]
+    assert f"{venv.group(1)}/bin/pip install " in steps["install"]
+    exec_start = re.search(r"^ExecStart=(\S+) ", steps["unit"], re.M)
+    assert exec_start and exec_start.group(1) == f"{venv.group(1)}/bin/magnetar", steps["unit"]
+    assert re.search(r"^Requires=mnt-magnetar\.mount$", steps["unit"], re.M), steps["unit"]
+    assert steps["fstab"].split()[1] == "/mnt/magnetar"  # (the mount unit's name)
     conf = broker_conf(steps["broker.conf"])
     known = {f.name for f in dataclasses.fields(BrokerConfig)}
     assert set(conf) <= known, set(conf) - known
