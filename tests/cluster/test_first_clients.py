@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import socket
 import subprocess
+import threading
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -85,3 +86,73 @@ def test_an_http_lookup_arriving_as_the_port_opens_is_answered(lone: ClusterBrok
         with urllib.request.urlopen(url, timeout=30) as resp:
             assert resp.status == 200
             assert f":{lone.port}" in resp.read().decode()
+
+
+@pytest.mark.slow
+def test_a_rolling_restart_under_load_fails_no_send(
+        zookeeper: ZooKeeperServer, tmp_path: Path) -> None:
+    """Three brokers restarted one after the other while an official-client producer sends
+    (send timeout 30 s, the default): every send is acknowledged, every one stored once."""
+    cluster = Cluster(tmp_path, zookeeper, 3, {"brokerDeduplicationEnabled": "true"},
+                      shared=True).start()
+    topic = "persistent://public/default/rolling"
+    acked: list[bytes] = []
+    failed: list[str] = []
+    stop = threading.Event()
+    done = threading.Event()
+
+    def send() -> None:
+        client = pulsar.Client(cluster.service_url, operation_timeout_seconds=30, logger=QUIET)
+        try:
+            producer = client.create_producer(topic, producer_name="rolling",
+                                              batching_enabled=False, block_if_queue_full=True)
+            i = 0
+            while not stop.is_set():
+                payload = f"m{i}".encode()
+                i += 1
+
+                def answered(res: pulsar.Result, _mid: object, p: bytes = payload) -> None:
+                    if res == pulsar.Result.Ok:
+                        acked.append(p)
+                    else:
+                        failed.append(str(res))
+                producer.send_async(payload, answered)
+                stop.wait(0.01)
+            producer.flush()
+        except Exception as exc:  # reported below
+            failed.append(repr(exc))
+        finally:
+            client.close()
+            done.set()
+
+    sender = threading.Thread(target=send, daemon=True)
+    sender.start()
+    try:
+        def wait_acks(n: int) -> None:
+            deadline = time.monotonic() + 120
+            start = len(acked)
+            while len(acked) < start + n:
+                assert not failed and time.monotonic() < deadline, failed[:3]
+                time.sleep(0.05)
+
+        wait_acks(50)
+        for broker in cluster.brokers:
+            broker.stop()
+            broker.start()
+            wait_acks(50)
+        stop.set()
+        assert done.wait(120), "the producer did not finish"
+        assert not failed, failed[:5]
+        client = pulsar.Client(cluster.service_url, operation_timeout_seconds=30, logger=QUIET)
+        try:
+            reader = client.create_reader(topic, pulsar.MessageId.earliest)
+            stored = []
+            while reader.has_message_available():
+                stored.append(reader.read_next(30_000).data())
+        finally:
+            client.close()
+        assert sorted(stored) == sorted(acked) and len(set(stored)) == len(stored)
+    finally:
+        stop.set()
+        done.wait(60)
+        cluster.stop()

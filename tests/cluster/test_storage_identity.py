@@ -9,6 +9,7 @@ restarted without its GlusterFS mount: tests/cluster/test_multihost.py)."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import subprocess
 import time
@@ -156,3 +157,40 @@ def test_a_broker_whose_directory_is_swapped_stops_and_gives_its_bundles_up(
         if client is not None:
             client.close()
         cluster.stop()
+
+
+def test_the_watch_tells_a_loss_from_a_file_system_not_answering(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A read that fails with an I/O error is no loss (one line when it starts, one when it
+    ends); the file gone is, reported once."""
+    from magnetar.broker.cluster.storage_identity import IdentityWatch
+    from magnetar.storage.identity import create_identity
+
+    data = tmp_path / "data"
+    expected = create_identity(str(data), "c1")
+    lost: list[str] = []
+    watch = IdentityWatch(str(data), expected, 0.05, lost.append)
+    assert watch.check() is None
+    path = data / IDENTITY_FILE
+    path.rename(tmp_path / "kept")
+    path.mkdir()  # reading it now fails with EISDIR: an I/O error, not a missing file
+    with caplog.at_level(logging.WARNING, logger="magnetar.broker.cluster.storage_identity"):
+        for _ in range(3):
+            assert watch.check() is None
+        path.rmdir()
+        (tmp_path / "kept").rename(path)
+        assert watch.check() is None
+    said = [r.getMessage() for r in caplog.records]
+    assert len(said) == 2 and "works again, after 3 failed checks" in said[1], said
+
+    async def run() -> None:
+        watch.start()
+        path.unlink()
+        deadline = time.monotonic() + 30
+        while not lost:
+            assert time.monotonic() < deadline
+            await asyncio.sleep(0.02)
+        await watch.stop()
+
+    asyncio.run(run())
+    assert len(lost) == 1 and "gone" in lost[0]

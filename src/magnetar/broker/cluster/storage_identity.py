@@ -24,6 +24,7 @@ from collections.abc import Callable
 
 from magnetar.metadata import BadVersionError, MetadataStore
 from magnetar.storage import mounts
+from magnetar.storage.episodes import Episode
 from magnetar.storage.identity import (
     IDENTITY_FILE,
     IdentityUnreadable,
@@ -127,8 +128,8 @@ async def verify_identity(store: MetadataStore, data_dir: str, cluster: str,
 
 class IdentityWatch:
     """Reads ``data_dir``'s identity every ``interval_s`` seconds (on a thread, one read at
-    a time: a hung file system holds up nothing); calls ``on_lost(reason)`` once when the
-    file is gone or holds another identity."""
+    a time: a hung file system holds up nothing); calls ``on_lost(reason)`` once when two
+    reads in a row find the file gone or holding another identity."""
 
     def __init__(self, data_dir: str, expected: StorageIdentity, interval_s: float,
                  on_lost: Callable[[str], None]) -> None:
@@ -138,7 +139,9 @@ class IdentityWatch:
         self.on_lost = on_lost
         self.lost: str | None = None
         self._task: asyncio.Task[None] | None = None
-        self._failing = 0  # consecutive reads that failed with an I/O error
+        self.unreadable = Episode(log, f"shared data directory {data_dir}: reading its "
+                                       "storage identity")
+        self._missed = 0  # consecutive reads that found the identity gone or another
         self._reading: asyncio.Future[str | None] | None = None
 
     def start(self) -> None:
@@ -163,15 +166,9 @@ class IdentityWatch:
             if exc.errno in _ABSENT:
                 found = None
             else:
-                self._failing += 1
-                if self._failing == 1:
-                    log.warning("shared data directory %s: cannot read its storage identity "
-                                "(%s); checking on", self.data_dir, exc.strerror or exc)
+                self.unreadable.failed(exc.strerror or exc)
                 return None
-        if self._failing:
-            log.warning("shared data directory %s: its storage identity reads again (after "
-                        "%d failed reads)", self.data_dir, self._failing)
-            self._failing = 0
+        self.unreadable.succeeded()
         if found is None:
             return f"its {IDENTITY_FILE} is gone (the volume unmounted?)"
         if found.id != self.expected.id:
@@ -187,6 +184,10 @@ class IdentityWatch:
                 lost = await asyncio.wait_for(asyncio.shield(self._reading), self.interval_s * 5)
             except TimeoutError:
                 continue  # still hung: asked again once it returns
-            if lost is not None:
+            if lost is None:
+                self._missed = 0
+                continue
+            self._missed += 1  # twice in a row: a network file system's passing glitch
+            if self._missed >= 2:  # is no loss
                 self.lost = lost
                 self.on_lost(lost)
