@@ -67,7 +67,7 @@ def test_a_client_arriving_as_the_port_opens_is_served(lone: ClusterBroker) -> N
         _restart_without_waiting(lone)
         _wait_open(lone, lone.port)
         topic = f"persistent://public/default/first-{i}"
-        client = pulsar.Client(lone.url, operation_timeout_seconds=20, logger=QUIET)
+        client = pulsar.Client(lone.url, operation_timeout_seconds=30, logger=QUIET)
         try:
             consumer = client.subscribe(topic, "s")  # raises on Timeout / refusal
             producer = client.create_producer(topic)
