@@ -213,12 +213,9 @@ class BrokerService(AdminOperations):
                 lambda: ServerCnx(self),
                 host=self.config.bindAddress,
                 port=self.config.brokerServicePort,
-                reuse_address=True,
-                backlog=1024,
-                start_serving=accept,
+                reuse_address=True, backlog=1024, start_serving=accept,
             )
-            sock = self._server.sockets[0]
-            self.port = sock.getsockname()[1]
+            self.port = self._server.sockets[0].getsockname()[1]
         await self.security.start(lambda: ServerCnx(self), self.check_credentials, accept)
         self.disk.start()
         self.housekeeping.start()
