@@ -317,8 +317,9 @@ class MultiHost:
         over its own mount (a directory ``chroot`` in the volume)."""
         steps = recipe()
         zk = {f"s{i}": z.host.address for i, z in enumerate(self.zookeepers, 1)}
-        first = self.broker_hosts[0].address
-        init = re.sub(r"(https?|pulsar)://s1:", rf"\1://{first}:", steps["init"].strip())
+        brokers = {f"s{i}": h.address for i, h in enumerate(self.broker_hosts, 1)}
+        init = re.sub(r"(--(?:web|broker)-service-url\S*) (\S+)",  # every broker, by its host
+                      lambda m: f"{m.group(1)} {place(m.group(2), brokers)}", steps["init"].strip())
         init = place(init.replace("2181/magnetar", f"2181/{chroot}"), zk)
         argv = shlex.split(init)
         assert argv[:2] == ["magnetar", "initialize-cluster-metadata"], init

@@ -17,11 +17,13 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import re
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import pulsar
 import pytest
 
 from magnetar.broker.config import BrokerConfig
@@ -32,6 +34,7 @@ from magnetar.storage.mounts import (
     GLUSTER_VOLUME_OPTIONS,
 )
 from magnetar.testing import COMMAND
+from tests.cluster.brokers import QUIET
 from tests.cluster.test_partitions import Load, owner_url, read_all
 from tests.multihost import (
     VOLUME,
@@ -43,7 +46,7 @@ from tests.multihost import (
     recipe,
     wait_quorum,
 )
-from tests.netbed import NetBed, NsBroker
+from tests.netbed import NetBed, NsBroker, sh
 
 SESSION_S = 4.0
 RESUME_S = 60.0  # bound on the wait for the load to resume after the heal
@@ -54,7 +57,16 @@ def test_the_recipe_states_what_the_brokers_check(tmp_path: Path) -> None:
     has only real keys, passes the broker's own checks and states exactly the GlusterFS
     options the broker asks for; its volume commands and fstab line set those options."""
     steps = recipe()
-    assert set(steps) == {"zoo.cfg", "myid", "volume", "fstab", "init", "broker.conf", "unit"}
+    assert set(steps) == {"install", "zoo.cfg", "myid", "volume", "fstab", "init",
+                          "broker.conf", "unit"}
+    # the unit runs the magnetar the install block puts into its virtual environment
+    venv = re.search(r"python3 -m venv (\S+)", steps["install"])
+    assert venv, steps["install"]
+    assert f"{venv.group(1)}/bin/pip install " in steps["install"]
+    exec_start = re.search(r"^ExecStart=(\S+) ", steps["unit"], re.M)
+    assert exec_start and exec_start.group(1) == f"{venv.group(1)}/bin/magnetar", steps["unit"]
+    assert re.search(r"^Requires=mnt-magnetar\.mount$", steps["unit"], re.M), steps["unit"]
+    assert steps["fstab"].split()[1] == "/mnt/magnetar"  # (the mount unit's name)
     conf = broker_conf(steps["broker.conf"])
     known = {f.name for f in dataclasses.fields(BrokerConfig)}
     assert set(conf) <= known, set(conf) - known
@@ -319,3 +331,54 @@ def test_lose_two_storage_hosts(multihost: MultiHost,
                    for b in brokers)
     assert "storage error" in said, said[-3000:]  # the cause, named in the log
     assert "fenced" not in said.lower(), said[-3000:]
+
+
+def send_some(url: str, topic: str, n: int) -> None:
+    """``n`` messages acknowledged on ``topic`` through the official client."""
+    client = pulsar.Client(url, operation_timeout_seconds=60, logger=QUIET)
+    try:
+        producer = client.create_producer(topic)
+        for i in range(n):
+            producer.send(f"m{i}".encode())
+    finally:
+        client.close()
+
+
+@pytest.mark.slow
+def test_a_host_without_its_mount_serves_nothing(multihost: MultiHost) -> None:
+    """Issue 38: a broker host whose GlusterFS mount goes away under its running broker
+    (the broker stops, giving its bundles up, in one line), then restarted without its
+    mount (the broker refuses to start on the empty directory under the mount point: exit
+    2, naming the directory, the file system it is on and the identity expected), then
+    with it (it serves again). The topic's acknowledged messages are read whole through
+    the other broker meanwhile."""
+    brokers = multihost.start_brokers("nomount", {"magnetarStorageIdentityCheckSeconds": "1"})
+    try:
+        victim, other = brokers[1], brokers[0]
+        mnt = multihost.mounts[1]
+        service_url = "pulsar://" + ",".join(f"{b.host.address}:{b.port}" for b in brokers)
+        topic = "persistent://public/default/nomount"
+        multihost.client.call(send_some, service_url, topic, 50)
+
+        victim.host.sh("umount", "-l", str(mnt))  # the mount gone under the running broker
+        assert victim.proc is not None
+        assert victim.proc.wait(timeout=120) == 1
+        victim.proc = None
+        said = [line for line in victim.log_path.read_text(errors="replace").splitlines()
+                if "expected storage identity" in line]
+        assert len(said) == 1 and str(victim.data_dir) in said[0], said
+        stored = multihost.client.call(read_all, other.url, topic)
+        assert stored == [f"m{i}".encode() for i in range(50)]
+
+        # the host "restarted" without its mount: the broker refuses the local directory
+        done = sh(*victim.command, check=False)  # (its command runs in its host)
+        assert done.returncode == 2, (done.returncode, done.stderr)
+        err = done.stderr
+        assert str(victim.data_dir) in err and "holds no storage identity" in err, err
+        assert "fuse.glusterfs" not in err and "it is on:" in err and "check:" in err, err
+
+        multihost.mounts[1] = multihost._mount(victim.host)  # mounted again: it serves
+        victim.start(timeout=90)
+        assert multihost.client.call(read_all, victim.url, topic) == stored
+    finally:
+        multihost.stop_brokers()

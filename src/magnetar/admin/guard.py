@@ -162,9 +162,11 @@ class GuardedSite(web.TCPSite):
     """aiohttp's ``TCPSite`` with each connection behind ``guard``."""
 
     def __init__(self, runner: web.BaseRunner, host: str, port: int, guard: ConnectionGuard,
-                 **kwargs: Any) -> None:
+                 accept: bool = True, **kwargs: Any) -> None:
+        """``accept=False``: bind the port but accept nothing until `accept_connections`."""
         super().__init__(runner, host, port, **kwargs)
         self.guard = guard
+        self.accept = accept
 
     async def start(self) -> None:
         await web.BaseSite.start(self)
@@ -174,8 +176,13 @@ class GuardedSite(web.TCPSite):
         guard = self.guard
         self._server = await loop.create_server(
             lambda: guard.wrap(server()), self._host, self._port, ssl=self._ssl_context,
-            backlog=self._backlog, reuse_address=self._reuse_address)
+            backlog=self._backlog, reuse_address=self._reuse_address, start_serving=self.accept)
         self._bound_port = self._server.sockets[0].getsockname()[1]
+
+    async def accept_connections(self) -> None:
+        """Start accepting (a site started with ``accept=False``)."""
+        if self._server is not None:
+            await self._server.start_serving()
 
 
 GUARD: web.AppKey[ConnectionGuard] = web.AppKey("connection_guard", ConnectionGuard)

@@ -97,7 +97,9 @@ class AdminServer:
         self._task: asyncio.Task[None] | None = None
         self.http_started = False  # whether the HTTP port listens (start may fail after it)
 
-    async def start(self) -> None:
+    async def start(self, accept: bool = True) -> None:
+        """Listen; ``accept=False``: bind the ports only, accepting from
+        `accept_connections` on (a cluster broker, once it has joined)."""
         # lingering_time: how long the rest of a refused body (413, 408) is read and dropped
         # before the connection closes (aiohttp: 10 s)
         self._runner = web.AppRunner(self.app, access_log=None, handle_signals=False,
@@ -105,7 +107,7 @@ class AdminServer:
         await self._runner.setup()
         backlog = self.service.config.httpServerAcceptQueueSize
         if self.port is not None:
-            site = GuardedSite(self._runner, self.host, self.port, self.app[GUARD],
+            site = GuardedSite(self._runner, self.host, self.port, self.app[GUARD], accept,
                                reuse_address=True, backlog=backlog)
             await site.start()
             self.port = int(self._runner.addresses[-1][1])
@@ -116,7 +118,7 @@ class AdminServer:
             tls = self.service.security.tls
             if tls is None:
                 raise ValueError("webServicePortTls needs the broker's TLS settings")
-            site = GuardedSite(self._runner, self.host, self.tls_port, self.app[GUARD],
+            site = GuardedSite(self._runner, self.host, self.tls_port, self.app[GUARD], accept,
                                reuse_address=True, ssl_context=tls.context, backlog=backlog)
             await site.start()
             self.tls_port = int(self._runner.addresses[-1][1])
@@ -124,6 +126,13 @@ class AdminServer:
             log.info("admin HTTPS service on https://%s:%d", self.host, self.tls_port)
         self.rates.sample(self.service)
         self._task = asyncio.create_task(self._sample_loop())
+
+    async def accept_connections(self) -> None:
+        """Start accepting on the ports bound by ``start(accept=False)``."""
+        if self._runner is not None:
+            for site in self._runner.sites:
+                if isinstance(site, GuardedSite):
+                    await site.accept_connections()
 
     async def _sample_loop(self) -> None:
         while True:

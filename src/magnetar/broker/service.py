@@ -200,8 +200,9 @@ class BrokerService(AdminOperations):
 
     # ------------------------------------------------------------------ lifecycle
 
-    async def start(self) -> None:
-        """Listen (unless brokerServicePort is -1), start security and the periodic tasks."""
+    async def start(self, accept: bool = True) -> None:
+        """Listen (unless brokerServicePort is -1), start security and the periodic tasks;
+        ``accept=False``: ports bound, no connection accepted before `accept_connections`."""
         loop = asyncio.get_running_loop()
         try:
             await self.storage.ledger_ids_ready()  # cluster: the first block of ledger ids
@@ -212,15 +213,21 @@ class BrokerService(AdminOperations):
                 lambda: ServerCnx(self),
                 host=self.config.bindAddress,
                 port=self.config.brokerServicePort,
-                reuse_address=True,
-                backlog=1024,
+                reuse_address=True, backlog=1024, start_serving=accept,
             )
-            sock = self._server.sockets[0]
-            self.port = sock.getsockname()[1]
-        await self.security.start(lambda: ServerCnx(self), self.check_credentials)
+            self.port = self._server.sockets[0].getsockname()[1]
+        await self.security.start(lambda: ServerCnx(self), self.check_credentials, accept)
         self.disk.start()
         self.housekeeping.start()
         self.replication.start()
+        if accept:
+            await self.accept_connections()
+
+    async def accept_connections(self) -> None:
+        """Start accepting (after ``start(accept=False)``: a cluster broker once joined)."""
+        if self._server is not None:
+            await self._server.start_serving()
+        await self.security.accept_connections()
         log.info("broker listening on %s:%d", self.config.bindAddress, self.port)
 
     async def join_cluster(self, urls: dict[str, str | None],

@@ -1,7 +1,8 @@
 """``magnetar initialize-cluster-metadata`` and ``magnetar copy-standalone-metadata``: the
 one-off commands that set up a cluster's metadata store (ZooKeeper).
 
-Exit codes: 0 done, 1 the store cannot be reached, the copy's source is missing, or the
+Exit codes: 0 done, 1 the store cannot be reached, the copy's source is missing, the
+``--shared-data-dir`` is not the volume whose identity is recorded, or the
 cluster is initialized already with other URLs than those given (what is stored and the
 command that changes it are printed), 2 a bad option (a malformed URL).
 """
@@ -47,6 +48,10 @@ turn, so the cluster stays reachable with one of its brokers down.""",
     init.add_argument("--broker-service-url", default="",
                       help="its pulsar:// URL, every broker: pulsar://s1:6650,s2:6650")
     init.add_argument("--broker-service-url-tls", default="", help="its pulsar+ssl:// URL(s)")
+    init.add_argument("--shared-data-dir", default="", metavar="DIR",
+                      help="the brokers' shared data directory (magnetarDataDir, on the "
+                           "mounted volume): write the volume's storage identity there and "
+                           "record it (else the first broker does)")
 
     copy = sub.add_parser(
         "copy-standalone-metadata",
@@ -138,6 +143,20 @@ async def _run(args: argparse.Namespace) -> int:
             cluster_path = f"/admin/clusters/{args.cluster}"
             if created:
                 print(f"cluster {args.cluster}: created {', '.join(created)}")
+            if args.shared_data_dir:
+                from magnetar.broker.cluster.storage_identity import (
+                    StorageIdentityError,
+                    verify_identity,
+                )
+
+                try:
+                    identity = await verify_identity(store, args.shared_data_dir, args.cluster,
+                                                     args.metadata_store)
+                except StorageIdentityError as exc:
+                    print(f"magnetar: {exc}", file=sys.stderr)
+                    return 1
+                print(f"cluster {args.cluster}: storage identity {identity.id} in "
+                      f"{args.shared_data_dir}")
             if cluster_path in created:
                 return 0
             stored = await stored_cluster_data(config_store, args.cluster) or {}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 
 from magnetar import __version__
@@ -156,7 +157,26 @@ def _broker_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+#: the exit code of a command whose output's reader went away (a shell's for SIGPIPE)
+BROKEN_PIPE_EXIT = 141
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Run one command; its output's reader gone (``magnetar ... | head -1``), it stops
+    quietly with `BROKEN_PIPE_EXIT`, as Unix tools do, instead of a traceback."""
+    try:
+        code = _run(argv)
+        sys.stdout.flush()  # (the last of the output, while the broken pipe can be caught)
+        return code
+    except BrokenPipeError:
+        # stdout pointed at /dev/null: the interpreter's own flush at exit fails no more
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return BROKEN_PIPE_EXIT
+
+
+def _run(argv: list[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(

@@ -4,9 +4,11 @@ lives in ``metadataStoreUrl`` (ZooKeeper); ``standalone`` keeps it in its data d
 unless its configuration names a metadata store too.
 
 Exit codes: 0 after a clean stop (SIGINT or SIGTERM), 1 when the broker cannot start (port in
-use, data directory held by another broker), 2 for a configuration error (``magnetar
-broker`` of a cluster never initialized in its metadata store: the message holds the
-``initialize-cluster-metadata`` command to run).
+use, data directory held by another broker) or stopped because its shared data directory
+lost the cluster's storage identity (unmounted, replaced), 2 for a configuration error
+(``magnetar broker`` of a cluster never initialized in its metadata store: the message holds
+the ``initialize-cluster-metadata`` command to run; a shared data directory that is not the
+cluster's volume: the message names the mount to check).
 """
 
 from __future__ import annotations
@@ -150,6 +152,7 @@ def run_standalone(args: argparse.Namespace, cluster_mode: bool = False) -> int:
                 ClusterNotInitializedError,
                 open_cluster_metadata,
             )
+            from magnetar.broker.cluster.storage_identity import StorageIdentityError
             from magnetar.metadata import MetadataStoreError, SessionEvent
 
             host = config.advertisedAddress or "localhost"
@@ -164,7 +167,7 @@ def run_standalone(args: argparse.Namespace, cluster_mode: bool = False) -> int:
             except MetadataStoreError as exc:
                 print(f"magnetar: {exc}", file=sys.stderr)
                 return
-            except ClusterNotInitializedError as exc:
+            except (ClusterNotInitializedError, StorageIdentityError) as exc:
                 print(f"magnetar: {exc}", file=sys.stderr)
                 exit_code = 2
                 return
@@ -184,20 +187,26 @@ def run_standalone(args: argparse.Namespace, cluster_mode: bool = False) -> int:
             for store in cluster.stores:
                 store.register_session_listener(on_session)
         try:
-            await _serve_broker(config, cluster.kv if cluster is not None else None, stop)
+            await _serve_broker(config, cluster.kv if cluster is not None else None, stop,
+                                cluster.identity if cluster is not None else None)
         finally:
             if cluster is not None:
                 await cluster.close()
 
-    async def _serve_broker(config: BrokerConfig, metadata: Any, stop: asyncio.Event) -> None:
-        nonlocal started
+    async def _serve_broker(config: BrokerConfig, metadata: Any, stop: asyncio.Event,
+                            identity: Any) -> None:
+        nonlocal started, exit_code
         try:
             service = BrokerService(config, metadata)
         except ValueError as exc:  # security settings that cannot be used (keys, TLS files)
             print(f"magnetar: {exc}", file=sys.stderr)
             return
+        # a broker joining a cluster binds its ports (their numbers go into its registry
+        # entry) but accepts connections only once it has joined, so the first clients of
+        # a restarted broker are served rather than told their bundle is not owned here
+        joining = bool(config.metadataStoreUrl and config.magnetarSharedStorage)
         try:
-            await service.start()
+            await service.start(accept=not joining)
         except OSError as exc:
             await service.stop()
             print(listen_error(exc, config.bindAddress, str(config.brokerServicePort),
@@ -212,7 +221,7 @@ def run_standalone(args: argparse.Namespace, cluster_mode: bool = False) -> int:
                 config.webServicePort if config.webServicePort >= 0 else None,
                 tls_port=config.webServicePortTls if config.webServicePortTls >= 0 else None)
             try:
-                await admin.start()
+                await admin.start(accept=not joining)
             except OSError as exc:
                 await admin.stop()
                 await service.stop()
@@ -236,7 +245,7 @@ def run_standalone(args: argparse.Namespace, cluster_mode: bool = False) -> int:
         # bundle ownership and lookup redirects need brokers that can all serve every
         # topic's data: a shared data directory (docs/cluster.md); without one, each broker
         # of a cluster serves the topics of its own directory
-        if config.metadataStoreUrl and config.magnetarSharedStorage:
+        if joining:
             try:
                 await service.join_cluster(urls, on_shutdown=stop.set)
             except Exception as exc:
@@ -247,6 +256,26 @@ def run_standalone(args: argparse.Namespace, cluster_mode: bool = False) -> int:
                     await admin.stop()
                 await service.stop()
                 return
+            await service.accept_connections()
+            if admin is not None:
+                await admin.accept_connections()
+        watch = None
+        if joining and identity is not None:
+            from magnetar.broker.cluster.storage_identity import IdentityWatch
+            from magnetar.storage.mounts import mount_to_check
+
+            def lost(reason: str) -> None:
+                nonlocal started, exit_code
+                print(f"magnetar: shared data directory {config.magnetarDataDir}: {reason}; "
+                      f"expected storage identity {identity.id}: stopping, its bundles given "
+                      f"up (check {mount_to_check(config.magnetarDataDir)})",
+                      file=sys.stderr, flush=True)
+                started, exit_code = False, 1
+                stop.set()
+
+            watch = IdentityWatch(config.magnetarDataDir, identity,
+                                  config.magnetarStorageIdentityCheckSeconds, lost)
+            watch.start()
         print(
             f"magnetar {'broker' if cluster_mode else 'standalone'}: serving {' and '.join(u for u in urls.values() if u)} "
             f"(data in {config.magnetarDataDir}, fsync {config.fsync_policy})",
@@ -263,6 +292,8 @@ def run_standalone(args: argparse.Namespace, cluster_mode: bool = False) -> int:
                 started = False
                 stop.set()
         await stop.wait()
+        if watch is not None:
+            await watch.stop()
         await service.leave_cluster()
         if admin is not None:
             await admin.stop()

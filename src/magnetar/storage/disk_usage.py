@@ -14,7 +14,8 @@ read-only at once, whatever the fractions say, until a check finds ``min_free_by
 and at least `NO_SPACE_ROOM` (so a disk at 100% does not turn writable at every check, to
 fail the next write again), one interval after the failure at the earliest (a quota or
 inodes run out while statvfs shows room: writes are then tried again once an interval).
-Each change of state is one log line.
+Each change of state is one log line; so are the start and the end of a time the
+directory cannot be measured (a network file system not answering), however long.
 
 `update` is the state machine alone (no I/O), so it is tested with made-up usages.
 """
@@ -28,6 +29,7 @@ import os
 import time
 from dataclasses import dataclass
 
+from .episodes import Episode
 from .errors import is_no_space
 
 log = logging.getLogger(__name__)
@@ -99,6 +101,7 @@ class DiskUsage:
         self._no_space_at = 0.0  # when (monotonic)
         self._task: asyncio.Task[None] | None = None
         self._wake: asyncio.Event | None = None
+        self.unmeasurable = Episode(log, f"cannot measure the disk usage of {path}")
 
     # -- the state machine ----------------------------------------------------------
 
@@ -177,12 +180,14 @@ class DiskUsage:
     # -- the periodic check ---------------------------------------------------------
 
     async def check(self) -> None:
-        """One measurement, on a thread; an unreadable directory is logged and skipped."""
+        """One measurement, on a thread; an unreadable directory is skipped (logged when
+        that starts and when it ends, not at every check)."""
         try:
             usage = await asyncio.get_running_loop().run_in_executor(None, measure, self.path)
         except OSError as exc:
-            log.warning("cannot measure the disk usage of %s: %s", self.path, exc)
+            self.unmeasurable.failed(exc)
             return
+        self.unmeasurable.succeeded()
         self.update(usage)
 
     def start(self) -> None:

@@ -185,3 +185,32 @@ def check_data_dir(path: str, confirmed: str = "", mounts_path: str = PROC_MOUNT
     if mount is None:
         return None, []
     return mount, problems(mount, confirmed)
+
+
+FSTAB = "/etc/fstab"
+
+
+def mount_to_check(path: str, mounts_path: str = PROC_MOUNTS, fstab_path: str = FSTAB) -> str:
+    """What an operator should check when ``path`` is not on the volume it should be: the
+    ``/etc/fstab`` entry over it that is not mounted now (the usual cause: a mount that
+    failed at boot), else the mount holding it, else the path itself."""
+    real = existing_real_path(path)
+    try:
+        with open(mounts_path) as f:
+            current = mount_of(real, parse_mounts(f.read()))
+    except OSError:
+        current = None
+    try:
+        with open(fstab_path) as f:
+            wanted = mount_of(real, [m for m in parse_mounts(f.read())
+                                     if not m.device.startswith("#") and m.mount_point != "/"])
+    except OSError:
+        wanted = None
+    if wanted is not None and (current is None or current.mount_point.rstrip("/")
+                               != wanted.mount_point.rstrip("/")):
+        return (f"{wanted.mount_point} ({wanted.fstype} {wanted.device} in {fstab_path}) is "
+                f"not mounted: `findmnt {wanted.mount_point}`, `mount {wanted.mount_point}`")
+    if current is not None and current.mount_point != "/":
+        return f"the mount at {current.mount_point}: `findmnt {current.mount_point}`"
+    return (f"the shared volume's mount over {path} (it is on the root file system now): "
+            f"`findmnt --target {path}`")

@@ -25,6 +25,7 @@ from magnetar.broker.cluster.key_paths import (
     new_namespace_node,
 )
 from magnetar.broker.cluster.key_store import ClusterKeyValueStore
+from magnetar.broker.cluster.storage_identity import verify_identity
 from magnetar.broker.config.broker_config import BrokerConfig
 from magnetar.metadata import (
     BadVersionError,
@@ -35,6 +36,7 @@ from magnetar.metadata import (
     create_metadata_store,
 )
 from magnetar.storage import SqliteMetadataStore
+from magnetar.storage.identity import StorageIdentity
 from magnetar.storage.key_files import KeyFilesStore
 
 log = logging.getLogger(__name__)
@@ -52,6 +54,8 @@ class ClusterMetadata:
     config_store: MetadataStore
     kv: ClusterKeyValueStore
     stores: list[MetadataStore] = field(default_factory=list)
+    #: the shared volume's identity, checked in the data directory (shared mode)
+    identity: StorageIdentity | None = None
 
     async def close(self) -> None:
         await self.kv.stop()
@@ -116,6 +120,8 @@ async def open_cluster_metadata(config: BrokerConfig, *, web_service_url: str = 
                                 broker_service_url: str = "",
                                 require_initialized: bool = False) -> ClusterMetadata:
     """Connect to ``config``'s metadata store(s) and load the broker's view of them.
+    In shared mode the data directory must hold the cluster's storage identity
+    (`StorageIdentityError` otherwise; the first broker writes and records it).
     ``require_initialized`` (``magnetar broker``, as Pulsar's broker): the cluster must have
     been initialized (``ClusterNotInitializedError`` naming the command otherwise); without
     it (``magnetar standalone`` with a metadata store, as Pulsar's standalone) the first
@@ -140,6 +146,15 @@ async def open_cluster_metadata(config: BrokerConfig, *, web_service_url: str = 
                 f"{config.configurationMetadataStoreUrl or config.metadataStoreUrl}{others}. "
                 "Run once, before the cluster's brokers start:\n  "
                 + initialize_command(config, web_service_url, broker_service_url))
+    identity = None
+    if config.magnetarSharedStorage:  # before anything is written into the directory
+        try:
+            identity = await verify_identity(store, config.magnetarDataDir,
+                                             config.clusterName, config.metadataStoreUrl)
+        except BaseException:
+            for s in stores:
+                await s.close()
+            raise
     os.makedirs(config.magnetarDataDir, exist_ok=True)
     local = local_store(config)
     kv = ClusterKeyValueStore(local, store, config_store, cluster=config.clusterName,
@@ -152,7 +167,7 @@ async def open_cluster_metadata(config: BrokerConfig, *, web_service_url: str = 
         for s in stores:
             await s.close()
         raise
-    return ClusterMetadata(store, config_store, kv, stores)
+    return ClusterMetadata(store, config_store, kv, stores, identity)
 
 
 def local_store(config: BrokerConfig) -> KeyValueStore:

@@ -95,6 +95,10 @@ class BrokerConfig(SecurityConfig):
     # GlusterFS: the volume and FUSE options (storage/mounts.py GLUSTER_OPTIONS) stated as
     # set, comma-separated; a shared directory on GlusterFS is refused until they all are
     magnetarSharedStorageVolumeOptionsConfirmed: str = ""
+    # shared storage: how often (seconds) a running broker reads its data directory's
+    # storage identity again; gone or another one (the mount lost or replaced), it stops
+    # serving and gives its bundles up (docs/deploy.md, "Storage identity"); 0: never
+    magnetarStorageIdentityCheckSeconds: float = 2.0
     # a lookup whose bundle's owner refuses connections (killed; its session not expired
     # yet) waits this long for the bundle to be freed instead of redirecting the client to
     # the dead broker, and free bundles are not placed on a broker that refuses connections

@@ -37,6 +37,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from magnetar.broker.namespaces.inactivity import InactivityMonitor
 from magnetar.broker.topics.topic import PersistentTopic
+from magnetar.storage import StorageError
+from magnetar.storage.episodes import Episode
 
 if TYPE_CHECKING:
     from magnetar.broker.namespaces.policies import Policies
@@ -162,12 +164,17 @@ class Housekeeping:
 
     async def _sweep_loop(self) -> None:
         interval = self.service.config.magnetarIdleTopicSweepIntervalSeconds
+        failing = Episode(log, "sweeping unloaded topics")
         while True:
             await asyncio.sleep(interval)
             try:
                 await self.service.sweeper.run_pass()
+            except (StorageError, OSError) as exc:  # the data directory not answering
+                failing.failed(exc)
+                continue
             except Exception:
                 log.exception("sweeping unloaded topics failed")
+            failing.succeeded()
 
     # ------------------------------------------------------------------ topic housekeeping
 

@@ -268,6 +268,10 @@ class IdleTopicSweeper:
             # housekept (its disk work off the loop), then unloaded unless a client came
             # meanwhile, its ledger closed (off the loop): a slow disk slows the pass only
             await service.unload_if_idle(topic, now)
+        except (StorageError, OSError) as exc:  # expected when the disk fails: no traceback
+            log.error("idle topic sweep: unloading %s failed: %s", name, exc)
+            self._due[name] = Due(now + service.config.magnetarIdleTopicSweepIntervalSeconds,
+                                  self._policies(name))
         except Exception:  # one broken topic must not stop the pass
             log.exception("idle topic sweep: unloading %s failed", name)
             self._due[name] = Due(now + service.config.magnetarIdleTopicSweepIntervalSeconds,
@@ -295,9 +299,14 @@ class IdleTopicSweeper:
         """The segment files of each topic's ledger (worker thread: only reads)."""
         storage = self.service.storage
         out: dict[str, list[SegmentFile] | None] = {}
+        failed: list[tuple[str, Exception]] = []
         for name in names:
             try:
                 out[name] = segment_files(storage, ledger_name(TopicName.parse(name)))
             except (OSError, StorageError) as exc:
-                log.warning("idle topic sweep: cannot list the segments of %s: %s", name, exc)
+                failed.append((name, exc))
+        if failed:  # one line for the lot (a data directory not answering fails them all)
+            log.warning("idle topic sweep: cannot list the segments of %d topics (%s: %s%s)",
+                        len(failed), failed[0][0], failed[0][1],
+                        "; ..." if len(failed) > 1 else "")
         return out

@@ -43,10 +43,11 @@ class BrokerSecurity:
         self._tasks: list[asyncio.Task[None]] = []
 
     async def start(self, new_connection: Callable[[], asyncio.BaseProtocol],
-                    check_credentials: Callable[[], None]) -> None:
+                    check_credentials: Callable[[], None], accept: bool = True) -> None:
         """Open the TLS listener (if configured) serving ``new_connection()`` for each
         client, and start the periodic work (``check_credentials()`` every
-        ``authenticationRefreshCheckSeconds``)."""
+        ``authenticationRefreshCheckSeconds``). ``accept=False``: bound, accepting only
+        from `accept_connections`."""
         loop = asyncio.get_running_loop()
         if self.tls is not None and self.config.tls_port is not None:
             self._server = await loop.create_server(
@@ -57,6 +58,7 @@ class BrokerSecurity:
                 reuse_address=True,
                 backlog=1024,
                 ssl_handshake_timeout=max(1, self.config.magnetarHandshakeTimeoutSeconds or 60),
+                start_serving=accept,
             )
             self.tls_port = self._server.sockets[0].getsockname()[1]
             log.info("broker listening for TLS on %s:%d", self.config.bindAddress, self.tls_port)
@@ -64,6 +66,11 @@ class BrokerSecurity:
             self._tasks.append(asyncio.create_task(self._tls_reload_loop()))
         if self.authentication.enabled:
             self._tasks.append(asyncio.create_task(self._refresh_loop(check_credentials)))
+
+    async def accept_connections(self) -> None:
+        """Start accepting on the TLS port bound by ``start(accept=False)``."""
+        if self._server is not None:
+            await self._server.start_serving()
 
     def stop(self) -> None:
         """Stop the periodic work and the TLS listener (the service closes connections)."""
