@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
 import signal
 from pathlib import Path
 from typing import Any
@@ -61,9 +62,10 @@ async def serve(admin_url: str, bind: str, port: int, ready_file: str | None) ->
     actual = int(runner.addresses[-1][1])
     url = f"http://{bind if ':' not in bind else f'[{bind}]'}:{actual}/console/"
     log.warning("console for %s on %s", admin_url, url)
-    if ready_file:
-        import os
-        Path(ready_file).write_text(json.dumps({"consoleUrl": url, "pid": os.getpid()}))
+    if ready_file:  # written whole, then renamed: a reader never sees half of it
+        tmp = Path(ready_file + ".tmp")
+        tmp.write_text(json.dumps({"consoleUrl": url, "pid": os.getpid()}))
+        tmp.replace(ready_file)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
