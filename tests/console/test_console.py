@@ -158,6 +158,14 @@ def test_clear_backlog_action_changes_the_rest_answer(broker: StandaloneBroker, 
     driver.find_element("id", "confirm-no").click()  # cancelled: nothing happens
     assert _stats(broker, topic)["subscriptions"]["s1"]["msgBacklog"] == 7
     row = driver.find_element("css selector", "[data-subscription='s1']")
+    count = row.find_element("css selector", "input[type=number]")
+    count.clear()
+    count.send_keys("2")
+    row.find_element("css selector", "button[data-action='skip']").click()
+    driver.find_element("id", "confirm-yes").click()
+    wait_for(lambda: _stats(broker, topic)["subscriptions"]["s1"]["msgBacklog"] == 5,
+             "two messages skipped")
+    row = wait_for(lambda: driver.find_element("css selector", "[data-subscription='s1']"), "s1")
     row.find_element("css selector", "button[data-action='clear']").click()
     driver.find_element("id", "confirm-yes").click()
     wait_for(lambda: _stats(broker, topic)["subscriptions"]["s1"]["msgBacklog"] == 0,

@@ -351,6 +351,8 @@ async function topicPage(domain, tenant, namespace, topic) {
   const schema = await getOr(`/admin/v2/schemas/${seg(tenant)}/${seg(namespace)}/${seg(topic.replace(/-partition-\d+$/, ''))}/schema`, null, [404, 403]);
   fill(schemaBox, schema ? [table([{label: 'Type'}, {label: 'Version', num: true}], [[schema.type, num(schema.version)]]),
     schema.data ? el('pre', {}, schema.data) : null] : el('p', {class: 'muted'}, 'no schema (bytes)'));
+  let subNames = null;
+  const subCells = new Map();
   async function update() {
     const stats = partitions ? await get(`${base}/partitioned-stats`) : await get(`${base}/stats`);
     const consumers = Object.values(stats.subscriptions || {}).reduce((n, s) => n + (s.consumers || []).length, 0);
@@ -363,14 +365,27 @@ async function topicPage(domain, tenant, namespace, topic) {
     charts.backlog.push(stats.msgBacklog);
     fill(producers, table([{label: 'Producer'}, {label: 'Address'}, {label: 'Rate in', num: true}, {label: 'Messages', num: true}],
       (stats.publishers || []).map(p => [p.producerName, p.address || '', rate(p.msgRateIn), num(p.msgInCounter)]), 'no producers'));
-    const active = document.activeElement;
-    const keep = active && subs.contains(active) && active.tagName === 'INPUT';
-    if (!keep) {
+    // rows are rebuilt only when the subscriptions change: focus and typed values stay
+    const entries = Object.entries(stats.subscriptions || {}).sort();
+    const names = JSON.stringify(entries.map(([name]) => name));
+    if (names !== subNames) {
+      subNames = names;
+      subCells.clear();
       fill(subs, table([{label: 'Subscription'}, {label: 'Type'}, {label: 'Backlog', num: true}, {label: 'Consumers', num: true},
         {label: 'Rate out', num: true}, {label: 'Actions'}],
-      Object.entries(stats.subscriptions || {}).sort().map(([name, s]) => [
-        name, s.type || '–', el('span', {'data-backlog': name}, num(s.msgBacklog)), num((s.consumers || []).length),
-        rate(s.msgRateOut), subscriptionActions(base, name, refresh)]), 'no subscriptions'));
+      entries.map(([name]) => {
+        const cells = {type: el('span', {}), backlog: el('span', {'data-backlog': name}),
+          consumers: el('span', {}), rate: el('span', {})};
+        subCells.set(name, cells);
+        return [name, cells.type, cells.backlog, cells.consumers, cells.rate, subscriptionActions(base, name, refresh)];
+      }), 'no subscriptions'));
+    }
+    for (const [name, s] of entries) {
+      const cells = subCells.get(name);
+      cells.type.textContent = s.type || '–';
+      cells.backlog.textContent = num(s.msgBacklog);
+      cells.consumers.textContent = num((s.consumers || []).length);
+      cells.rate.textContent = rate(s.msgRateOut);
     }
     fill(replication, table([{label: 'Remote cluster'}, {label: 'Connected'}, {label: 'Backlog', num: true}, {label: 'Rate out', num: true}],
       Object.entries(stats.replication || {}).map(([remote, r]) => [remote,
@@ -399,6 +414,7 @@ async function route() {
       setCrumbs([['Overview', '/console/'], ['Not found']]);
       fill(main, el('h1', {}, 'No such page'), el('p', {}, el('a', {href: '/console/'}, 'Back to the overview')));
     }
+    document.body.dataset.readyAt = String(Math.round(performance.now()));  // since navigation
     document.body.dataset.ready = 'true';
     document.body.dataset.renderMs = String(Math.round(performance.now() - started));
   } catch (e) {
