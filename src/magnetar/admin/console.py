@@ -239,12 +239,15 @@ def broker_summary(request: web.Request) -> dict[str, Any]:
     broker_id = cluster.broker_id if cluster is not None else (
         f"{service.config.advertisedAddress or request.url.host}:{request.url.port}")
     last = cluster.registry.last if cluster is not None else None
+    # a broker alone owns one bundle per namespace (of its loaded topics, as its load report)
+    bundles = last.num_bundles if last is not None else len(
+        {name.split("://", 1)[-1].rsplit("/", 1)[0] for name in service.topics})
     return {
         "brokerId": broker_id,
         "version": __version__,
         "uptimeSeconds": time.time() - request.app[STARTED],
         "cpuPercent": _cpu_percent(request.app),
-        "bundles": last.num_bundles if last is not None else None,
+        "bundles": bundles,
         "serving": service.serving(),
         "readOnly": service.disk.refusal(),
         "metadataStore": service.metadata.unavailable_reason(),
