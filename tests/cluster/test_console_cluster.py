@@ -54,6 +54,11 @@ def test_any_broker_serves_the_whole_cluster(cluster: Cluster, driver: Any) -> N
     wait_for(lambda: driver.find_element("id", "backlog").text == "4",
              "the backlog of a topic the other broker owns")
     assert "seen-from-a" in driver.find_element("id", "subscriptions").text
+    # the namespace's bundles with their owners, the other broker among them
+    driver.get(f"{a.web_url}/console/namespaces/public/default")
+    ready(driver)
+    main = driver.find_element("tag name", "main").text
+    assert b.web_url in main, main
 
 
 def test_console_command_serves_the_pages_beside_the_cluster(

@@ -71,6 +71,8 @@ def test_overview_tenant_and_namespace_pages(broker: StandaloneBroker, driver: A
     assert "/console/namespaces/public/" in driver.current_url
     wait_for(lambda: driver.find_element("link text", topic), "the topic in the namespace list")
     assert driver.find_element("id", "topic-count").text.startswith("1-1 of 1")
+    bundles = driver.find_element("tag name", "main").text
+    assert f"0x00000000_0xffffffff {broker.web_service_url}" in bundles, bundles
     driver.find_element("link text", topic).click()
     ready(driver)
     wait_for(lambda: driver.find_element("id", "backlog").text == "5", "the topic's backlog")

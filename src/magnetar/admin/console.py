@@ -13,8 +13,8 @@
   cannot set that header, and a cross-site script's preflight is never granted.
 - ``/admin/v2/console/broker`` and ``/admin/v2/console/overview``: a broker's state at a glance
   (version, uptime, CPU, disk, metadata store, its loaded topics' totals and those needing
-  attention), and every live broker's, asked of each (superuser only, as the brokers'
-  endpoints are).
+  attention), and every live broker's, asked of each; ``/admin/v2/console/bundles/{t}/{ns}``:
+  a namespace's bundles and their owners (superuser only, as the brokers' endpoints are).
 - ``cross_site_middleware``: on the admin API too, a state-changing request a browser marks
   as coming from another site (``Sec-Fetch-Site``, ``Origin``) is refused.
 """
@@ -34,6 +34,7 @@ from aiohttp import web
 from yarl import URL
 
 from magnetar import __version__
+from magnetar.admin.namespaces import namespace_of
 from magnetar.admin.routing import PORTS, SERVICE, Handler, RouteTable, error_response, rates_of
 from magnetar.broker.topics import stats as broker_stats
 
@@ -305,3 +306,21 @@ async def overview(request: web.Request) -> web.Response:
                 b["bundles"] = data.num_bundles
                 b.setdefault("webServiceUrl", data.web_url)
     return web.json_response({"cluster": service.config.clusterName, "brokers": brokers})
+
+
+@routes.route("GET", "/admin/v2/console/bundles/{tenant}/{namespace}",
+              "The namespace's bundles and the broker owning each (its web service URL; "
+              "null: not owned now).")
+async def bundle_owners(request: web.Request) -> web.Response:
+    service = request.app[SERVICE]
+    namespace = namespace_of(request)
+    cluster = service.cluster
+    if cluster is None:  # a broker alone: one bundle, its own
+        return web.json_response([{"bundle": "0x00000000_0xffffffff",
+                                   "owner": f"{request.scheme}://{request.host}"}])
+    out = []
+    for bundle in (await cluster.bundles(namespace)).ranges:
+        owner = await cluster.ownership.owner_of(namespace, bundle)
+        out.append({"bundle": bundle.name,
+                    "owner": (owner.web_url or owner.service_url) if owner is not None else None})
+    return web.json_response(out)

@@ -195,13 +195,15 @@ async function namespacePage(tenant, namespace) {
   setCrumbs([['Overview', '/console/'], [tenant, tenantHref(tenant)], [namespace]]);
   const base = `/admin/v2/namespaces/${seg(tenant)}/${seg(namespace)}`;
   const started = performance.now();
-  const [topics, partP, partN, policies, bundles] = await Promise.all([
+  const [topics, partP, partN, policies, bundles, owners] = await Promise.all([
     get(`${base}/topics?mode=ALL`),
     getOr(`/admin/v2/persistent/${seg(tenant)}/${seg(namespace)}/partitioned`, []),
     getOr(`/admin/v2/non-persistent/${seg(tenant)}/${seg(namespace)}/partitioned`, []),
     getOr(base, null, [403]),
     getOr(`${base}/bundles`, null, [403]),
+    getOr(`/admin/v2/console/bundles/${seg(tenant)}/${seg(namespace)}`, null, [403]),
   ]);
+  const ownerOf = new Map((owners || []).map(o => [o.bundle, o.owner]));
   const partitioned = new Set([...partP, ...partN]);
   const entries = [...partitioned].map(name => ({name, partitioned: true}));
   for (const name of topics) {
@@ -235,7 +237,8 @@ async function namespacePage(tenant, namespace) {
   next.addEventListener('click', () => { offset += PAGE_SIZE; draw(); });
   const bundleRows = bundles ? bundles.boundaries.slice(0, -1).map((lo, i) => {
     const range = `${lo}_${bundles.boundaries[i + 1]}`;
-    return [range, el('button', {type: 'button', class: 'danger', 'data-bundle': range, onclick: () => act(
+    const owner = owners === null ? 'not allowed to read' : (ownerOf.get(range) || 'not owned now');
+    return [range, owner, el('button', {type: 'button', class: 'danger', 'data-bundle': range, onclick: () => act(
       `Unload bundle ${range} of ${ns}? Its topics move (their clients reconnect).`, 'PUT',
       `${base}/${range}/unload`, undefined, `Bundle ${range} unloaded.`)}, 'Unload')];
   }) : [];
@@ -246,7 +249,7 @@ async function namespacePage(tenant, namespace) {
       [table([{label: 'Policy'}, {label: 'Value'}], POLICY_KEYS.map(([k, label]) => [label, policyText(policies[k])])),
         el('details', {}, el('summary', {}, 'All policies'), el('pre', {}, JSON.stringify(policies, null, 2)))]),
     el('section', {}, el('h2', {}, 'Bundles'), bundles === null ? el('p', {class: 'muted'}, 'not allowed to read') :
-      table([{label: 'Bundle'}, {label: 'Action'}], bundleRows)));
+      table([{label: 'Bundle'}, {label: 'Owner'}, {label: 'Action'}], bundleRows)));
   draw();
   main.dataset.loadMs = String(Math.round(performance.now() - started));
 }
