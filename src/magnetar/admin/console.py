@@ -141,11 +141,12 @@ async def proxy(request: web.Request) -> web.StreamResponse:
         if request.headers.get(CONSOLE_HEADER) != "1":
             return error_response(403, f"refused: a state-changing call needs the "
                                   f"{CONSOLE_HEADER} header")
-    path = request.match_info["path"]
+    path = request.match_info["path"]  # decoded, to check; forwarded as it came (encoded)
     if not path.startswith(("admin/v2/", "lookup/v2/")) or ".." in path.split("/"):
         return error_response(404, "the console API forwards /admin/v2 and /lookup/v2 only")
+    raw = request.rel_url.raw_path.removeprefix("/console/api/")
     base, verify = _upstream(request)
-    target = URL(base + "/" + path, encoded=True).with_query(request.query)
+    target = URL(base + "/" + raw, encoded=True).with_query(request.query)
     headers = {h: request.headers[h] for h in _FORWARD if h in request.headers}
     body = await request.read() if request.body_exists else None
     session = _session(request.app)
@@ -257,7 +258,7 @@ def broker_summary(request: web.Request) -> dict[str, Any]:
                                           key=lambda r: r["msgBacklog"]),
         "unconsumedBacklogs": heapq.nlargest(
             TOP, (r for r in rows if r["msgBacklog"] and not r["consumers"]),
-            key=lambda r: r["msgBacklog"]),
+            key=lambda r: (r["msgRateIn"] > 0, r["msgBacklog"])),  # growing ones first
         "replicationDisconnected": replication[:TOP * 10],
     }
 

@@ -146,13 +146,14 @@ async function overviewPage() {
         b.metadataStore ? el('span', {class: 'bad'}, b.metadataStore) : el('span', {class: 'good'}, 'connected'),
       ])));
     largest.sort((a, b) => b.msgBacklog - a.msgBacklog);
-    unconsumed.sort((a, b) => b.msgBacklog - a.msgBacklog);
+    // growing (messages coming in) first, then by backlog
+    unconsumed.sort((a, b) => (b.msgRateIn > 0) - (a.msgRateIn > 0) || b.msgBacklog - a.msgBacklog);
     const cols = [{label: 'Topic'}, {label: 'Backlog', num: true}, {label: 'Rate in', num: true}, {label: 'Consumers', num: true}];
     const rows = (list) => list.slice(0, 10).map(r => [topicLink(r.topic), num(r.msgBacklog), rate(r.msgRateIn), num(r.consumers)]);
     fill(attention,
       el('h3', {}, 'Largest backlogs'), table(cols, rows(largest), 'no backlog'),
-      el('h3', {}, 'Backlog and no consumer'),
-      table(cols, rows(unconsumed.map(r => ({...r}))), 'none'),
+      el('h3', {}, 'Backlog and no consumer (growing first)'),
+      table(cols, rows(unconsumed), 'none'),
       el('h3', {}, 'Replication disconnected'),
       table([{label: 'Topic'}, {label: 'Remote cluster'}, {label: 'Replication backlog', num: true}],
         repl.map(r => [topicLink(r.topic), r.remote, num(r.replicationBacklog)]), 'none'));
