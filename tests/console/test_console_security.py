@@ -101,3 +101,11 @@ def test_pages_carry_a_content_security_policy(secured: StandaloneBroker) -> Non
     html = Path(__file__).resolve().parents[2] / "src/magnetar/admin/console_files/index.html"
     text = html.read_text()
     assert "<script>" not in text and "onclick=" not in text  # no inline script
+
+
+def test_console_command_refuses_a_bad_admin_url() -> None:
+    from tests.cluster.brokers import magnetar
+
+    done = magnetar("console", "--admin-url", "ftp://broker:8080", "--port", "0")
+    assert done.returncode == 2
+    assert "--admin-url must be an http:// or https:// URL" in done.stderr
