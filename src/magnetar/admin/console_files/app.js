@@ -335,8 +335,6 @@ async function topicPage(domain, tenant, namespace, topic) {
     `Unload ${full}? Its clients reconnect.`, 'PUT', `${base}/unload`, undefined, `${full} unloaded.`, refresh)},
   'Unload topic');
   fill(main, el('h1', {}, full),
-    el('div', {class: 'cards'}, el('div', {class: 'card'}, el('div', {class: 'label'}, 'Kind'),
-      el('div', {class: 'value'}, partitions ? `partitioned (${partitions})` : domain))),
     el('section', {}, el('h2', {}, 'Now'), cards),
     el('section', {}, el('h2', {}, 'Live'), el('div', {class: 'charts'}, charts.in.node, charts.out.node, charts.backlog.node)),
     partitions ? el('section', {}, el('h2', {}, 'Partitions'), parts) : null,
@@ -360,7 +358,7 @@ async function topicPage(domain, tenant, namespace, topic) {
   async function update() {
     const stats = partitions ? await get(`${base}/partitioned-stats`) : await get(`${base}/stats`);
     const consumers = Object.values(stats.subscriptions || {}).reduce((n, s) => n + (s.consumers || []).length, 0);
-    fill(cards, card('Rate in', rate(stats.msgRateIn), 'rate-in'), card('Rate out', rate(stats.msgRateOut), 'rate-out'),
+    fill(cards, card('Kind', partitions ? `partitioned (${partitions})` : domain), card('Rate in', rate(stats.msgRateIn), 'rate-in'), card('Rate out', rate(stats.msgRateOut), 'rate-out'),
       card('Throughput in', `${bytes(stats.msgThroughputIn)}/s`), card('Backlog', num(stats.msgBacklog), 'backlog'),
       card('Storage', bytes(stats.storageSize), 'storage'), card('Producers', num((stats.publishers || []).length), 'producer-count'),
       card('Consumers', num(consumers), 'consumer-count'), card('Messages in', num(stats.msgInCounter), 'msg-in'));

@@ -11,6 +11,7 @@ export class LiveChart {
     this.points = [];
     this.now = el('span', {class: 'now'}, '–');
     this.max = el('span', {class: 'muted'}, '');
+    this.span = el('span', {class: 'muted'}, '');
     this.svg = document.createElementNS(SVG, 'svg');
     this.svg.setAttribute('viewBox', '0 0 300 100');
     this.svg.setAttribute('preserveAspectRatio', 'none');
@@ -20,7 +21,7 @@ export class LiveChart {
     this.svg.appendChild(this.line);
     this.node = el('figure', {class: 'chart', 'data-chart': title},
       el('div', {class: 'head'}, el('span', {}, title), this.now), this.svg,
-      el('div', {class: 'head'}, el('span', {class: 'muted'}, `last ${keep} samples`), this.max));
+      el('div', {class: 'head'}, this.span, this.max));
   }
 
   push(value) {
@@ -32,10 +33,11 @@ export class LiveChart {
   draw() {
     const pts = this.points;
     const top = Math.max(...pts, 0) || 1;
-    const step = 300 / Math.max(this.keep - 1, 1);
-    const offset = this.keep - pts.length;
+    // the samples so far span the width (up to `keep` of them: then the oldest scroll off)
+    const step = 300 / Math.max(pts.length - 1, 1);
     this.line.setAttribute('points', pts.map((v, i) =>
-      `${((offset + i) * step).toFixed(1)},${(98 - (v / top) * 94).toFixed(1)}`).join(' '));
+      `${(i * step).toFixed(1)},${(98 - (v / top) * 94).toFixed(1)}`).join(' '));
+    this.span.textContent = `last ${pts.length} samples`;
     this.node.dataset.samples = String(pts.length);
     this.node.dataset.last = String(pts[pts.length - 1]);
     this.now.textContent = this.format(pts[pts.length - 1]);
