@@ -121,3 +121,42 @@ def test_the_pages_ship_as_package_data() -> None:
     for f in files:
         relative = f.relative_to(ROOT / "src/magnetar").as_posix()
         assert any(fnmatch(relative, p) for p in patterns), relative
+
+
+def test_another_site_cannot_trigger_an_action(broker: StandaloneBroker, driver: Any,
+                                               client: pulsar.Client, tmp_path: Path) -> None:
+    """A page on another origin posts a form to the admin API and to the console's
+    forwarder, and fires a no-cors fetch at the forwarder: all refused, the backlog stays."""
+    import functools
+    import http.server
+    import threading
+
+    topic = f"persistent://public/default/csrf-{uuid.uuid4().hex[:6]}"
+    client.subscribe(topic, "s").close()
+    producer = client.create_producer(topic)
+    for i in range(3):
+        producer.send(f"m{i}".encode())
+    producer.close()
+    path = f"{topic.replace('://', '/')}/subscription/s/skip_all"
+    base = broker.web_service_url
+    (tmp_path / "fetch.html").write_text(
+        f'<form id="f" method="POST" action="{base}/admin/v2/{path}"></form><script>'
+        f'fetch("{base}/console/api/admin/v2/{path}", {{method: "POST", mode: "no-cors"}})'
+        f'.finally(() => document.getElementById("f").submit());</script>')
+    (tmp_path / "form.html").write_text(
+        f'<form id="g" method="POST" action="{base}/console/api/admin/v2/{path}"></form>'
+        f'<script>document.getElementById("g").submit();</script>')
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(tmp_path))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        for page in ("fetch.html", "form.html"):
+            driver.get(f"http://127.0.0.1:{server.server_address[1]}/{page}")
+            answer = wait_for(lambda: driver.current_url.startswith(base)
+                              and driver.find_element("tag name", "body").text,
+                              "the form's answer from the broker")
+            assert "refused" in answer, answer
+        assert _stats(broker, topic)["subscriptions"]["s"]["msgBacklog"] == 3
+    finally:
+        server.shutdown()
+        server.server_close()
