@@ -36,7 +36,9 @@ from yarl import URL
 from magnetar import __version__
 from magnetar.admin.namespaces import namespace_of
 from magnetar.admin.routing import PORTS, SERVICE, Handler, RouteTable, error_response, rates_of
-from magnetar.broker.topics import stats as broker_stats
+from magnetar.broker.topics.dedup import REPLICATOR_PREFIX
+from magnetar.broker.topics.stats import RateTracker
+from magnetar.broker.topics.topic import PersistentTopic, Topic
 
 routes = RouteTable("console")
 
@@ -57,6 +59,8 @@ STARTED: web.AppKey[float] = web.AppKey("console_started", float)
 UPSTREAM: web.AppKey[str] = web.AppKey("console_upstream", str)
 SESSION: web.AppKey[list[aiohttp.ClientSession]] = web.AppKey("console_session", list)
 _CPU: web.AppKey[list[float]] = web.AppKey("console_cpu", list)
+_SUMMARY: web.AppKey[list[Any]] = web.AppKey("console_summary", list)
+SUMMARY_TTL = 2.0  # seconds a broker's summary is shared (the overview polls every 5 s)
 TOP = 10  # rows of each "needs attention" list
 
 
@@ -184,6 +188,7 @@ def install(app: web.Application, upstream: str = "") -> None:
     when empty, to the app's own admin service."""
     app[STARTED] = time.time()
     app[_CPU] = []
+    app[_SUMMARY] = []
     app[SESSION] = []
     if upstream:
         app[UPSTREAM] = upstream
@@ -207,15 +212,49 @@ def _cpu_percent(app: web.Application) -> float:
     return 100.0 * (used - last[1]) / (now - last[0])
 
 
-def _row(name: str, stats: dict[str, Any]) -> dict[str, Any]:
-    consumers = sum(len(s["consumers"]) for s in stats["subscriptions"].values())
-    return {"topic": name, "msgBacklog": stats["msgBacklog"], "msgRateIn": stats["msgRateIn"],
-            "msgRateOut": stats["msgRateOut"], "storageSize": stats["storageSize"],
-            "consumers": consumers, "subscriptions": len(stats["subscriptions"])}
+#: topics summed between two yields to the event loop (a few ms of work each time)
+SLICE = 500
 
 
-def broker_summary(request: web.Request) -> dict[str, Any]:
-    """This broker's state and its loaded topics' totals and attention lists."""
+def _row(topic: Topic, rates: RateTracker, replication: list[dict[str, Any]]) -> dict[str, Any]:
+    """What the overview needs of one loaded topic: the numbers of its stats, without
+    building them (no per-producer or per-consumer documents)."""
+    backlog = consumers = 0
+    for sub in topic.subscriptions.values():
+        backlog += sub.backlog()
+        consumers += len(sub.consumers)
+    rate_in, rate_out = rates.rate("in", topic.name), rates.rate("out", topic.name)
+    for remote, replicator in getattr(topic, "replicators", {}).items():
+        if not replicator.connected:
+            cursor = replicator.cursor
+            replication.append({"topic": topic.name, "remote": remote, "replicationBacklog":
+                                cursor.backlog() if cursor is not None and not cursor.closed else 0})
+    return {"topic": topic.name, "msgBacklog": backlog, "msgRateIn": rate_in[0],
+            "msgRateOut": rate_out[0], "msgThroughputIn": rate_in[1],
+            "msgThroughputOut": rate_out[1],
+            "storageSize": topic.ledger.size_bytes() if isinstance(topic, PersistentTopic) else 0,
+            "consumers": consumers, "subscriptions": len(topic.subscriptions),
+            "producers": sum(1 for p in topic.producers.values()
+                             if not p.name.startswith(REPLICATOR_PREFIX))}
+
+
+async def broker_summary(request: web.Request) -> dict[str, Any]:
+    """This broker's summary (``_summarize``), shared for ``SUMMARY_TTL`` seconds by every
+    page asking: many open overviews cost the broker what one does."""
+    cached = request.app[_SUMMARY]
+    now = time.monotonic()
+    if cached and now - cached[0] < SUMMARY_TTL:
+        found: dict[str, Any] = cached[1]
+        return found
+    summary = await _summarize(request)
+    cached[:] = [now, summary]
+    return summary
+
+
+async def _summarize(request: web.Request) -> dict[str, Any]:
+    """This broker's state and its loaded topics' totals and attention lists, summed in
+    slices of ``SLICE`` topics with a yield to the event loop between them (a broker of
+    10,000 topics is not stalled for the whole sum)."""
     service = request.app[SERVICE]
     rates = rates_of(request)
     totals = {"topics": 0, "producers": 0, "consumers": 0, "msgRateIn": 0.0,
@@ -223,20 +262,14 @@ def broker_summary(request: web.Request) -> dict[str, Any]:
               "msgBacklog": 0, "storageSize": 0}
     rows: list[dict[str, Any]] = []
     replication: list[dict[str, Any]] = []
-    for name, topic in list(service.topics.items()):
-        stats = broker_stats.topic_stats(topic, rates)
-        row = _row(name, stats)
+    loaded = list(service.topics.values())
+    for i, topic in enumerate(loaded):
+        if i and i % SLICE == 0:
+            await asyncio.sleep(0)
+        row = _row(topic, rates, replication)
         rows.append(row)
-        totals["topics"] += 1
-        totals["producers"] += len(stats["publishers"])
-        totals["consumers"] += row["consumers"]
-        for key in ("msgRateIn", "msgRateOut", "msgThroughputIn", "msgThroughputOut",
-                    "msgBacklog", "storageSize"):
-            totals[key] += stats[key]
-        for remote, repl in stats["replication"].items():
-            if not repl.get("connected", False):
-                replication.append({"topic": name, "remote": remote,
-                                    "replicationBacklog": repl.get("replicationBacklog", 0)})
+        for key in totals:
+            totals[key] += 1 if key == "topics" else row[key]
     cluster = service.cluster
     broker_id = cluster.broker_id if cluster is not None else (
         f"{service.config.advertisedAddress or request.url.host}:{request.url.port}")
@@ -267,7 +300,7 @@ def broker_summary(request: web.Request) -> dict[str, Any]:
               "This broker at a glance (the console's overview): version, uptime, CPU, disk "
               "read-only or not, metadata store, its loaded topics' totals and largest backlogs.")
 async def broker_state(request: web.Request) -> web.Response:
-    return web.json_response(broker_summary(request))
+    return web.json_response(await broker_summary(request))
 
 
 async def _ask(session: aiohttp.ClientSession, url: str, headers: dict[str, str]
@@ -288,7 +321,7 @@ async def _ask(session: aiohttp.ClientSession, url: str, headers: dict[str, str]
               "asked with the caller's credentials) with their load reports.")
 async def overview(request: web.Request) -> web.Response:
     service = request.app[SERVICE]
-    mine = broker_summary(request)
+    mine = await broker_summary(request)
     brokers = [mine]
     cluster = service.cluster
     if cluster is not None:
