@@ -6,7 +6,9 @@ bearer token or basic credentials; else the client certificate on ``webServicePo
 a request that does not authenticate gets 401 ``{"reason": ...}``. Every path is covered,
 the health check included (Pulsar's health check needs a superuser too), except
 ``/metrics`` unless ``authenticateMetricsEndpoint=true`` (Pulsar's default is false: the
-metrics need no credential, and then no permission either).
+metrics need no credential, and then no permission either), and the console's pages
+under ``/console/`` (files without data; every call they make is checked as it reaches the
+API).
 
 With ``authorizationEnabled`` the request must then be allowed, by the rule ``access_rule``
 gives its route:
@@ -179,6 +181,10 @@ async def security_middleware(request: web.Request, handler: Handler) -> web.Str
     if not authn.enabled and not authz.enabled:
         return await handler(request)
     if request.path == "/metrics" and not service.config.authenticateMetricsEndpoint:
+        return await handler(request)
+    if request.path == "/console" or request.path.startswith("/console/"):
+        # the console's files hold no data; its API calls come back with the caller's
+        # credentials and are checked then (console.py)
         return await handler(request)
     peer = _peer(request)
     identity: Identity | None = None

@@ -1,6 +1,6 @@
 """AdminServer: the broker's HTTP service (aiohttp) on ``webServicePort``, in the broker's
 event loop: the admin API under ``/admin/v2``, HTTP lookup under ``/lookup/v2``,
-``/metrics`` and the OpenAPI description, behind guard.py's timeouts, connection cap
+``/metrics``, the OpenAPI description and the console (``/console/``), behind guard.py's timeouts, connection cap
 and body limit. Handlers call the BrokerService directly (same
 loop, no locking); a background task samples message rates every
 ``statsUpdateFrequencyInSecs`` for stats and metrics."""
@@ -15,6 +15,7 @@ from aiohttp import web
 
 from magnetar.admin import (
     cluster,
+    console,
     lookup,
     messages,
     metrics,
@@ -50,7 +51,7 @@ TABLES: list[RouteTable] = [
     openapi.routes, cluster.routes, tenants.routes, namespaces.routes, namespace_limits.routes,
     topics.routes, topic_policies.routes, subscriptions.routes,
     messages.routes, schemas.routes, permissions.routes,
-    lookup.routes, metrics.routes,
+    lookup.routes, metrics.routes, console.routes,
 ]
 
 
@@ -58,7 +59,8 @@ def build_app(service: BrokerService, rates: RateTracker | None = None) -> web.A
     """The aiohttp application serving the admin API for ``service``."""
     config = service.config
     # the body is read (within httpMaxRequestSize and the body timeout) before anything else
-    middlewares = [body_middleware, error_middleware, security_middleware,
+    middlewares = [body_middleware, error_middleware, console.cross_site_middleware,
+                   security_middleware,
                    metadata_guard_middleware, cluster.owner_redirect_middleware]
     if config.httpRequestsLimitEnabled:  # outermost: a refused request costs nothing more
         middlewares.insert(0, rate_limit_middleware(config.httpRequestsMaxPerSecond))
@@ -75,6 +77,7 @@ def build_app(service: BrokerService, rates: RateTracker | None = None) -> web.A
     metrics.install_registry(app)
     for table in TABLES:
         table.install(app)
+    console.install(app)  # the pages under /console/ (their API calls come back here)
     return app
 
 

@@ -122,6 +122,9 @@ cannot be reached (after retrying for metadataStoreOperationTimeoutSeconds).""",
     from magnetar.cli.tokens import add_parser as add_tokens_parser
 
     add_tokens_parser(sub, [log_level])
+    from magnetar.cli import console
+
+    console.add_parser(sub, [log_level])
     return parser
 
 
@@ -191,6 +194,10 @@ def _run(argv: list[str] | None) -> int:
         from magnetar.cli.standalone import run_standalone
 
         return run_standalone(args, cluster_mode=True)
+    if args.command == "console":
+        from magnetar.cli.console import run as run_console
+
+        return run_console(args)
     if args.command == "cluster":
         from magnetar.cli.cluster_up import run as run_cluster_up
 
