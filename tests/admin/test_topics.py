@@ -191,3 +191,19 @@ def test_non_persistent_topics(api: Api, client: pulsar.Client, name: str) -> No
     producer.close()
     consumer.close()
     assert api.delete(f"{base}/{name}")[0] == 204
+
+
+def test_peek_carries_properties_http_cannot_carry_as_they_are(
+        api: Api, client: pulsar.Client, name: str) -> None:
+    """A property key with markup or a space, a value with a line break: the peek answers a
+    valid response (as browsers require), those parts percent-encoded, the others as sent."""
+    producer = client.create_producer(full(name))
+    api.ok("PUT", f"{NS}/{name}/subscription/s", {"ledgerId": -1, "entryId": -1})
+    producer.send(b"x", properties={"<b>k</b>": "v", "plain": "<i>ok</i>",
+                                    "two words": "a\r\nSet-Cookie: y"})
+    status, payload, headers = api.response("GET", f"{NS}/{name}/subscription/s/position/1")
+    assert status == 200 and payload == b"x"
+    assert headers["X-Pulsar-PROPERTY-%3Cb%3Ek%3C%2Fb%3E"] == "v"
+    assert headers["X-Pulsar-PROPERTY-plain"] == "<i>ok</i>"
+    assert headers["X-Pulsar-PROPERTY-two%20words"] == "a%0D%0ASet-Cookie%3A y"
+    assert "Set-Cookie" not in headers

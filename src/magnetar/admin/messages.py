@@ -5,6 +5,9 @@ id), and the answer every message read shares with a subscription's peek
 
 from __future__ import annotations
 
+import re
+from urllib.parse import quote
+
 from aiohttp import web
 
 from magnetar.admin.routing import SERVICE, RestError, RouteTable, int_param
@@ -17,6 +20,21 @@ from magnetar.protocol.frames import parse_payload_part
 from magnetar.storage import EntryNotFoundError, Position
 
 routes = RouteTable("messages")
+
+# what HTTP allows in a header name (RFC 9110's token) and value (no control characters)
+_NOT_TOKEN = re.compile(r"[^!#$%&'*+\-.^_`|~0-9A-Za-z]")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def property_header(key: str, value: str) -> tuple[str, str]:
+    """A message property as Pulsar's ``X-Pulsar-PROPERTY-{key}`` header; a key or value
+    that HTTP cannot carry as it is (a space, ``<``, a newline...) is percent-encoded, so
+    that the response stays valid for browsers and cannot be split."""
+    if _NOT_TOKEN.search(key):
+        key = quote(key, safe="")
+    if _CONTROL.search(value):
+        value = quote(value, safe=" ")
+    return f"X-Pulsar-PROPERTY-{key}", value
 
 
 def message_response(position: Position, data: bytes) -> web.Response:
@@ -43,7 +61,8 @@ def message_response(position: Position, data: bytes) -> web.Response:
     if metadata.HasField("replicated_from"):  # it came from that cluster by replication
         headers["X-Pulsar-replicated-from"] = metadata.replicated_from
     for kv in metadata.properties:
-        headers[f"X-Pulsar-PROPERTY-{kv.key}"] = kv.value
+        name, value = property_header(kv.key, kv.value)
+        headers[name] = value
     return web.Response(body=payload, headers=headers, content_type="application/octet-stream")
 
 
