@@ -29,7 +29,9 @@ def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
         description="Serve the console (http://BIND:PORT/console/) for the cluster whose admin "
                     "service is at --admin-url: its pages call that URL through this process "
                     "(with the token the page asks for), so a browser needs to reach only this "
-                    "port. Every broker also serves the console itself at /console/.")
+                    "port. Every broker also serves the console itself at /console/.",
+        epilog="Example: magnetar console --admin-url http://s1:8080 --port 8090, then open "
+               "http://127.0.0.1:8090/console/ (--bind 0.0.0.0 to serve other machines)")
     parser.add_argument("--admin-url", required=True, metavar="URL",
                         help="a broker's admin service (webServiceUrl), e.g. http://broker:8080")
     parser.add_argument("--port", type=int, default=8090,
