@@ -35,6 +35,7 @@ from magnetar.broker.connection.attach import TopicAttacher
 from magnetar.broker.connection.base import PublishBuffer
 from magnetar.broker.connection.server_cnx import ServerCnx
 from magnetar.broker.errors import BrokerError
+from magnetar.broker.heap import HeapFreezer
 from magnetar.broker.namespaces.backlog_quota import BacklogQuotaManager
 from magnetar.broker.namespaces.housekeeping import Housekeeping, in_use
 from magnetar.broker.namespaces.message_expiry import MessageExpirer
@@ -51,6 +52,7 @@ from magnetar.broker.topics.compaction import Compactor
 from magnetar.broker.topics.dedup_snapshot import DedupSnapshots, Restored
 from magnetar.broker.topics.entry_index import load_entry_index_async
 from magnetar.broker.topics.listing import topics_in_namespace
+from magnetar.broker.topics.release import release_topic
 from magnetar.broker.topics.topic import (
     NonPersistentTopic,
     PersistentTopic,
@@ -166,6 +168,8 @@ class BrokerService(AdminOperations):
         )
         self.namespaces.start_writing_off_loop()
         self.topics: dict[str, Topic] = {}
+        # what topic loads build is frozen out of full garbage collections (heap.py)
+        self.heap = HeapFreezer(config.magnetarGcFreezeAfterTopicLoads)
         # topics a load_topic is loading (their ledger's scan on a storage thread): how many
         self.loading: dict[str, int] = {}
         # topics a delete_topic is deleting (its storage work off the loop): not loadable
@@ -256,6 +260,7 @@ class BrokerService(AdminOperations):
     async def stop(self) -> None:
         """Stop the periodic work, save dedup state, close connections and storage."""
         self.housekeeping.stop()
+        self.heap.stop()
         await self.replication.stop()
         self.disk.stop()
         for topic in list(self.topics.values()):
@@ -376,7 +381,10 @@ class BrokerService(AdminOperations):
                 sub.close_dispatcher()
         if isinstance(topic, PersistentTopic):
             self.dedup_snapshots.save(topic)
-            return self.close_ledger(topic.ledger)
+            closed = self.close_ledger(topic.ledger)
+            closed.add_done_callback(lambda _: release_topic(topic))
+            return closed
+        release_topic(topic)
         return _done()
 
     def close_ledger(self, ledger: ManagedLedger) -> asyncio.Future[None]:
@@ -566,6 +574,7 @@ class BrokerService(AdminOperations):
             topic = NonPersistentTopic(self, topic_name)
             self.topics[key] = topic
             self.housekeeping.touch(key)
+            self.heap.topic_loaded()
         return topic_name, topic, auto_create
 
     def admit_persistent(self, topic_name: TopicName, create: bool, auto_create: bool) -> None:
@@ -600,6 +609,7 @@ class BrokerService(AdminOperations):
                 continue
             topic.subscriptions[sub_name] = PersistentSubscription(topic, sub_name, cursor, durable=True)
         self.replication.topic_loaded(topic)
+        self.heap.topic_loaded()
         return topic
 
     def topics_of_namespace(

@@ -488,6 +488,10 @@ class LedgerAppends(LedgerState):
         else:
             log.error("ledger %s: cannot create segment %d: %s", self.name, seg.ledger_id, exc)
             seg.create_error = exc
+        # the job's done callback holds this ledger: without it the segment and the ledger
+        # are freed by reference counting once closed (and the job's lock goes)
+        seg.creating = None
+        self._file_work = [f for f in self._file_work if not f.done()]
         self._write_held()
 
     def _wait_file(self, seg: Segment) -> None:

@@ -182,6 +182,7 @@ class LedgerLifecycle(LedgerAppends):
                 self._seal(seg)
                 self._files.forget(seg)
             self._state = "closed"
+            self._cursors = {}  # they point back at the ledger: freed without the collector
             self._factory._ledger_closed(self._whole)
 
     def close_async(self) -> asyncio.Future[None]:
@@ -300,6 +301,10 @@ class LedgerLifecycle(LedgerAppends):
 
     def _finish_closing(self) -> None:
         self._state = "closed"
+        # the cursors and the file jobs' callbacks point back at the ledger: without them
+        # it is freed by reference counting (magnetar.broker.heap freezes it)
+        self._cursors = {}
+        self._file_work = [f for f in self._file_work if not f.done()]
         done, self._close_done = self._close_done, None
         self._factory._closing_finished(self._whole, done)
 
