@@ -262,7 +262,8 @@ class ManagedLedgerFactory(CursorRows):
             elif top >= self._next_id:  # written by another broker: our next ids go above
                 self._next_id = self._id_limit = top + 1
         ml = ManagedLedger(self, name, opened.path, opened.meta, segments=opened.segments)
-        ml.fence = opened.fence
+        if opened.fence is not None:  # (else the class default: fewer instance attributes)
+            ml.fence = opened.fence
         ml._load_cursors(opened.cursors)
         self._ledgers[name] = ml
         return ml

@@ -9,7 +9,6 @@ import asyncio
 import contextlib
 import logging
 import os
-from collections import deque
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, cast
 
@@ -147,7 +146,7 @@ class LedgerLifecycle(LedgerAppends):
         self._wait_files()
         errors: dict[Segment, OSError] = {}
         for seg in self._segments:
-            if seg.dirty and self._policy != "never":
+            if seg.dirty and self._cfg.fsync != "never":
                 try:
                     seg.sync()
                 except OSError as exc:
@@ -317,7 +316,7 @@ class LedgerLifecycle(LedgerAppends):
             self._finish_closing_now()  # its sealing must not race the removal
         self._write_pending()
         deleted = LedgerClosedError(f"ledger {self.name} deleted")
-        held, self._unwritten = list(self._unwritten), deque()
+        held, self._unwritten = self._unwritten, []
         for seg, _bufs, _start, futs, poss, loop, _nbytes in held:
             batch = Batch(seg, poss[0].entry_id, futs, poss, loop, self._on_batch_done, deleted)
             self._on_batch_done(batch, deleted)
