@@ -9,6 +9,7 @@ deduplication objects until used, and few objects the collector tracks."""
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import time
 import weakref
@@ -18,6 +19,7 @@ from typing import Any
 import pulsar
 import pytest
 
+from magnetar.broker.heap import HeapFreezer
 from magnetar.broker.service import BrokerService
 from magnetar.broker.topics.topic import PersistentTopic
 
@@ -138,3 +140,29 @@ def test_idle_topic_holds_few_objects(make_broker: Callable[..., ThreadedBroker]
     # what most topics and ledgers keep at its default lives on the class (topic.py, state.py)
     assert len(vars(topic)) <= SHARED_KEYS_MAX, sorted(vars(topic))
     assert len(vars(topic.ledger)) <= SHARED_KEYS_MAX, sorted(vars(topic.ledger))
+
+
+def test_loads_that_unload_again_make_no_freeze() -> None:
+    """The idle-topic sweep loads and unloads topics in turn: the loaded count does not
+    grow, so no freeze becomes due however many loads it makes."""
+    async def sweep_like() -> HeapFreezer:
+        heap = HeapFreezer(3)
+        for loaded in (1, 2, 3):  # three topics loaded: due
+            heap.topic_loaded(loaded)
+        assert heap.loads == 3
+        heap.stop()
+        heap.freeze()
+        for _ in range(10):  # one more loaded and unloaded, ten times over
+            heap.topic_loaded(4)
+        assert heap.loads == 1
+        heap.topic_loaded(5)
+        heap.topic_loaded(6)
+        assert heap.loads == 3
+        heap.stop()
+        return heap
+
+    try:
+        heap = asyncio.run(sweep_like())
+    finally:
+        gc.unfreeze()
+    assert heap.freezes == 1

@@ -21,31 +21,38 @@ import time
 log = logging.getLogger(__name__)
 
 #: freeze once no topic has loaded for this long...
-SETTLE_S = 1.0
+SETTLE_S = 0.5
 #: ... or at the latest this long after the load that made a freeze due
-MAX_WAIT_S = 10.0
+MAX_WAIT_S = 3.0
 
 
 class HeapFreezer:
-    """Counts topic loads; after ``loads_per_freeze`` of them (0: never), once loads pause
-    for `SETTLE_S` (or `MAX_WAIT_S` at the latest), collects the young generations and
-    freezes what is left. Use from the event loop."""
+    """Counts topic loads; once ``loads_per_freeze`` more topics are loaded than at the
+    last freeze (0: never), and loads pause for `SETTLE_S` (or `MAX_WAIT_S` at the latest),
+    collects the young generations and freezes what is left. Use from the event loop."""
 
-    __slots__ = ("_due_since", "_handle", "_last_load", "freezes", "loads", "loads_per_freeze")
+    __slots__ = ("_due_since", "_floor", "_handle", "_last_load", "_loaded", "freezes", "loads",
+                 "loads_per_freeze")
 
     def __init__(self, loads_per_freeze: int) -> None:
         self.loads_per_freeze = loads_per_freeze
-        self.loads = 0  # topic loads since the last freeze
+        self.loads = 0  # topics loaded now less the fewest loaded since the last freeze
         self.freezes = 0
+        self._floor = 0  # the fewest topics loaded since the last freeze
+        self._loaded = 0  # topics loaded at the last load
         self._last_load = 0.0
         self._due_since = 0.0
         self._handle: asyncio.TimerHandle | None = None
 
-    def topic_loaded(self) -> None:
-        """A topic was loaded (built on the loop): a freeze may become due."""
+    def topic_loaded(self, loaded: int) -> None:
+        """A topic was loaded (built on the loop); ``loaded`` topics are loaded now. A
+        freeze becomes due once that many more topics are loaded than the fewest since the
+        last freeze: topics loaded and unloaded again (the idle-topic sweep) make none."""
         if self.loads_per_freeze <= 0:
             return
-        self.loads += 1
+        self._loaded = loaded
+        self._floor = min(self._floor, loaded - 1)
+        self.loads = loaded - self._floor
         now = time.monotonic()
         self._last_load = now
         if self.loads >= self.loads_per_freeze and self._handle is None:
@@ -68,6 +75,7 @@ class HeapFreezer:
         gc.freeze()
         self.freezes += 1
         loads, self.loads = self.loads, 0
+        self._floor = self._loaded
         log.debug("froze the heap after %d topic loads (%d objects frozen, %.1f ms)",
                   loads, gc.get_freeze_count(), (time.perf_counter() - started) * 1000)
 

@@ -574,7 +574,7 @@ class BrokerService(AdminOperations):
             topic = NonPersistentTopic(self, topic_name)
             self.topics[key] = topic
             self.housekeeping.touch(key)
-            self.heap.topic_loaded()
+            self.heap.topic_loaded(len(self.topics))
         return topic_name, topic, auto_create
 
     def admit_persistent(self, topic_name: TopicName, create: bool, auto_create: bool) -> None:
@@ -609,7 +609,7 @@ class BrokerService(AdminOperations):
                 continue
             topic.subscriptions[sub_name] = PersistentSubscription(topic, sub_name, cursor, durable=True)
         self.replication.topic_loaded(topic)
-        self.heap.topic_loaded()
+        self.heap.topic_loaded(len(self.topics))
         return topic
 
     def topics_of_namespace(
