@@ -158,6 +158,14 @@ class LedgerLifecycle(LedgerAppends):
                     err = batch.segment.sync_error
                 self._on_batch_done(batch, err)
 
+    def _segments_to_index(self) -> list[Segment]:
+        """The segments whose index sidecar `close` would write, if nothing is being
+        written to this open ledger (the factory writes them in parallel at shutdown)."""
+        if self._state != "open" or self._wbuf or self._pending or self._unwritten:
+            return []
+        return [seg for seg in self._segments if seg.ready and not seg.index_written
+                and not seg.dirty and seg.confirmed == seg.count]
+
     def close(self) -> None:
         """Flush, close the files; the cursors' last states are written on the factory's
         cursor writer thread (a reopen waits for them). Idempotent. Blocking: the flush's
