@@ -21,6 +21,7 @@ import pytest
 
 from magnetar.broker.heap import HeapFreezer
 from magnetar.broker.service import BrokerService
+from magnetar.broker.topics.listing import topics_in_namespace
 from magnetar.broker.topics.topic import PersistentTopic
 
 from .conftest import QUIET, ThreadedBroker
@@ -166,3 +167,14 @@ def test_loads_that_unload_again_make_no_freeze() -> None:
     finally:
         gc.unfreeze()
     assert heap.freezes == 1
+
+
+def test_namespace_listing_filters_by_name_without_parsing_each() -> None:
+    """The namespace's names only: not its prefix's twin (``default2``), nor another's."""
+    names = ["persistent://public/default/a", "persistent://public/default2/b",
+             "persistent://public/other/c", "non-persistent://public/default/d",
+             "persistent://other/default/e"]
+    assert topics_in_namespace(names, "public/default", None) == (
+        ["non-persistent://public/default/d", "persistent://public/default/a"], False)
+    assert topics_in_namespace(names, "public/default", ".*/a") == (
+        ["persistent://public/default/a"], True)

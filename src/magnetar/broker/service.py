@@ -617,7 +617,7 @@ class BrokerService(AdminOperations):
     ) -> tuple[list[str], bool]:
         """The topics of a namespace (GetTopicsOfNamespace's ``mode``), filtered by
         ``pattern`` when RE2 can run it; (names, whether the pattern was applied)."""
-        stored = self.stored_topic_names() if mode in _PERSISTENT_MODES else set()
+        stored = self.stored_topic_names(namespace) if mode in _PERSISTENT_MODES else set()
         return self.namespace_topics(stored, namespace, mode, pattern)
 
     async def topics_of_namespace_async(
@@ -626,16 +626,18 @@ class BrokerService(AdminOperations):
         """`topics_of_namespace` with the metadata store listing on the storage's threads."""
         stored: set[str] = set()
         if mode in _PERSISTENT_MODES:
-            stored = await self.storage.read_metadata(self.stored_topic_names)
+            stored = await self.storage.read_metadata(self.stored_topic_names, namespace)
         return self.namespace_topics(stored, namespace, mode, pattern)
 
-    def stored_topic_names(self) -> set[str]:
-        """Every persistent topic the metadata store knows, partitions of partitioned topics
+    def stored_topic_names(self, namespace: str | None = None) -> set[str]:
+        """Every persistent topic the metadata store knows (of ``namespace`` and the
+        namespaces under it: only their keys are read), partitions of partitioned topics
         included. Only metadata store calls: safe in a worker thread."""
         names: set[str] = set()
-        for key in self.metadata.list("topics/persistent://"):
+        under = "" if namespace is None else f"{namespace}/"
+        for key in self.metadata.list(f"topics/persistent://{under}"):
             names.add(key[len("topics/"):])
-        for key, meta in self.metadata.list("partitioned/persistent://").items():
+        for key, meta in self.metadata.list(f"partitioned/persistent://{under}").items():
             base = key[len("partitioned/"):]
             names.update(f"{base}-partition-{i}" for i in range(int(meta["partitions"])))
         return names
