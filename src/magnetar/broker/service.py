@@ -168,8 +168,7 @@ class BrokerService(AdminOperations):
         )
         self.namespaces.start_writing_off_loop()
         self.topics: dict[str, Topic] = {}
-        # what topic loads build is frozen out of full garbage collections (heap.py)
-        self.heap = HeapFreezer(config.magnetarGcFreezeAfterTopicLoads)
+        self.heap = HeapFreezer(config.magnetarGcFreezeAfterTopicLoads)  # gc.freeze after loads
         # topics a load_topic is loading (their ledger's scan on a storage thread): how many
         self.loading: dict[str, int] = {}
         # topics a delete_topic is deleting (its storage work off the loop): not loadable
@@ -630,9 +629,8 @@ class BrokerService(AdminOperations):
         return self.namespace_topics(stored, namespace, mode, pattern)
 
     def stored_topic_names(self, namespace: str | None = None) -> set[str]:
-        """Every persistent topic the metadata store knows (of ``namespace`` and the
-        namespaces under it: only their keys are read), partitions of partitioned topics
-        included. Only metadata store calls: safe in a worker thread."""
+        """Every persistent topic the metadata store knows (only ``namespace``'s keys read, if
+        given), partitions included. Only metadata store calls: safe in a worker thread."""
         names: set[str] = set()
         under = "" if namespace is None else f"{namespace}/"
         for key in self.metadata.list(f"topics/persistent://{under}"):
