@@ -35,6 +35,7 @@ from magnetar.broker.connection.attach import TopicAttacher
 from magnetar.broker.connection.base import PublishBuffer
 from magnetar.broker.connection.server_cnx import ServerCnx
 from magnetar.broker.errors import BrokerError
+from magnetar.broker.heap import HeapFreezer
 from magnetar.broker.namespaces.backlog_quota import BacklogQuotaManager
 from magnetar.broker.namespaces.housekeeping import Housekeeping, in_use
 from magnetar.broker.namespaces.message_expiry import MessageExpirer
@@ -51,6 +52,7 @@ from magnetar.broker.topics.compaction import Compactor
 from magnetar.broker.topics.dedup_snapshot import DedupSnapshots, Restored
 from magnetar.broker.topics.entry_index import load_entry_index_async
 from magnetar.broker.topics.listing import topics_in_namespace
+from magnetar.broker.topics.release import release_topic
 from magnetar.broker.topics.topic import (
     NonPersistentTopic,
     PersistentTopic,
@@ -166,6 +168,7 @@ class BrokerService(AdminOperations):
         )
         self.namespaces.start_writing_off_loop()
         self.topics: dict[str, Topic] = {}
+        self.heap = HeapFreezer(config.magnetarGcFreezeAfterTopicLoads)  # gc.freeze after loads
         # topics a load_topic is loading (their ledger's scan on a storage thread): how many
         self.loading: dict[str, int] = {}
         # topics a delete_topic is deleting (its storage work off the loop): not loadable
@@ -263,6 +266,7 @@ class BrokerService(AdminOperations):
     async def stop(self) -> None:
         """Stop the periodic work, save dedup state, close connections and storage."""
         self.housekeeping.stop()
+        self.heap.stop()
         await self.replication.stop()
         self.disk.stop()
         for topic in list(self.topics.values()):
@@ -383,7 +387,10 @@ class BrokerService(AdminOperations):
                 sub.close_dispatcher()
         if isinstance(topic, PersistentTopic):
             self.dedup_snapshots.save(topic)
-            return self.close_ledger(topic.ledger)
+            closed = self.close_ledger(topic.ledger)
+            closed.add_done_callback(lambda _: release_topic(topic))
+            return closed
+        release_topic(topic)
         return _done()
 
     def close_ledger(self, ledger: ManagedLedger) -> asyncio.Future[None]:
@@ -573,6 +580,7 @@ class BrokerService(AdminOperations):
             topic = NonPersistentTopic(self, topic_name)
             self.topics[key] = topic
             self.housekeeping.touch(key)
+            self.heap.topic_loaded(len(self.topics))
         return topic_name, topic, auto_create
 
     def admit_persistent(self, topic_name: TopicName, create: bool, auto_create: bool) -> None:
@@ -607,6 +615,7 @@ class BrokerService(AdminOperations):
                 continue
             topic.subscriptions[sub_name] = PersistentSubscription(topic, sub_name, cursor, durable=True)
         self.replication.topic_loaded(topic)
+        self.heap.topic_loaded(len(self.topics))
         return topic
 
     def topics_of_namespace(
@@ -614,7 +623,7 @@ class BrokerService(AdminOperations):
     ) -> tuple[list[str], bool]:
         """The topics of a namespace (GetTopicsOfNamespace's ``mode``), filtered by
         ``pattern`` when RE2 can run it; (names, whether the pattern was applied)."""
-        stored = self.stored_topic_names() if mode in _PERSISTENT_MODES else set()
+        stored = self.stored_topic_names(namespace) if mode in _PERSISTENT_MODES else set()
         return self.namespace_topics(stored, namespace, mode, pattern)
 
     async def topics_of_namespace_async(
@@ -623,16 +632,17 @@ class BrokerService(AdminOperations):
         """`topics_of_namespace` with the metadata store listing on the storage's threads."""
         stored: set[str] = set()
         if mode in _PERSISTENT_MODES:
-            stored = await self.storage.read_metadata(self.stored_topic_names)
+            stored = await self.storage.read_metadata(self.stored_topic_names, namespace)
         return self.namespace_topics(stored, namespace, mode, pattern)
 
-    def stored_topic_names(self) -> set[str]:
-        """Every persistent topic the metadata store knows, partitions of partitioned topics
-        included. Only metadata store calls: safe in a worker thread."""
+    def stored_topic_names(self, namespace: str | None = None) -> set[str]:
+        """Every persistent topic the metadata store knows (only ``namespace``'s keys read, if
+        given), partitions included. Only metadata store calls: safe in a worker thread."""
         names: set[str] = set()
-        for key in self.metadata.list("topics/persistent://"):
+        under = "" if namespace is None else f"{namespace}/"
+        for key in self.metadata.list(f"topics/persistent://{under}"):
             names.add(key[len("topics/"):])
-        for key, meta in self.metadata.list("partitioned/persistent://").items():
+        for key, meta in self.metadata.list(f"partitioned/persistent://{under}").items():
             base = key[len("partitioned/"):]
             names.update(f"{base}-partition-{i}" for i in range(int(meta["partitions"])))
         return names

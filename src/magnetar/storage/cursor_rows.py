@@ -30,6 +30,15 @@ _SEP = CURSOR_SEP
 T = TypeVar("T")
 
 
+def _created(cursor: ManagedCursor, write: Future[Any]) -> None:
+    """A new cursor's first row is stored (event loop): the write's done callback holds
+    the cursor, so the cursor lets go of the write, and a closed cursor and its ledger
+    are freed by reference counting (the broker freezes them out of the collector's
+    reach: magnetar.broker.heap)."""
+    if cursor.creating is write:
+        cursor.creating = None
+
+
 class CursorRows:
     """Cursor state rows and the ordered writes of them; see the module docstring."""
 
@@ -128,9 +137,10 @@ class CursorRows:
         if not items:
             return
         for c in taken:
-            if c.creating is not None:
+            creating = c.creating
+            if creating is not None:
                 with contextlib.suppress(Exception):  # a failed first write: this one counts
-                    c.creating.result()
+                    creating.result()
         self._drain_writes()
         try:
             self._store.put_many(items)
@@ -166,6 +176,9 @@ class CursorRows:
 
         def written(f: Future[Any]) -> None:
             exc = None if f.cancelled() else f.exception()
+            if exc is None and loop is not None and not loop.is_closed():
+                with contextlib.suppress(RuntimeError):
+                    loop.call_soon_threadsafe(_created, cursor, f)
             if exc is not None:
                 log.error("ledger %s: storing new cursor %s failed: %s", ledger, cursor.name, exc)
                 if loop is not None and not loop.is_closed():
@@ -233,10 +246,12 @@ class CursorRows:
         first = all_done(creating) if creating else None
         future = self._run_after(first, self._meta_writer, self._store.put_many, items)
 
+        count = len(taken)  # (the callback holds no cursor: see _created)
+
         def written(f: Future[Any]) -> None:
             if f.exception() is not None:
                 log.error("ledger %s: persisting %d cursors on close failed: %s",
-                          ledger, len(taken), f.exception())
+                          ledger, count, f.exception())
 
         future.add_done_callback(written)
         self._settle(ledger, future)

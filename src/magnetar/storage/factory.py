@@ -81,6 +81,21 @@ class _Opened(NamedTuple):
     fence: Fence | None = None  # shared storage: the fence this open wrote
 
 
+#: at shutdown, index sidecars are written on this many threads at once
+CLOSE_THREADS = 8
+
+
+def _write_indexes(segments: builtins.list[Segment]) -> None:
+    """Shutdown: write the index sidecars of ``segments`` (complete, synced, of open
+    ledgers: nothing writes them any more) on `CLOSE_THREADS` threads at once. Each is a
+    file made, written and renamed (~0.2 ms): one after the other they were most of a stop
+    with 100,000 loaded topics. `ManagedLedger.close` then finds them written."""
+    if len(segments) < 2 * CLOSE_THREADS:
+        return  # (close writes them)
+    with ThreadPoolExecutor(CLOSE_THREADS, thread_name_prefix="magnetar-close") as pool:
+        list(pool.map(Segment.write_index, segments))
+
+
 class ManagedLedgerFactory(CursorRows):
     """Opens, lists and deletes managed ledgers under one data directory."""
 
@@ -262,7 +277,8 @@ class ManagedLedgerFactory(CursorRows):
             elif top >= self._next_id:  # written by another broker: our next ids go above
                 self._next_id = self._id_limit = top + 1
         ml = ManagedLedger(self, name, opened.path, opened.meta, segments=opened.segments)
-        ml.fence = opened.fence
+        if opened.fence is not None:  # (else the class default: fewer instance attributes)
+            ml.fence = opened.fence
         ml._load_cursors(opened.cursors)
         self._ledgers[name] = ml
         return ml
@@ -478,7 +494,9 @@ class ManagedLedgerFactory(CursorRows):
             with contextlib.suppress(RuntimeError):
                 self._persist_handle.cancel()
             self._persist_handle = None
-        for ml in [*self._ledgers.values(), *self._closing.values()]:
+        ledgers = [*self._ledgers.values(), *self._closing.values()]
+        _write_indexes([seg for ml in ledgers for seg in ml._segments_to_index()])
+        for ml in ledgers:
             try:
                 ml.close()  # (finishes a close_async under way, on this thread)
             except Exception:

@@ -226,6 +226,11 @@ class BrokerConfig(SecurityConfig):
     # A topic without producers or consumers for this long is unloaded (closed, dropped
     # from memory) and reloaded from storage on its next use; 0 keeps topics loaded.
     magnetarTopicUnloadIdleSeconds: int = 300
+    # After this many topic loads, once loads pause (or at most every 10 s while they go
+    # on), what they built is moved out of the cyclic garbage collector's reach
+    # (gc.freeze, broker/heap.py): a full collection then walks only what is newer, so
+    # 100,000 loaded topics do not stall the broker; 0 never freezes.
+    magnetarGcFreezeAfterTopicLoads: int = 1000
     # Retention, message TTL and backlog-quota eviction also apply to topics that are not
     # loaded: every this many seconds a sweep loads, in turn, the unloaded persistent
     # topics that may have work due, applies the same housekeeping as to loaded topics and
@@ -328,6 +333,8 @@ class BrokerConfig(SecurityConfig):
             raise ConfigError("defaultNumPartitions must be at least 1")
         if self.maxNumPartitionsPerPartitionedTopic < 0:
             raise ConfigError("maxNumPartitionsPerPartitionedTopic must be >= 0 (0: no limit)")
+        if self.magnetarGcFreezeAfterTopicLoads < 0:
+            raise ConfigError("magnetarGcFreezeAfterTopicLoads must be >= 0 (0: never freeze)")
         if self.magnetarTopicUnloadIdleSeconds < 0:
             raise ConfigError("magnetarTopicUnloadIdleSeconds must be >= 0 (0: never unload)")
         if self.magnetarIdleTopicSweepIntervalSeconds < 0:

@@ -22,7 +22,11 @@ def topics_in_namespace(names: Iterable[str], namespace: str,
                         pattern: str | None) -> tuple[list[str], bool]:
     """The sorted ``names`` of ``namespace`` matching ``pattern`` (with or without the
     domain prefix, as Pulsar matches), and whether the pattern was applied."""
-    wanted = [n for n in names if TopicName.parse(n).namespace == namespace]
+    # (a name is parsed only when its local part holds a "/": 100,000 names are filtered
+    # on the event loop in a few ms)
+    wanted = [n for n in names if n.split("://", 1)[-1].startswith(f"{namespace}/") and (
+        "/" not in n.split("://", 1)[-1][len(namespace) + 1:]
+        or TopicName.parse(n).namespace == namespace)]
     if not pattern:
         return sorted(wanted), False
     try:

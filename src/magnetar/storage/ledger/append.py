@@ -15,7 +15,6 @@ import contextlib
 import logging
 import os
 import time
-from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any, TypeVar
@@ -76,16 +75,16 @@ def _resolve(waiters: list[Waiter], positions: list[Position]) -> None:
                 waiter.set_result(pos)
 
 
-def _merge_held(held: deque[UnwrittenBatch]) -> UnwrittenBatch:
+def _merge_held(held: list[UnwrittenBatch]) -> UnwrittenBatch:
     """Take the first held batch and the ones behind it that continue it in the same file:
     one write and one sync for them all. Written one by one, each write would meet the
     sync of the one before it on a file system whose fsync holds the file's lock (FUSE:
     a write waits out a concurrent fsync of its file), the event loop blocked once per
     batch held while the segment's file was made."""
-    seg, bufs, start, futs, poss, loop, nbytes = held.popleft()
+    seg, bufs, start, futs, poss, loop, nbytes = held.pop(0)
     end = start + _HS * len(futs) + nbytes
     while held and held[0][0] is seg and held[0][2] == end and held[0][5] is loop:
-        _, more, more_start, more_futs, more_poss, _, more_bytes = held.popleft()
+        _, more, more_start, more_futs, more_poss, _, more_bytes = held.pop(0)
         bufs.extend(more)  # (the lists are the held batch's own: `_write_pending`)
         futs.extend(more_futs)
         poss.extend(more_poss)
@@ -156,8 +155,8 @@ class LedgerAppends(LedgerState):
         seg = self._active
         if (
             seg is None
-            or seg.count >= self._max_entries
-            or (seg.end + n > self._max_bytes and seg.count)
+            or seg.count >= self._cfg.segment_max_entries
+            or (seg.end + n > self._cfg.segment_max_bytes and seg.count)
             or _monotonic() > self._roll_at
         ):
             try:
@@ -174,7 +173,7 @@ class LedgerAppends(LedgerState):
         pos = Position(seg.ledger_id, eid)
         self._cache.put(pos, data)
         hdr = _pack(n, _crc(data, _SEED ^ n)) if part_crc is None else _pack(n | _PART, part_crc)
-        if self._policy == "always":
+        if self._cfg.fsync == "always":
             self._append_always(seg, hdr, data, start, pos, waiter)
             return
         buf = self._wbuf
@@ -190,7 +189,7 @@ class LedgerAppends(LedgerState):
         self._wfuts.append(waiter)
         self._wpos.append(pos)
         self._wbytes += n
-        if self._wbytes >= self._wbuf_limit:
+        if self._wbytes >= self._cfg.write_buffer_bytes:
             self._write_pending()
 
     def _fail_now(self, waiter: Waiter, exc: BaseException) -> None:
@@ -293,7 +292,7 @@ class LedgerAppends(LedgerState):
                 error = append_error(f"append to {self.name} failed: {exc}", exc)
                 self._rollback(seg, first)
         batch = Batch(seg, first, futs, poss, loop, self._on_batch_done, error)
-        if self._policy == "never":
+        if self._cfg.fsync == "never":
             seg.synced = seg.written  # nothing this policy will ever sync
             self._on_batch_done(batch, error)
             return
@@ -316,7 +315,7 @@ class LedgerAppends(LedgerState):
         batch.done = True
         pending = self._pending
         if pending and pending[0] is batch:
-            pending.popleft()
+            del pending[0]
         elif batch in pending:
             pending.remove(batch)
         seg = batch.segment
@@ -374,7 +373,7 @@ class LedgerAppends(LedgerState):
         # sees a later message stored after an earlier one was lost.
         later = StorageError(f"append to {self.name} failed: an earlier append failed")
         while pending:
-            b = pending.popleft()
+            b = pending.pop(0)
             b.done = True
             self._rollback(b.segment, b.first)
             for fut in b.futures:
@@ -406,7 +405,7 @@ class LedgerAppends(LedgerState):
             loop = self._wloop
             assert loop is not None
             batch = Batch(seg, poss[0].entry_id, futs, poss, loop, self._on_batch_done, err)
-            if self._policy == "group":
+            if self._cfg.fsync == "group":
                 self._pending.append(batch)
                 try:
                     self._factory._flusher.submit(batch)
@@ -456,7 +455,7 @@ class LedgerAppends(LedgerState):
         job.add_done_callback(made)
         self._add_segment(seg)
         self._active = seg
-        self._roll_at = seg.created + self._max_age
+        self._roll_at = seg.created + self._cfg.segment_max_age_s
         log.debug("ledger %s: new segment %d", self.name, lid)
         return seg
 
@@ -488,6 +487,10 @@ class LedgerAppends(LedgerState):
         else:
             log.error("ledger %s: cannot create segment %d: %s", self.name, seg.ledger_id, exc)
             seg.create_error = exc
+        # the job's done callback holds this ledger: without it the segment and the ledger
+        # are freed by reference counting once closed (and the job's lock goes)
+        seg.creating = None
+        self._file_work = [f for f in self._file_work if not f.done()]
         self._write_held()
 
     def _wait_file(self, seg: Segment) -> None:

@@ -9,7 +9,6 @@ import asyncio
 import contextlib
 import logging
 import os
-from collections import deque
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, cast
 
@@ -147,7 +146,7 @@ class LedgerLifecycle(LedgerAppends):
         self._wait_files()
         errors: dict[Segment, OSError] = {}
         for seg in self._segments:
-            if seg.dirty and self._policy != "never":
+            if seg.dirty and self._cfg.fsync != "never":
                 try:
                     seg.sync()
                 except OSError as exc:
@@ -158,6 +157,14 @@ class LedgerLifecycle(LedgerAppends):
                 if err is None and batch.segment.sync_error is not None:
                     err = batch.segment.sync_error
                 self._on_batch_done(batch, err)
+
+    def _segments_to_index(self) -> list[Segment]:
+        """The segments whose index sidecar `close` would write, if nothing is being
+        written to this open ledger (the factory writes them in parallel at shutdown)."""
+        if self._state != "open" or self._wbuf or self._pending or self._unwritten:
+            return []
+        return [seg for seg in self._segments if seg.ready and not seg.index_written
+                and not seg.dirty and seg.confirmed == seg.count]
 
     def close(self) -> None:
         """Flush, close the files; the cursors' last states are written on the factory's
@@ -182,6 +189,7 @@ class LedgerLifecycle(LedgerAppends):
                 self._seal(seg)
                 self._files.forget(seg)
             self._state = "closed"
+            self._cursors = {}  # they point back at the ledger: freed without the collector
             self._factory._ledger_closed(self._whole)
 
     def close_async(self) -> asyncio.Future[None]:
@@ -300,6 +308,10 @@ class LedgerLifecycle(LedgerAppends):
 
     def _finish_closing(self) -> None:
         self._state = "closed"
+        # the cursors and the file jobs' callbacks point back at the ledger: without them
+        # it is freed by reference counting (magnetar.broker.heap freezes it)
+        self._cursors = {}
+        self._file_work = [f for f in self._file_work if not f.done()]
         done, self._close_done = self._close_done, None
         self._factory._closing_finished(self._whole, done)
 
@@ -312,7 +324,7 @@ class LedgerLifecycle(LedgerAppends):
             self._finish_closing_now()  # its sealing must not race the removal
         self._write_pending()
         deleted = LedgerClosedError(f"ledger {self.name} deleted")
-        held, self._unwritten = list(self._unwritten), deque()
+        held, self._unwritten = self._unwritten, []
         for seg, _bufs, _start, futs, poss, loop, _nbytes in held:
             batch = Batch(seg, poss[0].entry_id, futs, poss, loop, self._on_batch_done, deleted)
             self._on_batch_done(batch, deleted)

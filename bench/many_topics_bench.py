@@ -1,0 +1,302 @@
+#!/usr/bin/env python3
+"""100,000 topics on one broker (issue 40): stalls, memory, and operations at that size.
+
+For each source tree given (``--src NAME=PATH``, e.g. ``base=/tmp/scale-base/src`` from
+``git archive main src`` and ``new=src``), one after the other on the same machine, this
+starts ``magnetar standalone`` from that tree (PYTHONPATH) with topics kept loaded
+(``magnetarTopicUnloadIdleSeconds=0``), topic-level metrics and no metrics cache
+(``magnetarMetricsCacheSeconds=0``: every scrape builds the exposition, the worst case), and
+runs, with a live producer sending 1 KB unbatched every 5 ms (official client, synchronous
+sends: each latency is one round trip) from start to stop:
+
+  before   ``--window`` seconds with no other topic loaded;
+  create   ``--topics`` topics in steps of ``--step`` (each: a producer, one message, close;
+           ``--threads`` threads share one client): time and broker RSS per step;
+  idle     ``--window`` seconds with every topic loaded;
+  scrape   ``--scrapes`` scrapes of /metrics, a pause of twice the scrape's time after each;
+  ops      producer creations on new topics and HTTP lookups of loaded topics (``--ops``
+           each, one at a time), compared with the same at 100 topics; the namespace's
+           topic list (``GET /admin/v2/persistent/public/default``, what ``pulsar-admin
+           topics list`` asks), whole and paged (where the tree pages it);
+  unload   ``--unloads`` topics unloaded through the admin API (4 threads);
+  stop     SIGTERM, until the process exits.
+
+The live producer's latencies are reported per phase (count, p50, p99, p999, max). With
+``--levels`` holding ``namespace``, a second broker per tree with
+``exposeTopicLevelMetricsInPrometheus=false`` is loaded the same way and only scraped.
+The broker is the bottleneck of every figure here except the creation rate, which the
+clients' round trips bound as much as the broker (so it is a like-for-like ratio only).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import statistics
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pulsar
+from metrics_bench import QUIET, pct, start_broker
+
+NS = "persistent://public/default"
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+class LiveProducer:
+    """Sends 1 KB unbatched every 5 ms on its own topic; keeps (start, latency) pairs."""
+
+    def __init__(self, url: str) -> None:
+        self.client = pulsar.Client(url, logger=QUIET, operation_timeout_seconds=120)
+        self.producer = self.client.create_producer(f"{NS}/live-probe", batching_enabled=False)
+        self.sends: list[tuple[float, float]] = []
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        payload = b"p" * 1024
+        tick = time.monotonic()
+        while not self.stop.is_set():
+            t = time.monotonic()
+            try:
+                self.producer.send(payload)
+            except Exception:  # the broker stopping under it
+                return
+            self.sends.append((t, time.monotonic() - t))
+            tick += 0.005
+            delay = tick - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+            else:
+                tick = time.monotonic()
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join(timeout=30)
+        self.client.close()
+
+    def summary(self, begin: float, end: float) -> dict[str, float]:
+        lat = [latency for t, latency in self.sends if begin <= t < end]
+        return {"sends": len(lat), "p50_ms": 1000 * pct(lat, 0.5), "p99_ms": 1000 * pct(lat, 0.99),
+                "p999_ms": 1000 * pct(lat, 0.999), "max_ms": 1000 * max(lat, default=float("nan"))}
+
+
+def create_topics(client: pulsar.Client, first: int, count: int, threads: int) -> None:
+    def one(i: int) -> None:
+        producer = client.create_producer(f"{NS}/scale-{i}", batching_enabled=False)
+        producer.send(b"scale message %d" % i)
+        producer.close()
+
+    with ThreadPoolExecutor(threads) as pool:
+        list(pool.map(one, range(first, first + count)))
+
+
+def timed_ops(url: str, web: str, tag: str, loaded: int, count: int) -> dict[str, float]:
+    """Median and max of ``count`` producer creations on new topics and of as many HTTP
+    lookups of loaded topics, one at a time."""
+    client = pulsar.Client(url, logger=QUIET)
+    create: list[float] = []
+    for i in range(count):
+        t = time.monotonic()
+        client.create_producer(f"{NS}/ops-{tag}-{i}", batching_enabled=False).close()
+        create.append(time.monotonic() - t)
+    client.close()
+    lookup: list[float] = []
+    step = max(1, loaded // count)
+    for i in range(0, step * count, step):
+        t = time.monotonic()
+        urllib.request.urlopen(f"{web}/lookup/v2/topic/persistent/public/default/scale-{i}",
+                               timeout=60).read()
+        lookup.append(time.monotonic() - t)
+    return {"create_ms_median": 1000 * statistics.median(create), "create_ms_max": 1000 * max(create),
+            "lookup_ms_median": 1000 * statistics.median(lookup), "lookup_ms_max": 1000 * max(lookup)}
+
+
+def scrape(web: str, count: int) -> list[tuple[float, int, float, float]]:
+    """(seconds, bytes, start, end) of ``count`` scrapes, a pause after each."""
+    out = []
+    for _ in range(count):
+        t = time.monotonic()
+        with urllib.request.urlopen(web + "/metrics", timeout=300) as reply:
+            size = len(reply.read())
+        end = time.monotonic()
+        out.append((end - t, size, t, end))
+        time.sleep(max(1.0, 2 * (end - t)))
+    return out
+
+
+def listing(web: str) -> dict[str, Any]:
+    t = time.monotonic()
+    with urllib.request.urlopen(f"{web}/admin/v2/persistent/public/default", timeout=300) as reply:
+        names = json.loads(reply.read())
+    row: dict[str, Any] = {"list_s": time.monotonic() - t, "list_names": len(names)}
+    t = time.monotonic()
+    try:
+        with urllib.request.urlopen(f"{web}/admin/v2/persistent/public/default?limit=1000",
+                                    timeout=300) as reply:
+            page = json.loads(reply.read())
+        row["list_page_s"] = time.monotonic() - t
+        row["list_page_names"] = len(page)
+    except OSError:
+        pass
+    return row
+
+
+def unload(web: str, first: int, count: int) -> float:
+    def one(i: int) -> None:
+        req = urllib.request.Request(f"{web}/admin/v2/persistent/public/default/scale-{i}/unload",
+                                     method="PUT")
+        urllib.request.urlopen(req, timeout=120).close()
+
+    t = time.monotonic()
+    with ThreadPoolExecutor(4) as pool:
+        list(pool.map(one, range(first, first + count)))
+    return time.monotonic() - t
+
+
+def run_tree(name: str, src: str, root: Path, args: argparse.Namespace) -> dict[str, Any]:
+    settings = {"magnetarTopicUnloadIdleSeconds": 0, "magnetarMetricsCacheSeconds": 0,
+                "exposeTopicLevelMetricsInPrometheus": "true"}
+    proc, url, web = start_broker(src, root, settings)
+    row: dict[str, Any] = {"tree": name, "topics": args.topics}
+    phases: dict[str, tuple[float, float]] = {}
+    live = LiveProducer(url)
+    try:
+        row["rss_mb_start"] = rss_mb(proc.pid)
+        t = time.monotonic()
+        time.sleep(args.window)
+        phases["before"] = (t, time.monotonic())
+        client = pulsar.Client(url, logger=QUIET, operation_timeout_seconds=120, io_threads=4)
+        create_topics(client, 0, 100, args.threads)
+        row["ops_at_100"] = timed_ops(url, web, "a", 100, args.ops)
+        steps = []
+        t = time.monotonic()
+        rss0 = rss_mb(proc.pid)
+        done = 100
+        while done < args.topics:
+            n = min(args.step, args.topics - done)
+            s0 = time.monotonic()
+            create_topics(client, done, n, args.threads)
+            done += n
+            rss = rss_mb(proc.pid)
+            steps.append({"topics": done, "s": round(time.monotonic() - s0, 1), "rss_mb": round(rss)})
+            print(f"  {name}: {done} topics, {steps[-1]['s']} s for the last {n}, RSS {rss:.0f} MB",
+                  file=sys.stderr, flush=True)
+        client.close()
+        phases["create"] = (t, time.monotonic())
+        row["create_steps"] = steps
+        row["create_s_per_10k"] = round(10_000 * (phases["create"][1] - t) / max(1, done - 100), 1)
+        time.sleep(2)
+        rss = rss_mb(proc.pid)
+        row["rss_mb_loaded"] = round(rss)
+        row["kb_per_topic"] = round(1024 * (rss - rss0) / max(1, done - 100), 2)
+        t = time.monotonic()
+        time.sleep(args.window)
+        phases["idle"] = (t, time.monotonic())
+        scrapes = scrape(web, args.scrapes)
+        phases["scrape"] = (scrapes[0][2], scrapes[-1][3])
+        row["scrape_s_median"] = statistics.median(s[0] for s in scrapes)
+        row["scrape_s_max"] = max(s[0] for s in scrapes)
+        row["scrape_mb"] = round(scrapes[0][1] / 1e6, 1)
+        row["ops_at_end"] = timed_ops(url, web, "b", done, args.ops)
+        row.update(listing(web))
+        t = time.monotonic()
+        row["unload_s"] = unload(web, 100, args.unloads)
+        phases["unload"] = (t, time.monotonic())
+        t = time.monotonic()
+        time.sleep(args.window / 2)
+        phases["after"] = (t, time.monotonic())
+        row["latency"] = {phase: live.summary(*span) for phase, span in phases.items()}
+        row["latency"]["all"] = live.summary(phases["before"][0], time.monotonic())
+    finally:
+        live.close()
+        t = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=300)
+        row["stop_s"] = time.monotonic() - t
+    return row
+
+
+def run_namespace_level(name: str, src: str, root: Path, args: argparse.Namespace) -> dict[str, Any]:
+    settings = {"magnetarTopicUnloadIdleSeconds": 0, "magnetarMetricsCacheSeconds": 0,
+                "exposeTopicLevelMetricsInPrometheus": "false"}
+    proc, url, web = start_broker(src, root, settings)
+    try:
+        client = pulsar.Client(url, logger=QUIET, operation_timeout_seconds=120, io_threads=4)
+        create_topics(client, 0, args.topics, args.threads)
+        client.close()
+        live = LiveProducer(url)
+        time.sleep(1)
+        scrapes = scrape(web, args.scrapes)
+        live.close()
+        return {"tree": name, "level": "namespace", "scrape_s_median": statistics.median(s[0] for s in scrapes),
+                "scrape_s_max": max(s[0] for s in scrapes), "scrape_mb": round(scrapes[0][1] / 1e6, 2),
+                "latency_scrape": live.summary(scrapes[0][2], scrapes[-1][3])}
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=300)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--src", action="append", required=True,
+                        help="NAME=PATH of a source tree's src directory (repeat to compare)")
+    parser.add_argument("--topics", type=int, default=100_000)
+    parser.add_argument("--step", type=int, default=10_000)
+    parser.add_argument("--threads", type=int, default=16)
+    parser.add_argument("--window", type=float, default=20.0, help="seconds of each quiet phase")
+    parser.add_argument("--scrapes", type=int, default=3)
+    parser.add_argument("--ops", type=int, default=50)
+    parser.add_argument("--unloads", type=int, default=5000)
+    parser.add_argument("--levels", default="topic", help="topic,namespace")
+    parser.add_argument("--json", help="write the results here too")
+    args = parser.parse_args()
+    results = []
+    with tempfile.TemporaryDirectory(prefix="many-topics-") as tmp:
+        for spec in args.src:
+            name, src = spec.split("=", 1)
+            if "topic" in args.levels.split(","):
+                results.append(run_tree(name, src, Path(tmp) / f"{name}-topic", args))
+                print(json.dumps(results[-1]), flush=True)
+            if "namespace" in args.levels.split(","):
+                results.append(run_namespace_level(name, src, Path(tmp) / f"{name}-ns", args))
+                print(json.dumps(results[-1]), flush=True)
+    print(f"\nload average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+    for r in results:
+        if "latency" not in r:
+            print(f"{r['tree']:<6} namespace-level /metrics {r['scrape_s_median']:.3f} s "
+                  f"(max {r['scrape_s_max']:.3f}), live max during {r['latency_scrape']['max_ms']:.1f} ms")
+            continue
+        print(f"{r['tree']:<6} {r['topics']} topics: {r['kb_per_topic']} KB/topic, "
+              f"{r['create_s_per_10k']} s per 10k, /metrics {r['scrape_s_median']:.2f} s "
+              f"({r['scrape_mb']} MB), list {r['list_s']:.2f} s, unload {r['unloads_per_s'] if 'unloads_per_s' in r else r['unload_s']:.1f} s, "
+              f"stop {r['stop_s']:.2f} s")
+        for phase, lat in r["latency"].items():
+            print(f"   {phase:<7} {lat['sends']:>6} sends  p50 {lat['p50_ms']:6.2f}  p99 {lat['p99_ms']:6.2f}  "
+                  f"p999 {lat['p999_ms']:7.2f}  max {lat['max_ms']:7.1f} ms")
+        for when in ("ops_at_100", "ops_at_end"):
+            o = r[when]
+            print(f"   {when:<10} create producer {o['create_ms_median']:.1f} ms (max {o['create_ms_max']:.1f}), "
+                  f"lookup {o['lookup_ms_median']:.1f} ms (max {o['lookup_ms_max']:.1f})")
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,180 @@
+"""Many loaded topics: what an idle topic keeps, and that an unloaded one is freed.
+
+The broker freezes what topic loads build out of the garbage collector's reach
+(`magnetar.broker.heap`), so an unloaded topic must be freed by reference counting alone:
+these tests freeze the heap as the broker does, unload, and check that the topic, its
+ledger and its subscriptions are gone (a cycle left among them would keep them forever).
+They also bound what a loaded idle topic holds: no dispatcher, rate limiter or
+deduplication objects until used, and few objects the collector tracks."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import time
+import weakref
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pulsar
+import pytest
+
+from magnetar.broker.heap import HeapFreezer
+from magnetar.broker.service import BrokerService
+from magnetar.broker.topics.listing import topics_in_namespace
+from magnetar.broker.topics.topic import PersistentTopic
+
+from .conftest import QUIET, ThreadedBroker
+
+#: idle topics made to count what each holds
+IDLE_TOPICS = 200
+#: the bound on the objects the garbage collector tracks per loaded idle topic
+TRACKED_PER_TOPIC = 28
+#: CPython 3.11 shares an instance's attribute keys with its class up to 29 attributes:
+#: past that each instance has a dict of its own (~1.6 KB instead of ~0.3 KB)
+SHARED_KEYS_MAX = 29
+
+
+@pytest.fixture
+def thaw_heap() -> Iterator[None]:
+    """What a broker of the test froze goes back to the collector at teardown."""
+    yield
+    gc.unfreeze()
+
+
+def _refs(service: BrokerService, name: str) -> dict[str, weakref.ref[Any]]:
+    topic = service.topics[name]
+    assert isinstance(topic, PersistentTopic)
+    refs: dict[str, weakref.ref[Any]] = {"topic": weakref.ref(topic), "ledger": weakref.ref(topic.ledger)}
+    for sub_name, sub in topic.subscriptions.items():
+        refs[f"subscription {sub_name}"] = weakref.ref(sub)
+        refs[f"cursor {sub_name}"] = weakref.ref(sub.cursor)
+    return refs
+
+
+@pytest.mark.parametrize("sub_type", [pulsar.ConsumerType.Shared, pulsar.ConsumerType.KeyShared,
+                                      pulsar.ConsumerType.Exclusive])
+def test_unloaded_topic_is_freed_without_the_collector(
+        make_broker: Callable[..., ThreadedBroker], sub_type: pulsar.ConsumerType) -> None:
+    broker = make_broker(magnetarTopicUnloadIdleSeconds=0, brokerDeduplicationEnabled=True)
+    service = broker.service
+    assert service is not None
+    name = "persistent://public/default/released"
+    client = pulsar.Client(broker.url, operation_timeout_seconds=10, logger=QUIET)
+    try:
+        producer = client.create_producer(name, batching_enabled=False)
+        for i in range(3):
+            producer.send(b"m-%d" % i, partition_key=f"k{i}")
+        consumer = client.subscribe(name, "s", consumer_type=sub_type,
+                                    initial_position=pulsar.InitialPosition.Earliest)
+        msg = consumer.receive(10_000)
+        consumer.acknowledge(msg)
+        producer.close()
+        consumer.close()
+    finally:
+        client.close()
+    refs = broker.call(_refs, service, name)
+    assert "subscription s" in refs
+    gc.collect()
+    gc.freeze()  # as the broker's HeapFreezer does: the collector no longer sees the topic
+    try:
+        broker.call(lambda: service.unload_topic(service.topics[name]))
+        broker.call(lambda: None)  # callbacks the close scheduled have run
+        gc.collect()
+        alive = [what for what, ref in refs.items() if ref() is not None]
+    finally:
+        gc.unfreeze()
+    assert alive == []
+
+
+def test_topic_loads_freeze_what_they_built(make_broker: Callable[..., ThreadedBroker],
+                                            thaw_heap: None) -> None:
+    """After magnetarGcFreezeAfterTopicLoads loads, once loads pause, the heap is frozen:
+    the topics just built are in the permanent generation, out of full collections."""
+    broker = make_broker(magnetarTopicUnloadIdleSeconds=0, magnetarGcFreezeAfterTopicLoads=5)
+    service = broker.service
+    assert service is not None
+    names = [f"persistent://public/default/frozen-{i}" for i in range(5)]
+    for name in names:
+        broker.call(service.create_topic, name)
+    deadline = time.monotonic() + 30
+    while broker.call(lambda: service.heap.freezes) == 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert broker.call(lambda: service.heap.freezes) == 1
+    topic = broker.call(lambda: service.topics[names[-1]])
+    assert not any(o is topic for o in gc.get_objects()), "the topic is still in a collected generation"
+    assert broker.call(lambda: service.heap.loads) == 0
+
+
+def test_idle_topic_holds_few_objects(make_broker: Callable[..., ThreadedBroker]) -> None:
+    """A loaded topic nobody uses holds no rate limiter, dispatcher or deduplication
+    objects, and fewer than `TRACKED_PER_TOPIC` objects the collector tracks."""
+    broker = make_broker(magnetarTopicUnloadIdleSeconds=0, magnetarGcFreezeAfterTopicLoads=0)
+    service = broker.service
+    assert service is not None
+    client = pulsar.Client(broker.url, operation_timeout_seconds=10, logger=QUIET)
+    try:
+        p = client.create_producer("persistent://public/default/idle-warm", batching_enabled=False)
+        p.send(b"warm")
+        p.close()
+        names = [f"persistent://public/default/idle-{i}" for i in range(IDLE_TOPICS)]
+
+        def tracked() -> int:
+            gc.collect()
+            return len(gc.get_objects())
+
+        before = broker.call(tracked)
+        for i, name in enumerate(names):
+            p = client.create_producer(name, batching_enabled=False)
+            p.send(b"m-%d" % i)
+            p.close()
+        after = broker.call(tracked)
+    finally:
+        client.close()
+    per_topic = (after - before) / IDLE_TOPICS
+    assert per_topic < TRACKED_PER_TOPIC, f"{per_topic:.1f} tracked objects per idle topic"
+    topic = broker.call(lambda: service.topics[names[0]])
+    assert isinstance(topic, PersistentTopic)
+    assert topic.dedup is None
+    assert topic.limits.publish_throttle is None and topic.limits.dispatch_limiter is None
+    assert not topic.producers and not topic.subscriptions
+    # what most topics and ledgers keep at its default lives on the class (topic.py, state.py)
+    assert len(vars(topic)) <= SHARED_KEYS_MAX, sorted(vars(topic))
+    assert len(vars(topic.ledger)) <= SHARED_KEYS_MAX, sorted(vars(topic.ledger))
+
+
+def test_loads_that_unload_again_make_no_freeze() -> None:
+    """The idle-topic sweep loads and unloads topics in turn: the loaded count does not
+    grow, so no freeze becomes due however many loads it makes."""
+    async def sweep_like() -> HeapFreezer:
+        heap = HeapFreezer(3)
+        for loaded in (1, 2, 3):  # three topics loaded: due
+            heap.topic_loaded(loaded)
+        assert heap.loads == 3
+        heap.stop()
+        heap.freeze()
+        for _ in range(10):  # one more loaded and unloaded, ten times over
+            heap.topic_loaded(4)
+        assert heap.loads == 1
+        heap.topic_loaded(5)
+        heap.topic_loaded(6)
+        assert heap.loads == 3
+        heap.stop()
+        return heap
+
+    try:
+        heap = asyncio.run(sweep_like())
+    finally:
+        gc.unfreeze()
+    assert heap.freezes == 1
+
+
+def test_namespace_listing_filters_by_name_without_parsing_each() -> None:
+    """The namespace's names only: not its prefix's twin (``default2``), nor another's."""
+    names = ["persistent://public/default/a", "persistent://public/default2/b",
+             "persistent://public/other/c", "non-persistent://public/default/d",
+             "persistent://other/default/e"]
+    assert topics_in_namespace(names, "public/default", None) == (
+        ["non-persistent://public/default/d", "persistent://public/default/a"], False)
+    assert topics_in_namespace(names, "public/default", ".*/a") == (
+        ["persistent://public/default/a"], True)
