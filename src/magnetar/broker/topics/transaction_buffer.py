@@ -200,6 +200,15 @@ class TransactionBuffer:
             return False
         return (metadata.txnid_most_bits, metadata.txnid_least_bits) in self.aborted
 
+    def hides_txn(self, metadata: pb.MessageMetadata | None) -> bool:
+        """Whether an entry is a transaction's marker or an aborted transaction's message
+        (what compaction and geo-replication leave out; other markers they handle)."""
+        if metadata is None or not metadata.HasField("txnid_most_bits"):
+            return False
+        if metadata.HasField("marker_type"):
+            return metadata.marker_type in (TXN_COMMIT, TXN_ABORT)
+        return (metadata.txnid_most_bits, metadata.txnid_least_bits) in self.aborted
+
     def is_ended(self, txn: TxnId) -> bool:
         return txn in self.aborted or txn in self.ended
 
