@@ -28,11 +28,13 @@ def producer(raw: RawClient, topic: str, producer_id: int = 1, txn_enabled: bool
 
 
 def send(raw: RawClient, producer_id: int, seq: int, payload: bytes | list[bytes],
-         txn: Txn | None = None, txn_in_metadata: bool = True) -> None:
+         txn: Txn | None = None, txn_in_metadata: bool = True, key: str | None = None) -> None:
     """A SEND of one message (or a batch of several), in ``txn`` if given; the id goes in
     the command and, unless ``txn_in_metadata`` is False, in the MessageMetadata too."""
     metadata = pb.MessageMetadata(producer_name=f"raw-{producer_id}", sequence_id=seq,
                                   publish_time=int(time.time() * 1000))
+    if key is not None:
+        metadata.partition_key = key
     count = 1
     if isinstance(payload, list):
         count = len(payload)
@@ -60,8 +62,9 @@ def receipt(raw: RawClient, seq: int, timeout: float = 15.0) -> pb.BaseCommand:
 
 
 def send_ok(raw: RawClient, producer_id: int, seq: int, payload: bytes | list[bytes],
-            txn: Txn | None = None, txn_in_metadata: bool = True) -> pb.CommandSendReceipt:
-    send(raw, producer_id, seq, payload, txn, txn_in_metadata)
+            txn: Txn | None = None, txn_in_metadata: bool = True,
+            key: str | None = None) -> pb.CommandSendReceipt:
+    send(raw, producer_id, seq, payload, txn, txn_in_metadata, key)
     answer = receipt(raw, seq)
     assert answer.type == T.SEND_RECEIPT, answer
     return answer.send_receipt
