@@ -114,3 +114,47 @@ def ack(raw: RawClient, consumer_id: int, positions: list[tuple[int, int]], txn:
     answer = reply_to(raw, rid)
     assert answer.type == T.ACK_RESPONSE, answer
     return answer.ackResponse
+
+
+# -- the coordinator's commands (a broker with transactionCoordinatorEnabled, the default) --
+
+def _call(raw: RawClient, kind: int, field: str, **fields: object) -> pb.BaseCommand:
+    rid = raw.next_request_id()
+    cmd = T(type=kind)
+    getattr(cmd, field).CopyFrom(type(getattr(cmd, field))(request_id=rid, **fields))
+    raw.send(cmd)
+    return reply_to(raw, rid, timeout=30)
+
+
+def new_txn(raw: RawClient, ttl_ms: int = 300_000, tc: int = 0) -> Txn:
+    """A new transaction from coordinator ``tc`` (NewTxn; Java clients' milliseconds in
+    ``txn_ttl_seconds``, as the broker expects)."""
+    answer = _call(raw, T.NEW_TXN, "newTxn", tc_id=tc, txn_ttl_seconds=ttl_ms).newTxnResponse
+    assert not answer.HasField("error"), answer
+    return answer.txnid_most_bits, answer.txnid_least_bits
+
+
+def begin(raw: RawClient, topic: str, subscription: str | None = None) -> Txn:
+    """A new transaction with ``topic`` added (and ``subscription`` of it, for acks)."""
+    txn = new_txn(raw)
+    ids = {"txnid_most_bits": txn[0], "txnid_least_bits": txn[1]}
+    answer = _call(raw, T.ADD_PARTITION_TO_TXN, "addPartitionToTxn", partitions=[topic], **ids)
+    assert not answer.addPartitionToTxnResponse.HasField("error"), answer
+    if subscription is not None:
+        answer = _call(raw, T.ADD_SUBSCRIPTION_TO_TXN, "addSubscriptionToTxn",
+                       subscription=[pb.Subscription(topic=topic, subscription=subscription)], **ids)
+        assert not answer.addSubscriptionToTxnResponse.HasField("error"), answer
+    return txn
+
+
+def end_txn(raw: RawClient, txn: Txn, commit: bool = True) -> pb.CommandEndTxnResponse:
+    """EndTxn to the coordinator (it tells the participants before answering)."""
+    answer = _call(raw, T.END_TXN, "endTxn", txnid_most_bits=txn[0], txnid_least_bits=txn[1],
+                   txn_action=pb.COMMIT if commit else pb.ABORT)
+    assert answer.type == T.END_TXN_RESPONSE, answer
+    return answer.endTxnResponse
+
+
+def end_ok(raw: RawClient, txn: Txn, commit: bool = True) -> None:
+    answer = end_txn(raw, txn, commit)
+    assert not answer.HasField("error"), answer
