@@ -27,6 +27,7 @@ from magnetar.admin import (
     tenants,
     topic_policies,
     topics,
+    transactions,
 )
 from magnetar.admin.auth import security_middleware
 from magnetar.admin.guard import GUARD, ConnectionGuard, GuardedSite, body_middleware
@@ -51,6 +52,7 @@ TABLES: list[RouteTable] = [
     topics.routes, topic_policies.routes, subscriptions.routes,
     messages.routes, schemas.routes, permissions.routes,
     lookup.routes, metrics.routes,
+    transactions.routes,
 ]
 
 
