@@ -67,6 +67,7 @@ from aiohttp import web
 
 from magnetar.admin.routing import RATES, SERVICE, RouteTable
 from magnetar.admin.transaction_participants import participant_totals
+from magnetar.admin.transactions import txn_metrics
 from magnetar.broker.service import BrokerService
 from magnetar.broker.topics.stats import Rate, RateTracker, replication_stats
 from magnetar.broker.topics.topic import PersistentTopic, Topic
@@ -563,6 +564,7 @@ class MetricsBuilder:
             out.extend(f'{name}_bucket{{{labels},le="{le}"}} {count}\n' for le, count in buckets)
             out.append(f"{name}_count{{{labels}}} {buckets[-1][1]}\n"
                        f"{name}_sum{{{labels}}} {_num(total)}\n")
+        out.append(txn_metrics(service))  # the transaction coordinators' (transactions.py)
         return "".join(out)
 
 

@@ -170,24 +170,24 @@ class TransactionCoordinators:
 
     async def _rounds(self) -> None:
         """Periodically: drop coordinators whose bundle moved, load those now served here
-        (a bundle taken over after a broker was lost), forget long-ended transactions."""
+        (at start, and a bundle taken over after a broker was lost), forget long-ended
+        transactions."""
         while True:
-            await asyncio.sleep(ROUND_S)
             try:
                 await self.round()
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
                 log.warning("transaction coordinators' round failed: %s", exc)
+            await asyncio.sleep(ROUND_S)
 
     async def round(self) -> None:
         for tc in list(self.coordinators):
             if not self.served_here(tc):
                 self._drop(tc)
-        if self.service.cluster is not None:
-            for tc in range(await self.count()):
-                if tc not in self.coordinators and self.served_here(tc):
-                    await self.get(tc)
+        for tc in range(await self.count()):  # recovered: their timeouts and ends resume
+            if tc not in self.coordinators and self.served_here(tc):
+                await self.get(tc)
         cutoff = now_ms() - int(ENDED_RETENTION_S * 1000)
         for coordinator in self.coordinators.values():
             coordinator.purge(cutoff)
