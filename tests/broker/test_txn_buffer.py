@@ -85,6 +85,8 @@ def test_abort_hides_messages_for_every_reader(
     consumer = client.subscribe(topic, "s", initial_position=pulsar.InitialPosition.Earliest)
     shared = client.subscribe(topic, "shared", consumer_type=pulsar.ConsumerType.Shared,
                               initial_position=pulsar.InitialPosition.Earliest)
+    keyed = client.subscribe(topic, "keyed", consumer_type=pulsar.ConsumerType.KeyShared,
+                             initial_position=pulsar.InitialPosition.Earliest)
     aborted, committed = txnraw.begin(raw, topic), txnraw.begin(raw, topic)
     txnraw.send_ok(raw, 1, 0, [b"a0", b"a1"], aborted)  # a batch
     txnraw.send_ok(raw, 1, 1, b"c0", committed)
@@ -96,6 +98,7 @@ def test_abort_hides_messages_for_every_reader(
     txnraw.end_ok(raw, committed, commit=True)
     assert received(consumer, 2) == [b"c0", b"plain"]
     assert received(shared, 2) == [b"c0", b"plain"]
+    assert received(keyed, 2) == [b"c0", b"plain"]
     nothing_more(consumer)
     # a reader from the start, and a new subscription, skip the aborted entries too
     reader = client.create_reader(topic, pulsar.MessageId.earliest)
@@ -107,11 +110,11 @@ def test_abort_hides_messages_for_every_reader(
     late = txnraw.receipt(raw, 4)
     assert late.type == T.SEND_ERROR and late.send_error.error == pb.InvalidTxnStatus
 
-    def backlogs() -> tuple[int, int]:
-        t = broker.service.topics[topic]
-        return t.subscriptions["s"].backlog(), t.subscriptions["shared"].backlog()
+    def backlogs() -> tuple[int, int, int]:
+        subs = broker.service.topics[topic].subscriptions
+        return subs["s"].backlog(), subs["shared"].backlog(), subs["keyed"].backlog()
 
-    assert broker.call(backlogs) == (0, 0)
+    assert broker.call(backlogs) == (0, 0, 0)
 
 
 def test_reader_last_message_id_stops_before_an_open_transaction(
@@ -155,6 +158,22 @@ def test_send_in_a_transaction_needs_txn_enabled(client: pulsar.Client, raw: Raw
     assert answer.send_error.error == pb.NotAllowedError and "txn_enabled" in answer.send_error.message
     txnraw.send_ok(raw, 1, 1, b"plain")  # the producer goes on
     assert received(consumer, 1) == [b"plain"]
+
+
+def test_send_in_a_transaction_the_coordinator_does_not_know(
+        client: pulsar.Client, raw: RawClient, topic: str) -> None:
+    txnraw.producer(raw, topic)
+    consumer = client.subscribe(topic, "s", initial_position=pulsar.InitialPosition.Earliest)
+    txnraw.send(raw, 1, 0, b"unknown", unknown_txn())
+    answer = txnraw.receipt(raw, 0)
+    assert answer.type == T.SEND_ERROR and answer.send_error.error == pb.TransactionNotFound
+    not_added = txnraw.new_txn(raw)  # no AddPartitionToTxn for this topic
+    txnraw.send(raw, 1, 1, b"not-added", not_added)
+    assert txnraw.receipt(raw, 1).type == T.SEND_ERROR
+    txnraw.send_ok(raw, 1, 2, b"plain")
+    assert received(consumer, 1) == [b"plain"]  # nothing of the refused ones, nothing held
+    nothing_more(consumer)
+    txnraw.end_ok(raw, not_added, commit=False)
 
 
 def test_ending_a_transaction_never_seen_succeeds(raw: RawClient, topic: str) -> None:
