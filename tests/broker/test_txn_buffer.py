@@ -8,7 +8,7 @@ delivered nor counted."""
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pulsar
 import pytest
@@ -16,7 +16,7 @@ import pytest
 from magnetar.protocol import pb
 
 from . import txnraw
-from .conftest import ThreadedBroker
+from .conftest import QUIET, ThreadedBroker
 from .rawclient import RawClient
 from .rawconsumer import connected, flow, message, subscribe
 
@@ -220,3 +220,34 @@ def test_official_client_reads_while_others_commit(client: pulsar.Client, raw: R
     assert received(consumer, len(expected)) == expected
     nothing_more(consumer)
 
+
+
+def test_open_transaction_at_the_start_of_a_new_ledger(make_broker: Callable[..., ThreadedBroker],
+                                                      topic: str) -> None:
+    """The read position sits at the end of a full ledger and the open transaction's first
+    entry opens the next one: the dispatcher waits (does not spin on it), then delivers."""
+    b = make_broker(managedLedgerMaxEntriesPerLedger=2)
+    client = pulsar.Client(b.url, operation_timeout_seconds=10, logger=QUIET)
+    raw = connected(b.url)
+    try:
+        txnraw.producer(raw, topic)
+        consumer = client.subscribe(topic, "s", initial_position=pulsar.InitialPosition.Earliest)
+        txnraw.send_ok(raw, 1, 0, b"m0")
+        txnraw.send_ok(raw, 1, 1, b"m1")
+        assert received(consumer, 2) == [b"m0", b"m1"]
+        txn = txnraw.begin(raw, topic)
+        first = txnraw.send_ok(raw, 1, 2, b"t0", txn).message_id
+        txnraw.send_ok(raw, 1, 3, b"m2")
+        nothing_more(consumer)
+
+        def waiting() -> bool:
+            sub = b.service.topics[topic].subscriptions["s"]
+            return sub.dispatcher.read_position > sub.dispatcher.readable_last()
+
+        assert first.entryId == 0  # the transaction opened a ledger
+        assert b.call(waiting)  # parked past the bound, not re-reading in a loop
+        txnraw.end_ok(raw, txn)
+        assert received(consumer, 2) == [b"t0", b"m2"]
+    finally:
+        raw.close()
+        client.close()
