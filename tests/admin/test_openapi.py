@@ -55,7 +55,8 @@ def _fresh(api: Api, client: pulsar.Client) -> dict[str, str]:
     values = {"tenant": f"oa-{tag}", "namespace": "ns", "topic": "t", "subscription": "s",
               "cluster": "standalone", "domain": "persistent", "count": "1",
               "timestamp": "0", "seconds": "0", "n": "1", "version": "0",
-              "role": "some-role", "bundle": "0x00000000_0xffffffff"}
+              "role": "some-role", "bundle": "0x00000000_0xffffffff",
+              "mostSigBits": "0", "leastSigBits": "1"}
     api.ok("PUT", f"/admin/v2/tenants/oa-{tag}")
     api.ok("PUT", f"/admin/v2/namespaces/oa-{tag}/ns")
     topic = f"persistent://oa-{tag}/ns/t"

@@ -34,6 +34,7 @@ from magnetar.broker.connection.consumers import ConsumerCommands
 from magnetar.broker.connection.lookup import LookupCommands
 from magnetar.broker.connection.producers import ProducerCommands
 from magnetar.broker.connection.transactions import TransactionCommands
+from magnetar.broker.connection.txn_participants import TxnParticipantCommands
 from magnetar.protocol import pb
 from magnetar.protocol.errors import ChecksumMismatch
 
@@ -44,7 +45,7 @@ T = pb.BaseCommand
 
 
 class ServerCnx(ConnectCommands, LookupCommands, ProducerCommands, ConsumerCommands,
-                TransactionCommands):
+                TransactionCommands, TxnParticipantCommands):
     """Serves one client connection; owns its producers and consumers by client-given id."""
 
     def __init__(self, service: BrokerService) -> None:
@@ -71,6 +72,8 @@ class ServerCnx(ConnectCommands, LookupCommands, ProducerCommands, ConsumerComma
             T.GET_SCHEMA: self.handle_get_schema,
             T.GET_OR_CREATE_SCHEMA: self.handle_get_or_create_schema,
             T.AUTH_RESPONSE: self.handle_auth_response,
+            T.END_TXN_ON_PARTITION: self.handle_end_txn_on_partition,
+            T.END_TXN_ON_SUBSCRIPTION: self.handle_end_txn_on_subscription,
         })
         self.handlers.update({  # transaction coordinator commands (transactions.py)
             T.TC_CLIENT_CONNECT_REQUEST: self.handle_tc_client_connect,
