@@ -202,9 +202,8 @@ class BrokerService(AdminOperations):
         # None for a broker alone, which serves every topic as it always did
         self.cluster: ClusterCoordinator | None = None
         self._server: asyncio.AbstractServer | None = None
-        # transaction coordinators (broker/transactions/) and the participants' checker
-        self.transactions = TransactionCoordinators(self)
-        self.txn_checker = self.transactions
+        self.transactions = TransactionCoordinators(self)  # coordinators (broker/transactions/)
+        self.txn_checker = self.transactions  # the participants ask the coordinators
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -215,8 +214,7 @@ class BrokerService(AdminOperations):
             await self.storage.ledger_ids_ready()  # cluster: the first block of ledger ids
         except StorageError as exc:  # asked for again when a segment needs one
             log.warning("no ledger ids from the metadata store yet: %s", exc)
-        # the coordinators' store and (alone) the pulsar/system namespace, before clients come
-        await self.transactions.start()
+        await self.transactions.start()  # (alone: pulsar/system made) before clients come
         if self.config.brokerServicePort >= 0:  # -1: TLS only (brokerServicePortTls)
             self._server = await loop.create_server(
                 lambda: ServerCnx(self),
