@@ -13,7 +13,10 @@ import pytest
 from magnetar.admin import build_app
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.service import BrokerService
+from magnetar.testing import StandaloneBroker
 from tests.admin.conftest import Api
+from tests.broker import txnraw
+from tests.broker.rawconsumer import connected
 
 BODIES: dict[tuple[str, str], Any] = {
     ("PUT", "/partitions"): 2,
@@ -86,13 +89,20 @@ def _body(method: str, path: str) -> Any:
     return None
 
 
-def test_every_described_endpoint_answers(api: Api, client: pulsar.Client) -> None:
+def test_every_described_endpoint_answers(api: Api, client: pulsar.Client,
+                                          broker: StandaloneBroker) -> None:
     doc = api.ok("GET", "/admin/v2/openapi.json")
     assert doc["openapi"].startswith("3.")
+    raw = connected(broker.service_url)  # a real transaction for the /admin/v3/transactions paths
+    try:
+        most, least = txnraw.begin(raw, ["persistent://public/default/oa-txn"])
+    finally:
+        raw.close()
     exercised = 0
     for path, operations in doc["paths"].items():
         for method in operations:
             values = _fresh(api, client)
+            values.update(mostSigBits=str(most), leastSigBits=str(least), timeout="0")
             if _on_partitioned(method.upper(), path):
                 values["topic"] = "pt"
             url = path.format(**values)

@@ -19,6 +19,41 @@ T = pb.BaseCommand
 Txn = tuple[int, int]
 
 
+def begin(raw: RawClient, partitions: str | list[str] | tuple[str, ...] = (),
+          subscriptions: str | list[tuple[str, str]] | tuple[tuple[str, str], ...] = (),
+          tc: int = 0, ttl_ms: int = 600_000) -> Txn:
+    """A real transaction from coordinator ``tc`` (NewTxn), with ``partitions`` and
+    ``subscriptions`` added to it (as a client does before its first send or ack): the
+    participants ask the coordinator about it. The test then plays the coordinator's part
+    in ending it (``end_on_partition`` / ``end_on_subscription``)."""
+    if isinstance(partitions, str):  # begin(raw, topic[, subscription of it])
+        if isinstance(subscriptions, str):
+            subscriptions = [(partitions, subscriptions)]
+        partitions = [partitions]
+    assert not isinstance(subscriptions, str), "a subscription name needs its topic"
+    rid = raw.next_request_id()
+    raw.send(T(type=T.NEW_TXN, newTxn=pb.CommandNewTxn(request_id=rid, tc_id=tc,
+                                                        txn_ttl_seconds=ttl_ms)))
+    answer = reply_to(raw, rid, timeout=15).newTxnResponse
+    assert not answer.HasField("error"), answer
+    txn = (answer.txnid_most_bits, answer.txnid_least_bits)
+    if partitions:
+        rid = raw.next_request_id()
+        raw.send(T(type=T.ADD_PARTITION_TO_TXN, addPartitionToTxn=pb.CommandAddPartitionToTxn(
+            request_id=rid, txnid_most_bits=txn[0], txnid_least_bits=txn[1],
+            partitions=list(partitions))))
+        assert not reply_to(raw, rid, timeout=15).addPartitionToTxnResponse.HasField("error")
+    if subscriptions:
+        rid = raw.next_request_id()
+        raw.send(T(type=T.ADD_SUBSCRIPTION_TO_TXN,
+                   addSubscriptionToTxn=pb.CommandAddSubscriptionToTxn(
+                       request_id=rid, txnid_most_bits=txn[0], txnid_least_bits=txn[1],
+                       subscription=[pb.Subscription(topic=t, subscription=s)
+                                     for t, s in subscriptions])))
+        assert not reply_to(raw, rid, timeout=15).addSubscriptionToTxnResponse.HasField("error")
+    return txn
+
+
 def producer(raw: RawClient, topic: str, producer_id: int = 1, txn_enabled: bool = True) -> None:
     rid = raw.next_request_id()
     raw.send("PRODUCER", topic=topic, producer_id=producer_id, request_id=rid,
@@ -132,19 +167,6 @@ def new_txn(raw: RawClient, ttl_ms: int = 300_000, tc: int = 0) -> Txn:
     answer = _call(raw, T.NEW_TXN, "newTxn", tc_id=tc, txn_ttl_seconds=ttl_ms).newTxnResponse
     assert not answer.HasField("error"), answer
     return answer.txnid_most_bits, answer.txnid_least_bits
-
-
-def begin(raw: RawClient, topic: str, subscription: str | None = None) -> Txn:
-    """A new transaction with ``topic`` added (and ``subscription`` of it, for acks)."""
-    txn = new_txn(raw)
-    ids = {"txnid_most_bits": txn[0], "txnid_least_bits": txn[1]}
-    answer = _call(raw, T.ADD_PARTITION_TO_TXN, "addPartitionToTxn", partitions=[topic], **ids)
-    assert not answer.addPartitionToTxnResponse.HasField("error"), answer
-    if subscription is not None:
-        answer = _call(raw, T.ADD_SUBSCRIPTION_TO_TXN, "addSubscriptionToTxn",
-                       subscription=[pb.Subscription(topic=topic, subscription=subscription)], **ids)
-        assert not answer.addSubscriptionToTxnResponse.HasField("error"), answer
-    return txn
 
 
 def end_txn(raw: RawClient, txn: Txn, commit: bool = True) -> pb.CommandEndTxnResponse:

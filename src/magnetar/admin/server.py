@@ -52,8 +52,8 @@ TABLES: list[RouteTable] = [
     openapi.routes, cluster.routes, tenants.routes, namespaces.routes, namespace_limits.routes,
     topics.routes, topic_policies.routes, subscriptions.routes,
     messages.routes, schemas.routes, permissions.routes,
-    lookup.routes, metrics.routes,
-    transactions.routes, transaction_participants.routes,
+    lookup.routes, metrics.routes, transaction_participants.routes,
+    transactions.routes,
 ]
 
 
