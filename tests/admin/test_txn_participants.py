@@ -22,8 +22,9 @@ def test_buffer_and_pending_ack_stats_and_metrics(broker: StandaloneBroker, api:
     topic = f"persistent://public/default/{short}"
     raw = connected(broker.service_url)
     try:
-        txn = txnraw.begin(raw, [topic], tc=5)
-        acking = txnraw.begin(raw, subscriptions=[(topic, "s")], tc=5)
+        txn, acking = txnraw.begin(raw, topic), txnraw.begin(raw, topic, "s")
+        t_most, t_least = txn
+        a_most, a_least = acking
         txnraw.producer(raw, topic)
         assert subscribe(raw, topic, "s", 3, pb.CommandSubscribe.Shared, earliest=True).type \
             == pb.BaseCommand.SUCCESS
@@ -32,17 +33,17 @@ def test_buffer_and_pending_ack_stats_and_metrics(broker: StandaloneBroker, api:
         stats = api.ok("GET", f"{V3}/transactionBufferStats/public/default/{short}")
         assert stats["ongoingTxnSize"] == 1
         assert stats["maxReadPosition"] == f"{first.ledgerId}:{first.entryId}"
-        one = api.ok("GET", f"{V3}/transactionInBufferStats/public/default/{short}/{txn[0]}/{txn[1]}")
+        one = api.ok("GET", f"{V3}/transactionInBufferStats/public/default/{short}/{t_most}/{t_least}")
         assert one == {"startPosition": f"{opened.ledgerId}:{opened.entryId}", "aborted": False}
         flow(raw, 3, 10)
         assert message(raw, 3, timeout=15) is not None
         assert not txnraw.ack(raw, 3, [(first.ledgerId, first.entryId)], acking).HasField("error")
         acks = api.ok("GET", f"{V3}/pendingAckStats/public/default/{short}/s")
         assert acks["ongoingTxnSize"] == 1 and acks["state"] == "Ready"
-        held = api.ok("GET", f"{V3}/transactionInPendingAckStats/public/default/{short}/s/{acking[0]}/{acking[1]}")
+        held = api.ok("GET", f"{V3}/transactionInPendingAckStats/public/default/{short}/s/{a_most}/{a_least}")
         assert held["individualAckPositions"] == [f"{first.ledgerId}:{first.entryId}"]
-        assert not txnraw.end_on_partition(raw, topic, txn).HasField("error")
-        assert not txnraw.end_on_subscription(raw, topic, "s", acking, commit=False).HasField("error")
+        txnraw.end_ok(raw, txn)
+        txnraw.end_ok(raw, acking, commit=False)
         stats = api.ok("GET", f"{V3}/transactionBufferStats/public/default/{short}")
         assert stats["ongoingTxnSize"] == 0 and stats["committedTxnCount"] == 1
         acks = api.ok("GET", f"{V3}/pendingAckStats/public/default/{short}/s")
@@ -63,12 +64,12 @@ def test_compaction_leaves_out_open_and_aborted_transactions(
     path = f"/admin/v2/persistent/public/default/{short}"
     raw = connected(broker.service_url)
     try:
-        aborted, still_open = (txnraw.begin(raw, [topic], tc=6) for _ in range(2))
+        aborted, still_open = txnraw.begin(raw, topic), txnraw.begin(raw, topic)
         txnraw.producer(raw, topic)
         txnraw.send_ok(raw, 1, 0, b"k1-v1", key="k1")
         txnraw.send_ok(raw, 1, 1, b"k1-aborted", aborted, key="k1")
         txnraw.send_ok(raw, 1, 2, b"k2-v1", key="k2")
-        assert not txnraw.end_on_partition(raw, topic, aborted, commit=False).HasField("error")
+        txnraw.end_ok(raw, aborted, commit=False)
         txnraw.send_ok(raw, 1, 3, b"k2-open", still_open, key="k2")
         txnraw.send_ok(raw, 1, 4, b"k1-later", key="k1")  # after the open one: waits
         api.ok("PUT", f"{path}/compaction")

@@ -19,13 +19,18 @@ T = pb.BaseCommand
 Txn = tuple[int, int]
 
 
-def begin(raw: RawClient, partitions: list[str] | tuple[str, ...] = (),
-          subscriptions: list[tuple[str, str]] | tuple[tuple[str, str], ...] = (),
+def begin(raw: RawClient, partitions: str | list[str] | tuple[str, ...] = (),
+          subscriptions: str | list[tuple[str, str]] | tuple[tuple[str, str], ...] = (),
           tc: int = 0, ttl_ms: int = 600_000) -> Txn:
     """A real transaction from coordinator ``tc`` (NewTxn), with ``partitions`` and
     ``subscriptions`` added to it (as a client does before its first send or ack): the
     participants ask the coordinator about it. The test then plays the coordinator's part
     in ending it (``end_on_partition`` / ``end_on_subscription``)."""
+    if isinstance(partitions, str):  # begin(raw, topic[, subscription of it])
+        if isinstance(subscriptions, str):
+            subscriptions = [(partitions, subscriptions)]
+        partitions = [partitions]
+    assert not isinstance(subscriptions, str), "a subscription name needs its topic"
     rid = raw.next_request_id()
     raw.send(T(type=T.NEW_TXN, newTxn=pb.CommandNewTxn(request_id=rid, tc_id=tc,
                                                         txn_ttl_seconds=ttl_ms)))
@@ -144,3 +149,34 @@ def ack(raw: RawClient, consumer_id: int, positions: list[tuple[int, int]], txn:
     answer = reply_to(raw, rid)
     assert answer.type == T.ACK_RESPONSE, answer
     return answer.ackResponse
+
+
+# -- the coordinator's commands (a broker with transactionCoordinatorEnabled, the default) --
+
+def _call(raw: RawClient, kind: int, field: str, **fields: object) -> pb.BaseCommand:
+    rid = raw.next_request_id()
+    cmd = T(type=kind)
+    getattr(cmd, field).CopyFrom(type(getattr(cmd, field))(request_id=rid, **fields))
+    raw.send(cmd)
+    return reply_to(raw, rid, timeout=30)
+
+
+def new_txn(raw: RawClient, ttl_ms: int = 300_000, tc: int = 0) -> Txn:
+    """A new transaction from coordinator ``tc`` (NewTxn; Java clients' milliseconds in
+    ``txn_ttl_seconds``, as the broker expects)."""
+    answer = _call(raw, T.NEW_TXN, "newTxn", tc_id=tc, txn_ttl_seconds=ttl_ms).newTxnResponse
+    assert not answer.HasField("error"), answer
+    return answer.txnid_most_bits, answer.txnid_least_bits
+
+
+def end_txn(raw: RawClient, txn: Txn, commit: bool = True) -> pb.CommandEndTxnResponse:
+    """EndTxn to the coordinator (it tells the participants before answering)."""
+    answer = _call(raw, T.END_TXN, "endTxn", txnid_most_bits=txn[0], txnid_least_bits=txn[1],
+                   txn_action=pb.COMMIT if commit else pb.ABORT)
+    assert answer.type == T.END_TXN_RESPONSE, answer
+    return answer.endTxnResponse
+
+
+def end_ok(raw: RawClient, txn: Txn, commit: bool = True) -> None:
+    answer = end_txn(raw, txn, commit)
+    assert not answer.HasField("error"), answer

@@ -381,7 +381,11 @@ class Dispatcher:
                 self._start_cold_read(max_entries)
                 return []
         if entries and entries[-1][0] > last:  # past an open transaction: read it later
+            first = entries[0][0]
             entries = [e for e in entries if e[0] <= last]
+            if not entries:  # nothing stored between here and there (a new ledger)
+                self.read_position = first  # (now past `last`: no more until it moves)
+                return []
         if not entries:
             return []
         self._retry_delay = 0.0  # whatever was unreadable before, reading goes on
