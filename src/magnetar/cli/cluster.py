@@ -52,6 +52,11 @@ turn, so the cluster stays reachable with one of its brokers down.""",
                       help="the brokers' shared data directory (magnetarDataDir, on the "
                            "mounted volume): write the volume's storage identity there and "
                            "record it (else the first broker does)")
+    init.add_argument("--initial-num-transaction-coordinators", type=int, default=16,
+                      dest="transaction_coordinators",
+                      help="partitions of persistent://pulsar/system/"
+                           "transaction_coordinator_assign, one coordinator each (default 16; "
+                           "0: none)")
 
     copy = sub.add_parser(
         "copy-standalone-metadata",
@@ -139,7 +144,8 @@ async def _run(args: argparse.Namespace) -> int:
                 config_store, args.cluster, web_service_url=args.web_service_url,
                 web_service_url_tls=args.web_service_url_tls,
                 broker_service_url=args.broker_service_url,
-                broker_service_url_tls=args.broker_service_url_tls)
+                broker_service_url_tls=args.broker_service_url_tls,
+                transaction_coordinators=args.transaction_coordinators)
             cluster_path = f"/admin/clusters/{args.cluster}"
             if created:
                 print(f"cluster {args.cluster}: created {', '.join(created)}")

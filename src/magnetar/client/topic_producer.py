@@ -71,6 +71,7 @@ class ProducerConf:
     access_mode: int = 0
     schema_info: pb.Schema | None = None
     initial_subscription_name: str | None = None
+    txn_enabled: bool = False
 
 
 class _Op:
@@ -167,6 +168,8 @@ class TopicProducer:
             fields["schema"] = self.conf.schema_info
         if self.conf.initial_subscription_name:
             fields["initial_subscription_name"] = self.conf.initial_subscription_name
+        if self.conf.txn_enabled:
+            fields["txn_enabled"] = True
         if self._topic_epoch is not None:
             fields["topic_epoch"] = self._topic_epoch
         try:
@@ -277,12 +280,15 @@ class TopicProducer:
 
     def add(self, payload: bytes, fut: asyncio.Future[Any], properties: dict[str, str] | None,
             partition_key: str | None, ordering_key: bytes | None, event_time: int | None,
-            sequence_id: int | None, deliver_at: int | None) -> None:
-        """Queue one message; ``fut`` gets its ``MessageId`` (or an exception)."""
+            sequence_id: int | None, deliver_at: int | None,
+            txn: tuple[int, int] | None = None) -> None:
+        """Queue one message; ``fut`` gets its ``MessageId`` (or an exception). A message
+        of a transaction (``txn``: its id) goes alone, never in a batch."""
         seq = self._take_sequence_id(sequence_id)
         self.pending += 1
         size = len(payload)
-        if self._batching and deliver_at is None and size < self._max_batch_bytes:
+        if self._batching and deliver_at is None and size < self._max_batch_bytes \
+                and txn is None:
             if properties or partition_key is not None or ordering_key is not None \
                     or event_time:
                 header = full_header(size, properties, partition_key, ordering_key,
@@ -322,6 +328,8 @@ class TopicProducer:
             meta.event_time = event_time
         if deliver_at is not None:
             meta.deliver_at_time = deliver_at
+        if txn is not None:
+            meta.txnid_most_bits, meta.txnid_least_bits = txn
         self._send_single(meta, payload, fut)
 
     def _metadata(self, seq: int) -> pb.MessageMetadata:
@@ -353,6 +361,9 @@ class TopicProducer:
             return
         cmd = command(T.SEND, producer_id=self.producer_id, sequence_id=meta.sequence_id,
                       num_messages=1)
+        if meta.HasField("txnid_most_bits"):
+            cmd.send.txnid_most_bits = meta.txnid_most_bits
+            cmd.send.txnid_least_bits = meta.txnid_least_bits
         frame = encode_payload_command(cmd, build_payload_part(meta, body))
         self._push(_Op(meta.sequence_id, frame, [fut], 1))
 
@@ -369,6 +380,9 @@ class TopicProducer:
             part = build_payload_part(meta, body[i * chunk_size:(i + 1) * chunk_size])
             cmd = command(T.SEND, producer_id=self.producer_id, sequence_id=seq,
                           num_messages=1, is_chunk=True)
+            if meta.HasField("txnid_most_bits"):
+                cmd.send.txnid_most_bits = meta.txnid_most_bits
+                cmd.send.txnid_least_bits = meta.txnid_least_bits
             # every chunk shares the message's future; only the last one settles it
             self._push(_Op(seq, encode_payload_command(cmd, part), [fut], 1 if i == n - 1
                            else 0, state))
@@ -576,12 +590,13 @@ class KeyedTopicProducer(TopicProducer):
 
     def add(self, payload: bytes, fut: asyncio.Future[Any], properties: dict[str, str] | None,
             partition_key: str | None, ordering_key: bytes | None, event_time: int | None,
-            sequence_id: int | None, deliver_at: int | None) -> None:
+            sequence_id: int | None, deliver_at: int | None,
+            txn: tuple[int, int] | None = None) -> None:
         size = len(payload)
-        if deliver_at is not None or size >= self._max_batch_bytes:
+        if deliver_at is not None or size >= self._max_batch_bytes or txn is not None:
             # not batched: the base class flushes the open batches, then sends it alone
             super().add(payload, fut, properties, partition_key, ordering_key, event_time,
-                        sequence_id, deliver_at)
+                        sequence_id, deliver_at, txn)
             return
         seq = self._take_sequence_id(sequence_id)
         self.pending += 1

@@ -24,8 +24,10 @@ from magnetar.broker.subscriptions.dispatcher_key_shared import KeySharedDispatc
 from magnetar.broker.subscriptions.dispatcher_shared import SharedDispatcher
 from magnetar.broker.subscriptions.dispatcher_single_active import SingleActiveDispatcher
 from magnetar.broker.subscriptions.limits import LimitedSubscription, TopicLimitsView
+from magnetar.broker.subscriptions.pending_acks import PendingAcks, acknowledge_in_txn
 from magnetar.broker.subscriptions.replicated import ReplicatedSubscription
 from magnetar.broker.subscriptions.snapshot_cache import SnapshotListener
+from magnetar.broker.subscriptions.txn_view import last_shown, readable
 from magnetar.protocol import pb
 from magnetar.protocol.ids import message_id_data, wire_position
 from magnetar.storage import Position, PositionsRead, StorageError
@@ -38,6 +40,7 @@ if TYPE_CHECKING:
     from magnetar.broker.service import BrokerService
     from magnetar.broker.subscriptions.consumer import Consumer
     from magnetar.broker.subscriptions.dispatcher import Dispatcher
+    from magnetar.broker.subscriptions.txn_view import TxnView
     from magnetar.broker.topic_name import TopicName
     from magnetar.storage import ManagedLedger
 
@@ -89,6 +92,8 @@ class SubscribedTopic(Protocol):
     def limits(self) -> TopicLimitsView: ...  # its rate limits (topics.topic_limits)
     @property
     def snapshot_listener(self) -> SnapshotListener | None: ...  # replicated subscriptions
+    @property
+    def txn_buffer(self) -> TxnView | None: ...  # its transactions (None: it never had one)
     def remove_subscription(self, name: str) -> None: ...
     def delete_subscription(self, name: str) -> Future[Any] | None: ...
 
@@ -126,6 +131,8 @@ class PersistentSubscription(LimitedSubscription, ReplicatedSubscription):
         self.init_replicated()  # replicated.py: markers, snapshots
         # when a consumer last came or went (or it was loaded): monotonic (expiry)
         self.last_active = time.monotonic()
+        # acks held in transactions (pending_acks.py; None: it never had one)
+        self.pending_acks: PendingAcks | None = PendingAcks.restore(self) if durable else None
 
     # -- consumers ---------------------------------------------------------------------
 
@@ -217,11 +224,13 @@ class PersistentSubscription(LimitedSubscription, ReplicatedSubscription):
                 f"cumulative acknowledgement is not allowed on a "
                 f"{SubType.SubType.Name(consumer.sub_type)} subscription",
             )
+        if ack.HasField("txnid_most_bits") or ack.HasField("txnid_least_bits"):
+            return acknowledge_in_txn(self, consumer, ack)  # applied at commit
         waiting = consumer.acks_waiting
         if waiting is not None:
             waiting.append(ack)
             return True
-        targets, unread = self._ack_targets(consumer, ack, None)
+        targets, unread = self.ack_targets(consumer, ack, None)
         if unread:
             self._read_counts(consumer, unread, {})
             consumer.acks_waiting = deque([ack])
@@ -231,7 +240,7 @@ class PersistentSubscription(LimitedSubscription, ReplicatedSubscription):
 
     def _apply_ack(self, consumer: Consumer, ack: pb.CommandAck,
                    targets: list[tuple[Position, list[int]]]) -> None:
-        """Move the cursor as ``ack`` says (``targets``: see `_ack_targets`)."""
+        """Move the cursor as ``ack`` says (``targets``: see `ack_targets`)."""
         cursor = self.cursor
         before = cursor.mark_delete_position
         if ack.ack_type == pb.CommandAck.Cumulative:
@@ -260,12 +269,16 @@ class PersistentSubscription(LimitedSubscription, ReplicatedSubscription):
                         for other in self.consumers:
                             if other.pending.pop(p, None) is not None:
                                 break
+        self.acks_applied(before)
+
+    def acks_applied(self, before: Position) -> None:
+        """Acknowledgements moved the cursor (from mark-delete position ``before``)."""
         if self.blocked_on_unacked:
             self.unblock_if_drained()
         self.mark_delete_moved(before)
         self.check_end_of_topic()
 
-    def _ack_targets(
+    def ack_targets(
         self, consumer: Consumer, ack: pb.CommandAck, counts: dict[Position, int | Exception] | None
     ) -> tuple[list[tuple[Position, list[int]]], list[Position]]:
         """The position of each message id of ``ack`` with its batch-index ack set cut to
@@ -286,15 +299,15 @@ class PersistentSubscription(LimitedSubscription, ReplicatedSubscription):
                 continue
             count = pending.get(position)
             if count is None:
-                count = self._stored_count(position, counts)
+                count = self.stored_count(position, counts)
                 if count is None:
                     unread.append(position)
                     continue
             targets.append((position, list(ack_set[: (count + 63) // 64])))
         return targets, unread
 
-    def _stored_count(self, position: Position,
-                      counts: dict[Position, int | Exception] | None) -> int | None:
+    def stored_count(self, position: Position,
+                     counts: dict[Position, int | Exception] | None = None) -> int | None:
         """The message count of the stored entry at ``position`` without touching the disk
         (0: there is no such entry; None: it must be read)."""
         ledger = self.topic.ledger
@@ -344,7 +357,7 @@ class PersistentSubscription(LimitedSubscription, ReplicatedSubscription):
             ack = waiting[0]
             error: BrokerError | None = None
             try:
-                targets, unread = self._ack_targets(consumer, ack, counts)
+                targets, unread = self.ack_targets(consumer, ack, counts)
                 if unread:
                     self._read_counts(consumer, unread, counts)
                     return
@@ -423,11 +436,18 @@ class PersistentSubscription(LimitedSubscription, ReplicatedSubscription):
         message when it is a batch, and the mark-delete position), from memory: None when
         the last entry is not in the read cache (`last_message_id_async` reads it)."""
         ledger = self.cursor.ledger  # the topic's, or its compacted view (read_compacted)
-        last = ledger.last_confirmed()
+        txns = self.topic.txn_buffer
+        last = readable(txns, ledger.last_confirmed())
         if last is None:
             return self._last_message_ids(ledger, None, None)
         data = ledger.cached_entry(last)
-        return None if data is None else self._last_message_ids(ledger, last, data)
+        if data is None:
+            return None
+        if txns is not None:
+            metadata = entry_metadata(data)
+            if metadata is not None and txns.hides(metadata):
+                return None  # the last readable message is further back: read them
+        return self._last_message_ids(ledger, last, data)
 
     async def last_message_id_async(self) -> tuple[pb.MessageIdData, pb.MessageIdData | None]:
         """`last_message_id`, reading the last entry on the storage's reader threads when
@@ -437,7 +457,14 @@ class PersistentSubscription(LimitedSubscription, ReplicatedSubscription):
         if answer is not None:
             return answer
         ledger = self.cursor.ledger
-        last = ledger.last_confirmed()
+        txns = self.topic.txn_buffer
+        last = readable(txns, ledger.last_confirmed())
+        if txns is not None and last is not None:
+            shown = await last_shown(ledger, txns, last)
+            if shown is None:  # none in that ledger: before its first entry
+                md = self.cursor.mark_delete_position
+                return message_id_data(last[0], -1), message_id_data(md[0], md[1])
+            return self._last_message_ids(ledger, *shown)
         read = await ledger.read_positions_cold([last])
         if not read.entries:
             raise read.failed.get(last) or StorageError(f"cannot read the last entry {last}")
