@@ -8,6 +8,7 @@ delivered nor counted."""
 from __future__ import annotations
 
 import itertools
+import time
 from collections.abc import Callable, Iterator
 
 import pulsar
@@ -251,3 +252,25 @@ def test_open_transaction_at_the_start_of_a_new_ledger(make_broker: Callable[...
     finally:
         raw.close()
         client.close()
+
+
+def test_message_ttl_never_expires_past_an_open_transaction(
+        broker: ThreadedBroker, client: pulsar.Client, raw: RawClient, topic: str) -> None:
+    """Expiring everything (TTL 0) stops before the open transaction's first message: its
+    messages, and those after it, are delivered once it commits."""
+    txnraw.producer(raw, topic)
+    consumer = client.subscribe(topic, "s", initial_position=pulsar.InitialPosition.Earliest)
+    consumer.close()
+    txn = txnraw.begin(raw, topic)
+    txnraw.send_ok(raw, 1, 0, b"old")
+    txnraw.send_ok(raw, 1, 1, b"t0", txn)
+    txnraw.send_ok(raw, 1, 2, b"later")
+
+    async def expire_all() -> None:
+        t = broker.service.topics[topic]
+        await broker.service.expire_messages(t, 0, now=time.time() + 60)
+
+    broker.call(expire_all)
+    txnraw.end_ok(raw, txn)
+    consumer = client.subscribe(topic, "s")
+    assert received(consumer, 2) == [b"t0", b"later"]  # "old" expired, nothing else
