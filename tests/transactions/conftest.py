@@ -28,11 +28,13 @@ class TxnBroker(BrokerProcess):
             self.cmd[at + 1] = str(self.http_port)
         super().start()
 
-    def rest(self, method: str, path: str) -> tuple[int, Any]:
+    def rest(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
         """(status, JSON body) of an admin call; the web service may start a moment after
         the binary port: a refused connection is tried again for up to 20 s."""
-        request = urllib.request.Request(f"http://127.0.0.1:{self.http_port}{path}",
-                                         method=method)
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{self.http_port}{path}", method=method,
+            data=None if body is None else json.dumps(body).encode(),
+            headers={} if body is None else {"Content-Type": "application/json"})
         deadline = time.monotonic() + 20
         while True:
             try:

@@ -13,6 +13,7 @@ import pytest
 import magnetar
 from magnetar.client.errors import InvalidTxnStatus, Timeout
 from tests.client.conftest import BrokerProcess, run
+from tests.transactions.conftest import TxnBroker
 
 ABSENT_MS = 700  # how long to wait to see that a message does NOT come (it would at once)
 
@@ -102,5 +103,27 @@ def test_consume_transform_produce_across_partitions(txn_broker: BrokerProcess) 
             await nothing(reader)
             await txn.commit()
             assert (await reader.receive(15_000)).data() == b"in-out"
+
+    run(go)
+
+
+def test_a_transaction_over_the_partitions_of_a_topic(txn_broker: TxnBroker) -> None:
+    short = f"txn-parts-{uuid.uuid4().hex[:8]}"
+    topic = f"persistent://public/default/{short}"
+    status, _ = txn_broker.rest("PUT", f"/admin/v2/persistent/public/default/{short}/partitions", 3)
+    assert status == 204
+
+    async def go() -> None:
+        async with magnetar.Client(txn_broker.url, enable_transaction=True) as client:
+            consumer = await client.subscribe(
+                topic, "s", initial_position=magnetar.InitialPosition.Earliest)
+            producer = await client.create_producer(topic)
+            txn = await client.new_transaction()
+            for i in range(6):  # round-robin: every partition gets some
+                await producer.send(f"p{i}".encode(), txn=txn)
+            await nothing(consumer)
+            await txn.commit()
+            got = sorted([(await consumer.receive(15_000)).data() for _ in range(6)])
+            assert got == sorted(f"p{i}".encode() for i in range(6))
 
     run(go)
