@@ -4,7 +4,8 @@ operations of the subscription endpoints (create, reset by id or time, skip, cle
 delete); a change of policies applied to the loaded topics, and in a cluster the
 bundle of a topic an admin call is about taken here when it is free. An unloaded topic is loaded off the loop (`load_topic`) and the operation runs in
 the turn the load ends; stored state is answered once it is stored. A mixin of
-`BrokerService`, over the fields and topic-registry methods it declares."""
+`BrokerService`, over the fields and topic-registry methods it declares; also the listing of
+a namespace's topics (GetTopicsOfNamespace, the admin list)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from magnetar.broker.subscriptions.subscription import PersistentSubscription
 from magnetar.broker.topic_name import TopicName, ledger_name
 from magnetar.broker.topics.compaction import Compactor
 from magnetar.broker.topics.dedup_snapshot import DedupSnapshots
+from magnetar.broker.topics.listing import topics_in_namespace
 from magnetar.broker.topics.topic import (
     PersistentTopic,
     Topic,
@@ -29,6 +31,8 @@ from magnetar.storage import (
     MetadataStore,
     Position,
 )
+
+_PERSISTENT_MODES = (pb.CommandGetTopicsOfNamespace.PERSISTENT, pb.CommandGetTopicsOfNamespace.ALL)
 
 if TYPE_CHECKING:
     from magnetar.broker.cluster.coordinator import ClusterCoordinator
@@ -221,3 +225,41 @@ class AdminOperations:
         deleting = sub.topic.delete_subscription(subscription)
         if deleting is not None:  # answered once the cursor's row is gone (off the loop)
             await asyncio.wrap_future(deleting)
+
+    def topics_of_namespace(
+        self, namespace: str, mode: int, pattern: str | None
+    ) -> tuple[list[str], bool]:
+        """The topics of a namespace (GetTopicsOfNamespace's ``mode``), filtered by
+        ``pattern`` when RE2 can run it; (names, whether the pattern was applied)."""
+        stored = self.stored_topic_names(namespace) if mode in _PERSISTENT_MODES else set()
+        return self.namespace_topics(stored, namespace, mode, pattern)
+
+    async def topics_of_namespace_async(
+        self, namespace: str, mode: int, pattern: str | None
+    ) -> tuple[list[str], bool]:
+        """`topics_of_namespace` with the metadata store listing on the storage's threads."""
+        stored: set[str] = set()
+        if mode in _PERSISTENT_MODES:
+            stored = await self.storage.read_metadata(self.stored_topic_names, namespace)
+        return self.namespace_topics(stored, namespace, mode, pattern)
+
+    def stored_topic_names(self, namespace: str | None = None) -> set[str]:
+        """Every persistent topic the metadata store knows (only ``namespace``'s keys read, if
+        given), partitions included. Only metadata store calls: safe in a worker thread."""
+        names: set[str] = set()
+        under = "" if namespace is None else f"{namespace}/"
+        for key in self.metadata.list(f"topics/persistent://{under}"):
+            names.add(key[len("topics/"):])
+        for key, meta in self.metadata.list(f"partitioned/persistent://{under}").items():
+            base = key[len("partitioned/"):]
+            names.update(f"{base}-partition-{i}" for i in range(int(meta["partitions"])))
+        return names
+
+    def namespace_topics(
+        self, stored: set[str], namespace: str, mode: int, pattern: str | None
+    ) -> tuple[list[str], bool]:
+        """`topics_of_namespace` given the stored persistent topic names."""
+        names = set(stored)
+        if mode in (pb.CommandGetTopicsOfNamespace.NON_PERSISTENT, pb.CommandGetTopicsOfNamespace.ALL):
+            names.update(n for n in self.topics if n.startswith("non-persistent://"))
+        return topics_in_namespace(names, namespace, pattern)

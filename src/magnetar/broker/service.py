@@ -51,7 +51,6 @@ from magnetar.broker.topic_name import TopicName, ledger_name
 from magnetar.broker.topics.compaction import Compactor
 from magnetar.broker.topics.dedup_snapshot import DedupSnapshots, Restored
 from magnetar.broker.topics.entry_index import load_entry_index_async
-from magnetar.broker.topics.listing import topics_in_namespace
 from magnetar.broker.topics.release import release_topic
 from magnetar.broker.topics.topic import (
     NonPersistentTopic,
@@ -59,7 +58,7 @@ from magnetar.broker.topics.topic import (
     Topic,
 )
 from magnetar.broker.topics.topic_schemas import TopicSchemas
-from magnetar.broker.topics.transaction_buffer import AcceptAll, TxnChecker
+from magnetar.broker.topics.transaction_buffer import TxnChecker
 from magnetar.broker.transactions.manager import TransactionCoordinators
 from magnetar.metadata import IdBlocks, KeyValueStore, MetadataStore
 from magnetar.protocol import pb
@@ -79,7 +78,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 # GetTopicsOfNamespace modes that list the persistent topics
-_PERSISTENT_MODES = (pb.CommandGetTopicsOfNamespace.PERSISTENT, pb.CommandGetTopicsOfNamespace.ALL)
 
 
 def _done() -> asyncio.Future[None]:
@@ -161,9 +159,6 @@ class BrokerService(AdminOperations):
             self.metadata, config.clusterName, write=self.storage.write_metadata)
         # topic compaction and the compacted views read_compacted subscriptions read
         self.compactor = Compactor(self)
-        # asks the coordinator whether a transaction is open (topics/transaction_buffer.py;
-        # the coordinator's side replaces this default, which accepts every transaction)
-        self.txn_checker: TxnChecker = AcceptAll()
         self.replication = ReplicationManager(self)  # geo-replication (replication_clusters)
         # advertisedListeners: which URL a lookup answers with, by listener name
         self.listeners = Listeners(config.advertisedListeners, config.internalListenerName)
@@ -206,7 +201,9 @@ class BrokerService(AdminOperations):
         self.cluster: ClusterCoordinator | None = None
         self._server: asyncio.AbstractServer | None = None
         self.transactions = TransactionCoordinators(self)  # coordinators (broker/transactions/)
-        self.txn_checker = self.transactions  # the participants ask the coordinators
+        # the participants (topics/transaction_buffer.py) ask the coordinators whether a
+        # transaction is open
+        self.txn_checker: TxnChecker = self.transactions
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -626,41 +623,3 @@ class BrokerService(AdminOperations):
         self.replication.topic_loaded(topic)
         self.heap.topic_loaded(len(self.topics))
         return topic
-
-    def topics_of_namespace(
-        self, namespace: str, mode: int, pattern: str | None
-    ) -> tuple[list[str], bool]:
-        """The topics of a namespace (GetTopicsOfNamespace's ``mode``), filtered by
-        ``pattern`` when RE2 can run it; (names, whether the pattern was applied)."""
-        stored = self.stored_topic_names(namespace) if mode in _PERSISTENT_MODES else set()
-        return self.namespace_topics(stored, namespace, mode, pattern)
-
-    async def topics_of_namespace_async(
-        self, namespace: str, mode: int, pattern: str | None
-    ) -> tuple[list[str], bool]:
-        """`topics_of_namespace` with the metadata store listing on the storage's threads."""
-        stored: set[str] = set()
-        if mode in _PERSISTENT_MODES:
-            stored = await self.storage.read_metadata(self.stored_topic_names, namespace)
-        return self.namespace_topics(stored, namespace, mode, pattern)
-
-    def stored_topic_names(self, namespace: str | None = None) -> set[str]:
-        """Every persistent topic the metadata store knows (only ``namespace``'s keys read, if
-        given), partitions included. Only metadata store calls: safe in a worker thread."""
-        names: set[str] = set()
-        under = "" if namespace is None else f"{namespace}/"
-        for key in self.metadata.list(f"topics/persistent://{under}"):
-            names.add(key[len("topics/"):])
-        for key, meta in self.metadata.list(f"partitioned/persistent://{under}").items():
-            base = key[len("partitioned/"):]
-            names.update(f"{base}-partition-{i}" for i in range(int(meta["partitions"])))
-        return names
-
-    def namespace_topics(
-        self, stored: set[str], namespace: str, mode: int, pattern: str | None
-    ) -> tuple[list[str], bool]:
-        """`topics_of_namespace` given the stored persistent topic names."""
-        names = set(stored)
-        if mode in (pb.CommandGetTopicsOfNamespace.NON_PERSISTENT, pb.CommandGetTopicsOfNamespace.ALL):
-            names.update(n for n in self.topics if n.startswith("non-persistent://"))
-        return topics_in_namespace(names, namespace, pattern)

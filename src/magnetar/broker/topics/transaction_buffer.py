@@ -20,8 +20,9 @@ the entries after the snapshot's position (their metadata only) before the buffe
 ``ready``; meanwhile nothing past the snapshot's position is read.
 
 `TxnChecker` is how the buffer (and pending acks) ask the coordinator whether a
-transaction seen for the first time on a topic is open; `AcceptAll` is the default
-when no coordinator is wired in. Answers are cached per (transaction, topic).
+transaction seen for the first time on a topic is open (the service wires in its
+coordinators; `AcceptAll`, every transaction taken as open, is for tests that play the
+coordinator themselves). Answers are cached per (transaction, topic).
 """
 
 from __future__ import annotations
@@ -72,7 +73,7 @@ class TxnChecker(Protocol):
 
 
 class AcceptAll:
-    """The checker used without coordinators: every transaction is taken as open."""
+    """A checker that takes every transaction as open (tests playing the coordinator)."""
 
     async def check_open(self, most: int, least: int, topic: str,
                          subscription: str | None = None) -> None:
