@@ -383,7 +383,7 @@ async def unload(request: web.Request) -> web.Response:
 async def last_message_id(request: web.Request) -> web.Response:
     service = request.app[SERVICE]
     topic = await persistent(service, topic_of(request))
-    last = topic.ledger.last_confirmed()
+    last = topic.readable_last()  # not past an open transaction's first message
     doc = message_id_doc(last, topic.topic_name.partition_index)
     if last is not None:
         metadata = entry_metadata(await read_entry(topic.ledger, last))

@@ -57,6 +57,7 @@ from magnetar.broker.topics.topic import (
     Topic,
 )
 from magnetar.broker.topics.topic_schemas import TopicSchemas
+from magnetar.broker.topics.transaction_buffer import AcceptAll, TxnChecker
 from magnetar.metadata import IdBlocks, KeyValueStore, MetadataStore
 from magnetar.protocol import pb
 from magnetar.storage import (
@@ -157,6 +158,9 @@ class BrokerService(AdminOperations):
             self.metadata, config.clusterName, write=self.storage.write_metadata)
         # topic compaction and the compacted views read_compacted subscriptions read
         self.compactor = Compactor(self)
+        # asks the coordinator whether a transaction is open (topics/transaction_buffer.py;
+        # the coordinator's side replaces this default, which accepts every transaction)
+        self.txn_checker: TxnChecker = AcceptAll()
         self.replication = ReplicationManager(self)  # geo-replication (replication_clusters)
         # advertisedListeners: which URL a lookup answers with, by listener name
         self.listeners = Listeners(config.advertisedListeners, config.internalListenerName)

@@ -154,10 +154,11 @@ class SendFrame:
     ``FrameDecoder(send_frames=True)`` returns for a plain send
     (``fastpath.parse_send_command``); ``from_command`` makes one of a parsed
     ``CommandSend``. ``highest_sequence_id`` is -1 when the producer left it out;
-    ``command`` builds the protobuf command on demand (error replies, logs)."""
+    ``command`` builds the protobuf command on demand (error replies, logs);
+    ``txnid``: (most, least) of a Send in a transaction (never on the fast path)."""
 
     __slots__ = ("_command", "highest_sequence_id", "is_chunk", "marker", "num_messages",
-                 "payload_part", "producer_id", "sequence_id")
+                 "payload_part", "producer_id", "sequence_id", "txnid")
 
     type = pb.BaseCommand.SEND
     broker_entry_metadata = None
@@ -174,14 +175,19 @@ class SendFrame:
         self.marker = marker
         self.payload_part = payload_part
         self._command = command
+        #: (most, least) of the transaction of a Send in one (set by `from_command`)
+        self.txnid: tuple[int, int] | None = None
 
     @classmethod
     def from_command(cls, cmd: pb.BaseCommand, payload_part: bytes | memoryview | None) -> SendFrame:
         """The ``SendFrame`` of a SEND that protobuf parsed."""
         send = cmd.send
         highest = send.highest_sequence_id if send.HasField("highest_sequence_id") else -1
-        return cls(send.producer_id, send.sequence_id, send.num_messages, highest,
+        frame = cls(send.producer_id, send.sequence_id, send.num_messages, highest,
                    send.is_chunk, send.marker, payload_part, cmd)
+        if send.HasField("txnid_most_bits") or send.HasField("txnid_least_bits"):
+            frame.txnid = (send.txnid_most_bits, send.txnid_least_bits)
+        return frame
 
     @property
     def command(self) -> pb.BaseCommand:

@@ -1,6 +1,10 @@
 """Marker entries: server-only messages a broker writes into a topic (Pulsar's
 ``PulsarMarkers.proto``), here the four of replicated subscriptions.
 
+Transactions add two more (``TXN_COMMIT`` = 21, ``TXN_ABORT`` = 22): written by a
+topic when a transaction ends on it, their metadata carries the transaction id
+(``txnid_most_bits``/``txnid_least_bits``) and their payload is empty.
+
 A marker is an ordinary payload part whose ``MessageMetadata`` carries ``marker_type``; its
 payload is one of the small protobuf messages below. Brokers replicate markers between
 clusters like any entry and never dispatch them to consumers. The messages are encoded and
@@ -32,6 +36,8 @@ __all__ = [
     "REPLICATED_SUBSCRIPTION_SNAPSHOT_REQUEST",
     "REPLICATED_SUBSCRIPTION_SNAPSHOT_RESPONSE",
     "REPLICATED_SUBSCRIPTION_UPDATE",
+    "TXN_ABORT",
+    "TXN_COMMIT",
     "ClusterPosition",
     "MarkerError",
     "Snapshot",
@@ -43,12 +49,15 @@ __all__ = [
     "is_marker",
     "is_marker_part",
     "marker_part",
+    "txn_marker_part",
 ]
 
 REPLICATED_SUBSCRIPTION_SNAPSHOT_REQUEST = 10
 REPLICATED_SUBSCRIPTION_SNAPSHOT_RESPONSE = 11
 REPLICATED_SUBSCRIPTION_SNAPSHOT = 12
 REPLICATED_SUBSCRIPTION_UPDATE = 13
+TXN_COMMIT = 21
+TXN_ABORT = 22
 
 #: the producer name a marker's metadata carries
 MARKER_PRODUCER = "pulsar.marker"
@@ -156,6 +165,16 @@ def marker_part(marker: Marker, replicate_to: str | None = None, now_ms: int | N
     if replicate_to is not None:
         metadata.replicate_to.append(replicate_to)
     return build_payload_part(metadata, body)
+
+
+def txn_marker_part(marker_type: int, most: int, least: int, now_ms: int | None = None) -> bytes:
+    """The payload part of a transaction's commit (``TXN_COMMIT``) or abort
+    (``TXN_ABORT``) marker for transaction ``(most, least)``."""
+    metadata = pb.MessageMetadata(
+        producer_name=MARKER_PRODUCER, sequence_id=0,
+        publish_time=int(time.time() * 1000) if now_ms is None else now_ms,
+        marker_type=marker_type, txnid_most_bits=most, txnid_least_bits=least)
+    return build_payload_part(metadata, b"")
 
 
 def is_marker(metadata: pb.MessageMetadata) -> bool:

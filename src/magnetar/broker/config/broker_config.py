@@ -140,6 +140,13 @@ class BrokerConfig(SecurityConfig):
     # an entry that fails its checksum on read: skip it (acknowledged for every reader of
     # it, one error log, counted) rather than retry it with a back-off until an operator acts
     autoSkipNonRecoverableData: bool = False
+    # transactions, the participant side (topics/transaction_buffer.py,
+    # subscriptions/pending_acks.py): a topic's buffer snapshot is written after this many
+    # transactions ended on it, or this long after the last (whichever comes first)
+    transactionBufferSnapshotMaxTransactionCount: int = 1000
+    transactionBufferSnapshotMinTimeInMillis: int = 5000
+    # accepted for compatibility: pending acks are stored with every change (no log)
+    transactionPendingAckLogIndexMinLag: int = 500
 
     # Rate limits and consumer shares (namespace policies override them; docs in README,
     # "Multi-tenant limits"). 0 or less: no limit, as in Pulsar.

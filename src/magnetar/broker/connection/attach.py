@@ -105,6 +105,7 @@ class TopicAttacher:
             user_named, schema_version,
             req.topic_epoch if req.HasField("topic_epoch") else None,
         )
+        producer.txn_enabled = req.txn_enabled
         ready = topic.add_producer(producer, req.request_id)
         if ready:
             topic.producer_ready(producer, req.request_id)

@@ -33,6 +33,7 @@ from magnetar.broker.connection.connect import ConnectCommands
 from magnetar.broker.connection.consumers import ConsumerCommands
 from magnetar.broker.connection.lookup import LookupCommands
 from magnetar.broker.connection.producers import ProducerCommands
+from magnetar.broker.connection.txn_participants import TxnParticipantCommands
 from magnetar.protocol import pb
 from magnetar.protocol.errors import ChecksumMismatch
 
@@ -42,7 +43,8 @@ if TYPE_CHECKING:
 T = pb.BaseCommand
 
 
-class ServerCnx(ConnectCommands, LookupCommands, ProducerCommands, ConsumerCommands):
+class ServerCnx(ConnectCommands, LookupCommands, ProducerCommands, ConsumerCommands,
+                TxnParticipantCommands):
     """Serves one client connection; owns its producers and consumers by client-given id."""
 
     def __init__(self, service: BrokerService) -> None:
@@ -69,6 +71,8 @@ class ServerCnx(ConnectCommands, LookupCommands, ProducerCommands, ConsumerComma
             T.GET_SCHEMA: self.handle_get_schema,
             T.GET_OR_CREATE_SCHEMA: self.handle_get_or_create_schema,
             T.AUTH_RESPONSE: self.handle_auth_response,
+            T.END_TXN_ON_PARTITION: self.handle_end_txn_on_partition,
+            T.END_TXN_ON_SUBSCRIPTION: self.handle_end_txn_on_subscription,
         })
 
 

@@ -38,7 +38,7 @@ class MessageExpirer:
         now = time.time() if now is None else now
         cutoff = int((now - ttl_seconds) * 1000)
         ledger = topic.ledger
-        last = ledger.last_confirmed()
+        last = topic.readable_last()  # never past an open transaction (transaction_buffer.py)
         if last is None or not ledger.is_open:
             return
         subs = [sub for sub in topic.subscriptions.values()
@@ -56,7 +56,7 @@ class MessageExpirer:
             return metadata is None or metadata.publish_time >= cutoff
 
         first_fresh = await ledger.find_position_async(fresh)
-        if first_fresh is None:
+        if first_fresh is None or first_fresh > last:
             expire_to = last
         else:
             expire_to = Position(first_fresh.ledger_id, first_fresh.entry_id - 1)

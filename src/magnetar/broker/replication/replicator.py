@@ -25,7 +25,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from magnetar.broker.entries import split_entry
+from magnetar.broker.entries import entry_metadata, split_entry
 from magnetar.broker.replication.remote_producer import RemoteError, RemoteProducer
 from magnetar.broker.replication.remote_settings import RemoteConfigError, RemoteSettings
 from magnetar.broker.replication.throttle import ReplicatorThrottle
@@ -85,6 +85,9 @@ def replicated_part(data: bytes | memoryview, local: str, remote: str,
     published = metadata.publish_time
     if metadata.HasField("replicated_from"):
         return None, count, published
+    if metadata.HasField("txnid_most_bits"):  # committed here: plain messages there
+        metadata.ClearField("txnid_most_bits")
+        metadata.ClearField("txnid_least_bits")
     if metadata.replicate_to and remote not in metadata.replicate_to:
         return None, count, published
     if schema_versions is not None and metadata.schema_version:
@@ -228,23 +231,30 @@ class Replicator:
         while True:
             self._wake.clear()
             start = cursor.first_unacked_after(after)
-            if start is None:
+            bound = self.topic.readable_last()  # committed transactions only
+            if start is None or bound is None or start > bound:
                 await self._wake.wait()
                 continue
             entries = ledger.read_cached(start, _READ_BATCH)
             if not entries:
                 entries = list(await ledger.read_cold(start, _READ_BATCH))
+            txns = self.topic.txn_buffer
             for position, data in entries:
+                if position > bound:
+                    break  # past an open transaction: once it ends
                 await window.acquire()
                 after = position
                 try:
-                    try:
-                        part, count, published = replicated_part(
-                            data, self.local, self.remote, producer.schema_versions)
-                    except SchemaNeeded as need:
-                        await producer.map_schema(need.version, await self._schema(need.version))
-                        part, count, published = replicated_part(
-                            data, self.local, self.remote, producer.schema_versions)
+                    if txns is not None and txns.hides_txn(entry_metadata(data)):
+                        part, published = None, 0  # an aborted transaction's, or a marker
+                    else:
+                        try:
+                            part, count, published = replicated_part(
+                                data, self.local, self.remote, producer.schema_versions)
+                        except SchemaNeeded as need:
+                            await producer.map_schema(need.version, await self._schema(need.version))
+                            part, count, published = replicated_part(
+                                data, self.local, self.remote, producer.schema_versions)
                 except ProtocolError as exc:
                     log.warning("replicator %s -> %s: entry %s skipped: %s",
                                 self.topic.name, self.remote, position, exc)

@@ -249,8 +249,15 @@ class Dispatcher:
             return False  # dispatch goes on when the read from disk is done
         if self.replay:
             return True
-        last = self.ledger.last_confirmed()
+        last = self.readable_last()
         return last is not None and self.read_position <= last
+
+    def readable_last(self) -> Position | None:
+        """The last entry this dispatcher may read: the source's last, cut before the
+        oldest open transaction of the topic (`TxnView.max_read`)."""
+        last = self.ledger.last_confirmed()
+        view = self.sub.topic.txn_buffer
+        return last if view is None else view.readable_last(last)
 
     def _reading(self) -> bool:
         """Whether a read from disk is under way for this subscription (new entries or
@@ -355,7 +362,7 @@ class Dispatcher:
         replaying = self._replay_read
         if replaying is not None and not replaying[1].done():
             return []  # replayed entries go first: new ones wait for their read
-        last = self.ledger.last_confirmed()
+        last = self.readable_last()
         if last is None or self.read_position > last:
             return []
         entries = self._take_cold_read()
@@ -366,6 +373,8 @@ class Dispatcher:
             if not entries:
                 self._start_cold_read(max_entries)
                 return []
+        if entries and entries[-1][0] > last:  # past an open transaction: read it later
+            entries = [e for e in entries if e[0] <= last]
         if not entries:
             return []
         self._retry_delay = 0.0  # whatever was unreadable before, reading goes on

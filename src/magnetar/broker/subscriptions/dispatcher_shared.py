@@ -55,13 +55,16 @@ class SharedDispatcher(Dispatcher):
         self, entries: list[Entry], replayed: int
     ) -> list[Prepared]:
         """Attach metadata; hold back new entries whose deliver_at_time is in the future;
-        marker entries go to the subscription (`marker_read`), not to consumers."""
+        marker entries and aborted transactions' messages go to the subscription
+        (`marker_read`: acknowledged), not to consumers."""
         out = []
         now_ms = int(time.time() * 1000)
         delayed_enabled = self.config.delayedDeliveryEnabled
+        txns = self.sub.topic.txn_buffer
         for i, (position, data) in enumerate(entries):
             metadata = entry_metadata(data)
-            if metadata is not None and metadata.HasField("marker_type"):
+            if metadata is not None and (metadata.HasField("marker_type") or (
+                    txns is not None and txns.hides(metadata))):
                 self.sub.marker_read(position, data, metadata)  # never sent
                 continue
             if (

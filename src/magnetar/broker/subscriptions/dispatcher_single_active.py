@@ -93,9 +93,11 @@ class SingleActiveDispatcher(Dispatcher):
             entries = self.read_replay(most) or self.read_new(min(consumer.permits, most))
             if not entries:
                 break
+            txns = self.sub.topic.txn_buffer
             for position, data in entries:
                 metadata = entry_metadata(data)
-                if metadata is not None and metadata.HasField("marker_type"):
+                if metadata is not None and (metadata.HasField("marker_type") or (
+                        txns is not None and txns.hides(metadata))):
                     self.sub.marker_read(position, data, metadata)  # never sent
                     continue
                 self.send(consumer, position, data, entry_num_messages(metadata))

@@ -26,6 +26,7 @@ from magnetar.broker.subscriptions.dispatcher_single_active import SingleActiveD
 from magnetar.broker.subscriptions.limits import LimitedSubscription, TopicLimitsView
 from magnetar.broker.subscriptions.replicated import ReplicatedSubscription
 from magnetar.broker.subscriptions.snapshot_cache import SnapshotListener
+from magnetar.broker.subscriptions.txn_view import last_shown, readable
 from magnetar.protocol import pb
 from magnetar.protocol.ids import message_id_data, wire_position
 from magnetar.storage import Position, PositionsRead, StorageError
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
     from magnetar.broker.service import BrokerService
     from magnetar.broker.subscriptions.consumer import Consumer
     from magnetar.broker.subscriptions.dispatcher import Dispatcher
+    from magnetar.broker.subscriptions.txn_view import TxnView
     from magnetar.broker.topic_name import TopicName
     from magnetar.storage import ManagedLedger
 
@@ -89,6 +91,8 @@ class SubscribedTopic(Protocol):
     def limits(self) -> TopicLimitsView: ...  # its rate limits (topics.topic_limits)
     @property
     def snapshot_listener(self) -> SnapshotListener | None: ...  # replicated subscriptions
+    @property
+    def txn_buffer(self) -> TxnView | None: ...  # its transactions (None: it never had one)
     def remove_subscription(self, name: str) -> None: ...
     def delete_subscription(self, name: str) -> Future[Any] | None: ...
 
@@ -423,11 +427,18 @@ class PersistentSubscription(LimitedSubscription, ReplicatedSubscription):
         message when it is a batch, and the mark-delete position), from memory: None when
         the last entry is not in the read cache (`last_message_id_async` reads it)."""
         ledger = self.cursor.ledger  # the topic's, or its compacted view (read_compacted)
-        last = ledger.last_confirmed()
+        txns = self.topic.txn_buffer
+        last = readable(txns, ledger.last_confirmed())
         if last is None:
             return self._last_message_ids(ledger, None, None)
         data = ledger.cached_entry(last)
-        return None if data is None else self._last_message_ids(ledger, last, data)
+        if data is None:
+            return None
+        if txns is not None:
+            metadata = entry_metadata(data)
+            if metadata is not None and txns.hides(metadata):
+                return None  # the last readable message is further back: read them
+        return self._last_message_ids(ledger, last, data)
 
     async def last_message_id_async(self) -> tuple[pb.MessageIdData, pb.MessageIdData | None]:
         """`last_message_id`, reading the last entry on the storage's reader threads when
@@ -437,7 +448,14 @@ class PersistentSubscription(LimitedSubscription, ReplicatedSubscription):
         if answer is not None:
             return answer
         ledger = self.cursor.ledger
-        last = ledger.last_confirmed()
+        txns = self.topic.txn_buffer
+        last = readable(txns, ledger.last_confirmed())
+        if txns is not None and last is not None:
+            shown = await last_shown(ledger, txns, last)
+            if shown is None:  # none in that ledger: before its first entry
+                md = self.cursor.mark_delete_position
+                return message_id_data(last[0], -1), message_id_data(md[0], md[1])
+            return self._last_message_ids(ledger, *shown)
         read = await ledger.read_positions_cold([last])
         if not read.entries:
             raise read.failed.get(last) or StorageError(f"cannot read the last entry {last}")

@@ -44,7 +44,7 @@ from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from magnetar.broker.entries import split_entry
+from magnetar.broker.entries import entry_metadata, split_entry
 from magnetar.protocol.batch import decode_batch, encode_batch
 from magnetar.protocol.compression import compress, decompress
 from magnetar.protocol.frames import build_payload_part, parse_payload_part
@@ -411,13 +411,16 @@ class Compactor:
     async def compact(self, topic: Any) -> int:
         """Compact ``topic`` now; returns the number of entries in the new view."""
         ledger = topic.ledger
-        last = ledger.last_confirmed()
+        last = topic.readable_last()  # not past an open transaction's first message
+        txns = topic.txn_buffer
         if last is None:
             return 0
         view = await self.view_async(topic) or CompactedView(ledger)
         latest: dict[str, tuple[Position, int]] = {}
         seen = 0
         async for position, data in view.iterate_async(last):  # phase 1: the latest of each key
+            if txns is not None and txns.hides_txn(entry_metadata(data)):
+                continue  # an aborted transaction's message, or a transaction's marker
             for i, (key, gone) in enumerate(_messages_or_none(data)):
                 if key is None:
                     continue

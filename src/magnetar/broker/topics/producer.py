@@ -14,11 +14,15 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
+from magnetar.broker.topics.txn_sends import publish_in_order
 from magnetar.protocol import pb
 from magnetar.protocol.fastpath import send_receipt_frame
 
 if TYPE_CHECKING:
+    from collections import deque
+
     from magnetar.broker.topics.topic import Topic
+    from magnetar.broker.topics.txn_sends import Deferred
     from magnetar.protocol.frames import SendFrame
 
 
@@ -73,6 +77,9 @@ class Producer:
         self.in_flight = 0  # sends handed to storage, not answered yet (`PersistentTopic`)
         self.closing = False  # closed once in_flight drains: new sends are dropped
         self._after_answers: list[Callable[[], None]] = []
+        self.txn_enabled = False  # CommandProducer.txn_enabled: may send in transactions
+        # sends held in order behind a transactional one that waits (`txn_sends.py`)
+        self.deferred: deque[Deferred] | None = None
 
     def success_command(self, request_id: int, ready: bool = True) -> pb.BaseCommand:
         resp = pb.CommandProducerSuccess(
@@ -92,7 +99,11 @@ class Producer:
     ) -> None:
         """Publish one Send; ``size`` is ``len(payload)``, handed back with its answer;
         ``part_crc`` the payload part's CRC32C when the caller checked it (`Topic.publish`).
-        The topic counts the messages in ``msg_in``/``bytes_in`` once they are stored."""
+        The topic counts the messages in ``msg_in``/``bytes_in`` once they are stored.
+        A Send in a transaction, or any Send while one waits, goes to `txn_sends`."""
+        if self.deferred is not None or send.txnid is not None:
+            publish_in_order(self, send, payload, size, part_crc)
+            return
         self.topic.publish(self, send, payload, size, part_crc)
 
     def send_receipt(

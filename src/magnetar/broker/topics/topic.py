@@ -16,17 +16,19 @@ from concurrent.futures import Future
 from functools import partial
 from typing import TYPE_CHECKING, Any, cast
 
-from magnetar.broker.entries import entry_metadata, with_entry_metadata
+from magnetar.broker.entries import with_entry_metadata
 from magnetar.broker.errors import BrokerError
 from magnetar.broker.topic_name import TopicName
+from magnetar.broker.topics.backlog_times import BacklogTimes
 from magnetar.broker.topics.dedup import NOT_CHUNKED, REPLICATOR_PREFIX, chunk_of, origin_of
 from magnetar.broker.topics.entry_index import load_entry_index
 from magnetar.broker.topics.producer import Producer, ProducerCnx
 from magnetar.broker.topics.replicated import TopicReplicator
 from magnetar.broker.topics.topic_limits import TopicLimits
+from magnetar.broker.topics.transaction_buffer import TransactionBuffer, TxnId, stored_snapshot
 from magnetar.protocol import pb
 from magnetar.protocol.markers import is_marker_part
-from magnetar.storage import EntryNotFoundError, StorageError
+from magnetar.storage import StorageError
 from magnetar.storage.errors import is_no_space
 
 if TYPE_CHECKING:
@@ -55,9 +57,6 @@ ACCESS_EXCLUSIVE_WITH_FENCING = pb.ExclusiveWithFencing
 _NO_DEDUP = ("", -1, -1)
 _FENCE_MIN_S = 0.5
 _FENCE_MAX_S = 30.0
-#: `oldest_backlog_publish_time_async` reads again while acknowledgements move the oldest
-#: backlog entry during its read, this many times at most.
-_OLDEST_READS = 8
 
 
 class Topic:
@@ -182,6 +181,9 @@ class Topic:
             self.producer_ready(nxt, request_id)
 
     def close_all(self) -> None:
+        recovery = getattr(self, "_txn_recovery", None)
+        if recovery is not None and not recovery.done():
+            recovery.cancel()
         self.limits.close()
         for producer in list(self.producers.values()):
             producer.close_by_broker()
@@ -214,7 +216,7 @@ class Topic:
         }
 
 
-class PersistentTopic(Topic):
+class PersistentTopic(BacklogTimes, Topic):
     """A topic whose entries live in a ManagedLedger; subscriptions have durable cursors."""
 
     def __init__(self, service: BrokerService, name: TopicName, ledger: ManagedLedger,
@@ -257,6 +259,14 @@ class PersistentTopic(Topic):
         self._disk = service.disk  # a full disk makes the broker read-only (disk_usage)
         # the publish time of the oldest backlog entry read last (backlog time quota, sweep)
         self._publish_time_read: tuple[Position, float | None] | None = None
+        # transactions (transaction_buffer.py): None until the topic sees one; a topic
+        # that had one replays its entries after the stored snapshot when loaded
+        self.txn_buffer: TransactionBuffer | None = None
+        self._txn_recovery: asyncio.Future[None] | None = None
+        snapshot = stored_snapshot(ledger.properties)
+        if snapshot is not None:
+            self.txn_buffer = TransactionBuffer(self, snapshot)
+            self._txn_recovery = asyncio.ensure_future(self.txn_buffer.recover())
 
 
     def _epoch_taken(self) -> None:
@@ -306,71 +316,6 @@ class PersistentTopic(Topic):
             return -1
         return self.dedup.last_sequence_id(producer_name)
 
-    def oldest_backlog_position(self) -> Position | None:
-        """The oldest entry some durable subscription has not acknowledged, or some
-        geo-replicator has not replicated (its cursor holds the backlog too; None: none)."""
-        from magnetar.broker.subscriptions.subscription import PersistentSubscription
-
-        cursors = [sub.cursor for sub in self.subscriptions.values()
-                   if isinstance(sub, PersistentSubscription) and sub.durable]
-        cursors += [r.cursor for r in self.replicators.values() if r.cursor and not r.cursor.closed]
-        return min((p for c in cursors if (p := c.read_position) is not None), default=None)
-
-    def _known_publish_time(self, position: Position) -> tuple[bool, float | None]:
-        """(known, publish time in epoch seconds or None without metadata) of the entry at
-        ``position``, from memory: the last one read for this, or the read cache."""
-        known = self._publish_time_read
-        if known is not None and known[0] == position:
-            return True, known[1]
-        cached = self.ledger.read_cached(position, 1)
-        if cached and cached[0][0] == position:
-            return True, self._remember_publish_time(position, cached[0][1])
-        return False, None
-
-    def knows_publish_time(self, position: Position) -> bool:
-        """Whether the publish time of the entry at ``position`` is known without a disk
-        read (then `oldest_backlog_publish_time` answers from memory for it)."""
-        return self._known_publish_time(position)[0]
-
-    def _remember_publish_time(self, position: Position, data: bytes | memoryview) -> float | None:
-        """The publish time of ``data``, the entry at ``position``, kept for the next ask."""
-
-        metadata = entry_metadata(data)
-        published = None if metadata is None else metadata.publish_time / 1000
-        self._publish_time_read = (position, published)
-        return published
-
-    def oldest_backlog_publish_time(self) -> float | None:
-        """Publish time (epoch seconds) of the oldest message some durable subscription has
-        not acknowledged; None without backlog (or without its metadata). From memory when
-        it can (see `oldest_backlog_publish_time_async`), else read from disk on the calling
-        thread (tests, tools); the read may raise StorageError."""
-        oldest = self.oldest_backlog_position()
-        if oldest is None:
-            return None
-        known, published = self._known_publish_time(oldest)
-        if known:
-            return published
-        return self._remember_publish_time(oldest, self.ledger.read(oldest))
-
-    async def oldest_backlog_publish_time_async(self) -> float | None:
-        """`oldest_backlog_publish_time` with the entry from the read cache, else read on
-        the storage's reader threads. What it returns is what `oldest_backlog_publish_time`
-        answers from memory in the same event-loop step (so a check made right after
-        awaiting this does no disk read). May raise StorageError."""
-        for _ in range(_OLDEST_READS):
-            oldest = self.oldest_backlog_position()
-            if oldest is None:
-                return None
-            known, published = self._known_publish_time(oldest)
-            if known:
-                return published
-            found = await self.ledger.read_cold(oldest, 1)
-            if not found or found[0][0] != oldest:
-                raise EntryNotFoundError(f"{self.ledger.name}: no entry at {oldest}")
-            published = self._remember_publish_time(oldest, found[0][1])
-        return published  # acknowledgements kept moving it: the last one read will do
-
     def add_producer(self, producer: Producer, request_id: int) -> bool:
         if self._disk.read_only:  # the code on which the C++ client fails pending sends at once
             raise BrokerError(pb.ProducerBlockedQuotaExceededException, self._disk.refusal() or "")
@@ -395,8 +340,9 @@ class PersistentTopic(Topic):
 
     def publish(
         self, producer: Producer, send: SendFrame, payload: bytes | memoryview, size: int,
-        part_crc: int | None = None,
+        part_crc: int | None = None, txn: TxnId | None = None,
     ) -> None:
+        """``txn``: the transaction the send is in (from `txn_sends`, which checked it)."""
         seq = send.sequence_id
         highest = send.highest_sequence_id
         if highest < 0:
@@ -450,13 +396,17 @@ class PersistentTopic(Topic):
         else:
             data = payload
         producer.in_flight += 1
+        if txn is not None and self.txn_buffer is not None:
+            self.txn_buffer.appending(txn)
         try:
             self.ledger.append_then(
                 data, partial(self._persisted, producer, seq, highest, dedup_id, chunk, size,
-                              num_messages),
+                              num_messages, txn),
                 part_crc)
         except BaseException:  # no outcome will come for it (the caller answers it)
             producer.in_flight -= 1
+            if txn is not None and self.txn_buffer is not None:
+                self.txn_buffer.placed(txn, None, 0)
             raise
 
     def _persisted(
@@ -468,6 +418,7 @@ class PersistentTopic(Topic):
         chunk: tuple[int, int],
         size: int,
         num_messages: int,
+        txn: TxnId | None,
         position: Position | None,
         exc: BaseException | None,
     ) -> None:
@@ -479,6 +430,8 @@ class PersistentTopic(Topic):
         Only stored messages count in the topic's and the producer's counters."""
         producer.in_flight -= 1
         answered = False
+        if txn is not None and self.txn_buffer is not None:
+            self.txn_buffer.placed(txn, position, num_messages)
         try:
             if position is None:
                 if self.dedup is not None:
@@ -549,6 +502,20 @@ class PersistentTopic(Topic):
             self._notify_subscriptions()
             for replicator in self.replicators.values():
                 replicator.entries_added()
+
+    def txn_visibility_changed(self) -> None:
+        """What readers may read moved (a transaction ended, the buffer became ready):
+        give subscriptions and replicators a pass."""
+        self._notify_subscriptions()
+        for replicator in self.replicators.values():
+            replicator.entries_added()
+
+    def readable_last(self) -> Position | None:
+        """The last entry readers may read: the last confirmed one, or, while a
+        transaction is open, the one before its first entry (`TransactionBuffer.max_read`)."""
+        last = self.ledger.last_confirmed()
+        buf = self.txn_buffer
+        return last if buf is None else buf.readable_last(last)
 
     def _notify_subscriptions(self) -> None:
         for sub in self.subscriptions.values():

@@ -1,0 +1,114 @@
+"""The participant commands of transactions (`TxnParticipantCommands`): a coordinator's
+broker tells a topic's owner that a transaction ended, with ``CommandEndTxnOnPartition``
+(the topic's transaction buffer: `topics/transaction_buffer.py`) and
+``CommandEndTxnOnSubscription`` (a subscription's pending acks:
+`subscriptions/pending_acks.py`).
+
+Both are idempotent: ending a transaction again the way it ended answers success, and so
+does a topic or subscription that never saw it (or that does not exist). A topic this
+broker does not serve answers ``ServiceNotReady`` (the coordinator looks it up again and
+retries); a transaction ended the other way answers ``InvalidTxnStatus``.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from magnetar.broker.connection.base import CNX_LOGGER, CnxBase
+from magnetar.broker.errors import BrokerError
+from magnetar.protocol import pb
+from magnetar.storage import StorageError
+
+if TYPE_CHECKING:
+    from magnetar.broker.topics.topic import Topic
+    from magnetar.protocol.frames import Frame
+
+log = logging.getLogger(CNX_LOGGER)
+
+T = pb.BaseCommand
+
+
+class TxnParticipantCommands(CnxBase):
+    """EndTxnOnPartition and EndTxnOnSubscription."""
+
+    async def _participant_topic(self, name: str) -> Topic | None:
+        """The topic ``name``, loaded here (None: it does not exist); ServiceNotReady when
+        another broker serves it."""
+        self.service.check_topic_name(name)
+        cluster = self.service.cluster
+        if cluster is not None:
+            claim = cluster.claim(name)
+            if claim is not None:
+                await claim
+        try:
+            return await self.service.load_topic(name, create=False)
+        except BrokerError as exc:
+            if exc.code == pb.TopicNotFound:
+                return None
+            raise
+
+    def handle_end_txn_on_partition(self, cmd: pb.BaseCommand, frame: Frame) -> None:
+        req = cmd.endTxnOnPartition
+        txn = (req.txnid_most_bits, req.txnid_least_bits)
+
+        def answer(code: pb.ServerError | None = None, message: str = "") -> None:
+            resp = pb.CommandEndTxnOnPartitionResponse(
+                request_id=req.request_id, txnid_most_bits=txn[0], txnid_least_bits=txn[1])
+            if code is not None:
+                resp.error, resp.message = code, message
+            self.send(T(type=T.END_TXN_ON_PARTITION_RESPONSE, endTxnOnPartitionResponse=resp))
+
+        async def work() -> None:
+            try:
+                topic = await self._participant_topic(req.topic)
+                buf = getattr(topic, "txn_buffer", None)
+                if buf is not None:
+                    await buf.end(txn, req.txn_action)
+            except BrokerError as exc:
+                log.info("%s: EndTxnOnPartition %s on %s refused: %s", self.peer, txn, req.topic, exc)
+                if not self.closed:
+                    answer(exc.code, str(exc))
+                return
+            except StorageError as exc:
+                if not self.closed:
+                    answer(pb.ServiceNotReady, f"storage error: {exc}; retry")
+                return
+            if not self.closed:
+                answer()
+
+        self.run_async(cmd, work())
+
+    def handle_end_txn_on_subscription(self, cmd: pb.BaseCommand, frame: Frame) -> None:
+        req = cmd.endTxnOnSubscription
+        txn = (req.txnid_most_bits, req.txnid_least_bits)
+
+        def answer(code: pb.ServerError | None = None, message: str = "") -> None:
+            resp = pb.CommandEndTxnOnSubscriptionResponse(
+                request_id=req.request_id, txnid_most_bits=txn[0], txnid_least_bits=txn[1])
+            if code is not None:
+                resp.error, resp.message = code, message
+            self.send(T(type=T.END_TXN_ON_SUBSCRIPTION_RESPONSE,
+                        endTxnOnSubscriptionResponse=resp))
+
+        async def work() -> None:
+            try:
+                topic = await self._participant_topic(req.subscription.topic)
+                sub = None if topic is None else topic.subscriptions.get(req.subscription.subscription)
+                acks = getattr(sub, "pending_acks", None)
+                if acks is not None:
+                    await acks.end(txn, req.txn_action)
+            except BrokerError as exc:
+                log.info("%s: EndTxnOnSubscription %s on %s refused: %s", self.peer, txn,
+                         req.subscription.subscription, exc)
+                if not self.closed:
+                    answer(exc.code, str(exc))
+                return
+            except StorageError as exc:
+                if not self.closed:
+                    answer(pb.ServiceNotReady, f"storage error: {exc}; retry")
+                return
+            if not self.closed:
+                answer()
+
+        self.run_async(cmd, work())

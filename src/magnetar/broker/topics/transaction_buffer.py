@@ -1,0 +1,454 @@
+"""The transaction buffer of a persistent topic (Pulsar's ``TopicTransactionBuffer``).
+
+Messages sent in a transaction are appended to the topic's ledger like any entry, their
+``MessageMetadata`` carrying the transaction id. The buffer tracks the transactions open
+on the topic and the first position of each; nothing reads past ``max_read`` (just before
+the oldest open transaction's first entry): dispatchers, readers' GetLastMessageId,
+compaction, replicators and message expiry all stop there, so later non-transactional
+messages wait behind an open transaction, as in Pulsar. Ending a transaction appends a
+marker entry (``TXN_COMMIT`` / ``TXN_ABORT``, never dispatched) and, once it is durable,
+moves ``max_read`` on: a committed transaction's messages become visible together, in
+append order; an aborted one's go into the aborted index, and every reader skips them.
+
+Durability: a topic that never saw a transaction has no buffer and pays nothing. The
+buffer's state (the aborted index, the open transactions with their first positions,
+the position it reflects) is a snapshot kept in the ledger's property ``txnBuffer``,
+written when the buffer is created (before the first transactional entry is appended)
+and after ``transactionBufferSnapshotMaxTransactionCount`` ended transactions or
+``transactionBufferSnapshotMinTimeInMillis``. Loading a topic with that property replays
+the entries after the snapshot's position (their metadata only) before the buffer is
+``ready``; meanwhile nothing past the snapshot's position is read.
+
+`TxnChecker` is how the buffer (and pending acks) ask the coordinator whether a
+transaction seen for the first time on a topic is open; `AcceptAll` is the default
+when no coordinator is wired in. Answers are cached per (transaction, topic).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+from magnetar.broker.entries import entry_metadata
+from magnetar.broker.errors import BrokerError
+from magnetar.broker.topics.markers import append_marker
+from magnetar.protocol import pb
+from magnetar.protocol.errors import ProtocolError
+from magnetar.protocol.frames import build_payload_part, parse_payload_part
+from magnetar.protocol.markers import TXN_ABORT, TXN_COMMIT, txn_marker_part
+from magnetar.storage import Position
+
+if TYPE_CHECKING:
+    from magnetar.broker.topics.topic import PersistentTopic
+
+log = logging.getLogger(__name__)
+
+TxnId = tuple[int, int]
+
+#: the ledger property holding the buffer's snapshot
+SNAPSHOT_PROPERTY = "txnBuffer"
+#: how many ended transactions a topic remembers beyond its aborted index (late sends of
+#: an ended transaction are refused while it is remembered)
+_ENDED_KEPT = 10_000
+#: entries read per step of a recovery replay
+_REPLAY_BATCH = 500
+#: a bound below every position: nothing readable
+NOTHING = Position(-1, -1)
+
+
+class TxnChecker(Protocol):
+    """Asks the coordinator whether a transaction is open (txn-coord provides the real one)."""
+
+    async def check_open(self, most: int, least: int, topic: str,
+                         subscription: str | None = None) -> None:
+        """Return if transaction ``(most, least)`` is OPEN and may act on ``topic`` (its
+        ``subscription``); raise BrokerError(TransactionNotFound | InvalidTxnStatus)."""
+        ...
+
+
+class AcceptAll:
+    """The checker used without coordinators: every transaction is taken as open."""
+
+    async def check_open(self, most: int, least: int, topic: str,
+                         subscription: str | None = None) -> None:
+        return None
+
+
+def txn_name(txn: TxnId) -> str:
+    """Pulsar's text form of a transaction id: ``(most,least)``."""
+    return f"({txn[0]},{txn[1]})"
+
+
+def before(p: Position) -> Position:
+    """The position just before ``p`` (entry -1: before the first entry of its ledger)."""
+    return Position(p[0], p[1] - 1)
+
+
+@dataclass
+class OpenTxn:
+    """A transaction open on the topic: where its entries are (first one first)."""
+
+    first: Position
+    positions: list[Position] = field(default_factory=list)
+    messages: int = 0
+
+
+def with_txnid(payload: bytes | memoryview, txn: TxnId) -> bytes | memoryview | None:
+    """``payload`` (a Send's payload part) as stored for transaction ``txn``: unchanged
+    when its metadata carries the id already, else rebuilt with it (the client set it only
+    on the Send); None when the part cannot be read."""
+    try:
+        metadata, body = parse_payload_part(payload, verify=False)
+    except (ProtocolError, ValueError):
+        return None
+    if (metadata.HasField("txnid_most_bits") and metadata.txnid_most_bits == txn[0]
+            and metadata.txnid_least_bits == txn[1]):
+        return payload
+    metadata.txnid_most_bits, metadata.txnid_least_bits = txn
+    return build_payload_part(metadata, body)
+
+
+def txn_of(metadata: pb.MessageMetadata | None) -> TxnId | None:
+    """The transaction id an entry's metadata carries, if any."""
+    if metadata is None or not metadata.HasField("txnid_most_bits"):
+        return None
+    return metadata.txnid_most_bits, metadata.txnid_least_bits
+
+
+class TransactionBuffer:
+    """The transactions of one persistent topic (see the module docstring)."""
+
+    def __init__(self, topic: PersistentTopic, snapshot: dict[str, Any] | None = None) -> None:
+        self.topic = topic
+        self.open: dict[TxnId, OpenTxn] = {}  # in order of their first position
+        self.aborted: dict[TxnId, Position] = {}  # -> its abort marker's position
+        self.ended: OrderedDict[TxnId, bool] = OrderedDict()  # -> committed (recent ones)
+        self.verified: set[TxnId] = set()  # checked open with the coordinator
+        # transactions whose first entry is being appended: -> a bound below it
+        self._unplaced: dict[TxnId, Position] = {}
+        self._ending: dict[TxnId, asyncio.Future[None]] = {}
+        self.position: Position = NOTHING  # every entry up to here is reflected
+        self.max_read: Position | None = None  # None: no bound (nothing open)
+        self.committed_count = 0
+        self.aborted_count = 0
+        self._since_snapshot = 0
+        self._snapshot_at = time.monotonic()
+        self._snapshot_task: asyncio.Future[None] | None = None
+        self._snapshot_again = False
+        self.ready: asyncio.Future[None] = asyncio.get_event_loop().create_future()
+        self.recovery_s = 0.0
+        if snapshot is not None:
+            self._load(snapshot)
+        else:
+            last = topic.ledger.last_confirmed()
+            self.position = last if last is not None else NOTHING
+        self.update_bound()
+
+    # -- state -------------------------------------------------------------------------
+
+    def _load(self, snap: dict[str, Any]) -> None:
+        self.position = Position(*snap["pos"])
+        for most, least, lid, eid in snap.get("open", []):
+            self.open[(most, least)] = OpenTxn(Position(lid, eid))
+        for most, least, lid, eid in snap.get("aborted", []):
+            self.aborted[(most, least)] = Position(lid, eid)
+
+    def snapshot(self) -> dict[str, Any]:
+        """The stored form of the buffer's state."""
+        first = self.topic.ledger.first_position()
+        return {
+            "v": 1,
+            "pos": list(self.position),
+            "open": [[t[0], t[1], o.first[0], o.first[1]] for t, o in self.open.items()],
+            # an aborted transaction whose marker was trimmed away has no entry left
+            "aborted": [[t[0], t[1], p[0], p[1]] for t, p in self.aborted.items()
+                        if first is None or p >= first],
+        }
+
+    def update_bound(self) -> None:
+        """Recompute ``max_read``: before the oldest open transaction's first entry,
+        below any transaction's first entry being appended, and, while recovering, at
+        the snapshot's position."""
+        bound: Position | None = None
+        if self.open:
+            bound = before(next(iter(self.open.values())).first)
+        for floor in self._unplaced.values():
+            if bound is None or floor < bound:
+                bound = floor
+        if not self.ready.done() and (bound is None or self.position < bound):
+            bound = self.position
+        self.max_read = bound
+
+    def readable_last(self, last: Position | None) -> Position | None:
+        """``last`` (a ledger's last confirmed position) cut at ``max_read``."""
+        bound = self.max_read
+        if bound is None or last is None or last <= bound:
+            return last
+        return bound
+
+    def hides(self, metadata: pb.MessageMetadata) -> bool:
+        """Whether an entry with this metadata is never given to a reader: a marker, or a
+        message of an aborted transaction (an open one's lie past ``max_read``)."""
+        if metadata.HasField("marker_type"):
+            return True
+        if not metadata.HasField("txnid_most_bits"):
+            return False
+        return (metadata.txnid_most_bits, metadata.txnid_least_bits) in self.aborted
+
+    def hides_txn(self, metadata: pb.MessageMetadata | None) -> bool:
+        """Whether an entry is a transaction's marker or an aborted transaction's message
+        (what compaction and geo-replication leave out; other markers they handle)."""
+        if metadata is None or not metadata.HasField("txnid_most_bits"):
+            return False
+        if metadata.HasField("marker_type"):
+            return metadata.marker_type in (TXN_COMMIT, TXN_ABORT)
+        return (metadata.txnid_most_bits, metadata.txnid_least_bits) in self.aborted
+
+    def is_ended(self, txn: TxnId) -> bool:
+        return txn in self.aborted or txn in self.ended
+
+    def _note(self, position: Position) -> None:
+        if position > self.position:
+            self.position = position
+
+    # -- appends -----------------------------------------------------------------------
+
+    def appending(self, txn: TxnId) -> None:
+        """An entry of ``txn`` is handed to storage: until it is placed, nothing after what
+        is confirmed now is readable if it is the transaction's first."""
+        if txn not in self.open and txn not in self._unplaced:
+            last = self.topic.ledger.last_confirmed()
+            self._unplaced[txn] = last if last is not None else NOTHING
+            self.update_bound()
+
+    def placed(self, txn: TxnId, position: Position | None, num_messages: int) -> None:
+        """The append of an entry of ``txn`` finished (``position`` None: it failed)."""
+        self._unplaced.pop(txn, None)
+        if position is not None:
+            self._note(position)
+            if txn in self.aborted or txn in self.ended:
+                # stored after its end (an append in flight when the marker went): hidden
+                # if it was aborted (the aborted index), visible if committed
+                if txn in self.aborted:
+                    self._drop_from_cursors([position])
+            else:
+                entry = self.open.get(txn)
+                if entry is None:
+                    entry = self.open[txn] = OpenTxn(position)
+                entry.positions.append(position)
+                entry.messages += num_messages
+        self.update_bound()
+
+    # -- ending ------------------------------------------------------------------------
+
+    async def end(self, txn: TxnId, action: int) -> None:
+        """Commit (``pb.COMMIT``) or abort (``pb.ABORT``) ``txn`` on this topic: the marker
+        is appended and, once durable, the transaction's entries become visible (commit)
+        or are skipped from then on (abort). Idempotent: a transaction already ended the
+        same way, or never seen here, succeeds. Ending it the other way than it ended
+        raises InvalidTxnStatus."""
+        await asyncio.shield(self.ready)
+        running = self._ending.get(txn)
+        if running is not None:
+            await asyncio.shield(running)
+        commit = action == pb.COMMIT
+        if txn in self.aborted or txn in self.ended:
+            was_commit = txn not in self.aborted and self.ended.get(txn, False)
+            if was_commit != commit:
+                raise BrokerError(pb.InvalidTxnStatus, (
+                    f"transaction {txn_name(txn)} was {'committed' if was_commit else 'aborted'} "
+                    f"on {self.topic.name}; it cannot be {'committed' if commit else 'aborted'}"))
+            return
+        if txn not in self.open and txn not in self._unplaced:
+            self._remember(txn, commit)  # never seen here: nothing to mark
+            self.verified.discard(txn)
+            return
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._ending[txn] = done
+        try:
+            part = txn_marker_part(TXN_COMMIT if commit else TXN_ABORT, txn[0], txn[1])
+            position = await append_marker(self.topic, part)
+            self._ended(txn, commit, position)
+            done.set_result(None)
+        except BaseException as exc:
+            done.set_exception(exc)
+            done.exception()  # retrieved: the caller gets it
+            raise
+        finally:
+            self._ending.pop(txn, None)
+        self.topic.txn_visibility_changed()
+        self._maybe_snapshot()
+
+    def _ended(self, txn: TxnId, commit: bool, marker: Position | None) -> None:
+        entry = self.open.pop(txn, None)
+        self._unplaced.pop(txn, None)
+        self.verified.discard(txn)
+        if marker is not None:
+            self._note(marker)
+        if commit:
+            self._remember(txn, True)
+            self.committed_count += 1
+        else:
+            self.aborted[txn] = marker if marker is not None else self.position
+            self.aborted_count += 1
+        hidden = [] if entry is None or commit else list(entry.positions)
+        if marker is not None:
+            hidden.append(marker)
+        self._drop_from_cursors(hidden)
+        self._since_snapshot += 1
+        self.update_bound()
+
+    def _remember(self, txn: TxnId, commit: bool) -> None:
+        self.ended[txn] = commit
+        if len(self.ended) > _ENDED_KEPT:
+            self.ended.popitem(last=False)
+
+    def _drop_from_cursors(self, positions: list[Position]) -> None:
+        """Entries no reader will ever get (markers, aborted messages): acknowledged for
+        every durable subscription now, so that backlogs never count them."""
+        if not positions:
+            return
+        for sub in self.topic.subscriptions.values():
+            cursor = getattr(sub, "cursor", None)
+            if cursor is None or getattr(cursor, "closed", False):
+                continue
+            md = cursor.mark_delete_position
+            cursor.delete([p for p in positions if p > md])
+
+    # -- snapshots and recovery ----------------------------------------------------------
+
+    def _maybe_snapshot(self) -> None:
+        config = self.topic.service.config
+        due = (self._since_snapshot >= config.transactionBufferSnapshotMaxTransactionCount
+               or (time.monotonic() - self._snapshot_at) * 1000
+               >= config.transactionBufferSnapshotMinTimeInMillis)
+        if due:
+            self.take_snapshot()
+
+    def take_snapshot(self) -> asyncio.Future[None]:
+        """Store the buffer's state with the ledger (one write at a time: one asked for
+        meanwhile is written after it)."""
+        running = self._snapshot_task
+        if running is not None and not running.done():
+            self._snapshot_again = True
+            return running
+        self._since_snapshot = 0
+        self._snapshot_at = time.monotonic()
+        text = json.dumps(self.snapshot(), separators=(",", ":"))
+        task = asyncio.ensure_future(
+            self.topic.ledger.set_property_async(SNAPSHOT_PROPERTY, text))
+
+        def done(f: asyncio.Future[None]) -> None:
+            if not f.cancelled() and f.exception() is not None:
+                log.warning("topic %s: transaction buffer snapshot not stored: %s",
+                            self.topic.name, f.exception())
+            if self._snapshot_again:
+                self._snapshot_again = False
+                self.take_snapshot()
+
+        task.add_done_callback(done)
+        self._snapshot_task = task
+        return task
+
+    async def recover(self) -> None:
+        """Replay the entries after the snapshot's position (their metadata), then be
+        ready. Called once, when a topic with a stored snapshot is loaded."""
+        started = time.monotonic()
+        try:
+            ledger = self.topic.ledger
+            target = ledger.last_confirmed()
+            at: Position | None = self.position
+            while target is not None and at is not None and at < target:
+                start = ledger.next_position(at) if at != NOTHING else ledger.first_position()
+                if start is None or start > target:
+                    break
+                entries = await ledger.read_cold(start, _REPLAY_BATCH)
+                if not entries:
+                    break
+                for position, data in entries:
+                    if position > target:
+                        break
+                    self._replay(position, data)
+                    at = position
+                await asyncio.sleep(0)
+            if target is not None and target > self.position:
+                self.position = target
+        except Exception:
+            log.exception("topic %s: transaction buffer recovery failed", self.topic.name)
+            raise
+        finally:
+            self.recovery_s = time.monotonic() - started
+            if not self.ready.done():
+                self.ready.set_result(None)
+            self.update_bound()
+            self.topic.txn_visibility_changed()
+        log.info("topic %s: transaction buffer recovered in %.3f s: %d open, %d aborted",
+                 self.topic.name, self.recovery_s, len(self.open), len(self.aborted))
+
+    def _replay(self, position: Position, data: bytes | memoryview) -> None:
+        metadata = entry_metadata(data)
+        txn = txn_of(metadata)
+        if metadata is None or txn is None:
+            return
+        if metadata.HasField("marker_type"):
+            if metadata.marker_type in (TXN_COMMIT, TXN_ABORT):
+                self.open.pop(txn, None)
+                if metadata.marker_type == TXN_COMMIT:
+                    self._remember(txn, True)
+                else:
+                    self.aborted[txn] = position
+            return
+        if txn in self.aborted or txn in self.ended:
+            return
+        entry = self.open.get(txn)
+        if entry is None:
+            entry = self.open[txn] = OpenTxn(position)
+        entry.positions.append(position)
+        entry.messages += max(1, metadata.num_messages_in_batch) if metadata.HasField(
+            "num_messages_in_batch") else 1
+
+    # -- stats ---------------------------------------------------------------------------
+
+    def stats(self, low_water_marks: bool = False) -> dict[str, Any]:
+        """Pulsar's ``TransactionBufferStats`` JSON."""
+        last = self.topic.ledger.last_confirmed()
+        bound = self.readable_last(last)
+        out: dict[str, Any] = {
+            "state": "Ready" if self.ready.done() else "Initializing",
+            "maxReadPosition": str(bound) if bound is not None else None,
+            "lastSnapshotTimestamps": 0,
+            "ongoingTxnSize": len(self.open) + len(self._unplaced),
+            "recoverStartTime": 0,
+            "recoverEndTime": 0,
+            "committedTxnCount": self.committed_count,
+            "abortedTxnCount": self.aborted_count,
+            "abortedIndexSize": len(self.aborted),
+            "snapshotType": "Single",
+        }
+        if low_water_marks:
+            out["lowWaterMarks"] = {}
+        return out
+
+
+def stored_snapshot(properties: dict[str, str]) -> dict[str, Any] | None:
+    """The buffer snapshot among a ledger's properties (None: the topic never had one)."""
+    text = properties.get(SNAPSHOT_PROPERTY)
+    if text is None:
+        return None
+    try:
+        snap: dict[str, Any] = json.loads(text)
+    except ValueError:
+        log.error("unreadable transaction buffer snapshot %r: replaying from the start", text[:80])
+        return {"pos": list(NOTHING)}
+    return snap
+
+
+__all__ = [
+    "NOTHING", "SNAPSHOT_PROPERTY", "AcceptAll", "OpenTxn", "TransactionBuffer", "TxnChecker",
+    "TxnId", "stored_snapshot", "txn_name", "txn_of", "with_txnid",
+]

@@ -1,0 +1,202 @@
+"""The transaction buffer, driven over the raw protocol (sends in a transaction, the
+coordinator's EndTxnOnPartition) and read by the official client: messages of an open
+transaction are invisible, appear together at commit, never after an abort; later
+non-transactional messages wait behind an open transaction; markers are never delivered
+nor counted."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+
+import pulsar
+import pytest
+
+from magnetar.protocol import pb
+
+from . import txnraw
+from .conftest import ThreadedBroker
+from .rawclient import RawClient
+from .rawconsumer import connected, flow, message, subscribe
+
+T = pb.BaseCommand
+_txn_ids = itertools.count(1)
+
+#: how long a test waits to see that a message does NOT come (it would come at once)
+ABSENT_MS = 700
+
+
+def new_txn() -> tuple[int, int]:
+    return (0, next(_txn_ids))
+
+
+@pytest.fixture
+def raw(broker: ThreadedBroker) -> Iterator[RawClient]:
+    r = connected(broker.url)
+    yield r
+    r.close()
+
+
+def received(consumer: pulsar.Consumer, count: int) -> list[bytes]:
+    out = []
+    for _ in range(count):
+        msg = consumer.receive(timeout_millis=15_000)
+        out.append(msg.data())
+        consumer.acknowledge(msg)
+    return out
+
+
+def nothing_more(consumer: pulsar.Consumer) -> None:
+    with pytest.raises(pulsar.Timeout):
+        consumer.receive(timeout_millis=ABSENT_MS)
+
+
+def test_commit_makes_messages_visible_together_in_order(
+        broker: ThreadedBroker, client: pulsar.Client, raw: RawClient, topic: str) -> None:
+    txnraw.producer(raw, topic)
+    consumer = client.subscribe(topic, "s", initial_position=pulsar.InitialPosition.Earliest)
+    txn = new_txn()
+    txnraw.send_ok(raw, 1, 0, b"before")
+    for i in range(3):
+        txnraw.send_ok(raw, 1, 1 + i, f"t{i}".encode(), txn)
+    txnraw.send_ok(raw, 1, 4, b"after")  # not in the transaction: waits behind it
+    assert received(consumer, 1) == [b"before"]
+    nothing_more(consumer)
+    answer = txnraw.end_on_partition(raw, topic, txn, commit=True)
+    assert not answer.HasField("error"), answer
+    assert received(consumer, 4) == [b"t0", b"t1", b"t2", b"after"]
+    nothing_more(consumer)  # the commit marker is never delivered
+    # a retried commit (the coordinator lost the answer) succeeds again, writes nothing
+    assert not txnraw.end_on_partition(raw, topic, txn, commit=True).HasField("error")
+    bad = txnraw.end_on_partition(raw, topic, txn, commit=False)
+    assert bad.error == pb.InvalidTxnStatus and bad.message
+
+    def counters() -> tuple[int, int, int]:
+        t = broker.service.topics[topic]
+        return t.msg_in, t.subscriptions["s"].backlog(), len(t.txn_buffer.open)
+
+    assert broker.call(counters) == (5, 0, 0)  # markers: not messages, not backlog
+
+
+def test_abort_hides_messages_for_every_reader(
+        broker: ThreadedBroker, client: pulsar.Client, raw: RawClient, topic: str) -> None:
+    txnraw.producer(raw, topic)
+    consumer = client.subscribe(topic, "s", initial_position=pulsar.InitialPosition.Earliest)
+    shared = client.subscribe(topic, "shared", consumer_type=pulsar.ConsumerType.Shared,
+                              initial_position=pulsar.InitialPosition.Earliest)
+    aborted, committed = new_txn(), new_txn()
+    txnraw.send_ok(raw, 1, 0, [b"a0", b"a1"], aborted)  # a batch
+    txnraw.send_ok(raw, 1, 1, b"c0", committed)
+    txnraw.send_ok(raw, 1, 2, b"a2", aborted, txn_in_metadata=False)  # id on the Send only
+    txnraw.send_ok(raw, 1, 3, b"plain")
+    nothing_more(consumer)
+    assert not txnraw.end_on_partition(raw, topic, aborted, commit=False).HasField("error")
+    nothing_more(consumer)  # the committed one is still open: it holds "plain" back
+    assert not txnraw.end_on_partition(raw, topic, committed, commit=True).HasField("error")
+    assert received(consumer, 2) == [b"c0", b"plain"]
+    assert received(shared, 2) == [b"c0", b"plain"]
+    nothing_more(consumer)
+    # a reader from the start, and a new subscription, skip the aborted entries too
+    reader = client.create_reader(topic, pulsar.MessageId.earliest)
+    got = [reader.read_next(timeout_millis=15_000).data() for _ in range(2)]
+    assert got == [b"c0", b"plain"]
+    assert not reader.has_message_available()
+    # a send in the aborted transaction afterwards is refused
+    txnraw.send(raw, 1, 4, b"late", aborted)
+    late = txnraw.receipt(raw, 4)
+    assert late.type == T.SEND_ERROR and late.send_error.error == pb.InvalidTxnStatus
+
+    def backlogs() -> tuple[int, int]:
+        t = broker.service.topics[topic]
+        return t.subscriptions["s"].backlog(), t.subscriptions["shared"].backlog()
+
+    assert broker.call(backlogs) == (0, 0)
+
+
+def test_reader_last_message_id_stops_before_an_open_transaction(
+        client: pulsar.Client, raw: RawClient, topic: str) -> None:
+    txnraw.producer(raw, topic)
+    txn = new_txn()
+    txnraw.send_ok(raw, 1, 0, b"m0")
+    txnraw.send_ok(raw, 1, 1, b"t0", txn)
+    txnraw.send_ok(raw, 1, 2, b"m1")
+    reader = client.create_reader(topic, pulsar.MessageId.earliest)
+    assert reader.read_next(timeout_millis=15_000).data() == b"m0"
+    assert not reader.has_message_available()  # GetLastMessageId: before the open one
+    assert not txnraw.end_on_partition(raw, topic, txn, commit=False).HasField("error")
+    # the last entry is now the abort marker: the last readable message is m1
+    assert reader.has_message_available()
+    assert reader.read_next(timeout_millis=15_000).data() == b"m1"
+    assert not reader.has_message_available()
+
+
+def test_markers_are_never_sent_to_a_raw_consumer(broker: ThreadedBroker, raw: RawClient,
+                                                  topic: str) -> None:
+    txnraw.producer(raw, topic)
+    assert subscribe(raw, topic, "raw", 7, earliest=True).type == T.SUCCESS
+    flow(raw, 7, 100)
+    txn = new_txn()
+    txnraw.send_ok(raw, 1, 0, b"t", txn)
+    assert message(raw, 7, timeout=ABSENT_MS / 1000) is None
+    assert not txnraw.end_on_partition(raw, topic, txn).HasField("error")
+    first = message(raw, 7, timeout=15)
+    assert first is not None and first.command.message.message_id.entryId == 0
+    assert message(raw, 7, timeout=ABSENT_MS / 1000) is None  # not the marker (entry 1)
+
+
+def test_send_in_a_transaction_needs_txn_enabled(client: pulsar.Client, raw: RawClient,
+                                                 topic: str) -> None:
+    txnraw.producer(raw, topic, txn_enabled=False)
+    consumer = client.subscribe(topic, "s", initial_position=pulsar.InitialPosition.Earliest)
+    txnraw.send(raw, 1, 0, b"refused", new_txn())
+    answer = txnraw.receipt(raw, 0)
+    assert answer.type == T.SEND_ERROR
+    assert answer.send_error.error == pb.NotAllowedError and "txn_enabled" in answer.send_error.message
+    txnraw.send_ok(raw, 1, 1, b"plain")  # the producer goes on
+    assert received(consumer, 1) == [b"plain"]
+
+
+def test_ending_a_transaction_never_seen_succeeds(raw: RawClient, topic: str) -> None:
+    txnraw.producer(raw, topic)
+    for commit in (True, False):
+        assert not txnraw.end_on_partition(raw, topic, new_txn(), commit).HasField("error")
+    missing = "persistent://public/default/never-created-for-txn"
+    assert not txnraw.end_on_partition(raw, missing, new_txn()).HasField("error")
+
+
+def test_sends_stay_in_order_around_a_first_transactional_send(
+        client: pulsar.Client, raw: RawClient, topic: str) -> None:
+    """The first send of a transaction waits for the buffer and the checker: the sends
+    written right behind it (without waiting for receipts) keep their order."""
+    txnraw.producer(raw, topic)
+    consumer = client.subscribe(topic, "s", initial_position=pulsar.InitialPosition.Earliest)
+    txn = new_txn()
+    txnraw.send(raw, 1, 0, b"t0", txn)
+    txnraw.send(raw, 1, 1, b"p0")
+    txnraw.send(raw, 1, 2, b"t1", txn)
+    positions = []
+    for seq in range(3):
+        answer = txnraw.receipt(raw, seq)
+        assert answer.type == T.SEND_RECEIPT, answer
+        positions.append((answer.send_receipt.message_id.ledgerId, answer.send_receipt.message_id.entryId))
+    assert positions == sorted(positions)
+    assert not txnraw.end_on_partition(raw, topic, txn).HasField("error")
+    assert received(consumer, 3) == [b"t0", b"p0", b"t1"]
+
+
+def test_official_client_reads_while_others_commit(client: pulsar.Client, raw: RawClient,
+                                                   topic: str) -> None:
+    """Many transactions, interleaved, committed in another order than they began."""
+    txnraw.producer(raw, topic)
+    consumer = client.subscribe(topic, "s", initial_position=pulsar.InitialPosition.Earliest)
+    txns = [new_txn() for _ in range(4)]
+    seq = itertools.count()
+    for round_ in range(3):
+        for i, txn in enumerate(txns):
+            txnraw.send_ok(raw, 1, next(seq), f"{i}-{round_}".encode(), txn)
+    for txn in reversed(txns):
+        assert not txnraw.end_on_partition(raw, topic, txn, commit=txn != txns[1]).HasField("error")
+    expected = [f"{i}-{r}".encode() for r in range(3) for i in range(4) if i != 1]
+    assert received(consumer, len(expected)) == expected
+    nothing_more(consumer)
+
