@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from magnetar.client import PulsarException as PulsarException
     from magnetar.client import RegexSubscriptionMode as RegexSubscriptionMode
     from magnetar.client import StringSchema as StringSchema
+    from magnetar.client import Transaction as Transaction
 
 _CLIENT_NAMES = frozenset({
     "AuthenticationBasic",
@@ -52,6 +53,7 @@ _CLIENT_NAMES = frozenset({
     "PulsarException",
     "RegexSubscriptionMode",
     "StringSchema",
+    "Transaction",
 })
 
 

@@ -21,10 +21,11 @@ from magnetar.client.client import Client as AsyncClient
 from magnetar.client.consumer import Consumer as AsyncConsumer
 from magnetar.client.producer import Producer as AsyncProducer
 from magnetar.client.reader import Reader as AsyncReader
+from magnetar.client.transaction import Transaction as AsyncTransaction
 
 R = TypeVar("R")
 
-__all__ = ["Client", "Consumer", "Producer", "Reader"]
+__all__ = ["Client", "Consumer", "Producer", "Reader", "Transaction"]
 
 
 class _LoopThread:
@@ -91,6 +92,8 @@ class Producer:
         """Queue a message; returns a ``concurrent.futures.Future`` of its id. Blocks only
         while ``buffer_limit`` messages wait to be handed to the event loop."""
         out: concurrent.futures.Future[MessageId] = concurrent.futures.Future()
+        if isinstance(kwargs.get("txn"), Transaction):
+            kwargs["txn"] = kwargs["txn"]._t
         self._space.acquire()
         with self._lock:
             self._buf.append((content, callback, kwargs, out))
@@ -190,11 +193,12 @@ class Consumer:
         while True:
             yield self.receive()
 
-    def acknowledge(self, message: Message | MessageId) -> None:
-        self._lt.run(self._c.acknowledge(message))
+    def acknowledge(self, message: Message | MessageId, txn: Transaction | None = None) -> None:
+        self._lt.run(self._c.acknowledge(message, _async_txn(txn)))
 
-    def acknowledge_cumulative(self, message: Message | MessageId) -> None:
-        self._lt.run(self._c.acknowledge_cumulative(message))
+    def acknowledge_cumulative(self, message: Message | MessageId,
+                               txn: Transaction | None = None) -> None:
+        self._lt.run(self._c.acknowledge_cumulative(message, _async_txn(txn)))
 
     def negative_acknowledge(self, message: Message | MessageId) -> None:
         self._lt.run(self._c.negative_acknowledge(message))
@@ -219,6 +223,35 @@ class Consumer:
 
     def close(self) -> None:
         self._lt.run(self._c.close())
+
+
+class Transaction:
+    """Blocking handle to a transaction (``Client.new_transaction`` / ``transaction``)."""
+
+    def __init__(self, lt: _LoopThread, txn: AsyncTransaction) -> None:
+        self._lt = lt
+        self._t = txn
+
+    @property
+    def id(self) -> tuple[int, int]:
+        return self._t.id
+
+    @property
+    def state(self) -> str:
+        return self._t.state
+
+    def commit(self) -> None:
+        self._lt.run(self._t.commit())
+
+    def abort(self) -> None:
+        self._lt.run(self._t.abort())
+
+    def __repr__(self) -> str:
+        return repr(self._t)
+
+
+def _async_txn(txn: Transaction | None) -> AsyncTransaction | None:
+    return None if txn is None else txn._t
 
 
 class Reader:
@@ -303,6 +336,14 @@ class Client:
 
     def get_schema(self, topic: str) -> TopicSchema | None:
         return self._lt.run(self._client.get_schema(topic))
+
+    def new_transaction(self, timeout_ms: int = 60_000) -> Transaction:
+        """Open a transaction (the client needs ``enable_transaction=True``)."""
+        return Transaction(self._lt, self._lt.run(self._client.new_transaction(timeout_ms)))
+
+    def transaction(self, most_bits: int, least_bits: int) -> Transaction:
+        """A handle to the existing transaction ``(most_bits, least_bits)``."""
+        return Transaction(self._lt, self._client.transaction(most_bits, least_bits))
 
     def close(self) -> None:
         if self._closed:

@@ -254,12 +254,13 @@ def test_second_exclusive_consumer_raw_gets_consumer_busy(
 def test_unsupported_command_is_not_allowed_and_the_connection_lives(
     raw: RawClient, client: pulsar.Client, topic: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    raw.send("NEW_TXN", request_id=11, txn_ttl_seconds=60, tc_id=0)
+    raw.send("WATCH_TOPIC_LIST", request_id=11, watcher_id=1, namespace="public/default",
+             topics_pattern=".*")
     reply = raw.read_reply()
     assert reply.type == T.ERROR
     assert reply.error.request_id == 11
     assert reply.error.error == pb.NotAllowedError
-    assert logged(caplog, "NEW_TXN") == 1
+    assert logged(caplog, "WATCH_TOPIC_LIST") == 1
     assert raw.is_alive()
     round_trip(client, topic)
 

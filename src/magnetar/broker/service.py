@@ -58,6 +58,7 @@ from magnetar.broker.topics.topic import (
 )
 from magnetar.broker.topics.topic_schemas import TopicSchemas
 from magnetar.broker.topics.transaction_buffer import AcceptAll, TxnChecker
+from magnetar.broker.transactions.manager import TransactionCoordinators
 from magnetar.metadata import IdBlocks, KeyValueStore, MetadataStore
 from magnetar.protocol import pb
 from magnetar.storage import (
@@ -201,6 +202,9 @@ class BrokerService(AdminOperations):
         # None for a broker alone, which serves every topic as it always did
         self.cluster: ClusterCoordinator | None = None
         self._server: asyncio.AbstractServer | None = None
+        # transaction coordinators (broker/transactions/) and the participants' checker
+        self.transactions = TransactionCoordinators(self)
+        self.txn_checker = self.transactions
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -211,6 +215,8 @@ class BrokerService(AdminOperations):
             await self.storage.ledger_ids_ready()  # cluster: the first block of ledger ids
         except StorageError as exc:  # asked for again when a segment needs one
             log.warning("no ledger ids from the metadata store yet: %s", exc)
+        # the coordinators' store and (alone) the pulsar/system namespace, before clients come
+        await self.transactions.start()
         if self.config.brokerServicePort >= 0:  # -1: TLS only (brokerServicePortTls)
             self._server = await loop.create_server(
                 lambda: ServerCnx(self),
@@ -260,6 +266,7 @@ class BrokerService(AdminOperations):
     async def stop(self) -> None:
         """Stop the periodic work, save dedup state, close connections and storage."""
         self.housekeeping.stop()
+        await self.transactions.stop()
         await self.replication.stop()
         self.disk.stop()
         for topic in list(self.topics.values()):

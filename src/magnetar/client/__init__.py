@@ -41,13 +41,19 @@ from magnetar.client.errors import (
     AlreadyClosed,
     AuthenticationError,
     ConnectError,
+    InvalidTxnStatus,
     MessageTooBig,
+    NotAllowed,
     ProducerFenced,
     ProducerQueueIsFull,
     PulsarException,
     ServerError,
     Timeout,
     TlsError,
+    TransactionConflict,
+    TransactionCoordinatorNotFound,
+    TransactionHasOperationFailed,
+    TransactionNotFound,
 )
 from magnetar.client.message import Message
 from magnetar.client.message_id import MessageId
@@ -62,6 +68,7 @@ from magnetar.client.schema import (
     StringSchema,
     TopicSchema,
 )
+from magnetar.client.transaction import Transaction
 
 __all__ = [
     "AlreadyClosed",
@@ -84,10 +91,12 @@ __all__ = [
     "Entry",
     "HashingScheme",
     "InitialPosition",
+    "InvalidTxnStatus",
     "JsonSchema",
     "Message",
     "MessageId",
     "MessageTooBig",
+    "NotAllowed",
     "PartitionsRoutingMode",
     "Producer",
     "ProducerAccessMode",
@@ -102,4 +111,9 @@ __all__ = [
     "Timeout",
     "TlsError",
     "TopicSchema",
+    "Transaction",
+    "TransactionConflict",
+    "TransactionCoordinatorNotFound",
+    "TransactionHasOperationFailed",
+    "TransactionNotFound",
 ]

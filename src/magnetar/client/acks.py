@@ -50,7 +50,7 @@ class AckGroupingTracker:
                 left.discard(batch_index)
                 if left:
                     if self._batch_index_ack:
-                        self._partial[key] = _ack_set(left)
+                        self._partial[key] = ack_set_words(left)
                         if self._timer is None:
                             self._arm(False)
                     return False
@@ -104,7 +104,7 @@ class AckGroupingTracker:
             self._send(b"".join(out))
 
 
-def _ack_set(unacked: set[int]) -> list[int]:
+def ack_set_words(unacked: set[int]) -> list[int]:
     """Bitset words (signed 64-bit, as on the wire) with a bit set per unacked index."""
     words = [0] * (max(unacked) // 64 + 1)
     for i in unacked:

@@ -24,7 +24,7 @@ from magnetar.client.enums import (
     RegexSubscriptionMode,
     enum_argument,
 )
-from magnetar.client.errors import AlreadyClosed
+from magnetar.client.errors import AlreadyClosed, NotAllowed
 from magnetar.client.lookup import LookupService
 from magnetar.client.message_id import MessageId
 from magnetar.client.policies import ConsumerBatchReceivePolicy, ConsumerDeadLetterPolicy
@@ -36,6 +36,7 @@ from magnetar.client.schema import TopicSchema, as_schema
 from magnetar.client.service_url import service_hosts
 from magnetar.client.topic import full_name, namespace_of, partition_name
 from magnetar.client.topic_producer import KeyedTopicProducer, ProducerConf, TopicProducer
+from magnetar.client.transaction import Coordinators, Transaction
 from magnetar.protocol import DEFAULT_MAX_FRAME_SIZE, pb
 
 if TYPE_CHECKING:
@@ -83,6 +84,7 @@ class Client:
                  tls_certificate_file_path: str | None = None,
                  ssl_context: ssl.SSLContext | None = None, listener_name: str | None = None,
                  keep_alive_interval_seconds: float = 30,
+                 enable_transaction: bool = False,
                  **_ignored: Any) -> None:
         web = is_web_url(check_service_url(service_url))
         if web:  # lookups over HTTP; an https:// service URL means TLS for the brokers too
@@ -111,6 +113,9 @@ class Client:
         self._max_message_size = DEFAULT_MAX_FRAME_SIZE
         self._handles: set[Any] = set()
         self._closed = False
+        # transactions (transaction.py): the coordinators, reached on first use
+        self._enable_transaction = enable_transaction
+        self._coordinators = Coordinators(self) if enable_transaction else None
 
     def operation_timeout_seconds(self) -> float:
         """How long an operation (lookup, subscribe, seek, ...) may take before it fails."""
@@ -195,6 +200,7 @@ class Client:
             batching_type=int(batching_type), chunking_enabled=chunking_enabled, properties=dict(properties or {}),
             access_mode=int(access_mode), schema_info=sch.schema_info(),
             initial_subscription_name=initial_subscription_name,
+            txn_enabled=self._enable_transaction,
         )
         kind = KeyedTopicProducer if batching_enabled \
             and batching_type == BatchingType.KeyBased else TopicProducer
@@ -347,6 +353,26 @@ class Client:
             type=pb.Schema.Type.Name(schema.type), definition=bytes(schema.schema_data),
             properties={kv.key: kv.value for kv in cast("list[pb.KeyValue]", schema.properties)}, name=schema.name,
         )
+
+    # ----------------------------------------------------------- transactions
+    def _transactions(self) -> Coordinators:
+        self._check_open()
+        if self._coordinators is None:
+            raise NotAllowed(pb.NotAllowedError, "transactions are not enabled on this client: "
+                             "create it with Client(..., enable_transaction=True)")
+        return self._coordinators
+
+    async def new_transaction(self, timeout_ms: int = 60_000) -> Transaction:
+        """Open a transaction on the next coordinator (round-robin); it is aborted by the
+        coordinator unless committed within ``timeout_ms``."""
+        if timeout_ms <= 0:
+            raise ValueError(f"timeout_ms must be positive, not {timeout_ms}")
+        return await self._transactions().new_transaction(timeout_ms)
+
+    def transaction(self, most_bits: int, least_bits: int) -> Transaction:
+        """A handle to the existing transaction ``(most_bits, least_bits)`` (made by
+        another client or process): its ``commit``/``abort`` go to its coordinator."""
+        return Transaction(self._transactions(), most_bits, least_bits)
 
     # ------------------------------------------------------------------ close
     async def close(self, flush: bool = True) -> None:

@@ -62,6 +62,11 @@ _RESPONSES: dict[int, str] = {
     T.GET_OR_CREATE_SCHEMA_RESPONSE: "getOrCreateSchemaResponse",
     T.CONSUMER_STATS_RESPONSE: "consumerStatsResponse",
     T.ACK_RESPONSE: "ackResponse",
+    T.TC_CLIENT_CONNECT_RESPONSE: "tcClientConnectResponse",
+    T.NEW_TXN_RESPONSE: "newTxnResponse",
+    T.ADD_PARTITION_TO_TXN_RESPONSE: "addPartitionToTxnResponse",
+    T.ADD_SUBSCRIPTION_TO_TXN_RESPONSE: "addSubscriptionToTxnResponse",
+    T.END_TXN_RESPONSE: "endTxnResponse",
 }
 
 

@@ -32,6 +32,7 @@ from magnetar.client.trackers import Key, RedeliveryTimer
 if TYPE_CHECKING:
     from magnetar.client.client import Client
     from magnetar.client.producer import Producer
+    from magnetar.client.transaction import Transaction
 
 log = logging.getLogger(__name__)
 
@@ -405,8 +406,14 @@ class Consumer:
     def _mid(message: Message | MessageId) -> MessageId:
         return message._id if isinstance(message, Message) else message
 
-    async def acknowledge(self, message: Message | MessageId) -> None:
-        """Acknowledge one message (sent grouped, within ``ack_group_time``)."""
+    async def acknowledge(self, message: Message | MessageId,
+                          txn: Transaction | None = None) -> None:
+        """Acknowledge one message (sent grouped, within ``ack_group_time``). With ``txn``
+        the acknowledgement belongs to that transaction: sent at once, awaited (the
+        broker's AckResponse), taking effect when the transaction commits."""
+        if txn is not None:
+            await self._ack_in_txn(message, txn, cumulative=False)
+            return
         if isinstance(message, Message):  # no MessageId needed
             entry = message._entry
             child = entry.consumer
@@ -421,17 +428,34 @@ class Consumer:
         if self._nacks._due and whole_entry:
             self._nacks.remove((child, key))
 
-    async def acknowledge_cumulative(self, message: Message | MessageId) -> None:
-        """Acknowledge this message and everything before it on its topic/partition."""
+    async def acknowledge_cumulative(self, message: Message | MessageId,
+                                     txn: Transaction | None = None) -> None:
+        """Acknowledge this message and everything before it on its topic/partition
+        (``txn``: in that transaction, as ``acknowledge``)."""
         if int(self._conf.consumer_type) in (ConsumerType.Shared, ConsumerType.KeyShared):
             raise PulsarException("cumulative acknowledgement is not allowed on shared "
                                   "subscriptions")
+        if txn is not None:
+            await self._ack_in_txn(message, txn, cumulative=True)
+            return
         mid = self._mid(message)
         child = message._consumer if isinstance(message, Message) else self._child_for(mid)
         child.ack_cumulative(mid)
         if self._unacked is not None:
             for k in [k for k in list(self._unacked._due)
                       if k[0] is child and k[1] <= (mid._ledger_id, mid._entry_id)]:
+                self._unacked.remove(k)
+
+    async def _ack_in_txn(self, message: Message | MessageId, txn: Transaction,
+                          cumulative: bool) -> None:
+        mid = self._mid(message)
+        child = message._consumer if isinstance(message, Message) else self._child_for(mid)
+        await txn._add_subscription(child.topic, child.subscription)
+        await child.ack_in_txn(mid, txn.id, cumulative)
+        key = (mid._ledger_id, mid._entry_id)
+        if self._unacked is not None:
+            for k in [k for k in list(self._unacked._due)
+                      if k[0] is child and (k[1] <= key if cumulative else k[1] == key)]:
                 self._unacked.remove(k)
 
     async def negative_acknowledge(self, message: Message | MessageId) -> None:

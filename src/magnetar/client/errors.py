@@ -91,6 +91,34 @@ class TopicTerminated(ServerError):
     pass
 
 
+class TransactionCoordinatorNotFound(ServerError):
+    """The coordinator of a transaction is not served by the broker asked (or does not
+    exist); the client looks it up again."""
+
+
+class InvalidTxnStatus(ServerError):
+    """The transaction is not in a state that allows the operation (committed, aborted,
+    timed out...)."""
+
+
+class TransactionConflict(ServerError):
+    """An acknowledgement conflicts with another transaction's (or a plain one)."""
+
+
+class TransactionNotFound(ServerError):
+    """The coordinator does not know the transaction (never made, or ended long ago)."""
+
+
+class NotAllowed(ServerError):
+    """The broker does not allow the operation (``NotAllowedError``: e.g. transactions
+    disabled, a transactional send from a producer without ``txn_enabled``)."""
+
+
+class TransactionHasOperationFailed(PulsarException):
+    """A commit found that one of the transaction's sends or acks failed: the transaction
+    was aborted instead."""
+
+
 _BY_CODE: dict[int, type[ServerError]] = {
     pb.TopicNotFound: TopicNotFound,
     pb.ConsumerBusy: ConsumerBusy,
@@ -98,6 +126,11 @@ _BY_CODE: dict[int, type[ServerError]] = {
     pb.ProducerFenced: ProducerFenced,
     pb.IncompatibleSchema: IncompatibleSchema,
     pb.TopicTerminatedError: TopicTerminated,
+    pb.TransactionCoordinatorNotFound: TransactionCoordinatorNotFound,
+    pb.InvalidTxnStatus: InvalidTxnStatus,
+    pb.TransactionConflict: TransactionConflict,
+    pb.TransactionNotFound: TransactionNotFound,
+    pb.NotAllowedError: NotAllowed,
 }
 
 #: Errors after which retrying (reconnecting) makes sense.

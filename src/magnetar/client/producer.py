@@ -13,6 +13,7 @@ from magnetar.client.message_id import MessageId
 from magnetar.client.routing import Router
 from magnetar.client.schema import Schema
 from magnetar.client.topic_producer import TopicProducer
+from magnetar.client.transaction import Transaction
 
 SendCallback = Callable[[BaseException | None, MessageId | None], Any]
 
@@ -62,10 +63,12 @@ class Producer:
                    partition_key: str | None = None, ordering_key: bytes | None = None,
                    sequence_id: int | None = None, event_timestamp: int | None = None,
                    deliver_at: int | None = None, deliver_after: Any = None,
-                   **_ignored: Any) -> MessageId:
-        """Publish one message and wait for the broker's receipt."""
+                   txn: Transaction | None = None, **_ignored: Any) -> MessageId:
+        """Publish one message and wait for the broker's receipt (``txn``: in that
+        transaction; visible to consumers once it commits)."""
         fut = await self.send_async(content, None, properties, partition_key, ordering_key,
-                                    sequence_id, event_timestamp, deliver_at, deliver_after)
+                                    sequence_id, event_timestamp, deliver_at, deliver_after,
+                                    txn=txn)
         return await fut
 
     async def send_async(self, content: Any, callback: SendCallback | None = None,
@@ -73,6 +76,7 @@ class Producer:
                          partition_key: str | None = None, ordering_key: bytes | None = None,
                          sequence_id: int | None = None, event_timestamp: int | None = None,
                          deliver_at: int | None = None, deliver_after: Any = None,
+                         txn: Transaction | None = None,
                          **_ignored: Any) -> asyncio.Future[MessageId]:
         """Queue one message; returns a future for its ``MessageId``.
 
@@ -84,6 +88,7 @@ class Producer:
                 and properties is None and partition_key is None and ordering_key is None
                 and sequence_id is None and event_timestamp is None and deliver_at is None
                 and deliver_after is None and self._encode is None and not self._closed
+                and txn is None
                 and part.pending < part.max_pending and part.batching and part.fenced is None):
             # the common case, kept short: one plain message into the open batch
             fut: asyncio.Future[MessageId] = self._new_future()
@@ -111,19 +116,26 @@ class Producer:
             seconds = deliver_after.total_seconds() if hasattr(deliver_after, "total_seconds") \
                 else float(deliver_after) / 1000.0
             deliver_at = int((time.time() + seconds) * 1000)
+        if txn is not None:  # the partition joins the transaction before the first send
+            await txn._add_partition(part.topic)
+            txn._track(fut)
+            part.add(content, fut, properties, partition_key, ordering_key, event_timestamp,
+                     sequence_id, deliver_at, txn.id)
+            return fut
         part.add(content, fut, properties, partition_key, ordering_key, event_timestamp,
                  sequence_id, deliver_at)
         return fut
 
-    async def send_batch_async(self, records: bytes, count: int,
-                               first_sequence_id: int) -> asyncio.Future[MessageId]:
+    async def send_batch_async(self, records: bytes, count: int, first_sequence_id: int,
+                               txn: Transaction | None = None) -> asyncio.Future[MessageId]:
         """Queue ``count`` messages already laid out as a batch payload (``records``: per
         message a 4-byte big-endian size, its ``SingleMessageMetadata`` and its bytes, as
         ``protocol.encode_batch`` writes them) as one batch entry, with sequence ids
         ``first_sequence_id`` onwards; returns a future for the id of its first message.
         For a producer on one topic or partition (not a partitioned topic); the records
         go out as they are (no schema encoding), compressed as the producer is configured.
-        Awaiting it waits for room in the pending queue like ``send_async``."""
+        Awaiting it waits for room in the pending queue like ``send_async``. With ``txn``
+        the whole entry is in that transaction (the Spark sink's exactly-once path)."""
         part = self._single
         if part is None:
             raise ValueError("send_batch_async needs a producer on one topic or partition")
@@ -136,6 +148,11 @@ class Producer:
                 raise ProducerQueueIsFull(f"{part.pending} messages pending on {part.topic}")
             await part.wait_space()
         fut: asyncio.Future[MessageId] = self._new_future()
+        if txn is not None:  # the partition joins the transaction before the first send
+            await txn._add_partition(part.topic)
+            txn._track(fut)
+            part.add_batch(records, count, first_sequence_id, fut, txn.id)
+            return fut
         part.add_batch(records, count, first_sequence_id, fut)
         return fut
 

@@ -18,12 +18,12 @@ from collections.abc import Iterable
 from itertools import repeat
 from typing import TYPE_CHECKING, Any
 
-from magnetar.client.acks import AckGroupingTracker
+from magnetar.client.acks import AckGroupingTracker, ack_set_words
 from magnetar.client.backoff import Backoff, with_retries
 from magnetar.client.chunks import ChunkAssembler
 from magnetar.client.connection import Connection
 from magnetar.client.entry import Entry
-from magnetar.client.errors import PulsarException
+from magnetar.client.errors import PulsarException, server_error
 from magnetar.client.message import Message, Received
 from magnetar.client.message_id import MessageId
 from magnetar.protocol import (
@@ -368,6 +368,24 @@ class TopicConsumer:
         self._acks.cumulative(key)
         for k in [k for k in self._dlq_redelivery if k <= key]:
             del self._dlq_redelivery[k]
+
+    async def ack_in_txn(self, mid: MessageId, txn: tuple[int, int], cumulative: bool) -> None:
+        """Acknowledge ``mid`` (cumulatively) in transaction ``txn`` (its id; the
+        subscription was added to it): the Ack carries the transaction id and a request
+        id, and the broker's AckResponse is awaited. A batched message is acknowledged by
+        its index (an ``ack_set`` with every other index left set)."""
+        data = pb.MessageIdData(ledgerId=mid._ledger_id, entryId=mid._entry_id)
+        if mid._batch_index >= 0 and mid._batch_size > 0:
+            left = set(range(mid._batch_index + 1, mid._batch_size)) if cumulative \
+                else set(range(mid._batch_size)) - {mid._batch_index}
+            if left:
+                data.ack_set.extend(ack_set_words(left))
+        most, least = txn
+        ack_type = pb.CommandAck.Cumulative if cumulative else pb.CommandAck.Individual
+        resp = await self._request(T.ACK, ack_type=ack_type, message_id=[data],
+                                   txnid_most_bits=most, txnid_least_bits=least)
+        if resp.HasField("error"):
+            raise server_error(resp.error, resp.message)
 
     def flush_acks(self) -> None:
         self._acks.flush()

@@ -71,6 +71,7 @@ class ProducerConf:
     access_mode: int = 0
     schema_info: pb.Schema | None = None
     initial_subscription_name: str | None = None
+    txn_enabled: bool = False
 
 
 class _Op:
@@ -167,6 +168,8 @@ class TopicProducer:
             fields["schema"] = self.conf.schema_info
         if self.conf.initial_subscription_name:
             fields["initial_subscription_name"] = self.conf.initial_subscription_name
+        if self.conf.txn_enabled:
+            fields["txn_enabled"] = True
         if self._topic_epoch is not None:
             fields["topic_epoch"] = self._topic_epoch
         try:
@@ -277,12 +280,15 @@ class TopicProducer:
 
     def add(self, payload: bytes, fut: asyncio.Future[Any], properties: dict[str, str] | None,
             partition_key: str | None, ordering_key: bytes | None, event_time: int | None,
-            sequence_id: int | None, deliver_at: int | None) -> None:
-        """Queue one message; ``fut`` gets its ``MessageId`` (or an exception)."""
+            sequence_id: int | None, deliver_at: int | None,
+            txn: tuple[int, int] | None = None) -> None:
+        """Queue one message; ``fut`` gets its ``MessageId`` (or an exception). A message
+        of a transaction (``txn``: its id) goes alone, never in a batch."""
         seq = self._take_sequence_id(sequence_id)
         self.pending += 1
         size = len(payload)
-        if self._batching and deliver_at is None and size < self._max_batch_bytes:
+        if self._batching and deliver_at is None and size < self._max_batch_bytes \
+                and txn is None:
             if properties or partition_key is not None or ordering_key is not None \
                     or event_time:
                 header = full_header(size, properties, partition_key, ordering_key,
@@ -322,6 +328,8 @@ class TopicProducer:
             meta.event_time = event_time
         if deliver_at is not None:
             meta.deliver_at_time = deliver_at
+        if txn is not None:
+            meta.txnid_most_bits, meta.txnid_least_bits = txn
         self._send_single(meta, payload, fut)
 
     def _metadata(self, seq: int) -> pb.MessageMetadata:
@@ -353,6 +361,9 @@ class TopicProducer:
             return
         cmd = command(T.SEND, producer_id=self.producer_id, sequence_id=meta.sequence_id,
                       num_messages=1)
+        if meta.HasField("txnid_most_bits"):
+            cmd.send.txnid_most_bits = meta.txnid_most_bits
+            cmd.send.txnid_least_bits = meta.txnid_least_bits
         frame = encode_payload_command(cmd, build_payload_part(meta, body))
         self._push(_Op(meta.sequence_id, frame, [fut], 1))
 
@@ -369,6 +380,9 @@ class TopicProducer:
             part = build_payload_part(meta, body[i * chunk_size:(i + 1) * chunk_size])
             cmd = command(T.SEND, producer_id=self.producer_id, sequence_id=seq,
                           num_messages=1, is_chunk=True)
+            if meta.HasField("txnid_most_bits"):
+                cmd.send.txnid_most_bits = meta.txnid_most_bits
+                cmd.send.txnid_least_bits = meta.txnid_least_bits
             # every chunk shares the message's future; only the last one settles it
             self._push(_Op(seq, encode_payload_command(cmd, part), [fut], 1 if i == n - 1
                            else 0, state))
@@ -379,11 +393,12 @@ class TopicProducer:
             self._flush_batch()
 
     def add_batch(self, records: bytes, n: int, first_seq: int,
-                  fut: asyncio.Future[Any]) -> None:
+                  fut: asyncio.Future[Any], txn: tuple[int, int] | None = None) -> None:
         """Queue ``n`` messages already laid out as a batch payload (``records``: size,
         ``SingleMessageMetadata`` and value per message), as one batch entry with sequence
-        ids ``first_seq`` to ``first_seq + n - 1``; ``fut`` gets the id of its first
-        message. The open batch goes out first, so sends stay in order."""
+        ids ``first_seq`` to ``first_seq + n - 1`` (in transaction ``txn`` when given);
+        ``fut`` gets the id of its first message. The open batch goes out first, so sends
+        stay in order."""
         if self._batch:
             self._flush_batch()
         limit = self._cnx.max_message_size if self._cnx else self._client._max_message_size
@@ -393,7 +408,7 @@ class TopicProducer:
             return
         self._take_sequence_id(first_seq + n - 1)
         self.pending += n
-        self._send_batch(records, [fut], first_seq, n, None)
+        self._send_batch(records, [fut], first_seq, n, None, txn)
 
     def _flush_batch(self) -> None:
         if self._batch_timer is not None:
@@ -404,7 +419,8 @@ class TopicProducer:
         self._send_batch(payload, futures, first, len(futures), keys)
 
     def _send_batch(self, payload: bytes, futures: list[asyncio.Future[Any]], first: int,
-                    n: int, keys: tuple[str | None, bytes | None] | None) -> None:
+                    n: int, keys: tuple[str | None, bytes | None] | None,
+                    txn: tuple[int, int] | None = None) -> None:
         last = first + n - 1
         meta = self._metadata(first)
         meta.num_messages_in_batch = n
@@ -415,11 +431,15 @@ class TopicProducer:
                 meta.ordering_key = keys[1]
         if n > 1:
             meta.highest_sequence_id = last
+        if txn is not None:
+            meta.txnid_most_bits, meta.txnid_least_bits = txn
         body = self._compress(meta, payload)
         cmd = command(T.SEND, producer_id=self.producer_id, sequence_id=first,
                       num_messages=n)
         if n > 1:
             cmd.send.highest_sequence_id = last
+        if txn is not None:
+            cmd.send.txnid_most_bits, cmd.send.txnid_least_bits = txn
         frame = encode_payload_command(cmd, build_payload_part(meta, body))
         self._push(_Op(first, frame, futures, n, batch=True))
 
@@ -576,12 +596,13 @@ class KeyedTopicProducer(TopicProducer):
 
     def add(self, payload: bytes, fut: asyncio.Future[Any], properties: dict[str, str] | None,
             partition_key: str | None, ordering_key: bytes | None, event_time: int | None,
-            sequence_id: int | None, deliver_at: int | None) -> None:
+            sequence_id: int | None, deliver_at: int | None,
+            txn: tuple[int, int] | None = None) -> None:
         size = len(payload)
-        if deliver_at is not None or size >= self._max_batch_bytes:
+        if deliver_at is not None or size >= self._max_batch_bytes or txn is not None:
             # not batched: the base class flushes the open batches, then sends it alone
             super().add(payload, fut, properties, partition_key, ordering_key, event_time,
-                        sequence_id, deliver_at)
+                        sequence_id, deliver_at, txn)
             return
         seq = self._take_sequence_id(sequence_id)
         self.pending += 1

@@ -98,6 +98,14 @@ class BrokerConfig(SecurityConfig):
     # 0: never wait nor probe (as before)
     magnetarDeadOwnerLookupWaitMillis: int = -1
 
+    # Transactions (docs/transactions.md): coordinators on the partitions of
+    # persistent://pulsar/system/transaction_coordinator_assign, records in the metadata store
+    transactionCoordinatorEnabled: bool = True  # Pulsar's default: false
+    transactionMetadataStoreProviderClassName: str = ""  # accepted, ignored (one store)
+    maxActiveTransactionsPerCoordinator: int = 0  # 0: no limit
+    # Magnetar's own: the timeout of a transaction whose NewTxn gives none
+    transactionTimeoutDefaultSeconds: int = 60
+
     # admin HTTP service: how often message rates (stats, metrics) are recomputed
     statsUpdateFrequencyInSecs: int = 60
 

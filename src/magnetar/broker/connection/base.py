@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any, cast
 
+from magnetar.broker.connection.txn_responses import TXN_RESPONSES, txn_error_response
 from magnetar.broker.errors import BrokerError
 from magnetar.metadata import MetadataStoreError
 from magnetar.protocol import pb
@@ -525,6 +526,8 @@ def error_response(cmd: pb.BaseCommand, code: pb.ServerError,
     leave it waiting until its operation timeout. ``None`` means "answer with Error".
     """
     kind = cmd.type
+    if kind in TXN_RESPONSES:
+        return txn_error_response(cmd, code, message)
     if kind == T.LOOKUP:
         return T(type=T.LOOKUP_RESPONSE, lookupTopicResponse=pb.CommandLookupTopicResponse(
             request_id=cmd.lookupTopic.request_id, response=pb.CommandLookupTopicResponse.Failed,

@@ -33,6 +33,7 @@ from magnetar.broker.connection.connect import ConnectCommands
 from magnetar.broker.connection.consumers import ConsumerCommands
 from magnetar.broker.connection.lookup import LookupCommands
 from magnetar.broker.connection.producers import ProducerCommands
+from magnetar.broker.connection.transactions import TransactionCommands
 from magnetar.broker.connection.txn_participants import TxnParticipantCommands
 from magnetar.protocol import pb
 from magnetar.protocol.errors import ChecksumMismatch
@@ -44,7 +45,7 @@ T = pb.BaseCommand
 
 
 class ServerCnx(ConnectCommands, LookupCommands, ProducerCommands, ConsumerCommands,
-                TxnParticipantCommands):
+                TxnParticipantCommands, TransactionCommands):
     """Serves one client connection; owns its producers and consumers by client-given id."""
 
     def __init__(self, service: BrokerService) -> None:
@@ -73,6 +74,13 @@ class ServerCnx(ConnectCommands, LookupCommands, ProducerCommands, ConsumerComma
             T.AUTH_RESPONSE: self.handle_auth_response,
             T.END_TXN_ON_PARTITION: self.handle_end_txn_on_partition,
             T.END_TXN_ON_SUBSCRIPTION: self.handle_end_txn_on_subscription,
+        })
+        self.handlers.update({  # transaction coordinator commands (transactions.py)
+            T.TC_CLIENT_CONNECT_REQUEST: self.handle_tc_client_connect,
+            T.NEW_TXN: self.handle_new_txn,
+            T.ADD_PARTITION_TO_TXN: self.handle_add_partition_to_txn,
+            T.ADD_SUBSCRIPTION_TO_TXN: self.handle_add_subscription_to_txn,
+            T.END_TXN: self.handle_end_txn,
         })
 
 

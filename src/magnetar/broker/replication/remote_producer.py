@@ -324,3 +324,9 @@ class RemoteProducer:
 
     def close(self) -> None:
         self._conn.close()
+
+
+#: a connection and its opening, for the broker's other calls to brokers (transactions
+#: telling their participants, broker/transactions/participants.py)
+BrokerConnection = _Connection
+connect_broker = _connect

@@ -1,0 +1,105 @@
+"""The transaction coordinator's commands on a client connection: TcClientConnect, NewTxn,
+AddPartitionToTxn, AddSubscriptionToTxn and EndTxn (`broker/transactions/`).
+
+Each is answered by its own response command, an error included (``error`` and
+``message``: `base.error_response`), since clients match them by type and request id.
+With coordinators off each answers ``NotAllowedError``; a coordinator id that does not
+exist or is not served here answers ``TransactionCoordinatorNotFound`` (the Java and Go
+clients look the coordinator up again). The work runs in a task (`run_async`): records are
+written to the metadata store before the answer.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from magnetar.broker.connection.base import CnxBase
+from magnetar.broker.errors import BrokerError
+from magnetar.broker.topic_name import TopicName
+from magnetar.protocol import pb
+from magnetar.protocol.frames import Frame
+
+T = pb.BaseCommand
+
+
+def _topic(name: str) -> str:
+    try:
+        return str(TopicName.parse(name))
+    except ValueError as exc:
+        raise BrokerError(pb.InvalidTopicName, str(exc)) from None
+
+
+class TransactionCommands(CnxBase):
+    """The coordinator's commands (see the module docstring)."""
+
+    def handle_tc_client_connect(self, cmd: pb.BaseCommand, frame: Frame) -> None:
+        req = cmd.tcClientConnectRequest
+
+        async def work() -> None:
+            await self.service.transactions.get(req.tc_id)
+            self.send(T(type=T.TC_CLIENT_CONNECT_RESPONSE,
+                        tcClientConnectResponse=pb.CommandTcClientConnectResponse(
+                            request_id=req.request_id)))
+
+        self.run_async(cmd, work())
+
+    def handle_new_txn(self, cmd: pb.BaseCommand, frame: Frame) -> None:
+        req = cmd.newTxn
+
+        async def work() -> None:
+            coordinator = await self.service.transactions.get(req.tc_id)
+            rec = await coordinator.new_txn(req.txn_ttl_seconds)
+            self.send(T(type=T.NEW_TXN_RESPONSE, newTxnResponse=pb.CommandNewTxnResponse(
+                request_id=req.request_id, txnid_most_bits=rec.tc, txnid_least_bits=rec.seq)))
+
+        self.run_async(cmd, work())
+
+    def handle_add_partition_to_txn(self, cmd: pb.BaseCommand, frame: Frame) -> None:
+        req = cmd.addPartitionToTxn
+        ids: dict[str, Any] = {"request_id": req.request_id, "txnid_most_bits": req.txnid_most_bits,
+               "txnid_least_bits": req.txnid_least_bits}
+
+        async def work() -> None:
+            partitions = [_topic(p) for p in req.partitions]
+            for name in partitions:
+                self.authorize(name, "produce")
+            coordinator = await self.service.transactions.get(req.txnid_most_bits)
+            await coordinator.add_partitions(req.txnid_least_bits, partitions)
+            self.send(T(type=T.ADD_PARTITION_TO_TXN_RESPONSE,
+                        addPartitionToTxnResponse=pb.CommandAddPartitionToTxnResponse(**ids)))
+
+        self.run_async(cmd, work())
+
+    def handle_add_subscription_to_txn(self, cmd: pb.BaseCommand, frame: Frame) -> None:
+        req = cmd.addSubscriptionToTxn
+        ids: dict[str, Any] = {"request_id": req.request_id, "txnid_most_bits": req.txnid_most_bits,
+               "txnid_least_bits": req.txnid_least_bits}
+
+        async def work() -> None:
+            subs = []
+            for sub in req.subscription:
+                name = _topic(sub.topic)
+                if not sub.subscription:
+                    raise BrokerError(pb.NotAllowedError, f"empty subscription name for {name}")
+                self.authorize(name, "consume")
+                subs.append((name, sub.subscription))
+            coordinator = await self.service.transactions.get(req.txnid_most_bits)
+            await coordinator.add_subscriptions(req.txnid_least_bits, subs)
+            self.send(T(type=T.ADD_SUBSCRIPTION_TO_TXN_RESPONSE,
+                        addSubscriptionToTxnResponse=pb.CommandAddSubscriptionToTxnResponse(**ids)))
+
+        self.run_async(cmd, work())
+
+    def handle_end_txn(self, cmd: pb.BaseCommand, frame: Frame) -> None:
+        req = cmd.endTxn
+        ids: dict[str, Any] = {"request_id": req.request_id, "txnid_most_bits": req.txnid_most_bits,
+               "txnid_least_bits": req.txnid_least_bits}
+
+        async def work() -> None:
+            if req.txn_action not in (pb.COMMIT, pb.ABORT):
+                raise BrokerError(pb.NotAllowedError, f"unknown txn_action {req.txn_action}")
+            coordinator = await self.service.transactions.get(req.txnid_most_bits)
+            await coordinator.end(req.txnid_least_bits, req.txn_action == pb.COMMIT)
+            self.send(T(type=T.END_TXN_RESPONSE, endTxnResponse=pb.CommandEndTxnResponse(**ids)))
+
+        self.run_async(cmd, work())

@@ -1,0 +1,342 @@
+"""`TransactionCoordinator`: one coordinator (one partition of the assign topic).
+
+It keeps its transactions in memory and every change in the metadata store first (one
+compare-and-set per change, `records.py`): a change is answered only once it is stored, so
+after a crash (kill -9) the records are the truth. States: OPEN -> COMMITTING -> COMMITTED
+and OPEN -> ABORTING -> ABORTED; a transaction past its deadline is aborted (ABORTING with
+``timed_out``). Ending is one write to COMMITTING/ABORTING, then the participants are told
+(`participants.py`, retried until each answers), then one write to COMMITTED/ABORTED.
+
+An EndTxn asking for the state a transaction is in or moving to answers success (a commit
+retried after a lost answer: Pulsar's #19629); the opposite action answers
+``InvalidTxnStatus``. Ended records stay ``ENDED_RETENTION_S`` so that retries find them.
+Recovery (`recover`): OPEN records get their timers back (one past its deadline is aborted
+at once), COMMITTING/ABORTING ones are driven to their end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import functools
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from magnetar.broker.errors import BrokerError
+from magnetar.broker.transactions.records import (
+    ABORTED,
+    ABORTING,
+    COMMITTED,
+    COMMITTING,
+    ENDED,
+    ENDING,
+    OPEN,
+    TxnRecord,
+    TxnRecords,
+)
+from magnetar.metadata import BadVersionError
+from magnetar.protocol import pb
+
+log = logging.getLogger(__name__)
+
+#: ids taken from the coordinator's counter at a time
+ID_BLOCK = 100
+#: how long an ended transaction's record is kept for retried EndTxn and lookups
+ENDED_RETENTION_S = 300.0
+#: how long an EndTxn waits for the participants before answering (the coordinator keeps
+#: telling them; the client's retry waits again)
+END_WAIT_S = 20.0
+#: append latency buckets (ms) of the metrics, as Pulsar's coordinator reports them
+LATENCY_BUCKETS_MS = (10, 20, 50, 100, 500, 1000, 5000, 15000, 30000, 60000, 300000, 1500000, 3000000)
+
+#: ``(record, commit) -> awaitable`` telling the participants of an ending transaction
+Notify = Callable[[TxnRecord, bool], Awaitable[None]]
+
+
+@dataclasses.dataclass
+class CoordinatorStats:
+    created: int = 0
+    committed: int = 0
+    aborted: int = 0
+    timed_out: int = 0
+    append_count: int = 0
+    append_sum_ms: float = 0.0
+    append_buckets: list[int] = dataclasses.field(
+        default_factory=lambda: [0] * (len(LATENCY_BUCKETS_MS) + 1))
+
+    def note_append(self, ms: float) -> None:
+        self.append_count += 1
+        self.append_sum_ms += ms
+        for i, bound in enumerate(LATENCY_BUCKETS_MS):
+            if ms <= bound:
+                self.append_buckets[i] += 1
+                return
+        self.append_buckets[-1] += 1
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def ttl_millis(txn_ttl: int, default_s: float) -> int:
+    """The timeout of a NewTxn's ``txn_ttl_seconds``: Java and Go clients put milliseconds
+    there (and Pulsar's broker reads them so), so a value of 1000 or more is milliseconds;
+    a smaller one is seconds (a client that took the field's name at its word); 0: the
+    broker's ``transactionTimeoutDefaultSeconds``."""
+    if txn_ttl <= 0:
+        return int(default_s * 1000)
+    return txn_ttl if txn_ttl >= 1000 else txn_ttl * 1000
+
+
+class TransactionCoordinator:
+    """Coordinator ``tc``: its transactions, their timers and the ends under way."""
+
+    def __init__(self, tc: int, records: TxnRecords, notify: Notify, *, owner: str = "",
+                 max_active: int = 0, default_timeout_s: float = 60.0) -> None:
+        self.tc = tc
+        self.records = records
+        self.notify = notify
+        self.owner = owner
+        self.max_active = max_active
+        self.default_timeout_s = default_timeout_s
+        self.txns: dict[int, TxnRecord] = {}
+        self.stats = CoordinatorStats()
+        self.closed = False
+        self._loop = asyncio.get_running_loop()
+        self._timers: dict[int, asyncio.TimerHandle] = {}
+        self._ends: dict[int, asyncio.Task[None]] = {}
+        self._locks: dict[int, asyncio.Lock] = {}
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._next_id = 0
+        self._id_limit = 0
+        self._id_lock = asyncio.Lock()
+
+    # ------------------------------------------------------------------ lifecycle
+    async def recover(self) -> None:
+        """Read this coordinator's records: timers for the open ones, the ending ones
+        driven to their end."""
+        for rec in await self.records.load(self.tc):
+            self.txns[rec.seq] = rec
+            if rec.state == OPEN:
+                self._arm(rec)
+            elif rec.state in ENDING:
+                self._start_end(rec)
+        log.info("transaction coordinator %d: %d transactions recovered (%d active)", self.tc,
+                 len(self.txns), self.active())
+
+    def close(self) -> None:
+        """Stop serving (the bundle moved away or the broker stops): timers and ends under
+        way stop; the records stay for the next owner."""
+        self.closed = True
+        for timer in self._timers.values():
+            timer.cancel()
+        self._timers.clear()
+        for task in [*self._ends.values(), *self._tasks]:
+            task.cancel()
+
+    def active(self) -> int:
+        return sum(1 for r in self.txns.values() if r.state not in ENDED)
+
+    # ------------------------------------------------------------------ commands
+    async def new_txn(self, txn_ttl: int) -> TxnRecord:
+        self._check_open()
+        if self.max_active > 0 and self.active() >= self.max_active:
+            raise BrokerError(pb.NotAllowedError, (
+                f"transaction coordinator {self.tc} has {self.active()} active transactions, "
+                f"its maximum (maxActiveTransactionsPerCoordinator={self.max_active})"))
+        seq = await self._take_id()
+        timeout = ttl_millis(txn_ttl, self.default_timeout_s)
+        opened = now_ms()
+        rec = TxnRecord(self.tc, seq, OPEN, opened, timeout, opened + timeout, owner=self.owner)
+        await self._store(rec, create=True)
+        self.txns[seq] = rec
+        self.stats.created += 1
+        self._arm(rec)
+        return rec
+
+    async def add_partitions(self, seq: int, partitions: list[str]) -> None:
+        async with self._lock(seq):
+            rec = self._open_txn(seq, "add a partition to")
+            new = [p for p in dict.fromkeys(partitions) if p not in rec.partitions]
+            if new:
+                await self._change(rec, partitions=rec.partitions + new)
+
+    async def add_subscriptions(self, seq: int, subs: list[tuple[str, str]]) -> None:
+        async with self._lock(seq):
+            rec = self._open_txn(seq, "add a subscription to")
+            new = [s for s in dict.fromkeys(subs) if s not in rec.subscriptions]
+            if new:
+                await self._change(rec, subscriptions=rec.subscriptions + new)
+
+    async def end(self, seq: int, commit: bool, wait_s: float = END_WAIT_S) -> None:
+        """Commit or abort; returns once the participants were told and the end is
+        stored (a retry of the same end joins it, and answers success once ended)."""
+        async with self._lock(seq):
+            rec = self.get(seq)
+            goal, ending = (COMMITTED, COMMITTING) if commit else (ABORTED, ABORTING)
+            if rec.state == OPEN:
+                rec = await self._change(rec, state=ending)
+                self._disarm(seq)
+                self._start_end(rec)
+            elif rec.state == goal:
+                return
+            elif rec.state != ending:
+                why = " (it timed out)" if rec.timed_out else ""
+                raise BrokerError(pb.InvalidTxnStatus, (
+                    f"cannot {'commit' if commit else 'abort'} transaction {rec.txn_id}: it is "
+                    f"{rec.state}{why}"))
+            task = self._ends.get(seq) or self._start_end(rec)
+        try:
+            await asyncio.wait_for(asyncio.shield(task), wait_s)
+        except TimeoutError:
+            raise BrokerError(pb.ServiceNotReady, (
+                f"transaction {rec.txn_id} is {self.txns[seq].state}: not every participant "
+                "answered yet (the coordinator keeps telling them); send EndTxn again")) from None
+
+    def get(self, seq: int) -> TxnRecord:
+        rec = self.txns.get(seq)
+        if rec is None:
+            raise BrokerError(pb.TransactionNotFound,
+                              f"transaction ({self.tc},{seq}) not found at coordinator {self.tc}")
+        return rec
+
+    # ------------------------------------------------------------------ timeouts
+    def _arm(self, rec: TxnRecord) -> None:
+        delay = max(0.0, (rec.deadline_ms - now_ms()) / 1000.0)
+        self._timers[rec.seq] = self._loop.call_later(delay, self._expire, rec.seq)
+
+    def _disarm(self, seq: int) -> None:
+        timer = self._timers.pop(seq, None)
+        if timer is not None:
+            timer.cancel()
+
+    def _expire(self, seq: int) -> None:
+        self._timers.pop(seq, None)
+        if not self.closed:
+            self._spawn(self._time_out(seq))
+
+    async def _time_out(self, seq: int) -> None:
+        async with self._lock(seq):
+            rec = self.txns.get(seq)
+            if rec is None or rec.state != OPEN:
+                return
+            try:
+                rec = await self._change(rec, state=ABORTING, timed_out=True)
+            except BrokerError as exc:
+                log.warning("transaction %s: timing out failed (%s); retried", rec.txn_id, exc)
+                self._timers[seq] = self._loop.call_later(1.0, self._expire, seq)
+                return
+            self.stats.timed_out += 1
+            log.info("transaction %s timed out after %d ms: aborting", rec.txn_id, rec.timeout_ms)
+            self._start_end(rec)
+
+    # ------------------------------------------------------------------ ending
+    def _start_end(self, rec: TxnRecord) -> asyncio.Task[None]:
+        task = self._ends.get(rec.seq)
+        if task is None:
+            task = self._loop.create_task(self._finish(rec.seq, rec.state == COMMITTING))
+            self._ends[rec.seq] = task
+            task.add_done_callback(functools.partial(self._ended, rec.seq))
+        return task
+
+    def _ended(self, seq: int, task: asyncio.Task[None]) -> None:
+        if self._ends.get(seq) is task:
+            del self._ends[seq]
+        if not task.cancelled() and task.exception() is not None:
+            log.warning("transaction (%d,%d): ending failed: %s", self.tc, seq, task.exception())
+
+    async def _finish(self, seq: int, commit: bool) -> None:
+        rec = self.txns[seq]
+        await self.notify(rec, commit)
+        delay = 0.1
+        while True:
+            async with self._lock(seq):
+                rec = self.txns[seq]
+                if rec.state in ENDED:
+                    return
+                try:
+                    await self._change(rec, state=COMMITTED if commit else ABORTED,
+                                       ended_ms=now_ms())
+                except BrokerError as exc:
+                    if exc.code == pb.TransactionCoordinatorNotFound:
+                        raise
+                    log.warning("transaction %s: storing its end failed (%s); retried",
+                                rec.txn_id, exc)
+                else:
+                    if commit:
+                        self.stats.committed += 1
+                    else:
+                        self.stats.aborted += 1
+                    return
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 5.0)
+
+    def purge(self, older_than_ms: int) -> None:
+        """Forget the ended transactions that ended before ``older_than_ms``."""
+        for rec in [r for r in self.txns.values() if r.state in ENDED and r.ended_ms < older_than_ms]:
+            del self.txns[rec.seq]
+            self._locks.pop(rec.seq, None)
+            self._spawn(self.records.delete(rec))
+
+    # ------------------------------------------------------------------ storing
+    async def _change(self, rec: TxnRecord, **changes: Any) -> TxnRecord:
+        """Store ``rec`` with ``changes``, then make it the one in memory."""
+        new = dataclasses.replace(rec, **changes)
+        await self._store(new, create=False)
+        self.txns[new.seq] = new
+        return new
+
+    async def _store(self, rec: TxnRecord, create: bool) -> None:
+        started = time.monotonic()
+        try:
+            if create:
+                await self.records.create(rec)
+            else:
+                await self.records.update(rec)
+        except BadVersionError:
+            raise BrokerError(pb.TransactionCoordinatorNotFound, (
+                f"transaction {rec.txn_id} was changed by another broker: coordinator {self.tc} "
+                "moved; look it up again")) from None
+        self.stats.note_append((time.monotonic() - started) * 1000.0)
+
+    async def _take_id(self) -> int:
+        async with self._id_lock:
+            if self._next_id >= self._id_limit:
+                start = await self.records.counter(self.tc).reserve(ID_BLOCK)
+                self._next_id, self._id_limit = start, start + ID_BLOCK
+            seq = self._next_id
+            self._next_id += 1
+            return seq
+
+    # ------------------------------------------------------------------ helpers
+    def _check_open(self) -> None:
+        if self.closed:
+            raise BrokerError(pb.TransactionCoordinatorNotFound,
+                              f"transaction coordinator {self.tc} is not served here any more")
+
+    def _open_txn(self, seq: int, what: str) -> TxnRecord:
+        self._check_open()
+        rec = self.get(seq)
+        if rec.state != OPEN:
+            why = " (it timed out)" if rec.timed_out else ""
+            raise BrokerError(pb.InvalidTxnStatus,
+                              f"cannot {what} transaction {rec.txn_id}: it is {rec.state}{why}")
+        return rec
+
+    def _lock(self, seq: int) -> asyncio.Lock:
+        lock = self._locks.get(seq)
+        if lock is None:
+            lock = self._locks[seq] = asyncio.Lock()
+        return lock
+
+    def _spawn(self, work: Awaitable[Any]) -> None:
+        async def run() -> None:
+            with contextlib.suppress(asyncio.CancelledError):
+                await work
+
+        task = self._loop.create_task(run())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)

@@ -1,0 +1,157 @@
+"""Telling an ending transaction's participants: ``EndTxnOnPartition`` to each topic
+partition and ``EndTxnOnSubscription`` to each subscription it touched, over a binary
+connection to the broker owning the topic (this broker's own port when it owns it).
+
+Each participant is retried with backoff (0.1 s doubling to 5 s) until it answers success:
+an owner that is not ready (the topic moving, a broker restarting, a broker that does not
+handle the command yet) is asked again, the owner looked up again first. The participant
+answers idempotently, so a repeat after a lost answer or a coordinator restart is harmless.
+Connections are kept per broker address and reused; the broker's ``brokerClient*``
+credentials go in their Connect.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+from typing import TYPE_CHECKING, Any
+
+from magnetar.broker.replication.remote_producer import (
+    BrokerConnection,
+    RemoteError,
+    connect_broker,
+    parse_broker_url,
+)
+from magnetar.broker.replication.remote_settings import (
+    RemoteConfigError,
+    RemoteSettings,
+    remote_settings,
+)
+from magnetar.broker.transactions.records import TxnRecord
+from magnetar.protocol import pb
+
+if TYPE_CHECKING:
+    from magnetar.broker.service import BrokerService
+
+log = logging.getLogger(__name__)
+T = pb.BaseCommand
+
+REQUEST_TIMEOUT_S = 30.0
+MAX_BACKOFF_S = 5.0
+
+
+class ParticipantError(Exception):
+    """A participant answered with an error (retried)."""
+
+
+class Participants:
+    """Tells participants of ending transactions; one per broker."""
+
+    def __init__(self, service: BrokerService) -> None:
+        self.service = service
+        self._cnx: dict[str, BrokerConnection] = {}
+        self._connecting: dict[str, asyncio.Lock] = {}
+        self._settings: RemoteSettings | None = None
+
+    async def end(self, rec: TxnRecord, commit: bool) -> None:
+        """Tell every participant of ``rec``; returns once all answered success."""
+        action = pb.ABORT if not commit else pb.COMMIT
+        jobs = [self._until_done(rec, action, topic, None) for topic in rec.partitions]
+        jobs += [self._until_done(rec, action, topic, sub) for topic, sub in rec.subscriptions]
+        if jobs:
+            await asyncio.gather(*jobs)
+
+    async def _until_done(self, rec: TxnRecord, action: int, topic: str, sub: str | None) -> None:
+        delay = 0.1
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                await self._tell(rec, action, topic, sub)
+                return
+            except (RemoteError, ParticipantError, OSError, TimeoutError) as exc:
+                level = logging.INFO if attempt < 5 else logging.WARNING
+                log.log(level, "transaction %s: telling %s%s (attempt %d) failed: %s; retried",
+                        rec.txn_id, topic, f" subscription {sub}" if sub else "", attempt, exc)
+            except Exception:
+                log.exception("transaction %s: telling %s failed; retried", rec.txn_id, topic)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, MAX_BACKOFF_S)
+
+    async def _tell(self, rec: TxnRecord, action: int, topic: str, sub: str | None) -> None:
+        address = await self._owner(topic)
+        cnx = await self._connection(address)
+        ids: dict[str, Any] = {"txnid_most_bits": rec.tc, "txnid_least_bits": rec.seq,
+                               "txn_action": action}
+        if sub is None:
+            answer = await asyncio.wait_for(cnx.request(
+                T.END_TXN_ON_PARTITION, topic=topic, **ids), REQUEST_TIMEOUT_S)
+            body: Any = answer.endTxnOnPartitionResponse
+        else:
+            answer = await asyncio.wait_for(cnx.request(
+                T.END_TXN_ON_SUBSCRIPTION,
+                subscription=pb.Subscription(topic=topic, subscription=sub), **ids),
+                REQUEST_TIMEOUT_S)
+            body = answer.endTxnOnSubscriptionResponse
+        if answer.type not in (T.END_TXN_ON_PARTITION_RESPONSE, T.END_TXN_ON_SUBSCRIPTION_RESPONSE):
+            raise ParticipantError(f"unexpected answer {T.Type.Name(answer.type)}")
+        if body.HasField("error"):
+            raise ParticipantError(f"{pb.ServerError.Name(body.error)}: {body.message}")
+
+    async def _owner(self, topic: str) -> str:
+        """The ``host:port`` of the broker serving ``topic`` (this one when alone)."""
+        cluster = self.service.cluster
+        if cluster is not None:
+            result = await cluster.lookup(topic)
+            if not result.connect:
+                url = result.owner.service_url
+                if url:
+                    host, port = parse_broker_url(url)
+                    return f"{host}:{port}"
+        bind = self.service.config.bindAddress
+        host = "127.0.0.1" if bind in ("0.0.0.0", "", "::") else bind
+        return f"{host}:{self.service.port}"
+
+    async def _connection(self, address: str) -> BrokerConnection:
+        cnx = self._cnx.get(address)
+        if cnx is not None and not cnx.closed.done():
+            return cnx
+        lock = self._connecting.setdefault(address, asyncio.Lock())
+        async with lock:
+            cnx = self._cnx.get(address)
+            if cnx is not None and not cnx.closed.done():
+                return cnx
+            host, _, port = address.rpartition(":")
+            cnx = await connect_broker(host, int(port), REQUEST_TIMEOUT_S, self._credentials())
+            self._cnx[address] = cnx
+            return cnx
+
+    def _credentials(self) -> RemoteSettings | None:
+        """The ``brokerClient*`` credentials for Connect (plain connections: a broker
+        listening on TLS only is not reached yet)."""
+        if self._settings is None:
+            try:
+                settings = remote_settings(self.service.config.clusterName,
+                                           {"brokerServiceUrl": "pulsar://self"},
+                                           _plain(self.service.config))
+            except RemoteConfigError as exc:
+                log.warning("brokerClient* settings unusable for transaction markers: %s", exc)
+                return None
+            self._settings = dataclasses.replace(settings, ssl_context=None)
+        return self._settings
+
+    def close(self) -> None:
+        for cnx in self._cnx.values():
+            cnx.close()
+        self._cnx.clear()
+
+
+class _plain:
+    def __init__(self, config: Any) -> None:
+        self._config = config
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "brokerClientTlsEnabled":
+            return False
+        return getattr(self._config, name)

@@ -1,0 +1,259 @@
+"""Transactions: ``Transaction`` and the client's side of the coordinators.
+
+As the Java and Go clients do: the coordinators are the partitions of
+``persistent://pulsar/system/transaction_coordinator_assign``; coordinator N is reached by
+looking up partition N, and a connection to it starts with ``TcClientConnectRequest``.
+``new_transaction`` takes the coordinators in turn (round-robin). A send in a transaction
+first adds its partition to the transaction (``AddPartitionToTxn``, once per partition), an
+acknowledgement its subscription (``AddSubscriptionToTxn``, once per subscription). Commit
+and abort wait for the transaction's sends first; a commit whose send failed aborts instead
+(``TransactionHasOperationFailed``). ``EndTxn`` is sent again after a lost answer or a
+coordinator that moved (the broker answers a repeated commit with success).
+
+The NewTxn's ``txn_ttl_seconds`` carries milliseconds, as the Java and Go clients send it
+(and as Pulsar's broker reads it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+from magnetar.client.backoff import Backoff
+from magnetar.client.errors import RETRIABLE_CODES as _RETRIABLE
+from magnetar.client.errors import (
+    InvalidTxnStatus,
+    NotConnected,
+    PulsarException,
+    ServerError,
+    Timeout,
+    TopicNotFound,
+    TransactionCoordinatorNotFound,
+    TransactionHasOperationFailed,
+    TransactionNotFound,
+    server_error,
+)
+from magnetar.protocol import pb
+
+if TYPE_CHECKING:
+    from magnetar.client.client import Client
+    from magnetar.client.connection import Connection
+
+log = logging.getLogger(__name__)
+T = pb.BaseCommand
+
+ASSIGN_TOPIC = "persistent://pulsar/system/transaction_coordinator_assign"
+
+OPEN = "OPEN"
+COMMITTING = "COMMITTING"
+COMMITTED = "COMMITTED"
+ABORTING = "ABORTING"
+ABORTED = "ABORTED"
+ERROR = "ERROR"
+TIMEOUT = "TIMEOUT"
+
+
+def _retriable(exc: BaseException) -> bool:
+    if isinstance(exc, TransactionCoordinatorNotFound):
+        return True
+    if isinstance(exc, ServerError):
+        return exc.code in _RETRIABLE
+    return isinstance(exc, NotConnected | Timeout | ConnectionError | OSError)
+
+
+def _check(body: Any) -> Any:
+    if body.HasField("error"):
+        raise server_error(body.error, body.message)
+    return body
+
+
+class Coordinators:
+    """The client's connections to the transaction coordinators."""
+
+    def __init__(self, client: Client) -> None:
+        self._client = client
+        self._count: int | None = None
+        self._cnx: dict[int, Connection] = {}
+        self._locks: dict[int, asyncio.Lock] = {}
+        self._turn = itertools.count()
+
+    async def count(self) -> int:
+        if self._count is None:
+            try:
+                n = await self._client._partitions(ASSIGN_TOPIC)
+            except TopicNotFound as exc:
+                raise TransactionCoordinatorNotFound(
+                    pb.TransactionCoordinatorNotFound,
+                    f"no transaction coordinators ({exc}): is transactionCoordinatorEnabled "
+                    "on at the broker?") from None
+            if n <= 0:
+                raise TransactionCoordinatorNotFound(
+                    pb.TransactionCoordinatorNotFound,
+                    f"{ASSIGN_TOPIC} has no partitions: no transaction coordinators")
+            self._count = n
+        return self._count
+
+    async def connection(self, tc: int) -> Connection:
+        """A connection to coordinator ``tc`` (looked up, TcClientConnect sent)."""
+        cnx = self._cnx.get(tc)
+        if cnx is not None and not cnx.closed:
+            return cnx
+        lock = self._locks.setdefault(tc, asyncio.Lock())
+        async with lock:
+            cnx = self._cnx.get(tc)
+            if cnx is not None and not cnx.closed:
+                return cnx
+            client = self._client
+            address = await client._lookup.lookup(f"{ASSIGN_TOPIC}-partition-{tc}")
+            cnx = await client._pool.get(address)
+            _check(await cnx.request(T.TC_CLIENT_CONNECT_REQUEST, timeout=client._op_timeout,
+                                     tc_id=tc))
+            self._cnx[tc] = cnx
+            return cnx
+
+    def forget(self, tc: int) -> None:
+        self._cnx.pop(tc, None)
+
+    async def call(self, tc: int, kind: int, **fields: Any) -> Any:
+        """Send a coordinator command to ``tc`` and return its response body, retrying
+        (with backoff, within the operation timeout) when the coordinator moved, is not
+        ready or the connection dropped."""
+        client = self._client
+        deadline = time.monotonic() + client._op_timeout
+        backoff = Backoff(0.1, 5.0)
+        while True:
+            try:
+                cnx = await self.connection(tc)
+                return _check(await cnx.request(kind, timeout=client._op_timeout, **fields))
+            except Exception as exc:
+                if isinstance(exc, TransactionCoordinatorNotFound | NotConnected):
+                    self.forget(tc)
+                delay = backoff.next()
+                if not _retriable(exc) or time.monotonic() + delay > deadline:
+                    raise
+                log.debug("transaction coordinator %d: %s; retried", tc, exc)
+            await asyncio.sleep(delay)
+
+    async def new_transaction(self, timeout_ms: int) -> Transaction:
+        n = await self.count()
+        tc = next(self._turn) % n
+        body = await self.call(tc, T.NEW_TXN, tc_id=tc, txn_ttl_seconds=int(timeout_ms))
+        return Transaction(self, body.txnid_most_bits, body.txnid_least_bits, timeout_ms)
+
+
+class Transaction:
+    """A transaction; create with ``Client.new_transaction`` (or ``Client.transaction`` for
+    one made elsewhere, by id)."""
+
+    def __init__(self, coordinators: Coordinators, most: int, least: int,
+                 timeout_ms: int | None = None) -> None:
+        self._coordinators = coordinators
+        self._most = most
+        self._least = least
+        self._state = OPEN
+        self._deadline = None if timeout_ms is None else time.monotonic() + timeout_ms / 1000.0
+        self._partitions: dict[str, asyncio.Future[None]] = {}
+        self._subscriptions: dict[tuple[str, str], asyncio.Future[None]] = {}
+        self._ops: set[asyncio.Future[Any]] = set()
+        self._failed: BaseException | None = None
+
+    @property
+    def id(self) -> tuple[int, int]:
+        """(most bits, least bits): (coordinator id, sequence)."""
+        return (self._most, self._least)
+
+    @property
+    def state(self) -> str:
+        """OPEN, COMMITTING, COMMITTED, ABORTING, ABORTED, ERROR or TIMEOUT."""
+        if self._state == OPEN and self._deadline is not None and time.monotonic() > self._deadline:
+            return TIMEOUT
+        return self._state
+
+    def __repr__(self) -> str:
+        return f"Transaction({self._most}, {self._least}, {self.state})"
+
+    # ------------------------------------------------------------ participants
+    def _check_open(self, what: str) -> None:
+        if self._state != OPEN:
+            raise InvalidTxnStatus(pb.InvalidTxnStatus,
+                                   f"cannot {what} transaction {self.id}: it is {self._state}")
+
+    def _check_can_end(self, what: str, ending: str) -> None:
+        """Open, or a try at the same end that failed (EndTxn is sent again: the
+        coordinator answers a repeat of the end under way or done with success)."""
+        if self._state not in (OPEN, ERROR, ending):
+            raise InvalidTxnStatus(pb.InvalidTxnStatus,
+                                   f"cannot {what} transaction {self.id}: it is {self._state}")
+
+    async def _once(self, futures: dict[Any, asyncio.Future[None]], key: Any, kind: int,
+                    **fields: Any) -> None:
+        fut = futures.get(key)
+        if fut is None or (fut.done() and fut.exception() is not None):
+            fut = futures[key] = asyncio.ensure_future(self._coordinators.call(
+                self._most, kind, txnid_most_bits=self._most, txnid_least_bits=self._least,
+                **fields))
+        await asyncio.shield(fut)
+
+    async def _add_partition(self, topic: str) -> None:
+        """AddPartitionToTxn once for ``topic`` (a partition's full name)."""
+        self._check_open("send in")
+        await self._once(self._partitions, topic, T.ADD_PARTITION_TO_TXN, partitions=[topic])
+
+    async def _add_subscription(self, topic: str, subscription: str) -> None:
+        self._check_open("acknowledge in")
+        await self._once(self._subscriptions, (topic, subscription), T.ADD_SUBSCRIPTION_TO_TXN,
+                         subscription=[pb.Subscription(topic=topic, subscription=subscription)])
+
+    def _track(self, fut: asyncio.Future[Any]) -> None:
+        """An operation (a send) commit and abort wait for."""
+        self._ops.add(fut)
+        fut.add_done_callback(self._op_done)
+
+    def _op_done(self, fut: asyncio.Future[Any]) -> None:
+        self._ops.discard(fut)
+        if not fut.cancelled() and fut.exception() is not None and self._failed is None:
+            self._failed = fut.exception()
+
+    # ------------------------------------------------------------------ ending
+    async def commit(self) -> None:
+        """Commit, once the transaction's sends are done (a send that failed: the
+        transaction is aborted and ``TransactionHasOperationFailed`` raised)."""
+        if self._state == COMMITTED:
+            return
+        self._check_can_end("commit", COMMITTING)
+        await self._wait_ops()
+        if self._failed is not None:
+            await self._end(False)
+            raise TransactionHasOperationFailed(
+                f"transaction {self.id} aborted: one of its operations failed: {self._failed}")
+        await self._end(True)
+
+    async def abort(self) -> None:
+        """Abort (the transaction's sends finish first; their messages are discarded)."""
+        if self._state == ABORTED:
+            return
+        self._check_can_end("abort", ABORTING)
+        await self._wait_ops()
+        await self._end(False)
+
+    async def _wait_ops(self) -> None:
+        if self._ops:
+            await asyncio.gather(*list(self._ops), return_exceptions=True)
+
+    async def _end(self, commit: bool) -> None:
+        self._state = COMMITTING if commit else ABORTING
+        try:
+            await self._coordinators.call(
+                self._most, T.END_TXN, txnid_most_bits=self._most, txnid_least_bits=self._least,
+                txn_action=pb.COMMIT if commit else pb.ABORT)
+        except (TransactionNotFound, InvalidTxnStatus):
+            late = self._deadline is not None and time.monotonic() > self._deadline
+            self._state = TIMEOUT if late else ERROR
+            raise
+        except PulsarException:
+            self._state = ERROR
+            raise
+        self._state = COMMITTED if commit else ABORTED
