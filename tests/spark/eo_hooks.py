@@ -42,12 +42,14 @@ def _hooked(hooks: Path, iterator: Iterator[Any], write: Any) -> WriterCommitMes
     part, attempt = ctx.partitionId(), ctx.attemptNumber()
     if attempt == 0 and (hooks / f"fail-after-{part}").exists():
         write(iter(list(iterator)))
+        (hooks / f"failed-after-{part}").touch()
         raise RuntimeError(f"injected: task {part} fails after its rows were stored")
     if attempt == 0 and (hooks / f"fail-mid-{part}").exists():
         batches = list(iterator)
 
         def half() -> Iterator[Any]:
             yield from batches[:max(1, len(batches) // 2)]
+            (hooks / f"failed-mid-{part}").touch()
             raise RuntimeError(f"injected: task {part} fails half-way")
 
         write(half())
@@ -78,8 +80,14 @@ class HookedStreamWriter(PulsarStreamWriter):
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         super().commit(messages, batchId)
         if (self.hooks / f"hold-commit-{batchId}").exists():
+            import os
+
+            parent = os.getppid()
             (self.hooks / f"committed-{batchId}").touch()
-            _wait_for(self.hooks / "never", timeout=3600)
+            deadline = time.monotonic() + 600
+            while os.getppid() == parent and time.monotonic() < deadline:
+                time.sleep(0.1)  # until the test kills the driver (then this goes too)
+            os._exit(1)
 
 
 class HookedSource(PulsarDataSource):
