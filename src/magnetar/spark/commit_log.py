@@ -72,8 +72,16 @@ class Seen:
     attempts: list[TxnId] = field(default_factory=list)
 
 
+async def _single(client: Any, topic: str) -> str:
+    """The log's one partition: the topic itself, or its partition 0 where the namespace
+    creates topics partitioned (every writer and reader resolves it alike)."""
+    names: list[str] = await client.get_topic_partitions(topic)
+    return names[0]
+
+
 async def append(client: Any, topic: str, record: dict[str, Any]) -> MessageId:
-    producer = await client.create_producer(topic, batching_enabled=False,
+    producer = await client.create_producer(await _single(client, topic),
+                                            batching_enabled=False,
                                             send_timeout_millis=60_000)
     try:
         mid: MessageId = await producer.send(json.dumps(record).encode())
@@ -97,8 +105,8 @@ async def record_attempt(client: Any, opts: SinkOptions, query: str, batch: int,
 
 async def log_position(client: Any, opts: SinkOptions) -> tuple[int, int] | None:
     """The shared batch log's last id now (None: empty)."""
-    reader = await client.create_reader(log_topic(opts, None), MessageId.latest,
-                                        receiver_queue_size=1)
+    reader = await client.create_reader(await _single(client, log_topic(opts, None)),
+                                        MessageId.latest, receiver_queue_size=1)
     try:
         last = await reader.get_last_message_id()
     finally:
@@ -116,7 +124,8 @@ async def job_attempts(client: Any, opts: SinkOptions, write_id: str,
     """The transactions of the job's attempts recorded after ``since``."""
     start = MessageId.earliest if since is None else \
         MessageId(ledger_id=since[0], entry_id=since[1])
-    reader = await client.create_reader(log_topic(opts, None), start, receiver_queue_size=100)
+    reader = await client.create_reader(await _single(client, log_topic(opts, None)), start,
+                                        receiver_queue_size=100)
     out: list[TxnId] = []
     try:
         last = await reader.get_last_message_id()
@@ -176,7 +185,7 @@ async def _subscribe(client: Any, topic: str) -> Any:
     """The log's one consumer (a dead driver's consumer goes when its connection does)."""
     for attempt in range(30):
         try:
-            return await client.subscribe(topic, SUBSCRIPTION,
+            return await client.subscribe(await _single(client, topic), SUBSCRIPTION,
                                           consumer_type=ConsumerType.Exclusive,
                                           initial_position=InitialPosition.Earliest,
                                           ack_group_time_ms=0)
