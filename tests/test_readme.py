@@ -89,7 +89,7 @@ def _block(marker: str) -> str:
 #: what tells each Python block apart (a test below runs each one)
 MARKERS = {"official": "producer = client.create_producer(\"my-topic\")", "asyncio": "asyncio.run(main())",
            "pytest": "def test_roundtrip(magnetar_broker)", "tls": "pulsar+ssl://localhost:6651",
-           "spark": "spark.readStream"}
+           "spark": "spark.readStream", "transactions": "enable_transaction=True"}
 
 
 def test_every_python_block_is_run() -> None:
@@ -98,6 +98,16 @@ def test_every_python_block_is_run() -> None:
     for block in blocks:
         assert sum(m in block for m in MARKERS.values()) == 1, f"no runner (or several) for:\n{block}"
     assert len(blocks) == len(MARKERS)
+
+
+def test_transactions_example_runs(tmp_path: Path) -> None:
+    """The Transactions block: a consume-transform-produce in one transaction, committed."""
+    from magnetar.testing import standalone
+
+    with standalone() as broker:
+        out = run_python(_block(MARKERS["transactions"]).replace(
+            "pulsar://localhost:6650", broker.service_url), tmp_path)
+    assert "COMMITTED" in out.stdout
 
 
 def test_official_client_and_asyncio_examples_run(tmp_path: Path) -> None:

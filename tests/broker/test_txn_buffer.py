@@ -1,13 +1,15 @@
-"""The transaction buffer, driven over the raw protocol (sends in a transaction, the
-coordinator's EndTxnOnPartition) and read by the official client: messages of an open
-transaction are invisible, appear together at commit, never after an abort; later
-non-transactional messages wait behind an open transaction; markers are never delivered
-nor counted."""
+"""The transaction buffer, driven over the raw protocol (transactions from the broker's
+coordinator with NewTxn/AddPartitionToTxn/EndTxn, sends in them, and the participant
+command EndTxnOnPartition a coordinator sends) and read by the official client: messages
+of an open transaction are invisible, appear together at commit, never after an abort;
+later non-transactional messages wait behind an open transaction; markers are never
+delivered nor counted."""
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 
 import pulsar
 import pytest
@@ -15,19 +17,20 @@ import pytest
 from magnetar.protocol import pb
 
 from . import txnraw
-from .conftest import ThreadedBroker
+from .conftest import QUIET, ThreadedBroker
 from .rawclient import RawClient
 from .rawconsumer import connected, flow, message, subscribe
 
 T = pb.BaseCommand
-_txn_ids = itertools.count(1)
+_unknown_ids = itertools.count(1)
 
 #: how long a test waits to see that a message does NOT come (it would come at once)
 ABSENT_MS = 700
 
 
-def new_txn() -> tuple[int, int]:
-    return (0, next(_txn_ids))
+def unknown_txn() -> tuple[int, int]:
+    """An id no coordinator gave out (for the participant commands alone)."""
+    return (1 << 40, next(_unknown_ids))
 
 
 @pytest.fixture
@@ -55,15 +58,14 @@ def test_commit_makes_messages_visible_together_in_order(
         broker: ThreadedBroker, client: pulsar.Client, raw: RawClient, topic: str) -> None:
     txnraw.producer(raw, topic)
     consumer = client.subscribe(topic, "s", initial_position=pulsar.InitialPosition.Earliest)
-    txn = new_txn()
+    txn = txnraw.begin(raw, topic)
     txnraw.send_ok(raw, 1, 0, b"before")
     for i in range(3):
         txnraw.send_ok(raw, 1, 1 + i, f"t{i}".encode(), txn)
     txnraw.send_ok(raw, 1, 4, b"after")  # not in the transaction: waits behind it
     assert received(consumer, 1) == [b"before"]
     nothing_more(consumer)
-    answer = txnraw.end_on_partition(raw, topic, txn, commit=True)
-    assert not answer.HasField("error"), answer
+    txnraw.end_ok(raw, txn, commit=True)  # the coordinator tells the topic
     assert received(consumer, 4) == [b"t0", b"t1", b"t2", b"after"]
     nothing_more(consumer)  # the commit marker is never delivered
     # a retried commit (the coordinator lost the answer) succeeds again, writes nothing
@@ -84,17 +86,20 @@ def test_abort_hides_messages_for_every_reader(
     consumer = client.subscribe(topic, "s", initial_position=pulsar.InitialPosition.Earliest)
     shared = client.subscribe(topic, "shared", consumer_type=pulsar.ConsumerType.Shared,
                               initial_position=pulsar.InitialPosition.Earliest)
-    aborted, committed = new_txn(), new_txn()
+    keyed = client.subscribe(topic, "keyed", consumer_type=pulsar.ConsumerType.KeyShared,
+                             initial_position=pulsar.InitialPosition.Earliest)
+    aborted, committed = txnraw.begin(raw, topic), txnraw.begin(raw, topic)
     txnraw.send_ok(raw, 1, 0, [b"a0", b"a1"], aborted)  # a batch
     txnraw.send_ok(raw, 1, 1, b"c0", committed)
     txnraw.send_ok(raw, 1, 2, b"a2", aborted, txn_in_metadata=False)  # id on the Send only
     txnraw.send_ok(raw, 1, 3, b"plain")
     nothing_more(consumer)
-    assert not txnraw.end_on_partition(raw, topic, aborted, commit=False).HasField("error")
+    txnraw.end_ok(raw, aborted, commit=False)
     nothing_more(consumer)  # the committed one is still open: it holds "plain" back
-    assert not txnraw.end_on_partition(raw, topic, committed, commit=True).HasField("error")
+    txnraw.end_ok(raw, committed, commit=True)
     assert received(consumer, 2) == [b"c0", b"plain"]
     assert received(shared, 2) == [b"c0", b"plain"]
+    assert received(keyed, 2) == [b"c0", b"plain"]
     nothing_more(consumer)
     # a reader from the start, and a new subscription, skip the aborted entries too
     reader = client.create_reader(topic, pulsar.MessageId.earliest)
@@ -106,24 +111,24 @@ def test_abort_hides_messages_for_every_reader(
     late = txnraw.receipt(raw, 4)
     assert late.type == T.SEND_ERROR and late.send_error.error == pb.InvalidTxnStatus
 
-    def backlogs() -> tuple[int, int]:
-        t = broker.service.topics[topic]
-        return t.subscriptions["s"].backlog(), t.subscriptions["shared"].backlog()
+    def backlogs() -> tuple[int, int, int]:
+        subs = broker.service.topics[topic].subscriptions
+        return subs["s"].backlog(), subs["shared"].backlog(), subs["keyed"].backlog()
 
-    assert broker.call(backlogs) == (0, 0)
+    assert broker.call(backlogs) == (0, 0, 0)
 
 
 def test_reader_last_message_id_stops_before_an_open_transaction(
         client: pulsar.Client, raw: RawClient, topic: str) -> None:
     txnraw.producer(raw, topic)
-    txn = new_txn()
+    txn = txnraw.begin(raw, topic)
     txnraw.send_ok(raw, 1, 0, b"m0")
     txnraw.send_ok(raw, 1, 1, b"t0", txn)
     txnraw.send_ok(raw, 1, 2, b"m1")
     reader = client.create_reader(topic, pulsar.MessageId.earliest)
     assert reader.read_next(timeout_millis=15_000).data() == b"m0"
     assert not reader.has_message_available()  # GetLastMessageId: before the open one
-    assert not txnraw.end_on_partition(raw, topic, txn, commit=False).HasField("error")
+    txnraw.end_ok(raw, txn, commit=False)
     # the last entry is now the abort marker: the last readable message is m1
     assert reader.has_message_available()
     assert reader.read_next(timeout_millis=15_000).data() == b"m1"
@@ -135,10 +140,10 @@ def test_markers_are_never_sent_to_a_raw_consumer(broker: ThreadedBroker, raw: R
     txnraw.producer(raw, topic)
     assert subscribe(raw, topic, "raw", 7, earliest=True).type == T.SUCCESS
     flow(raw, 7, 100)
-    txn = new_txn()
+    txn = txnraw.begin(raw, topic)
     txnraw.send_ok(raw, 1, 0, b"t", txn)
     assert message(raw, 7, timeout=ABSENT_MS / 1000) is None
-    assert not txnraw.end_on_partition(raw, topic, txn).HasField("error")
+    txnraw.end_ok(raw, txn)
     first = message(raw, 7, timeout=15)
     assert first is not None and first.command.message.message_id.entryId == 0
     assert message(raw, 7, timeout=ABSENT_MS / 1000) is None  # not the marker (entry 1)
@@ -148,7 +153,7 @@ def test_send_in_a_transaction_needs_txn_enabled(client: pulsar.Client, raw: Raw
                                                  topic: str) -> None:
     txnraw.producer(raw, topic, txn_enabled=False)
     consumer = client.subscribe(topic, "s", initial_position=pulsar.InitialPosition.Earliest)
-    txnraw.send(raw, 1, 0, b"refused", new_txn())
+    txnraw.send(raw, 1, 0, b"refused", txnraw.begin(raw, topic))
     answer = txnraw.receipt(raw, 0)
     assert answer.type == T.SEND_ERROR
     assert answer.send_error.error == pb.NotAllowedError and "txn_enabled" in answer.send_error.message
@@ -156,12 +161,28 @@ def test_send_in_a_transaction_needs_txn_enabled(client: pulsar.Client, raw: Raw
     assert received(consumer, 1) == [b"plain"]
 
 
+def test_send_in_a_transaction_the_coordinator_does_not_know(
+        client: pulsar.Client, raw: RawClient, topic: str) -> None:
+    txnraw.producer(raw, topic)
+    consumer = client.subscribe(topic, "s", initial_position=pulsar.InitialPosition.Earliest)
+    txnraw.send(raw, 1, 0, b"unknown", unknown_txn())
+    answer = txnraw.receipt(raw, 0)
+    assert answer.type == T.SEND_ERROR and answer.send_error.error == pb.TransactionNotFound
+    not_added = txnraw.new_txn(raw)  # no AddPartitionToTxn for this topic
+    txnraw.send(raw, 1, 1, b"not-added", not_added)
+    assert txnraw.receipt(raw, 1).type == T.SEND_ERROR
+    txnraw.send_ok(raw, 1, 2, b"plain")
+    assert received(consumer, 1) == [b"plain"]  # nothing of the refused ones, nothing held
+    nothing_more(consumer)
+    txnraw.end_ok(raw, not_added, commit=False)
+
+
 def test_ending_a_transaction_never_seen_succeeds(raw: RawClient, topic: str) -> None:
     txnraw.producer(raw, topic)
     for commit in (True, False):
-        assert not txnraw.end_on_partition(raw, topic, new_txn(), commit).HasField("error")
+        assert not txnraw.end_on_partition(raw, topic, unknown_txn(), commit).HasField("error")
     missing = "persistent://public/default/never-created-for-txn"
-    assert not txnraw.end_on_partition(raw, missing, new_txn()).HasField("error")
+    assert not txnraw.end_on_partition(raw, missing, unknown_txn()).HasField("error")
 
 
 def test_sends_stay_in_order_around_a_first_transactional_send(
@@ -170,7 +191,7 @@ def test_sends_stay_in_order_around_a_first_transactional_send(
     written right behind it (without waiting for receipts) keep their order."""
     txnraw.producer(raw, topic)
     consumer = client.subscribe(topic, "s", initial_position=pulsar.InitialPosition.Earliest)
-    txn = new_txn()
+    txn = txnraw.begin(raw, topic)
     txnraw.send(raw, 1, 0, b"t0", txn)
     txnraw.send(raw, 1, 1, b"p0")
     txnraw.send(raw, 1, 2, b"t1", txn)
@@ -180,7 +201,7 @@ def test_sends_stay_in_order_around_a_first_transactional_send(
         assert answer.type == T.SEND_RECEIPT, answer
         positions.append((answer.send_receipt.message_id.ledgerId, answer.send_receipt.message_id.entryId))
     assert positions == sorted(positions)
-    assert not txnraw.end_on_partition(raw, topic, txn).HasField("error")
+    txnraw.end_ok(raw, txn)
     assert received(consumer, 3) == [b"t0", b"p0", b"t1"]
 
 
@@ -189,14 +210,67 @@ def test_official_client_reads_while_others_commit(client: pulsar.Client, raw: R
     """Many transactions, interleaved, committed in another order than they began."""
     txnraw.producer(raw, topic)
     consumer = client.subscribe(topic, "s", initial_position=pulsar.InitialPosition.Earliest)
-    txns = [new_txn() for _ in range(4)]
+    txns = [txnraw.begin(raw, topic) for _ in range(4)]
     seq = itertools.count()
     for round_ in range(3):
         for i, txn in enumerate(txns):
             txnraw.send_ok(raw, 1, next(seq), f"{i}-{round_}".encode(), txn)
     for txn in reversed(txns):
-        assert not txnraw.end_on_partition(raw, topic, txn, commit=txn != txns[1]).HasField("error")
+        txnraw.end_ok(raw, txn, commit=txn != txns[1])
     expected = [f"{i}-{r}".encode() for r in range(3) for i in range(4) if i != 1]
     assert received(consumer, len(expected)) == expected
     nothing_more(consumer)
 
+
+
+def test_open_transaction_at_the_start_of_a_new_ledger(make_broker: Callable[..., ThreadedBroker],
+                                                      topic: str) -> None:
+    """The read position sits at the end of a full ledger and the open transaction's first
+    entry opens the next one: the dispatcher waits (does not spin on it), then delivers."""
+    b = make_broker(managedLedgerMaxEntriesPerLedger=2)
+    client = pulsar.Client(b.url, operation_timeout_seconds=10, logger=QUIET)
+    raw = connected(b.url)
+    try:
+        txnraw.producer(raw, topic)
+        consumer = client.subscribe(topic, "s", initial_position=pulsar.InitialPosition.Earliest)
+        txnraw.send_ok(raw, 1, 0, b"m0")
+        txnraw.send_ok(raw, 1, 1, b"m1")
+        assert received(consumer, 2) == [b"m0", b"m1"]
+        txn = txnraw.begin(raw, topic)
+        first = txnraw.send_ok(raw, 1, 2, b"t0", txn).message_id
+        txnraw.send_ok(raw, 1, 3, b"m2")
+        nothing_more(consumer)
+
+        def waiting() -> bool:
+            sub = b.service.topics[topic].subscriptions["s"]
+            return sub.dispatcher.read_position > sub.dispatcher.readable_last()
+
+        assert first.entryId == 0  # the transaction opened a ledger
+        assert b.call(waiting)  # parked past the bound, not re-reading in a loop
+        txnraw.end_ok(raw, txn)
+        assert received(consumer, 2) == [b"t0", b"m2"]
+    finally:
+        raw.close()
+        client.close()
+
+
+def test_message_ttl_never_expires_past_an_open_transaction(
+        broker: ThreadedBroker, client: pulsar.Client, raw: RawClient, topic: str) -> None:
+    """Expiring everything (TTL 0) stops before the open transaction's first message: its
+    messages, and those after it, are delivered once it commits."""
+    txnraw.producer(raw, topic)
+    consumer = client.subscribe(topic, "s", initial_position=pulsar.InitialPosition.Earliest)
+    consumer.close()
+    txn = txnraw.begin(raw, topic)
+    txnraw.send_ok(raw, 1, 0, b"old")
+    txnraw.send_ok(raw, 1, 1, b"t0", txn)
+    txnraw.send_ok(raw, 1, 2, b"later")
+
+    async def expire_all() -> None:
+        t = broker.service.topics[topic]
+        await broker.service.expire_messages(t, 0, now=time.time() + 60)
+
+    broker.call(expire_all)
+    txnraw.end_ok(raw, txn)
+    consumer = client.subscribe(topic, "s")
+    assert received(consumer, 2) == [b"t0", b"later"]  # "old" expired, nothing else

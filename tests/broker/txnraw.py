@@ -19,6 +19,41 @@ T = pb.BaseCommand
 Txn = tuple[int, int]
 
 
+def begin(raw: RawClient, partitions: str | list[str] | tuple[str, ...] = (),
+          subscriptions: str | list[tuple[str, str]] | tuple[tuple[str, str], ...] = (),
+          tc: int = 0, ttl_ms: int = 600_000) -> Txn:
+    """A real transaction from coordinator ``tc`` (NewTxn), with ``partitions`` and
+    ``subscriptions`` added to it (as a client does before its first send or ack): the
+    participants ask the coordinator about it. The test then plays the coordinator's part
+    in ending it (``end_on_partition`` / ``end_on_subscription``)."""
+    if isinstance(partitions, str):  # begin(raw, topic[, subscription of it])
+        if isinstance(subscriptions, str):
+            subscriptions = [(partitions, subscriptions)]
+        partitions = [partitions]
+    assert not isinstance(subscriptions, str), "a subscription name needs its topic"
+    rid = raw.next_request_id()
+    raw.send(T(type=T.NEW_TXN, newTxn=pb.CommandNewTxn(request_id=rid, tc_id=tc,
+                                                        txn_ttl_seconds=ttl_ms)))
+    answer = reply_to(raw, rid, timeout=15).newTxnResponse
+    assert not answer.HasField("error"), answer
+    txn = (answer.txnid_most_bits, answer.txnid_least_bits)
+    if partitions:
+        rid = raw.next_request_id()
+        raw.send(T(type=T.ADD_PARTITION_TO_TXN, addPartitionToTxn=pb.CommandAddPartitionToTxn(
+            request_id=rid, txnid_most_bits=txn[0], txnid_least_bits=txn[1],
+            partitions=list(partitions))))
+        assert not reply_to(raw, rid, timeout=15).addPartitionToTxnResponse.HasField("error")
+    if subscriptions:
+        rid = raw.next_request_id()
+        raw.send(T(type=T.ADD_SUBSCRIPTION_TO_TXN,
+                   addSubscriptionToTxn=pb.CommandAddSubscriptionToTxn(
+                       request_id=rid, txnid_most_bits=txn[0], txnid_least_bits=txn[1],
+                       subscription=[pb.Subscription(topic=t, subscription=s)
+                                     for t, s in subscriptions])))
+        assert not reply_to(raw, rid, timeout=15).addSubscriptionToTxnResponse.HasField("error")
+    return txn
+
+
 def producer(raw: RawClient, topic: str, producer_id: int = 1, txn_enabled: bool = True) -> None:
     rid = raw.next_request_id()
     raw.send("PRODUCER", topic=topic, producer_id=producer_id, request_id=rid,
@@ -28,11 +63,13 @@ def producer(raw: RawClient, topic: str, producer_id: int = 1, txn_enabled: bool
 
 
 def send(raw: RawClient, producer_id: int, seq: int, payload: bytes | list[bytes],
-         txn: Txn | None = None, txn_in_metadata: bool = True) -> None:
+         txn: Txn | None = None, txn_in_metadata: bool = True, key: str | None = None) -> None:
     """A SEND of one message (or a batch of several), in ``txn`` if given; the id goes in
     the command and, unless ``txn_in_metadata`` is False, in the MessageMetadata too."""
     metadata = pb.MessageMetadata(producer_name=f"raw-{producer_id}", sequence_id=seq,
                                   publish_time=int(time.time() * 1000))
+    if key is not None:
+        metadata.partition_key = key
     count = 1
     if isinstance(payload, list):
         count = len(payload)
@@ -60,8 +97,9 @@ def receipt(raw: RawClient, seq: int, timeout: float = 15.0) -> pb.BaseCommand:
 
 
 def send_ok(raw: RawClient, producer_id: int, seq: int, payload: bytes | list[bytes],
-            txn: Txn | None = None, txn_in_metadata: bool = True) -> pb.CommandSendReceipt:
-    send(raw, producer_id, seq, payload, txn, txn_in_metadata)
+            txn: Txn | None = None, txn_in_metadata: bool = True,
+            key: str | None = None) -> pb.CommandSendReceipt:
+    send(raw, producer_id, seq, payload, txn, txn_in_metadata, key)
     answer = receipt(raw, seq)
     assert answer.type == T.SEND_RECEIPT, answer
     return answer.send_receipt
@@ -111,3 +149,34 @@ def ack(raw: RawClient, consumer_id: int, positions: list[tuple[int, int]], txn:
     answer = reply_to(raw, rid)
     assert answer.type == T.ACK_RESPONSE, answer
     return answer.ackResponse
+
+
+# -- the coordinator's commands (a broker with transactionCoordinatorEnabled, the default) --
+
+def _call(raw: RawClient, kind: int, field: str, **fields: object) -> pb.BaseCommand:
+    rid = raw.next_request_id()
+    cmd = T(type=kind)
+    getattr(cmd, field).CopyFrom(type(getattr(cmd, field))(request_id=rid, **fields))
+    raw.send(cmd)
+    return reply_to(raw, rid, timeout=30)
+
+
+def new_txn(raw: RawClient, ttl_ms: int = 300_000, tc: int = 0) -> Txn:
+    """A new transaction from coordinator ``tc`` (NewTxn; Java clients' milliseconds in
+    ``txn_ttl_seconds``, as the broker expects)."""
+    answer = _call(raw, T.NEW_TXN, "newTxn", tc_id=tc, txn_ttl_seconds=ttl_ms).newTxnResponse
+    assert not answer.HasField("error"), answer
+    return answer.txnid_most_bits, answer.txnid_least_bits
+
+
+def end_txn(raw: RawClient, txn: Txn, commit: bool = True) -> pb.CommandEndTxnResponse:
+    """EndTxn to the coordinator (it tells the participants before answering)."""
+    answer = _call(raw, T.END_TXN, "endTxn", txnid_most_bits=txn[0], txnid_least_bits=txn[1],
+                   txn_action=pb.COMMIT if commit else pb.ABORT)
+    assert answer.type == T.END_TXN_RESPONSE, answer
+    return answer.endTxnResponse
+
+
+def end_ok(raw: RawClient, txn: Txn, commit: bool = True) -> None:
+    answer = end_txn(raw, txn, commit)
+    assert not answer.HasField("error"), answer

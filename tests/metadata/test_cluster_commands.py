@@ -157,10 +157,11 @@ def test_standalone_grows_into_a_cluster(zookeeper: ZooKeeperServer, tmp_path: P
     finally:
         standalone.stop()
 
+    # (the standalone's pulsar tenant, pulsar/system and its transaction coordinators' topic too)
     done = magnetar("copy-standalone-metadata", "--data-dir", str(tmp_path / "s" / "data"),
                     "--cluster", "c1", "--metadata-store", url)
     assert done.returncode == 0, done.stderr
-    assert "2 tenants, 2 namespaces, 1 policies, 1 permissions, 1 partitioned, 1 schemas" in done.stdout
+    assert "3 tenants, 3 namespaces, 1 policies, 1 permissions, 2 partitioned, 1 schemas" in done.stdout
 
     # the old data directory, now a broker of the cluster, and a new broker beside it
     first = BrokerProc(tmp_path / "s", url)

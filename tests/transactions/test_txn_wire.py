@@ -210,3 +210,21 @@ def test_every_command_answers_an_error_with_coordinators_off(no_txn_broker: Bro
             assert "transactionCoordinatorEnabled=false" in body.message
     finally:
         wire.close()
+
+
+def test_max_active_transactions_per_coordinator() -> None:
+    broker = BrokerProcess("magnetar", maxActiveTransactionsPerCoordinator="2")
+    wire = Wire(broker.port)
+    try:
+        first = new_txn(wire, tc=1)
+        new_txn(wire, tc=1)
+        answer = wire.call(T.NEW_TXN, "newTxn", tc_id=1, txn_ttl_seconds=60_000)
+        body = answer.newTxnResponse
+        assert body.error == pb.NotAllowedError
+        assert "maxActiveTransactionsPerCoordinator=2" in body.message
+        new_txn(wire, tc=2)  # another coordinator has room
+        assert not end(wire, first, pb.ABORT).HasField("error")
+        new_txn(wire, tc=1)  # an ended one makes room
+    finally:
+        wire.close()
+        broker.stop()

@@ -66,6 +66,8 @@ from typing import Any
 from aiohttp import web
 
 from magnetar.admin.routing import RATES, SERVICE, RouteTable
+from magnetar.admin.transaction_participants import participant_totals
+from magnetar.admin.transactions import txn_metrics
 from magnetar.broker.service import BrokerService
 from magnetar.broker.topics.stats import Rate, RateTracker, replication_stats
 from magnetar.broker.topics.topic import PersistentTopic, Topic
@@ -173,6 +175,21 @@ BROKER_GAUGES: list[BrokerGauge] = [
                 lambda s: s.disk.last.used if s.disk.last else math.nan),
     BrokerGauge("magnetar_disk_free_bytes", "bytes free on the data directory's file system",
                 lambda s: float(s.disk.last.free) if s.disk.last else math.nan),
+    # transactions, participant side (admin/transaction_participants.py), loaded topics
+    BrokerGauge("pulsar_txn_tb_active_total", "transactions open in the topics' buffers",
+                lambda s: participant_totals(s)["tb_active"]),
+    BrokerGauge("pulsar_txn_tb_committed_total", "transactions committed on the topics",
+                lambda s: participant_totals(s)["tb_committed"]),
+    BrokerGauge("pulsar_txn_tb_aborted_total", "transactions aborted on the topics",
+                lambda s: participant_totals(s)["tb_aborted"]),
+    BrokerGauge("pulsar_txn_tp_active_total", "transactions holding acks on subscriptions",
+                lambda s: participant_totals(s)["tp_active"]),
+    BrokerGauge("pulsar_txn_tp_committed_count_total",
+                "transactions whose acks were committed on subscriptions",
+                lambda s: participant_totals(s)["tp_committed"]),
+    BrokerGauge("pulsar_txn_tp_aborted_count_total",
+                "transactions whose acks were aborted on subscriptions",
+                lambda s: participant_totals(s)["tp_aborted"]),
 ]
 #: help of the last build's gauges (`BuildTimes`)
 BUILD_DOCS = (
@@ -547,6 +564,7 @@ class MetricsBuilder:
             out.extend(f'{name}_bucket{{{labels},le="{le}"}} {count}\n' for le, count in buckets)
             out.append(f"{name}_count{{{labels}}} {buckets[-1][1]}\n"
                        f"{name}_sum{{{labels}}} {_num(total)}\n")
+        out.append(txn_metrics(service))  # the transaction coordinators' (transactions.py)
         return "".join(out)
 
 

@@ -78,6 +78,9 @@ _STATUS = {
     pb.IncompatibleSchema: 409,
     pb.TopicTerminatedError: 412,
     pb.ServiceNotReady: 503,
+    pb.TransactionNotFound: 404,
+    pb.TransactionCoordinatorNotFound: 404,
+    pb.InvalidTxnStatus: 409,
 }
 _NAMESPACE_STATUS: dict[type[Exception], int] = {
     ns_errors.NotFound: 404,

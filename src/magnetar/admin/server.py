@@ -27,6 +27,8 @@ from magnetar.admin import (
     tenants,
     topic_policies,
     topics,
+    transaction_participants,
+    transactions,
 )
 from magnetar.admin.auth import security_middleware
 from magnetar.admin.guard import GUARD, ConnectionGuard, GuardedSite, body_middleware
@@ -50,7 +52,8 @@ TABLES: list[RouteTable] = [
     openapi.routes, cluster.routes, tenants.routes, namespaces.routes, namespace_limits.routes,
     topics.routes, topic_policies.routes, subscriptions.routes,
     messages.routes, schemas.routes, permissions.routes,
-    lookup.routes, metrics.routes,
+    lookup.routes, metrics.routes, transaction_participants.routes,
+    transactions.routes,
 ]
 
 

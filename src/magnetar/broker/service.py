@@ -57,7 +57,7 @@ from magnetar.broker.topics.topic import (
     Topic,
 )
 from magnetar.broker.topics.topic_schemas import TopicSchemas
-from magnetar.broker.topics.transaction_buffer import TxnChecker
+from magnetar.broker.topics.transaction_buffer import AcceptAll, TxnChecker
 from magnetar.broker.transactions.manager import TransactionCoordinators
 from magnetar.metadata import IdBlocks, KeyValueStore, MetadataStore
 from magnetar.protocol import pb
@@ -159,6 +159,9 @@ class BrokerService(AdminOperations):
             self.metadata, config.clusterName, write=self.storage.write_metadata)
         # topic compaction and the compacted views read_compacted subscriptions read
         self.compactor = Compactor(self)
+        # asks the coordinator whether a transaction is open (topics/transaction_buffer.py;
+        # the coordinator's side replaces this default, which accepts every transaction)
+        self.txn_checker: TxnChecker = AcceptAll()
         self.replication = ReplicationManager(self)  # geo-replication (replication_clusters)
         # advertisedListeners: which URL a lookup answers with, by listener name
         self.listeners = Listeners(config.advertisedListeners, config.internalListenerName)
@@ -199,10 +202,8 @@ class BrokerService(AdminOperations):
         # None for a broker alone, which serves every topic as it always did
         self.cluster: ClusterCoordinator | None = None
         self._server: asyncio.AbstractServer | None = None
-        # transaction coordinators (broker/transactions/), which also answer the topics'
-        # "is this transaction open?" (topics/transaction_buffer.py's TxnChecker)
-        self.transactions = TransactionCoordinators(self)
-        self.txn_checker: TxnChecker = self.transactions
+        self.transactions = TransactionCoordinators(self)  # coordinators (broker/transactions/)
+        self.txn_checker = self.transactions  # the participants ask the coordinators
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -213,8 +214,7 @@ class BrokerService(AdminOperations):
             await self.storage.ledger_ids_ready()  # cluster: the first block of ledger ids
         except StorageError as exc:  # asked for again when a segment needs one
             log.warning("no ledger ids from the metadata store yet: %s", exc)
-        # the coordinators' store and (alone) the pulsar/system namespace, before clients come
-        await self.transactions.start()
+        await self.transactions.start()  # (alone: pulsar/system made) before clients come
         if self.config.brokerServicePort >= 0:  # -1: TLS only (brokerServicePortTls)
             self._server = await loop.create_server(
                 lambda: ServerCnx(self),

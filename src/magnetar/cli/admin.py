@@ -16,7 +16,7 @@ from typing import Any
 
 from magnetar.broker.config.broker_client import token_from_params
 from magnetar.cli import admin_ops as ops
-from magnetar.cli import admin_policies
+from magnetar.cli import admin_policies, admin_transactions
 from magnetar.cli.admin_ops import Command
 from magnetar.cli.http import AdminClient, AdminError
 from magnetar.cli.output import add_late_options, emit
@@ -33,6 +33,7 @@ GROUPS = {
     "schemas": "read, upload, delete and check topic schemas",
     "brokers": "a cluster's brokers, its leader, a broker's health and configuration",
     "broker-stats": "show a broker's load report",
+    "transactions": "transaction coordinators, transactions, buffers and pending acks",
 }
 
 EXAMPLES = {
@@ -62,6 +63,7 @@ EXAMPLES = {
                "  magnetar admin brokers get-runtime-config\n"
                "  magnetar admin brokers leader-broker",
     "broker-stats": "magnetar admin broker-stats load-report --output json",
+    "transactions": admin_transactions.EXAMPLE,
 }
 
 
@@ -147,6 +149,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
         g[name] = p.add_subparsers(dest="admin_command", metavar="COMMAND")
         g[name].required = True
     admin_policies.add_commands(g, _cmd)  # rate limits and other multi-tenant policies
+    admin_transactions.add_commands(g, _cmd)  # transactions (admin_transactions.py)
 
     t = g["tenants"]
     _cmd(t, "list", ops.tenants_list, "list the tenants", "magnetar admin tenants list")

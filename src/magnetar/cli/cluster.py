@@ -41,6 +41,11 @@ Example:
     init.add_argument("--web-service-url-tls", default="", help="its HTTPS URL")
     init.add_argument("--broker-service-url", default="", help="its pulsar:// URL")
     init.add_argument("--broker-service-url-tls", default="", help="its pulsar+ssl:// URL")
+    init.add_argument("--initial-num-transaction-coordinators", type=int, default=16,
+                      dest="transaction_coordinators",
+                      help="partitions of persistent://pulsar/system/"
+                           "transaction_coordinator_assign, one coordinator each (default 16; "
+                           "0: none)")
 
     copy = sub.add_parser(
         "copy-standalone-metadata",
@@ -128,7 +133,8 @@ async def _run(args: argparse.Namespace) -> int:
                 config_store, args.cluster, web_service_url=args.web_service_url,
                 web_service_url_tls=args.web_service_url_tls,
                 broker_service_url=args.broker_service_url,
-                broker_service_url_tls=args.broker_service_url_tls)
+                broker_service_url_tls=args.broker_service_url_tls,
+                transaction_coordinators=args.transaction_coordinators)
             cluster_path = f"/admin/clusters/{args.cluster}"
             if created:
                 print(f"cluster {args.cluster}: created {', '.join(created)}")

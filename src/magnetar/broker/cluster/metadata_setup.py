@@ -23,6 +23,7 @@ from magnetar.broker.cluster.key_paths import (
     encode,
     is_cluster_key,
     new_namespace_node,
+    node_path,
 )
 from magnetar.broker.cluster.key_store import ClusterKeyValueStore
 from magnetar.broker.config.broker_config import BrokerConfig
@@ -41,6 +42,8 @@ log = logging.getLogger(__name__)
 
 DEFAULT_TENANT = "public"
 DEFAULT_NAMESPACE = "public/default"
+#: the transaction coordinators' assign topic (broker/transactions/manager.py)
+TXN_ASSIGN_TOPIC = "persistent://pulsar/system/transaction_coordinator_assign"
 
 
 @dataclass
@@ -182,10 +185,12 @@ async def _create(store: MetadataStore, path: str, value: dict[str, Any]) -> boo
 async def initialize_cluster_metadata(
     config_store: MetadataStore, cluster: str, *, web_service_url: str = "",
     web_service_url_tls: str = "", broker_service_url: str = "",
-    broker_service_url_tls: str = "",
+    broker_service_url_tls: str = "", transaction_coordinators: int = 16,
 ) -> list[str]:
     """Create the cluster, the tenant ``public`` and the namespace ``public/default``, as
-    Pulsar's ``initialize-cluster-metadata`` does; what exists already is left as it is.
+    Pulsar's ``initialize-cluster-metadata`` does, and (``transaction_coordinators`` > 0)
+    the tenant ``pulsar``, the namespace ``pulsar/system`` and the transaction coordinators'
+    assign topic with that many partitions; what exists already is left as it is.
     Returns the paths created."""
     created = []
     items = [
@@ -195,6 +200,13 @@ async def initialize_cluster_metadata(
          {"adminRoles": [], "allowedClusters": [cluster]}),
         (f"{POLICIES_ROOT}/{DEFAULT_NAMESPACE}", new_namespace_node(cluster)),
     ]
+    if transaction_coordinators > 0:
+        items += [
+            (f"{POLICIES_ROOT}/pulsar", {"adminRoles": [], "allowedClusters": [cluster]}),
+            (f"{POLICIES_ROOT}/pulsar/system", new_namespace_node(cluster)),
+            (node_path(f"partitioned/{TXN_ASSIGN_TOPIC}", cluster),
+             {"partitions": transaction_coordinators}),
+        ]
     for path, value in items:
         if await _create(config_store, path, value):
             created.append(path)

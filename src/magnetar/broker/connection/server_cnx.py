@@ -45,7 +45,7 @@ T = pb.BaseCommand
 
 
 class ServerCnx(ConnectCommands, LookupCommands, ProducerCommands, ConsumerCommands,
-                TxnParticipantCommands, TransactionCommands):
+                TransactionCommands, TxnParticipantCommands):
     """Serves one client connection; owns its producers and consumers by client-given id."""
 
     def __init__(self, service: BrokerService) -> None:

@@ -15,6 +15,7 @@ from typing import Any
 
 from magnetar.broker.connection.base import CnxBase
 from magnetar.broker.errors import BrokerError
+from magnetar.broker.security.authorization import CONSUME, PRODUCE
 from magnetar.broker.topic_name import TopicName
 from magnetar.protocol import pb
 from magnetar.protocol.frames import Frame
@@ -62,7 +63,7 @@ class TransactionCommands(CnxBase):
         async def work() -> None:
             partitions = [_topic(p) for p in req.partitions]
             for name in partitions:
-                self.authorize(name, "produce")
+                self.authorize(name, PRODUCE)
             coordinator = await self.service.transactions.get(req.txnid_most_bits)
             await coordinator.add_partitions(req.txnid_least_bits, partitions)
             self.send(T(type=T.ADD_PARTITION_TO_TXN_RESPONSE,
@@ -81,7 +82,7 @@ class TransactionCommands(CnxBase):
                 name = _topic(sub.topic)
                 if not sub.subscription:
                     raise BrokerError(pb.NotAllowedError, f"empty subscription name for {name}")
-                self.authorize(name, "consume")
+                self.authorize(name, CONSUME)
                 subs.append((name, sub.subscription))
             coordinator = await self.service.transactions.get(req.txnid_most_bits)
             await coordinator.add_subscriptions(req.txnid_least_bits, subs)

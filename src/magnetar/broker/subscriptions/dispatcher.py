@@ -29,7 +29,7 @@ from magnetar.broker.subscriptions.limits import SubscriptionLimits
 from magnetar.storage import CorruptEntryError
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
 
     from magnetar.broker.subscriptions.consumer import Consumer
     from magnetar.broker.subscriptions.subscription import PersistentSubscription
@@ -252,6 +252,13 @@ class Dispatcher:
         last = self.readable_last()
         return last is not None and self.read_position <= last
 
+    def skipped(self) -> Callable[[Position], bool]:
+        """Whether an entry is not to be sent: acknowledged, or held by a transaction's
+        ack (`PendingAcks`)."""
+        acks = self.sub.pending_acks
+        is_deleted = self.cursor.is_deleted
+        return is_deleted if acks is None else acks.skip_filter(is_deleted)
+
     def readable_last(self) -> Position | None:
         """The last entry this dispatcher may read: the source's last, cut before the
         oldest open transaction of the topic (`TxnView.max_read`)."""
@@ -283,7 +290,7 @@ class Dispatcher:
         out: list[Entry] = []
         budget = self.config.dispatcherMaxReadSizeBytes
         cached = self.ledger.cached_entry
-        is_deleted = self.cursor.is_deleted
+        is_deleted = self.skipped()
         for p in list(replay.islice(0, max_entries)):
             if is_deleted(p):
                 replay.discard(p)
@@ -374,13 +381,17 @@ class Dispatcher:
                 self._start_cold_read(max_entries)
                 return []
         if entries and entries[-1][0] > last:  # past an open transaction: read it later
+            first = entries[0][0]
             entries = [e for e in entries if e[0] <= last]
+            if not entries:  # nothing stored between here and there (a new ledger)
+                self.read_position = first  # (now past `last`: no more until it moves)
+                return []
         if not entries:
             return []
         self._retry_delay = 0.0  # whatever was unreadable before, reading goes on
         tail = entries[-1][0]
         self.read_position = type(tail)(tail[0], tail[1] + 1)
-        is_deleted = self.cursor.is_deleted
+        is_deleted = self.skipped()
         return [e for e in entries if not is_deleted(e[0])]
 
     def _start_cold_read(self, max_entries: int) -> None:

@@ -24,6 +24,7 @@ from magnetar.broker.subscriptions.dispatcher_key_shared import KeySharedDispatc
 from magnetar.broker.subscriptions.dispatcher_shared import SharedDispatcher
 from magnetar.broker.subscriptions.dispatcher_single_active import SingleActiveDispatcher
 from magnetar.broker.subscriptions.limits import LimitedSubscription, TopicLimitsView
+from magnetar.broker.subscriptions.pending_acks import PendingAcks, acknowledge_in_txn
 from magnetar.broker.subscriptions.replicated import ReplicatedSubscription
 from magnetar.broker.subscriptions.snapshot_cache import SnapshotListener
 from magnetar.broker.subscriptions.txn_view import last_shown, readable
@@ -130,6 +131,8 @@ class PersistentSubscription(LimitedSubscription, ReplicatedSubscription):
         self.init_replicated()  # replicated.py: markers, snapshots
         # when a consumer last came or went (or it was loaded): monotonic (expiry)
         self.last_active = time.monotonic()
+        # acks held in transactions (pending_acks.py; None: it never had one)
+        self.pending_acks: PendingAcks | None = PendingAcks.restore(self) if durable else None
 
     # -- consumers ---------------------------------------------------------------------
 
@@ -221,11 +224,13 @@ class PersistentSubscription(LimitedSubscription, ReplicatedSubscription):
                 f"cumulative acknowledgement is not allowed on a "
                 f"{SubType.SubType.Name(consumer.sub_type)} subscription",
             )
+        if ack.HasField("txnid_most_bits") or ack.HasField("txnid_least_bits"):
+            return acknowledge_in_txn(self, consumer, ack)  # applied at commit
         waiting = consumer.acks_waiting
         if waiting is not None:
             waiting.append(ack)
             return True
-        targets, unread = self._ack_targets(consumer, ack, None)
+        targets, unread = self.ack_targets(consumer, ack, None)
         if unread:
             self._read_counts(consumer, unread, {})
             consumer.acks_waiting = deque([ack])
@@ -235,7 +240,7 @@ class PersistentSubscription(LimitedSubscription, ReplicatedSubscription):
 
     def _apply_ack(self, consumer: Consumer, ack: pb.CommandAck,
                    targets: list[tuple[Position, list[int]]]) -> None:
-        """Move the cursor as ``ack`` says (``targets``: see `_ack_targets`)."""
+        """Move the cursor as ``ack`` says (``targets``: see `ack_targets`)."""
         cursor = self.cursor
         before = cursor.mark_delete_position
         if ack.ack_type == pb.CommandAck.Cumulative:
@@ -264,12 +269,16 @@ class PersistentSubscription(LimitedSubscription, ReplicatedSubscription):
                         for other in self.consumers:
                             if other.pending.pop(p, None) is not None:
                                 break
+        self.acks_applied(before)
+
+    def acks_applied(self, before: Position) -> None:
+        """Acknowledgements moved the cursor (from mark-delete position ``before``)."""
         if self.blocked_on_unacked:
             self.unblock_if_drained()
         self.mark_delete_moved(before)
         self.check_end_of_topic()
 
-    def _ack_targets(
+    def ack_targets(
         self, consumer: Consumer, ack: pb.CommandAck, counts: dict[Position, int | Exception] | None
     ) -> tuple[list[tuple[Position, list[int]]], list[Position]]:
         """The position of each message id of ``ack`` with its batch-index ack set cut to
@@ -290,15 +299,15 @@ class PersistentSubscription(LimitedSubscription, ReplicatedSubscription):
                 continue
             count = pending.get(position)
             if count is None:
-                count = self._stored_count(position, counts)
+                count = self.stored_count(position, counts)
                 if count is None:
                     unread.append(position)
                     continue
             targets.append((position, list(ack_set[: (count + 63) // 64])))
         return targets, unread
 
-    def _stored_count(self, position: Position,
-                      counts: dict[Position, int | Exception] | None) -> int | None:
+    def stored_count(self, position: Position,
+                     counts: dict[Position, int | Exception] | None = None) -> int | None:
         """The message count of the stored entry at ``position`` without touching the disk
         (0: there is no such entry; None: it must be read)."""
         ledger = self.topic.ledger
@@ -348,7 +357,7 @@ class PersistentSubscription(LimitedSubscription, ReplicatedSubscription):
             ack = waiting[0]
             error: BrokerError | None = None
             try:
-                targets, unread = self._ack_targets(consumer, ack, counts)
+                targets, unread = self.ack_targets(consumer, ack, counts)
                 if unread:
                     self._read_counts(consumer, unread, counts)
                     return

@@ -7,9 +7,9 @@ client's TcClientConnect after its lookup) and by a periodic round that also dro
 whose bundle moved away, so a coordinator moves with its bundle and its open transactions
 keep their timeouts. The records live in the cluster's metadata store (ZooKeeper), or, for
 a broker alone, in ``transactions.db`` (SQLite, the same store contract) in its data
-directory. A broker alone with ``transactionCoordinatorEnabled`` creates the ``pulsar``
-tenant, the ``pulsar/system`` namespace and the assign topic (`STANDALONE_COORDINATORS`
-partitions) at start, as Pulsar's standalone does.
+directory. A broker with ``transactionCoordinatorEnabled`` creates the ``pulsar`` tenant,
+the ``pulsar/system`` namespace and the assign topic (`STANDALONE_COORDINATORS` partitions)
+at start when they are missing, as Pulsar's standalone does.
 """
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ class TransactionCoordinators:
             self._own_store = store = LocalMetadataStore(
                 os.path.join(self.service.config.magnetarDataDir, "transactions.db"))
             await store.start()
-            await self._create_assign_topic()
+        await self._create_assign_topic()
         self.records = TxnRecords(store)
         self._round = asyncio.get_running_loop().create_task(self._rounds())
 
@@ -93,7 +93,10 @@ class TransactionCoordinators:
             await self._own_store.close()
 
     async def _create_assign_topic(self) -> None:
-        """The ``pulsar/system`` namespace and the assign topic (a broker alone)."""
+        """The ``pulsar/system`` namespace and the assign topic when they are missing (a
+        broker alone, or a cluster's broker started as a standalone on a metadata store,
+        as Pulsar's standalone makes them; ``initialize-cluster-metadata`` makes them for
+        a cluster)."""
         from magnetar.broker.namespaces.registry import NamespaceError
 
         namespaces = self.service.namespaces
@@ -105,7 +108,7 @@ class TransactionCoordinators:
                 continue  # there already
             if write is not None:
                 await write
-        if self.service.metadata.get(f"partitioned/{ASSIGN_TOPIC}") is None:
+        if await self.service.metadata.read_through(f"partitioned/{ASSIGN_TOPIC}") is None:
             await self.service.create_partitioned_topic_async(ASSIGN_TOPIC, STANDALONE_COORDINATORS)
 
     # ------------------------------------------------------------------ serving
@@ -170,24 +173,24 @@ class TransactionCoordinators:
 
     async def _rounds(self) -> None:
         """Periodically: drop coordinators whose bundle moved, load those now served here
-        (a bundle taken over after a broker was lost), forget long-ended transactions."""
+        (at start, and a bundle taken over after a broker was lost), forget long-ended
+        transactions."""
         while True:
-            await asyncio.sleep(ROUND_S)
             try:
                 await self.round()
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
                 log.warning("transaction coordinators' round failed: %s", exc)
+            await asyncio.sleep(ROUND_S)
 
     async def round(self) -> None:
         for tc in list(self.coordinators):
             if not self.served_here(tc):
                 self._drop(tc)
-        if self.service.cluster is not None:
-            for tc in range(await self.count()):
-                if tc not in self.coordinators and self.served_here(tc):
-                    await self.get(tc)
+        for tc in range(await self.count()):  # recovered: their timeouts and ends resume
+            if tc not in self.coordinators and self.served_here(tc):
+                await self.get(tc)
         cutoff = now_ms() - int(ENDED_RETENTION_S * 1000)
         for coordinator in self.coordinators.values():
             coordinator.purge(cutoff)
