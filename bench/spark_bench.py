@@ -239,6 +239,8 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--rate", type=int, default=1000, help="streaming publish rate, msg/s")
     ap.add_argument("--stream-seconds", type=float, default=20)
+    ap.add_argument("--only", default="reads,writes,latency,eo-latency",
+                    help="comma-separated parts to run")
     args = ap.parse_args()
     os.environ["PYSPARK_PYTHON"] = sys.executable
     print(machine())
@@ -281,9 +283,12 @@ def run(url: str, args: argparse.Namespace, tmp: Path, broker_pid: int) -> None:
             assert got == 100 * n, got
         return go
 
+    parts = set(args.only.split(","))
     reads = [(Measured("naive official-Reader source, 2 columns", n), count("naive_pulsar")),
              (Measured(f"pulsar source, .schema({TWO!r})", n), count("pulsar", TWO)),
              (Measured("pulsar source, all 9 default columns", n), count("pulsar"))]
+    if "reads" not in parts:
+        reads = []
     for _, fn in reads:  # warm-up: Python workers started, classes loaded
         fn()
     print("batch read:")
@@ -306,9 +311,18 @@ def run(url: str, args: argparse.Namespace, tmp: Path, broker_pid: int) -> None:
         written.append(f"persistent://public/default/bench-naive-write-{next(topics)}")
         df.foreachPartition(naive_writer(url, written[-1]))
 
+    def eo_sink() -> None:
+        written.append(f"persistent://public/default/bench-eo-write-{next(topics)}")
+        df.write.format("pulsar").option("service.url", url).option("topic", written[-1]) \
+            .option("deliveryGuarantee", "exactly-once").mode("append").save()
+
     writes = [(Measured("naive foreachPartition writer, official producer batching", n),
                naive_sink),
-              (Measured('df.write.format("pulsar")', n), sink)]
+              (Measured('df.write.format("pulsar")', n), sink),
+              (Measured('df.write.format("pulsar"), deliveryGuarantee=exactly-once', n),
+               eo_sink)]
+    if "writes" not in parts:
+        writes = []
     print("batch write (each round to new 4-partition topics):")
     for _, fn in writes:  # warm-up
         fn()
@@ -321,19 +335,91 @@ def run(url: str, args: argparse.Namespace, tmp: Path, broker_pid: int) -> None:
         assert got == n, (t, got)
     print(f"  checked: each of the {len(written)} written topics holds {n:,} rows")
 
-    latency = streaming_latency(spark, url, tmp, args.rate, args.stream_seconds, broker_pid)
+    latency = streaming_latency(spark, url, tmp, args.rate, args.stream_seconds, broker_pid) \
+        if "latency" in parts else ""
+    sink_latency = [sink_to_topic_latency(spark, url, tmp, args.rate, args.stream_seconds, g)
+                    for g in ("at-least-once", "exactly-once")] if "eo-latency" in parts \
+        else []
     spark.stop()
 
     print("\n| figure | rows/s | vs naive | CPU s per M rows (broker / JVM / Python workers) |")
     print("|---|---|---|---|")
     for group in (reads, writes):
+        if not group:
+            continue
         naive = group[0][0].best
         for m, _ in group:
             c = m.best_cpu()
             print(f"| {m.label} | {m.best:,.0f} | {m.best / naive:.2f} | "
                   f"{sum(c.values()):.1f} ({c['broker']:.1f} / {c['jvm']:.1f} / "
                   f"{c['python workers']:.1f}) |")
+    if len(writes) == 3:
+        print(f"exactly-once / at-least-once write throughput: "
+              f"{writes[2][0].best / writes[1][0].best:.2f}x")
     print(latency)
+    for line in sink_latency:
+        print(line)
+
+
+def sink_to_topic_latency(spark: SparkSession, url: str, tmp: Path, rate: int,
+                          seconds: float, guarantee: str) -> str:
+    """Publish at ``rate`` msg/s to a topic that a ``processingTime="0 seconds"`` query
+    copies to another topic through the ``pulsar`` sink (each row's value: its original
+    publish time); a consumer of the other topic notes when each row arrives (with
+    exactly-once, when the micro-batch's transactions commit). Latency: arrival minus
+    original publish time, p50/p99, over the rows of the window after the first 2 s."""
+    src = f"persistent://public/default/bench-sink-lat-src-{guarantee}"
+    dst = f"persistent://public/default/bench-sink-lat-dst-{guarantee}"
+    client = pulsar.Client(url, logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error))
+    prod = client.create_producer(src, batching_enabled=True, batching_max_publish_delay_ms=1)
+    prod.send(b"warm")
+    arrivals: list[tuple[float, int]] = []
+
+    def arrived(consumer, msg) -> None:  # type: ignore[no-untyped-def]
+        arrivals.append((time.time() * 1000, int(msg.data())))
+        consumer.acknowledge(msg)
+
+    client.subscribe(dst, "lat", message_listener=arrived)
+    stop = threading.Event()
+
+    def publish() -> None:
+        interval = 1 / rate
+        next_at = time.monotonic()
+        while not stop.is_set():
+            prod.send_async(b"y" * 100, None)
+            next_at += interval
+            delay = next_at - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)  # a steady publishing rate, not synchronisation
+
+    q = (spark.readStream.format("pulsar").option("service.url", url)
+         .option("topic", src).option("startingOffsets", "latest").load()
+         .selectExpr("CAST(unix_millis(__publishTime) AS STRING) AS value")
+         .writeStream.format("pulsar").option("service.url", url).option("topic", dst)
+         .option("deliveryGuarantee", guarantee)
+         .option("checkpointLocation", str(tmp / f"sink-lat-{guarantee}"))
+         .trigger(processingTime="0 seconds").start())
+    publisher = threading.Thread(target=publish, daemon=True)
+    started = time.time() * 1000
+    publisher.start()
+    time.sleep(seconds)  # the measuring window
+    stop.set()
+    publisher.join()
+    prod.flush()
+    q.processAllAvailable()
+    progress = [p for p in q.recentProgress if p["numInputRows"]]
+    q.stop()
+    time.sleep(2)  # the last arrivals (a bench, not a test)
+    client.close()
+    lats = sorted(at - pub for at, pub in arrivals if pub > started + 2000)
+    if not lats:
+        return f"sink latency ({guarantee}): no rows arrived"
+    commits = sorted(p["durationMs"].get("addBatch", 0) for p in progress)
+    return (f"stream to topic at {rate} msg/s, {guarantee}: publish to readable in the "
+            f"sink topic p50 {statistics.median(lats):.0f} ms, p99 "
+            f"{lats[min(len(lats) - 1, int(len(lats) * 0.99))]:.0f} ms ({len(lats):,} rows, "
+            f"{len(progress)} micro-batches; median addBatch {statistics.median(commits):.0f}"
+            " ms, which includes the sink's commit)")
 
 
 def _ms(iso: str) -> float:

@@ -126,15 +126,16 @@ class Producer:
                  sequence_id, deliver_at)
         return fut
 
-    async def send_batch_async(self, records: bytes, count: int,
-                               first_sequence_id: int) -> asyncio.Future[MessageId]:
+    async def send_batch_async(self, records: bytes, count: int, first_sequence_id: int,
+                               txn: Transaction | None = None) -> asyncio.Future[MessageId]:
         """Queue ``count`` messages already laid out as a batch payload (``records``: per
         message a 4-byte big-endian size, its ``SingleMessageMetadata`` and its bytes, as
         ``protocol.encode_batch`` writes them) as one batch entry, with sequence ids
         ``first_sequence_id`` onwards; returns a future for the id of its first message.
         For a producer on one topic or partition (not a partitioned topic); the records
         go out as they are (no schema encoding), compressed as the producer is configured.
-        Awaiting it waits for room in the pending queue like ``send_async``."""
+        Awaiting it waits for room in the pending queue like ``send_async``. With ``txn``
+        the whole entry is in that transaction (the Spark sink's exactly-once path)."""
         part = self._single
         if part is None:
             raise ValueError("send_batch_async needs a producer on one topic or partition")
@@ -147,6 +148,11 @@ class Producer:
                 raise ProducerQueueIsFull(f"{part.pending} messages pending on {part.topic}")
             await part.wait_space()
         fut: asyncio.Future[MessageId] = self._new_future()
+        if txn is not None:  # the partition joins the transaction before the first send
+            await txn._add_partition(part.topic)
+            txn._track(fut)
+            part.add_batch(records, count, first_sequence_id, fut, txn.id)
+            return fut
         part.add_batch(records, count, first_sequence_id, fut)
         return fut
 

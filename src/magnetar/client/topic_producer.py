@@ -393,11 +393,12 @@ class TopicProducer:
             self._flush_batch()
 
     def add_batch(self, records: bytes, n: int, first_seq: int,
-                  fut: asyncio.Future[Any]) -> None:
+                  fut: asyncio.Future[Any], txn: tuple[int, int] | None = None) -> None:
         """Queue ``n`` messages already laid out as a batch payload (``records``: size,
         ``SingleMessageMetadata`` and value per message), as one batch entry with sequence
-        ids ``first_seq`` to ``first_seq + n - 1``; ``fut`` gets the id of its first
-        message. The open batch goes out first, so sends stay in order."""
+        ids ``first_seq`` to ``first_seq + n - 1`` (in transaction ``txn`` when given);
+        ``fut`` gets the id of its first message. The open batch goes out first, so sends
+        stay in order."""
         if self._batch:
             self._flush_batch()
         limit = self._cnx.max_message_size if self._cnx else self._client._max_message_size
@@ -407,7 +408,7 @@ class TopicProducer:
             return
         self._take_sequence_id(first_seq + n - 1)
         self.pending += n
-        self._send_batch(records, [fut], first_seq, n, None)
+        self._send_batch(records, [fut], first_seq, n, None, txn)
 
     def _flush_batch(self) -> None:
         if self._batch_timer is not None:
@@ -418,7 +419,8 @@ class TopicProducer:
         self._send_batch(payload, futures, first, len(futures), keys)
 
     def _send_batch(self, payload: bytes, futures: list[asyncio.Future[Any]], first: int,
-                    n: int, keys: tuple[str | None, bytes | None] | None) -> None:
+                    n: int, keys: tuple[str | None, bytes | None] | None,
+                    txn: tuple[int, int] | None = None) -> None:
         last = first + n - 1
         meta = self._metadata(first)
         meta.num_messages_in_batch = n
@@ -429,11 +431,15 @@ class TopicProducer:
                 meta.ordering_key = keys[1]
         if n > 1:
             meta.highest_sequence_id = last
+        if txn is not None:
+            meta.txnid_most_bits, meta.txnid_least_bits = txn
         body = self._compress(meta, payload)
         cmd = command(T.SEND, producer_id=self.producer_id, sequence_id=first,
                       num_messages=n)
         if n > 1:
             cmd.send.highest_sequence_id = last
+        if txn is not None:
+            cmd.send.txnid_most_bits, cmd.send.txnid_least_bits = txn
         frame = encode_payload_command(cmd, build_payload_part(meta, body))
         self._push(_Op(first, frame, futures, n, batch=True))
 

@@ -100,11 +100,24 @@ class SourceOptions:
         )
 
 
+EXACTLY_ONCE = "exactly-once"
+AT_LEAST_ONCE = "at-least-once"
+GUARANTEES = (AT_LEAST_ONCE, EXACTLY_ONCE)
+DEFAULT_TXN_TIMEOUT_MS = 3_600_000  # one hour: longer than any write task we expect
+
+
 @dataclass(frozen=True)
 class SinkOptions:
     client: ClientSettings
     topic: str | None = None
     producer_kwargs: dict[str, Any] = field(default_factory=dict)
+    guarantee: str = AT_LEAST_ONCE
+    txn_timeout_ms: int = DEFAULT_TXN_TIMEOUT_MS
+    log_topic: str | None = None  # exactly-once: the commit log's topic (prefix)
+
+    @property
+    def exactly_once(self) -> bool:
+        return self.guarantee == EXACTLY_ONCE
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> SinkOptions:
@@ -116,8 +129,24 @@ class SinkOptions:
                     f"'{bad}' is for reading; a write takes 'topic', or a '__topic' column "
                     "to route each row")
         topic = opts.get("topic") or None
+        guarantee = opts.get("deliveryguarantee", AT_LEAST_ONCE).strip().lower()
+        if guarantee not in GUARANTEES:
+            raise PulsarOptionError(
+                f"unknown 'deliveryGuarantee' {opts['deliveryguarantee']!r}; accepted: "
+                + ", ".join(repr(g) for g in GUARANTEES))
+        timeout = _int(opts, "transactiontimeoutms", "transactionTimeoutMs", minimum=1000)
+        log_topic = opts.get("transactionlogtopic") or None
+        if guarantee != EXACTLY_ONCE:
+            for key, label in (("transactiontimeoutms", "transactionTimeoutMs"),
+                               ("transactionlogtopic", "transactionLogTopic")):
+                if key in opts:
+                    raise PulsarOptionError(f"'{label}' applies to "
+                                            "deliveryGuarantee=exactly-once only")
         return cls(client=client, topic=topic,
-                   producer_kwargs=passthrough(opts, "pulsar.producer.", _producer_signature()))
+                   producer_kwargs=passthrough(opts, "pulsar.producer.", _producer_signature()),
+                   guarantee=guarantee,
+                   txn_timeout_ms=timeout if timeout is not None else DEFAULT_TXN_TIMEOUT_MS,
+                   log_topic=log_topic)
 
 
 def parse_subject(opts: dict[str, str]) -> tuple[tuple[str, ...], str | None]:

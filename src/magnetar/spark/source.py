@@ -104,11 +104,22 @@ class PulsarDataSource(DataSource):
         if overwrite:
             raise PulsarOptionError("the pulsar sink only appends: use mode('append') "
                                     "(a topic cannot be overwritten)")
-        return PulsarBatchWriter(SinkOptions.parse(self.options), schema)
+        return PulsarBatchWriter(_sink_options(self.options), schema)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         from magnetar.spark.writer import PulsarStreamWriter
 
         if overwrite:
             raise PulsarOptionError("the pulsar sink supports outputMode('append') only")
-        return PulsarStreamWriter(SinkOptions.parse(self.options), schema)
+        return PulsarStreamWriter(_sink_options(self.options), schema)
+
+
+def _sink_options(options: Any) -> SinkOptions:
+    """The sink's options; exactly-once is checked against the broker now, at the start
+    of the job, on the driver (a broker without transaction coordinators fails here)."""
+    opts = SinkOptions.parse(options)
+    if opts.exactly_once:
+        from magnetar.spark.txns import check_coordinators
+
+        check_coordinators(opts)
+    return opts

@@ -18,12 +18,19 @@ job). Batches are cut only by count and size, never by time, and go to a partiti
 depends only on the rows, so a retried task sends the same batches with the same sequence
 ids to the same partitions, and a broker with ``brokerDeduplicationEnabled`` drops the
 ones it already stored. See the README's "Exactly once" for the conditions.
+
+With ``deliveryGuarantee=exactly-once`` each task attempt instead opens a transaction,
+sends every row in it (producers named uniquely per attempt, so deduplication never drops
+a retry's rows because a failed attempt's aborted ones were stored), aborts it if the
+task fails, and returns its id; the driver's ``commit`` commits the ids of the attempts
+Spark kept and ``abort`` aborts them (``txns``); a stream goes through ``commit_log``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -43,6 +50,7 @@ from pyspark.sql.types import BinaryType, StringType, StructType
 from magnetar.client.batching import plain_header
 from magnetar.client.enums import HashingScheme
 from magnetar.client.routing import key_hash
+from magnetar.spark import txns
 from magnetar.spark.options import PulsarOptionError, SinkOptions
 from magnetar.spark.session import Session
 
@@ -55,6 +63,13 @@ WRITABLE = {"value", "__key", "__messageProperties", "__eventTime", "__topic"}
 class WriteResult(WriterCommitMessage):
     partition: int
     rows: int
+    txn: tuple[int, int] | None = None  # exactly-once: the attempt's transaction
+    started_ms: int | None = None  # when it was opened (for the timeout's error)
+    query: str | None = None  # a stream's query id (its commit log's name)
+
+
+def kept_txns(messages: list[WriterCommitMessage | None]) -> list[WriteResult]:
+    return [m for m in messages if isinstance(m, WriteResult) and m.txn is not None]
 
 
 def check_sink_schema(schema: StructType, opts: SinkOptions) -> None:
@@ -83,10 +98,16 @@ def _task() -> tuple[int, Any]:
 
 
 def write_task(opts: SinkOptions, prefix: str, base: int,
-               batches: Iterator[Any]) -> WriteResult:
-    """Publish every row of ``batches``; returns once every receipt has arrived."""
+               batches: Iterator[Any], stream: tuple[str, int] | None = None,
+               write_id: str | None = None) -> WriteResult:
+    """Publish every row of ``batches``; returns once every receipt has arrived.
+    Exactly-once: in a transaction of this attempt's own, recorded in the commit log
+    (``stream``: the query id and batch id; else the batch job's ``write_id``), aborted
+    if anything fails."""
     partition, _ = _task()
     name = f"{prefix}-{partition}"
+    if opts.exactly_once:
+        return _write_in_txn(opts, name, base, batches, stream, write_id)
     session = Session(opts.client)
     try:
         rows = session.run(_publish(session, opts, name, base, batches))
@@ -95,6 +116,44 @@ def write_task(opts: SinkOptions, prefix: str, base: int,
         raise
     session.close()
     return WriteResult(partition, rows)
+
+
+def _write_in_txn(opts: SinkOptions, name: str, base: int, batches: Iterator[Any],
+                  stream: tuple[str, int] | None, write_id: str | None) -> WriteResult:
+    from magnetar.spark.commit_log import record_attempt, record_job_attempt
+
+    partition, _ = _task()
+    session = Session(txns.transactional(opts.client))
+    txn: Any = None
+    started = int(time.time() * 1000)
+    try:
+        client: Any = session.client
+        txn = session.run(client.new_transaction(timeout_ms=opts.txn_timeout_ms))
+        tid = (int(txn.id[0]), int(txn.id[1]))
+        if stream is not None:
+            session.run(record_attempt(client, opts, stream[0], stream[1], tid))
+        elif write_id is not None:
+            session.run(record_job_attempt(client, opts, write_id, tid))
+        # a name of this attempt's own: never deduplicated against an aborted attempt
+        unique = f"{name}-{uuid.uuid4().hex[:8]}"
+        rows = session.run(_publish(session, opts, unique, base, batches, txn))
+        if time.time() * 1000 - started > opts.txn_timeout_ms:
+            raise txns.TransactionEndedError(txns.expired_message(
+                tid, opts, started, "timed out before its task finished"))
+    except BaseException as exc:
+        if txn is not None:
+            try:
+                session.run(txn.abort(), timeout=30)
+            except BaseException as abort_exc:
+                log.info("abort of a failed write task's transaction: %s", abort_exc)
+        session.abandon()
+        if txn is not None and txns.named(exc, "InvalidTxnStatus", "TransactionNotFound"):
+            tid = (int(txn.id[0]), int(txn.id[1]))
+            raise txns.TransactionEndedError(txns.expired_message(
+                tid, opts, started, f"ended while its task was writing ({exc})")) from exc
+        raise
+    session.close()
+    return WriteResult(partition, rows, tid, started, stream[0] if stream else None)
 
 
 _CONF: dict[str, Any] = {
@@ -184,8 +243,9 @@ def _plain(batch: pa.RecordBatch) -> bool:
 
 
 async def _publish(session: Session, opts: SinkOptions, name: str, base: int,
-                   batches: Iterator[Any]) -> int:
+                   batches: Iterator[Any], txn: Any = None) -> int:
     targets = _Targets(session, opts, name)
+    in_txn: dict[str, Any] = {} if txn is None else {"txn": txn}
     partition, _ = _task()
     futures: list[asyncio.Future[Any]] = []
     row = 0
@@ -206,10 +266,11 @@ async def _publish(session: Session, opts: SinkOptions, name: str, base: int,
                     p = parts[(partition + sent) % len(parts)]
                     sent += 1
                     records = bytes(data[ends[a]:ends[b]])  # offsets into the buffer
-                    futures.append(await p.send_batch_async(records, b - a, base + row + a))
+                    futures.append(await p.send_batch_async(records, b - a, base + row + a,
+                                                            **in_txn))
                 row += batch.num_rows
             else:
-                row = await _publish_rows(targets, opts, base, row, batch, futures)
+                row = await _publish_rows(targets, opts, base, row, batch, futures, in_txn)
             if len(futures) >= 1000:
                 await asyncio.gather(*futures)
                 futures.clear()
@@ -223,7 +284,8 @@ async def _publish(session: Session, opts: SinkOptions, name: str, base: int,
 
 
 async def _publish_rows(targets: _Targets, opts: SinkOptions, base: int, row: int,
-                        batch: pa.RecordBatch, futures: list[asyncio.Future[Any]]) -> int:
+                        batch: pa.RecordBatch, futures: list[asyncio.Future[Any]],
+                        in_txn: dict[str, Any]) -> int:
     """Rows with their own key, properties, event time or topic, one by one: a keyed row
     goes to the partition of its key's hash, the others to a partition that changes every
     ``batching_max_messages`` rows (a function of the row, for retries)."""
@@ -250,7 +312,7 @@ async def _publish_rows(targets: _Targets, opts: SinkOptions, base: int, row: in
             value = b""
         elif isinstance(value, str):
             value = value.encode()
-        kwargs: dict[str, Any] = {"sequence_id": base + row}
+        kwargs: dict[str, Any] = {"sequence_id": base + row, **in_txn}
         if key is not None:
             kwargs["partition_key"] = key
         if props is not None and props[i]:
@@ -269,23 +331,59 @@ async def _publish_rows(targets: _Targets, opts: SinkOptions, base: int, row: in
     return row
 
 
+def _end(opts: SinkOptions, messages: list[WriterCommitMessage | None], commit: bool,
+         write_id: str | None = None, since: tuple[int, int] | None = None) -> None:
+    """The driver's commit (or abort) of the kept attempts' transactions; with a
+    ``write_id``, the job's other recorded attempts are aborted too."""
+    from magnetar.spark.commit_log import Kept, end_job
+
+    kept = [Kept(m.txn, m.started_ms) for m in kept_txns(messages) if m.txn is not None]
+    session = Session(txns.transactional(opts.client))
+    client: Any = session.client
+    try:
+        if write_id is not None:
+            session.run(end_job(client, opts, write_id, since, kept, commit))
+        elif commit:
+            session.run(txns.commit_all(client, [(k.txn, k.started_ms) for k in kept], opts))
+        else:
+            session.run(txns.abort_all(client, [k.txn for k in kept]))
+    finally:
+        session.close()
+
+
 class PulsarBatchWriter(DataSourceArrowWriter):
     def __init__(self, opts: SinkOptions, schema: StructType) -> None:
         check_sink_schema(schema, opts)
         self.opts = opts
         # made on the driver: every attempt of a task shares it (and so its producer name)
         self.write_id = uuid.uuid4().hex[:16]
+        self.log_start: tuple[int, int] | None = None
+        if opts.exactly_once:  # where this job's attempt records will start
+            from magnetar.spark.commit_log import log_position
+
+            session = Session(opts.client)
+            try:
+                self.log_start = session.run(log_position(session.client, opts))
+            finally:
+                session.close()
 
     def write(self, iterator: Iterator[Any]) -> WriterCommitMessage:
-        return write_task(self.opts, f"spark-{self.write_id}", 0, iterator)
+        return write_task(self.opts, f"spark-{self.write_id}", 0, iterator,
+                          write_id=self.write_id)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        if self.opts.exactly_once:
+            _end(self.opts, messages, True, self.write_id, self.log_start)
         rows = sum(m.rows for m in messages if isinstance(m, WriteResult))
         log.info("pulsar write %s committed: %d rows", self.write_id, rows)
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
-        log.warning("pulsar write %s aborted; rows sent by finished tasks stay published",
-                    self.write_id)
+        if self.opts.exactly_once:
+            _end(self.opts, messages, False, self.write_id, self.log_start)
+            log.warning("pulsar write %s aborted: its transactions too", self.write_id)
+        else:
+            log.warning("pulsar write %s aborted; rows sent by finished tasks stay "
+                        "published", self.write_id)
 
 
 class PulsarStreamWriter(DataSourceStreamArrowWriter):
@@ -305,11 +403,27 @@ class PulsarStreamWriter(DataSourceStreamArrowWriter):
                         "batches will not be deduplicated")
         prefix = f"spark-{query or self.fallback_id}"
         base = int(batch) << 32 if batch is not None else 0
-        return write_task(self.opts, prefix, base, iterator)
+        stream = (query or self.fallback_id, int(batch) if batch is not None else -1)
+        return write_task(self.opts, prefix, base, iterator, stream)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        if self.opts.exactly_once:
+            from magnetar.spark.commit_log import Kept, commit_batch
+
+            kept = kept_txns(messages)
+            if kept:
+                query = kept[0].query or self.fallback_id
+                session = Session(txns.transactional(self.opts.client))
+                try:
+                    session.run(commit_batch(session.client, self.opts, query, batchId,
+                                             [Kept(m.txn, m.started_ms) for m in kept
+                                              if m.txn is not None]))
+                finally:
+                    session.close()
         rows = sum(m.rows for m in messages if isinstance(m, WriteResult))
         log.info("pulsar stream write batch %d committed: %d rows", batchId, rows)
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        if self.opts.exactly_once:
+            _end(self.opts, messages, commit=False)
         log.warning("pulsar stream write batch %d aborted", batchId)
