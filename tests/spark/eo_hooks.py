@@ -24,6 +24,9 @@ from magnetar.spark.writer import PulsarBatchWriter, PulsarStreamWriter
 #       and waits for "go"
 #   hold-commit-<batch>: the stream driver, after committing batch <batch> to the topic
 #       (before Spark's checkpoint), writes "committed-<batch>" and waits for ever
+#   slow-<partition>: attempt 0 of that partition, its rows stored, waits until another
+#       attempt of it (Spark's speculative copy) has stored its rows too ("done-<p>-<n>"),
+#       so that both attempts' transactions hold the rows when Spark keeps one
 
 
 def _wait_for(path: Path, timeout: float = 300) -> None:
@@ -54,6 +57,14 @@ def _hooked(hooks: Path, iterator: Iterator[Any], write: Any) -> WriterCommitMes
 
         write(half())
     message = write(iterator)
+    if (hooks / f"slow-{part}").exists():
+        if attempt == 0:
+            (hooks / f"stored-{part}-0").touch()
+            deadline = time.monotonic() + 300
+            while not list(hooks.glob(f"done-{part}-*")) and time.monotonic() < deadline:
+                time.sleep(0.05)
+        else:
+            (hooks / f"done-{part}-{attempt}").touch()
     if (hooks / f"hold-{part}").exists():
         (hooks / f"held-{part}").touch()
         _wait_for(hooks / "go")

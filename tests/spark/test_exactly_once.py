@@ -45,7 +45,7 @@ def spark() -> Iterator[object]:
     """``local[2,4]``: a failed task is retried up to 3 times. (Speculation needs a
     second host: the race is driven directly in
     ``test_speculative_race_commits_the_kept_attempt_only`` and for real on the
-    standalone cluster of ``test_cluster``.)"""
+    standalone cluster of ``test_standalone_cluster``.)"""
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     from pyspark.sql import SparkSession
