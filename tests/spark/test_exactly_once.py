@@ -234,6 +234,43 @@ def test_reader_sees_nothing_until_the_job_commits(spark, broker, official, tmp_
     assert sorted(values_of(official, topic)) == sorted(b"r%d" % i for i in range(3000))
 
 
+@needs_txn
+def test_a_job_that_outlives_its_transaction_fails_naming_the_option(
+        spark, broker, official, tmp_path):
+    """A task holds its stored rows past ``transactionTimeoutMs``: the coordinator aborts
+    its transaction, the job fails with an error naming the option, and none of its rows
+    become visible."""
+    topic = new_topic("eo-timeout")
+    hooks = tmp_path / "hooks"
+    hooks.mkdir()
+    (hooks / "hold-0").touch()
+    df = spark.range(200, numPartitions=1).selectExpr("CAST(concat('r', id) AS BINARY) AS value")
+
+    def timed_out() -> bool:
+        def look() -> bool:
+            return any(rec.timed_out and any(topic in p for p in rec.partitions)
+                       for c in broker.service.transactions.coordinators.values()
+                       for rec in c.txns.values())
+        return bool(broker.call(look))
+
+    def release() -> None:
+        try:
+            wait_until(lambda: (hooks / "held-0").exists(), 90, "task 0 stored its rows")
+            wait_until(timed_out, 90, "the coordinator to time the transaction out")
+        finally:
+            (hooks / "go").touch()
+
+    releaser = threading.Thread(target=release)
+    releaser.start()
+    try:
+        with pytest.raises(Exception, match="transactionTimeoutMs"):
+            hooked_write(df, broker, topic, hooks, transactionTimeoutMs="1000")
+    finally:
+        (hooks / "go").touch()
+        releaser.join(120)
+    assert values_of(official, topic) == []
+
+
 # ------------------------------------------------------------------ the source
 @needs_txn
 def test_source_bounds_stop_at_an_open_transaction(spark, broker, official, tmp_path):
