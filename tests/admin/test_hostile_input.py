@@ -36,7 +36,8 @@ def _fresh(api: Api, client: pulsar.Client) -> dict[str, str]:
     return {"tenant": f"h-{tag}", "namespace": "ns", "topic": "t", "subscription": "s",
             "cluster": "standalone", "domain": "persistent", "count": "1", "timestamp": "0",
             "seconds": "0", "n": "1", "version": "0", "role": "r",
-            "bundle": "0x00000000_0xffffffff", "ledgerId": "0", "entryId": "0"}
+            "bundle": "0x00000000_0xffffffff", "ledgerId": "0", "entryId": "0",
+            "mostSigBits": "0", "leastSigBits": "0", "timeout": "1000"}
 
 
 def _check(failures: list[str], method: str, url: str, status: int, answer: Any) -> None:
