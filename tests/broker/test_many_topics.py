@@ -79,9 +79,16 @@ def test_unloaded_topic_is_freed_without_the_collector(
     gc.freeze()  # as the broker's HeapFreezer does: the collector no longer sees the topic
     try:
         broker.call(lambda: service.unload_topic(service.topics[name]))
-        broker.call(lambda: None)  # callbacks the close scheduled have run
-        gc.collect()
-        alive = [what for what, ref in refs.items() if ref() is not None]
+        # bounded poll: the close finishes on storage threads and in callbacks it schedules
+        # (a busy machine may take a while); a cycle left would keep them for ever
+        deadline = time.monotonic() + 30
+        while True:
+            broker.call(lambda: None)  # callbacks the close scheduled have run
+            gc.collect()
+            alive = [what for what, ref in refs.items() if ref() is not None]
+            if not alive or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
     finally:
         gc.unfreeze()
     assert alive == []
