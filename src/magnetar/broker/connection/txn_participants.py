@@ -13,6 +13,7 @@ retries); a transaction ended the other way answers ``InvalidTxnStatus``.
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from magnetar.broker.connection.base import CNX_LOGGER, CnxBase
@@ -27,6 +28,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(CNX_LOGGER)
 
 T = pb.BaseCommand
+#: how a participant command is answered: success (no code), or a code and a message
+Answer = Callable[..., None]
 
 
 class TxnParticipantCommands(CnxBase):
@@ -59,25 +62,13 @@ class TxnParticipantCommands(CnxBase):
                 resp.error, resp.message = code, message
             self.send(T(type=T.END_TXN_ON_PARTITION_RESPONSE, endTxnOnPartitionResponse=resp))
 
-        async def work() -> None:
-            try:
-                topic = await self._participant_topic(req.topic)
-                buf = getattr(topic, "txn_buffer", None)
-                if buf is not None:
-                    await buf.end(txn, req.txn_action)
-            except BrokerError as exc:
-                log.info("%s: EndTxnOnPartition %s on %s refused: %s", self.peer, txn, req.topic, exc)
-                if not self.closed:
-                    answer(exc.code, str(exc))
-                return
-            except StorageError as exc:
-                if not self.closed:
-                    answer(pb.ServiceNotReady, f"storage error: {exc}; retry")
-                return
-            if not self.closed:
-                answer()
+        async def end() -> None:
+            topic = await self._participant_topic(req.topic)
+            buf = getattr(topic, "txn_buffer", None)
+            if buf is not None:
+                await buf.end(txn, req.txn_action)
 
-        self.run_async(cmd, work())
+        self._end_participant(cmd, f"EndTxnOnPartition {txn} on {req.topic}", end, answer)
 
     def handle_end_txn_on_subscription(self, cmd: pb.BaseCommand, frame: Frame) -> None:
         req = cmd.endTxnOnSubscription
@@ -91,16 +82,26 @@ class TxnParticipantCommands(CnxBase):
             self.send(T(type=T.END_TXN_ON_SUBSCRIPTION_RESPONSE,
                         endTxnOnSubscriptionResponse=resp))
 
+        async def end() -> None:
+            topic = await self._participant_topic(req.subscription.topic)
+            sub = None if topic is None else topic.subscriptions.get(req.subscription.subscription)
+            acks = getattr(sub, "pending_acks", None)
+            if acks is not None:
+                await acks.end(txn, req.txn_action)
+
+        self._end_participant(
+            cmd, f"EndTxnOnSubscription {txn} on {req.subscription.subscription}", end, answer)
+
+    def _end_participant(self, cmd: pb.BaseCommand, what: str,
+                         end: Callable[[], Awaitable[None]], answer: Answer) -> None:
+        """Run ``end`` off this command's turn and answer: success, the refusal's code, or
+        ServiceNotReady for a storage error (the coordinator retries)."""
+
         async def work() -> None:
             try:
-                topic = await self._participant_topic(req.subscription.topic)
-                sub = None if topic is None else topic.subscriptions.get(req.subscription.subscription)
-                acks = getattr(sub, "pending_acks", None)
-                if acks is not None:
-                    await acks.end(txn, req.txn_action)
+                await end()
             except BrokerError as exc:
-                log.info("%s: EndTxnOnSubscription %s on %s refused: %s", self.peer, txn,
-                         req.subscription.subscription, exc)
+                log.info("%s: %s refused: %s", self.peer, what, exc)
                 if not self.closed:
                     answer(exc.code, str(exc))
                 return
