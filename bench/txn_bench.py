@@ -13,7 +13,7 @@ round uses a fresh topic, so that a slow moment of a shared machine hits both al
 
 ``--mode commit-rate``: commit latency at a steady rate, open loop: a transaction starts
 every ``1/--rate`` s (100/s) whether or not the earlier ones are done, sends ``--per-txn``
-messages at once (5 by default in this mode) and commits; p50/p99/max of
+messages at once (5 by default in this mode), waits ``--hold-ms`` (0) and commits; p50/p99/max of
 the commit (EndTxn to its answer) and the achieved rate, for ``--seconds`` per round.
 
 ``--mode reader``: a reader's publish-to-receive latency on non-transactional messages,
@@ -107,10 +107,11 @@ class RateResult:
 
 
 async def txn_load(url: str, topic: str, rate: float, per_txn: int, size: int,
-                   seconds: float, pid: int) -> RateResult:
+                   seconds: float, pid: int, hold_ms: float = 0.0) -> RateResult:
     """Start a transaction every ``1/rate`` s for ``seconds`` (open loop: late starts are
     not skipped, nothing waits for the earlier transactions), each sending ``per_txn``
-    messages at once and committing."""
+    messages at once and committing (``hold_ms`` after its sends are acknowledged: an
+    application's work between its sends and its commit)."""
     payload = b"t" * size
     out = RateResult()
     in_flight = 0
@@ -124,6 +125,8 @@ async def txn_load(url: str, topic: str, rate: float, per_txn: int, size: int,
             txn = await client.new_transaction(timeout_ms=60_000)
             futures = [await producer.send_async(payload, txn=txn) for _ in range(per_txn)]
             await asyncio.gather(*futures)
+            if hold_ms:
+                await asyncio.sleep(hold_ms / 1000)
             asked = time.perf_counter()
             await txn.commit()
             done = time.perf_counter()
@@ -180,13 +183,15 @@ def run_commit_rate(args: argparse.Namespace) -> None:
         for i in range(args.rounds):
             topic = f"persistent://public/default/txn-rate-{uuid.uuid4().hex[:8]}"
             r = asyncio.run(txn_load(broker.service_url, topic, args.rate, args.per_txn,
-                                     args.size, args.seconds, broker.process.pid))
+                                     args.size, args.seconds, broker.process.pid,
+                                     args.hold_ms))
             print_rate(f"round {i + 1}", r, args.rate, args.per_txn)
 
 
 def load_child(url: str, topic: str, rate: float, per_txn: int, size: int, seconds: float,
-               pid: int, results: multiprocessing.Queue[RateResult]) -> None:
-    results.put(asyncio.run(txn_load(url, topic, rate, per_txn, size, seconds, pid)))
+               pid: int, hold_ms: float, results: multiprocessing.Queue[RateResult]) -> None:
+    results.put(asyncio.run(txn_load(url, topic, rate, per_txn, size, seconds, pid,
+                                     hold_ms)))
 
 
 STAMP = struct.Struct("<1sd")  # b"P", the send time (perf_counter)
@@ -260,7 +265,8 @@ def run_reader(args: argparse.Namespace) -> None:
                     # the transactions run on both sides of the plain stream
                     child = ctx.Process(target=load_child, args=(
                         url, topic if variant == "same" else new_topic(), args.rate,
-                        args.per_txn, args.size, args.seconds + 5, pid, results))
+                        args.per_txn, args.size, args.seconds + 5, pid, args.hold_ms,
+                        results))
                     child.start()
                     time.sleep(2.5)  # the load's client connects and reaches its rate first
                 lat = asyncio.run(reader_latency(url, topic, args.plain_rate, args.size,
@@ -273,7 +279,8 @@ def run_reader(args: argparse.Namespace) -> None:
                     child.join(timeout=60)
                     print_rate("  the transactions", r, args.rate, args.per_txn)
     print(f"reader publish-to-receive latency, {args.plain_rate:.0f} msg/s of {args.size} B, "
-          f"{args.rounds} rounds, transactions of {args.per_txn} at {args.rate:.0f}/s:")
+          f"{args.rounds} rounds, transactions of {args.per_txn} at {args.rate:.0f}/s"
+          f"{f', held {args.hold_ms:.0f} ms before commit' if args.hold_ms else ''}:")
     for variant, label in VARIANTS.items():
         print(f"  {label + ':':36} {summary(lats[variant])}")
 
@@ -293,6 +300,9 @@ def main() -> None:
                         help="transactions started per second (commit-rate, reader)")
     parser.add_argument("--seconds", type=float, default=20.0,
                         help="seconds per round (commit-rate, reader)")
+    parser.add_argument("--hold-ms", type=float, default=0.0,
+                        help="ms a transaction waits between its sends and its commit "
+                        "(commit-rate, reader)")
     parser.add_argument("--plain-rate", type=float, default=100.0,
                         help="non-transactional messages per second (reader)")
     args = parser.parse_args()
