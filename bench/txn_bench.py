@@ -327,13 +327,15 @@ def main() -> None:
                                          args.size, True))
             txn.append(cpu)
             commits += lat
-    ratio = statistics.median(txn) / statistics.median(plain)
+    base = statistics.median(plain)
+    # a phase shorter than a clock tick (10 ms) may measure no CPU at all
+    ratio = f"{statistics.median(txn) / base:.2f}x" if base else "n/a (phases too short)"
     print(f"{args.txns} transactions x {args.per_txn} messages of {args.size} B, "
           f"{args.rounds} rounds")
     print(f"broker CPU per message, no transaction: {statistics.median(plain):.1f} us "
           f"(rounds: {', '.join(f'{v:.1f}' for v in plain)})")
     print(f"broker CPU per message, in transactions: {statistics.median(txn):.1f} us "
-          f"(rounds: {', '.join(f'{v:.1f}' for v in txn)}); ratio {ratio:.2f}x "
+          f"(rounds: {', '.join(f'{v:.1f}' for v in txn)}); ratio {ratio} "
           "(the transactions' NewTxn, AddPartitionToTxn and EndTxn included)")
     print(f"commit latency: p50 {pct(commits, 0.5):.1f} ms, p99 {pct(commits, 0.99):.1f} ms "
           f"({len(commits)} commits, one at a time)")
