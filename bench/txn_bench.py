@@ -10,19 +10,41 @@ transaction (or of a group of the same size) in flight at once (``send_async``),
 round uses a fresh topic, so that a slow moment of a shared machine hits both alike.
 
     python bench/txn_bench.py --txns 100 --per-txn 100 --size 1024 --rounds 2
+
+``--mode commit-rate``: commit latency at a steady rate, open loop: a transaction starts
+every ``1/--rate`` s (100/s) whether or not the earlier ones are done, sends ``--per-txn``
+messages at once (5 by default in this mode), waits ``--hold-ms`` (0) and commits; p50/p99/max of
+the commit (EndTxn to its answer) and the achieved rate, for ``--seconds`` per round.
+
+``--mode reader``: a reader's publish-to-receive latency on non-transactional messages,
+one every ``1/--plain-rate`` s, with no transactions running and, alternating round by
+round, while a separate process commits transactions on the same topic at ``--rate``
+and while it commits them on another topic, to tell the CPU the transactions take on this
+small machine from what they hold back (open transactions hold back later messages: the
+topic's max read position stops before the first open transaction's first entry until that
+transaction ends).
+
+    python bench/txn_bench.py --mode reader --rate 100 --per-txn 5 --seconds 20 --rounds 2
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import multiprocessing
 import os
 import statistics
+import struct
 import time
 import uuid
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import magnetar
 from magnetar.testing import standalone
+
+if TYPE_CHECKING:
+    from magnetar.client.producer import Producer
 
 
 def cpu_seconds(pid: int) -> float:
@@ -58,13 +80,240 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
+def summary(values: list[float]) -> str:
+    if not values:
+        return "none"
+    return (f"p50 {pct(values, 0.5):.1f} ms, p99 {pct(values, 0.99):.1f} ms, "
+            f"max {max(values):.1f} ms ({len(values)})")
+
+
+def loadavg() -> str:
+    with open("/proc/loadavg") as f:
+        return " ".join(f.read().split()[:3])
+
+
+@dataclass
+class RateResult:
+    """What an open-loop run of transactions at a steady rate measured."""
+
+    commits: list[float] = field(default_factory=list)  # EndTxn to its answer, ms
+    lifetimes: list[float] = field(default_factory=list)  # NewTxn asked to commit done, ms
+    started: int = 0
+    failed: int = 0
+    max_in_flight: int = 0
+    elapsed: float = 0.0
+    broker_cpu: float = 0.0
+    client_cpu: float = 0.0  # this process's (the load's client)
+
+
+async def txn_load(url: str, topic: str, rate: float, per_txn: int, size: int,
+                   seconds: float, pid: int, hold_ms: float = 0.0) -> RateResult:
+    """Start a transaction every ``1/rate`` s for ``seconds`` (open loop: late starts are
+    not skipped, nothing waits for the earlier transactions), each sending ``per_txn``
+    messages at once and committing (``hold_ms`` after its sends are acknowledged: an
+    application's work between its sends and its commit)."""
+    payload = b"t" * size
+    out = RateResult()
+    in_flight = 0
+
+    async def one(client: magnetar.Client, producer: Producer) -> None:
+        nonlocal in_flight
+        in_flight += 1
+        out.max_in_flight = max(out.max_in_flight, in_flight)
+        opened = time.perf_counter()
+        try:
+            txn = await client.new_transaction(timeout_ms=60_000)
+            futures = [await producer.send_async(payload, txn=txn) for _ in range(per_txn)]
+            await asyncio.gather(*futures)
+            if hold_ms:
+                await asyncio.sleep(hold_ms / 1000)
+            asked = time.perf_counter()
+            await txn.commit()
+            done = time.perf_counter()
+            out.commits.append((done - asked) * 1000)
+            out.lifetimes.append((done - opened) * 1000)
+        except Exception:  # counted and reported: a bench keeps going
+            out.failed += 1
+        finally:
+            in_flight -= 1
+
+    async with magnetar.Client(url, enable_transaction=True) as client:
+        producer = await client.create_producer(topic, max_pending_messages=100_000,
+                                                block_if_queue_full=True)
+        await producer.send(payload)  # topic loaded, producer ready: not measured
+        warm = await client.new_transaction(timeout_ms=60_000)  # coordinators connected
+        await warm.commit()
+        tasks: set[asyncio.Task[None]] = set()
+        before = cpu_seconds(pid)
+        mine = time.process_time()
+        start = time.perf_counter()
+        interval = 1.0 / rate
+        while True:
+            due = start + out.started * interval
+            if due - start >= seconds:
+                break
+            delay = due - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            task = asyncio.create_task(one(client, producer))
+            tasks.add(task)
+            task.add_done_callback(tasks.discard)
+            out.started += 1
+        if tasks:
+            await asyncio.gather(*tasks)
+        out.elapsed = time.perf_counter() - start
+        out.broker_cpu = cpu_seconds(pid) - before
+        out.client_cpu = time.process_time() - mine
+    return out
+
+
+def print_rate(label: str, r: RateResult, rate: float, per_txn: int) -> None:
+    done = len(r.commits)
+    print(f"{label}: {r.started} transactions of {per_txn} started at {rate:.0f}/s, "
+          f"{done} committed, {r.failed} failed in {r.elapsed:.1f} s "
+          f"(achieved {done / r.elapsed:.1f} commits/s), at most {r.max_in_flight} in flight")
+    print(f"  commit latency (EndTxn to answer): {summary(r.commits)}")
+    print(f"  transaction lifetime (NewTxn to commit done): {summary(r.lifetimes)}")
+    print(f"  broker CPU {r.broker_cpu / r.elapsed * 100:.0f}% of a core, the load's client "
+          f"{r.client_cpu / r.elapsed * 100:.0f}%; load average {loadavg()}")
+
+
+def run_commit_rate(args: argparse.Namespace) -> None:
+    with standalone() as broker:
+        for i in range(args.rounds):
+            topic = f"persistent://public/default/txn-rate-{uuid.uuid4().hex[:8]}"
+            r = asyncio.run(txn_load(broker.service_url, topic, args.rate, args.per_txn,
+                                     args.size, args.seconds, broker.process.pid,
+                                     args.hold_ms))
+            print_rate(f"round {i + 1}", r, args.rate, args.per_txn)
+
+
+def load_child(url: str, topic: str, rate: float, per_txn: int, size: int, seconds: float,
+               pid: int, hold_ms: float, results: multiprocessing.Queue[RateResult]) -> None:
+    results.put(asyncio.run(txn_load(url, topic, rate, per_txn, size, seconds, pid,
+                                     hold_ms)))
+
+
+STAMP = struct.Struct("<1sd")  # b"P", the send time (perf_counter)
+
+
+async def reader_latency(url: str, topic: str, plain_rate: float, size: int, seconds: float,
+                         ready: asyncio.Event | None = None,
+                         go: asyncio.Future[None] | None = None) -> list[float]:
+    """Publish one non-transactional message every ``1/plain_rate`` s (open loop), its
+    send time inside; a reader on the same topic notes when each arrives (ms). The
+    reader also receives the transactions' committed messages (on the same topic): it
+    reads them and skips them."""
+    latencies: list[float] = []
+    pad = b"p" * max(0, size - STAMP.size)
+    async with magnetar.Client(url) as client:
+        producer = await client.create_producer(topic, max_pending_messages=100_000,
+                                                block_if_queue_full=True)
+        await producer.send(STAMP.pack(b"P", 0.0) + pad)  # topic loaded: not measured
+        reader = await client.create_reader(topic, magnetar.MessageId.latest,
+                                            receiver_queue_size=10_000)
+        count = int(seconds * plain_rate)
+
+        async def read() -> None:
+            while len(latencies) < count:
+                data = (await reader.read_next()).data()
+                if data[:1] == b"P":
+                    sent = STAMP.unpack_from(data)[1]
+                    latencies.append((time.perf_counter() - sent) * 1000)
+
+        reading = asyncio.create_task(read())
+        start = time.perf_counter()
+        sends = []
+        for i in range(count):
+            delay = start + i / plain_rate - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            sends.append(await producer.send_async(STAMP.pack(b"P", time.perf_counter()) + pad))
+        await asyncio.gather(*sends)
+        try:
+            await asyncio.wait_for(reading, timeout=120)
+        except TimeoutError:
+            print(f"  reader: {len(latencies)} of {count} received within 120 s")
+    return latencies
+
+
+def new_topic() -> str:
+    return f"persistent://public/default/txn-reader-{uuid.uuid4().hex[:8]}"
+
+
+VARIANTS = {
+    "none": "no transactions",
+    "other": "transactions on another topic",
+    "same": "transactions on the reader's topic",
+}
+
+
+def run_reader(args: argparse.Namespace) -> None:
+    """Per round, three phases on fresh topics: the plain stream and its reader alone;
+    with the transactions on another topic (the same CPU load, nothing held back); with
+    them on the reader's topic."""
+    ctx = multiprocessing.get_context("spawn")
+    lats: dict[str, list[float]] = {k: [] for k in VARIANTS}
+    with standalone() as broker:
+        url, pid = broker.service_url, broker.process.pid
+        for i in range(args.rounds):
+            for variant, label in VARIANTS.items():
+                topic = new_topic()
+                child = None
+                if variant != "none":
+                    results: multiprocessing.Queue[RateResult] = ctx.Queue()
+                    # the transactions run on both sides of the plain stream
+                    child = ctx.Process(target=load_child, args=(
+                        url, topic if variant == "same" else new_topic(), args.rate,
+                        args.per_txn, args.size, args.seconds + 5, pid, args.hold_ms,
+                        results))
+                    child.start()
+                    time.sleep(2.5)  # the load's client connects and reaches its rate first
+                lat = asyncio.run(reader_latency(url, topic, args.plain_rate, args.size,
+                                                 args.seconds))
+                lats[variant] += lat
+                print(f"round {i + 1}, {label}: reader latency {summary(lat)}; "
+                      f"load average {loadavg()}")
+                if child is not None:
+                    r = results.get(timeout=300)
+                    child.join(timeout=60)
+                    print_rate("  the transactions", r, args.rate, args.per_txn)
+    print(f"reader publish-to-receive latency, {args.plain_rate:.0f} msg/s of {args.size} B, "
+          f"{args.rounds} rounds, transactions of {args.per_txn} at {args.rate:.0f}/s"
+          f"{f', held {args.hold_ms:.0f} ms before commit' if args.hold_ms else ''}:")
+    for variant, label in VARIANTS.items():
+        print(f"  {label + ':':36} {summary(lats[variant])}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--txns", type=int, default=100, help="transactions per phase")
-    parser.add_argument("--per-txn", type=int, default=100, help="messages per transaction")
+    parser.add_argument("--mode", choices=["cpu", "commit-rate", "reader"], default="cpu",
+                        help="cpu: CPU per message and commits one at a time (default); "
+                        "commit-rate: commit latency at --rate; reader: a reader's latency "
+                        "with and without transactions at --rate on its topic")
+    parser.add_argument("--txns", type=int, default=100, help="transactions per phase (cpu)")
+    parser.add_argument("--per-txn", type=int, default=None,
+                        help="messages per transaction (100 in cpu mode, else 5)")
     parser.add_argument("--size", type=int, default=1024, help="bytes per message")
     parser.add_argument("--rounds", type=int, default=2, help="plain/txn phase pairs")
+    parser.add_argument("--rate", type=float, default=100.0,
+                        help="transactions started per second (commit-rate, reader)")
+    parser.add_argument("--seconds", type=float, default=20.0,
+                        help="seconds per round (commit-rate, reader)")
+    parser.add_argument("--hold-ms", type=float, default=0.0,
+                        help="ms a transaction waits between its sends and its commit "
+                        "(commit-rate, reader)")
+    parser.add_argument("--plain-rate", type=float, default=100.0,
+                        help="non-transactional messages per second (reader)")
     args = parser.parse_args()
+    if args.per_txn is None:
+        args.per_txn = 100 if args.mode == "cpu" else 5
+    if args.mode == "commit-rate":
+        run_commit_rate(args)
+        return
+    if args.mode == "reader":
+        run_reader(args)
+        return
     plain: list[float] = []
     txn: list[float] = []
     commits: list[float] = []
@@ -78,13 +327,15 @@ def main() -> None:
                                          args.size, True))
             txn.append(cpu)
             commits += lat
-    ratio = statistics.median(txn) / statistics.median(plain)
+    base = statistics.median(plain)
+    # a phase shorter than a clock tick (10 ms) may measure no CPU at all
+    ratio = f"{statistics.median(txn) / base:.2f}x" if base else "n/a (phases too short)"
     print(f"{args.txns} transactions x {args.per_txn} messages of {args.size} B, "
           f"{args.rounds} rounds")
     print(f"broker CPU per message, no transaction: {statistics.median(plain):.1f} us "
           f"(rounds: {', '.join(f'{v:.1f}' for v in plain)})")
     print(f"broker CPU per message, in transactions: {statistics.median(txn):.1f} us "
-          f"(rounds: {', '.join(f'{v:.1f}' for v in txn)}); ratio {ratio:.2f}x "
+          f"(rounds: {', '.join(f'{v:.1f}' for v in txn)}); ratio {ratio} "
           "(the transactions' NewTxn, AddPartitionToTxn and EndTxn included)")
     print(f"commit latency: p50 {pct(commits, 0.5):.1f} ms, p99 {pct(commits, 0.99):.1f} ms "
           f"({len(commits)} commits, one at a time)")
