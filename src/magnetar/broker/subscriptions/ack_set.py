@@ -30,14 +30,20 @@ clients set one bit too many (index ``n``); pass ``n`` to the counting functions
 stray bits at or above the batch size are ignored.
 
 Every function accepts words signed or unsigned and returns wire-ready signed words
-with no trailing zero words. Internally a set is one Python ``int``.
+with no trailing zero words. Internally a set is one Python ``int``. One function uses a
+cursor: `settle_individual`, individual acks (an Ack, or pending acks at a transaction's
+commit) recorded and the wholly acknowledged positions returned.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
 
 from magnetar.protocol.ids import to_signed64, to_unsigned64
+
+if TYPE_CHECKING:
+    from magnetar.storage import ManagedCursor, Position
 
 __all__ = [
     "and_words",
@@ -144,3 +150,19 @@ def clear_through(words: Iterable[int], index: int) -> list[int]:
     if index < 0:
         return from_words(words)
     return from_int(to_int(words) & ~_low_mask(index + 1))
+
+
+def settle_individual(cursor: ManagedCursor,
+                      targets: Iterable[tuple[Position, list[int]]]) -> list[Position]:
+    """Individual acks (position, ack set; empty: the whole entry) on ``cursor``: each
+    partial ack set recorded; the positions now wholly acknowledged, for the caller to
+    delete (an acknowledgement, or pending acks applied at a transaction's commit)."""
+    deleted = []
+    for position, words in targets:
+        if words and not is_all_acked(words):
+            cursor.set_batch_ack(position, words)
+            if cursor.is_deleted(position):
+                deleted.append(position)
+        else:
+            deleted.append(position)
+    return deleted

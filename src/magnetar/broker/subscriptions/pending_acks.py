@@ -241,14 +241,7 @@ class PendingAcks:
         sub = self.sub
         cursor = sub.cursor
         before = cursor.mark_delete_position
-        deleted = []
-        for position, words in acks.individual.items():
-            if words and not ack_sets.is_all_acked(words):
-                cursor.set_batch_ack(position, words)
-                if cursor.is_deleted(position):
-                    deleted.append(position)
-            else:
-                deleted.append(position)
+        deleted = ack_sets.settle_individual(cursor, acks.individual.items())
         if deleted:
             cursor.delete(deleted)
             for p in deleted:

@@ -253,14 +253,7 @@ class PersistentSubscription(LimitedSubscription, ReplicatedSubscription):
                 for p in [p for p in consumer.pending if p <= position]:
                     del consumer.pending[p]
         else:
-            deleted = []
-            for position, words in targets:
-                if words and not ack_sets.is_all_acked(words):
-                    cursor.set_batch_ack(position, words)
-                    if cursor.is_deleted(position):
-                        deleted.append(position)
-                else:
-                    deleted.append(position)
+            deleted = ack_sets.settle_individual(cursor, targets)
             if deleted:
                 cursor.delete(deleted)
                 for p in deleted:
