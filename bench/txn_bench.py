@@ -11,6 +11,12 @@ round uses a fresh topic, so that a slow moment of a shared machine hits both al
 
     python bench/txn_bench.py --txns 100 --per-txn 100 --size 1024 --rounds 2
 
+``--src NAME=PATH`` (repeatable, cpu mode): run a standalone from each source tree's
+``src`` directory (its PYTHONPATH; e.g. ``base=/tmp/txnperf-base/src`` from ``git archive
+main src``, and ``new=src``), all started at once and measured in turn, the trees'
+order alternating round by round, so that two versions are compared in one run on a
+shared machine; the client is this tree's.
+
 ``--mode commit-rate``: commit latency at a steady rate, open loop: a transaction starts
 every ``1/--rate`` s (100/s) whether or not the earlier ones are done, sends ``--per-txn``
 messages at once (5 by default in this mode), waits ``--hold-ms`` (0) and commits; p50/p99/max of
@@ -31,17 +37,23 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import json
 import multiprocessing
 import os
 import statistics
 import struct
+import subprocess
+import sys
+import tempfile
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import magnetar
-from magnetar.testing import standalone
+from magnetar.testing import standalone, stop_process
 
 if TYPE_CHECKING:
     from magnetar.client.producer import Producer
@@ -73,6 +85,68 @@ async def phase(url: str, pid: int, groups: int, per_group: int, size: int,
                 commits.append((time.perf_counter() - started) * 1000)
         used = cpu_seconds(pid) - before
     return used / (groups * per_group) * 1e6, commits
+
+
+@contextlib.contextmanager
+def tree_broker(src: str) -> Iterator[tuple[str, int]]:
+    """A ``magnetar standalone`` run from the source tree ``src`` (its PYTHONPATH):
+    ``(service URL, pid)``, stopped afterwards."""
+    with tempfile.TemporaryDirectory(prefix="txn-bench-") as root:
+        ready = os.path.join(root, "ready.json")
+        env = {**os.environ, "PYTHONPATH": os.path.abspath(src)}
+        with open(os.path.join(root, "broker.log"), "wb") as log:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "magnetar.cli.main", "standalone", "--data-dir",
+                 os.path.join(root, "data"), "--port", "0", "--http-port", "0",
+                 "--bind-address", "127.0.0.1", "--ready-file", ready],
+                stdout=log, stderr=log, env=env)
+        try:
+            deadline = time.monotonic() + 120
+            while not os.path.exists(ready):
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise SystemExit(f"the broker from {src} did not start: see its log")
+                time.sleep(0.05)
+            with open(ready) as f:
+                url = json.load(f)["brokerServiceUrl"].replace("localhost", "127.0.0.1")
+            yield url, proc.pid
+        finally:
+            stop_process(proc)
+
+
+def run_trees(args: argparse.Namespace) -> None:
+    """cpu mode over several source trees, measured in turn in one run."""
+    trees = [spec.split("=", 1) for spec in args.src]
+    plain: dict[str, list[float]] = {name: [] for name, _ in trees}
+    txn: dict[str, list[float]] = {name: [] for name, _ in trees}
+    commits: dict[str, list[float]] = {name: [] for name, _ in trees}
+    loads = []
+    with contextlib.ExitStack() as stack:
+        brokers = {name: stack.enter_context(tree_broker(src)) for name, src in trees}
+        for url, pid in brokers.values():  # warm: topics, coordinators, code paths
+            asyncio.run(phase(url, pid, 5, args.per_txn, args.size, True))
+        for i in range(args.rounds):
+            order = trees if i % 2 == 0 else trees[::-1]
+            for name, _ in order:
+                url, pid = brokers[name]
+                cpu, _ = asyncio.run(phase(url, pid, args.txns, args.per_txn, args.size, False))
+                plain[name].append(cpu)
+                cpu, lat = asyncio.run(phase(url, pid, args.txns, args.per_txn, args.size, True))
+                txn[name].append(cpu)
+                commits[name] += lat
+                print(f"round {i + 1} {name}: no transaction {plain[name][-1]:.1f} us/msg, "
+                      f"in transactions {cpu:.1f} us/msg; load average {loadavg()}", flush=True)
+                loads.append(loadavg().split()[0])
+    print(f"{args.txns} transactions x {args.per_txn} messages of {args.size} B, "
+          f"{args.rounds} rounds, load average (1 min) {min(loads)}-{max(loads)}")
+    for name, _ in trees:
+        base = statistics.median(plain[name])
+        ratio = statistics.median(txn[name]) / base if base else float("nan")
+        print(f"{name}: broker CPU per message, no transaction {base:.1f} us "
+              f"({', '.join(f'{v:.1f}' for v in plain[name])}), in transactions "
+              f"{statistics.median(txn[name]):.1f} us "
+              f"({', '.join(f'{v:.1f}' for v in txn[name])}): ratio {ratio:.2f}x; "
+              f"commit p50 {pct(commits[name], 0.5):.1f} ms, "
+              f"p99 {pct(commits[name], 0.99):.1f} ms")
 
 
 def pct(values: list[float], q: float) -> float:
@@ -303,6 +377,9 @@ def main() -> None:
     parser.add_argument("--hold-ms", type=float, default=0.0,
                         help="ms a transaction waits between its sends and its commit "
                         "(commit-rate, reader)")
+    parser.add_argument("--src", action="append", default=[],
+                        help="NAME=PATH of a source tree's src directory to run the broker "
+                        "from (repeat to compare trees in one run; cpu mode)")
     parser.add_argument("--plain-rate", type=float, default=100.0,
                         help="non-transactional messages per second (reader)")
     args = parser.parse_args()
@@ -313,6 +390,9 @@ def main() -> None:
         return
     if args.mode == "reader":
         run_reader(args)
+        return
+    if args.src:
+        run_trees(args)
         return
     plain: list[float] = []
     txn: list[float] = []

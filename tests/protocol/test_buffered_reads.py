@@ -128,18 +128,21 @@ def test_buffered_garbage_only_raises_protocol_error(data: bytes, cuts: list[int
     producer_id=u64, sequence_id=u64,
     num_messages=st.none() | st.integers(min_value=0, max_value=2**31 - 1),
     highest=st.none() | u64, is_chunk=st.none() | st.booleans(), marker=st.none() | st.booleans(),
+    most=st.none() | u64, least=st.none() | u64,
 )
 def test_parse_send_matches_protobuf(producer_id, sequence_id, num_messages, highest, is_chunk,
-                                     marker) -> None:
+                                     marker, most, least) -> None:
     send = pb.CommandSend(producer_id=producer_id, sequence_id=sequence_id)
     for name, value in (("num_messages", num_messages), ("highest_sequence_id", highest),
-                        ("is_chunk", is_chunk), ("marker", marker)):
+                        ("is_chunk", is_chunk), ("marker", marker),
+                        ("txnid_most_bits", most), ("txnid_least_bits", least)):
         if value is not None:
             setattr(send, name, value)
     raw = pb.BaseCommand(type=pb.BaseCommand.SEND, send=send).SerializeToString()
     fields = parse_send_command(raw, 0, len(raw))
+    txnid = None if most is None and least is None else (most or 0, least or 0)
     assert fields == (producer_id, sequence_id, send.num_messages,
-                      highest if highest is not None else -1, send.is_chunk, send.marker)
+                      highest if highest is not None else -1, send.is_chunk, send.marker, txnid)
     part = build_payload_part(metadata(sequence_id=1), b"p")
     fast = SendFrame(*fields, part)
     slow = SendFrame.from_command(pb.BaseCommand.FromString(raw), part)
@@ -154,7 +157,6 @@ def test_parse_send_declines_what_it_does_not_read() -> None:
         return command("SEND", producer_id=1, sequence_id=2, **fields).SerializeToString()
 
     for declined in (
-        raw(txnid_least_bits=5, txnid_most_bits=6),
         raw(message_id=pb.MessageIdData(ledgerId=1, entryId=2)),
         raw(num_messages=-1),
         pb.BaseCommand(type=pb.BaseCommand.SEND_RECEIPT, send_receipt=pb.CommandSendReceipt(
@@ -178,11 +180,15 @@ def test_parse_send_on_garbage(tail: bytes) -> None:
         cmd = pb.BaseCommand.FromString(data)
         slow = SendFrame.from_command(cmd, None)
         assert fields == (slow.producer_id, slow.sequence_id, slow.num_messages,
-                          slow.highest_sequence_id, slow.is_chunk, slow.marker)
+                          slow.highest_sequence_id, slow.is_chunk, slow.marker, slow.txnid)
 
 
-def test_decoder_sends_transactional_sends_through_protobuf() -> None:
-    stream = _send(3, b"abc", txnid_least_bits=1, txnid_most_bits=2) + _send(4, b"def")
-    slow, fast = FrameDecoder(send_frames=True).feed(stream)
-    assert type(slow) is not SendFrame and slow.command.send.txnid_least_bits == 1
-    assert type(fast) is SendFrame and fast.sequence_id == 4
+def test_decoder_reads_transactional_sends_without_protobuf() -> None:
+    stream = (_send(3, b"abc", txnid_least_bits=1, txnid_most_bits=2) + _send(4, b"def")
+              + _send(5, b"ghi", txnid_least_bits=7))
+    txn, plain, least_only = FrameDecoder(send_frames=True).feed(stream)
+    assert type(txn) is SendFrame and txn.txnid == (2, 1) and txn.sequence_id == 3
+    assert txn.command.send.txnid_most_bits == 2 and txn.command.send.txnid_least_bits == 1
+    assert type(plain) is SendFrame and plain.txnid is None and plain.sequence_id == 4
+    assert not plain.command.send.HasField("txnid_most_bits")
+    assert least_only.txnid == (0, 7)  # as protobuf reads a Send with one of the two

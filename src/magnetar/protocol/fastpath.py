@@ -13,8 +13,8 @@ a serializer writes for the fields a broker sends and declines (``None``) anythi
 which then goes through protobuf; the tests check it against protobuf both ways.
 
 On the broker's side, ``parse_send_command`` does the same for SEND, the one command a
-producer sends per entry: the fields a client writes for a plain send come back as a
-tuple; a transactional send, a replicated one (``message_id``) or anything unexpected is
+producer sends per entry: the fields a client writes for a plain or a transactional send
+come back as a tuple; a replicated one (``message_id``) or anything unexpected is
 declined and parsed by protobuf.
 """
 
@@ -216,18 +216,20 @@ def message_id_batch_size(batch_size: int) -> bytes:
     return b"\x30" + _varint(batch_size)
 
 
-#: ``(producer_id, sequence_id, num_messages, highest_sequence_id, is_chunk, marker)``
-#: of a SEND; ``highest_sequence_id`` is -1 when the field is absent.
-SendFields = tuple[int, int, int, int, bool, bool]
+#: ``(producer_id, sequence_id, num_messages, highest_sequence_id, is_chunk, marker, txnid)``
+#: of a SEND; ``highest_sequence_id`` is -1 when the field is absent; ``txnid`` is
+#: ``(most, least)`` when either transaction field is present (the other one 0, as
+#: protobuf reads it), else None.
+SendFields = tuple[int, int, int, int, bool, bool, "tuple[int, int] | None"]
 
 
 def parse_send_command(buf: bytes | bytearray | memoryview, pos: int, end: int) -> SendFields | None:
     """The fields of the serialized ``BaseCommand`` in ``buf[pos:end]`` when it is a SEND
     with ``producer_id``, ``sequence_id`` and any of ``num_messages``,
-    ``highest_sequence_id``, ``is_chunk``, ``marker`` (fields in any order, the last
-    occurrence winning, as protobuf reads them). ``None`` for anything else (transaction
-    ids, ``message_id``, unknown fields, values out of range, malformed bytes): the
-    caller then parses with protobuf, which decides."""
+    ``txnid_least_bits``, ``txnid_most_bits``, ``highest_sequence_id``, ``is_chunk``,
+    ``marker`` (fields in any order, the last occurrence winning, as protobuf reads them).
+    ``None`` for anything else (``message_id``, unknown fields, values out of range,
+    malformed bytes): the caller then parses with protobuf, which decides."""
     if end - pos < 7 or buf[pos] != 0x08 or buf[pos + 1] != 0x06 or buf[pos + 2] != 0x32:
         return None
     read = _read_varint
@@ -235,7 +237,7 @@ def parse_send_command(buf: bytes | bytearray | memoryview, pos: int, end: int) 
         length, pos = read(buf, pos + 3)
         if pos + length != end:
             return None
-        producer_id = sequence_id = highest = -1
+        producer_id = sequence_id = highest = most = least = -1
         num_messages = 1
         is_chunk = marker = False
         while pos < end:
@@ -261,10 +263,16 @@ def parse_send_command(buf: bytes | bytearray | memoryview, pos: int, end: int) 
                 is_chunk = value != 0
             elif tag == 0x40:
                 marker = value != 0
+            elif tag == 0x20:
+                least = value
+            elif tag == 0x28:
+                most = value
             else:
                 return None
     except (ValueError, IndexError):
         return None
     if pos != end or producer_id < 0 or sequence_id < 0:
         return None
-    return producer_id, sequence_id, num_messages, highest, is_chunk, marker
+    txnid = None if most < 0 and least < 0 else (max(most, 0), max(least, 0))
+    return producer_id, sequence_id, num_messages, highest, is_chunk, marker, txnid
+

@@ -155,7 +155,7 @@ class SendFrame:
     (``fastpath.parse_send_command``); ``from_command`` makes one of a parsed
     ``CommandSend``. ``highest_sequence_id`` is -1 when the producer left it out;
     ``command`` builds the protobuf command on demand (error replies, logs);
-    ``txnid``: (most, least) of a Send in a transaction (never on the fast path)."""
+    ``txnid``: (most, least) of a Send in a transaction."""
 
     __slots__ = ("_command", "highest_sequence_id", "is_chunk", "marker", "num_messages",
                  "payload_part", "producer_id", "sequence_id", "txnid")
@@ -165,6 +165,7 @@ class SendFrame:
 
     def __init__(self, producer_id: int, sequence_id: int, num_messages: int,
                  highest_sequence_id: int, is_chunk: bool, marker: bool,
+                 txnid: tuple[int, int] | None,
                  payload_part: bytes | memoryview | None,
                  command: pb.BaseCommand | None = None) -> None:
         self.producer_id = producer_id
@@ -175,19 +176,19 @@ class SendFrame:
         self.marker = marker
         self.payload_part = payload_part
         self._command = command
-        #: (most, least) of the transaction of a Send in one (set by `from_command`)
-        self.txnid: tuple[int, int] | None = None
+        #: (most, least) of the transaction of a Send in one
+        self.txnid = txnid
 
     @classmethod
     def from_command(cls, cmd: pb.BaseCommand, payload_part: bytes | memoryview | None) -> SendFrame:
         """The ``SendFrame`` of a SEND that protobuf parsed."""
         send = cmd.send
         highest = send.highest_sequence_id if send.HasField("highest_sequence_id") else -1
-        frame = cls(send.producer_id, send.sequence_id, send.num_messages, highest,
-                   send.is_chunk, send.marker, payload_part, cmd)
-        if send.HasField("txnid_most_bits") or send.HasField("txnid_least_bits"):
-            frame.txnid = (send.txnid_most_bits, send.txnid_least_bits)
-        return frame
+        txnid = ((send.txnid_most_bits, send.txnid_least_bits)
+                 if send.HasField("txnid_most_bits") or send.HasField("txnid_least_bits")
+                 else None)
+        return cls(send.producer_id, send.sequence_id, send.num_messages, highest,
+                   send.is_chunk, send.marker, txnid, payload_part, cmd)
 
     @property
     def command(self) -> pb.BaseCommand:
@@ -201,6 +202,8 @@ class SendFrame:
                 send.is_chunk = True
             if self.marker:
                 send.marker = True
+            if self.txnid is not None:
+                send.txnid_most_bits, send.txnid_least_bits = self.txnid
             self._command = pb.BaseCommand(type=pb.BaseCommand.SEND, send=send)
         return self._command
 

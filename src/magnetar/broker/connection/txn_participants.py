@@ -18,11 +18,11 @@ from typing import TYPE_CHECKING
 
 from magnetar.broker.connection.base import CNX_LOGGER, CnxBase
 from magnetar.broker.errors import BrokerError
+from magnetar.broker.transactions.participants import end_on_partition, end_on_subscription
 from magnetar.protocol import pb
 from magnetar.storage import StorageError
 
 if TYPE_CHECKING:
-    from magnetar.broker.topics.topic import Topic
     from magnetar.protocol.frames import Frame
 
 log = logging.getLogger(CNX_LOGGER)
@@ -34,22 +34,6 @@ Answer = Callable[..., None]
 
 class TxnParticipantCommands(CnxBase):
     """EndTxnOnPartition and EndTxnOnSubscription."""
-
-    async def _participant_topic(self, name: str) -> Topic | None:
-        """The topic ``name``, loaded here (None: it does not exist); ServiceNotReady when
-        another broker serves it."""
-        self.service.check_topic_name(name)
-        cluster = self.service.cluster
-        if cluster is not None:
-            claim = cluster.claim(name)
-            if claim is not None:
-                await claim
-        try:
-            return await self.service.load_topic(name, create=False)
-        except BrokerError as exc:
-            if exc.code == pb.TopicNotFound:
-                return None
-            raise
 
     def handle_end_txn_on_partition(self, cmd: pb.BaseCommand, frame: Frame) -> None:
         req = cmd.endTxnOnPartition
@@ -63,10 +47,7 @@ class TxnParticipantCommands(CnxBase):
             self.send(T(type=T.END_TXN_ON_PARTITION_RESPONSE, endTxnOnPartitionResponse=resp))
 
         async def end() -> None:
-            topic = await self._participant_topic(req.topic)
-            buf = getattr(topic, "txn_buffer", None)
-            if buf is not None:
-                await buf.end(txn, req.txn_action)
+            await end_on_partition(self.service, req.topic, txn, req.txn_action)
 
         self._end_participant(cmd, f"EndTxnOnPartition {txn} on {req.topic}", end, answer)
 
@@ -83,11 +64,8 @@ class TxnParticipantCommands(CnxBase):
                         endTxnOnSubscriptionResponse=resp))
 
         async def end() -> None:
-            topic = await self._participant_topic(req.subscription.topic)
-            sub = None if topic is None else topic.subscriptions.get(req.subscription.subscription)
-            acks = getattr(sub, "pending_acks", None)
-            if acks is not None:
-                await acks.end(txn, req.txn_action)
+            await end_on_subscription(self.service, req.subscription.topic,
+                                      req.subscription.subscription, txn, req.txn_action)
 
         self._end_participant(
             cmd, f"EndTxnOnSubscription {txn} on {req.subscription.subscription}", end, answer)

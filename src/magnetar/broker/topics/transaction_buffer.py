@@ -30,10 +30,13 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import struct
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
+
+from google.protobuf.message import DecodeError
 
 from magnetar.broker.entries import entry_metadata
 from magnetar.broker.errors import BrokerError
@@ -48,6 +51,9 @@ if TYPE_CHECKING:
     from magnetar.broker.topics.topic import PersistentTopic
 
 log = logging.getLogger(__name__)
+
+_U32 = struct.Struct(">I")
+_MAGIC = b"\x0e\x01"  # a payload part with its CRC32C
 
 TxnId = tuple[int, int]
 
@@ -101,8 +107,18 @@ class OpenTxn:
 
 def with_txnid(payload: bytes | memoryview, txn: TxnId) -> bytes | memoryview | None:
     """``payload`` (a Send's payload part) as stored for transaction ``txn``: unchanged
-    when its metadata carries the id already, else rebuilt with it (the client set it only
-    on the Send); None when the part cannot be read."""
+    when its metadata carries the id already (the metadata alone parsed, the common
+    case: clients set it there), else rebuilt with it (the client set it only on the
+    Send); None when the part cannot be read."""
+    try:  # magic, CRC32C, metadata size, metadata: the metadata alone
+        size = _U32.unpack_from(payload, 6)[0]
+        metadata = pb.MessageMetadata.FromString(payload[10:10 + size])  # type: ignore[arg-type]  # upb takes any buffer
+        if (payload[:2] == _MAGIC and 10 + size <= len(payload)
+                and metadata.txnid_most_bits == txn[0] and metadata.txnid_least_bits == txn[1]
+                and metadata.HasField("txnid_most_bits")):
+            return payload
+    except (DecodeError, ValueError, TypeError, struct.error):
+        pass  # read again below, which tells
     try:
         metadata, body = parse_payload_part(payload, verify=False)
     except (ProtocolError, ValueError):

@@ -1,6 +1,8 @@
 """Telling an ending transaction's participants: ``EndTxnOnPartition`` to each topic
 partition and ``EndTxnOnSubscription`` to each subscription it touched, over a binary
-connection to the broker owning the topic (this broker's own port when it owns it).
+connection to the broker owning the topic; a topic this broker owns (always, in a
+standalone) is told in-process (`end_on_partition`, `end_on_subscription`: what the
+commands' handlers run), without a command and its answer over a loopback connection.
 
 Each participant is retried with backoff (0.1 s doubling to 5 s) until it answers success:
 an owner that is not ready (the topic moving, a broker restarting, a broker that does not
@@ -17,6 +19,7 @@ import dataclasses
 import logging
 from typing import TYPE_CHECKING, Any
 
+from magnetar.broker.errors import BrokerError
 from magnetar.broker.replication.remote_producer import (
     BrokerConnection,
     RemoteError,
@@ -30,9 +33,11 @@ from magnetar.broker.replication.remote_settings import (
 )
 from magnetar.broker.transactions.records import TxnRecord
 from magnetar.protocol import pb
+from magnetar.storage import StorageError
 
 if TYPE_CHECKING:
     from magnetar.broker.service import BrokerService
+    from magnetar.broker.topics.topic import Topic
 
 log = logging.getLogger(__name__)
 T = pb.BaseCommand
@@ -43,6 +48,43 @@ MAX_BACKOFF_S = 5.0
 
 class ParticipantError(Exception):
     """A participant answered with an error (retried)."""
+
+
+async def participant_topic(service: BrokerService, name: str) -> Topic | None:
+    """The topic ``name``, loaded here (None: it does not exist); ServiceNotReady when
+    another broker serves it."""
+    service.check_topic_name(name)
+    cluster = service.cluster
+    if cluster is not None:
+        claim = cluster.claim(name)
+        if claim is not None:
+            await claim
+    try:
+        return await service.load_topic(name, create=False)
+    except BrokerError as exc:
+        if exc.code == pb.TopicNotFound:
+            return None
+        raise
+
+
+async def end_on_partition(service: BrokerService, topic_name: str, txn: tuple[int, int],
+                           action: int) -> None:
+    """End ``txn`` on topic ``topic_name`` served here (its transaction buffer writes the
+    marker); nothing to do on a topic that does not exist or never saw a transaction."""
+    topic = await participant_topic(service, topic_name)
+    buf = getattr(topic, "txn_buffer", None)
+    if buf is not None:
+        await buf.end(txn, action)
+
+
+async def end_on_subscription(service: BrokerService, topic_name: str, sub_name: str,
+                              txn: tuple[int, int], action: int) -> None:
+    """End ``txn`` on subscription ``sub_name`` of ``topic_name`` (its pending acks)."""
+    topic = await participant_topic(service, topic_name)
+    sub = None if topic is None else topic.subscriptions.get(sub_name)
+    acks = getattr(sub, "pending_acks", None)
+    if acks is not None:
+        await acks.end(txn, action)
 
 
 class Participants:
@@ -81,6 +123,18 @@ class Participants:
 
     async def _tell(self, rec: TxnRecord, action: int, topic: str, sub: str | None) -> None:
         address = await self._owner(topic)
+        if address is None:  # served here: what the command's handler would do
+            txn = (rec.tc, rec.seq)
+            try:
+                if sub is None:
+                    await end_on_partition(self.service, topic, txn, action)
+                else:
+                    await end_on_subscription(self.service, topic, sub, txn, action)
+            except BrokerError as exc:
+                raise ParticipantError(f"{pb.ServerError.Name(exc.code)}: {exc}") from None
+            except StorageError as exc:
+                raise ParticipantError(f"ServiceNotReady: storage error: {exc}") from None
+            return
         cnx = await self._connection(address)
         ids: dict[str, Any] = {"txnid_most_bits": rec.tc, "txnid_least_bits": rec.seq,
                                "txn_action": action}
@@ -99,8 +153,11 @@ class Participants:
         if body.HasField("error"):
             raise ParticipantError(f"{pb.ServerError.Name(body.error)}: {body.message}")
 
-    async def _owner(self, topic: str) -> str:
-        """The ``host:port`` of the broker serving ``topic`` (this one when alone)."""
+    async def _owner(self, topic: str) -> str | None:
+        """The ``host:port`` of the broker serving ``topic``; None when it is this one
+        (alone, or the cluster's lookup says so), or when the owner has no binary URL
+        (told here: the topic's load answers ServiceNotReady if it is served elsewhere,
+        and the retry looks it up again)."""
         cluster = self.service.cluster
         if cluster is not None:
             result = await cluster.lookup(topic)
@@ -109,9 +166,7 @@ class Participants:
                 if url:
                     host, port = parse_broker_url(url)
                     return f"{host}:{port}"
-        bind = self.service.config.bindAddress
-        host = "127.0.0.1" if bind in ("0.0.0.0", "", "::") else bind
-        return f"{host}:{self.service.port}"
+        return None
 
     async def _connection(self, address: str) -> BrokerConnection:
         cnx = self._cnx.get(address)
