@@ -1,7 +1,8 @@
 """End to end with Magnetar's client: consume-transform-produce in transactions (acks and
 sends in one transaction), read by the official client. A committed transaction's outputs
 all appear and its inputs are acknowledged; an aborted one's outputs never appear and its
-inputs come again."""
+inputs come again. A broker alone tells its own topics and subscriptions in-process, never
+over a connection to itself."""
 
 from __future__ import annotations
 
@@ -68,5 +69,7 @@ def test_consume_transform_produce_commit_and_abort(broker: ThreadedBroker) -> N
             return int(broker.service.topics[source].subscriptions["work"].backlog())
 
         assert broker.call(input_backlog) == 0
+        # the partition and the subscription were told in-process (they are served here)
+        assert broker.call(broker.service.transactions.participants.connected_brokers) == []
     finally:
         official.close()

@@ -215,8 +215,9 @@ class MetadataStore(ABC):
 
     def _deliver(self, notification: Notification) -> None:
         """On the loop: invalidate the caches, then tell the listeners."""
-        for cache in list(self._caches):
-            cache.on_notification(notification)
+        if self._caches:  # (iterating an empty WeakSet is not free: a store per write)
+            for cache in list(self._caches):
+                cache.on_notification(notification)
         for listener in list(self._listeners):
             try:
                 listener(notification)
@@ -236,5 +237,6 @@ class MetadataStore(ABC):
 
     def _invalidate_own_write(self, path: str) -> None:
         """A write of this store completed: no cache may serve the old value any more."""
-        for cache in list(self._caches):
-            cache.invalidate(path)
+        if self._caches:
+            for cache in list(self._caches):
+                cache.invalidate(path)

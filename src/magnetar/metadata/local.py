@@ -4,7 +4,11 @@ default for ``magnetar standalone``; ``metadataStoreUrl=sqlite:/path/metadata.db
 
 Each key is one row of table ``nodes`` (path, value, version, timestamps, the owning
 session for an ephemeral key, 0 for a persistent one). All SQL runs on one thread per
-store, in order, so a slow disk never holds up the event loop. A store is one session:
+store, in order, so a slow disk never holds up the event loop: a call queues its job and
+awaits a future the thread settles (jobs queued meanwhile are run and settled together,
+one wake-up of the loop). A versioned update of an existing key is one statement
+(``UPDATE ... WHERE version = ? RETURNING``); a new key whose parent exists skips the
+ancestors. A store is one session:
 its ephemeral rows are deleted when it closes, and rows left by an earlier process (which
 crashed) are deleted when the file is opened. Stores of one process that share a file see
 each other's changes: every write is notified to every such store (on its own loop).
@@ -13,15 +17,17 @@ each other's changes: every write is notified to every such store (on its own lo
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
 import os
+import queue
 import random
 import sqlite3
 import threading
 import time
+import weakref
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from .api import MetadataStore, Notification, NotificationType, SessionExpiredPolicy, Stat
 from .errors import (
@@ -63,7 +69,9 @@ class LocalMetadataStore(MetadataStore):
         self.session_id = random.getrandbits(62) + 1
         self._synchronous = synchronous
         self._db: sqlite3.Connection | None = None
-        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="magnetar-mdstore")
+        self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._stopped = False
 
     # -- lifecycle ------------------------------------------------------------------------
     async def start(self) -> None:
@@ -106,7 +114,15 @@ class LocalMetadataStore(MetadataStore):
             with contextlib.suppress(MetadataStoreError, sqlite3.Error):
                 self._publish(await self._run(self._drop_session))
         await super().close()
-        self._thread.shutdown(wait=True)
+        self._stop_thread()
+
+    def _stop_thread(self) -> None:
+        self._stopped = True
+        thread = self._thread
+        if thread is not None:
+            self._jobs.put(None)
+            thread.join()
+            self._thread = None
 
     def _drop_session(self) -> list[Notification]:
         db = self._need_db()
@@ -123,11 +139,22 @@ class LocalMetadataStore(MetadataStore):
         return self._db
 
     async def _run(self, job: Callable[[], R]) -> R:
+        if self._stopped:
+            raise StoreClosedError(f"metadata store {self.url} is closed")
+        if self._thread is None:
+            self._start_thread()
         loop = asyncio.get_running_loop()
-        try:
-            return await loop.run_in_executor(self._thread, job)
-        except RuntimeError as exc:  # executor shut down
-            raise StoreClosedError(f"metadata store {self.url} is closed") from exc
+        future: asyncio.Future[R] = loop.create_future()
+        self._jobs.put((job, future, loop))
+        return await future
+
+    def _start_thread(self) -> None:
+        thread = threading.Thread(target=_work, args=(self._jobs,), daemon=True,
+                                  name=f"magnetar-mdstore-{id(self):x}")
+        thread.start()
+        self._thread = thread
+        # a store left open at exit: its queued jobs still run (as an executor's would)
+        atexit.register(_stop_at_exit, weakref.ref(self))
 
     async def _write(self, job: Callable[[], tuple[R, list[Notification]]], path: str) -> R:
         self._check_open()
@@ -198,6 +225,16 @@ class LocalMetadataStore(MetadataStore):
         def job() -> tuple[Stat, list[Notification]]:
             db = self._need_db()
             now = _now_ms()
+            if expected_version is not None and expected_version >= 0:
+                # the common versioned update: one statement (its own transaction)
+                updated = db.execute(
+                    "UPDATE nodes SET value = ?, version = version + 1, mtime = ?"
+                    " WHERE path = ? AND version = ? RETURNING version, ctime, session",
+                    (value, now, path, expected_version)).fetchone()
+                if updated is not None:
+                    return (self._stat(path, updated[0], updated[1], now, updated[2]),
+                            [Notification(NotificationType.MODIFIED, path)])
+                # absent or at another version: the transaction below tells which
             notes: list[Notification] = []
             db.execute("BEGIN IMMEDIATE")
             try:
@@ -207,7 +244,12 @@ class LocalMetadataStore(MetadataStore):
                 if row is None:
                     if expected_version is not None and expected_version != -1:
                         raise BadVersionError(path, expected_version)
-                    for up in ancestors(path):
+                    ups = ancestors(path)
+                    # usually they all exist already: one query instead of an insert each
+                    present = db.execute(
+                        f"SELECT count(*) FROM nodes WHERE path IN ({','.join('?' * len(ups))})",
+                        ups).fetchone()[0] if ups else 0
+                    for up in () if present == len(ups) else ups:
                         cur = db.execute(
                             "INSERT OR IGNORE INTO nodes VALUES (?, ?, x'', 0, ?, ?, 0)",
                             (up, parent(up), now, now))
@@ -264,6 +306,57 @@ class LocalMetadataStore(MetadataStore):
             await self._write(job, path)
         except sqlite3.Error as exc:
             raise MetadataStoreError(f"metadata delete of {path} failed: {exc}") from exc
+
+
+def _stop_at_exit(ref: weakref.ref[LocalMetadataStore]) -> None:
+    store = ref()
+    if store is not None:
+        store._stop_thread()
+
+
+#: a queued job, the future its result settles and that future's loop
+_Job = tuple[Callable[[], Any], "asyncio.Future[Any]", asyncio.AbstractEventLoop]
+
+
+def _work(jobs: queue.SimpleQueue[_Job | None]) -> None:
+    """The store's thread: run the jobs in order; the results of the jobs that were
+    waiting together are handed to their loop in one call."""
+    while True:
+        item = jobs.get()
+        done: list[tuple[asyncio.Future[Any], Any, BaseException | None]] = []
+        loop = None
+        while item is not None:
+            job, future, loop = item
+            try:
+                done.append((future, job(), None))
+            except BaseException as exc:  # handed to the caller
+                done.append((future, None, exc))
+            if jobs.empty():
+                break
+            item = jobs.get()
+            if item is not None and item[2] is not loop:  # another loop's: settle first
+                _hand_over(loop, done)
+                done = []
+        if done and loop is not None:
+            _hand_over(loop, done)
+        if item is None:
+            return
+
+
+def _hand_over(loop: asyncio.AbstractEventLoop,
+               done: list[tuple[asyncio.Future[Any], Any, BaseException | None]]) -> None:
+    with contextlib.suppress(RuntimeError):  # the loop is closed: nobody awaits them
+        loop.call_soon_threadsafe(_settle, done)
+
+
+def _settle(done: list[tuple[asyncio.Future[Any], Any, BaseException | None]]) -> None:
+    for future, result, exc in done:
+        if future.done():  # the caller was cancelled
+            continue
+        if exc is not None:
+            future.set_exception(exc)
+        else:
+            future.set_result(result)
 
 
 def _created(path: str) -> list[Notification]:

@@ -245,7 +245,7 @@ class TransactionBuffer:
 
     def placed(self, txn: TxnId, position: Position | None, num_messages: int) -> None:
         """The append of an entry of ``txn`` finished (``position`` None: it failed)."""
-        self._unplaced.pop(txn, None)
+        unplaced = self._unplaced.pop(txn, None) is not None
         if position is not None:
             self._note(position)
             if txn in self.aborted or txn in self.ended:
@@ -257,8 +257,11 @@ class TransactionBuffer:
                 entry = self.open.get(txn)
                 if entry is None:
                     entry = self.open[txn] = OpenTxn(position)
+                    unplaced = True  # a new first entry: the bound moves
                 entry.positions.append(position)
                 entry.messages += num_messages
+                if not unplaced and self.ready.done():
+                    return  # a later entry of an open transaction: the bound is unchanged
         self.update_bound()
 
     # -- ending ------------------------------------------------------------------------

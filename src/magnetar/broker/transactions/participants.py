@@ -196,6 +196,10 @@ class Participants:
             self._settings = dataclasses.replace(settings, ssl_context=None)
         return self._settings
 
+    def connected_brokers(self) -> list[str]:
+        """The ``host:port`` of the brokers told over a connection (never this one's)."""
+        return sorted(address for address, cnx in self._cnx.items() if not cnx.closed.done())
+
     def close(self) -> None:
         for cnx in self._cnx.values():
             cnx.close()
