@@ -117,9 +117,14 @@ async def _drain(producer: Producer) -> None:
                 if refusal is not None:
                     raise refusal
                 topic: PersistentTopic = producer.topic  # type: ignore[assignment]
+                txn = send.txnid
+                buf = topic.txn_buffer
+                if buf is not None and buf.ready.done() and txn in buf.verified:
+                    queue.popleft()  # the sends behind a transaction's first: nothing to wait for
+                    _append(producer, topic, buf, send, payload, size, part_crc)
+                    continue
                 buf = await ensure_buffer(topic)
                 await asyncio.shield(buf.ready)
-                txn = send.txnid
                 if txn not in buf.verified and not buf.is_ended(txn):
                     await topic.service.txn_checker.check_open(txn[0], txn[1], topic.name)
                     buf.verified.add(txn)
