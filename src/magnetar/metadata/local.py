@@ -17,7 +17,6 @@ each other's changes: every write is notified to every such store (on its own lo
 from __future__ import annotations
 
 import asyncio
-import atexit
 import contextlib
 import os
 import queue
@@ -153,8 +152,9 @@ class LocalMetadataStore(MetadataStore):
                                   name=f"magnetar-mdstore-{id(self):x}")
         thread.start()
         self._thread = thread
-        # a store left open at exit: its queued jobs still run (as an executor's would)
-        atexit.register(_stop_at_exit, weakref.ref(self))
+        # a store dropped or left open at exit: its queued jobs still run, then the thread
+        # ends (as an executor's would)
+        weakref.finalize(self, _end_thread, self._jobs, thread)
 
     async def _write(self, job: Callable[[], tuple[R, list[Notification]]], path: str) -> R:
         self._check_open()
@@ -308,10 +308,10 @@ class LocalMetadataStore(MetadataStore):
             raise MetadataStoreError(f"metadata delete of {path} failed: {exc}") from exc
 
 
-def _stop_at_exit(ref: weakref.ref[LocalMetadataStore]) -> None:
-    store = ref()
-    if store is not None:
-        store._stop_thread()
+def _end_thread(jobs: queue.SimpleQueue[_Job | None], thread: threading.Thread) -> None:
+    jobs.put(None)
+    if thread is not threading.current_thread():
+        thread.join()
 
 
 #: a queued job, the future its result settles and that future's loop
@@ -341,6 +341,9 @@ def _work(jobs: queue.SimpleQueue[_Job | None]) -> None:
             _hand_over(loop, done)
         if item is None:
             return
+        # nothing of the store kept while waiting (its jobs refer to it): a dropped store
+        # can be collected, which ends this thread
+        item = job = future = loop = done = None  # type: ignore[assignment]
 
 
 def _hand_over(loop: asyncio.AbstractEventLoop,
