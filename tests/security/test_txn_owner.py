@@ -1,10 +1,12 @@
 """Who may add to and end a transaction, with token authentication and authorization on:
 the role that opened it (its record's owner) and superusers; another role's
 AddPartitionToTxn, AddSubscriptionToTxn and EndTxn answer ``TransactionNotFound`` (Pulsar's
-answer) and change nothing."""
+answer) and change nothing; EndTxnOnPartition and EndTxnOnSubscription (brokers telling
+participants) are refused the same way to a role that is not a superuser."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +15,8 @@ import pytest
 import magnetar
 from magnetar.cli.tokens import create_token
 from magnetar.client.errors import TransactionNotFound
+from magnetar.protocol import pb
+from tests.broker.rawclient import RawClient
 from tests.client.conftest import run
 
 from .conftest import file_url, token_settings
@@ -41,6 +45,18 @@ def test_only_the_owner_or_a_superuser_adds_to_and_ends_a_transaction(
         token = create_token(role, secret_key=file_url(keys["secret"]))
         return magnetar.Client(broker.url, authentication=magnetar.AuthenticationToken(token),
                                enable_transaction=True, operation_timeout_seconds=10)
+
+    def raw_participant_command(kind: str, fields: dict[str, Any],
+                                txn_id: tuple[int, int]) -> Any:
+        """Bob's EndTxnOnPartition/Subscription (COMMIT), sent as raw frames; the answer."""
+        with RawClient.for_url(broker.url) as raw:
+            raw.connect(auth_method_name="token", auth_data=create_token(
+                "bob", secret_key=file_url(keys["secret"])).encode())
+            raw.send(kind, request_id=7, txnid_most_bits=txn_id[0],
+                     txnid_least_bits=txn_id[1], txn_action=pb.COMMIT, **fields)
+            reply = raw.read_reply()
+            return (reply.endTxnOnPartitionResponse if kind == "END_TXN_ON_PARTITION"
+                    else reply.endTxnOnSubscriptionResponse)
 
     def owner_of(txn_id: tuple[int, int]) -> str:
         coordinator = broker.service.transactions.coordinators[txn_id[0]]
@@ -72,6 +88,14 @@ def test_only_the_owner_or_a_superuser_adds_to_and_ends_a_transaction(
                 await bob_consumer.acknowledge(bobs_msg, txn=bob.transaction(*txn.id))
             assert broker.call(lambda: broker.service.transactions.coordinators[txn.id[0]]
                                .txns[txn.id[1]].state) == "OPEN"
+            # EndTxnOnPartition / EndTxnOnSubscription are the brokers' (superusers')
+            for kind, fields in (
+                    ("END_TXN_ON_PARTITION", {"topic": topic}),
+                    ("END_TXN_ON_SUBSCRIPTION",
+                     {"subscription": pb.Subscription(topic=topic, subscription="bob")})):
+                reply = await asyncio.to_thread(raw_participant_command, kind, fields, txn.id)
+                assert reply.error == pb.TransactionNotFound, reply
+                assert "is not a superuser" in reply.message
             # a superuser may end anyone's transaction
             await admin.transaction(*txn.id).commit()
             assert (await watcher.receive(10_000)).data() == b"alice's"

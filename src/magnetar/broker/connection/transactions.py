@@ -36,6 +36,19 @@ def _topic(name: str) -> str:
         raise BrokerError(pb.InvalidTopicName, str(exc)) from None
 
 
+def is_superuser(cnx: CnxBase) -> bool:
+    """Whether ``cnx`` acts as a superuser: always with authorization off; else its role
+    is one (and, through a proxy, the client's role too), as Pulsar decides it for the
+    transaction commands."""
+    authz = cnx.security.authorization
+    if not (cnx.security.authentication.enabled and authz.enabled):
+        return True
+    identity = cnx.identity
+    return (identity is not None and authz.is_super_user(identity.role)
+            and (not identity.original_principal
+                 or authz.is_super_user(identity.original_principal)))
+
+
 class TransactionCommands(CnxBase):
     """The coordinator's commands (see the module docstring)."""
 
@@ -45,12 +58,8 @@ class TransactionCommands(CnxBase):
         owner = coordinator.get(seq).owner
         if not owner or owner == self.principal:
             return
-        identity = self.identity
-        authz = self.security.authorization
-        if (identity is not None and self.security.authentication.enabled and authz.enabled
-                and authz.is_super_user(identity.role)
-                and (not identity.original_principal
-                     or authz.is_super_user(identity.original_principal))):
+        if (self.security.authentication.enabled and self.security.authorization.enabled
+                and is_superuser(self)):
             return
         raise BrokerError(pb.TransactionNotFound, (
             f"role {self.principal} is neither the owner of transaction "
