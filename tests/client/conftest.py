@@ -34,7 +34,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def wait_listening(port: int, proc: subprocess.Popen[bytes], deadline: float = 20.0) -> None:
+def wait_listening(port: int, proc: subprocess.Popen[bytes], deadline: float = 60.0) -> None:
     end = time.monotonic() + deadline
     while time.monotonic() < end:
         if proc.poll() is not None:

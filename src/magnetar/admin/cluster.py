@@ -198,8 +198,26 @@ async def split_bundle(request: web.Request) -> web.Response:
 
 _TOPIC_PATH = re.compile(
     r"^/admin/v2/(persistent|non-persistent)/([^/]+)/([^/]+)/([^/]+)(/.*)?$")
+#: the transaction participants' paths (admin/transaction_participants.py): a persistent topic
+_TXN_TOPIC_PATH = re.compile(
+    r"^/admin/v3/transactions/(?:transactionBufferStats|pendingAckStats|transactionInBufferStats"
+    r"|transactionInPendingAckStats)/([^/]+)/([^/]+)/([^/]+)(?:/.*)?$")
 #: endpoints about a partitioned topic as a whole: no broker owns the base topic
 _WHOLE_TOPIC = ("/partitions", "/partitioned-stats", "/partitioned-internalStats")
+
+
+def _topic_of(path: str) -> str | None:
+    """The topic a request's path is about, if it is a path its owner answers (not one
+    about a partitioned topic as a whole)."""
+    m = _TOPIC_PATH.match(path)
+    if m is not None:
+        if (m.group(5) or "").startswith(_WHOLE_TOPIC):
+            return None
+        return f"{m.group(1)}://{m.group(2)}/{m.group(3)}/{unquote(m.group(4))}"
+    t = _TXN_TOPIC_PATH.match(path)
+    if t is not None:
+        return f"persistent://{t.group(1)}/{t.group(2)}/{unquote(t.group(3))}"
+    return None
 
 
 async def _read_through_namespace(request: web.Request) -> None:
@@ -221,19 +239,18 @@ async def _read_through_namespace(request: web.Request) -> None:
 @web.middleware
 async def owner_redirect_middleware(request: web.Request, handler: Handler
                                     ) -> web.StreamResponse:
-    """In a cluster, a request about a topic another live broker serves is answered with a
-    307 to that broker (``authoritative=true``), as Pulsar answers it. A request about a
+    """In a cluster, a request about a topic another live broker serves (a v2 topic path,
+    or a transaction participant's v3 path) is answered with a 307 to that broker
+    (``authoritative=true``), as Pulsar answers it. A request about a
     partitioned topic as a whole is answered where it arrives (no broker owns it: the
     handler asks each partition's owner). A tenant or namespace not known here is read
     from the metadata store first."""
     cluster = request.app[SERVICE].cluster
     if cluster is not None:
         await _read_through_namespace(request)
-    m = _TOPIC_PATH.match(request.path) if cluster is not None else None
-    if (cluster is None or m is None or (m.group(5) or "").startswith(_WHOLE_TOPIC)
-            or request.query.get("authoritative") == "true"):
+    topic = _topic_of(request.path) if cluster is not None else None
+    if cluster is None or topic is None or request.query.get("authoritative") == "true":
         return await handler(request)
-    topic = f"{m.group(1)}://{m.group(2)}/{m.group(3)}/{unquote(m.group(4))}"
     if request.app[SERVICE].metadata.get(f"partitioned/{topic}") is not None:
         return await handler(request)  # a partitioned topic as a whole: asked of each owner
     try:

@@ -7,6 +7,11 @@ With coordinators off each answers ``NotAllowedError``; a coordinator id that do
 exist or is not served here answers ``TransactionCoordinatorNotFound`` (the Java and Go
 clients look the coordinator up again). The work runs in a task (`run_async`): records are
 written to the metadata store before the answer.
+
+As in Pulsar, a transaction belongs to the role that opened it (its record's ``owner``; none
+without authentication): AddPartitionToTxn, AddSubscriptionToTxn and EndTxn from another
+role answer ``TransactionNotFound`` unless that role is a superuser (authentication and
+authorization on; through a proxy both the proxy's role and the client's must be).
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from magnetar.broker.connection.base import CnxBase
 from magnetar.broker.errors import BrokerError
 from magnetar.broker.security.authorization import CONSUME, PRODUCE
 from magnetar.broker.topic_name import TopicName
+from magnetar.broker.transactions.coordinator import TransactionCoordinator
 from magnetar.protocol import pb
 from magnetar.protocol.frames import Frame
 
@@ -30,8 +36,34 @@ def _topic(name: str) -> str:
         raise BrokerError(pb.InvalidTopicName, str(exc)) from None
 
 
+def is_superuser(cnx: CnxBase) -> bool:
+    """Whether ``cnx`` acts as a superuser: always with authorization off; else its role
+    is one (and, through a proxy, the client's role too), as Pulsar decides it for the
+    transaction commands."""
+    authz = cnx.security.authorization
+    if not (cnx.security.authentication.enabled and authz.enabled):
+        return True
+    identity = cnx.identity
+    return (identity is not None and authz.is_super_user(identity.role)
+            and (not identity.original_principal
+                 or authz.is_super_user(identity.original_principal)))
+
+
 class TransactionCommands(CnxBase):
     """The coordinator's commands (see the module docstring)."""
+
+    def _check_owner(self, coordinator: TransactionCoordinator, seq: int) -> None:
+        """Raise ``TransactionNotFound`` unless this connection's role opened transaction
+        ``seq`` (or it has no owner) or is a superuser."""
+        owner = coordinator.get(seq).owner
+        if not owner or owner == self.principal:
+            return
+        if (self.security.authentication.enabled and self.security.authorization.enabled
+                and is_superuser(self)):
+            return
+        raise BrokerError(pb.TransactionNotFound, (
+            f"role {self.principal} is neither the owner of transaction "
+            f"({coordinator.tc},{seq}) nor a superuser"))
 
     def handle_tc_client_connect(self, cmd: pb.BaseCommand, frame: Frame) -> None:
         req = cmd.tcClientConnectRequest
@@ -49,7 +81,7 @@ class TransactionCommands(CnxBase):
 
         async def work() -> None:
             coordinator = await self.service.transactions.get(req.tc_id)
-            rec = await coordinator.new_txn(req.txn_ttl_seconds)
+            rec = await coordinator.new_txn(req.txn_ttl_seconds, self.principal or "")
             self.send(T(type=T.NEW_TXN_RESPONSE, newTxnResponse=pb.CommandNewTxnResponse(
                 request_id=req.request_id, txnid_most_bits=rec.tc, txnid_least_bits=rec.seq)))
 
@@ -65,6 +97,7 @@ class TransactionCommands(CnxBase):
             for name in partitions:
                 self.authorize(name, PRODUCE)
             coordinator = await self.service.transactions.get(req.txnid_most_bits)
+            self._check_owner(coordinator, req.txnid_least_bits)
             await coordinator.add_partitions(req.txnid_least_bits, partitions)
             self.send(T(type=T.ADD_PARTITION_TO_TXN_RESPONSE,
                         addPartitionToTxnResponse=pb.CommandAddPartitionToTxnResponse(**ids)))
@@ -85,6 +118,7 @@ class TransactionCommands(CnxBase):
                 self.authorize(name, CONSUME)
                 subs.append((name, sub.subscription))
             coordinator = await self.service.transactions.get(req.txnid_most_bits)
+            self._check_owner(coordinator, req.txnid_least_bits)
             await coordinator.add_subscriptions(req.txnid_least_bits, subs)
             self.send(T(type=T.ADD_SUBSCRIPTION_TO_TXN_RESPONSE,
                         addSubscriptionToTxnResponse=pb.CommandAddSubscriptionToTxnResponse(**ids)))
@@ -100,6 +134,7 @@ class TransactionCommands(CnxBase):
             if req.txn_action not in (pb.COMMIT, pb.ABORT):
                 raise BrokerError(pb.NotAllowedError, f"unknown txn_action {req.txn_action}")
             coordinator = await self.service.transactions.get(req.txnid_most_bits)
+            self._check_owner(coordinator, req.txnid_least_bits)
             await coordinator.end(req.txnid_least_bits, req.txn_action == pb.COMMIT)
             self.send(T(type=T.END_TXN_RESPONSE, endTxnResponse=pb.CommandEndTxnResponse(**ids)))
 

@@ -7,7 +7,9 @@ broker tells a topic's owner that a transaction ended, with ``CommandEndTxnOnPar
 Both are idempotent: ending a transaction again the way it ended answers success, and so
 does a topic or subscription that never saw it (or that does not exist). A topic this
 broker does not serve answers ``ServiceNotReady`` (the coordinator looks it up again and
-retries); a transaction ended the other way answers ``InvalidTxnStatus``.
+retries); a transaction ended the other way answers ``InvalidTxnStatus``. With
+authentication and authorization on, only a superuser (the brokers' ``brokerClient*``
+role) may send them: another role is answered ``TransactionNotFound``, as Pulsar does.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from magnetar.broker.connection.base import CNX_LOGGER, CnxBase
+from magnetar.broker.connection.transactions import is_superuser
 from magnetar.broker.errors import BrokerError
 from magnetar.broker.transactions.participants import end_on_partition, end_on_subscription
 from magnetar.protocol import pb
@@ -77,6 +80,10 @@ class TxnParticipantCommands(CnxBase):
 
         async def work() -> None:
             try:
+                if not is_superuser(self):
+                    raise BrokerError(pb.TransactionNotFound, (
+                        f"role {self.principal} is not a superuser: {what} is for the "
+                        "transaction coordinators"))
                 await end()
             except BrokerError as exc:
                 log.info("%s: %s refused: %s", self.peer, what, exc)

@@ -94,12 +94,11 @@ def ttl_millis(txn_ttl: int, default_s: float) -> int:
 class TransactionCoordinator:
     """Coordinator ``tc``: its transactions, their timers and the ends under way."""
 
-    def __init__(self, tc: int, records: TxnRecords, notify: Notify, *, owner: str = "",
+    def __init__(self, tc: int, records: TxnRecords, notify: Notify, *,
                  max_active: int = 0, default_timeout_s: float = 60.0) -> None:
         self.tc = tc
         self.records = records
         self.notify = notify
-        self.owner = owner
         self.max_active = max_active
         self.default_timeout_s = default_timeout_s
         self.txns: dict[int, TxnRecord] = {}
@@ -141,7 +140,9 @@ class TransactionCoordinator:
         return sum(1 for r in self.txns.values() if r.state not in ENDED)
 
     # ------------------------------------------------------------------ commands
-    async def new_txn(self, txn_ttl: int) -> TxnRecord:
+    async def new_txn(self, txn_ttl: int, owner: str = "") -> TxnRecord:
+        """Open a transaction; ``owner``: the role that opens it ("" without
+        authentication), which alone (or a superuser) may add to it and end it."""
         self._check_open()
         if self.max_active > 0 and self.active() >= self.max_active:
             raise BrokerError(pb.NotAllowedError, (
@@ -150,7 +151,7 @@ class TransactionCoordinator:
         seq = await self._take_id()
         timeout = ttl_millis(txn_ttl, self.default_timeout_s)
         opened = now_ms()
-        rec = TxnRecord(self.tc, seq, OPEN, opened, timeout, opened + timeout, owner=self.owner)
+        rec = TxnRecord(self.tc, seq, OPEN, opened, timeout, opened + timeout, owner=owner)
         await self._store(rec, create=True)
         self.txns[seq] = rec
         self.stats.created += 1

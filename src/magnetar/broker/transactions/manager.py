@@ -158,7 +158,7 @@ class TransactionCoordinators:
         assert self.records is not None
         config = self.service.config
         coordinator = TransactionCoordinator(
-            tc, self.records, self.participants.end, owner=f"{self.service.instance}",
+            tc, self.records, self.participants.end,
             max_active=config.maxActiveTransactionsPerCoordinator,
             default_timeout_s=float(config.transactionTimeoutDefaultSeconds))
         await coordinator.recover()

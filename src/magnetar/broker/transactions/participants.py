@@ -9,7 +9,10 @@ an owner that is not ready (the topic moving, a broker restarting, a broker that
 handle the command yet) is asked again, the owner looked up again first. The participant
 answers idempotently, so a repeat after a lost answer or a coordinator restart is harmless.
 Connections are kept per broker address and reused; the broker's ``brokerClient*``
-credentials go in their Connect.
+credentials go in their Connect. The connection is TLS (the owner's ``pulsar+ssl`` port)
+when ``brokerClientTlsEnabled`` is on, as Pulsar's broker client chooses, or when the owner
+listens on TLS only (``brokerServicePort=-1``); its trust is
+``brokerClientTrustCertsFilePath``, else ``tlsTrustCertsFilePath``.
 """
 
 from __future__ import annotations
@@ -94,7 +97,7 @@ class Participants:
         self.service = service
         self._cnx: dict[str, BrokerConnection] = {}
         self._connecting: dict[str, asyncio.Lock] = {}
-        self._settings: RemoteSettings | None = None
+        self._settings: dict[bool, RemoteSettings | None] = {}
 
     async def end(self, rec: TxnRecord, commit: bool) -> None:
         """Tell every participant of ``rec``; returns once all answered success."""
@@ -122,8 +125,8 @@ class Participants:
             delay = min(delay * 2, MAX_BACKOFF_S)
 
     async def _tell(self, rec: TxnRecord, action: int, topic: str, sub: str | None) -> None:
-        address = await self._owner(topic)
-        if address is None:  # served here: what the command's handler would do
+        owner = await self._owner(topic)
+        if owner is None:  # served here: what the command's handler would do
             txn = (rec.tc, rec.seq)
             try:
                 if sub is None:
@@ -135,7 +138,7 @@ class Participants:
             except StorageError as exc:
                 raise ParticipantError(f"ServiceNotReady: storage error: {exc}") from None
             return
-        cnx = await self._connection(address)
+        cnx = await self._connection(*owner)
         ids: dict[str, Any] = {"txnid_most_bits": rec.tc, "txnid_least_bits": rec.seq,
                                "txn_action": action}
         if sub is None:
@@ -153,48 +156,56 @@ class Participants:
         if body.HasField("error"):
             raise ParticipantError(f"{pb.ServerError.Name(body.error)}: {body.message}")
 
-    async def _owner(self, topic: str) -> str | None:
-        """The ``host:port`` of the broker serving ``topic``; None when it is this one
-        (alone, or the cluster's lookup says so), or when the owner has no binary URL
-        (told here: the topic's load answers ServiceNotReady if it is served elsewhere,
-        and the retry looks it up again)."""
+    async def _owner(self, topic: str) -> tuple[str, bool] | None:
+        """(``host:port``, whether over TLS) of the broker serving ``topic``; None when it
+        is this one (alone, or the cluster's lookup says so), or when the owner has no
+        binary URL (told here: the topic's load answers ServiceNotReady if it is served
+        elsewhere, and the retry looks it up again)."""
+        config = self.service.config
         cluster = self.service.cluster
         if cluster is not None:
             result = await cluster.lookup(topic)
             if not result.connect:
-                url = result.owner.service_url
+                plain, secure = result.owner.service_url, result.owner.service_url_tls
+                tls = bool(secure) and (not plain or bool(config.brokerClientTlsEnabled))
+                url = secure if tls else plain
                 if url:
                     host, port = parse_broker_url(url)
-                    return f"{host}:{port}"
+                    return f"{host}:{port}", tls
         return None
 
-    async def _connection(self, address: str) -> BrokerConnection:
-        cnx = self._cnx.get(address)
+    async def _connection(self, address: str, tls: bool) -> BrokerConnection:
+        key = f"{'pulsar+ssl' if tls else 'pulsar'}://{address}"
+        cnx = self._cnx.get(key)
         if cnx is not None and not cnx.closed.done():
             return cnx
-        lock = self._connecting.setdefault(address, asyncio.Lock())
+        lock = self._connecting.setdefault(key, asyncio.Lock())
         async with lock:
-            cnx = self._cnx.get(address)
+            cnx = self._cnx.get(key)
             if cnx is not None and not cnx.closed.done():
                 return cnx
             host, _, port = address.rpartition(":")
-            cnx = await connect_broker(host, int(port), REQUEST_TIMEOUT_S, self._credentials())
-            self._cnx[address] = cnx
+            settings = self._credentials(tls)
+            if tls and (settings is None or settings.ssl_context is None):
+                raise ParticipantError(f"cannot reach {key}: brokerClient* TLS settings unusable")
+            cnx = await connect_broker(host, int(port), REQUEST_TIMEOUT_S, settings)
+            self._cnx[key] = cnx
             return cnx
 
-    def _credentials(self) -> RemoteSettings | None:
-        """The ``brokerClient*`` credentials for Connect (plain connections: a broker
-        listening on TLS only is not reached yet)."""
-        if self._settings is None:
+    def _credentials(self, tls: bool) -> RemoteSettings | None:
+        """The ``brokerClient*`` credentials for Connect, with a TLS context when ``tls``."""
+        if tls not in self._settings:
+            record = {"brokerServiceUrl": "pulsar://self", "brokerServiceUrlTls": "pulsar+ssl://self"}
             try:
-                settings = remote_settings(self.service.config.clusterName,
-                                           {"brokerServiceUrl": "pulsar://self"},
-                                           _plain(self.service.config))
+                settings = remote_settings(self.service.config.clusterName, record,
+                                           _BrokerClientConfig(self.service.config, tls))
             except RemoteConfigError as exc:
                 log.warning("brokerClient* settings unusable for transaction markers: %s", exc)
-                return None
-            self._settings = dataclasses.replace(settings, ssl_context=None)
-        return self._settings
+                settings = None
+            if settings is not None and not tls:
+                settings = dataclasses.replace(settings, ssl_context=None)
+            self._settings[tls] = settings
+        return self._settings[tls]
 
     def connected_brokers(self) -> list[str]:
         """The ``host:port`` of the brokers told over a connection (never this one's)."""
@@ -206,11 +217,17 @@ class Participants:
         self._cnx.clear()
 
 
-class _plain:
-    def __init__(self, config: Any) -> None:
+class _BrokerClientConfig:
+    """The broker's config as `remote_settings` reads it for a connection to a broker of
+    its own cluster: TLS on or off as asked; the trust falls back to the broker's own."""
+
+    def __init__(self, config: Any, tls: bool) -> None:
         self._config = config
+        self._tls = tls
 
     def __getattr__(self, name: str) -> Any:
         if name == "brokerClientTlsEnabled":
-            return False
+            return self._tls
+        if name == "brokerClientTrustCertsFilePath":
+            return self._config.brokerClientTrustCertsFilePath or self._config.tlsTrustCertsFilePath
         return getattr(self._config, name)

@@ -43,7 +43,7 @@ class TxnRecord:
     subscriptions: list[tuple[str, str]] = field(default_factory=list)
     ended_ms: int = 0
     timed_out: bool = False
-    owner: str = ""
+    owner: str = ""  # the role that opened it ("" without authentication)
     version: int = -1
 
     @property
@@ -54,7 +54,7 @@ class TxnRecord:
         return {"state": self.state, "openedMs": self.opened_ms, "timeoutMs": self.timeout_ms,
                 "deadlineMs": self.deadline_ms, "partitions": self.partitions,
                 "subscriptions": [list(s) for s in self.subscriptions],
-                "endedMs": self.ended_ms, "timedOut": self.timed_out, "owner": self.owner}
+                "endedMs": self.ended_ms, "timedOut": self.timed_out, "ownerRole": self.owner}
 
     @staticmethod
     def from_json(tc: int, seq: int, data: dict[str, Any], version: int) -> TxnRecord:
@@ -64,7 +64,7 @@ class TxnRecord:
             [str(p) for p in data.get("partitions", [])],
             [(str(s[0]), str(s[1])) for s in data.get("subscriptions", [])],
             int(data.get("endedMs", 0)), bool(data.get("timedOut", False)),
-            str(data.get("owner", "")), version)
+            str(data.get("ownerRole", "")), version)
 
 
 def txn_path(tc: int, seq: int) -> str:
