@@ -175,6 +175,7 @@ class Flusher:
     def _run(self) -> None:
         q = self._queue
         stop = False
+        item: Batch | None = None
         while not stop:
             first = q.get()
             self._busy = True
@@ -200,6 +201,10 @@ class Flusher:
             self.rounds += 1
             metrics.group_commit_batches.observe(len(batches))
             self._busy = False
+            # no batch outlives its round in this frame: a batch holds its ledger, and an
+            # unloaded topic must be freed by reference counting alone (broker/heap.py)
+            first = item = None
+            batches = []
 
     def _sync_and_complete(self, batches: list[Batch], timed: bool) -> None:
         """fdatasync each segment of ``batches`` once, then hand the batches back to their
