@@ -55,6 +55,9 @@ def test_admin_commands(broker: StandaloneBroker, capsys: pytest.CaptureFixture[
     assert run(capsys, "admin", *url, "topics", "create-partitioned-topic", topic, "-p", "4")[0] == 0
     code, out, _ = run(capsys, "admin", *url, "topics", "list", f"{tenant}/ns")
     assert out.split() == [f"{topic}-partition-{i}" for i in range(4)]
+    code, out, _ = run(capsys, "admin", *url, "topics", "list", f"{tenant}/ns", "--limit", "2",
+                       "--after", f"{topic}-partition-0")
+    assert out.split() == [f"{topic}-partition-{i}" for i in (1, 2)]
     code, out, _ = run(capsys, "admin", *url, "topics", "get-partitioned-topic-metadata", topic)
     assert "partitions  4" in out
     assert run(capsys, "admin", *url, "topics", "create", "cli-short-name")[0] == 0

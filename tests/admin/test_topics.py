@@ -207,3 +207,32 @@ def test_peek_carries_properties_http_cannot_carry_as_they_are(
     assert headers["X-Pulsar-PROPERTY-plain"] == "<i>ok</i>"
     assert headers["X-Pulsar-PROPERTY-two%20words"] == "a%0D%0ASet-Cookie%3A y"
     assert "Set-Cookie" not in headers
+
+
+def test_listing_pages_cover_the_list_once(api: Api, name: str) -> None:
+    """?limit=N&after=NAME pages (each starting after the last name of the one before)
+    hold every name of the whole list once, in order, partitions included; a topic
+    created between two pages past the cursor is in a later one; bad limits are refused."""
+    ns = f"public/pages-{name}"
+    listing = f"/admin/v2/persistent/{ns}"
+    api.ok("PUT", f"/admin/v2/namespaces/{ns}")
+    for i in range(7):
+        api.ok("PUT", f"{listing}/t{i}")
+    api.ok("PUT", f"{listing}/p/partitions", 3)
+    whole = api.ok("GET", listing)
+    assert len(whole) == 10 and whole == sorted(whole)
+    pages: list[list[str]] = []
+    after = ""
+    while True:
+        page = api.ok("GET", f"{listing}?limit=3" + (f"&after={after}" if after else ""))
+        pages.append(page)
+        if len(pages) == 2:  # past the cursor: listed later
+            api.ok("PUT", f"{listing}/zz")
+        if len(page) < 3:
+            break
+        after = page[-1]
+    listed = [n for page in pages for n in page]
+    assert listed == [*whole, f"persistent://{ns}/zz"]
+    assert api.ok("GET", f"{listing}?after={whole[4]}") == [*whole[5:], f"persistent://{ns}/zz"]
+    assert api.get(f"{listing}?limit=0")[0] == 412
+    assert api.get(f"{listing}?limit=x")[0] == 412

@@ -21,6 +21,7 @@ import pytest
 
 from magnetar.broker.heap import HeapFreezer
 from magnetar.broker.service import BrokerService
+from magnetar.broker.topic_name import TopicName
 from magnetar.broker.topics.listing import topics_in_namespace
 from magnetar.broker.topics.topic import PersistentTopic
 
@@ -185,3 +186,28 @@ def test_namespace_listing_filters_by_name_without_parsing_each() -> None:
         ["non-persistent://public/default/d", "persistent://public/default/a"], False)
     assert topics_in_namespace(names, "public/default", ".*/a") == (
         ["persistent://public/default/a"], True)
+
+
+def test_a_loaded_topics_name_is_not_parsed_again(
+        make_broker: Callable[..., ThreadedBroker], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Lookups and attaches of a loaded topic take its parsed name from the topic (the
+    parse cache holds 4,096 names: with 100,000 loaded topics it would miss every time)."""
+    broker = make_broker(magnetarTopicUnloadIdleSeconds=0)
+    service = broker.service
+    assert service is not None
+    name = "persistent://public/default/parsed-once"
+    broker.call(service.create_topic, name)
+    topic = broker.call(service.load_topic, name)
+    parses: list[str] = []
+    real = TopicName.parse
+
+    def parse(text: str) -> TopicName:
+        parses.append(text)
+        return real(text)
+
+    monkeypatch.setattr(TopicName, "parse", staticmethod(parse))
+    assert broker.call(service.check_topic_name, name) is topic.topic_name
+    assert broker.call(service.load_topic, name) is topic
+    assert parses == []
+    assert broker.call(service.check_topic_name, "other-topic").local_name == "other-topic"
+    assert parses == ["other-topic"]

@@ -246,7 +246,7 @@ def test_a_stalled_metadata_store_read_delays_only_its_own_request(
     store = service.metadata
     release = threading.Event()
     stalled: list[str] = []
-    real_get, real_list = store.get, store.list
+    real_get, real_list, real_keys = store.get, store.list, store.keys
 
     def slow_get(key: str) -> object:
         if "stalled-topic" in key and not release.is_set():
@@ -260,8 +260,15 @@ def test_a_stalled_metadata_store_read_delays_only_its_own_request(
             release.wait(30)
         return real_list(prefix)
 
+    def slow_keys(prefix: str, *args: object) -> object:  # (listings read keys only)
+        if prefix.startswith("topics/persistent://") and not release.is_set():
+            stalled.append(prefix)
+            release.wait(30)
+        return real_keys(prefix, *args)  # type: ignore[arg-type]
+
     broker.call(setattr, store, "get", slow_get)
     broker.call(setattr, store, "list", slow_list)
+    broker.call(setattr, store, "keys", slow_keys)
     client = pulsar.Client(broker.url, operation_timeout_seconds=30, logger=QUIET)
     try:
         created: list[pulsar.Producer] = []

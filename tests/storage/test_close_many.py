@@ -1,6 +1,8 @@
 """A factory closing many ledgers (a broker stopping with many loaded topics) writes their
 segments' index sidecars on several threads at once (`factory.CLOSE_THREADS`): each ledger
-still ends closed with its sidecar written, and reopens with every entry."""
+still ends closed with its sidecar written, and reopens with every entry. (Segments past
+`clean_stop.INDEX_MIN_BYTES`: a clean stop writes no sidecar for a smaller one, see
+test_clean_stop.py.)"""
 
 from __future__ import annotations
 
@@ -13,10 +15,12 @@ import pytest
 
 from magnetar.storage import ManagedLedgerFactory, Position, StorageConfig
 from magnetar.storage import segment as segment_module
+from magnetar.storage.clean_stop import INDEX_MIN_BYTES
 
 from .storage_testlib import append_all, run
 
 LEDGERS = 40
+PAD = b"x" * (INDEX_MIN_BYTES + 1)
 
 
 def test_closing_many_ledgers_writes_every_sidecar_on_threads(
@@ -36,8 +40,8 @@ def test_closing_many_ledgers_writes_every_sidecar_on_threads(
 
     async def append_then_close() -> None:
         for i, ml in enumerate(ledgers):
-            await append_all(ml, [b"entry %d" % i])
-        pending = busy.append(b"buffered")
+            await append_all(ml, [b"entry %d" % i + PAD])
+        pending = busy.append(b"buffered" + PAD)
         f.close()  # (blocking, on the loop's thread as a broker's stop does)
         assert pending.done() and pending.exception() is None
 
@@ -50,7 +54,8 @@ def test_closing_many_ledgers_writes_every_sidecar_on_threads(
     try:
         for i in range(LEDGERS):
             got = f.open(f"t{i}").read_entries(Position(-1, -1), 10)
-            assert [d for _, d in got] == [b"entry %d" % i]
-        assert [d for _, d in f.open("busy").read_entries(Position(-1, -1), 10)] == [b"buffered"]
+            assert [d for _, d in got] == [b"entry %d" % i + PAD]
+        assert [d for _, d in f.open("busy").read_entries(Position(-1, -1), 10)] == [
+            b"buffered" + PAD]
     finally:
         f.close()

@@ -90,6 +90,7 @@ def test_idle_flusher_lets_the_loop_sync_a_lone_batch(make_factory, monkeypatch)
 
     async def go():
         loop_thread = threading.get_ident()
+        await ml.append(b"first")  # (a fresh segment's first sync is never inline: below)
         for i in range(5):  # one send at a time, as an unbatched producer does
             before = len(threads)
             fut = ml.append(b"x%d" % i)
@@ -200,6 +201,8 @@ class TimedSegment:
     on the fake clock and notes the thread it ran on."""
 
     path = "fake.seg"
+    directory = "fake"
+    dir_sync: list[str] = []  # (synced before: never a fresh segment)
 
     def __init__(self, clock: FakeClock, *durations: float) -> None:
         self.clock = clock
@@ -306,4 +309,53 @@ def test_fast_syncs_keep_the_inline_saving(make_factory, monkeypatch):
             await ml.append(b"x%d" % i)
 
     run(go())
-    assert f._flusher.inline_rounds >= 50 and f._flusher.slow_syncs == 0
+    # (all but the first: a fresh segment's first sync is never inline)
+    assert f._flusher.inline_rounds >= 49 and f._flusher.slow_syncs == 0
+
+
+def test_a_fresh_segment_syncs_apart_and_its_ledger_keeps_its_order(make_factory, monkeypatch):
+    """A new ledger's first sync (its directory too) runs on a `fresh` thread, never on
+    the loop: while it is stalled, another ledger's appends are confirmed, and the new
+    ledger's later appends wait for it and resolve in order."""
+    from magnetar.storage import segment as segment_module
+
+    real_fsync_dir = segment_module.fsync_dir
+    stalled = threading.Event()
+    release = threading.Event()
+    threads: list[int] = []
+
+    def fsync_dir(path: str) -> None:  # (patched once the steady ledger's was synced)
+        threads.append(threading.get_ident())
+        stalled.set()
+        release.wait(30)
+        real_fsync_dir(path)
+
+    f = make_factory(fsync="group", inline_sync_slow_s=60)
+    steady = f.open("steady")
+
+    async def go() -> None:
+        loop_thread = threading.get_ident()
+        await steady.append(b"s")  # its first sync done
+        monkeypatch.setattr(segment_module, "fsync_dir", fsync_dir)
+        fresh = f.open("new")
+        resolved: list[Position] = []
+        futs = [fresh.append(b"n%d" % i) for i in range(3)]
+        for fut in futs:
+            fut.add_done_callback(lambda d: resolved.append(d.result()))
+        loop = asyncio.get_running_loop()
+        assert await loop.run_in_executor(None, stalled.wait, 30)
+        more = [fresh.append(b"m%d" % i) for i in range(3)]  # behind the stalled sync
+        for fut in more:
+            fut.add_done_callback(lambda d: resolved.append(d.result()))
+        for i in range(3):  # the other ledger is not held up
+            await asyncio.wait_for(steady.append(b"s%d" % i), 30)
+        assert not any(fut.done() for fut in futs + more)
+        release.set()
+        await asyncio.wait_for(asyncio.gather(*futs, *more), 30)
+        assert resolved == sorted(resolved) and len(resolved) == 6
+        assert threads and loop_thread not in threads
+
+    try:
+        run(go())
+    finally:
+        release.set()

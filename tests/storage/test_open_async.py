@@ -25,10 +25,10 @@ def counted_scans(monkeypatch: pytest.MonkeyPatch) -> tuple[list[str], threading
     release = threading.Event()
     real = factory_module.scan_segments
 
-    def scan(directory: str) -> list[Segment]:
+    def scan(directory: str, synced_before: int | None = None) -> list[Segment]:
         scans.append(threading.current_thread().name)
         release.wait(10)
-        return real(directory)
+        return real(directory, synced_before)
 
     monkeypatch.setattr(factory_module, "scan_segments", scan)
     return scans, release
@@ -104,10 +104,10 @@ def test_open_async_reports_a_failed_scan_and_a_later_open_retries(
     real = factory_module.scan_segments
     failures = [OSError("disk on fire (injected)")]
 
-    def scan(directory: str) -> list[Segment]:
+    def scan(directory: str, synced_before: int | None = None) -> list[Segment]:
         if failures:
             raise failures.pop()
-        return real(directory)
+        return real(directory, synced_before)
 
     monkeypatch.setattr(factory_module, "scan_segments", scan)
     with pytest.raises(Exception, match="disk on fire"):

@@ -131,7 +131,8 @@ def test_data_dir_of_older_versions_stays_readable(make_factory, tmp_path):
     assert written == frozen  # what append without part_crc writes is the old format
     with open(seg_path, "wb") as fh:
         fh.write(frozen)
-    os.unlink(seg_path[:-4] + ".idx")
+    if os.path.exists(seg_path[:-4] + ".idx"):  # (a clean stop writes none for a small one)
+        os.unlink(seg_path[:-4] + ".idx")
 
     ml = make_factory(read_cache_bytes=0).open("t")
     assert [d for _, d in ml.read_entries(Position(-1, -1), 100)] == old

@@ -8,6 +8,7 @@ import shutil
 import pytest
 
 from magnetar.storage import ManagedLedgerFactory, Position, StorageConfig, record
+from magnetar.storage.clean_stop import MARK
 
 from .storage_testlib import append_all, append_parts, make_part, run
 
@@ -33,12 +34,19 @@ def template(tmp_path_factory, kind):
     tail_start = seg.offsets[3]
     path = os.path.relpath(seg.path, root / "data")
     f.close()
-    os.unlink(os.path.join(root / "data", path)[:-4] + ".idx")
+    _as_after_a_crash(root / "data", os.path.join(root / "data", path))
     with open(os.path.join(root / "data", path), "rb") as fh:
         fh.seek(tail_start)
         word, _ = record.HEADER.unpack(fh.read(record.HEADER_SIZE))
     assert bool(word & record.PART_FLAG) == (kind == "part")
     return root / "data", path, tail_start, pos
+
+
+def _as_after_a_crash(data_dir, seg_path):
+    """Leave what a crash leaves after a clean close: no sidecar, no clean-stop mark."""
+    for path in (seg_path[:-4] + ".idx", os.path.join(data_dir, MARK)):
+        if os.path.exists(path):
+            os.unlink(path)
 
 
 def stored(kind):
@@ -161,7 +169,7 @@ def test_segment_with_torn_file_header_is_discarded(tmp_path):
     pos = run(append_all(ml, [b"a"]))[0]
     path = ml._segments[0].path
     f.close()
-    os.unlink(path[:-4] + ".idx")
+    _as_after_a_crash(data, path)
     with open(path, "r+b") as fh:
         fh.truncate(5)
     f = ManagedLedgerFactory(StorageConfig(data))

@@ -6,6 +6,7 @@ import asyncio
 import os
 
 from magnetar.storage import Position
+from magnetar.storage.flusher import FRESH_THREADS
 
 
 def _fd_count() -> int:
@@ -27,7 +28,9 @@ def test_thousands_of_ledgers_bounded_fds(make_factory):
         return peak
 
     peak = asyncio.run(go())
-    assert peak <= bound + 8, peak
+    # (beyond the bound: descriptors the storage threads hold a moment, such as the
+    # directories the flusher's fresh-segment threads sync, FRESH_THREADS at most)
+    assert peak <= bound + 8 + FRESH_THREADS, peak
     assert f.open_file_count() <= bound
     # everything is still readable (reopening evicted files as needed)
     for j in range(0, n, 37):

@@ -111,13 +111,25 @@ def message_id_doc(position: Position | None, partition: int = -1) -> dict[str, 
 
 # ---------------------------------------------------------------------- topics
 
-@routes.route("GET", NS, "List the namespace's topics of this domain (partitions included).")
+@routes.route("GET", NS, "List the namespace's topics of this domain (partitions included), in "
+              "name order; paged with ?limit=N (at most N names) and ?after=NAME (only names "
+              "past NAME, the last of the page before).")
 async def list_topics(request: web.Request) -> web.Response:
     service = request.app[SERVICE]
     namespace = namespace_of(request)
     mode = (pb.CommandGetTopicsOfNamespace.PERSISTENT if request.match_info["domain"] == "persistent"
             else pb.CommandGetTopicsOfNamespace.NON_PERSISTENT)
-    return web.json_response((await service.topics_of_namespace_async(namespace, mode, None))[0])
+    raw = request.query.get("limit")
+    limit = None
+    if raw is not None:
+        try:
+            limit = int(raw)
+        except ValueError:
+            raise RestError(412, f"limit must be an integer, not {raw!r}") from None
+        if limit < 1:
+            raise RestError(412, "limit must be at least 1")
+    after = request.query.get("after") or None
+    return web.json_response(await service.topics_of_namespace_page(namespace, mode, after, limit))
 
 
 @routes.route("GET", NS + "/partitioned", "List the namespace's partitioned topics.")

@@ -10,6 +10,7 @@ a namespace's topics (GetTopicsOfNamespace, the admin list)."""
 from __future__ import annotations
 
 import asyncio
+import bisect
 from typing import TYPE_CHECKING, Any
 
 from magnetar.broker.errors import BrokerError
@@ -246,14 +247,55 @@ class AdminOperations:
     def stored_topic_names(self, namespace: str | None = None) -> set[str]:
         """Every persistent topic the metadata store knows (only ``namespace``'s keys read, if
         given), partitions included. Only metadata store calls: safe in a worker thread."""
-        names: set[str] = set()
         under = "" if namespace is None else f"{namespace}/"
-        for key in self.metadata.list(f"topics/persistent://{under}"):
-            names.add(key[len("topics/"):])
+        skip = len("topics/")
+        names = {key[skip:] for key in self.metadata.keys(f"topics/persistent://{under}")}
+        names.update(self._stored_partitions(under, None))
+        return names
+
+    def _stored_partitions(self, under: str, after: str | None) -> list[str]:
+        """The partitions of the partitioned topics stored under ``under`` (past ``after``)."""
+        names: list[str] = []
         for key, meta in self.metadata.list(f"partitioned/persistent://{under}").items():
             base = key[len("partitioned/"):]
-            names.update(f"{base}-partition-{i}" for i in range(int(meta["partitions"])))
+            parts = (f"{base}-partition-{i}" for i in range(int(meta["partitions"])))
+            names.extend(parts if after is None else (n for n in parts if n > after))
         return names
+
+    def stored_topic_page(self, namespace: str, after: str | None, limit: int) -> list[str]:
+        """At least the first ``limit`` persistent topics of ``namespace`` (in name order)
+        past ``after`` the metadata store knows, partitions included (unsorted, maybe a
+        few more): read as a range of keys, not the whole namespace. Safe in a worker
+        thread."""
+        prefix = f"topics/persistent://{namespace}/"
+        skip = len("topics/")
+        found: list[str] = []
+        cursor = None if after is None else "topics/" + after
+        while len(found) < limit:
+            keys = self.metadata.keys(prefix, cursor, limit)
+            found.extend(topics_in_namespace([k[skip:] for k in keys], namespace, None)[0])
+            if len(keys) < limit:
+                break
+            cursor = keys[-1]
+        found.extend(self._stored_partitions(f"{namespace}/", after))
+        return found
+
+    async def topics_of_namespace_page(
+        self, namespace: str, mode: int, after: str | None, limit: int | None
+    ) -> list[str]:
+        """The topics of a namespace (as `topics_of_namespace_async`, no pattern) past the
+        name ``after`` (None: from the first), at most ``limit`` (None: all): pages that
+        follow each other by the last name of the one before cover the list once, also
+        while topics are created meanwhile (a page holds every name between its ends)."""
+        stored: set[str] = set()
+        if mode in _PERSISTENT_MODES:
+            stored = set(await (
+                self.storage.read_metadata(self.stored_topic_names, namespace) if limit is None
+                else self.storage.read_metadata(self.stored_topic_page, namespace, after, limit)))
+        names = self.namespace_topics(stored, namespace, mode, None)[0]
+        if after is not None:
+            names = names[bisect.bisect_right(names, after):]
+        return names if limit is None else names[:limit]
 
     def namespace_topics(
         self, stored: set[str], namespace: str, mode: int, pattern: str | None

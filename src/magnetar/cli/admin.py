@@ -251,7 +251,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
          A("--actions", required=True, help="comma-separated: produce, consume"))
     _cmd(tp, "revoke-permission", ops.topics_revoke, "revoke a role's actions on a topic",
          f"{ex} revoke-permission acme/orders/new --role app", TOPIC, A("--role", required=True))
-    _cmd(tp, "list", ops.topics_list, "list a namespace's topics", f"{ex} list public/default", NS)
+    _cmd(tp, "list", ops.topics_list, "list a namespace's topics (in name order; one page "
+         "with --limit and --after)", f"{ex} list public/default --limit 1000 --after "
+         "persistent://public/default/t999", NS,
+         A("--limit", type=int32, help="at most this many names (a page)"),
+         A("--after", help="only the names past this one (the last of the page before)"))
     _cmd(tp, "list-partitioned-topics", ops.topics_list_partitioned, "list a namespace's "
          "partitioned topics", f"{ex} list-partitioned-topics public/default", NS)
     _cmd(tp, "create", ops.topics_create, "create a non-partitioned topic", f"{ex} create my-topic", TOPIC)

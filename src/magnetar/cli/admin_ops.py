@@ -10,6 +10,7 @@ import argparse
 import json
 import re
 import time
+import urllib.parse
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -324,9 +325,17 @@ def _t(a: argparse.Namespace) -> str:
 
 
 def topics_list(a: argparse.Namespace, api: AdminClient) -> Any:
+    """Both domains' topics; with --limit / --after one page of them (each domain's page
+    asked with the same bounds, merged: the first names past --after of the two)."""
     ns = namespace(a.namespace)
-    return sorted(api.call("GET", f"/admin/v2/persistent/{ns}")
-                  + api.call("GET", f"/admin/v2/non-persistent/{ns}"))
+    limit = getattr(a, "limit", None)
+    after = getattr(a, "after", None)
+    query = urllib.parse.urlencode({k: v for k, v in (("limit", limit), ("after", after))
+                                    if v is not None})
+    query = f"?{query}" if query else ""
+    names = sorted(api.call("GET", f"/admin/v2/persistent/{ns}{query}")
+                   + api.call("GET", f"/admin/v2/non-persistent/{ns}{query}"))
+    return names if limit is None else names[:limit]
 
 
 def topics_list_partitioned(a: argparse.Namespace, api: AdminClient) -> Any:

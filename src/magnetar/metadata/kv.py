@@ -16,6 +16,7 @@ Failures raise ``error_type`` (a class attribute), `MetadataStoreError` here.
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import json
 import sqlite3
@@ -50,6 +51,14 @@ class KeyValueStore(ABC):
     @abstractmethod
     def list(self, prefix: str = "") -> dict[str, Any]:
         """Every key starting with ``prefix`` with its value, in key order."""
+
+    def keys(self, prefix: str = "", after: str | None = None,
+             limit: int | None = None) -> builtins.list[str]:
+        """The keys starting with ``prefix``, in key order, without their values (listing
+        100,000 topics read and parsed every value): only those past ``after``, at most
+        ``limit`` of them, when given."""
+        found = [k for k in self.list(prefix) if after is None or k > after]
+        return found if limit is None else found[:limit]
 
     async def read_through(self, key: str) -> Any | None:
         """`get`, but a store that mirrors another one (a cluster's) reads a key it does
@@ -170,6 +179,18 @@ class SqliteKeyValueStore(KeyValueStore):
                 (prefix, prefix + _MAX_CHAR),
             ).fetchall()
         return {k: json.loads(v) for k, v in rows}
+
+    def keys(self, prefix: str = "", after: str | None = None,
+             limit: int | None = None) -> builtins.list[str]:
+        start = prefix if after is None or after < prefix else after
+        sql = f"SELECT key FROM kv WHERE key {'>=' if start == prefix else '>'} ? AND key < ? ORDER BY key"
+        args: tuple[Any, ...] = (start, prefix + _MAX_CHAR)
+        if limit is not None:
+            sql += " LIMIT ?"
+            args += (limit,)
+        with self._lock:
+            rows = self._db.execute(sql, args).fetchall()
+        return [k for (k,) in rows]
 
     def close(self) -> None:
         with self._lock:

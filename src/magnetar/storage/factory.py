@@ -48,6 +48,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, NamedTuple, TypeVar
 
+from .clean_stop import leave_mark, take_mark
 from .config import StorageConfig
 from .cursor import ManagedCursor
 from .cursor_rows import CursorRows
@@ -112,6 +113,12 @@ class ManagedLedgerFactory(CursorRows):
             self._store.migrate(os.path.join(root, "storage.db"))
         else:
             self._store = SqliteMetadataStore(os.path.join(root, "storage.db"))
+        # the last clean stop's time: segments changed before it were synced (clean_stop)
+        mark = take_mark(root)
+        self._synced_before = None if config.shared else mark
+        #: set by `close` when it will leave the clean-stop mark: small segments then get
+        #: no index sidecar (`segment.INDEX_MIN_BYTES`)
+        self.stopping_clean = False
         self._owns_metadata = metadata is None
         self.metadata: MetadataStore = metadata or SqliteMetadataStore(
             os.path.join(root, "metadata.db")
@@ -249,7 +256,7 @@ class ManagedLedgerFactory(CursorRows):
                 for seg in segments:
                     seg.guard = fence.check
             else:
-                segments = scan_segments(path)
+                segments = scan_segments(path, self._synced_before)
         except OSError as exc:
             raise StorageError(f"cannot open ledger {name}: {exc}") from exc
         sourced = self._sourced_ids
@@ -495,12 +502,16 @@ class ManagedLedgerFactory(CursorRows):
                 self._persist_handle.cancel()
             self._persist_handle = None
         ledgers = [*self._ledgers.values(), *self._closing.values()]
+        clean = self.stopping_clean = not self.config.shared and self.config.fsync != "never"
         _write_indexes([seg for ml in ledgers for seg in ml._segments_to_index()])
         for ml in ledgers:
             try:
-                ml.close()  # (finishes a close_async under way, on this thread)
+                if not (clean and ml.close_if_idle()):
+                    ml.close()  # (finishes a close_async under way, on this thread)
             except Exception:
+                clean = False
                 log.exception("closing ledger %s failed", ml.name)
+        self._ledgers.clear()  # (the idle ones' descriptors: close_all below)
         for settling in list(self._settling.values()):  # deletes need the writer thread
             with contextlib.suppress(Exception):
                 settling.result()
@@ -515,6 +526,8 @@ class ManagedLedgerFactory(CursorRows):
         self._store.close()
         if self._owns_metadata:
             self.metadata.close()
+        if clean and not any(seg.sync_error is not None for ml in ledgers for seg in ml._segments):
+            leave_mark(os.path.dirname(self._root))
 
     def evict_expired_cache(self) -> None:
         """Drop read-cache entries past their age limit (call periodically)."""

@@ -23,6 +23,19 @@ back-off has passed without a slow sync, the next lone batch is synced inline ag
 probe). What remains on the loop: the first slow inline sync of a slow-disk episode (and
 a probe that meets a disk still slow after a quiet back-off) blocks the loop once, for
 as long as that one fdatasync takes.
+
+A segment's first sync is dearer than the others: its directory entry is synced too and
+the file's new size goes through the journal (on ext4 two journal commits, ~10-20 ms on a
+shared virtual disk). While topics are created (each a new ledger: a new directory and
+segment) a round held a dozen of those, synced one after the other, and every other
+topic's batch of that round and the next waited for all of them (bench/many_topics_bench.py:
+sends of an unrelated producer up to 0.5 s). So a round hands each ledger with a batch on
+a *fresh* segment (one not yet synced) to the `fresh` pool, whose threads sync such
+ledgers in parallel (concurrent fsyncs share journal commits) and complete their batches
+themselves, and goes on with the others at once. A ledger stays with its pool job until
+the job finds nothing more of it to sync: its later batches join the job, so each
+ledger's batches are still completed in the order they were submitted. Fresh segments are
+never synced inline either (a directory sync on the event loop).
 """
 
 from __future__ import annotations
@@ -33,6 +46,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,6 +54,9 @@ from . import metrics
 from .segment import Segment
 
 log = logging.getLogger(__name__)
+
+#: threads syncing the first writes of new segments (ledgers) in parallel
+FRESH_THREADS = 8
 
 
 @dataclass(eq=False)
@@ -85,6 +102,12 @@ class Flusher:
         self._inline_loops: set[asyncio.AbstractEventLoop] = set()
         self.rounds = 0
         self.inline_rounds = 0
+        # ledgers (by directory) with a batch on a fresh segment: their batches, synced and
+        # completed by a `fresh` thread, in order (see the module docstring)
+        self._held: dict[str, list[Batch]] = {}
+        self._held_lock = threading.Lock()
+        self.fresh = ThreadPoolExecutor(FRESH_THREADS, thread_name_prefix="magnetar-sync-new")
+        self.fresh_jobs = 0
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 
@@ -103,6 +126,8 @@ class Flusher:
             return False
         if self._inline_after and self._clock() < self._inline_after:
             return False  # a recent sync was slow: the thread takes every batch for now
+        if batch.segment.dir_sync:
+            return False  # a fresh segment: its directory too (see the module docstring)
         self._inline_loops.add(loop)
         loop.call_soon(self._inline_loops.discard, loop)  # once per loop iteration
         error: BaseException | None = batch.error
@@ -145,10 +170,12 @@ class Flusher:
             self._stopping = True
         self._queue.put(None)
         self._thread.join()
+        self.fresh.shutdown(wait=True)
 
     def _run(self) -> None:
         q = self._queue
         stop = False
+        item: Batch | None = None
         while not stop:
             first = q.get()
             self._busy = True
@@ -169,31 +196,77 @@ class Flusher:
             if not batches:
                 self._busy = False
                 continue
-            errors: dict[Segment, BaseException] = {}
-            for seg in dict.fromkeys(b.segment for b in batches if b.error is None):
-                try:
-                    elapsed = seg.sync()
-                except OSError as exc:
-                    log.error("fdatasync of %s failed: %s", seg.path, exc)
-                    errors[seg] = exc
-                except Exception as exc:  # never let the thread die
-                    log.exception("fdatasync of %s failed", seg.path)
-                    errors[seg] = exc
-                else:
-                    if elapsed > self.slow_sync_s:
-                        self._slow(seg, elapsed)
+            batches = self._hand_off_fresh(batches)
+            self._sync_and_complete(batches, timed=True)
             self.rounds += 1
             metrics.group_commit_batches.observe(len(batches))
-            by_loop: dict[asyncio.AbstractEventLoop, list[tuple[Batch, BaseException | None]]] = {}
-            for b in batches:
-                err = b.error if b.error is not None else errors.get(b.segment)
-                by_loop.setdefault(b.loop, []).append((b, err))
-            for loop, items in by_loop.items():
-                try:
-                    loop.call_soon_threadsafe(_complete, items)
-                except RuntimeError:  # loop closed: nobody is waiting any more
-                    log.debug("event loop closed; dropping %d batch results", len(items))
             self._busy = False
+            # no batch outlives its round in this frame: a batch holds its ledger, and an
+            # unloaded topic must be freed by reference counting alone (broker/heap.py)
+            first = item = None
+            batches = []
+
+    def _sync_and_complete(self, batches: list[Batch], timed: bool) -> None:
+        """fdatasync each segment of ``batches`` once, then hand the batches back to their
+        loops in order, each with its error (its write's, or its segment's sync's).
+        ``timed``: a slow sync pauses inline syncs (not for fresh segments, slower by
+        nature and never synced inline)."""
+        errors: dict[Segment, BaseException] = {}
+        for seg in dict.fromkeys(b.segment for b in batches if b.error is None):
+            try:
+                elapsed = seg.sync()
+            except OSError as exc:
+                log.error("fdatasync of %s failed: %s", seg.path, exc)
+                errors[seg] = exc
+            except Exception as exc:  # never let the thread die
+                log.exception("fdatasync of %s failed", seg.path)
+                errors[seg] = exc
+            else:
+                if timed and elapsed > self.slow_sync_s:
+                    self._slow(seg, elapsed)
+        by_loop: dict[asyncio.AbstractEventLoop, list[tuple[Batch, BaseException | None]]] = {}
+        for b in batches:
+            err = b.error if b.error is not None else errors.get(b.segment)
+            by_loop.setdefault(b.loop, []).append((b, err))
+        for loop, items in by_loop.items():
+            try:
+                loop.call_soon_threadsafe(_complete, items)
+            except RuntimeError:  # loop closed: nobody is waiting any more
+                log.debug("event loop closed; dropping %d batch results", len(items))
+
+    def _hand_off_fresh(self, batches: list[Batch]) -> list[Batch]:
+        """Give the `fresh` pool every batch of a ledger that has one on a fresh segment
+        in this round or a pool job under way; returns the batches left to this thread."""
+        fresh = {b.segment.directory for b in batches if b.segment.dir_sync and b.error is None}
+        if not fresh and not self._held:
+            return batches
+        mine: list[Batch] = []
+        with self._held_lock:
+            held = self._held
+            for b in batches:
+                key = b.segment.directory
+                waiting = held.get(key)
+                if waiting is not None:
+                    waiting.append(b)
+                elif key in fresh:
+                    held[key] = [b]
+                    self.fresh_jobs += 1
+                    self.fresh.submit(self._fresh_job, key)
+                else:
+                    mine.append(b)
+        return mine
+
+    def _fresh_job(self, key: str) -> None:
+        """On a `fresh` thread: sync and complete the held batches of ledger ``key`` until
+        none is left, then let the ledger's batches go to the flusher thread again."""
+        while True:
+            with self._held_lock:
+                batches = self._held.get(key)
+                if not batches:
+                    self._held.pop(key, None)
+                    return
+                self._held[key] = []
+            self._sync_and_complete(batches, timed=False)
 
 
 def _complete(items: list[tuple[Batch, BaseException | None]]) -> None:

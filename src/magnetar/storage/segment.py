@@ -47,7 +47,8 @@ from typing import Literal, overload
 
 import crc32c
 
-from . import metrics, record
+from . import clean_stop, metrics, record
+from .clean_stop import INDEX_MIN_BYTES
 from .errors import CorruptEntryError, StorageError
 
 log = logging.getLogger(__name__)
@@ -273,24 +274,28 @@ class Segment:
         *,
         shared: bool = False,
         limit: int | None = None,
+        synced_before: int | None = None,
     ) -> Segment | None:
         """Open a segment left by an earlier run (sealed). Returns None (and removes the
         file, unless ``shared``) when it holds no valid entry. ``shared``: opened by a new
         owner, another broker may still hold it: nothing is cut or removed, and bytes past
-        ``limit`` (the end its previous owner's takeover recorded) are never read."""
+        ``limit`` (the end its previous owner's takeover recorded) are never read.
+        ``synced_before``: files changed until then (ns) are synced (`clean_stop`)."""
         seg = cls(directory, ledger_id, epoch)
         seg.sealed = True
         seg.shared = shared
         seg.limit = limit
         try:
-            size = os.stat(seg.path).st_size
+            st = os.stat(seg.path)
         except FileNotFoundError:
             return None
+        size = st.st_size
         if limit is not None:
             size = min(size, limit)
         if not seg._load_index_header(size):
-            seg._recover(size)
-            if seg.count:
+            synced = synced_before is not None and st.st_mtime_ns <= synced_before
+            seg._recover(size, sync=not synced)
+            if seg.count and not (synced and seg.end <= INDEX_MIN_BYTES):
                 seg.write_index()
         seg.confirmed = seg.count
         seg.written = seg.synced = seg.end
@@ -356,8 +361,9 @@ class Segment:
         self._offsets = offs
         return True
 
-    def _recover(self, size: int) -> None:
-        """Scan the whole file; truncate a torn or corrupt tail; fdatasync what remains."""
+    def _recover(self, size: int, sync: bool = True) -> None:
+        """Scan the whole file; truncate a torn or corrupt tail; fdatasync what remains
+        (if ``sync``: not after a clean stop)."""
         offsets = [FILE_HEADER.size]
         good = 0
         if size >= FILE_HEADER.size:
@@ -385,7 +391,7 @@ class Segment:
                 os.fdatasync(fd)
             finally:
                 os.close(fd)
-        else:
+        elif sync:
             fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
             try:
                 os.fdatasync(fd)  # what we are about to expose must be durable
@@ -639,8 +645,4 @@ def _all_zero(path: str, start: int, end: int) -> bool:
 
 def fsync_dir(path: str) -> None:
     """Make a directory's entries (files created, renamed or removed in it) durable."""
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    clean_stop.fsync_dir(path)

@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 import crc32c
 
 from .. import record
+from ..clean_stop import INDEX_MIN_BYTES
 from ..errors import (
     LedgerClosedError,
     LedgerTerminatedError,
@@ -533,5 +534,7 @@ class LedgerAppends(LedgerState):
         if not seg.ready:
             return  # no file: nothing to seal
         seg.cut_reserve()
-        if seg.confirmed == seg.count and not seg.dirty and not seg.index_written:
+        if seg.confirmed == seg.count and not seg.dirty and not seg.index_written \
+                and not (seg.end <= INDEX_MIN_BYTES and seg.written <= seg.end
+                         and self._factory.stopping_clean):
             seg.write_index()

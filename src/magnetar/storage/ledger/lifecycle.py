@@ -12,6 +12,7 @@ import os
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, cast
 
+from ..clean_stop import INDEX_MIN_BYTES
 from ..errors import (
     LedgerClosedError,
     StorageError,
@@ -163,8 +164,33 @@ class LedgerLifecycle(LedgerAppends):
         written to this open ledger (the factory writes them in parallel at shutdown)."""
         if self._state != "open" or self._wbuf or self._pending or self._unwritten:
             return []
+        small = INDEX_MIN_BYTES if self._factory.stopping_clean else -1  # (none written)
         return [seg for seg in self._segments if seg.ready and not seg.index_written
-                and not seg.dirty and seg.confirmed == seg.count]
+                and not seg.dirty and seg.confirmed == seg.count
+                and (seg.end > small or seg.written > seg.end)]
+
+    def close_if_idle(self) -> bool:
+        """At a clean stop (`ManagedLedgerFactory.close`, ``stopping_clean``): close this
+        open ledger at once if it has nothing to write, sync or seal and no cursor (no
+        buffered, pending or held append, no file job under way, every segment synced,
+        nothing reserved, its sidecar written or not needed). Its descriptors are left to
+        the factory, which closes them all at once. False (nothing done) otherwise: the
+        general `close`. With 100,000 idle topics the general path's per-ledger work was
+        most of a stop."""
+        if (self._state != "open" or self._wbuf or self._pending or self._unwritten
+                or self._cursors or any(not f.done() for f in self._file_work)):
+            return False
+        for seg in self._segments:
+            if (not seg.ready or seg.dirty or seg.sync_error is not None or seg.allocated
+                    or seg.confirmed != seg.count or seg.written > seg.end
+                    or not (seg.index_written or seg.end <= INDEX_MIN_BYTES)):
+                return False
+        for seg in self._segments:
+            seg.sealed = True
+        self._file_work = []
+        self._active = None
+        self._state = "closed"
+        return True
 
     def close(self) -> None:
         """Flush, close the files; the cursors' last states are written on the factory's

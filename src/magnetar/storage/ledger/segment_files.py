@@ -84,9 +84,10 @@ def _rank(epoch: int | None) -> int:
     return -1 if epoch is None else epoch
 
 
-def scan_segments(directory: str) -> list[Segment]:
+def scan_segments(directory: str, synced_before: int | None = None) -> list[Segment]:
     """Open (and, after a crash, recover) the segments a ledger directory holds, in id order
     (a ledger that is not fenced; a fenced one is opened by `takeover.take_over`).
+    ``synced_before``: see `Segment.open_existing` (the last clean stop's time).
     Touches only those files, never state shared with other ledgers: safe in a worker
     thread, which is where `ManagedLedgerFactory.open_async` runs it."""
     files: dict[int, int | None] = {}
@@ -99,7 +100,7 @@ def scan_segments(directory: str) -> list[Segment]:
             files[lid] = epoch
     segments = []
     for lid in sorted(files):
-        seg = Segment.open_existing(directory, lid, files[lid])
+        seg = Segment.open_existing(directory, lid, files[lid], synced_before=synced_before)
         if seg is not None:
             segments.append(seg)
     return segments
