@@ -347,3 +347,35 @@ def test_a_block_drops_topics_unloaded_during_the_build(tmp_path):
             await service.stop()
 
     asyncio.run(go())
+
+
+def test_rates_sampled_in_pieces_match_the_counters(tmp_path):
+    """`RateTracker.sample_in_pieces` computes the rates in slices too (here 8 counters a
+    slice): every counter's rate is its change over the interval, none left out."""
+
+    async def go() -> None:
+        service = await _service(tmp_path)
+        try:
+            topics = [await service.load_topic(f"persistent://public/default/rate-{i}")
+                      for i in range(30)]
+            rates = RateTracker()
+            await rates.sample_in_pieces(service, chunk=2)
+            assert rates.rates == {}  # no previous sample yet
+            for i, topic in enumerate(topics):
+                if i % 3 == 0:
+                    topic.msg_in += i + 1
+                    topic.bytes_in += 10 * (i + 1)
+            await asyncio.sleep(0.05)
+            await rates.sample_in_pieces(service, chunk=2)
+            for i, topic in enumerate(topics):
+                msgs, size = rates.rate("in", topic.name)
+                assert rates.rate("out", topic.name) == (0.0, 0.0)
+                if i % 3:
+                    assert (msgs, size) == (0.0, 0.0)
+                else:
+                    assert msgs > 0 and size == pytest.approx(10 * msgs)
+            assert len(rates.rates) == 2 * len(topics)
+        finally:
+            await service.stop()
+
+    asyncio.run(go())

@@ -68,7 +68,11 @@ from typing import Any
 from aiohttp import web
 
 from magnetar.admin.routing import RATES, SERVICE, RouteTable
-from magnetar.admin.transaction_participants import participant_totals
+from magnetar.admin.transaction_participants import (
+    add_participants,
+    no_participants,
+    participant_totals,
+)
 from magnetar.admin.transactions import txn_metrics
 from magnetar.broker.service import BrokerService
 from magnetar.broker.topics.stats import Rate, RateTracker, replication_stats
@@ -435,7 +439,19 @@ class MetricsBuilder:
 
     async def scrape(self) -> str:
         """The whole exposition: the per-topic part (cached) and the per-broker part."""
-        return b"".join([*await self.topic_part(), self.broker_part().encode()]).decode()
+        return b"".join([*await self.topic_part(), await self.broker_tail()]).decode()
+
+    async def broker_tail(self) -> bytes:
+        """`broker_part`, its walk over the loaded topics (the transaction gauges) made
+        ``chunk * LINES_PER_CHUNK * 4`` topics at a time, the loop given back between."""
+        topics = list(self.service.topics.values())
+        participants = no_participants()
+        step = self.chunk * LINES_PER_CHUNK * 4
+        for start in range(0, len(topics), step):
+            if start:
+                await asyncio.sleep(self.pause)
+            add_participants(participants, topics[start:start + step])
+        return self.broker_part(participants).encode()
 
     async def topic_part(self) -> list[bytes]:
         """The per-topic part, in pieces of UTF-8 text (shared with other scrapes: do not
@@ -589,14 +605,17 @@ class MetricsBuilder:
                 parts.append(_lines(series, labels[start:start + step], column[start:start + step]))
                 await self._pause()
 
-    def broker_part(self) -> str:
+    def broker_part(self, participants: dict[str, float] | None = None) -> str:
+        """The per-broker part, read now (``participants``: `participant_totals`, if read
+        already)."""
         service = self.service
         labels = f'cluster="{_esc(service.config.clusterName)}"'
         out = []
         for gauge in BROKER_GAUGES:
             out.append(f"# HELP {gauge.name} {gauge.doc}\n# TYPE {gauge.name} gauge\n"
                        f"{gauge.name}{{{labels}}} {_num(gauge.value(service))}\n")
-        participants = participant_totals(service)  # one pass for the six
+        if participants is None:
+            participants = participant_totals(service)  # one pass for the six
         for name, doc, key in PARTICIPANT_GAUGES:
             out.append(f"# HELP {name} {doc}\n# TYPE {name} gauge\n"
                        f"{name}{{{labels}}} {_num(participants[key])}\n")
@@ -635,7 +654,7 @@ async def metrics(request: web.Request) -> web.StreamResponse:
     """Streamed piece by piece: a 13 MB exposition is never joined into one buffer."""
     builder = request.app[_BUILDER]
     pieces = await builder.topic_part()
-    tail = builder.broker_part().encode()
+    tail = await builder.broker_tail()
     response = web.StreamResponse(headers={"Content-Type": CONTENT_TYPE})
     response.content_length = sum(map(len, pieces)) + len(tail)
     await response.prepare(request)
