@@ -61,7 +61,7 @@ import operator
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from itertools import compress, filterfalse, repeat
+from itertools import compress, repeat
 from operator import attrgetter
 from typing import Any
 
@@ -477,35 +477,37 @@ class MetricsBuilder:
     async def _group(self, topics: list[Topic]) -> dict[str, list[Topic]]:
         """``topics`` by escaped namespace (the last build's grouping when the same topics
         are loaded, in the same order); notes each one's (namespace, label text), made once
-        per topic while it stays loaded."""
+        per topic while it stays loaded. Done a block of topics per slice."""
         if topics == self._topics:  # identical objects: compared by address, in C
             return self._groups
         cluster = _esc(self.service.config.clusterName)
-        known = self._names
-        names = list(map(_NAME, topics))
-        by_name = dict(zip(names, topics, strict=True))
-        for i, name in enumerate(filterfalse(known.__contains__, names)):
-            if i and i % self.chunk == 0:
-                await self._pause()  # (a first build makes a label text per topic)
-            namespace = _esc(by_name[name].topic_name.namespace)
-            known[name] = (namespace,
-                           f'cluster="{cluster}",namespace="{namespace}",topic="{_esc(name)}"}} ')
-        entries = list(map(known.__getitem__, names))
-        self._names = dict(zip(names, entries, strict=True))  # the unloaded ones left out
-        namespaces = list(map(_FIRST, entries))
+        known: dict[str, tuple[str, str]] = self._names
+        names: dict[str, tuple[str, str]] = {}
         groups: dict[str, list[Topic]] = {}
-        if len(set(namespaces)) == 1:
-            groups[namespaces[0]] = topics
-        else:
-            for i, (namespace, topic) in enumerate(zip(namespaces, topics, strict=True)):
-                if i and i % (self.chunk * 40) == 0:
-                    await self._pause()
-                group = groups.get(namespace)
+        step = self.chunk * LINES_PER_CHUNK
+        for start in range(0, len(topics), step):
+            if start:
+                await self._pause()
+            block = topics[start:start + step]
+            held = list(map(_NAME, block))
+            for topic in compress(block, map(operator.not_, map(known.__contains__, held))):
+                namespace = _esc(topic.topic_name.namespace)  # a topic new since the last
+                known[topic.name] = (
+                    namespace,
+                    f'cluster="{cluster}",namespace="{namespace}",topic="{_esc(topic.name)}"}} ')
+            entries = list(map(known.__getitem__, held))
+            names.update(zip(held, entries, strict=True))
+            first = entries[0][0]
+            if entries[-1][0] == first and all(map(operator.eq, map(_FIRST, entries), repeat(first))):
+                groups.setdefault(first, []).extend(block)  # one namespace (the usual case)
+                continue
+            for entry, topic in zip(entries, block, strict=True):
+                group = groups.get(entry[0])
                 if group is None:
-                    groups[namespace] = [topic]
+                    groups[entry[0]] = [topic]
                 else:
                     group.append(topic)
-        self._topics, self._groups = topics, groups
+        self._names, self._topics, self._groups = names, topics, groups  # unloaded ones left out
         return groups
 
     async def _build(self) -> list[bytes]:
