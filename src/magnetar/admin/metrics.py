@@ -28,29 +28,34 @@ event loop (`BuildTimes`: ``magnetar_metrics_build_seconds``,
 ``magnetar_metrics_longest_slice_cpu_seconds``).
 
 Theory of operation. A scrape of 10,000 topics is over 100,000 lines: built in one go on
-the event loop it held every producer up for over a second. `MetricsBuilder` reads the
-topics `CHUNK` at a time (``CHUNK * SUM_CHUNKS`` at namespace level) and writes the text
-``CHUNK * LINES_PER_CHUNK`` lines at a time, giving the loop back between pieces (about 1 ms
-of CPU each), so sends are answered meanwhile, and the response is written piece by piece.
-At each yield the build sleeps `PAUSE_S` (1 ms): with ``sleep(0)`` the process never
-blocks during a build, and on a busy machine (2 cores, load 4-5) the kernel then queued it
-behind other processes: a send that arrived during a scrape waited 50-120 ms (the slowest
-of each scrape window, median 40-60 ms, against 6 ms without a scrape), with 1 ms pauses
-10 ms against 6 at topic level and 5 against 5 at namespace level. The topics
-are grouped by namespace (the grouping and each topic's label text kept while the same
-topics stay loaded); the namespace level sums each group in local variables
-(`_sum_topics`), the topic level gathers one plain list of numbers per family
-(`_gather_topics`, `_Rows`) and writes each family's lines with C-level joins of the label
-texts and the values' ``repr``. Nothing is allocated per topic that outlives the pass: the
-first version kept a list and a tuple per topic, and its survivors set off full garbage
-collections of the broker's heap (0.1-0.3 s at 10,000 topics) in the middle of scrapes.
-The per-topic part is kept for ``magnetarMetricsCacheSeconds`` (Prometheus scrapes every
-15-30 s; rates change every ``statsUpdateFrequencyInSecs``), and scrapes that arrive while
-it is being built wait for that one build. The per-broker part is read at every scrape.
+the event loop it held every producer up for over a second. `MetricsBuilder` works a block
+of ``CHUNK * LINES_PER_CHUNK`` (2,000) topics per slice and writes each family's lines of a
+block as one piece, giving the loop back between slices, and the response is written piece
+by piece. At each yield the build sleeps `PAUSE_S` (1 ms): with ``sleep(0)`` the process
+never blocks during a build, and on a busy machine (2 cores, load 4-5) the kernel then
+queued it behind other processes: a send that arrived during a scrape waited 50-120 ms,
+with 1 ms pauses 10 ms against 6 without a scrape. The topics are grouped by namespace
+(the grouping and each topic's label text kept while the same topics stay loaded).
+`_gather_block` reads a block's values with C-level loops (``map`` over attribute getters
+and the rates' ``dict.get``; `storage.ledger.state.sizes_bytes` for the segment files), so
+an idle topic costs no Python frame: only topics with subscriptions are walked in Python.
+The namespace level sums those columns (a scrape of 100,000 idle topics is 50 slices of
+reads, no text per topic); the topic level keeps each block's columns and lines
+(`_Block`) and renders a family's lines of a block again only when its column differs
+from the last build's: idle topics' lines are reused as they are, and only the blocks
+whose topics changed, or moved (a topic loaded or unloaded before them in their
+namespace), are written again. Nothing is allocated per topic that the collector tracks
+(the columns are a few lists per block): a first version kept a list and a tuple per
+topic, and its survivors set off full garbage collections of the broker's heap in the
+middle of scrapes. The per-topic part is kept for ``magnetarMetricsCacheSeconds``
+(Prometheus scrapes every 15-30 s; rates change every ``statsUpdateFrequencyInSecs``), and
+scrapes that arrive while it is being built wait for that one build. The per-broker part
+is read at every scrape (`broker_tail`: the transaction gauges' walk over the topics, in
+C-level loops and slices too).
 
 Adding a series: a broker-wide gauge is one `BrokerGauge` appended to `BROKER_GAUGES` (a
 name, its help, a function of the `BrokerService`); a per-topic one is a `Series` in
-`TOPIC_SERIES` and its value in `_gather_topics` and `_sum_topics`, in the same position.
+`TOPIC_SERIES` and its column in `_gather_block`, in the same position.
 """
 
 from __future__ import annotations
