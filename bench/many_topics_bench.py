@@ -245,7 +245,7 @@ def run_namespace_level(name: str, src: str, root: Path, args: argparse.Namespac
         create_topics(client, 0, args.topics, args.threads)
         client.close()
         live = LiveProducer(url)
-        time.sleep(1)
+        time.sleep(args.settle)
         scrapes = scrape(web, args.scrapes)
         live.close()
         return {"tree": name, "level": "namespace", "scrape_s_median": statistics.median(s[0] for s in scrapes),
@@ -269,6 +269,8 @@ def main() -> int:
     parser.add_argument("--unloads", type=int, default=5000)
     parser.add_argument("--levels", default="topic", help="topic,namespace")
     parser.add_argument("--json", help="write the results here too")
+    parser.add_argument("--settle", type=float, default=1.0,
+                        help="seconds between the namespace-level broker's last topic and its scrapes")
     parser.add_argument("--skip", default="", help="phases left out: ops (creations, lookups, "
                         "listing), unload")
     args = parser.parse_args()
