@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import signal
 import statistics
@@ -183,7 +184,8 @@ def run_tree(name: str, src: str, root: Path, args: argparse.Namespace) -> dict[
         phases["before"] = (t, time.monotonic())
         client = pulsar.Client(url, logger=QUIET, operation_timeout_seconds=120, io_threads=4)
         create_topics(client, 0, 100, args.threads)
-        row["ops_at_100"] = timed_ops(url, web, "a", 100, args.ops)
+        if "ops" not in args.skip:
+            row["ops_at_100"] = timed_ops(url, web, "a", 100, args.ops)
         steps = []
         t = time.monotonic()
         rss0 = rss_mb(proc.pid)
@@ -213,11 +215,13 @@ def run_tree(name: str, src: str, root: Path, args: argparse.Namespace) -> dict[
         row["scrape_s_median"] = statistics.median(s[0] for s in scrapes)
         row["scrape_s_max"] = max(s[0] for s in scrapes)
         row["scrape_mb"] = round(scrapes[0][1] / 1e6, 1)
-        row["ops_at_end"] = timed_ops(url, web, "b", done, args.ops)
-        row.update(listing(web))
-        t = time.monotonic()
-        row["unload_s"] = unload(web, 100, args.unloads)
-        phases["unload"] = (t, time.monotonic())
+        if "ops" not in args.skip:
+            row["ops_at_end"] = timed_ops(url, web, "b", done, args.ops)
+            row.update(listing(web))
+        if "unload" not in args.skip:
+            t = time.monotonic()
+            row["unload_s"] = unload(web, 100, args.unloads)
+            phases["unload"] = (t, time.monotonic())
         t = time.monotonic()
         time.sleep(args.window / 2)
         phases["after"] = (t, time.monotonic())
@@ -241,7 +245,7 @@ def run_namespace_level(name: str, src: str, root: Path, args: argparse.Namespac
         create_topics(client, 0, args.topics, args.threads)
         client.close()
         live = LiveProducer(url)
-        time.sleep(1)
+        time.sleep(args.settle)
         scrapes = scrape(web, args.scrapes)
         live.close()
         return {"tree": name, "level": "namespace", "scrape_s_median": statistics.median(s[0] for s in scrapes),
@@ -265,6 +269,10 @@ def main() -> int:
     parser.add_argument("--unloads", type=int, default=5000)
     parser.add_argument("--levels", default="topic", help="topic,namespace")
     parser.add_argument("--json", help="write the results here too")
+    parser.add_argument("--settle", type=float, default=1.0,
+                        help="seconds between the namespace-level broker's last topic and its scrapes")
+    parser.add_argument("--skip", default="", help="phases left out: ops (creations, lookups, "
+                        "listing), unload")
     args = parser.parse_args()
     results = []
     with tempfile.TemporaryDirectory(prefix="many-topics-") as tmp:
@@ -284,12 +292,14 @@ def main() -> int:
             continue
         print(f"{r['tree']:<6} {r['topics']} topics: {r['kb_per_topic']} KB/topic, "
               f"{r['create_s_per_10k']} s per 10k, /metrics {r['scrape_s_median']:.2f} s "
-              f"({r['scrape_mb']} MB), list {r['list_s']:.2f} s, unload {r['unloads_per_s'] if 'unloads_per_s' in r else r['unload_s']:.1f} s, "
-              f"stop {r['stop_s']:.2f} s")
+              f"({r['scrape_mb']} MB), list {r.get('list_s', math.nan):.2f} s, "
+              f"unload {r.get('unload_s', math.nan):.1f} s, stop {r['stop_s']:.2f} s")
         for phase, lat in r["latency"].items():
             print(f"   {phase:<7} {lat['sends']:>6} sends  p50 {lat['p50_ms']:6.2f}  p99 {lat['p99_ms']:6.2f}  "
                   f"p999 {lat['p999_ms']:7.2f}  max {lat['max_ms']:7.1f} ms")
         for when in ("ops_at_100", "ops_at_end"):
+            if when not in r:
+                continue
             o = r[when]
             print(f"   {when:<10} create producer {o['create_ms_median']:.1f} ms (max {o['create_ms_max']:.1f}), "
                   f"lookup {o['lookup_ms_median']:.1f} ms (max {o['lookup_ms_max']:.1f})")

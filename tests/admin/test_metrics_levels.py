@@ -7,12 +7,13 @@ from __future__ import annotations
 import asyncio
 import urllib.request
 from collections.abc import Iterator
+from typing import Any
 
 import pulsar
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from magnetar.admin.metrics import TOPIC_SERIES, MetricsBuilder, _texts
+from magnetar.admin.metrics import TOPIC_SERIES, MetricsBuilder, _gather_block, _texts
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.service import BrokerService
 from magnetar.broker.topics.stats import RateTracker
@@ -163,7 +164,7 @@ async def _service(tmp_path, **settings) -> BrokerService:
 
 
 def test_namespace_level_sums_what_the_topic_level_shows(tmp_path):
-    """The namespace level's pass (`_sum_topics`) and the topic level's (`_gather_topics`)
+    """The namespace level's sums and the topic level's rows (both `_gather_block`)
     read the same values: per namespace, every topic series sums to the namespace's."""
 
     async def go() -> None:
@@ -241,3 +242,140 @@ def test_values_are_written_as_the_exposition_format_spells_them():
     assert list(_texts([1, float("nan"), float("inf"), -float("inf"), 0.1])) == [
         "1", "NaN", "+Inf", "-Inf", "0.1"]
     assert list(_texts([10**400, 3])) == [str(10**400), "3"]  # too large for a float
+
+
+def test_topic_level_reuses_the_lines_of_idle_topics_and_renders_changed_ones(tmp_path):
+    """A build renders again only the families of the blocks whose values changed: an idle
+    topic's lines are the same bytes as the last build's; a changed value is re-rendered
+    (and only that family, in that block); a topic loaded or unloaded shows at once."""
+
+    async def go() -> None:
+        service = await _service(tmp_path)
+        try:
+            for i in range(100):  # chunk 5: blocks of 40 topics (40, 40, 20)
+                await service.load_topic(f"persistent://public/default/idle-{i}")
+            builder = MetricsBuilder(service, RateTracker(), chunk=5)
+            first_parts = list(await builder.topic_part())
+            assert builder.rendered == 3 * len(TOPIC_SERIES)
+            first = _families(await builder.scrape())
+            assert builder.rendered == 0  # nothing changed: every block's lines reused
+            again = list(await builder.topic_part())
+            assert again == first_parts
+            assert all(a is b for a, b in zip(again, first_parts, strict=True) if len(a) > 200)
+
+            busy = service.topics["persistent://public/default/idle-57"]
+            busy.msg_in += 5
+            after = _families(await builder.scrape())
+            assert builder.rendered == 1  # pulsar_in_messages of the second block
+            got = {labels["topic"]: value for labels, value in after["pulsar_in_messages_total"]}
+            assert got[busy.name] == 5
+            assert sum(got.values()) == 5 and len(got) == 100
+            assert after["pulsar_storage_size"] == first["pulsar_storage_size"]
+
+            await service.unload_topic(service.topics["persistent://public/default/idle-3"])
+            await service.load_topic("persistent://public/default/late")
+            moved = _families(await builder.scrape())
+            names = [labels["topic"].rsplit("/", 1)[1] for labels, _ in moved["pulsar_rate_in"]]
+            assert sorted(names) == sorted([f"idle-{i}" for i in range(100) if i != 3] + ["late"])
+            got = {labels["topic"]: value for labels, value in moved["pulsar_in_messages_total"]}
+            assert got[busy.name] == 5 and sum(got.values()) == 5
+            for series in TOPIC_SERIES:  # every family has a line per loaded topic
+                assert len(moved[series.sample]) == 100
+        finally:
+            await service.stop()
+
+    asyncio.run(go())
+
+
+def test_namespace_totals_follow_topics_loaded_changed_and_unloaded(tmp_path):
+    async def go() -> None:
+        service = await _service(tmp_path, exposeTopicLevelMetricsInPrometheus=False)
+        try:
+            topics = []
+            for i in range(30):
+                namespace = ("public/default", "public/other")[i % 2]
+                topic = await service.load_topic(f"persistent://{namespace}/sum-{i}")
+                topic.msg_in = i
+                topics.append(topic)
+            builder = MetricsBuilder(service, RateTracker(), chunk=2)  # blocks of 16 topics
+
+            def totals(samples: Samples) -> dict[str, float]:
+                return {labels["namespace"]: value
+                        for labels, value in samples["pulsar_in_messages_total"]}
+
+            evens, odds = sum(range(0, 30, 2)), sum(range(1, 30, 2))
+            assert totals(_families(await builder.scrape())) == {
+                "public/default": evens, "public/other": odds}
+            topics[4].msg_in += 100
+            await service.unload_topic(topics[7])
+            added = await service.load_topic("persistent://public/third/new")
+            added.msg_in = 1000
+            assert totals(_families(await builder.scrape())) == {
+                "public/default": evens + 100, "public/other": odds - 7, "public/third": 1000}
+            for topic in [t for t in topics if t.name.startswith("persistent://public/other")
+                          and t.name in service.topics]:
+                await service.unload_topic(topic)
+            assert totals(_families(await builder.scrape())) == {
+                "public/default": evens + 100, "public/third": 1000}
+        finally:
+            await service.stop()
+
+    asyncio.run(go())
+
+
+def test_a_block_drops_topics_unloaded_during_the_build(tmp_path):
+    """Values are read in slices with the loop given back between them: a topic no longer
+    in the registry when its block is read is left out, and the block is not kept."""
+
+    async def go() -> None:
+        service = await _service(tmp_path)
+        try:
+            topics = [await service.load_topic(f"persistent://public/default/gone-{i}")
+                      for i in range(4)]
+            for i, topic in enumerate(topics):
+                topic.msg_in = 10 + i
+            live = dict(service.topics)
+            del live[topics[1].name]
+            subscribed: list[Any] = []
+            names, columns, whole = _gather_block(topics, live, {}, subscribed)
+            assert not whole and not subscribed
+            assert names == [topics[0].name, topics[2].name, topics[3].name]
+            assert columns[TOPIC_SERIES.index(next(
+                s for s in TOPIC_SERIES if s.name == "pulsar_in_messages"))] == [10, 12, 13]
+            assert all(len(column) == 3 for column in columns)
+        finally:
+            await service.stop()
+
+    asyncio.run(go())
+
+
+def test_rates_sampled_in_pieces_match_the_counters(tmp_path):
+    """`RateTracker.sample_in_pieces` computes the rates in slices too (here 8 counters a
+    slice): every counter's rate is its change over the interval, none left out."""
+
+    async def go() -> None:
+        service = await _service(tmp_path)
+        try:
+            topics = [await service.load_topic(f"persistent://public/default/rate-{i}")
+                      for i in range(30)]
+            rates = RateTracker()
+            await rates.sample_in_pieces(service, chunk=2)
+            assert rates.rates == {}  # no previous sample yet
+            for i, topic in enumerate(topics):
+                if i % 3 == 0:
+                    topic.msg_in += i + 1
+                    topic.bytes_in += 10 * (i + 1)
+            await asyncio.sleep(0.05)
+            await rates.sample_in_pieces(service, chunk=2)
+            for i, topic in enumerate(topics):
+                msgs, size = rates.rate("in", topic.name)
+                assert rates.rate("out", topic.name) == (0.0, 0.0)
+                if i % 3:
+                    assert (msgs, size) == (0.0, 0.0)
+                else:
+                    assert msgs > 0 and size == pytest.approx(10 * msgs)
+            assert len(rates.rates) == 2 * len(topics)
+        finally:
+            await service.stop()
+
+    asyncio.run(go())

@@ -28,29 +28,34 @@ event loop (`BuildTimes`: ``magnetar_metrics_build_seconds``,
 ``magnetar_metrics_longest_slice_cpu_seconds``).
 
 Theory of operation. A scrape of 10,000 topics is over 100,000 lines: built in one go on
-the event loop it held every producer up for over a second. `MetricsBuilder` reads the
-topics `CHUNK` at a time (``CHUNK * SUM_CHUNKS`` at namespace level) and writes the text
-``CHUNK * LINES_PER_CHUNK`` lines at a time, giving the loop back between pieces (about 1 ms
-of CPU each), so sends are answered meanwhile, and the response is written piece by piece.
-At each yield the build sleeps `PAUSE_S` (1 ms): with ``sleep(0)`` the process never
-blocks during a build, and on a busy machine (2 cores, load 4-5) the kernel then queued it
-behind other processes: a send that arrived during a scrape waited 50-120 ms (the slowest
-of each scrape window, median 40-60 ms, against 6 ms without a scrape), with 1 ms pauses
-10 ms against 6 at topic level and 5 against 5 at namespace level. The topics
-are grouped by namespace (the grouping and each topic's label text kept while the same
-topics stay loaded); the namespace level sums each group in local variables
-(`_sum_topics`), the topic level gathers one plain list of numbers per family
-(`_gather_topics`, `_Rows`) and writes each family's lines with C-level joins of the label
-texts and the values' ``repr``. Nothing is allocated per topic that outlives the pass: the
-first version kept a list and a tuple per topic, and its survivors set off full garbage
-collections of the broker's heap (0.1-0.3 s at 10,000 topics) in the middle of scrapes.
-The per-topic part is kept for ``magnetarMetricsCacheSeconds`` (Prometheus scrapes every
-15-30 s; rates change every ``statsUpdateFrequencyInSecs``), and scrapes that arrive while
-it is being built wait for that one build. The per-broker part is read at every scrape.
+the event loop it held every producer up for over a second. `MetricsBuilder` works a block
+of ``CHUNK * LINES_PER_CHUNK`` (2,000) topics per slice and writes each family's lines of a
+block as one piece, giving the loop back between slices, and the response is written piece
+by piece. At each yield the build sleeps `PAUSE_S` (1 ms): with ``sleep(0)`` the process
+never blocks during a build, and on a busy machine (2 cores, load 4-5) the kernel then
+queued it behind other processes: a send that arrived during a scrape waited 50-120 ms,
+with 1 ms pauses 10 ms against 6 without a scrape. The topics are grouped by namespace
+(the grouping and each topic's label text kept while the same topics stay loaded).
+`_gather_block` reads a block's values with C-level loops (``map`` over attribute getters
+and the rates' ``dict.get``; `storage.ledger.state.sizes_bytes` for the segment files), so
+an idle topic costs no Python frame: only topics with subscriptions are walked in Python.
+The namespace level sums those columns (a scrape of 100,000 idle topics is 50 slices of
+reads, no text per topic); the topic level keeps each block's columns and lines
+(`_Block`) and renders a family's lines of a block again only when its column differs
+from the last build's: idle topics' lines are reused as they are, and only the blocks
+whose topics changed, or moved (a topic loaded or unloaded before them in their
+namespace), are written again. Nothing is allocated per topic that the collector tracks
+(the columns are a few lists per block): a first version kept a list and a tuple per
+topic, and its survivors set off full garbage collections of the broker's heap in the
+middle of scrapes. The per-topic part is kept for ``magnetarMetricsCacheSeconds``
+(Prometheus scrapes every 15-30 s; rates change every ``statsUpdateFrequencyInSecs``), and
+scrapes that arrive while it is being built wait for that one build. The per-broker part
+is read at every scrape (`broker_tail`: the transaction gauges' walk over the topics, in
+C-level loops and slices too).
 
 Adding a series: a broker-wide gauge is one `BrokerGauge` appended to `BROKER_GAUGES` (a
 name, its help, a function of the `BrokerService`); a per-topic one is a `Series` in
-`TOPIC_SERIES` and its value in `_gather_topics` and `_sum_topics`, in the same position.
+`TOPIC_SERIES` and its column in `_gather_block`, in the same position.
 """
 
 from __future__ import annotations
@@ -61,27 +66,33 @@ import operator
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from itertools import compress, repeat
+from operator import attrgetter
 from typing import Any
 
 from aiohttp import web
 
 from magnetar.admin.routing import RATES, SERVICE, RouteTable
-from magnetar.admin.transaction_participants import participant_totals
+from magnetar.admin.transaction_participants import (
+    add_participants,
+    no_participants,
+    participant_totals,
+)
 from magnetar.admin.transactions import txn_metrics
 from magnetar.broker.service import BrokerService
 from magnetar.broker.topics.stats import Rate, RateTracker, replication_stats
 from magnetar.broker.topics.topic import PersistentTopic, Topic
 from magnetar.storage import metrics as storage_metrics
+from magnetar.storage.ledger.state import sizes_bytes
 
 routes = RouteTable("metrics")
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
-#: topics read between two yields to the event loop (about 1 ms of CPU on a busy core)
+#: a unit of the build's work: labels made per yield for newly loaded topics (about 1 ms)
 CHUNK = 250
-#: lines written per piece, in topics read per yield (about 1 ms too)
+#: topics per block, in chunks: a block's values are read in one slice (C-level loops, 1-3
+#: ms for 2,000 idle topics), each family's lines of a block are one piece (about 1 ms)
 LINES_PER_CHUNK = 8
-#: topics summed per yield at namespace level (a cheaper pass), in topics read per yield
-SUM_CHUNKS = 2
 #: seconds the build sleeps at each yield: a loop that only ever yields with sleep(0) stays
 #: runnable for the whole build, and on a busy machine the kernel then makes it wait its
 #: turn behind other processes while sends queue up; sleeping lets them through at once
@@ -175,22 +186,19 @@ BROKER_GAUGES: list[BrokerGauge] = [
                 lambda s: s.disk.last.used if s.disk.last else math.nan),
     BrokerGauge("magnetar_disk_free_bytes", "bytes free on the data directory's file system",
                 lambda s: float(s.disk.last.free) if s.disk.last else math.nan),
-    # transactions, participant side (admin/transaction_participants.py), loaded topics
-    BrokerGauge("pulsar_txn_tb_active_total", "transactions open in the topics' buffers",
-                lambda s: participant_totals(s)["tb_active"]),
-    BrokerGauge("pulsar_txn_tb_committed_total", "transactions committed on the topics",
-                lambda s: participant_totals(s)["tb_committed"]),
-    BrokerGauge("pulsar_txn_tb_aborted_total", "transactions aborted on the topics",
-                lambda s: participant_totals(s)["tb_aborted"]),
-    BrokerGauge("pulsar_txn_tp_active_total", "transactions holding acks on subscriptions",
-                lambda s: participant_totals(s)["tp_active"]),
-    BrokerGauge("pulsar_txn_tp_committed_count_total",
-                "transactions whose acks were committed on subscriptions",
-                lambda s: participant_totals(s)["tp_committed"]),
-    BrokerGauge("pulsar_txn_tp_aborted_count_total",
-                "transactions whose acks were aborted on subscriptions",
-                lambda s: participant_totals(s)["tp_aborted"]),
 ]
+#: transactions, participant side (admin/transaction_participants.py), over the loaded
+#: topics: (name, help, key of `participant_totals`), read once per scrape after `BROKER_GAUGES`
+PARTICIPANT_GAUGES = (
+    ("pulsar_txn_tb_active_total", "transactions open in the topics' buffers", "tb_active"),
+    ("pulsar_txn_tb_committed_total", "transactions committed on the topics", "tb_committed"),
+    ("pulsar_txn_tb_aborted_total", "transactions aborted on the topics", "tb_aborted"),
+    ("pulsar_txn_tp_active_total", "transactions holding acks on subscriptions", "tp_active"),
+    ("pulsar_txn_tp_committed_count_total",
+     "transactions whose acks were committed on subscriptions", "tp_committed"),
+    ("pulsar_txn_tp_aborted_count_total",
+     "transactions whose acks were aborted on subscriptions", "tp_aborted"),
+)
 #: help of the last build's gauges (`BuildTimes`)
 BUILD_DOCS = (
     "event-loop time of the last build of the per-topic part (its slices added up)",
@@ -243,74 +251,80 @@ class _Rows:
         return len(self.labels)
 
 
-def _gather_topics(topics: list[Topic], live: dict[str, Topic], rates: dict[Any, Rate],
-                   names: dict[str, tuple[str, str]], rows: _Rows, subscribed: list[Topic]) -> None:
-    """Append the `TOPIC_SERIES` values of ``topics`` (those still loaded) to ``rows``, in
-    one tight pass; topics with subscriptions are appended to ``subscribed``."""
-    (rate_in, rate_out, thr_in, thr_out, backlog_col, size_col, producers_col, consumers_col,
-     subs_col, msgs_col, bytes_col) = (column.append for column in rows.columns)
-    label = rows.labels.append
-    get = rates.get
-    zero = _ZERO
-    for topic in topics:
-        name = topic.name
-        if live.get(name) is not topic:
-            continue  # unloaded while the loop had the hand
-        label(names[name][1])
-        rate = get(("in", name), zero)
-        rate_in(rate[0])
-        thr_in(rate[1])
-        rate = get(("out", name), zero)
-        rate_out(rate[0])
-        thr_out(rate[1])
-        subs = topic.subscriptions
-        backlog = consumers = 0
-        if subs:
-            subscribed.append(topic)
-            for sub in subs.values():
-                backlog += sub.backlog()
-                consumers += len(sub.consumers)
-        backlog_col(backlog)
-        consumers_col(consumers)
-        subs_col(len(subs))
-        size_col(topic.ledger.size_bytes() if isinstance(topic, PersistentTopic) else 0)
-        producers_col(len(topic.producers))
-        msgs_col(topic.msg_in)
-        bytes_col(topic.bytes_in)
+_NAME = attrgetter("name")
+_SUBS = attrgetter("subscriptions")
+_PRODUCERS = attrgetter("producers")
+_LEDGER = attrgetter("ledger")
+_MSG_IN = attrgetter("msg_in")
+_BYTES_IN = attrgetter("bytes_in")
+_FIRST = operator.itemgetter(0)
+_SECOND = operator.itemgetter(1)
 
 
-def _sum_topics(topics: list[Topic], live: dict[str, Topic], rates: dict[Any, Rate],
-                totals: list[float]) -> None:
-    """Add the `TOPIC_SERIES` values of ``topics`` (those still loaded) to ``totals``: the
-    namespace level's pass, over plain numbers in local variables."""
+def _gather_block(topics: list[Topic], live: dict[str, Topic], rates: dict[Any, Rate],
+                  subscribed: list[Topic]) -> tuple[list[str], list[list[float]], bool]:
+    """The `TOPIC_SERIES` values of ``topics`` (those still loaded): their names, one column
+    per family and whether all were still loaded; topics with subscriptions are appended to
+    ``subscribed``. Each column is read in C-level loops (``map`` over attribute getters):
+    only a topic with subscriptions costs Python work (an idle topic: ~1-2 µs of memory reads)."""
+    names = list(map(_NAME, topics))
+    loaded = list(map(operator.is_, map(live.get, names), topics))
+    whole = all(loaded)
+    if not whole:  # unloaded while the loop had the hand
+        topics, names = list(compress(topics, loaded)), list(compress(names, loaded))
     get = rates.get
-    zero = _ZERO
-    rate_in = rate_out = thr_in = thr_out = 0.0
-    backlog = size = producers = consumers = subs_count = msgs = size_in = 0
-    for topic in topics:
-        name = topic.name
-        if live.get(name) is not topic:
-            continue
-        rate = get(("in", name), zero)
-        rate_in += rate[0]
-        thr_in += rate[1]
-        rate = get(("out", name), zero)
-        rate_out += rate[0]
-        thr_out += rate[1]
-        subs = topic.subscriptions
-        if subs:
-            subs_count += len(subs)
-            for sub in subs.values():
-                backlog += sub.backlog()
-                consumers += len(sub.consumers)
-        if isinstance(topic, PersistentTopic):
-            size += topic.ledger.size_bytes()
-        producers += len(topic.producers)
-        msgs += topic.msg_in
-        size_in += topic.bytes_in
-    for k, value in enumerate((rate_in, rate_out, thr_in, thr_out, backlog, size, producers,
-                               consumers, subs_count, msgs, size_in)):
-        totals[k] += value
+    ins = list(map(get, zip(repeat("in"), names), repeat(_ZERO)))
+    outs = list(map(get, zip(repeat("out"), names), repeat(_ZERO)))
+    subs = list(map(_SUBS, topics))
+    backlog: list[float]
+    consumers: list[float]
+    if any(subs):
+        backlog, consumers = [], []
+        for topic, group in zip(topics, subs, strict=True):
+            held = active = 0
+            if group:
+                subscribed.append(topic)
+                for sub in group.values():
+                    held += sub.backlog()
+                    active += len(sub.consumers)
+            backlog.append(held)
+            consumers.append(active)
+    else:
+        backlog = consumers = [0] * len(topics)
+    if all(map(isinstance, topics, repeat(PersistentTopic))):
+        sizes: list[float] = list(sizes_bytes(map(_LEDGER, topics)))
+    else:
+        sizes = [topic.ledger.size_bytes() if isinstance(topic, PersistentTopic) else 0
+                 for topic in topics]
+    return names, [list(map(_FIRST, ins)), list(map(_FIRST, outs)), list(map(_SECOND, ins)),
+                   list(map(_SECOND, outs)), backlog, sizes,
+                   list(map(len, map(_PRODUCERS, topics))), consumers, list(map(len, subs)),
+                   list(map(_MSG_IN, topics)), list(map(_BYTES_IN, topics))], whole
+
+
+def _lines(series: Series, labels: list[str], column: list[float]) -> bytes:
+    """One family's lines for some rows: its sample name, ``{``, the row's label text (its
+    closing brace and space included) and the value's text."""
+    if not labels:
+        return b""
+    head = series.sample + "{"
+    body = ("\n" + head).join(map(operator.add, labels, _texts(column)))
+    return f"{head}{body}\n".encode()
+
+
+class _Block:
+    """A run of one namespace's topics as the last build rendered them: the topics (same
+    objects, same order), each family's column of values and its lines. The next build
+    re-renders a family's lines only when its column differs (an idle topic's figures do
+    not change, so its lines are reused as they are)."""
+
+    __slots__ = ("columns", "pieces", "topics")
+
+    def __init__(self, topics: list[Topic], columns: list[list[float]],
+                 pieces: list[bytes]) -> None:
+        self.topics = topics
+        self.columns = columns
+        self.pieces = pieces
 
 
 def _gather_subscriptions(topics: list[Topic], rates: dict[Any, Rate],
@@ -421,13 +435,28 @@ class MetricsBuilder:
         self._names: dict[str, tuple[str, str]] = {}
         self._topics: list[Topic] = []  # the topics of the last grouping, and the grouping
         self._groups: dict[str, list[Topic]] = {}
+        # topic level: (namespace, first index) -> that block as the last build rendered it
+        self._blocks: dict[tuple[str, int], _Block] = {}
+        self.rendered = 0  # block families whose lines the last build rendered (not reused)
         self.builds = 0  # per-topic parts built (the rest of the scrapes used the cache)
         self.yields = 0  # times the last build gave the loop back
         self.times = BuildTimes()  # the last build's
 
     async def scrape(self) -> str:
         """The whole exposition: the per-topic part (cached) and the per-broker part."""
-        return b"".join([*await self.topic_part(), self.broker_part().encode()]).decode()
+        return b"".join([*await self.topic_part(), await self.broker_tail()]).decode()
+
+    async def broker_tail(self) -> bytes:
+        """`broker_part`, its walk over the loaded topics (the transaction gauges) made
+        ``chunk * LINES_PER_CHUNK * 4`` topics at a time, the loop given back between."""
+        topics = list(self.service.topics.values())
+        participants = no_participants()
+        step = self.chunk * LINES_PER_CHUNK * 4
+        for start in range(0, len(topics), step):
+            if start:
+                await asyncio.sleep(self.pause)
+            add_participants(participants, topics[start:start + step])
+        return self.broker_part(participants).encode()
 
     async def topic_part(self) -> list[bytes]:
         """The per-topic part, in pieces of UTF-8 text (shared with other scrapes: do not
@@ -452,28 +481,38 @@ class MetricsBuilder:
 
     async def _group(self, topics: list[Topic]) -> dict[str, list[Topic]]:
         """``topics`` by escaped namespace (the last build's grouping when the same topics
-        are loaded, in the same order); notes each one's (namespace, label text)."""
+        are loaded, in the same order); notes each one's (namespace, label text), made once
+        per topic while it stays loaded. Done a block of topics per slice."""
         if topics == self._topics:  # identical objects: compared by address, in C
             return self._groups
         cluster = _esc(self.service.config.clusterName)
-        known, names = self._names, {}
+        known: dict[str, tuple[str, str]] = self._names
+        names: dict[str, tuple[str, str]] = {}
         groups: dict[str, list[Topic]] = {}
-        for i, topic in enumerate(topics):
-            if i and i % self.chunk == 0:
-                await self._pause()  # (a first build makes a label text per topic)
-            name = topic.name
-            entry = known.get(name)
-            if entry is None:
-                namespace = _esc(topic.topic_name.namespace)
-                entry = (namespace,
-                         f'cluster="{cluster}",namespace="{namespace}",topic="{_esc(name)}"}} ')
-            names[name] = entry
-            group = groups.get(entry[0])
-            if group is None:
-                groups[entry[0]] = [topic]
-            else:
-                group.append(topic)
-        self._names, self._topics, self._groups = names, topics, groups
+        step = self.chunk * LINES_PER_CHUNK
+        for start in range(0, len(topics), step):
+            if start:
+                await self._pause()
+            block = topics[start:start + step]
+            held = list(map(_NAME, block))
+            for topic in compress(block, map(operator.not_, map(known.__contains__, held))):
+                namespace = _esc(topic.topic_name.namespace)  # a topic new since the last
+                known[topic.name] = (
+                    namespace,
+                    f'cluster="{cluster}",namespace="{namespace}",topic="{_esc(topic.name)}"}} ')
+            entries = list(map(known.__getitem__, held))
+            names.update(zip(held, entries, strict=True))
+            first = entries[0][0]
+            if entries[-1][0] == first and all(map(operator.eq, map(_FIRST, entries), repeat(first))):
+                groups.setdefault(first, []).extend(block)  # one namespace (the usual case)
+                continue
+            for entry, topic in zip(entries, block, strict=True):
+                group = groups.get(entry[0])
+                if group is None:
+                    groups[entry[0]] = [topic]
+                else:
+                    group.append(topic)
+        self._names, self._topics, self._groups = names, topics, groups  # unloaded ones left out
         return groups
 
     async def _build(self) -> list[bytes]:
@@ -482,40 +521,36 @@ class MetricsBuilder:
         self.times.resume()
         self.builds += 1
         self.yields = 0
-        service, chunk, live = self.service, self.chunk, self.service.topics
+        service, live = self.service, self.service.topics
+        step = self.chunk * LINES_PER_CHUNK  # topics per block
         rates = self.rates.rates
         groups = await self._group(list(live.values()))
-        names = self._names
         await self._pause()
         parts: list[bytes] = []
+        subscribed: list[Topic] = []
         if not self.topic_level:
+            self._blocks = {}
             cluster = _esc(service.config.clusterName)
             namespaces = _Rows(len(TOPIC_SERIES))
             for namespace, topics in groups.items():
                 totals = [0.0] * len(TOPIC_SERIES)
                 totals[4:] = [0] * (len(TOPIC_SERIES) - 4)  # counts stay integers
-                for start in range(0, len(topics), chunk * SUM_CHUNKS):
-                    _sum_topics(topics[start:start + chunk * SUM_CHUNKS], live, rates, totals)
+                for start in range(0, len(topics), step):
+                    columns = _gather_block(topics[start:start + step], live, rates, [])[1]
+                    for k, column in enumerate(columns):
+                        totals[k] += sum(column)
                     await self._pause()
                 namespaces.labels.append(f'cluster="{cluster}",namespace="{namespace}"}} ')
                 for column, total in zip(namespaces.columns, totals, strict=True):
                     column.append(total)
             await self._render(parts, TOPIC_SERIES, namespaces)
         else:
-            rows = _Rows(len(TOPIC_SERIES))
-            subscribed: list[Topic] = []
-            for topics in groups.values():
-                for start in range(0, len(topics), chunk):
-                    _gather_topics(topics[start:start + chunk], live, rates, names, rows,
-                                   subscribed)
-                    await self._pause()
-            await self._render(parts, TOPIC_SERIES, rows)
-            del rows
+            await self._topic_rows(parts, groups, step, subscribed)
             subs = _Rows(len(SUBSCRIPTION_SERIES))
             consumers = _Rows(len(CONSUMER_SERIES)) if self.consumer_level else None
-            for start in range(0, len(subscribed), chunk):
-                _gather_subscriptions(subscribed[start:start + chunk], rates, names, subs,
-                                      consumers)
+            for start in range(0, len(subscribed), self.chunk):
+                _gather_subscriptions(subscribed[start:start + self.chunk], rates, self._names,
+                                      subs, consumers)
                 await self._pause()
             await self._render(parts, SUBSCRIPTION_SERIES, subs)
             if consumers is not None:
@@ -530,27 +565,67 @@ class MetricsBuilder:
         self.times.lap()
         return parts
 
+    async def _topic_rows(self, parts: list[bytes], groups: dict[str, list[Topic]], step: int,
+                          subscribed: list[Topic]) -> None:
+        """The `TOPIC_SERIES` families, a row per topic: each block's values read in one
+        slice, and only the families whose values changed since the last build rendered
+        again (`_Block`); the families' lines then joined in order."""
+        live, rates, names = self.service.topics, self.rates.rates, self._names
+        previous, blocks = self._blocks, {}
+        self._blocks = {}  # (a build that fails leaves nothing half-made behind)
+        pieces: list[list[bytes]] = [[] for _ in TOPIC_SERIES]
+        self.rendered = 0
+        for namespace, topics in groups.items():
+            for start in range(0, len(topics), step):
+                block = topics[start:start + step]
+                held, columns, whole = _gather_block(block, live, rates, subscribed)
+                await self._pause()
+                old = previous.get((namespace, start))
+                if old is not None and old.topics != block:  # identical objects, in C
+                    old = None
+                labels: list[str] | None = None
+                made: list[bytes] = []
+                for k, (series, column) in enumerate(zip(TOPIC_SERIES, columns, strict=True)):
+                    if whole and old is not None and old.columns[k] == column:
+                        made.append(old.pieces[k])  # unchanged since the last build
+                        continue
+                    if labels is None:
+                        labels = list(map(_SECOND, map(names.__getitem__, held)))
+                    made.append(_lines(series, labels, column))
+                    self.rendered += 1
+                    await self._pause()
+                for family, piece in zip(pieces, made, strict=True):
+                    family.append(piece)
+                if whole:
+                    blocks[(namespace, start)] = _Block(block, columns, made)
+        for series, family in zip(TOPIC_SERIES, pieces, strict=True):
+            parts.append(series.header().encode())
+            parts.extend(family)
+        self._blocks = blocks
+
     async def _render(self, parts: list[bytes], families: Iterable[Series], rows: _Rows) -> None:
-        """Each family's header and its lines, ``LINES_PER_CHUNK x chunk`` lines a piece: a
-        line is its sample name, ``{``, the row's label text and the value's text."""
+        """Each family's header and its lines, ``LINES_PER_CHUNK x chunk`` lines a piece."""
         labels, step = rows.labels, self.chunk * LINES_PER_CHUNK
         for series, column in zip(families, rows.columns, strict=True):
             parts.append(series.header().encode())
-            head = series.sample + "{"
-            glue = "\n" + head
             for start in range(0, len(labels), step):
-                end = start + step
-                body = glue.join(map(operator.add, labels[start:end], _texts(column[start:end])))
-                parts.append(f"{head}{body}\n".encode())
+                parts.append(_lines(series, labels[start:start + step], column[start:start + step]))
                 await self._pause()
 
-    def broker_part(self) -> str:
+    def broker_part(self, participants: dict[str, float] | None = None) -> str:
+        """The per-broker part, read now (``participants``: `participant_totals`, if read
+        already)."""
         service = self.service
         labels = f'cluster="{_esc(service.config.clusterName)}"'
         out = []
         for gauge in BROKER_GAUGES:
             out.append(f"# HELP {gauge.name} {gauge.doc}\n# TYPE {gauge.name} gauge\n"
                        f"{gauge.name}{{{labels}}} {_num(gauge.value(service))}\n")
+        if participants is None:
+            participants = participant_totals(service)  # one pass for the six
+        for name, doc, key in PARTICIPANT_GAUGES:
+            out.append(f"# HELP {name} {doc}\n# TYPE {name} gauge\n"
+                       f"{name}{{{labels}}} {_num(participants[key])}\n")
         times = self.times
         for name, doc, value in (
                 ("magnetar_metrics_build_seconds", BUILD_DOCS[0], times.wall),
@@ -586,7 +661,7 @@ async def metrics(request: web.Request) -> web.StreamResponse:
     """Streamed piece by piece: a 13 MB exposition is never joined into one buffer."""
     builder = request.app[_BUILDER]
     pieces = await builder.topic_part()
-    tail = builder.broker_part().encode()
+    tail = await builder.broker_tail()
     response = web.StreamResponse(headers={"Content-Type": CONTENT_TYPE})
     response.content_length = sum(map(len, pieces)) + len(tail)
     await response.prepare(request)

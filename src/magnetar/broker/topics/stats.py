@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -78,27 +79,41 @@ class RateTracker:
 
     async def sample_in_pieces(self, service: BrokerService, chunk: int = 500) -> None:
         """`sample`, giving the event loop back every ``chunk`` topics (10,000 topics
-        took about 0.1 s in one go); the sample's time is its start."""
+        took about 0.1 s in one go) and every ``4 * chunk`` counters when computing the
+        rates (100,000 topics: over 200,000 counters); the sample's time is its start."""
         now = time.monotonic()
         counters: dict[Any, tuple[int, int]] = {}
         for i, topic in enumerate(list(service.topics.values())):
             if i and i % chunk == 0:
                 await asyncio.sleep(0)
             _count(topic, counters)
-        self._update(counters, now)
+        items = list(counters.items())
+        del counters
+        kept: dict[Any, tuple[float, int, int]] = {}
+        rates: dict[Any, Rate] = {}
+        for start in range(0, len(items), 4 * chunk):
+            await asyncio.sleep(0)
+            self._rates_of(items[start:start + 4 * chunk], now, kept, rates)
+        self._previous, self.rates = kept, rates
 
     def _update(self, counters: dict[Any, tuple[int, int]], now: float) -> None:
-        previous, self._previous = self._previous, {}
+        kept: dict[Any, tuple[float, int, int]] = {}
         rates: dict[Any, Rate] = {}
-        for key, (msgs, size) in counters.items():
-            self._previous[key] = (now, msgs, size)
+        self._rates_of(counters.items(), now, kept, rates)
+        self._previous, self.rates = kept, rates
+
+    def _rates_of(self, counters: Iterable[tuple[Any, tuple[int, int]]], now: float,
+                  kept: dict[Any, tuple[float, int, int]], rates: dict[Any, Rate]) -> None:
+        """Note ``counters`` in ``kept`` and their rates since the previous sample in ``rates``."""
+        previous = self._previous
+        for key, (msgs, size) in counters:
+            kept[key] = (now, msgs, size)
             before = previous.get(key)
             if before is None:
                 continue
             elapsed = now - before[0]
             if elapsed > 0:
                 rates[key] = (max(0, msgs - before[1]) / elapsed, max(0, size - before[2]) / elapsed)
-        self.rates = rates
 
     def rate(self, *key: Any) -> Rate:
         return self.rates.get(key, _ZERO)

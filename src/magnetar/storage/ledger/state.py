@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import asyncio
 from bisect import bisect_left
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import Future
+from functools import partial
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
 from ..cursor import ManagedCursor
@@ -37,6 +39,16 @@ UnwrittenBatch = tuple[
     Segment, list[bytes | memoryview], int, list[Waiter], list[Position],
     asyncio.AbstractEventLoop, int,
 ]
+
+
+_SEGMENTS = attrgetter("_segments")
+_ENDS = partial(map, attrgetter("end"))
+
+
+def sizes_bytes(ledgers: Iterable[LedgerState]) -> list[int]:
+    """`LedgerState.size_bytes` of each of ``ledgers``, in C-level loops (no Python frame
+    per ledger: /metrics reads 100,000 of them per scrape)."""
+    return list(map(sum, map(_ENDS, map(_SEGMENTS, ledgers))))
 
 
 class LedgerState:
