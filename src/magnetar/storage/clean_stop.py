@@ -27,8 +27,8 @@ INDEX_MIN_BYTES = 64 * 1024
 
 
 def fsync_dir(path: str) -> None:
-    """Make a directory's entries durable (also `segment.fsync_dir`)."""
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    """Make a directory's entries durable (also `segment.fsync_dir`, `shared_checks`)."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         os.fsync(fd)
     finally:

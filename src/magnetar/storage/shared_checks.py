@@ -17,6 +17,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+from .clean_stop import fsync_dir
+
 #: replacements and renames each repeated check makes (issue 30: one inode seen on the other
 #: mount over 20 replacements, with GlusterFS's default caches)
 REPEATS = 20
@@ -48,21 +50,13 @@ def _read(path: str) -> bytes:
         return f.read()
 
 
-def _fsync_dir(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def _replace(directory: str, name: str, data: bytes) -> None:
     """Temporary file, fsync, rename over ``name``, directory fsync: how the broker writes
     its fence and state files."""
     tmp = os.path.join(directory, f".{name}.{uuid.uuid4().hex[:8]}.tmp")
     _write(tmp, data)
     os.rename(tmp, os.path.join(directory, name))
-    _fsync_dir(directory)
+    fsync_dir(directory)
 
 
 def _expect(condition: bool, what: str) -> None:
@@ -118,8 +112,8 @@ def atomic_rename(a: str, b: str) -> str:
 def directory_fsync(a: str, b: str) -> str:
     os.mkdir(os.path.join(a, "d"))
     _write(os.path.join(a, "d", "x"), b"1")
-    _fsync_dir(os.path.join(a, "d"))
-    _fsync_dir(a)
+    fsync_dir(os.path.join(a, "d"))
+    fsync_dir(a)
     _expect(os.listdir(os.path.join(b, "d")) == ["x"], "the new directory's file is not listed")
     return "fsync of a directory succeeds; its new entry is listed through the other mount"
 
@@ -138,7 +132,7 @@ def listing_fresh(a: str, b: str) -> str:
     names = {f"n{i}" for i in range(5)}
     for name in names:
         _write(os.path.join(a, name), b"")
-    _fsync_dir(a)
+    fsync_dir(a)
     listed = set(os.listdir(b))
     _expect(names <= listed, f"not listed through the other mount: {sorted(names - listed)}")
     return "new files appear at once in the other mount's directory listing"
@@ -148,7 +142,7 @@ def unlink_seen(a: str, b: str) -> str:
     _write(os.path.join(a, "gone"), b"1")
     os.stat(os.path.join(b, "gone"))
     os.unlink(os.path.join(a, "gone"))
-    _fsync_dir(a)
+    fsync_dir(a)
     _expect(not os.path.exists(os.path.join(b, "gone")), "a deleted file is still there through "
                                                           "the other mount")
     return "a deleted file is gone at once through the other mount"
@@ -250,7 +244,7 @@ def scratch(dir1: str, dir2: str) -> Iterator[tuple[str, str]]:
     name = f".magnetar-check-{uuid.uuid4().hex[:12]}"
     a, b = os.path.join(dir1, name), os.path.join(dir2, name)
     os.mkdir(a)
-    _fsync_dir(dir1)
+    fsync_dir(dir1)
     try:
         yield a, b
     finally:
