@@ -201,17 +201,22 @@ def test_persist_timer_fires(make_factory):
 
     async def go():
         fired = asyncio.Event()
+        cursors = []
 
         def wrapped():
             real()
-            fired.set()
+            # (a tick while the cursor's first row is still being written skips it)
+            if cursors and cursors[0] not in f._dirty_cursors:
+                fired.set()
 
         f._persist_dirty = wrapped
         c = ml.open_cursor("c", "earliest")
+        cursors.append(c)
         c.mark_delete(pos[2])
         await asyncio.wait_for(fired.wait(), 10)
 
     run(go())
+    f._meta_writer.submit(lambda: None).result(10)  # the timer's write, queued before this
     other = make_factory(data_dir=f.config.data_dir).open("t")
     assert other.cursors()["c"].mark_delete_position == pos[2]
 

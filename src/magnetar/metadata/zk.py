@@ -340,16 +340,21 @@ class ZKMetadataStore(MetadataStore):
             if client is None or not client.connected or self._beat_at is not None:
                 continue
             sent = self._beat_at = time.monotonic()
+            session = client.client_id[0] if client.client_id else None
             try:
                 ping = client.exists_async(self._zk("/"))
             except Exception:  # (kazoo refuses while it reconnects)
                 self._beat_at = None
                 continue
-            ping.rawlink(partial(self._beat_done, sent))
+            ping.rawlink(partial(self._beat_done, sent, session))
 
-    def _beat_done(self, sent: float, result: Any) -> None:  # a kazoo thread
+    def _beat_done(self, sent: float, session: int | None, result: Any) -> None:  # kazoo's
+        """A heartbeat answered. It extends the lease only if it went out in the session the
+        loop knows: after a pause, kazoo may expire the old session and open a new one
+        before the loop hears of either; an answer in that new session says nothing of the
+        old one's bundles, and renewing the lease then would let a receipt for them out."""
         self._beat_at = None
-        if result.successful():
+        if result.successful() and session is not None and session == self._session_id:
             self._note_heard(sent)
 
     def _mark_down(self, why: str) -> None:
