@@ -856,7 +856,9 @@ def test_a_slow_fdatasync_blocks_the_event_loop_once(
         sending.join(10)
         assert not sending.is_alive()
         loop_thread = broker.thread.ident
-        assert slow_syncs.count(loop_thread) == 1, "the loop synced a slow batch more than once"
+        # once at most: none if a real sync slower than the threshold (20 ms, a loaded
+        # machine) had already turned inline syncs off before the slow topic's first one
+        assert slow_syncs.count(loop_thread) <= 1, "the loop synced a slow batch more than once"
         assert len(slow_syncs) > 2 and broker.call(lambda: service.storage._flusher.inline_paused)
     finally:
         stop.set()
