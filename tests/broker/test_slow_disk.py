@@ -205,8 +205,13 @@ def test_a_stalled_topic_load_does_not_delay_other_topics(
             producer.send(b"slow-%d" % i)
         producer.close()
         slow_dirs.add(broker.call(lambda: service.topics[SLOW].ledger.directory))
+        last = broker.call(lambda: service.topics[SLOW].ledger.last_confirmed())
         broker.call(lambda: service.unload_topic(service.topics[SLOW]))  # next use reloads it
         if snapshot is not None:  # as after a crash: the 5 entries are replayed on load
+            # (the unload's own snapshot is written off the loop: let it land first, or it
+            # would land over the old one put back here)
+            wait_for(lambda: broker.call(service.metadata.get, f"dedup/{SLOW}")["position"]
+                     == list(last), "the unload's dedup snapshot")
             broker.call(service.metadata.put, f"dedup/{SLOW}", snapshot)
 
         loaded: list[pulsar.Consumer] = []
