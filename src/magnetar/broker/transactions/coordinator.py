@@ -262,8 +262,8 @@ class TransactionCoordinator:
             rec = self.txns[seq]
             if rec.state in ENDED:
                 return
-            self.txns[seq] = dataclasses.replace(
-                rec, state=COMMITTED if commit else ABORTED, ended_ms=now_ms())
+            self.txns[seq] = rec.changed(state=COMMITTED if commit else ABORTED,
+                                         ended_ms=now_ms())
             if commit:
                 self.stats.committed += 1
             else:
@@ -279,7 +279,7 @@ class TransactionCoordinator:
     # ------------------------------------------------------------------ storing
     async def _change(self, rec: TxnRecord, **changes: Any) -> TxnRecord:
         """Store ``rec`` with ``changes``, then make it the one in memory."""
-        new = dataclasses.replace(rec, **changes)
+        new = rec.changed(**changes)
         await self._store(new, create=False)
         self.txns[new.seq] = new
         return new
