@@ -7,8 +7,8 @@ session for an ephemeral key, 0 for a persistent one). All SQL runs on one threa
 store, in order, so a slow disk never holds up the event loop: a call queues its job and
 awaits a future the thread settles (jobs queued meanwhile are run and settled together,
 one wake-up of the loop). A versioned update of an existing key is one statement
-(``UPDATE ... WHERE version = ? RETURNING``); a new key whose parent exists skips the
-ancestors. A store is one session:
+(``UPDATE ... WHERE version = ? RETURNING``), and so is the creation of a key whose parent
+exists (``INSERT ... WHERE EXISTS ... ON CONFLICT DO NOTHING``). A store is one session:
 its ephemeral rows are deleted when it closes, and rows left by an earlier process (which
 crashed) are deleted when the file is opened. Stores of one process that share a file see
 each other's changes: every write is notified to every such store (on its own loop).
@@ -235,6 +235,20 @@ class LocalMetadataStore(MetadataStore):
                     return (self._stat(path, updated[0], updated[1], now, updated[2]),
                             [Notification(NotificationType.MODIFIED, path)])
                 # absent or at another version: the transaction below tells which
+            elif expected_version == -1:
+                # the common create: one statement (its own transaction) when the parent
+                # exists (then so do all ancestors: a node is never deleted before its
+                # children) and the key does not
+                up = parent(path)
+                session = self.session_id if ephemeral else 0
+                created = db.execute(
+                    "INSERT INTO nodes SELECT ?, ?, ?, 0, ?, ?, ?"
+                    " WHERE EXISTS (SELECT 1 FROM nodes WHERE path = ?)"
+                    " ON CONFLICT (path) DO NOTHING RETURNING version",
+                    (path, up, value, now, now, session, up)).fetchone()
+                if created is not None:
+                    return self._stat(path, 0, now, now, session), _created(path)
+                # present, or a parent to create: the transaction below tells which
             notes: list[Notification] = []
             db.execute("BEGIN IMMEDIATE")
             try:

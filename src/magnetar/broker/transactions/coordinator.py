@@ -4,8 +4,10 @@ It keeps its transactions in memory and every change in the metadata store first
 compare-and-set per change, `records.py`): a change is answered only once it is stored, so
 after a crash (kill -9) the records are the truth. States: OPEN -> COMMITTING -> COMMITTED
 and OPEN -> ABORTING -> ABORTED; a transaction past its deadline is aborted (ABORTING with
-``timed_out``). Ending is one write to COMMITTING/ABORTING, then the participants are told
-(`participants.py`, retried until each answers), then one write to COMMITTED/ABORTED.
+``timed_out``). Ending is one write to COMMITTING/ABORTING (the decision, the record's last
+write), then the participants are told (`participants.py`, retried until each answers),
+then the transaction is COMMITTED/ABORTED in memory; a recovered COMMITTING/ABORTING record
+has its participants told again (idempotent), so nothing needs storing after the markers.
 
 An EndTxn asking for the state a transaction is in or moving to answers success (a commit
 retried after a lost answer: Pulsar's #19629); the opposite action answers
@@ -250,30 +252,22 @@ class TransactionCoordinator:
             log.warning("transaction (%d,%d): ending failed: %s", self.tc, seq, task.exception())
 
     async def _finish(self, seq: int, commit: bool) -> None:
+        """Tell the participants of an ending transaction; then it is ended in memory
+        only: the stored COMMITTING/ABORTING record is its last write (the decision), and
+        a coordinator recovering such a record tells its participants again (they answer
+        an end they already have with success)."""
         rec = self.txns[seq]
         await self.notify(rec, commit)
-        delay = 0.1
-        while True:
-            async with self._lock(seq):
-                rec = self.txns[seq]
-                if rec.state in ENDED:
-                    return
-                try:
-                    await self._change(rec, state=COMMITTED if commit else ABORTED,
-                                       ended_ms=now_ms())
-                except BrokerError as exc:
-                    if exc.code == pb.TransactionCoordinatorNotFound:
-                        raise
-                    log.warning("transaction %s: storing its end failed (%s); retried",
-                                rec.txn_id, exc)
-                else:
-                    if commit:
-                        self.stats.committed += 1
-                    else:
-                        self.stats.aborted += 1
-                    return
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 5.0)
+        async with self._lock(seq):
+            rec = self.txns[seq]
+            if rec.state in ENDED:
+                return
+            self.txns[seq] = rec.changed(state=COMMITTED if commit else ABORTED,
+                                         ended_ms=now_ms())
+            if commit:
+                self.stats.committed += 1
+            else:
+                self.stats.aborted += 1
 
     def purge(self, older_than_ms: int) -> None:
         """Forget the ended transactions that ended before ``older_than_ms``."""
@@ -285,7 +279,7 @@ class TransactionCoordinator:
     # ------------------------------------------------------------------ storing
     async def _change(self, rec: TxnRecord, **changes: Any) -> TxnRecord:
         """Store ``rec`` with ``changes``, then make it the one in memory."""
-        new = dataclasses.replace(rec, **changes)
+        new = rec.changed(**changes)
         await self._store(new, create=False)
         self.txns[new.seq] = new
         return new

@@ -46,6 +46,14 @@ class TxnRecord:
     owner: str = ""  # the role that opened it ("" without authentication)
     version: int = -1
 
+    def changed(self, **changes: Any) -> TxnRecord:
+        """A copy with ``changes`` (what `dataclasses.replace` does, without its
+        per-call field introspection: records change at every coordinator command)."""
+        new = object.__new__(TxnRecord)
+        new.__dict__.update(self.__dict__)
+        new.__dict__.update(changes)
+        return new
+
     @property
     def txn_id(self) -> str:
         return f"({self.tc},{self.seq})"
@@ -112,5 +120,9 @@ class TxnRecords:
             await self.store.delete(txn_path(rec.tc, rec.seq), rec.version)
 
 
+#: one encoder for every record (``json.dumps`` with options builds a new one per call)
+_ENCODER = json.JSONEncoder(separators=(",", ":"))
+
+
 def _encode(rec: TxnRecord) -> bytes:
-    return json.dumps(rec.to_json(), separators=(",", ":")).encode()
+    return _ENCODER.encode(rec.to_json()).encode()
