@@ -72,6 +72,7 @@ from typing import Any
 
 from aiohttp import web
 
+from magnetar.admin.metrics_totals import NamespaceTotals
 from magnetar.admin.routing import RATES, SERVICE, RouteTable
 from magnetar.admin.transaction_participants import (
     add_participants,
@@ -437,6 +438,8 @@ class MetricsBuilder:
         self._groups: dict[str, list[Topic]] = {}
         # topic level: (namespace, first index) -> that block as the last build rendered it
         self._blocks: dict[tuple[str, int], _Block] = {}
+        # namespace level: the totals kept between builds (metrics_totals.py; None: to make)
+        self.totals: NamespaceTotals | None = None
         self.rendered = 0  # block families whose lines the last build rendered (not reused)
         self.builds = 0  # per-topic parts built (the rest of the scrapes used the cache)
         self.yields = 0  # times the last build gave the loop back
@@ -524,27 +527,21 @@ class MetricsBuilder:
         service, live = self.service, self.service.topics
         step = self.chunk * LINES_PER_CHUNK  # topics per block
         rates = self.rates.rates
-        groups = await self._group(list(live.values()))
-        await self._pause()
         parts: list[bytes] = []
         subscribed: list[Topic] = []
         if not self.topic_level:
-            self._blocks = {}
+            kept = await self._fold_changes(step)
             cluster = _esc(service.config.clusterName)
             namespaces = _Rows(len(TOPIC_SERIES))
-            for namespace, topics in groups.items():
-                totals = [0.0] * len(TOPIC_SERIES)
-                totals[4:] = [0] * (len(TOPIC_SERIES) - 4)  # counts stay integers
-                for start in range(0, len(topics), step):
-                    columns = _gather_block(topics[start:start + step], live, rates, [])[1]
-                    for k, column in enumerate(columns):
-                        totals[k] += sum(column)
-                    await self._pause()
-                namespaces.labels.append(f'cluster="{cluster}",namespace="{namespace}"}} ')
+            for namespace, totals in kept.table():
+                namespaces.labels.append(f'cluster="{cluster}",namespace="{_esc(namespace)}"}} ')
                 for column, total in zip(namespaces.columns, totals, strict=True):
                     column.append(total)
             await self._render(parts, TOPIC_SERIES, namespaces)
         else:
+            self.service.topic_changes.take()  # (read at namespace level only, for now)
+            groups = await self._group(list(live.values()))
+            await self._pause()
             await self._topic_rows(parts, groups, step, subscribed)
             subs = _Rows(len(SUBSCRIPTION_SERIES))
             consumers = _Rows(len(CONSUMER_SERIES)) if self.consumer_level else None
@@ -564,6 +561,32 @@ class MetricsBuilder:
         self._cached = (started, parts)
         self.times.lap()
         return parts
+
+    def gather(self, topics: list[Topic]) -> tuple[list[str], list[list[float]]]:
+        """`_gather_block` of loaded ``topics`` (`metrics_totals.Gather`)."""
+        names, columns, _ = _gather_block(topics, self.service.topics, self.rates.rates, [])
+        return names, columns
+
+    async def _fold_changes(self, step: int) -> NamespaceTotals:
+        """Namespace level: the topics changed since the last build (all loaded topics the
+        first time) folded into `totals`, ``step`` topics per slice."""
+        live = self.service.topics
+        changed, overflowed = self.service.topic_changes.take()
+        totals = self.totals
+        if overflowed or totals is None:
+            totals = self.totals = NamespaceTotals(len(TOPIC_SERIES))
+            changed.update(live)
+        names = list(changed)
+        try:
+            for start in range(0, len(names), step):
+                if start:
+                    await self._pause()
+                totals.fold(names[start:start + step], live, self.gather)
+        except BaseException:
+            self.totals = None  # names not folded are lost: recount at the next build
+            raise
+        await self._pause()
+        return totals
 
     async def _topic_rows(self, parts: list[bytes], groups: dict[str, list[Topic]], step: int,
                           subscribed: list[Topic]) -> None:

@@ -19,5 +19,7 @@ def release_topic(topic: Topic) -> None:
     if isinstance(topic, PersistentTopic):
         if topic.ledger.after_appends == topic._appends_done:
             topic.ledger.after_appends = None
+        if topic.ledger.on_change == topic.touch:
+            topic.ledger.on_change = None
         topic.replicators = {}
         topic.snapshot_listener = None
