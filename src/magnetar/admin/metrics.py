@@ -315,17 +315,20 @@ def _lines(series: Series, labels: list[str], column: list[float]) -> bytes:
 
 class _Block:
     """A run of one namespace's topics as the last build rendered them: the topics (same
-    objects, same order), each family's column of values and its lines. The next build
-    re-renders a family's lines only when its column differs (an idle topic's figures do
-    not change, so its lines are reused as they are)."""
+    objects, same order) and their names, each family's column of values and its lines,
+    the topics with subscriptions. The next build takes it as it is when none of its
+    topics was noted as changed, and otherwise re-renders a family's lines only when its
+    column differs (an idle topic's figures do not change, so its lines are reused)."""
 
-    __slots__ = ("columns", "pieces", "topics")
+    __slots__ = ("columns", "names", "pieces", "subscribed", "topics")
 
-    def __init__(self, topics: list[Topic], columns: list[list[float]],
-                 pieces: list[bytes]) -> None:
+    def __init__(self, topics: list[Topic], names: list[str], columns: list[list[float]],
+                 pieces: list[bytes], subscribed: list[Topic]) -> None:
         self.topics = topics
+        self.names = names
         self.columns = columns
         self.pieces = pieces
+        self.subscribed = subscribed
 
 
 def _gather_subscriptions(topics: list[Topic], rates: dict[Any, Rate],
@@ -441,6 +444,7 @@ class MetricsBuilder:
         # namespace level: the totals kept between builds (metrics_totals.py; None: to make)
         self.totals: NamespaceTotals | None = None
         self.rendered = 0  # block families whose lines the last build rendered (not reused)
+        self.read_blocks = 0  # blocks whose values the last build read (topic level)
         self.builds = 0  # per-topic parts built (the rest of the scrapes used the cache)
         self.yields = 0  # times the last build gave the loop back
         self.times = BuildTimes()  # the last build's
@@ -539,10 +543,10 @@ class MetricsBuilder:
                     column.append(total)
             await self._render(parts, TOPIC_SERIES, namespaces)
         else:
-            self.service.topic_changes.take()  # (read at namespace level only, for now)
+            changed, overflowed = self.service.topic_changes.take()
             groups = await self._group(list(live.values()))
             await self._pause()
-            await self._topic_rows(parts, groups, step, subscribed)
+            await self._topic_rows(parts, groups, step, subscribed, None if overflowed else changed)
             subs = _Rows(len(SUBSCRIPTION_SERIES))
             consumers = _Rows(len(CONSUMER_SERIES)) if self.consumer_level else None
             for start in range(0, len(subscribed), self.chunk):
@@ -589,23 +593,33 @@ class MetricsBuilder:
         return totals
 
     async def _topic_rows(self, parts: list[bytes], groups: dict[str, list[Topic]], step: int,
-                          subscribed: list[Topic]) -> None:
-        """The `TOPIC_SERIES` families, a row per topic: each block's values read in one
-        slice, and only the families whose values changed since the last build rendered
-        again (`_Block`); the families' lines then joined in order."""
+                          subscribed: list[Topic], changed: set[str] | None) -> None:
+        """The `TOPIC_SERIES` families, a row per topic: a block of the same topics as in
+        the last build none of which changed since (``changed``: the names noted meanwhile,
+        `broker.topics.changes`; None: unknown) is taken as it is, without reading it; the
+        others' values are read in one slice, and only the families whose values changed
+        rendered again (`_Block`); the families' lines then joined in order."""
         live, rates, names = self.service.topics, self.rates.rates, self._names
         previous, blocks = self._blocks, {}
         self._blocks = {}  # (a build that fails leaves nothing half-made behind)
         pieces: list[list[bytes]] = [[] for _ in TOPIC_SERIES]
-        self.rendered = 0
+        self.rendered = self.read_blocks = 0
         for namespace, topics in groups.items():
             for start in range(0, len(topics), step):
                 block = topics[start:start + step]
-                held, columns, whole = _gather_block(block, live, rates, subscribed)
-                await self._pause()
                 old = previous.get((namespace, start))
                 if old is not None and old.topics != block:  # identical objects, in C
                     old = None
+                if old is not None and changed is not None and changed.isdisjoint(old.names):
+                    subscribed.extend(old.subscribed)  # nothing noted: as the last build
+                    for family, piece in zip(pieces, old.pieces, strict=True):
+                        family.append(piece)
+                    blocks[(namespace, start)] = old
+                    continue
+                had = len(subscribed)
+                self.read_blocks += 1
+                held, columns, whole = _gather_block(block, live, rates, subscribed)
+                await self._pause()
                 labels: list[str] | None = None
                 made: list[bytes] = []
                 for k, (series, column) in enumerate(zip(TOPIC_SERIES, columns, strict=True)):
@@ -620,7 +634,8 @@ class MetricsBuilder:
                 for family, piece in zip(pieces, made, strict=True):
                     family.append(piece)
                 if whole:
-                    blocks[(namespace, start)] = _Block(block, columns, made)
+                    blocks[(namespace, start)] = _Block(block, held, columns, made,
+                                                        subscribed[had:])
         for series, family in zip(TOPIC_SERIES, pieces, strict=True):
             parts.append(series.header().encode())
             parts.extend(family)
