@@ -39,12 +39,17 @@ with 1 ms pauses 10 ms against 6 without a scrape. The topics are grouped by nam
 `_gather_block` reads a block's values with C-level loops (``map`` over attribute getters
 and the rates' ``dict.get``; `storage.ledger.state.sizes_bytes` for the segment files), so
 an idle topic costs no Python frame: only topics with subscriptions are walked in Python.
-The namespace level sums those columns (a scrape of 100,000 idle topics is 50 slices of
-reads, no text per topic); the topic level keeps each block's columns and lines
-(`_Block`) and renders a family's lines of a block again only when its column differs
-from the last build's: idle topics' lines are reused as they are, and only the blocks
-whose topics changed, or moved (a topic loaded or unloaded before them in their
-namespace), are written again. Nothing is allocated per topic that the collector tracks
+Both levels read only what changed: the broker notes the name of each topic whose
+figures may have changed (`broker.topics.changes`: appends, cursor moves, trims,
+consumers, producers, subscriptions, loads, unloads, rates that moved). The namespace
+level keeps its sums between builds (`metrics_totals.NamespaceTotals`) and reads again
+only the noted topics, taking their last figures out of their namespace's sums and
+putting the new ones in (no text per topic, no walk over the idle ones). The topic level
+keeps each block's names, columns and lines (`_Block`): a block of the same topics none
+of which was noted is taken as it is, unread; a block with a noted topic is read, and a
+family's lines of it rendered again only when its column differs from the last build's.
+Blocks whose topics moved (a topic loaded or unloaded before them in their namespace)
+are read and written again. Nothing is allocated per topic that the collector tracks
 (the columns are a few lists per block): a first version kept a list and a tuple per
 topic, and its survivors set off full garbage collections of the broker's heap in the
 middle of scrapes. The per-topic part is kept for ``magnetarMetricsCacheSeconds``
