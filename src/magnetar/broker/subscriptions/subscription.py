@@ -170,6 +170,7 @@ class PersistentSubscription(LimitedSubscription, ReplicatedSubscription):
         return KeySharedDispatcher(self, sub_type, meta)
 
     def close_dispatcher(self) -> None:
+        self.topic.touch()  # its consumers go with it
         if isinstance(self.dispatcher, SharedDispatcher):
             self.dispatcher.close()
         self.dispatcher = None
