@@ -460,10 +460,11 @@ class MetricsBuilder:
 
     async def broker_tail(self) -> bytes:
         """`broker_part`, its walk over the loaded topics (the transaction gauges) made
-        ``chunk * LINES_PER_CHUNK * 4`` topics at a time, the loop given back between."""
+        ``chunk * LINES_PER_CHUNK * 16`` topics at a time (C-level loops, ~0.1-0.3 µs a
+        topic), the loop given back between."""
         topics = list(self.service.topics.values())
         participants = no_participants()
-        step = self.chunk * LINES_PER_CHUNK * 4
+        step = self.chunk * LINES_PER_CHUNK * 16
         for start in range(0, len(topics), step):
             if start:
                 await asyncio.sleep(self.pause)
@@ -594,7 +595,8 @@ class MetricsBuilder:
         except BaseException:
             self.totals = None  # names not folded are lost: recount at the next build
             raise
-        await self._pause()
+        if len(names) > step // 8:  # (a few topics read: go on in the same slice)
+            await self._pause()
         return totals
 
     async def _topic_rows(self, parts: list[bytes], groups: dict[str, list[Topic]], step: int,
@@ -647,13 +649,18 @@ class MetricsBuilder:
         self._blocks = blocks
 
     async def _render(self, parts: list[bytes], families: Iterable[Series], rows: _Rows) -> None:
-        """Each family's header and its lines, ``LINES_PER_CHUNK x chunk`` lines a piece."""
+        """Each family's header and its lines, ``LINES_PER_CHUNK x chunk`` lines a piece, the
+        loop given back after each such many lines (a few namespaces' families: one slice)."""
         labels, step = rows.labels, self.chunk * LINES_PER_CHUNK
+        written = 0
         for series, column in zip(families, rows.columns, strict=True):
             parts.append(series.header().encode())
             for start in range(0, len(labels), step):
                 parts.append(_lines(series, labels[start:start + step], column[start:start + step]))
-                await self._pause()
+                written += min(step, len(labels) - start)
+                if written >= step:
+                    written = 0
+                    await self._pause()
 
     def broker_part(self, participants: dict[str, float] | None = None) -> str:
         """The per-broker part, read now (``participants``: `participant_totals`, if read
