@@ -549,7 +549,7 @@ class MetricsBuilder:
                     column.append(total)
             await self._render(parts, TOPIC_SERIES, namespaces)
         else:
-            changed, overflowed = self.service.topic_changes.take()
+            changed, overflowed = self.service.topic_changes.take(self)
             groups = await self._group(list(live.values()))
             await self._pause()
             await self._topic_rows(parts, groups, step, subscribed, None if overflowed else changed)
@@ -581,7 +581,7 @@ class MetricsBuilder:
         """Namespace level: the topics changed since the last build (all loaded topics the
         first time) folded into `totals`, ``step`` topics per slice."""
         live = self.service.topics
-        changed, overflowed = self.service.topic_changes.take()
+        changed, overflowed = self.service.topic_changes.take(self)
         totals = self.totals
         if overflowed or totals is None:
             totals = self.totals = NamespaceTotals(len(TOPIC_SERIES))

@@ -15,7 +15,8 @@ topic's series read changes:
 - a topic's rates: `RateTracker` notes the topics whose rate in or out differs from the
   last sample's.
 
-The reader takes the names (`take`) and reads those topics again; a name noted twice is
+The reader takes the names (`take`) and reads those topics again (a second reader, e.g.
+a test's own builder, makes each one read every topic at its next take); a name noted twice is
 read once, and a name read when nothing changed costs one read: the marks may be
 generous, never missing. The set holds names only (never a topic), so an unloaded topic is
 freed at once; without a reader, past twice the loaded topics plus `SLACK` names it is
@@ -33,20 +34,23 @@ V = TypeVar("V")
 class TopicChanges:
     """The names of topics changed since the reader last took them."""
 
-    __slots__ = ("names", "overflowed")
+    __slots__ = ("_reader", "names", "overflowed")
 
     def __init__(self) -> None:
         self.names: set[str] = set()
         # the names were dropped (nobody took them for long: more than twice the loaded
         # topics plus `SLACK`): the reader must read every loaded topic again
         self.overflowed = False
+        self._reader: object = None  # who took the names last
 
-    def take(self) -> tuple[set[str], bool]:
-        """The names noted so far and whether some were dropped (read everything then);
-        an empty set for the next ones (the set object stays the same: topics hold it)."""
-        taken, overflowed = set(self.names), self.overflowed
+    def take(self, reader: object) -> tuple[set[str], bool]:
+        """The names noted so far and whether the caller must read every topic instead
+        (some were dropped, or another ``reader`` took the last ones); an empty set for the
+        next ones (the set object stays the same: topics hold it)."""
+        taken, overflowed = set(self.names), self.overflowed or self._reader is not reader
         self.names.clear()
         self.overflowed = False
+        self._reader = reader
         return taken, overflowed
 
 
