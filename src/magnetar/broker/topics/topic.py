@@ -268,7 +268,8 @@ class PersistentTopic(BacklogTimes, Topic):
         self._held: list[ProducerCnx] = []  # connections with receipts queued for _appends_done
         self._confirmed = False  # entries were confirmed since the last _appends_done
         ledger.after_appends = self._appends_done
-        ledger.on_change = self.touch  # a cursor moved, a segment was trimmed
+        # a cursor moved, a segment was trimmed: the name noted (a C call, no frame per ack)
+        ledger.on_change = partial(service.topic_changes.names.add, self.name)
         # the geo-replicators, by remote cluster (broker/replication: told of new entries)
         self.replicators: dict[str, TopicReplicator] = {}
         self._disk = service.disk  # a full disk makes the broker read-only (disk_usage)
