@@ -112,7 +112,7 @@ BUILD_GAUGES = ("magnetar_metrics_build_cpu_seconds", "magnetar_metrics_longest_
 def build_gauges(text: bytes) -> dict[str, float]:
     """The broker's own account of the build (trees that expose it), from the scrape's tail."""
     out = {}
-    for line in text[-8192:].decode().splitlines():
+    for line in text[-65536:].decode(errors="replace").splitlines():  # (the tail grew past 8 KB)
         name = line.split("{", 1)[0]
         if name in BUILD_GAUGES:
             out[name] = float(line.rsplit(" ", 1)[1])

@@ -259,14 +259,17 @@ def test_topic_level_reuses_the_lines_of_idle_topics_and_renders_changed_ones(tm
             assert builder.rendered == 3 * len(TOPIC_SERIES)
             first = _families(await builder.scrape())
             assert builder.rendered == 0  # nothing changed: every block's lines reused
+            assert builder.read_blocks == 0  # nor any topic read (none noted as changed)
             again = list(await builder.topic_part())
             assert again == first_parts
             assert all(a is b for a, b in zip(again, first_parts, strict=True) if len(a) > 200)
 
             busy = service.topics["persistent://public/default/idle-57"]
-            busy.msg_in += 5
+            busy.msg_in += 5  # as a publish would, which also notes the topic:
+            busy.touch()  # (topics/changes.py)
             after = _families(await builder.scrape())
             assert builder.rendered == 1  # pulsar_in_messages of the second block
+            assert builder.read_blocks == 1  # the only block read again
             got = {labels["topic"]: value for labels, value in after["pulsar_in_messages_total"]}
             assert got[busy.name] == 5
             assert sum(got.values()) == 5 and len(got) == 100
@@ -306,7 +309,8 @@ def test_namespace_totals_follow_topics_loaded_changed_and_unloaded(tmp_path):
             evens, odds = sum(range(0, 30, 2)), sum(range(1, 30, 2))
             assert totals(_families(await builder.scrape())) == {
                 "public/default": evens, "public/other": odds}
-            topics[4].msg_in += 100
+            topics[4].msg_in += 100  # as a publish would, which also notes the topic:
+            topics[4].touch()  # only noted topics are read again (topics/changes.py)
             await service.unload_topic(topics[7])
             added = await service.load_topic("persistent://public/third/new")
             added.msg_in = 1000

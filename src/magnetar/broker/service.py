@@ -48,6 +48,7 @@ from magnetar.broker.schema.registry import SchemaRegistry
 from magnetar.broker.security.broker_security import BrokerSecurity
 from magnetar.broker.subscriptions.subscription import PersistentSubscription
 from magnetar.broker.topic_name import TopicName, ledger_name
+from magnetar.broker.topics.changes import TopicChanges, TopicRegistry
 from magnetar.broker.topics.compaction import Compactor
 from magnetar.broker.topics.dedup_snapshot import DedupSnapshots, Restored
 from magnetar.broker.topics.entry_index import load_entry_index_async
@@ -167,7 +168,10 @@ class BrokerService(AdminOperations):
             + [key.split("/", 1)[1] for key in self.metadata.list("partitioned/")]
         )
         self.namespaces.start_writing_off_loop()
-        self.topics: dict[str, Topic] = {}
+        # names of topics whose metrics figures may have changed (topics/changes.py): the
+        # registry notes loads and unloads, topics the rest; /metrics reads only those
+        self.topic_changes = TopicChanges()
+        self.topics: dict[str, Topic] = TopicRegistry(self.topic_changes)
         self.heap = HeapFreezer(config.magnetarGcFreezeAfterTopicLoads)  # gc.freeze after loads
         # topics a load_topic is loading (their ledger's scan on a storage thread): how many
         self.loading: dict[str, int] = {}

@@ -236,6 +236,9 @@ class ManagedCursor:
 
     # ------------------------------------------------------------------ persistence
     def _changed(self) -> None:
+        told = self.ledger.on_change
+        if told is not None:
+            told()
         if not self.dirty:
             self.dirty = True
             self.ledger._cursor_changed(self)

@@ -96,6 +96,7 @@ class SubscribedTopic(Protocol):
     def txn_buffer(self) -> TxnView | None: ...  # its transactions (None: it never had one)
     def remove_subscription(self, name: str) -> None: ...
     def delete_subscription(self, name: str) -> Future[Any] | None: ...
+    def touch(self) -> None: ...  # a figure /metrics reads changed (topics/changes.py)
 
 
 class NonPersistentSubscribedTopic(Protocol):
@@ -111,6 +112,7 @@ class NonPersistentSubscribedTopic(Protocol):
     def next_entry_id(self) -> int: ...
     @property
     def moving_to(self) -> tuple[str, str] | None: ...  # cluster: where its bundle goes
+    def touch(self) -> None: ...  # a figure /metrics reads changed (topics/changes.py)
 
 
 class PersistentSubscription(LimitedSubscription, ReplicatedSubscription):
@@ -138,6 +140,7 @@ class PersistentSubscription(LimitedSubscription, ReplicatedSubscription):
 
     def add_consumer(self, consumer: Consumer, key_shared_meta: pb.KeySharedMeta | None) -> None:
         self.last_active = time.monotonic()
+        self.topic.touch()  # its consumers count (topics/changes.py)
         if self.kept_for_seek is not None:
             self.kept_for_seek.cancel()
             self.kept_for_seek = None
@@ -167,6 +170,7 @@ class PersistentSubscription(LimitedSubscription, ReplicatedSubscription):
         return KeySharedDispatcher(self, sub_type, meta)
 
     def close_dispatcher(self) -> None:
+        self.topic.touch()  # its consumers go with it
         if isinstance(self.dispatcher, SharedDispatcher):
             self.dispatcher.close()
         self.dispatcher = None
@@ -177,6 +181,7 @@ class PersistentSubscription(LimitedSubscription, ReplicatedSubscription):
 
     def remove_consumer(self, consumer: Consumer) -> None:
         self.last_active = time.monotonic()
+        self.topic.touch()
         if self.dispatcher is not None:
             self.out_of_removed.keep(consumer, self.consumers)
             self.dispatcher.remove_consumer(consumer)
@@ -587,11 +592,13 @@ class NonPersistentSubscription:
         return self.dispatcher.consumers
 
     def add_consumer(self, consumer: Consumer, key_shared_meta: pb.KeySharedMeta | None) -> None:
+        self.topic.touch()  # its consumers count (topics/changes.py)
         if not self.dispatcher.consumers:
             self.dispatcher = NonPersistentDispatcher(consumer.sub_type)
         self.dispatcher.add_consumer(consumer)
 
     def remove_consumer(self, consumer: Consumer) -> None:
+        self.topic.touch()
         self.out_of_removed.keep(consumer, self.consumers)
         self.dispatcher.remove_consumer(consumer)
         if not self.consumers:

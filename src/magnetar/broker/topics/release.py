@@ -19,5 +19,6 @@ def release_topic(topic: Topic) -> None:
     if isinstance(topic, PersistentTopic):
         if topic.ledger.after_appends == topic._appends_done:
             topic.ledger.after_appends = None
+            topic.ledger.on_change = None  # (holds the broker's set and the name, not the topic)
         topic.replicators = {}
         topic.snapshot_listener = None

@@ -75,7 +75,7 @@ class RateTracker:
         counters: dict[Any, tuple[int, int]] = {}
         for topic in list(service.topics.values()):
             _count(topic, counters)
-        self._update(counters, now)
+        self._update(counters, now, service.topic_changes.names)
 
     async def sample_in_pieces(self, service: BrokerService, chunk: int = 500) -> None:
         """`sample`, giving the event loop back every ``chunk`` topics (10,000 topics
@@ -91,29 +91,40 @@ class RateTracker:
         del counters
         kept: dict[Any, tuple[float, int, int]] = {}
         rates: dict[Any, Rate] = {}
+        moved: list[str] = []
         for start in range(0, len(items), 4 * chunk):
             await asyncio.sleep(0)
-            self._rates_of(items[start:start + 4 * chunk], now, kept, rates)
+            self._rates_of(items[start:start + 4 * chunk], now, kept, rates, moved)
         self._previous, self.rates = kept, rates
+        service.topic_changes.names.update(moved)  # once they can be read (topics/changes.py)
 
-    def _update(self, counters: dict[Any, tuple[int, int]], now: float) -> None:
+    def _update(self, counters: dict[Any, tuple[int, int]], now: float,
+                changes: set[str] | None = None) -> None:
         kept: dict[Any, tuple[float, int, int]] = {}
         rates: dict[Any, Rate] = {}
-        self._rates_of(counters.items(), now, kept, rates)
+        moved: list[str] = []
+        self._rates_of(counters.items(), now, kept, rates, moved)
         self._previous, self.rates = kept, rates
+        if changes is not None:
+            changes.update(moved)
 
     def _rates_of(self, counters: Iterable[tuple[Any, tuple[int, int]]], now: float,
-                  kept: dict[Any, tuple[float, int, int]], rates: dict[Any, Rate]) -> None:
-        """Note ``counters`` in ``kept`` and their rates since the previous sample in ``rates``."""
-        previous = self._previous
+                  kept: dict[Any, tuple[float, int, int]], rates: dict[Any, Rate],
+                  moved: list[str]) -> None:
+        """Note ``counters`` in ``kept`` and their rates since the previous sample in
+        ``rates``; the topics whose rate in or out differs from the last sample's in ``moved``."""
+        previous, last = self._previous, self.rates
         for key, (msgs, size) in counters:
             kept[key] = (now, msgs, size)
             before = previous.get(key)
-            if before is None:
-                continue
-            elapsed = now - before[0]
-            if elapsed > 0:
-                rates[key] = (max(0, msgs - before[1]) / elapsed, max(0, size - before[2]) / elapsed)
+            rate: Rate | None = None
+            if before is not None:
+                elapsed = now - before[0]
+                if elapsed > 0:
+                    rate = rates[key] = (max(0, msgs - before[1]) / elapsed,
+                                         max(0, size - before[2]) / elapsed)
+            if (key[0] == "in" or key[0] == "out") and last.get(key) != rate:
+                moved.append(key[1])
 
     def rate(self, *key: Any) -> Rate:
         return self.rates.get(key, _ZERO)

@@ -20,6 +20,7 @@ from magnetar.broker.entries import with_entry_metadata
 from magnetar.broker.errors import BrokerError
 from magnetar.broker.topic_name import TopicName
 from magnetar.broker.topics.backlog_times import BacklogTimes
+from magnetar.broker.topics.changes import WatchedDict
 from magnetar.broker.topics.dedup import NOT_CHUNKED, REPLICATOR_PREFIX, chunk_of, origin_of
 from magnetar.broker.topics.entry_index import load_entry_index
 from magnetar.broker.topics.producer import Producer, ProducerCnx
@@ -71,8 +72,10 @@ class Topic:
         self.service = service
         self.topic_name = name
         self.name = str(name)
-        self.producers: dict[str, Producer] = {}
-        self.subscriptions: dict[str, Subscription] = {}
+        # noting this topic in the broker's TopicChanges when an entry comes or goes
+        changes = service.topic_changes.names
+        self.producers: dict[str, Producer] = WatchedDict(changes, self.name)
+        self.subscriptions: dict[str, Subscription] = WatchedDict(changes, self.name)
         self.waiting_exclusive: list[tuple[Producer, int]] = []
         self.topic_epoch: int | None = None  # of the exclusive producers (see add_producer)
         self.msg_in = 0
@@ -80,6 +83,10 @@ class Topic:
         self.terminated = False
         self.created = time.time()
         self.limits = TopicLimits(service.policies, name)  # rates (topic_limits.py)
+
+    def touch(self) -> None:
+        """Note that a figure /metrics reads of this topic may have changed (changes.py)."""
+        self.service.topic_changes.names.add(self.name)
 
     # -- producers ---------------------------------------------------------------
 
@@ -261,6 +268,8 @@ class PersistentTopic(BacklogTimes, Topic):
         self._held: list[ProducerCnx] = []  # connections with receipts queued for _appends_done
         self._confirmed = False  # entries were confirmed since the last _appends_done
         ledger.after_appends = self._appends_done
+        # a cursor moved, a segment was trimmed: the name noted (a C call, no frame per ack)
+        ledger.on_change = partial(service.topic_changes.names.add, self.name)
         # the geo-replicators, by remote cluster (broker/replication: told of new entries)
         self.replicators: dict[str, TopicReplicator] = {}
         self._disk = service.disk  # a full disk makes the broker read-only (disk_usage)
@@ -495,6 +504,7 @@ class PersistentTopic(BacklogTimes, Topic):
         and, if entries were confirmed, give every subscription with consumers a dispatch
         pass (once per batch however many entries it holds: thousands of subscriptions
         nobody consumes from cost nothing per entry)."""
+        self.service.topic_changes.names.add(self.name)  # counters, size, backlog (changes.py)
         held = self._held
         if held:
             self._held = []
@@ -608,6 +618,7 @@ class NonPersistentTopic(Topic):
         self.bytes_in += size
         producer.msg_in += num_messages
         producer.bytes_in += size
+        self.service.topic_changes.names.add(self.name)  # its counters (changes.py)
         entry_id = self.next_entry_id
         self.next_entry_id += 1
         for sub in self._np_subscriptions.values():

@@ -149,6 +149,8 @@ class LedgerRetention(LedgerState):
         del self._segments[i]
         del self._ids[i]
         del self._by_id[seg.ledger_id]
+        if self.on_change is not None:
+            self.on_change()
         self._files.untrack(seg)
         with seg.lock:
             fd, seg.fd = seg.fd, None

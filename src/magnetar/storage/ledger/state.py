@@ -67,6 +67,8 @@ class LedgerState:
     _write_scheduled = False
     #: Called once after the waiters of each completed batch were told (see `append_then`).
     after_appends: Callable[[], None] | None = None
+    #: Called after a cursor moved or a segment was dropped (the owner's figures changed).
+    on_change: Callable[[], None] | None = None
     #: Shared storage: this ledger's fence (`fence.py`), checked before each batch is
     #: written and after it is synced, before it is confirmed. None: not shared.
     fence: Fence | None = None
