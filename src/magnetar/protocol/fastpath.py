@@ -273,6 +273,6 @@ def parse_send_command(buf: bytes | bytearray | memoryview, pos: int, end: int) 
         return None
     if pos != end or producer_id < 0 or sequence_id < 0:
         return None
-    txnid = None if most < 0 and least < 0 else (max(most, 0), max(least, 0))
+    txnid = None if most < 0 and least < 0 else (most if most > 0 else 0, least if least > 0 else 0)
     return producer_id, sequence_id, num_messages, highest, is_chunk, marker, txnid
 

@@ -53,7 +53,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _U32 = struct.Struct(">I")
-_MAGIC = b"\x0e\x01"  # a payload part with its CRC32C
+_METADATA_FROM = pb.MessageMetadata.FromString
 
 TxnId = tuple[int, int]
 
@@ -112,11 +112,12 @@ def with_txnid(payload: bytes | memoryview, txn: TxnId) -> bytes | memoryview | 
     Send); None when the part cannot be read."""
     try:  # magic, CRC32C, metadata size, metadata: the metadata alone
         size = _U32.unpack_from(payload, 6)[0]
-        metadata = pb.MessageMetadata.FromString(payload[10:10 + size])  # type: ignore[arg-type]  # upb takes any buffer
-        if (payload[:2] == _MAGIC and 10 + size <= len(payload)
-                and metadata.txnid_most_bits == txn[0] and metadata.txnid_least_bits == txn[1]
-                and metadata.HasField("txnid_most_bits")):
-            return payload
+        if payload[0] == 0x0E and payload[1] == 0x01 and 10 + size <= len(payload):
+            metadata = _METADATA_FROM(payload[10:10 + size])  # type: ignore[arg-type]  # upb takes any buffer
+            most = txn[0]
+            if (metadata.txnid_most_bits == most and metadata.txnid_least_bits == txn[1]
+                    and (most != 0 or metadata.HasField("txnid_most_bits"))):
+                return payload  # (a nonzero value is present: only 0 needs the test)
     except (DecodeError, ValueError, TypeError, struct.error):
         pass  # read again below, which tells
     try:
@@ -245,6 +246,16 @@ class TransactionBuffer:
 
     def placed(self, txn: TxnId, position: Position | None, num_messages: int) -> None:
         """The append of an entry of ``txn`` finished (``position`` None: it failed)."""
+        entry = self.open.get(txn)
+        if entry is not None and position is not None and self.ready.done():
+            # a later entry of an open transaction (one in ``open`` is neither ended nor
+            # unplaced: `appending` notes only one not open, `_ended` drops both): the
+            # bound is unchanged
+            if position > self.position:
+                self.position = position
+            entry.positions.append(position)
+            entry.messages += num_messages
+            return
         unplaced = self._unplaced.pop(txn, None) is not None
         if position is not None:
             self._note(position)

@@ -44,6 +44,20 @@ def publish_in_order(producer: Producer, send: SendFrame, payload: bytes | memor
     if queue is not None:
         queue.append((send, bytes(payload), size, part_crc))
         return
+    txn = send.txnid
+    topic: PersistentTopic = producer.topic  # type: ignore[assignment]  # tested: a buffer
+    buf: TransactionBuffer | None = getattr(topic, "txn_buffer", None)
+    if buf is not None and txn is not None and txn in buf.verified and producer.txn_enabled:
+        # the common case, a later send of a transaction checked on this topic: a
+        # verified transaction is open here and the buffer ready (`_drain` adds one
+        # only then; its end removes it), so none of `_now`'s other tests can refuse it
+        stored = with_txnid(payload, txn)
+        if stored is None:
+            producer.send_error(send.sequence_id, pb.UnknownError,
+                                "the message's metadata cannot be read", size)
+            return
+        topic.publish(producer, send, stored, size, part_crc if stored is payload else None, txn)
+        return
     if _now(producer, send, payload, size, part_crc):
         return
     producer.deferred = deque([(send, bytes(payload), size, part_crc)])
@@ -127,7 +141,8 @@ async def _drain(producer: Producer) -> None:
                 await asyncio.shield(buf.ready)
                 if txn not in buf.verified and not buf.is_ended(txn):
                     await topic.service.txn_checker.check_open(txn[0], txn[1], topic.name)
-                    buf.verified.add(txn)
+                    if not buf.is_ended(txn):  # (it may have ended meanwhile) verified:
+                        buf.verified.add(txn)  # open, never ended (`publish_in_order`)
                 queue.popleft()
                 _append(producer, topic, buf, send, payload, size, part_crc)
             except BrokerError as exc:
