@@ -11,8 +11,9 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pulsar
@@ -85,6 +86,15 @@ class Broker:
             self.proc.communicate()
 
 
+def wait_until(done: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
+    """Bounded poll until ``done()``."""
+    deadline = time.monotonic() + timeout
+    while not done():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.01)
+
+
 def run_magnetar(*args: str, cwd: Path | None = None, timeout: float = 20) -> subprocess.CompletedProcess[str]:
     return subprocess.run([*MAGNETAR, *args], cwd=cwd, capture_output=True, text=True, timeout=timeout)
 
@@ -127,11 +137,46 @@ def test_bad_option_exits_2() -> None:
 # ---------------------------------------------------------------------- standalone
 
 
+class AckedSends:
+    """Sends on one topic from a thread until stopped, keeping what the broker acknowledged
+    (the send callback's Ok), in order."""
+
+    def __init__(self, client: pulsar.Client, topic: str) -> None:
+        self.producer = client.create_producer(topic, batching_enabled=False,
+                                               block_if_queue_full=True)
+        self.acked: list[bytes] = []
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        lock = threading.Lock()
+        i = 0
+        while not self.stop.is_set():
+            payload = b"during-stop-%d" % i
+
+            def done(res: pulsar.Result, _msg_id: object, payload: bytes = payload) -> None:
+                if res == pulsar.Result.Ok:
+                    with lock:
+                        self.acked.append(payload)
+
+            try:
+                self.producer.send_async(payload, done)
+            except Exception:  # the broker gone, the client closing: nothing more is sent
+                return
+            i += 1
+            self.stop.wait(0.002)
+
+
 def test_standalone_serves_stops_cleanly_and_keeps_data(tmp_path: Path, brokers: list[Broker]) -> None:
+    """A clean stop (SIGTERM) with clients attached, a producer sending through it and
+    stored subscriptions: the process leaves without its interpreter's teardown
+    (`leave_after_clean_stop`) only once everything durable is closed, so after the restart
+    every message the broker acknowledged is there and every cursor kept its place."""
     data = tmp_path / "data"
     port = free_port()
     args = ("--data-dir", str(data), "--port", str(port), "--http-port", "0")
-    first = Broker(*args, port=port)
+    first = Broker(*args, "--log-level", "INFO", port=port)
     brokers.append(first)
     first.wait_ready()
 
@@ -144,6 +189,21 @@ def test_standalone_serves_stops_cleanly_and_keeps_data(tmp_path: Path, brokers:
     assert msg.data() == b"before-restart"
     live.acknowledge(msg)
     producer.send(b"unacked")
+    # more topics, each with a stored subscription that acknowledged its first 3 of 6
+    others = [f"persistent://public/default/cli-restart-{i}" for i in range(4)]
+    for name in others:
+        kept = client.subscribe(name, "kept", consumer_type=pulsar.ConsumerType.Shared)
+        other_producer = client.create_producer(name, batching_enabled=False)
+        for k in range(6):
+            other_producer.send(b"%s-%d" % (name.encode(), k))
+        for _ in range(3):
+            got = kept.receive(timeout_millis=5000)
+            assert got.data().endswith((b"-0", b"-1", b"-2"))
+            kept.acknowledge(got)
+        kept.close()
+        other_producer.close()
+    during = AckedSends(client, "persistent://public/default/cli-restart-during")
+    wait_until(lambda: len(during.acked) >= 20, "the first sends of the stop-time producer")
 
     # a second broker on the same data directory is refused while the first one runs
     other = run_magnetar("standalone", "--data-dir", str(data), "--port", str(free_port()),
@@ -156,7 +216,15 @@ def test_standalone_serves_stops_cleanly_and_keeps_data(tmp_path: Path, brokers:
     assert first.terminate() == 0
     assert time.monotonic() - started < STOP_TIMEOUT
     assert "Traceback" not in first.stderr
+    # its last log line reached stderr (the logs are flushed before the process leaves),
+    # and the stop got as far as the clean-stop mark (every ledger closed and synced)
+    assert "stopped in" in first.stderr.splitlines()[-1]
+    assert (data / "clean-stop").exists()
+    during.stop.set()
     client.close()
+    during.thread.join(timeout=30)
+    acked = list(during.acked)
+    assert len(acked) >= 20
 
     second = Broker(*args, port=port)
     brokers.append(second)
@@ -170,6 +238,18 @@ def test_standalone_serves_stops_cleanly_and_keeps_data(tmp_path: Path, brokers:
         # the durable subscription kept its acknowledgement across the restart
         live = client.subscribe(topic, "live")
         assert live.receive(timeout_millis=5000).data() == b"unacked"
+        for name in others:  # each cursor resumes after what it acknowledged
+            kept = client.subscribe(name, "kept", consumer_type=pulsar.ConsumerType.Shared)
+            got = sorted(kept.receive(timeout_millis=5000).data() for _ in range(3))
+            assert got == [b"%s-%d" % (name.encode(), k) for k in (3, 4, 5)]
+            kept.close()
+        # every send the broker acknowledged before it stopped is there, in order
+        reader = client.subscribe("persistent://public/default/cli-restart-during", "check",
+                                  initial_position=pulsar.InitialPosition.Earliest)
+        stored: list[bytes] = []
+        while not stored or stored[-1] != acked[-1]:
+            stored.append(reader.receive(timeout_millis=5000).data())
+        assert [m for m in stored if m in set(acked)] == acked
     finally:
         client.close()
     assert second.terminate() == 0
@@ -341,3 +421,33 @@ def test_serving_broker_freezes_its_start_up_heap_and_collects_less_often() -> N
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=120, check=True)
     assert out.stdout.split() == ["True", "True", "True"]
+
+
+LEAVE = """
+import atexit, logging, sys, threading
+from magnetar.cli.standalone import leave_after_clean_stop
+logging.basicConfig(stream=sys.stdout, level=logging.INFO, format="%(message)s")
+atexit.register(print, "atexit ran")
+release = threading.Event()
+if sys.argv[1] == "thread":
+    worker = threading.Thread(target=lambda: (release.wait(60), print("worker done")))
+    worker.start()
+logging.getLogger("t").info("logged")
+print("pending output")  # in stdout's buffer (a pipe): lost unless flushed
+code = leave_after_clean_stop(3)
+print("returned", code)
+release.set()
+sys.exit(code)
+"""
+
+
+@pytest.mark.parametrize("case", ["alone", "thread"])
+def test_leave_after_clean_stop_flushes_and_leaves_only_when_nothing_runs(case: str) -> None:
+    out = subprocess.run([sys.executable, "-c", LEAVE, case], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 3
+    if case == "alone":  # left at once, after the atexit functions and the flushes
+        assert out.stdout.splitlines() == ["logged", "pending output", "atexit ran"]
+    else:  # a thread still working: the ordinary exit, which waits for it
+        assert out.stdout.splitlines() == ["logged", "pending output", "returned 3",
+                                           "worker done", "atexit ran"]

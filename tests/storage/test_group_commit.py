@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
+import time
 from typing import Any
 
 from magnetar.storage import Position
@@ -266,6 +267,10 @@ def test_a_slow_sync_stops_inline_syncs_for_the_back_off():
 
         clock.advance(1.1)  # 10 s without a slow sync: probe again
         assert not flusher.inline_paused
+        # (the thread marks itself idle just after it hands back its last round's results)
+        deadline = time.monotonic() + 10
+        while flusher._busy and time.monotonic() < deadline:
+            await asyncio.sleep(0.001)
         inline_before = flusher.inline_rounds
         assert flusher.try_inline(batch(fast))
         assert flusher.inline_rounds == inline_before + 1

@@ -9,24 +9,38 @@ lost the cluster's storage identity (unmounted, replaced), 2 for a configuration
 (``magnetar broker`` of a cluster never initialized in its metadata store: the message holds
 the ``initialize-cluster-metadata`` command to run; a shared data directory that is not the
 cluster's volume: the message names the mount to check).
+
+After a clean stop (exit code 0: every ledger closed and synced, the metadata and storage
+databases closed, no thread but the main one left) the process flushes its logs and output
+and leaves with `os._exit` (`leave_after_clean_stop`): the interpreter's own teardown, which
+frees every object one by one, took ~1 s of a stop at 100,000 loaded topics and has nothing
+left to save. Any other ending (an error, a start that failed, a thread still working) exits
+the ordinary way.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import atexit
+import contextlib
 import errno
 import fcntl
 import gc
 import json
+import logging
 import os
 import signal
 import socket
 import sys
+import threading
+import time
 from pathlib import Path
 from typing import IO, Any
 
 from magnetar.broker.config import BrokerConfig, ConfigError
+
+log = logging.getLogger(__name__)
 
 
 def config_from_args(args: argparse.Namespace) -> BrokerConfig:
@@ -105,7 +119,29 @@ def listen_error(exc: OSError, address: str, port: str, fix: str) -> str:
     return f"magnetar: cannot listen on {address}:{port}: {reason}"
 
 
-def run_standalone(args: argparse.Namespace, cluster_mode: bool = False) -> int:
+def leave_after_clean_stop(code: int) -> int:
+    """End the process with ``code`` once a clean stop closed everything durable, without
+    the interpreter's teardown (freeing ~100 objects per loaded topic one by one: ~1 s at
+    100,000 topics). First what that exit would still do that matters: the `atexit`
+    functions (`logging.shutdown` among them: every handler flushed and closed) and the
+    standard streams flushed. Returns ``code`` instead when a thread other than the main
+    one (and daemon threads, which that exit would not wait for either) is still alive:
+    the ordinary exit then waits for it."""
+    if any(t is not threading.main_thread() and not t.daemon and t.is_alive()
+           for t in threading.enumerate()):
+        return code
+    logging.shutdown()
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):  # (a reader gone: nothing left to tell it)
+            stream.flush()
+    os._exit(code)
+
+
+def run_standalone(args: argparse.Namespace, cluster_mode: bool = False,
+                   exit_process: bool = True) -> int:
+    """Run the broker until SIGINT or SIGTERM; the exit code. After a clean stop the
+    process ends here (`leave_after_clean_stop`) unless ``exit_process`` is false."""
     try:
         config = config_from_args(args)
     except ConfigError as exc:
@@ -298,15 +334,20 @@ def run_standalone(args: argparse.Namespace, cluster_mode: bool = False) -> int:
                 started = False
                 stop.set()
         await stop.wait()
+        stopping = time.monotonic()
         if watch is not None:
             await watch.stop()
         await service.leave_cluster()
         if admin is not None:
             await admin.stop()
         await service.stop()
+        log.info("stopped in %.2f s: every ledger closed", time.monotonic() - stopping)
 
     try:
         asyncio.run(serve())
     finally:
         lock.close()
-    return 0 if started else exit_code
+    code = 0 if started else exit_code
+    if code == 0 and exit_process:
+        return leave_after_clean_stop(code)
+    return code

@@ -52,6 +52,7 @@ from .clean_stop import leave_mark, take_mark
 from .config import StorageConfig
 from .cursor import ManagedCursor
 from .cursor_rows import CursorRows
+from .dir_sync import SharedDirSync
 from .errors import LedgerClosedError, StorageError
 from .fence import Fence, FencedError
 from .filelimit import FileLimiter
@@ -107,6 +108,8 @@ class ManagedLedgerFactory(CursorRows):
         if not os.path.isdir(self._root):
             os.makedirs(self._root, exist_ok=True)
             fsync_dir(root)
+        # the new ledgers' directory entries: one fsync of ledgers/ for those made at once
+        self._root_sync = SharedDirSync(self._root)
         self._store: SqliteMetadataStore | LedgerFilesStore
         if config.state_files:  # brokers sharing storage across hosts: no shared SQLite
             self._store = LedgerFilesStore(root)
@@ -235,7 +238,7 @@ class ManagedLedgerFactory(CursorRows):
             path = os.path.join(self._root, meta["dir"])
             os.makedirs(path, exist_ok=True)
             if self.config.fsync != "never":
-                fsync_dir(self._root)
+                self._root_sync.sync()
             self._store.put(LEDGER_PREFIX + name, meta)
         else:
             path = os.path.join(self._root, meta["dir"])
