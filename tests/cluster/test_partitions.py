@@ -201,8 +201,11 @@ def cluster_on(net: NetBed, root: Path, name: str) -> Iterator[Bed]:
     thawed and stopped, links up, firewall rules flushed, the directory unmounted)."""
     zk = net.zookeeper
     assert zk is not None
+    # retention without limit: the read-back is by a reader (no subscription holds the
+    # data), and a slow run's housekeeping (every 60 s) would trim what a fault sealed
     extra = {"magnetarSharedStorage": "true", "brokerDeduplicationEnabled": "true",
-             "metadataStoreSessionTimeoutMillis": str(int(SESSION_S * 1000))}
+             "metadataStoreSessionTimeoutMillis": str(int(SESSION_S * 1000)),
+             "defaultRetentionTimeInMinutes": "-1", "defaultRetentionSizeInMB": "-1"}
     with SharedDir(root / "shared") as shared:
         brokers = [NsBroker(net, net.hosts[h], root / h, zk.url(f"/{name}"), extra, shared.path)
                    for h in ("b1", "b2")]
