@@ -130,18 +130,16 @@ def leave_after_clean_stop(code: int) -> int:
     if any(t is not threading.main_thread() and not t.daemon and t.is_alive()
            for t in threading.enumerate()):
         return code
-    logging.shutdown()
-    atexit._run_exitfuncs()
+    atexit._run_exitfuncs()  # (logging's shutdown among them, last: registered first)
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):  # (a reader gone: nothing left to tell it)
             stream.flush()
     os._exit(code)
 
 
-def run_standalone(args: argparse.Namespace, cluster_mode: bool = False,
-                   exit_process: bool = True) -> int:
+def run_standalone(args: argparse.Namespace, cluster_mode: bool = False) -> int:
     """Run the broker until SIGINT or SIGTERM; the exit code. After a clean stop the
-    process ends here (`leave_after_clean_stop`) unless ``exit_process`` is false."""
+    process ends here (`leave_after_clean_stop`)."""
     try:
         config = config_from_args(args)
     except ConfigError as exc:
@@ -348,6 +346,6 @@ def run_standalone(args: argparse.Namespace, cluster_mode: bool = False,
     finally:
         lock.close()
     code = 0 if started else exit_code
-    if code == 0 and exit_process:
+    if code == 0:
         return leave_after_clean_stop(code)
     return code
