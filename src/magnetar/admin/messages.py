@@ -10,7 +10,7 @@ from urllib.parse import quote
 
 from aiohttp import web
 
-from magnetar.admin.routing import SERVICE, RestError, RouteTable, int_param
+from magnetar.admin.routing import SERVICE, RestError, RouteTable, int_param, query_int
 from magnetar.admin.topics import T, partitions_of, persistent, read_entry, topic_of
 from magnetar.broker.entries import split_entry
 from magnetar.broker.errors import BrokerError
@@ -85,13 +85,7 @@ async def examine_message(request: web.Request) -> web.Response:
     initial = request.query.get("initialPosition", "latest").lower()
     if initial not in ("earliest", "latest"):
         raise RestError(412, f"initialPosition must be earliest or latest, not {initial!r}")
-    raw = request.query.get("messagePosition", "1")
-    try:
-        n = int(raw)
-    except ValueError:
-        raise RestError(412, f"messagePosition must be an integer, not {raw!r}") from None
-    if n < 1:
-        raise RestError(412, "messagePosition starts at 1")
+    n = query_int(request, "messagePosition", 1)
     topic = await persistent(service, await _one_topic(request))
     position = topic.ledger.position_at(n - 1 if initial == "earliest" else -n)
     if position is None:

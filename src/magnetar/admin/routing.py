@@ -19,7 +19,7 @@ import logging
 import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, TypeVar, overload
 
 from aiohttp import web
 
@@ -174,6 +174,31 @@ def int_param(request: web.Request, name: str) -> int:
         return int(raw)
     except ValueError:
         raise RestError(400, f"{name} must be an integer, not {raw!r}") from None
+
+
+@overload
+def query_int(request: web.Request, name: str, default: int, *, minimum: int = 1) -> int: ...
+
+
+@overload
+def query_int(request: web.Request, name: str, default: None = None, *,
+              minimum: int = 1) -> int | None: ...
+
+
+def query_int(request: web.Request, name: str, default: int | None = None, *,
+              minimum: int = 1) -> int | None:
+    """The query parameter ``name`` as an integer of at least ``minimum`` (412 otherwise,
+    as Pulsar answers a bad query value); ``default`` when it is absent."""
+    raw = request.query.get(name)
+    if raw is None:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise RestError(412, f"{name} must be an integer, not {raw!r}") from None
+    if value < minimum:
+        raise RestError(412, f"{name} must be at least {minimum}, not {value}")
+    return value
 
 
 def query_flag(request: web.Request, name: str) -> bool:

@@ -24,6 +24,7 @@ from magnetar.admin.routing import (
     json_body,
     no_content,
     query_flag,
+    query_int,
     rates_of,
 )
 from magnetar.broker.entries import entry_metadata
@@ -119,15 +120,7 @@ async def list_topics(request: web.Request) -> web.Response:
     namespace = namespace_of(request)
     mode = (pb.CommandGetTopicsOfNamespace.PERSISTENT if request.match_info["domain"] == "persistent"
             else pb.CommandGetTopicsOfNamespace.NON_PERSISTENT)
-    raw = request.query.get("limit")
-    limit = None
-    if raw is not None:
-        try:
-            limit = int(raw)
-        except ValueError:
-            raise RestError(412, f"limit must be an integer, not {raw!r}") from None
-        if limit < 1:
-            raise RestError(412, "limit must be at least 1")
+    limit = query_int(request, "limit")
     after = request.query.get("after") or None
     return web.json_response(await service.topics_of_namespace_page(namespace, mode, after, limit))
 
