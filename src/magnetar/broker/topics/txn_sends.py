@@ -91,6 +91,8 @@ def _check_now(topic: PersistentTopic, buf: TransactionBuffer, txn: TxnId) -> bo
     if not buf.ready.done() or buf.is_ended(txn):
         return False
     check = topic.service.txn_checker.check_open(txn[0], txn[1], topic.name)
+    if not asyncio.iscoroutine(check):  # another awaitable: left to `_drain`, which awaits
+        return False                    # the checker again (this one is dropped unawaited)
     try:
         check.send(None)
     except StopIteration:
