@@ -7,9 +7,11 @@ delivered nor counted."""
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import time
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import pulsar
 import pytest
@@ -203,6 +205,66 @@ def test_sends_stay_in_order_around_a_first_transactional_send(
     assert positions == sorted(positions)
     txnraw.end_ok(raw, txn)
     assert received(consumer, 3) == [b"t0", b"p0", b"t1"]
+
+
+class SlowChecker:
+    """The broker's own coordinator check, answered only after a few turns of the loop (as
+    a coordinator on another broker answers): counts the checks asked."""
+
+    def __init__(self, real: Any) -> None:
+        self.real = real
+        self.asked = 0
+
+    async def check_open(self, most: int, least: int, topic: str,
+                         subscription: str | None = None) -> None:
+        self.asked += 1
+        for _ in range(3):
+            await asyncio.sleep(0)
+        await self.real.check_open(most, least, topic, subscription)
+
+
+@pytest.mark.parametrize("slow", [False, True], ids=["coordinator-here", "coordinator-waits"])
+def test_later_transactions_on_a_topic_keep_the_order(
+        broker: ThreadedBroker, client: pulsar.Client, raw: RawClient, topic: str,
+        slow: bool) -> None:
+    """A transaction's first send on a topic that already has its buffer is checked at
+    once when the coordinator answers without waiting, and waits in order otherwise:
+    either way the sends written right behind it keep their order, and one the
+    coordinator refuses is answered and stores nothing."""
+    txnraw.producer(raw, topic)
+    consumer = client.subscribe(topic, "s", initial_position=pulsar.InitialPosition.Earliest)
+    first = txnraw.begin(raw, topic)
+    txnraw.send_ok(raw, 1, 0, b"first", first)  # the topic's buffer is created
+    txnraw.end_ok(raw, first)
+    assert received(consumer, 1) == [b"first"]
+    assert broker.service is not None
+    real = broker.service.txn_checker
+    checker = SlowChecker(real)
+    if slow:
+        broker.service.txn_checker = checker
+    try:
+        txn = txnraw.begin(raw, topic)
+        not_added = txnraw.new_txn(raw)  # no AddPartitionToTxn for this topic
+        txnraw.send(raw, 1, 1, b"t0", txn)
+        txnraw.send(raw, 1, 2, b"p0")
+        txnraw.send(raw, 1, 3, b"t1", txn)
+        txnraw.send(raw, 1, 4, b"refused", not_added)
+        txnraw.send(raw, 1, 5, b"p1")
+        answers = [txnraw.receipt(raw, seq) for seq in range(1, 6)]
+    finally:
+        broker.service.txn_checker = real
+    refused = answers.pop(3)
+    assert refused.type == T.SEND_ERROR and refused.send_error.error == pb.InvalidTxnStatus
+    assert all(a.type == T.SEND_RECEIPT for a in answers), answers
+    positions = [(a.send_receipt.message_id.ledgerId, a.send_receipt.message_id.entryId)
+                 for a in answers]
+    assert positions == sorted(positions)
+    if slow:  # each transaction asked in the send's step, then again by the wait in order
+        assert checker.asked >= 3
+    txnraw.end_ok(raw, txn)
+    assert received(consumer, 4) == [b"t0", b"p0", b"t1", b"p1"]
+    nothing_more(consumer)
+    txnraw.end_ok(raw, not_added, commit=False)
 
 
 def test_official_client_reads_while_others_commit(client: pulsar.Client, raw: RawClient,

@@ -4,6 +4,8 @@ errors as exceptions with Pulsar's names, and the blocking facade."""
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 import magnetar
@@ -14,6 +16,7 @@ from magnetar.client.errors import (
     TransactionCoordinatorNotFound,
     TransactionNotFound,
 )
+from magnetar.client.transaction import Transaction
 from tests.client.conftest import BrokerProcess, run
 
 
@@ -75,3 +78,43 @@ def test_blocking_facade(txn_broker: BrokerProcess) -> None:
         handle.commit()
         with pytest.raises(InvalidTxnStatus):
             client.transaction(*txn.id).abort()
+
+
+
+def test_many_sends_in_one_transaction_commit(txn_broker: BrokerProcess) -> None:
+    """More sends than a transaction keeps unchecked (it forgets the done ones in bulk):
+    commit waits for every one."""
+    async def go() -> None:
+        async with magnetar.Client(txn_broker.url, enable_transaction=True) as client:
+            producer = await client.create_producer("persistent://public/default/txn-many-ops")
+            txn = await client.new_transaction(timeout_ms=60_000)
+            futures = [await producer.send_async(b"m", txn=txn) for _ in range(700)]
+            await txn.commit()
+            assert txn.state == "COMMITTED" and all(f.done() and not f.exception() for f in futures)
+
+    run(go)
+
+
+def test_a_failed_operation_is_found_among_many() -> None:
+    """The first failed operation is noted whether it ended before the list was pruned
+    or only by the commit's wait (what makes commit abort with
+    TransactionHasOperationFailed)."""
+    async def go() -> None:
+        loop = asyncio.get_running_loop()
+        for failed_at in (3, 650):
+            txn = Transaction(None, 1, 2)  # type: ignore[arg-type]  # no coordinator needed here
+            futures = [loop.create_future() for _ in range(700)]
+            for i, fut in enumerate(futures):
+                txn._track(fut)
+                if i < 600:  # most end before later ones are tracked
+                    if i == failed_at:
+                        fut.set_exception(RuntimeError(f"op {i}"))
+                    else:
+                        fut.set_result(None)
+            assert len(txn._ops) < 700  # the done ones were forgotten
+            for i, fut in enumerate(futures[600:], 600):
+                fut.set_exception(RuntimeError(f"op {i}")) if i == failed_at else fut.set_result(None)
+            await txn._wait_ops()
+            assert str(txn._failed) == f"op {failed_at}" and txn._ops == []
+
+    asyncio.run(go())

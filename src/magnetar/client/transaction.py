@@ -55,6 +55,10 @@ ABORTED = "ABORTED"
 ERROR = "ERROR"
 TIMEOUT = "TIMEOUT"
 
+#: a transaction's list of operations is pruned of the done ones when it reaches this
+#: length (or twice what was left pending at the last pruning)
+_PRUNE_AT = 256
+
 
 def _retriable(exc: BaseException) -> bool:
     if isinstance(exc, TransactionCoordinatorNotFound):
@@ -157,7 +161,9 @@ class Transaction:
         self._deadline = None if timeout_ms is None else time.monotonic() + timeout_ms / 1000.0
         self._partitions: dict[str, asyncio.Future[None]] = {}
         self._subscriptions: dict[tuple[str, str], asyncio.Future[None]] = {}
-        self._ops: set[asyncio.Future[Any]] = set()
+        # its operations (sends) not yet seen done: checked in bulk, not by a callback each
+        self._ops: list[asyncio.Future[Any]] = []
+        self._prune_at = _PRUNE_AT
         self._failed: BaseException | None = None
 
     @property
@@ -200,6 +206,9 @@ class Transaction:
     async def _add_partition(self, topic: str) -> None:
         """AddPartitionToTxn once for ``topic`` (a partition's full name)."""
         self._check_open("send in")
+        added = self._partitions.get(topic)
+        if added is not None and added.done() and not added.cancelled() and added.exception() is None:
+            return  # (every send after the first: no shield, no task)
         await self._once(self._partitions, topic, T.ADD_PARTITION_TO_TXN, partitions=[topic])
 
     async def _add_subscription(self, topic: str, subscription: str) -> None:
@@ -209,13 +218,22 @@ class Transaction:
 
     def _track(self, fut: asyncio.Future[Any]) -> None:
         """An operation (a send) commit and abort wait for."""
-        self._ops.add(fut)
-        fut.add_done_callback(self._op_done)
+        ops = self._ops
+        ops.append(fut)
+        if len(ops) >= self._prune_at:
+            self._prune()
 
-    def _op_done(self, fut: asyncio.Future[Any]) -> None:
-        self._ops.discard(fut)
-        if not fut.cancelled() and fut.exception() is not None and self._failed is None:
-            self._failed = fut.exception()
+    def _prune(self) -> None:
+        """Forget the operations done (noting the first that failed): amortized, instead
+        of a done-callback per send."""
+        pending = []
+        for fut in self._ops:
+            if not fut.done():
+                pending.append(fut)
+            elif not fut.cancelled() and fut.exception() is not None and self._failed is None:
+                self._failed = fut.exception()
+        self._ops = pending
+        self._prune_at = max(_PRUNE_AT, 2 * len(pending))
 
     # ------------------------------------------------------------------ ending
     async def commit(self) -> None:
@@ -242,6 +260,7 @@ class Transaction:
     async def _wait_ops(self) -> None:
         if self._ops:
             await asyncio.gather(*list(self._ops), return_exceptions=True)
+            self._prune()
 
     async def _end(self, commit: bool) -> None:
         self._state = COMMITTING if commit else ABORTING

@@ -257,16 +257,16 @@ def parse_send_command(buf: bytes | bytearray | memoryview, pos: int, end: int) 
                 if value >= 0x80000000:
                     return None
                 num_messages = value
+            elif tag == 0x20:  # (a transaction's two fields before the rarer ones)
+                least = value
+            elif tag == 0x28:
+                most = value
             elif tag == 0x30:
                 highest = value
             elif tag == 0x38:
                 is_chunk = value != 0
             elif tag == 0x40:
                 marker = value != 0
-            elif tag == 0x20:
-                least = value
-            elif tag == 0x28:
-                most = value
             else:
                 return None
     except (ValueError, IndexError):

@@ -408,8 +408,10 @@ class PersistentTopic(BacklogTimes, Topic):
         else:
             data = payload
         producer.in_flight += 1
-        if txn is not None and self.txn_buffer is not None:
-            self.txn_buffer.appending(txn)
+        if txn is not None:
+            buf = self.txn_buffer
+            if buf is not None and txn not in buf.open:  # (a later entry: nothing to note)
+                buf.appending(txn)
         try:
             self.ledger.append_then(
                 data, partial(self._persisted, producer, seq, highest, dedup_id, chunk, size,

@@ -74,7 +74,9 @@ class TxnChecker(Protocol):
     async def check_open(self, most: int, least: int, topic: str,
                          subscription: str | None = None) -> None:
         """Return if transaction ``(most, least)`` is OPEN and may act on ``topic`` (its
-        ``subscription``); raise BrokerError(TransactionNotFound | InvalidTxnStatus)."""
+        ``subscription``); raise BrokerError(TransactionNotFound | InvalidTxnStatus).
+        A send's check may be run eagerly, outside any task (`txn_sends`): the coroutine
+        stepped once, and closed if it does not finish in that step (it is asked again)."""
         ...
 
 

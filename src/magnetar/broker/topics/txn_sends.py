@@ -3,13 +3,15 @@
 A Send with a transaction id goes through here (`Producer.publish` sends it): refused
 with ``NotAllowedError`` (nothing stored) when its producer did not set
 ``CommandProducer.txn_enabled`` or the topic is not persistent; otherwise stored in the
-topic's transaction buffer. The first Send of a transaction on a topic waits for the
-coordinator's answer (`TxnChecker.check_open`, once per transaction and topic) and, on a
-topic that never saw a transaction, for its buffer to be created; meanwhile the
-producer's later sends, transactional or not, wait behind it in ``Producer.deferred``
-(their payloads copied: the connection's read buffer is reused), so that a producer's
-sends are stored, and answered, in the order they came. A topic that never saw a
-transaction pays one attribute test per Send.
+topic's transaction buffer. The first Send of a transaction on a topic needs the
+coordinator's answer (`TxnChecker.check_open`, once per transaction and topic): its
+check is run at once, one step of the coroutine, and a coordinator served by this
+broker answers in that step, so the send is stored straight away. When the answer
+would wait (a coordinator on another broker), or the topic never saw a transaction (its
+buffer is created first), the send waits, and the producer's later sends, transactional
+or not, wait behind it in ``Producer.deferred`` (their payloads copied: the connection's
+read buffer is reused), so that a producer's sends are stored, and answered, in the
+order they came. A topic that never saw a transaction pays one attribute test per Send.
 """
 
 from __future__ import annotations
@@ -20,7 +22,12 @@ from collections import deque
 from typing import TYPE_CHECKING
 
 from magnetar.broker.errors import BrokerError
-from magnetar.broker.topics.transaction_buffer import TransactionBuffer, txn_name, with_txnid
+from magnetar.broker.topics.transaction_buffer import (
+    TransactionBuffer,
+    TxnId,
+    txn_name,
+    with_txnid,
+)
 from magnetar.protocol import pb
 from magnetar.storage import StorageError
 
@@ -47,23 +54,54 @@ def publish_in_order(producer: Producer, send: SendFrame, payload: bytes | memor
     txn = send.txnid
     topic: PersistentTopic = producer.topic  # type: ignore[assignment]  # tested: a buffer
     buf: TransactionBuffer | None = getattr(topic, "txn_buffer", None)
-    if buf is not None and txn is not None and txn in buf.verified and producer.txn_enabled:
+    if buf is not None and txn is not None and producer.txn_enabled:
         # the common case, a later send of a transaction checked on this topic: a
-        # verified transaction is open here and the buffer ready (`_drain` adds one
-        # only then; its end removes it), so none of `_now`'s other tests can refuse it
-        stored = with_txnid(payload, txn)
-        if stored is None:
-            producer.send_error(send.sequence_id, pb.UnknownError,
-                                "the message's metadata cannot be read", size)
+        # verified transaction is open here and the buffer ready (`_drain` and
+        # `_check_now` add one only then; its end removes it), so none of `_now`'s
+        # other tests can refuse it
+        verdict = True if txn in buf.verified else _check_now(topic, buf, txn)
+        if verdict is True:
+            stored = with_txnid(payload, txn)
+            if stored is None:
+                producer.send_error(send.sequence_id, pb.UnknownError,
+                                    "the message's metadata cannot be read", size)
+                return
+            topic.publish(producer, send, stored, size, part_crc if stored is payload else None,
+                          txn)
             return
-        topic.publish(producer, send, stored, size, part_crc if stored is payload else None, txn)
-        return
+        if verdict is not False:  # the coordinator's refusal
+            producer.send_error(send.sequence_id, verdict.code, str(verdict), size)
+            return
     if _now(producer, send, payload, size, part_crc):
         return
     producer.deferred = deque([(send, bytes(payload), size, part_crc)])
     task = asyncio.ensure_future(_drain(producer))
     _DRAINING.add(task)
     task.add_done_callback(_DRAINING.discard)
+
+
+def _check_now(topic: PersistentTopic, buf: TransactionBuffer, txn: TxnId) -> bool | BrokerError:
+    """The first send of ``txn`` on the topic: its check with the coordinator run at once,
+    one step of the coroutine (as an eager task would), so that neither this send nor
+    the producer's next ones wait in ``Producer.deferred`` when the coordinator answers
+    without waiting (one served by this broker, its transactions in memory). True:
+    ``txn`` is verified now; its refusal (a BrokerError); False when the check would
+    wait (the coroutine is closed, `_drain` asks again in its task) or the buffer is
+    not ready or the transaction ended here (`_now` and `_drain` tell)."""
+    if not buf.ready.done() or buf.is_ended(txn):
+        return False
+    check = topic.service.txn_checker.check_open(txn[0], txn[1], topic.name)
+    if not asyncio.iscoroutine(check):  # another awaitable: left to `_drain`, which awaits
+        return False                    # the checker again (this one is dropped unawaited)
+    try:
+        check.send(None)
+    except StopIteration:
+        buf.verified.add(txn)
+        return True
+    except BrokerError as exc:
+        return exc
+    check.close()  # it waits for something (a record read from the store)
+    return False
 
 
 def _refusal(producer: Producer, send: SendFrame) -> BrokerError | None:
