@@ -233,6 +233,10 @@ class LocalMetadataStore(MetadataStore):
     def _publish(self, notes: list[Notification]) -> None:
         if not notes:
             return
+        if not self._listeners and not self._caches:
+            alone = _OPEN.get(self.path)
+            if alone is None or (len(alone) == 1 and self in alone):
+                return  # nobody to tell (the transaction coordinators' own store)
         with _OPEN_LOCK:
             peers = list(_OPEN.get(self.path, ()))
         if self not in peers:
