@@ -64,11 +64,11 @@ _OPEN_LOCK = threading.Lock()
 
 #: an inline store's writes between two passive checkpoints on its thread (SQLite's own
 #: automatic checkpoint comes at 1,000 WAL pages, a few hundred small writes)
-INLINE_CHECKPOINT_EVERY = 200
+INLINE_CHECKPOINT_EVERY = 500
 #: an inline store's WAL length (frames) past which its loop runs one checkpoint itself: a
 #: checkpoint on the thread while writes go on never catches up with the last one, and the
 #: WAL only starts over once one has
-INLINE_WAL_LIMIT = 2000
+INLINE_WAL_LIMIT = 4000
 
 
 def _now_ms() -> int:

@@ -277,16 +277,22 @@ class TransactionCoordinator:
         an end they already have with success)."""
         rec = self.txns[seq]
         await self.notify(rec, commit)
-        async with self._lock(seq):
-            rec = self.txns[seq]
-            if rec.state in ENDED:
-                return
-            self.txns[seq] = rec.changed(state=COMMITTED if commit else ABORTED,
-                                         ended_ms=now_ms())
-            if commit:
-                self.stats.committed += 1
-            else:
-                self.stats.aborted += 1
+        lock = self._lock(seq)
+        if lock.locked():  # (else nothing can change it before this returns: no await)
+            async with lock:
+                self._mark_ended(seq, commit)
+        else:
+            self._mark_ended(seq, commit)
+
+    def _mark_ended(self, seq: int, commit: bool) -> None:
+        rec = self.txns[seq]
+        if rec.state in ENDED:
+            return
+        self.txns[seq] = rec.changed(state=COMMITTED if commit else ABORTED, ended_ms=now_ms())
+        if commit:
+            self.stats.committed += 1
+        else:
+            self.stats.aborted += 1
 
     def purge(self, older_than_ms: int) -> None:
         """Forget the ended transactions that ended before ``older_than_ms``."""
@@ -317,6 +323,10 @@ class TransactionCoordinator:
         self.stats.note_append((time.monotonic() - started) * 1000.0)
 
     async def _take_id(self) -> int:
+        if self._next_id < self._id_limit and not self._id_lock.locked():
+            seq = self._next_id  # (no await between the test and the take)
+            self._next_id += 1
+            return seq
         async with self._id_lock:
             if self._next_id >= self._id_limit:
                 start = await self.records.counter(self.tc).reserve(ID_BLOCK)
