@@ -6,10 +6,11 @@ Each is answered by its own response command, an error included (``error`` and
 With coordinators off each answers ``NotAllowedError``; a coordinator id that does not
 exist or is not served here answers ``TransactionCoordinatorNotFound`` (the Java and Go
 clients look the coordinator up again). Records are written to the metadata store before
-the answer. The work starts at once (`run_now`): on a broker alone, whose coordinators'
-store writes on the loop, a command is usually answered without a task or a loop turn;
-whatever has to wait (a cluster's metadata store, the participants of an EndTxn) goes on
-in a task (`run_async`), as it would have from the start.
+the answer. On a broker alone, whose coordinators' store writes on the loop, the work
+starts at once (`run_now`) and a command is usually answered without a task or a loop
+turn; whatever has to wait (the participants of an EndTxn, a contended lock) goes on in a
+task (`run_async`), as it would have from the start. In a cluster it runs in a task
+from the start.
 
 As in Pulsar, a transaction belongs to the role that opened it (its record's ``owner``; none
 without authentication): AddPartitionToTxn, AddSubscriptionToTxn and EndTxn from another
@@ -95,7 +96,13 @@ class TransactionCommands(CnxBase):
 
     def run_now(self, cmd: pb.BaseCommand, work: Coroutine[Any, Any, None]) -> None:
         """`run_async`, but ``work`` runs at once up to where it first waits, and only what
-        is left after that goes on in a task; a refusal or a bug is answered as there."""
+        is left after that goes on in a task; a refusal or a bug is answered as there.
+        Only where the coordinators' store is this broker's own (`inline_store`): its
+        path never needs to be in a task (a cluster's store bounds its waits with
+        ``asyncio.timeout``, which does), so elsewhere it is `run_async` from the start."""
+        if not self.service.transactions.inline_store:
+            self.run_async(cmd, work)
+            return
         try:
             waiting = work.send(None)
         except StopIteration:

@@ -57,6 +57,9 @@ class TransactionCoordinators:
         self.participants = Participants(service)
         self.records: TxnRecords | None = None
         self._own_store: MetadataStore | None = None
+        #: the coordinators' store is this broker's own, writing on the loop (a broker
+        #: alone): their commands can start outside a task (`run_now`)
+        self.inline_store = False
         self._loading: dict[int, asyncio.Task[TransactionCoordinator]] = {}
         self._round: asyncio.Task[None] | None = None
         self._count: int | None = None
@@ -75,6 +78,7 @@ class TransactionCoordinators:
                 os.path.join(self.service.config.magnetarDataDir, "transactions.db"),
                 inline=True)
             await store.start()
+            self.inline_store = True
         await self._create_assign_topic()
         self.records = TxnRecords(store)
         self._round = asyncio.get_running_loop().create_task(self._rounds())
