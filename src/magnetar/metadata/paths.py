@@ -14,9 +14,10 @@ def check_path(path: str) -> str:
         return path
     if path.endswith("/") or "//" in path or "\0" in path:
         raise InvalidPathError(f"malformed metadata path: {path!r}")
-    for part in path.split("/")[1:]:
-        if part in (".", ".."):
-            raise InvalidPathError(f"relative segment in metadata path: {path!r}")
+    if "/." in path:  # (a relative segment starts so; most paths have none to look for)
+        for part in path.split("/")[1:]:
+            if part in (".", ".."):
+                raise InvalidPathError(f"relative segment in metadata path: {path!r}")
     return path
 
 

@@ -5,8 +5,12 @@ Each is answered by its own response command, an error included (``error`` and
 ``message``: `base.error_response`), since clients match them by type and request id.
 With coordinators off each answers ``NotAllowedError``; a coordinator id that does not
 exist or is not served here answers ``TransactionCoordinatorNotFound`` (the Java and Go
-clients look the coordinator up again). The work runs in a task (`run_async`): records are
-written to the metadata store before the answer.
+clients look the coordinator up again). Records are written to the metadata store before
+the answer. On a broker alone, whose coordinators' store writes on the loop, the work
+starts at once (`run_now`) and a command is usually answered without a task or a loop
+turn; whatever has to wait (the participants of an EndTxn, a contended lock) goes on in a
+task (`run_async`), as it would have from the start. In a cluster it runs in a task
+from the start.
 
 As in Pulsar, a transaction belongs to the role that opened it (its record's ``owner``; none
 without authentication): AddPartitionToTxn, AddSubscriptionToTxn and EndTxn from another
@@ -16,6 +20,7 @@ authorization on; through a proxy both the proxy's role and the client's must be
 
 from __future__ import annotations
 
+from collections.abc import Coroutine, Generator
 from typing import Any
 
 from magnetar.broker.connection.base import CnxBase
@@ -49,8 +54,63 @@ def is_superuser(cnx: CnxBase) -> bool:
                  or authz.is_super_user(identity.original_principal)))
 
 
+class _Resumed:
+    """Awaiting it goes on with ``coro``, started elsewhere and suspended on ``waiting``
+    (what it yielded: a future, or None for a bare turn of the loop): the task that awaits
+    this passes ``waiting`` up and each wake-up or exception down, as if it had run
+    ``coro`` from its start."""
+
+    __slots__ = ("coro", "waiting")
+
+    def __init__(self, coro: Coroutine[Any, Any, None], waiting: Any) -> None:
+        self.coro = coro
+        self.waiting = waiting
+
+    def __await__(self) -> Generator[Any, None, None]:
+        coro, waiting = self.coro, self.waiting
+        while True:
+            try:
+                yield waiting
+            except BaseException as exc:  # the task was cancelled: into the coroutine
+                try:
+                    waiting = coro.throw(exc)
+                except StopIteration:
+                    return
+            else:
+                try:
+                    waiting = coro.send(None)
+                except StopIteration:
+                    return
+
+
+async def _resume(coro: Coroutine[Any, Any, None], waiting: Any) -> None:
+    await _Resumed(coro, waiting)
+
+
+async def _raise(exc: Exception) -> None:
+    raise exc
+
+
 class TransactionCommands(CnxBase):
     """The coordinator's commands (see the module docstring)."""
+
+    def run_now(self, cmd: pb.BaseCommand, work: Coroutine[Any, Any, None]) -> None:
+        """`run_async`, but ``work`` runs at once up to where it first waits, and only what
+        is left after that goes on in a task; a refusal or a bug is answered as there.
+        Only where the coordinators' store is this broker's own (`inline_store`): its
+        path never needs to be in a task (a cluster's store bounds its waits with
+        ``asyncio.timeout``, which does), so elsewhere it is `run_async` from the start."""
+        if not self.service.transactions.inline_store:
+            self.run_async(cmd, work)
+            return
+        try:
+            waiting = work.send(None)
+        except StopIteration:
+            return
+        except Exception as exc:
+            self.run_async(cmd, _raise(exc))  # answered as run_async answers it
+            return
+        self.run_async(cmd, _resume(work, waiting))
 
     def _check_owner(self, coordinator: TransactionCoordinator, seq: int) -> None:
         """Raise ``TransactionNotFound`` unless this connection's role opened transaction
@@ -74,7 +134,7 @@ class TransactionCommands(CnxBase):
                         tcClientConnectResponse=pb.CommandTcClientConnectResponse(
                             request_id=req.request_id)))
 
-        self.run_async(cmd, work())
+        self.run_now(cmd, work())
 
     def handle_new_txn(self, cmd: pb.BaseCommand, frame: Frame) -> None:
         req = cmd.newTxn
@@ -85,7 +145,7 @@ class TransactionCommands(CnxBase):
             self.send(T(type=T.NEW_TXN_RESPONSE, newTxnResponse=pb.CommandNewTxnResponse(
                 request_id=req.request_id, txnid_most_bits=rec.tc, txnid_least_bits=rec.seq)))
 
-        self.run_async(cmd, work())
+        self.run_now(cmd, work())
 
     def handle_add_partition_to_txn(self, cmd: pb.BaseCommand, frame: Frame) -> None:
         req = cmd.addPartitionToTxn
@@ -102,7 +162,7 @@ class TransactionCommands(CnxBase):
             self.send(T(type=T.ADD_PARTITION_TO_TXN_RESPONSE,
                         addPartitionToTxnResponse=pb.CommandAddPartitionToTxnResponse(**ids)))
 
-        self.run_async(cmd, work())
+        self.run_now(cmd, work())
 
     def handle_add_subscription_to_txn(self, cmd: pb.BaseCommand, frame: Frame) -> None:
         req = cmd.addSubscriptionToTxn
@@ -123,7 +183,7 @@ class TransactionCommands(CnxBase):
             self.send(T(type=T.ADD_SUBSCRIPTION_TO_TXN_RESPONSE,
                         addSubscriptionToTxnResponse=pb.CommandAddSubscriptionToTxnResponse(**ids)))
 
-        self.run_async(cmd, work())
+        self.run_now(cmd, work())
 
     def handle_end_txn(self, cmd: pb.BaseCommand, frame: Frame) -> None:
         req = cmd.endTxn
@@ -138,4 +198,4 @@ class TransactionCommands(CnxBase):
             await coordinator.end(req.txnid_least_bits, req.txn_action == pb.COMMIT)
             self.send(T(type=T.END_TXN_RESPONSE, endTxnResponse=pb.CommandEndTxnResponse(**ids)))
 
-        self.run_async(cmd, work())
+        self.run_now(cmd, work())

@@ -57,6 +57,9 @@ class TransactionCoordinators:
         self.participants = Participants(service)
         self.records: TxnRecords | None = None
         self._own_store: MetadataStore | None = None
+        #: the coordinators' store is this broker's own, writing on the loop (a broker
+        #: alone): their commands can start outside a task (`run_now`)
+        self.inline_store = False
         self._loading: dict[int, asyncio.Task[TransactionCoordinator]] = {}
         self._round: asyncio.Task[None] | None = None
         self._count: int | None = None
@@ -72,8 +75,10 @@ class TransactionCoordinators:
         store = self.service.metadata_store if self.clustered else None
         if store is None:
             self._own_store = store = LocalMetadataStore(
-                os.path.join(self.service.config.magnetarDataDir, "transactions.db"))
+                os.path.join(self.service.config.magnetarDataDir, "transactions.db"),
+                inline=True)
             await store.start()
+            self.inline_store = True
         await self._create_assign_topic()
         self.records = TxnRecords(store)
         self._round = asyncio.get_running_loop().create_task(self._rounds())
@@ -130,6 +135,9 @@ class TransactionCoordinators:
     async def get(self, tc: int) -> TransactionCoordinator:
         """Coordinator ``tc``, loaded if need be: ``NotAllowed`` when coordinators are off,
         ``TransactionCoordinatorNotFound`` when it does not exist or is not served here."""
+        coordinator = self.coordinators.get(tc)
+        if coordinator is not None and not coordinator.closed and self.served_here(tc):
+            return coordinator  # (served and loaded: the checks below were passed)
         if not self.enabled or self.records is None:
             raise BrokerError(pb.NotAllowedError, (
                 "transactions are not enabled on this broker (transactionCoordinatorEnabled="
@@ -221,13 +229,16 @@ class TransactionCoordinators:
             raise BrokerError(pb.TransactionNotFound, f"transaction {txn} not found")
         if rec.state != OPEN:
             raise BrokerError(pb.InvalidTxnStatus, f"transaction {txn} is {rec.state}, not OPEN")
-        name = _normal(topic)
         if subscription is None:
+            if topic in rec.partitions:  # (stored by their full names, as topics name themselves)
+                return
+            name = _normal(topic)
             if name not in {_normal(p) for p in rec.partitions}:
                 raise BrokerError(pb.InvalidTxnStatus, (
                     f"topic {topic} was not added to transaction {txn} (AddPartitionToTxn "
                     "comes before the first send)"))
-        elif (name, subscription) not in {(_normal(t), s) for t, s in rec.subscriptions}:
+        elif ((topic, subscription) not in rec.subscriptions
+              and (_normal(topic), subscription) not in {(_normal(t), s) for t, s in rec.subscriptions}):
             raise BrokerError(pb.InvalidTxnStatus, (
                 f"subscription {subscription} of {topic} was not added to transaction {txn} "
                 "(AddSubscriptionToTxn comes before the first acknowledgement)"))

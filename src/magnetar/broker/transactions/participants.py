@@ -104,7 +104,9 @@ class Participants:
         action = pb.ABORT if not commit else pb.COMMIT
         jobs = [self._until_done(rec, action, topic, None) for topic in rec.partitions]
         jobs += [self._until_done(rec, action, topic, sub) for topic, sub in rec.subscriptions]
-        if jobs:
+        if len(jobs) == 1:  # the common case: no task for it
+            await jobs[0]
+        elif jobs:
             await asyncio.gather(*jobs)
 
     async def _until_done(self, rec: TxnRecord, action: int, topic: str, sub: str | None) -> None:
