@@ -268,11 +268,13 @@ def run_tree(name: str, src: str, root: Path, args: argparse.Namespace) -> dict[
         row["phases"] = phases  # time.monotonic() spans, to match a probe's records
         row["latency"]["all"] = live.summary(phases["before"][0], end)
     finally:
-        live.close()
-        t = time.monotonic()
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=300)
-        row["stop_s"] = time.monotonic() - t
+        try:
+            live.close()
+        finally:
+            t = time.monotonic()
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(timeout=300)
+            row["stop_s"] = time.monotonic() - t
     return row
 
 
