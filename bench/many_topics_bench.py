@@ -21,7 +21,10 @@ sends: each latency is one round trip) from start to stop:
   unload   ``--unloads`` topics unloaded through the admin API (4 threads);
   stop     SIGTERM, until the process exits.
 
-The live producer's latencies are reported per phase (count, p50, p99, p999, max). With
+The live producer runs in its own process (the creators' and the scraper's threads would
+otherwise hold its GIL: the bench's own contention counted as send latency); its latencies
+are reported per phase (count, p50, p99, p999, max, and the 10 slowest sends with their
+start in seconds from the phase's start, to correlate a stall with a probe). With
 ``--levels`` holding ``namespace``, a second broker per tree with
 ``exposeTopicLevelMetricsInPrometheus=false`` is loaded the same way and only scraped.
 The broker is the bottleneck of every figure here except the creation rate, which the
@@ -33,12 +36,12 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import multiprocessing
 import os
 import signal
 import statistics
 import sys
 import tempfile
-import threading
 import time
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
@@ -58,43 +61,77 @@ def rss_mb(pid: int) -> float:
     return float("nan")
 
 
-class LiveProducer:
-    """Sends 1 KB unbatched every 5 ms on its own topic; keeps (start, latency) pairs."""
-
-    def __init__(self, url: str) -> None:
-        self.client = pulsar.Client(url, logger=QUIET, operation_timeout_seconds=120)
-        self.producer = self.client.create_producer(f"{NS}/live-probe", batching_enabled=False)
-        self.sends: list[tuple[float, float]] = []
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
-
-    def _run(self) -> None:
+def _live_sends(url: str, stop: Any, out: Any) -> None:
+    """The live producer's process: 1 KB unbatched every 5 ms until ``stop`` is set, then
+    the (start, latency) pairs through ``out``. Its own process, so that the bench's other
+    threads (creators, scraper) do not hold its GIL: a latency is the broker's and the
+    client's, not the bench's."""
+    client = pulsar.Client(url, logger=QUIET, operation_timeout_seconds=120)
+    sends: list[tuple[float, float]] = []
+    try:
+        producer = client.create_producer(f"{NS}/live-probe", batching_enabled=False)
+        out.send("ready")
         payload = b"p" * 1024
         tick = time.monotonic()
-        while not self.stop.is_set():
+        while not stop.is_set():
             t = time.monotonic()
             try:
-                self.producer.send(payload)
+                producer.send(payload)
             except Exception:  # the broker stopping under it
-                return
-            self.sends.append((t, time.monotonic() - t))
+                break
+            sends.append((t, time.monotonic() - t))
             tick += 0.005
             delay = tick - time.monotonic()
             if delay > 0:
                 time.sleep(delay)
             else:
                 tick = time.monotonic()
+    finally:
+        out.send(sends)
+        out.close()
+        client.close()
+
+
+class LiveProducer:
+    """Sends 1 KB unbatched every 5 ms on its own topic from a child process; keeps
+    (start, latency) pairs (``time.monotonic``: one clock for every process here)."""
+
+    def __init__(self, url: str) -> None:
+        ctx = multiprocessing.get_context("spawn")
+        self.stop = ctx.Event()
+        self._conn, child = ctx.Pipe(duplex=False)
+        self.process = ctx.Process(target=_live_sends, args=(url, self.stop, child), daemon=True)
+        self.process.start()
+        child.close()
+        if not self._conn.poll(120) or self._conn.recv() != "ready":
+            raise RuntimeError("the live producer did not start")
+        self.sends: list[tuple[float, float]] = []
 
     def close(self) -> None:
+        """Stop the sends and take their records (again: nothing more)."""
+        if self._conn.closed:
+            return
         self.stop.set()
-        self.thread.join(timeout=30)
-        self.client.close()
+        try:
+            if self._conn.poll(60):
+                self.sends = self._conn.recv()
+        except EOFError:
+            raise RuntimeError("the live producer ended without its records") from None
+        finally:
+            self._conn.close()
+            self.process.join(timeout=30)
+            if self.process.is_alive():
+                self.process.kill()
 
-    def summary(self, begin: float, end: float) -> dict[str, float]:
-        lat = [latency for t, latency in self.sends if begin <= t < end]
+    def summary(self, begin: float, end: float) -> dict[str, Any]:
+        """Percentiles of the sends started in [begin, end), and the 10 slowest as
+        (seconds from ``begin``, ms)."""
+        window = [(t, latency) for t, latency in self.sends if begin <= t < end]
+        lat = [latency for _, latency in window]
+        slowest = sorted(window, key=lambda pair: pair[1], reverse=True)[:10]
         return {"sends": len(lat), "p50_ms": 1000 * pct(lat, 0.5), "p99_ms": 1000 * pct(lat, 0.99),
-                "p999_ms": 1000 * pct(lat, 0.999), "max_ms": 1000 * max(lat, default=float("nan"))}
+                "p999_ms": 1000 * pct(lat, 0.999), "max_ms": 1000 * max(lat, default=float("nan")),
+                "slowest": [(round(t - begin, 3), round(1000 * latency, 1)) for t, latency in slowest]}
 
 
 def create_topics(client: pulsar.Client, first: int, count: int, threads: int) -> None:
@@ -225,14 +262,19 @@ def run_tree(name: str, src: str, root: Path, args: argparse.Namespace) -> dict[
         t = time.monotonic()
         time.sleep(args.window / 2)
         phases["after"] = (t, time.monotonic())
-        row["latency"] = {phase: live.summary(*span) for phase, span in phases.items()}
-        row["latency"]["all"] = live.summary(phases["before"][0], time.monotonic())
-    finally:
+        end = time.monotonic()
         live.close()
-        t = time.monotonic()
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=300)
-        row["stop_s"] = time.monotonic() - t
+        row["latency"] = {phase: live.summary(*span) for phase, span in phases.items()}
+        row["phases"] = phases  # time.monotonic() spans, to match a probe's records
+        row["latency"]["all"] = live.summary(phases["before"][0], end)
+    finally:
+        try:
+            live.close()
+        finally:
+            t = time.monotonic()
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(timeout=300)
+            row["stop_s"] = time.monotonic() - t
     return row
 
 
@@ -297,6 +339,9 @@ def main() -> int:
         for phase, lat in r["latency"].items():
             print(f"   {phase:<7} {lat['sends']:>6} sends  p50 {lat['p50_ms']:6.2f}  p99 {lat['p99_ms']:6.2f}  "
                   f"p999 {lat['p999_ms']:7.2f}  max {lat['max_ms']:7.1f} ms")
+            if phase != "all" and lat["slowest"]:
+                print("           slowest (s from the phase's start: ms) "
+                      + ", ".join(f"{at:.1f}: {ms:.0f}" for at, ms in lat["slowest"]))
         for when in ("ops_at_100", "ops_at_end"):
             if when not in r:
                 continue

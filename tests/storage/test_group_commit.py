@@ -364,3 +364,57 @@ def test_a_fresh_segment_syncs_apart_and_its_ledger_keeps_its_order(make_factory
         run(go())
     finally:
         release.set()
+
+
+class StalledFreshSegment:
+    """Stands in for a new ledger's first segment: its sync waits for ``release``."""
+
+    path = "fresh/0.seg"
+    directory = "fresh"
+
+    def __init__(self) -> None:
+        self.dir_sync = [self.directory]
+        self.started = threading.Event()
+        self.release = threading.Event()
+
+    def sync(self) -> float:
+        self.started.set()
+        assert self.release.wait(30)
+        self.dir_sync = []
+        return 0.0
+
+
+def test_no_inline_sync_while_a_new_ledgers_first_sync_is_under_way():
+    """While another ledger's first sync (its directory and new size: the journal's
+    running transaction) is under way, the loop leaves a lone batch to the thread instead
+    of blocking on an fdatasync that waits for that commit; once it ended, inline again."""
+    clock = FakeClock()
+    flusher = Flusher(inline=True, slow_sync_s=10.0, backoff_s=10.0, clock=clock)
+
+    async def go() -> None:
+        loop = asyncio.get_running_loop()
+        fresh = StalledFreshSegment()
+        fresh_done = asyncio.Event()
+        flusher.submit(Batch(fresh, 0, [], [], loop, lambda b, err: fresh_done.set()))  # type: ignore[arg-type]
+        assert await loop.run_in_executor(None, fresh.started.wait, 30)
+        other = TimedSegment(clock, 0.0002)
+        other_done = asyncio.Event()
+        other_batch = Batch(other, 0, [], [], loop, lambda b, err: other_done.set())  # type: ignore[arg-type]
+        deadline = time.monotonic() + 10
+        while flusher._busy and time.monotonic() < deadline:  # the round handed it off
+            await asyncio.sleep(0.001)
+        assert not flusher.try_inline(other_batch)
+        flusher.submit(other_batch)  # the thread syncs it meanwhile
+        await asyncio.wait_for(other_done.wait(), 10)
+        assert not fresh_done.is_set()
+        fresh.release.set()
+        await asyncio.wait_for(fresh_done.wait(), 10)
+        while (flusher._held or flusher._busy) and time.monotonic() < deadline:
+            await asyncio.sleep(0.001)
+        await asyncio.sleep(0)  # a new loop iteration
+        assert flusher.try_inline(Batch(other, 1, [], [], loop, lambda b, err: None))  # type: ignore[arg-type]
+
+    try:
+        run(go())
+    finally:
+        flusher.stop()

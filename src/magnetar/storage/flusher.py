@@ -35,7 +35,11 @@ ledgers in parallel (concurrent fsyncs share journal commits) and complete their
 themselves, and goes on with the others at once. A ledger stays with its pool job until
 the job finds nothing more of it to sync: its later batches join the job, so each
 ledger's batches are still completed in the order they were submitted. Fresh segments are
-never synced inline either (a directory sync on the event loop).
+never synced inline either (a directory sync on the event loop), and no other segment is
+while a fresh one's sync is under way: the new directory entries and inode sizes are in
+the file system's running journal transaction, which any fdatasync then waits to commit
+(10-130 ms on a shared disk while topics are created: with the loop blocked, every
+connection waited; bench/many_topics_bench.py). The thread takes those batches instead.
 """
 
 from __future__ import annotations
@@ -128,6 +132,9 @@ class Flusher:
             return False  # a recent sync was slow: the thread takes every batch for now
         if batch.segment.dir_sync:
             return False  # a fresh segment: its directory too (see the module docstring)
+        held = self._held  # (read without the lock: a stale answer costs a hand-off or one inline sync)
+        if len(held) > 1 or (held and batch.segment.directory not in held):
+            return False  # another ledger's first sync is under way: see the module docstring
         self._inline_loops.add(loop)
         loop.call_soon(self._inline_loops.discard, loop)  # once per loop iteration
         error: BaseException | None = batch.error
