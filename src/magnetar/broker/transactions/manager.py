@@ -211,6 +211,11 @@ class TransactionCoordinators:
             return coordinator.txns.get(seq)
         if self.records is None:
             return None
+        if not self.inline_store:
+            # a cluster's store bounds its requests with `asyncio.timeout`, which needs a
+            # task: a send's check stepped eagerly outside one (`txn_sends._check_now`)
+            # stops at this turn of the loop, and is asked again in a task
+            await asyncio.sleep(0)
         return await self.records.get(tc, seq)
 
     async def check_open(self, most: int, least: int, topic: str,
