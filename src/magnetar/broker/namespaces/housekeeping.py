@@ -24,8 +24,9 @@ storage's reader threads while the loop goes on. So a round is a few coroutines
 its own housekeeping, not the others', and a later round skips a topic whose housekeeping
 is still under way. Most topics' housekeeping finishes without waiting for anything, so
 the workers hand the loop back every `ROUND_SLICE_S` of work: a round over 100,000 loaded
-topics is ~1 s of work, never one stall of the loop. `run`, `housekeep_topic` and `unload_idle_topics` return a future done
-once their work is (awaiting it is optional). An error is logged, never raised.
+topics is ~1 s of work, never one stall of the loop. `run`, `housekeep_topic` and
+`unload_idle_topics` return a future done once their work is (awaiting it is optional).
+An error is logged, never raised.
 """
 
 from __future__ import annotations
