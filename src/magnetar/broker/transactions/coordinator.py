@@ -323,17 +323,14 @@ class TransactionCoordinator:
         self.stats.note_append((time.monotonic() - started) * 1000.0)
 
     async def _take_id(self) -> int:
-        if self._next_id < self._id_limit and not self._id_lock.locked():
-            seq = self._next_id  # (no await between the test and the take)
-            self._next_id += 1
-            return seq
-        async with self._id_lock:
-            if self._next_id >= self._id_limit:
-                start = await self.records.counter(self.tc).reserve(ID_BLOCK)
-                self._next_id, self._id_limit = start, start + ID_BLOCK
-            seq = self._next_id
-            self._next_id += 1
-            return seq
+        if self._next_id >= self._id_limit or self._id_lock.locked():
+            async with self._id_lock:  # a block to reserve (or one being reserved)
+                if self._next_id >= self._id_limit:
+                    start = await self.records.counter(self.tc).reserve(ID_BLOCK)
+                    self._next_id, self._id_limit = start, start + ID_BLOCK
+        seq = self._next_id  # (no await between the lock's release, or the test, and the take)
+        self._next_id += 1
+        return seq
 
     # ------------------------------------------------------------------ helpers
     def _check_open(self) -> None:
