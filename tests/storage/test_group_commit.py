@@ -83,6 +83,17 @@ def _record_sync_threads(monkeypatch) -> list[int]:
     return threads
 
 
+async def _flusher_idle(factory: Any) -> None:
+    """Wait (bounded) until the flusher is idle: a `fresh` pool job lets its ledger go
+    (and the thread ends its round) just after handing the batches back, and no sync is
+    inline before."""
+    for _ in range(1000):
+        if factory._flusher.idle:
+            return
+        await asyncio.sleep(0.005)
+    raise AssertionError("the flusher stayed busy for 5 s")
+
+
 def test_idle_flusher_lets_the_loop_sync_a_lone_batch(make_factory, monkeypatch):
     threads = _record_sync_threads(monkeypatch)
     # (no slow-sync back-off here, whatever a busy machine's disk does: tested below)
@@ -92,6 +103,7 @@ def test_idle_flusher_lets_the_loop_sync_a_lone_batch(make_factory, monkeypatch)
     async def go():
         loop_thread = threading.get_ident()
         await ml.append(b"first")  # (a fresh segment's first sync is never inline: below)
+        await _flusher_idle(f)
         for i in range(5):  # one send at a time, as an unbatched producer does
             before = len(threads)
             fut = ml.append(b"x%d" % i)
@@ -124,6 +136,7 @@ def test_concurrent_batches_still_go_to_the_flusher_thread(make_factory, monkeyp
         loop_thread = threading.get_ident()
         # each ledger's first segment file is made on a storage thread: make them first
         await asyncio.gather(*[ml.append(b"w") for ml in ledgers])
+        await _flusher_idle(f)
         del threads[:]
         futs = [ml.append(b"y") for ml in ledgers]  # three batches in one loop iteration
         await asyncio.gather(*futs)

@@ -154,6 +154,12 @@ class Flusher:
         return True
 
     @property
+    def idle(self) -> bool:
+        """Whether nothing is being synced: no round on the thread, nothing queued, no
+        ledger with the `fresh` pool (the state in which `try_inline` may sync)."""
+        return not (self._busy or self._held) and self._queue.empty()
+
+    @property
     def inline_paused(self) -> bool:
         """Whether inline syncs are off for now (a recent sync was slow)."""
         return self._clock() < self._inline_after
