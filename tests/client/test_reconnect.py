@@ -84,7 +84,9 @@ def test_send_timeout(own_broker: BrokerProcess, topic: str) -> None:
 def test_create_retries_until_the_broker_is_up(own_broker: BrokerProcess, topic: str) -> None:
     async def main() -> None:
         await asyncio.to_thread(own_broker.kill)
-        async with Client(own_broker.url, operation_timeout_seconds=20) as client:
+        # (a broker's start takes seconds on a loaded machine: both budgets cover that)
+        async with Client(own_broker.url, operation_timeout_seconds=60,
+                          connection_timeout_ms=60_000) as client:
             producer_task = asyncio.ensure_future(client.create_producer(topic))
             consumer_task = asyncio.ensure_future(client.subscribe(topic, "s"))
             await asyncio.to_thread(own_broker.start)

@@ -35,6 +35,7 @@ from magnetar.client.connection import Connection
 from magnetar.client.errors import (
     AlreadyClosed,
     MessageTooBig,
+    NotAllowed,
     ProducerFenced,
     PulsarException,
     ServerError,
@@ -511,6 +512,20 @@ class TopicProducer:
             self._wake()
 
     def _on_send_error(self, err: pb.CommandSendError) -> None:
+        ops = self._ops
+        if err.error == pb.NotAllowedError and ops and ops[0].seq == err.sequence_id:
+            # refused for good (e.g. a transaction's message to a non-persistent topic):
+            # that send fails, the others go on (as the Java client does); a resend would
+            # only be refused again
+            op = ops.popleft()
+            exc = NotAllowed(err.error, f"send to {self.topic} refused: {err.message}")
+            for f in op.futures:
+                if not f.done():
+                    f.set_exception(exc)
+            self.pending -= op.n
+            if self._space_waiters:
+                self._wake()
+            return
         log.warning("%s: send error %s: %s; reconnecting", self.topic, err.error, err.message)
         if self._cnx is not None:
             self._cnx.close()
