@@ -37,7 +37,7 @@ from magnetar.broker.transactions.records import (
     ENDING,
     OPEN,
     TxnRecord,
-    TxnRecords,
+    TxnStore,
 )
 from magnetar.metadata import BadVersionError
 from magnetar.protocol import pb
@@ -96,7 +96,7 @@ def ttl_millis(txn_ttl: int, default_s: float) -> int:
 class TransactionCoordinator:
     """Coordinator ``tc``: its transactions, their timers and the ends under way."""
 
-    def __init__(self, tc: int, records: TxnRecords, notify: Notify, *,
+    def __init__(self, tc: int, records: TxnStore, notify: Notify, *,
                  max_active: int = 0, default_timeout_s: float = 60.0) -> None:
         self.tc = tc
         self.records = records
