@@ -114,12 +114,12 @@ class TxnRecords:
         return IdBlocks(self.store, f"{ROOT}/{tc}/sequence")
 
     async def create(self, rec: TxnRecord) -> None:
-        stat = await self.store.put(txn_path(rec.tc, rec.seq), _encode(rec), -1)
+        stat = await self.store.put(txn_path(rec.tc, rec.seq), encode_record(rec), -1)
         rec.version = stat.version
 
     async def update(self, rec: TxnRecord) -> None:
         """Store ``rec`` if the stored one is still at ``rec.version`` (`BadVersionError`)."""
-        stat = await self.store.put(txn_path(rec.tc, rec.seq), _encode(rec), rec.version)
+        stat = await self.store.put(txn_path(rec.tc, rec.seq), encode_record(rec), rec.version)
         rec.version = stat.version
 
     async def get(self, tc: int, seq: int) -> TxnRecord | None:
@@ -150,7 +150,7 @@ class TxnRecords:
 _string = json.encoder.encode_basestring_ascii
 
 
-def _encode(rec: TxnRecord) -> bytes:
+def encode_record(rec: TxnRecord) -> bytes:
     """``rec.to_json()`` as compact JSON (what ``json.dumps`` with ``separators=(",",
     ":")`` writes, byte for byte)."""
     partitions = ",".join([_string(p) for p in rec.partitions])

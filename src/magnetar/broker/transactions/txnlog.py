@@ -35,7 +35,13 @@ import os
 import struct
 import zlib
 
-from magnetar.broker.transactions.records import ROOT, TxnRecord, TxnRecords, _encode, txn_path
+from magnetar.broker.transactions.records import (
+    ROOT,
+    TxnRecord,
+    TxnRecords,
+    encode_record,
+    txn_path,
+)
 from magnetar.metadata import BadVersionError, LocalMetadataStore
 
 log = logging.getLogger(__name__)
@@ -218,7 +224,7 @@ class TxnLog:
 
     # ------------------------------------------------------------------ writing
     def _put(self, key: Key, rec: TxnRecord, version: int) -> None:
-        line = _frame(b"P %d %d %d " % (key[0], key[1], version) + _encode(rec))
+        line = _frame(b"P %d %d %d " % (key[0], key[1], version) + encode_record(rec))
         self._append(line)
         rec.version = version
         self._recs[key] = rec.changed()
@@ -296,7 +302,7 @@ class TxnLog:
                 if got is not None:
                     lines.append(_frame(b"C %d %d" % (tc, int(json.loads(got[0])))))
                 for rec in await records.load(tc):
-                    lines.append(_frame(b"P %d %d %d " % (tc, rec.seq, rec.version) + _encode(rec)))
+                    lines.append(_frame(b"P %d %d %d " % (tc, rec.seq, rec.version) + encode_record(rec)))
                     moved += 1
         finally:
             await store.close()
