@@ -19,6 +19,7 @@ at once), COMMITTING/ABORTING ones are driven to their end.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import contextlib
 import dataclasses
 import functools
@@ -72,11 +73,8 @@ class CoordinatorStats:
     def note_append(self, ms: float) -> None:
         self.append_count += 1
         self.append_sum_ms += ms
-        for i, bound in enumerate(LATENCY_BUCKETS_MS):
-            if ms <= bound:
-                self.append_buckets[i] += 1
-                return
-        self.append_buckets[-1] += 1
+        # the first bucket whose bound is at least ``ms`` (the last: above every bound)
+        self.append_buckets[bisect.bisect_left(LATENCY_BUCKETS_MS, ms)] += 1
 
 
 def now_ms() -> int:

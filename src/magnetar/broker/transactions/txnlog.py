@@ -227,7 +227,9 @@ class TxnLog:
         line = _frame(b"P %d %d %d " % (key[0], key[1], version) + encode_record(rec))
         self._append(line)
         rec.version = version
-        self._recs[key] = rec.changed()
+        # kept as given, not copied: the coordinators never change a record they stored
+        # (a change is a new one, `TxnRecord.changed`); readers get copies (`get`, `load`)
+        self._recs[key] = rec
         self._lines[key] = line
 
     def _append(self, line: bytes) -> None:
