@@ -157,6 +157,7 @@ def test_compaction_keeps_live_records_and_those_written_meanwhile(tmp_path: Pat
         assert txn_log.compactions >= 1
         assert path.stat().st_size < 40_000  # (about 400 x 3 records written)
         await txn_log.close()
+        assert txn_log.syncs >= 1  # (every 500 records, on a thread)
         assert not (tmp_path / "transactions.log.tmp").exists()
         txn_log = await opened(path, compact_min_bytes=20_000)
         recs = await txn_log.load(2)

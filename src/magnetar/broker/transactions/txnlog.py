@@ -4,7 +4,8 @@ create, update, get, load, delete; a cluster keeps them in its metadata store).
 
 Every change is one record appended with ``os.write`` before it is answered: the OS keeps
 it across a kill -9 (what the SQLite store it replaces gave, in WAL with
-``synchronous=NORMAL``, and what the message storage's appends give). A record is framed
+``synchronous=NORMAL``, and what the message storage's appends give); every `SYNC_EVERY`
+records the file is fdatasynced on a thread (as that store's checkpoints were). A record is framed
 as ``length (u32) | CRC32 (u32) | payload``; its payload is one of
 
 - ``P tc seq version {json}``: a transaction's record (the whole of it) at ``version``,
@@ -29,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import json
 import logging
 import os
@@ -48,6 +50,9 @@ log = logging.getLogger(__name__)
 
 #: a log smaller than this is never compacted
 COMPACT_MIN_BYTES = 4 << 20
+#: records between two fdatasyncs of the log on a thread (what the SQLite store's
+#: checkpoints gave: a power loss loses at most about this many; a kill -9 none)
+SYNC_EVERY = 500
 _HEADER = struct.Struct("<II")
 #: a record longer than this is corruption, not a record (a record holds one transaction)
 _MAX_RECORD = 64 << 20
@@ -137,6 +142,9 @@ class TxnLog:
         self._counters: dict[int, int] = {}
         self._compacting: asyncio.Task[None] | None = None
         self.compactions = 0
+        self._unsynced = 0
+        self._syncing: asyncio.Future[None] | None = None
+        self.syncs = 0
 
     # ------------------------------------------------------------------ lifecycle
     async def open(self, migrate_from: str | None = None) -> None:
@@ -171,9 +179,10 @@ class TxnLog:
                         self.path, migrate_from)
 
     async def close(self) -> None:
-        if self._compacting is not None:
-            with contextlib.suppress(Exception):
-                await asyncio.shield(self._compacting)
+        for running in (self._compacting, self._syncing):
+            if running is not None:
+                with contextlib.suppress(Exception):
+                    await asyncio.shield(running)
         if self._fd >= 0:
             fd, self._fd = self._fd, -1
             with contextlib.suppress(OSError):
@@ -241,9 +250,31 @@ class TxnLog:
                 os.ftruncate(self._fd, self._size)
             raise OSError(f"transaction log {self.path}: short write ({written} of {len(line)})")
         self._size += written
+        self._unsynced += 1
+        if self._unsynced >= SYNC_EVERY and self._syncing is None:
+            self._unsynced = 0
+            self._syncing = asyncio.get_running_loop().run_in_executor(None, self._sync, self._fd)
+            self._syncing.add_done_callback(self._synced)
         if self._size >= self._compact_at and self._compacting is None:
             self._compacting = asyncio.get_running_loop().create_task(self._compact())
             self._compacting.add_done_callback(self._compacted)
+
+    @staticmethod
+    def _sync(fd: int) -> None:
+        try:
+            os.fdatasync(fd)
+        except OSError as exc:
+            # a compaction replaced (and closed) the file meanwhile: the new one was
+            # synced when written
+            if exc.errno != errno.EBADF:
+                raise
+
+    def _synced(self, done: asyncio.Future[None]) -> None:
+        self._syncing = None
+        if not done.cancelled() and done.exception() is not None:
+            log.warning("transaction log %s: sync failed: %s", self.path, done.exception())
+        else:
+            self.syncs += 1
 
     def _live_bytes(self) -> int:
         return sum(map(len, self._lines.values())) + 16 * len(self._counters)
