@@ -4,12 +4,16 @@ ended ones answer a repeated end as before."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 from typing import Any
 
 import magnetar
+from magnetar.broker.transactions.records import TxnRecords
+from magnetar.broker.transactions.txnlog import TxnLog
 from magnetar.client.errors import InvalidTxnStatus
+from magnetar.metadata import LocalMetadataStore
 from magnetar.protocol import pulsar_pb2 as pb
 from tests.client.conftest import run
 from tests.transactions.conftest import TxnBroker
@@ -101,3 +105,55 @@ def test_kill_9_keeps_open_ending_and_ended_transactions(own_txn_broker: TxnBrok
     run(after)
     assert metadata(broker, ids["bare"])["status"] == "COMMITTED"
     assert metadata(broker, ids["open"])["status"] == "COMMITTED"
+
+
+def test_an_upgrade_from_transactions_db_keeps_open_transactions(own_txn_broker: TxnBroker) -> None:
+    """A broker whose data directory holds the SQLite ``transactions.db`` of an earlier
+    version (no ``transactions.log``) moves its records into the log at start: an open
+    transaction is still open there, and commits."""
+    broker = own_txn_broker
+    topic = f"persistent://public/default/upgrade-{uuid.uuid4().hex[:8]}"
+
+    async def before() -> tuple[int, int]:
+        async with magnetar.Client(broker.url, enable_transaction=True) as client:
+            producer = await client.create_producer(topic)
+            txn = await client.new_transaction(timeout_ms=600_000)
+            await producer.send(b"in-txn", txn=txn)
+            return txn.id
+
+    txn = run(before)
+    broker.kill()
+    data = broker.dir / "data"
+
+    async def downgrade() -> None:  # the log's records as the earlier version stored them
+        txn_log = TxnLog(str(data / "transactions.log"))
+        await txn_log.open()
+        store = LocalMetadataStore(str(data / "transactions.db"), inline=True)
+        await store.start()
+        records = TxnRecords(store)
+        for tc in range(16):
+            taken = txn_log.reserve(tc, 1)  # (the ids handed out: below it)
+            if taken:
+                await records.counter(tc).reserve(taken)
+            for rec in await txn_log.load(tc):
+                await records.create(rec)
+        await store.close()
+        await txn_log.close()
+
+    asyncio.run(downgrade())
+    (data / "transactions.log").unlink()
+    broker.start()
+    assert wait_status(broker, txn, {"OPEN"})["status"] == "OPEN"
+    assert (data / "transactions.db.migrated").exists() and not (data / "transactions.db").exists()
+
+    async def after() -> None:
+        async with magnetar.Client(broker.url, enable_transaction=True) as client:
+            consumer = await client.subscribe(
+                topic, "s", initial_position=magnetar.InitialPosition.Earliest)
+            await client.transaction(*txn).commit()
+            assert (await consumer.receive(15_000)).data() == b"in-txn"
+            fresh = await client.new_transaction(timeout_ms=60_000)  # ids not handed out twice
+            assert fresh.id != txn
+            await fresh.abort()
+
+    run(after)

@@ -7,9 +7,8 @@ is finished by the recovery."""
 
 from __future__ import annotations
 
-import contextlib
+import asyncio
 import json
-import sqlite3
 import time
 import uuid
 from typing import Any
@@ -17,6 +16,7 @@ from typing import Any
 import pytest
 
 import magnetar
+from magnetar.broker.transactions.txnlog import TxnLog, replay
 from magnetar.client.errors import InvalidTxnStatus, Timeout
 from tests.client.conftest import run
 from tests.transactions.conftest import TxnBroker
@@ -29,25 +29,27 @@ def topic_name() -> str:
 
 
 def stored(broker: TxnBroker, txn: tuple[int, int]) -> dict[str, Any]:
-    """The transaction's record in the broker's ``transactions.db`` (the broker stopped)."""
-    with contextlib.closing(sqlite3.connect(broker.dir / "data" / "transactions.db")) as db:
-        row = db.execute("SELECT value FROM nodes WHERE path = ?",
-                         (f"/magnetar/transactions/{txn[0]}/txn/{txn[1]}",)).fetchone()
-    assert row is not None, f"no record of {txn}"
-    return dict(json.loads(row[0]))
+    """The transaction's record in the broker's ``transactions.log`` (the broker stopped)."""
+    recs, _, _ = replay((broker.dir / "data" / "transactions.log").read_bytes())
+    assert txn in recs, f"no record of {txn}"
+    return dict(json.loads(recs[txn][1]))
 
 
 def decide(broker: TxnBroker, txn: tuple[int, int], state: str) -> None:
     """Store the end's decision as the coordinator does (its one compare-and-set), as a
     crash right after it would leave it: no marker written, no participant told."""
-    path = f"/magnetar/transactions/{txn[0]}/txn/{txn[1]}"
-    with contextlib.closing(sqlite3.connect(broker.dir / "data" / "transactions.db")) as db, db:
-        (value,) = db.execute("SELECT value FROM nodes WHERE path = ?", (path,)).fetchone()
-        record = json.loads(value)
-        assert record["state"] == "OPEN"
-        record["state"] = state
-        db.execute("UPDATE nodes SET value = ?, version = version + 1 WHERE path = ?",
-                   (json.dumps(record).encode(), path))
+
+    async def write() -> None:
+        txn_log = TxnLog(str(broker.dir / "data" / "transactions.log"))
+        await txn_log.open()
+        try:
+            record = await txn_log.get(*txn)
+            assert record is not None and record.state == "OPEN"
+            await txn_log.update(record.changed(state=state))
+        finally:
+            await txn_log.close()
+
+    asyncio.run(write())
 
 
 def wait_status(broker: TxnBroker, txn: tuple[int, int], wanted: str) -> None:

@@ -13,7 +13,8 @@ its ephemeral rows are deleted when it closes, and rows left by an earlier proce
 crashed) are deleted when the file is opened. Stores of one process that share a file see
 each other's changes: every write is notified to every such store (on its own loop).
 
-``inline=True`` (the transaction coordinators' own ``transactions.db``): the SQL runs on
+``inline=True`` (a store only this process writes, such as the transaction coordinators'
+``transactions.db`` of earlier versions, read once to move it into their log): the SQL runs on
 the caller's thread (the event loop) instead, without the hand-off to the store's thread
 and back (about two thirds of a small write's CPU in a busy broker). A commit there is the
 same (WAL, ``synchronous=NORMAL``: its ``write`` reaches the OS, which keeps it across a

@@ -19,6 +19,7 @@ at once), COMMITTING/ABORTING ones are driven to their end.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import contextlib
 import dataclasses
 import functools
@@ -37,7 +38,7 @@ from magnetar.broker.transactions.records import (
     ENDING,
     OPEN,
     TxnRecord,
-    TxnRecords,
+    TxnStore,
 )
 from magnetar.metadata import BadVersionError
 from magnetar.protocol import pb
@@ -72,11 +73,8 @@ class CoordinatorStats:
     def note_append(self, ms: float) -> None:
         self.append_count += 1
         self.append_sum_ms += ms
-        for i, bound in enumerate(LATENCY_BUCKETS_MS):
-            if ms <= bound:
-                self.append_buckets[i] += 1
-                return
-        self.append_buckets[-1] += 1
+        # the first bucket whose bound is at least ``ms`` (the last: above every bound)
+        self.append_buckets[bisect.bisect_left(LATENCY_BUCKETS_MS, ms)] += 1
 
 
 def now_ms() -> int:
@@ -96,7 +94,7 @@ def ttl_millis(txn_ttl: int, default_s: float) -> int:
 class TransactionCoordinator:
     """Coordinator ``tc``: its transactions, their timers and the ends under way."""
 
-    def __init__(self, tc: int, records: TxnRecords, notify: Notify, *,
+    def __init__(self, tc: int, records: TxnStore, notify: Notify, *,
                  max_active: int = 0, default_timeout_s: float = 60.0) -> None:
         self.tc = tc
         self.records = records

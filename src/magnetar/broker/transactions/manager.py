@@ -6,8 +6,8 @@ coordinator is served here). A coordinator is loaded from its records on first u
 client's TcClientConnect after its lookup) and by a periodic round that also drops the ones
 whose bundle moved away, so a coordinator moves with its bundle and its open transactions
 keep their timeouts. The records live in the cluster's metadata store (ZooKeeper), or, for
-a broker alone, in ``transactions.db`` (SQLite, the same store contract) in its data
-directory. A broker with ``transactionCoordinatorEnabled`` creates the ``pulsar`` tenant,
+a broker alone, in ``transactions.log`` (`TxnLog`, an append-only file) in its data
+directory (a ``transactions.db`` of an earlier version is moved into it once). A broker with ``transactionCoordinatorEnabled`` creates the ``pulsar`` tenant,
 the ``pulsar/system`` namespace and the assign topic (`STANDALONE_COORDINATORS` partitions)
 at start when they are missing, as Pulsar's standalone does.
 """
@@ -28,8 +28,8 @@ from magnetar.broker.transactions.coordinator import (
     now_ms,
 )
 from magnetar.broker.transactions.participants import Participants
-from magnetar.broker.transactions.records import OPEN, TxnRecord, TxnRecords
-from magnetar.metadata import LocalMetadataStore, MetadataStore
+from magnetar.broker.transactions.records import OPEN, TxnRecord, TxnRecords, TxnStore
+from magnetar.broker.transactions.txnlog import TxnLog
 from magnetar.protocol import pb
 
 if TYPE_CHECKING:
@@ -55,9 +55,9 @@ class TransactionCoordinators:
         self.enabled = bool(service.config.transactionCoordinatorEnabled)
         self.coordinators: dict[int, TransactionCoordinator] = {}
         self.participants = Participants(service)
-        self.records: TxnRecords | None = None
-        self._own_store: MetadataStore | None = None
-        #: the coordinators' store is this broker's own, writing on the loop (a broker
+        self.records: TxnStore | None = None
+        self._log: TxnLog | None = None
+        #: the coordinators' store is this broker's own log, written on the loop (a broker
         #: alone): their commands can start outside a task (`run_now`)
         self.inline_store = False
         self._loading: dict[int, asyncio.Task[TransactionCoordinator]] = {}
@@ -74,13 +74,12 @@ class TransactionCoordinators:
             return
         store = self.service.metadata_store if self.clustered else None
         if store is None:
-            self._own_store = store = LocalMetadataStore(
-                os.path.join(self.service.config.magnetarDataDir, "transactions.db"),
-                inline=True)
-            await store.start()
+            data = self.service.config.magnetarDataDir
+            self._log = TxnLog(os.path.join(data, "transactions.log"))
+            await self._log.open(migrate_from=os.path.join(data, "transactions.db"))
             self.inline_store = True
         await self._create_assign_topic()
-        self.records = TxnRecords(store)
+        self.records = self._log if store is None else TxnRecords(store)
         self._round = asyncio.get_running_loop().create_task(self._rounds())
 
     async def stop(self) -> None:
@@ -94,8 +93,8 @@ class TransactionCoordinators:
             coordinator.close()
         self.coordinators.clear()
         self.participants.close()
-        if self._own_store is not None:
-            await self._own_store.close()
+        if self._log is not None:
+            await self._log.close()
 
     async def _create_assign_topic(self) -> None:
         """The ``pulsar/system`` namespace and the assign topic when they are missing (a

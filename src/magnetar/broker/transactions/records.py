@@ -1,4 +1,6 @@
-"""One record per transaction in the metadata store, changed by compare-and-set.
+"""One record per transaction in the metadata store, changed by compare-and-set (a
+broker alone keeps the same records in its own log: `txnlog.py`; `TxnStore` is what both
+offer the coordinators).
 
 Paths: ``/magnetar/transactions/{tc}/txn/{sequence}`` holds a transaction's JSON record
 (state, deadline, partitions, subscriptions); ``/magnetar/transactions/{tc}/sequence`` is
@@ -13,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from magnetar.metadata import BadVersionError, IdBlocks, MetadataStore, NotFoundError
 
@@ -79,6 +81,29 @@ def txn_path(tc: int, seq: int) -> str:
     return f"{ROOT}/{tc}/txn/{seq}"
 
 
+class IdCounter(Protocol):
+    """A coordinator's id counter: blocks of ids never handed out twice (`IdBlocks`)."""
+
+    async def reserve(self, count: int, floor: int = 0) -> int: ...
+
+
+class TxnStore(Protocol):
+    """Where coordinators keep their records: `TxnRecords` (a metadata store) or
+    `TxnLog` (a broker alone)."""
+
+    def counter(self, tc: int) -> IdCounter: ...
+
+    async def create(self, rec: TxnRecord) -> None: ...
+
+    async def update(self, rec: TxnRecord) -> None: ...
+
+    async def get(self, tc: int, seq: int) -> TxnRecord | None: ...
+
+    async def load(self, tc: int) -> list[TxnRecord]: ...
+
+    async def delete(self, rec: TxnRecord) -> None: ...
+
+
 class TxnRecords:
     """The transaction records of every coordinator in one metadata store."""
 
@@ -89,12 +114,12 @@ class TxnRecords:
         return IdBlocks(self.store, f"{ROOT}/{tc}/sequence")
 
     async def create(self, rec: TxnRecord) -> None:
-        stat = await self.store.put(txn_path(rec.tc, rec.seq), _encode(rec), -1)
+        stat = await self.store.put(txn_path(rec.tc, rec.seq), encode_record(rec), -1)
         rec.version = stat.version
 
     async def update(self, rec: TxnRecord) -> None:
         """Store ``rec`` if the stored one is still at ``rec.version`` (`BadVersionError`)."""
-        stat = await self.store.put(txn_path(rec.tc, rec.seq), _encode(rec), rec.version)
+        stat = await self.store.put(txn_path(rec.tc, rec.seq), encode_record(rec), rec.version)
         rec.version = stat.version
 
     async def get(self, tc: int, seq: int) -> TxnRecord | None:
@@ -125,7 +150,7 @@ class TxnRecords:
 _string = json.encoder.encode_basestring_ascii
 
 
-def _encode(rec: TxnRecord) -> bytes:
+def encode_record(rec: TxnRecord) -> bytes:
     """``rec.to_json()`` as compact JSON (what ``json.dumps`` with ``separators=(",",
     ":")`` writes, byte for byte)."""
     partitions = ",".join([_string(p) for p in rec.partitions])
