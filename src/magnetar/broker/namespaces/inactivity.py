@@ -66,8 +66,11 @@ class InactivityMonitor:
         subscriptions = topics = 0
         for name in [n for n in self._seen if n not in service.topics]:
             del self._seen[name]
-        for topic in list(service.topics.values()):
-            if not isinstance(topic, PersistentTopic) or service.topics.get(topic.name) is not topic:
+        # the names (a tuple of strings: untracked by the first young collection, not
+        # walked by the full ones while the round goes on, a topic per loop turn)
+        for name in tuple(service.topics):
+            topic = service.topics.get(name)
+            if not isinstance(topic, PersistentTopic):
                 continue
             try:
                 idle_since = self._idle_since(topic, now)
