@@ -329,12 +329,26 @@ def test_a_housekeeping_round_lets_the_loop_serve_between_topics(
 
     monkeypatch.setattr(keeper, "_housekeep", counted)
 
+    walked: list[list[object]] = []
+
+    def holders() -> None:
+        # while the round goes on, what holds every loaded topic in a collected generation
+        # (a full collection walks it each time): the round holds only their names, in a
+        # tuple of strings the first young collection untracked
+        gc.collect(0)
+        topic = service.topics[names[-1]]
+        walked.append([o for o in gc.get_referrers(topic)
+                       if isinstance(o, (list, tuple)) and len(o) >= len(names)])
+
     async def one_round() -> None:
         done = keeper.run()
-        asyncio.get_running_loop().call_soon(events.append, "loop served")
+        loop = asyncio.get_running_loop()
+        loop.call_soon(events.append, "loop served")
+        loop.call_soon(holders)
         await done
 
     broker.call_async(one_round)
     assert set(names) <= set(events)  # every loaded topic was housekept
     assert events.index("loop served") < len(names) // 2, events
     assert keeper.round_yields >= len(names) // 2
+    assert walked == [[]]
