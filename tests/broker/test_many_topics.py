@@ -199,6 +199,18 @@ def test_rate_samples_and_metrics_builds_freeze_what_they_keep(tmp_path: Any,
             assert heap.bulk_freezes == bulk + 4 and builder.read_blocks == 1
             # the block replaced: nothing but this test holds it (freed by reference counting)
             assert sys.getrefcount(first) == 2
+            # and the builds and samples left no cyclic garbage holding topics (a freeze
+            # would keep it for good)
+            gc.set_debug(gc.DEBUG_SAVEALL)
+            try:
+                gc.collect()
+                loaded = {id(t) for t in service.topics.values()}
+                holding = [type(o).__name__ for o in gc.garbage
+                           if any(id(r) in loaded for r in gc.get_referents(o))]
+            finally:
+                gc.set_debug(0)
+                gc.garbage.clear()
+            assert holding == []
         finally:
             await service.stop()
 
