@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
+import sys
 import time
 import weakref
 from collections.abc import Callable, Iterator
@@ -130,6 +131,90 @@ def test_a_freeze_does_not_walk_the_frozen_heap(monkeypatch: pytest.MonkeyPatch,
     assert heap.freezes == 1
     assert "froze the heap" in caplog.text
     assert walks == []
+
+
+def test_a_bulk_is_framed_only_when_large(monkeypatch: pytest.MonkeyPatch,
+                                          thaw_heap: None) -> None:
+    """Below `bulk_topics` a bulk is left to the collector; from it on, ``before_bulk``
+    collects every generation (the unfrozen cyclic garbage freed, not frozen) and
+    ``after_bulk`` freezes, unless the bulk built nothing (a /metrics build that reused
+    its blocks). ``magnetarGcFreezeAfterTopicLoads=0`` frames nothing."""
+    collected: list[tuple[int, ...]] = []
+    real_collect = gc.collect
+    monkeypatch.setattr(gc, "collect", lambda *gen: collected.append(gen) or real_collect(*gen))
+    heap = HeapFreezer(2)
+    assert heap.bulk_topics == 20
+    assert not heap.before_bulk(19)
+    assert collected == [] and heap.sweeps == 0
+    assert heap.before_bulk(20)
+    assert collected == [()] and heap.sweeps == 1  # every generation
+    heap.after_bulk(False)
+    assert heap.freezes == 0 and heap.bulk_freezes == 0
+    heap.after_bulk()
+    assert collected == [(), (1,)]  # the young ones before the freeze
+    assert heap.freezes == 1 and heap.bulk_freezes == 1
+    assert not HeapFreezer(0).before_bulk(10**6)
+
+
+def test_rate_samples_and_metrics_builds_freeze_what_they_keep(tmp_path: Any,
+                                                               thaw_heap: None) -> None:
+    """With `bulk_topics` loaded topics, a rate sample's counters and a /metrics build's
+    caches (the grouping, the blocks) are frozen once made, out of every later full
+    collection; a build that reused every block freezes nothing; what the next build
+    replaces is freed by reference counting (no cycle left in the caches)."""
+    from magnetar.admin.metrics import MetricsBuilder
+    from magnetar.broker.config import BrokerConfig
+    from magnetar.broker.topics.stats import RateTracker
+
+    def tracked(obj: object) -> bool:
+        return any(o is obj for o in gc.get_objects())
+
+    async def go() -> None:
+        config = BrokerConfig.load(None, magnetarDataDir=str(tmp_path), brokerServicePort=0,
+                                   bindAddress="127.0.0.1", magnetarMetricsCacheSeconds=0,
+                                   magnetarTopicUnloadIdleSeconds=0,
+                                   magnetarGcFreezeAfterTopicLoads=2)
+        service = BrokerService(config)
+        await service.start()
+        try:
+            heap = service.heap
+            for i in range(heap.bulk_topics):
+                await service.load_topic(f"persistent://public/default/bulk-{i}")
+            rates = RateTracker()
+            bulk = heap.bulk_freezes
+            await rates.sample_in_pieces(service, chunk=4)
+            await rates.sample_in_pieces(service, chunk=4)  # (the first makes no rates)
+            assert heap.bulk_freezes == bulk + 2
+            assert rates.rates and not tracked(rates.rates) and not tracked(rates._previous)
+            builder = MetricsBuilder(service, rates)
+            await builder.topic_part()
+            assert heap.bulk_freezes == bulk + 3 and builder.regrouped
+            first = next(iter(builder._blocks.values()))  # (slots, no weak references)
+            assert not tracked(builder._topics) and not tracked(builder._names)
+            await builder.topic_part()  # nothing changed: the same blocks, nothing to freeze
+            assert heap.bulk_freezes == bulk + 3 and builder.read_blocks == 0
+            service.topics["persistent://public/default/bulk-0"].msg_in += 1
+            service.topic_changes.names.add("persistent://public/default/bulk-0")
+            await builder.topic_part()
+            assert heap.bulk_freezes == bulk + 4 and builder.read_blocks == 1
+            # the block replaced: nothing but this test holds it (freed by reference counting)
+            assert sys.getrefcount(first) == 2
+            # and the builds and samples left no cyclic garbage holding topics (a freeze
+            # would keep it for good)
+            gc.set_debug(gc.DEBUG_SAVEALL)
+            try:
+                gc.collect()
+                loaded = {id(t) for t in service.topics.values()}
+                holding = [type(o).__name__ for o in gc.garbage
+                           if any(id(r) in loaded for r in gc.get_referents(o))]
+            finally:
+                gc.set_debug(0)
+                gc.garbage.clear()
+            assert holding == []
+        finally:
+            await service.stop()
+
+    asyncio.run(go())
 
 
 def test_idle_topic_holds_few_objects(make_broker: Callable[..., ThreadedBroker]) -> None:
@@ -256,12 +341,26 @@ def test_a_housekeeping_round_lets_the_loop_serve_between_topics(
 
     monkeypatch.setattr(keeper, "_housekeep", counted)
 
+    walked: list[list[object]] = []
+
+    def holders() -> None:
+        # while the round goes on, what holds every loaded topic in a collected generation
+        # (a full collection walks it each time): the round holds only their names, in a
+        # tuple of strings the first young collection untracked
+        gc.collect(0)
+        topic = service.topics[names[-1]]
+        walked.append([o for o in gc.get_referrers(topic)
+                       if isinstance(o, (list, tuple)) and len(o) >= len(names)])
+
     async def one_round() -> None:
         done = keeper.run()
-        asyncio.get_running_loop().call_soon(events.append, "loop served")
+        loop = asyncio.get_running_loop()
+        loop.call_soon(events.append, "loop served")
+        loop.call_soon(holders)
         await done
 
     broker.call_async(one_round)
     assert set(names) <= set(events)  # every loaded topic was housekept
     assert events.index("loop served") < len(names) // 2, events
     assert keeper.round_yields >= len(names) // 2
+    assert walked == [[]]

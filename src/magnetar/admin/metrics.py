@@ -450,6 +450,8 @@ class MetricsBuilder:
         self.totals: NamespaceTotals | None = None
         self.rendered = 0  # block families whose lines the last build rendered (not reused)
         self.read_blocks = 0  # blocks whose values the last build read (topic level)
+        self.regrouped = False  # the last build grouped the topics again (topic level)
+        self.folded = 0  # topics the last build folded into the totals (namespace level)
         self.builds = 0  # per-topic parts built (the rest of the scrapes used the cache)
         self.yields = 0  # times the last build gave the loop back
         self.times = BuildTimes()  # the last build's
@@ -496,7 +498,8 @@ class MetricsBuilder:
         """``topics`` by escaped namespace (the last build's grouping when the same topics
         are loaded, in the same order); notes each one's (namespace, label text), made once
         per topic while it stays loaded. Done a block of topics per slice."""
-        if topics == self._topics:  # identical objects: compared by address, in C
+        self.regrouped = topics != self._topics  # identical objects: compared by address, in C
+        if not self.regrouped:
             return self._groups
         cluster = _esc(self.service.config.clusterName)
         known: dict[str, tuple[str, str]] = self._names
@@ -529,6 +532,20 @@ class MetricsBuilder:
         return groups
 
     async def _build(self) -> list[bytes]:
+        """`_build_part`, framed as a bulk (broker/heap.py) with many topics: the caches it
+        keeps reference every loaded topic, and are frozen once made unless it reused them."""
+        heap = self.service.heap
+        framed = heap.before_bulk(len(self.service.topics))
+        made = False
+        try:
+            parts = await self._build_part()
+            made = self.regrouped or self.read_blocks > 0 or self.folded > 0
+            return parts
+        finally:
+            if framed:
+                heap.after_bulk(made)
+
+    async def _build_part(self) -> list[bytes]:
         started = time.monotonic()
         self.times = BuildTimes()
         self.times.resume()
@@ -588,6 +605,7 @@ class MetricsBuilder:
             totals = self.totals = NamespaceTotals(len(TOPIC_SERIES))
             changed.update(live)
         names = list(changed)
+        self.folded = len(names)
         step = max(1, step // 4)  # a topic folded costs Python work (~3 µs): 500 a slice
         try:
             for start in range(0, len(names), step):

@@ -7,8 +7,20 @@ and an unloaded topic is freed by reference counting (`PersistentTopic.release` 
 its cycles), so the collector need not look at it: `HeapFreezer` moves what the loads
 built into the permanent generation (``gc.freeze``) once a burst of loads pauses, after
 collecting the young generations so that fresh garbage is not frozen with it. A full
-collection then walks only what was made since the last freeze. See docs/internals.md
-("Many topics").
+collection then walks only what was made since the last freeze.
+
+Loads are not the only bulk: a ``/metrics`` build keeps caches that reference every
+loaded topic (its blocks' names, columns and topics) and a rate sample keeps a counter
+and a rate per topic, producer and subscription, each until the next one. A full
+collection walks every reference such a container holds (~20 per topic at 100,000
+topics: 100-200 ms of the loop, during unloads or later scrapes), and CPython starts
+one every 10 middle-generation collections once objects newer than the last full
+collection exceed a quarter of its survivors, which with most objects frozen is often.
+So a large bulk (`bulk_topics`) is framed: `before_bulk` collects every generation
+(what was not frozen: cheap while the bulks before it were frozen, and the cyclic
+garbage among it is freed, not frozen), and `after_bulk` collects the young generations
+and freezes. What the next bulk replaces is freed by reference counting (the caches and
+samples hold no cycles). See docs/internals.md ("Many topics").
 """
 
 from __future__ import annotations
@@ -24,6 +36,8 @@ log = logging.getLogger(__name__)
 SETTLE_S = 0.5
 #: ... or at the latest this long after the load that made a freeze due
 MAX_WAIT_S = 3.0
+#: a bulk built for this many times ``loads_per_freeze`` topics is frozen once built
+BULK_FACTOR = 10
 
 
 class HeapFreezer:
@@ -31,13 +45,15 @@ class HeapFreezer:
     last freeze (0: never), and loads pause for `SETTLE_S` (or `MAX_WAIT_S` at the latest),
     collects the young generations and freezes what is left. Use from the event loop."""
 
-    __slots__ = ("_due_since", "_floor", "_handle", "_last_load", "_loaded", "freezes", "loads",
-                 "loads_per_freeze")
+    __slots__ = ("_due_since", "_floor", "_handle", "_last_load", "_loaded", "bulk_freezes",
+                 "freezes", "loads", "loads_per_freeze", "sweeps")
 
     def __init__(self, loads_per_freeze: int) -> None:
         self.loads_per_freeze = loads_per_freeze
         self.loads = 0  # topics loaded now less the fewest loaded since the last freeze
-        self.freezes = 0
+        self.freezes = 0  # every freeze, after loads or bulks
+        self.bulk_freezes = 0  # freezes after a bulk (`after_bulk`)
+        self.sweeps = 0  # full collections before a bulk (`before_bulk`)
         self._floor = 0  # the fewest topics loaded since the last freeze
         self._loaded = 0  # topics loaded at the last load
         self._last_load = 0.0
@@ -81,6 +97,37 @@ class HeapFreezer:
         self._floor = self._loaded
         log.debug("froze the heap after %d topic loads (%.1f ms)",
                   loads, (time.perf_counter() - started) * 1000)
+
+    @property
+    def bulk_topics(self) -> int:
+        """The fewest topics a bulk is built for to be framed by a full collection and a
+        freeze (0: never). Below, an automatic full collection walks it in a few ms."""
+        return BULK_FACTOR * self.loads_per_freeze if self.loads_per_freeze > 0 else 0
+
+    def before_bulk(self, topics: int) -> bool:
+        """A bulk of long-lived objects for ``topics`` topics is about to be built on the
+        loop (a rate sample, a ``/metrics`` build). If it is large enough
+        (`bulk_topics`), collect every generation now, while what is not frozen is little
+        (the last bulk was frozen after it), so that the freeze after it (`after_bulk`) has
+        no cyclic garbage older than the bulk to keep for good. True: call `after_bulk`
+        once it is built."""
+        least = self.bulk_topics
+        if least <= 0 or topics < least:
+            return False
+        started = time.perf_counter()
+        gc.collect()
+        self.sweeps += 1
+        log.debug("collected the unfrozen heap before a bulk of %d topics (%.1f ms)",
+                  topics, (time.perf_counter() - started) * 1000)
+        return True
+
+    def after_bulk(self, built: bool = True) -> None:
+        """The bulk `before_bulk` was true for is built: unless nothing long-lived was
+        made after all (``built`` false: e.g. a ``/metrics`` build that reused every
+        block), freeze it now (`freeze`), so that no later full collection walks it."""
+        if built:
+            self.freeze()
+            self.bulk_freezes += 1
 
     def stop(self) -> None:
         if self._handle is not None:

@@ -195,15 +195,21 @@ class Housekeeping:
         future is done once every topic's work is, disk work included."""
         topics = self.service.topics
         now = time.time() if now is None else now
-        due = [t for t in list(topics.values())
-               if isinstance(t, PersistentTopic) and t.name not in self._busy]
+        # the names, copied in C, each checked by the workers: a list comprehension picking
+        # the due topics here held the loop ~0.1 s at 100,000 topics; and a tuple of
+        # strings is untracked by the first young collection, while a list of the topics
+        # lived through the round in the old generation, walked by every full collection
+        due = tuple(topics)
+        busy, busy_at_start = self._busy, set(self._busy)
         queue = iter(due)
         clock = time.perf_counter
         slice_end = [clock() + ROUND_SLICE_S]  # shared by the workers
 
         async def worker() -> None:
-            for topic in queue:
-                if topics.get(topic.name) is topic and topic.name not in self._busy:
+            for name in queue:
+                topic = topics.get(name)
+                if (isinstance(topic, PersistentTopic) and name not in busy
+                        and name not in busy_at_start):
                     await self._housekeep(topic, now)
                 if clock() >= slice_end[0]:
                     # most topics' housekeeping never waits for anything: without this the

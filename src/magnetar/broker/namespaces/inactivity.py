@@ -64,10 +64,15 @@ class InactivityMonitor:
         now = time.monotonic() if now is None else now
         service = self.service
         subscriptions = topics = 0
-        for name in [n for n in self._seen if n not in service.topics]:
+        # the unloaded ones' set difference, in C (a comprehension over every loaded topic
+        # held the loop ~0.1-0.25 s at 100,000 topics on a loaded machine)
+        for name in self._seen.keys() - service.topics.keys():
             del self._seen[name]
-        for topic in list(service.topics.values()):
-            if not isinstance(topic, PersistentTopic) or service.topics.get(topic.name) is not topic:
+        # the names (a tuple of strings: untracked by the first young collection, not
+        # walked by the full ones while the round goes on, a topic per loop turn)
+        for name in tuple(service.topics):
+            topic = service.topics.get(name)
+            if not isinstance(topic, PersistentTopic):
                 continue
             try:
                 idle_since = self._idle_since(topic, now)
