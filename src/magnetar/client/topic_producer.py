@@ -20,6 +20,7 @@ import logging
 import time
 import uuid
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
@@ -136,8 +137,7 @@ class TopicProducer:
         self._batching = conf.batching_enabled
         self.batching = conf.batching_enabled
         # 0 or less: no limit, as in the official client
-        self.max_pending = conf.max_pending_messages if conf.max_pending_messages > 0 \
-            else 1 << 62
+        self.max_pending = conf.max_pending_messages if conf.max_pending_messages > 0 else 1 << 62
         self._max_batch_n = max(1, conf.batching_max_messages)
         self._max_batch_bytes = conf.batching_max_allowed_size_in_bytes
         self._delay = conf.batching_max_publish_delay_ms / 1000.0
@@ -514,17 +514,9 @@ class TopicProducer:
     def _on_send_error(self, err: pb.CommandSendError) -> None:
         ops = self._ops
         if err.error == pb.NotAllowedError and ops and ops[0].seq == err.sequence_id:
-            # refused for good (e.g. a transaction's message to a non-persistent topic):
-            # that send fails, the others go on (as the Java client does); a resend would
-            # only be refused again
+            # refused for good (a txn's message to a non-persistent topic): only it fails, as in Java
             op = ops.popleft()
-            exc = NotAllowed(err.error, f"send to {self.topic} refused: {err.message}")
-            for f in op.futures:
-                if not f.done():
-                    f.set_exception(exc)
-            self.pending -= op.n
-            if self._space_waiters:
-                self._wake()
+            self._fail(op.futures, op.n, NotAllowed(err.error, f"{self.topic}: {err.message}"))
             return
         log.warning("%s: send error %s: %s; reconnecting", self.topic, err.error, err.message)
         if self._cnx is not None:
@@ -542,23 +534,22 @@ class TopicProducer:
         else:
             self._timeout_timer = self._loop.call_later(expired_at - now, self._check_timeout)
 
+    def _fail(self, futures: Iterable[asyncio.Future[Any]], n: int, exc: BaseException) -> None:
+        for f in futures:
+            if not f.done():
+                f.set_exception(exc)
+        self.pending -= n
+        self._wake()
+
     def _take_open(self) -> list[asyncio.Future[Any]]:
         """Empty the open batch; its messages' futures."""
         return self._batch.take()[1]
 
     def _fail_all(self, exc: BaseException) -> None:
         ops, self._ops = self._ops, deque()
-        for op in ops:
-            for f in op.futures:
-                if not f.done():
-                    f.set_exception(exc)
-            self.pending -= op.n
-        futures = self._take_open()
-        for f in futures:
-            if not f.done():
-                f.set_exception(exc)
-        self.pending -= len(futures)
-        self._wake()
+        opened = self._take_open()
+        self._fail([f for op in ops for f in op.futures] + opened,
+                   sum(op.n for op in ops) + len(opened), exc)
 
     # ----------------------------------------------------------------- closing
     async def close(self, flush: bool = True) -> None:
