@@ -20,6 +20,10 @@ from tests.broker.brokerproc import wait_until
 from tests.broker.conftest import QUIET, ThreadedBroker
 from tests.spark.conftest import new_topic
 
+#: a hang guard: a SparkSession's first job on a loaded 2-core machine takes minutes, and a
+#: py4j call cut by the timeout leaves the module's session unusable for every later test
+pytestmark = pytest.mark.timeout(600)
+
 
 def produce(client: pulsar.Client, topic: str, n: int, batched: bool = True,
             start: int = 0) -> list[pulsar.MessageId]:

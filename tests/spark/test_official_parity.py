@@ -7,9 +7,14 @@ batches of a few messages (built a value per message)."""
 from __future__ import annotations
 
 import pulsar
+import pytest
 
 from tests.broker.conftest import ThreadedBroker
 from tests.spark.conftest import new_topic
+
+#: a hang guard: a SparkSession's first job on a loaded 2-core machine takes minutes, and a
+#: py4j call cut by the timeout leaves the module's session unusable for every later test
+pytestmark = pytest.mark.timeout(600)
 
 
 def _send(producer: pulsar.Producer, i: int, sent: list[int]) -> None:

@@ -24,6 +24,10 @@ from magnetar.spark.options import SinkOptions
 from tests.spark.conftest import new_topic
 from tests.spark.test_batch import produce, read_back
 
+#: a hang guard: a SparkSession's first job on a loaded 2-core machine takes minutes, and a
+#: py4j call cut by the timeout leaves the module's session unusable for every later test
+pytestmark = pytest.mark.timeout(600)
+
 
 def stream(spark, broker, topic, **options):
     reader = (spark.readStream.format("pulsar").option("service.url", broker.url)
