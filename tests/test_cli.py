@@ -22,6 +22,7 @@ import pytest
 from magnetar.broker.config import BrokerConfig, ConfigError
 from magnetar.cli.main import build_parser
 from magnetar.cli.standalone import config_from_args
+from tests.ports import free_port
 
 from .broker.rawclient import RawClient
 
@@ -29,12 +30,6 @@ MAGNETAR = [sys.executable, "-m", "magnetar.cli.main"]
 QUIET = pulsar.ConsoleLogger(pulsar.LoggerLevel.Warn)
 START_TIMEOUT = 20.0
 STOP_TIMEOUT = 10.0
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class Broker:

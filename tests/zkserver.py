@@ -17,6 +17,8 @@ import threading
 import time
 from pathlib import Path
 
+from tests.ports import free_port
+
 ZK_SERVER = os.environ.get("MAGNETAR_ZK_SERVER", "/usr/share/zookeeper/bin/zkServer.sh")
 
 
@@ -28,12 +30,6 @@ def zk_missing_reason() -> str | None:
     if shutil.which("java") is None and not os.path.exists("/usr/bin/java"):
         return "ZooKeeper needs Java, and no java is on PATH"
     return None
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class ZooKeeperServer:

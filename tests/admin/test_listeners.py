@@ -3,20 +3,13 @@ and refuse a listener the broker does not have, as Pulsar does."""
 
 from __future__ import annotations
 
-import socket
-
 import pulsar
 import pytest
 
 from magnetar.broker.config import BrokerConfig, ConfigError
 from magnetar.testing import standalone
 from tests.admin.conftest import QUIET, Api
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from tests.ports import free_port
 
 
 def test_lookups_follow_the_listener_name() -> None:

@@ -15,16 +15,12 @@ from pathlib import Path
 
 import pulsar
 
+from tests.ports import free_port
+
 #: Connection-refused warnings are expected while the broker is down: show errors only.
 SILENT = pulsar.ConsoleLogger(pulsar.LoggerLevel.Error)
 
 MsgId = tuple[int, int, int]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def wait_until(predicate: Callable[[], bool], timeout: float, what: str) -> None:

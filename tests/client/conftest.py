@@ -23,15 +23,11 @@ from typing import Any, TypeVar
 import pulsar
 import pytest
 
+from tests.ports import free_port
+
 R = TypeVar("R")
 BROKER_KIND = os.environ.get("MAGNETAR_TEST_BROKER", "magnetar")
 QUIET = pulsar.ConsoleLogger(pulsar.LoggerLevel.Warn)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def wait_listening(port: int, proc: subprocess.Popen[bytes], deadline: float = 60.0) -> None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -20,6 +19,7 @@ import pytest
 
 from tests.broker.brokerproc import wait_until
 from tests.broker.conftest import ThreadedBroker
+from tests.ports import free_port
 from tests.spark import eo_hooks
 from tests.spark.conftest import new_topic
 from tests.spark.test_exactly_once import eo, shuffled_rows, values_of
@@ -33,12 +33,6 @@ def spark_class() -> Path:
     import pyspark
 
     return Path(pyspark.__file__).parent / "bin" / "spark-class"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _start(argv: list[str], log: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
