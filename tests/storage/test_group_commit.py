@@ -422,7 +422,7 @@ def test_no_inline_sync_while_a_new_ledgers_first_sync_is_under_way():
         assert not fresh_done.is_set()
         fresh.release.set()
         await asyncio.wait_for(fresh_done.wait(), 10)
-        while (flusher._held or flusher._busy) and time.monotonic() < deadline:
+        while not flusher.idle and time.monotonic() < deadline:
             await asyncio.sleep(0.001)
         await asyncio.sleep(0)  # a new loop iteration
         assert flusher.try_inline(Batch(other, 1, [], [], loop, lambda b, err: None))  # type: ignore[arg-type]

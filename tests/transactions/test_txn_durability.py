@@ -128,7 +128,7 @@ def test_an_upgrade_from_transactions_db_keeps_open_transactions(own_txn_broker:
     async def downgrade() -> None:  # the log's records as the earlier version stored them
         txn_log = TxnLog(str(data / "transactions.log"))
         await txn_log.open()
-        store = LocalMetadataStore(str(data / "transactions.db"), inline=True)
+        store = LocalMetadataStore(str(data / "transactions.db"))
         await store.start()
         records = TxnRecords(store)
         for tc in range(16):

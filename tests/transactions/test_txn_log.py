@@ -174,7 +174,7 @@ def test_the_sqlite_store_of_earlier_versions_is_moved_in_once(tmp_path: Path) -
     db = tmp_path / "transactions.db"
 
     async def before() -> None:
-        store = LocalMetadataStore(str(db), inline=True)
+        store = LocalMetadataStore(str(db))
         await store.start()
         records = TxnRecords(store)
         assert await records.counter(5).reserve(100) == 0

@@ -12,18 +12,6 @@ exists (``INSERT ... WHERE EXISTS ... ON CONFLICT DO NOTHING``). A store is one 
 its ephemeral rows are deleted when it closes, and rows left by an earlier process (which
 crashed) are deleted when the file is opened. Stores of one process that share a file see
 each other's changes: every write is notified to every such store (on its own loop).
-
-``inline=True`` (a store only this process writes, such as the transaction coordinators'
-``transactions.db`` of earlier versions, read once to move it into their log): the SQL runs on
-the caller's thread (the event loop) instead, without the hand-off to the store's thread
-and back (about two thirds of a small write's CPU in a busy broker). A commit there is the
-same (WAL, ``synchronous=NORMAL``: its ``write`` reaches the OS, which keeps it across a
-kill -9, as the message storage's appends); what can wait on a disk, the checkpoint with
-its fsyncs, is left to the store's thread (automatic checkpoints off on the loop's
-connection; a passive checkpoint from another connection every `INLINE_CHECKPOINT_EVERY`
-writes), as the storage's fdatasync is left to its flusher; only when those cannot catch
-up with a steady stream of writes (the WAL past `INLINE_WAL_LIMIT` frames) does the loop
-run one itself, so that the WAL starts over.
 """
 
 from __future__ import annotations
@@ -63,15 +51,6 @@ _SCHEMA = (
 _OPEN: dict[str, set[LocalMetadataStore]] = {}
 _OPEN_LOCK = threading.Lock()
 
-#: an inline store's writes between two passive checkpoints on its thread (SQLite's own
-#: automatic checkpoint comes at 1,000 WAL pages, a few hundred small writes)
-INLINE_CHECKPOINT_EVERY = 500
-#: an inline store's WAL length (frames) past which its loop runs one checkpoint itself: a
-#: checkpoint on the thread while writes go on never catches up with the last one, and the
-#: WAL only starts over once one has
-INLINE_WAL_LIMIT = 4000
-
-
 def _now_ms() -> int:
     return int(time.time() * 1000)
 
@@ -81,12 +60,8 @@ class LocalMetadataStore(MetadataStore):
 
     def __init__(self, path: str, *,
                  session_expired_policy: SessionExpiredPolicy = SessionExpiredPolicy.RECONNECT,
-                 synchronous: str = "NORMAL", inline: bool = False) -> None:
+                 synchronous: str = "NORMAL") -> None:
         super().__init__(session_expired_policy)
-        self.inline = inline and path != ":memory:"
-        self._writes = 0
-        self._catch_up = False  # set by the thread: the loop's next write checkpoints
-        self._checkpointer: sqlite3.Connection | None = None
         self.path = path if path == ":memory:" else os.path.abspath(path)
         self.url = "memory:" if path == ":memory:" else f"sqlite:{self.path}"
         self.session_id = random.getrandbits(62) + 1
@@ -111,8 +86,6 @@ class LocalMetadataStore(MetadataStore):
             db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
             db.execute("PRAGMA journal_mode=WAL").fetchall()
             db.execute(f"PRAGMA synchronous={self._synchronous}")
-            if self.inline:
-                db.execute("PRAGMA wal_autocheckpoint=0").fetchall()  # on its thread instead
             for statement in _SCHEMA:
                 db.execute(statement)
             with _OPEN_LOCK:
@@ -138,9 +111,6 @@ class LocalMetadataStore(MetadataStore):
         if self._db is not None:
             with contextlib.suppress(MetadataStoreError, sqlite3.Error):
                 self._publish(await self._run(self._drop_session))
-        if self._checkpointer is not None:
-            with contextlib.suppress(MetadataStoreError, sqlite3.Error):
-                await self._on_thread(self._close_checkpointer)
         await super().close()
         self._stop_thread()
 
@@ -169,11 +139,6 @@ class LocalMetadataStore(MetadataStore):
     async def _run(self, job: Callable[[], R]) -> R:
         if self._stopped:
             raise StoreClosedError(f"metadata store {self.url} is closed")
-        if self.inline:
-            return job()
-        return await self._on_thread(job)
-
-    async def _on_thread(self, job: Callable[[], R]) -> R:
         if self._thread is None:
             self._start_thread()
         loop = asyncio.get_running_loop()
@@ -193,43 +158,9 @@ class LocalMetadataStore(MetadataStore):
     async def _write(self, job: Callable[[], tuple[R, list[Notification]]], path: str) -> R:
         self._check_open()
         result, notes = await self._run(job)
-        if self.inline:
-            self._writes += 1
-            if self._catch_up:
-                self._catch_up = False
-                with contextlib.suppress(sqlite3.Error):
-                    self._need_db().execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
-            elif self._writes % INLINE_CHECKPOINT_EVERY == 0:
-                self._checkpoint_soon()
         self._invalidate_own_write(path)
         self._publish(notes)
         return result
-
-    def _checkpoint_soon(self) -> None:
-        """Queue a passive checkpoint on the store's thread (an inline store's WAL)."""
-        if self._stopped:
-            return
-        if self._thread is None:
-            self._start_thread()
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[None] = loop.create_future()
-        future.add_done_callback(_ignore_result)
-        self._jobs.put((self._checkpoint, future, loop))
-
-    def _checkpoint(self) -> None:
-        if self._checkpointer is None:
-            self._checkpointer = sqlite3.connect(self.path, check_same_thread=False,
-                                                 isolation_level=None)
-        # fetchall: the statement done, this connection holds no read of the WAL (which
-        # would keep the writer from starting the WAL over)
-        got = _one(self._checkpointer.execute("PRAGMA wal_checkpoint(PASSIVE)"))
-        if got is not None and got[1] >= INLINE_WAL_LIMIT:
-            self._catch_up = True
-
-    def _close_checkpointer(self) -> None:
-        if self._checkpointer is not None:
-            self._checkpointer.close()
-            self._checkpointer = None
 
     def _publish(self, notes: list[Notification]) -> None:
         if not notes:
@@ -237,7 +168,7 @@ class LocalMetadataStore(MetadataStore):
         if not self._listeners and not self._caches:
             alone = _OPEN.get(self.path)
             if alone is None or (len(alone) == 1 and self in alone):
-                return  # nobody to tell (the transaction coordinators' own store)
+                return  # nobody to tell
         with _OPEN_LOCK:
             peers = list(_OPEN.get(self.path, ()))
         if self not in peers:
@@ -399,12 +330,6 @@ def _one(cursor: sqlite3.Cursor) -> Any:
     started over after a checkpoint)."""
     rows = cursor.fetchall()
     return rows[0] if rows else None
-
-
-def _ignore_result(future: asyncio.Future[None]) -> None:
-    """A checkpoint's result: a failed one is retried by the next (or SQLite's at open)."""
-    if not future.cancelled():
-        future.exception()
 
 
 def _end_thread(jobs: queue.SimpleQueue[_Job | None], thread: threading.Thread) -> None:

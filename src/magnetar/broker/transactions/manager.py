@@ -7,9 +7,10 @@ client's TcClientConnect after its lookup) and by a periodic round that also dro
 whose bundle moved away, so a coordinator moves with its bundle and its open transactions
 keep their timeouts. The records live in the cluster's metadata store (ZooKeeper), or, for
 a broker alone, in ``transactions.log`` (`TxnLog`, an append-only file) in its data
-directory (a ``transactions.db`` of an earlier version is moved into it once). A broker with ``transactionCoordinatorEnabled`` creates the ``pulsar`` tenant,
-the ``pulsar/system`` namespace and the assign topic (`STANDALONE_COORDINATORS` partitions)
-at start when they are missing, as Pulsar's standalone does.
+directory (a ``transactions.db`` of an earlier version is moved into it once). A broker
+with ``transactionCoordinatorEnabled`` creates the ``pulsar`` tenant, the ``pulsar/system``
+namespace and the assign topic (`STANDALONE_COORDINATORS` partitions) at start when they
+are missing, as Pulsar's standalone does.
 """
 
 from __future__ import annotations

@@ -320,7 +320,7 @@ class TxnLog:
     async def _migrate(self, db_path: str) -> None:
         """Copy the records of ``transactions.db`` (the SQLite store of earlier versions)
         into a new log, then rename the database aside."""
-        store = LocalMetadataStore(db_path, inline=True)
+        store = LocalMetadataStore(db_path)
         await store.start()
         try:
             records = TxnRecords(store)
