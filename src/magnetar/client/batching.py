@@ -56,7 +56,7 @@ class BatchContainer:
     """Messages waiting to go out together (``TopicProducer`` appends to ``parts`` and
     ``futures`` directly on its hot path); ``take`` hands them over and resets."""
 
-    __slots__ = ("callbacks", "first_keys", "first_seq", "futures", "parts", "size")
+    __slots__ = ("callbacks", "first_keys", "first_seq", "futures", "parts", "size", "txn")
 
     def __init__(self) -> None:
         self.parts: list[bytes] = []
@@ -67,6 +67,8 @@ class BatchContainer:
         #: (partition key, ordering key) of the first message, when it has one: the batch's
         #: own keys, as the official clients copy them (Key_Shared routes the batch by them)
         self.first_keys: tuple[str | None, bytes | None] | None = None
+        #: the id of the transaction the messages are in (one per batch), None for none
+        self.txn: tuple[int, int] | None = None
 
     def __len__(self) -> int:
         return len(self.futures)
@@ -81,6 +83,7 @@ class BatchContainer:
         self.size = 0
         self.first_seq = -1
         self.first_keys = None
+        self.txn = None
         return payload, futures, first
 
 
@@ -106,12 +109,14 @@ class KeyedBatches:
     count every batch: the count and byte limits apply to all of them together, as in the
     official clients, and a flush sends them all."""
 
-    __slots__ = ("groups", "n", "size")
+    __slots__ = ("groups", "n", "size", "txn")
 
     def __init__(self) -> None:
         self.groups: dict[bytes | str | None, KeyedBatch] = {}
         self.n = 0
         self.size = 0
+        #: the transaction every open batch's messages are in (one at a time), or None
+        self.txn: tuple[int, int] | None = None
 
     def __len__(self) -> int:
         return self.n
@@ -137,6 +142,7 @@ class KeyedBatches:
         self.groups = {}
         self.n = 0
         self.size = 0
+        self.txn = None
         return batches
 
 

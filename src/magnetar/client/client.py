@@ -25,6 +25,7 @@ from magnetar.client.enums import (
     enum_argument,
 )
 from magnetar.client.errors import AlreadyClosed, NotAllowed
+from magnetar.client.keyed_producer import KeyedTopicProducer
 from magnetar.client.lookup import LookupService
 from magnetar.client.message_id import MessageId
 from magnetar.client.policies import ConsumerBatchReceivePolicy, ConsumerDeadLetterPolicy
@@ -35,7 +36,7 @@ from magnetar.client.routing import Router
 from magnetar.client.schema import TopicSchema, as_schema
 from magnetar.client.service_url import service_hosts
 from magnetar.client.topic import full_name, namespace_of, partition_name
-from magnetar.client.topic_producer import KeyedTopicProducer, ProducerConf, TopicProducer
+from magnetar.client.topic_producer import ProducerConf, TopicProducer
 from magnetar.client.transaction import Coordinators, Transaction
 from magnetar.protocol import DEFAULT_MAX_FRAME_SIZE, pb
 

@@ -8,8 +8,10 @@ the connection drops, the producer looks the topic up again, re-creates itself u
 same id and name, and rewrites every pending frame in one write; sequence ids resume from
 the broker's ``last_sequence_id`` on first creation.
 
-``KeyedTopicProducer`` is the ``BatchingType.KeyBased`` variant: one open batch per key,
-each flushed as its own frame; the Default hot path in ``TopicProducer`` is untouched.
+A transaction's messages are batched as any others, one transaction per batch (a message
+of another transaction, or of none, sends the open batch first), as the Java client does:
+the batch's ``MessageMetadata`` and its ``Send`` carry the transaction id.
+``KeyedTopicProducer`` (`keyed_producer`) is the ``BatchingType.KeyBased`` variant.
 """
 
 from __future__ import annotations
@@ -25,13 +27,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
 from magnetar.client.backoff import Backoff, with_retries
-from magnetar.client.batching import (
-    HEADER_CACHE,
-    BatchContainer,
-    KeyedBatches,
-    full_header,
-    plain_header,
-)
+from magnetar.client.batching import HEADER_CACHE, BatchContainer, full_header, plain_header
 from magnetar.client.connection import Connection
 from magnetar.client.errors import (
     AlreadyClosed,
@@ -76,7 +72,7 @@ class ProducerConf:
     txn_enabled: bool = False
 
 
-class _Op:
+class SendOp:
     """One Send frame in flight (``seq``: its sequence id, ``last``: its highest one)."""
 
     __slots__ = ("batch", "chunk", "created", "frame", "futures", "last", "n", "seq")
@@ -115,7 +111,7 @@ class TopicProducer:
         self.name = conf.producer_name
         self._user_named = conf.producer_name is not None
         self._cnx: Connection | None = None
-        self._ops: deque[_Op] = deque()
+        self._ops: deque[SendOp] = deque()
         self._batch = BatchContainer()
         self._batch_timer: asyncio.TimerHandle | None = None
         self._timeout_timer: asyncio.TimerHandle | None = None
@@ -255,7 +251,7 @@ class TopicProducer:
         header = HEADER_CACHE.get(size) or plain_header(size)
         batch = self._batch
         futures = batch.futures
-        if futures and batch.size + size > self._max_batch_bytes:
+        if futures and (batch.size + size > self._max_batch_bytes or batch.txn is not None):
             self._flush_batch()
             futures = batch.futures
         if not futures:
@@ -283,13 +279,12 @@ class TopicProducer:
             partition_key: str | None, ordering_key: bytes | None, event_time: int | None,
             sequence_id: int | None, deliver_at: int | None,
             txn: tuple[int, int] | None = None) -> None:
-        """Queue one message; ``fut`` gets its ``MessageId`` (or an exception). A message
-        of a transaction (``txn``: its id) goes alone, never in a batch."""
+        """Queue one message; ``fut`` gets its ``MessageId`` (or an exception); ``txn``:
+        the id of its transaction."""
         seq = self._take_sequence_id(sequence_id)
         self.pending += 1
         size = len(payload)
-        if self._batching and deliver_at is None and size < self._max_batch_bytes \
-                and txn is None:
+        if self._batching and deliver_at is None and size < self._max_batch_bytes:
             if properties or partition_key is not None or ordering_key is not None \
                     or event_time:
                 header = full_header(size, properties, partition_key, ordering_key,
@@ -298,12 +293,13 @@ class TopicProducer:
                 header = HEADER_CACHE.get(size) or plain_header(size)
             batch = self._batch
             futures = batch.futures
-            if futures and batch.size + size > self._max_batch_bytes:
+            if futures and (batch.size + size > self._max_batch_bytes or batch.txn != txn):
                 self._flush_batch()
                 futures = batch.futures
             # appended in place (no method call): this runs once per message
             if not futures:
                 batch.first_seq = seq
+                batch.txn = txn
                 if partition_key is not None or ordering_key is not None:
                     batch.first_keys = (partition_key, ordering_key)
             parts = batch.parts
@@ -366,7 +362,7 @@ class TopicProducer:
             cmd.send.txnid_most_bits = meta.txnid_most_bits
             cmd.send.txnid_least_bits = meta.txnid_least_bits
         frame = encode_payload_command(cmd, build_payload_part(meta, body))
-        self._push(_Op(meta.sequence_id, frame, [fut], 1))
+        self._push(SendOp(meta.sequence_id, frame, [fut], 1))
 
     def _send_chunks(self, meta: pb.MessageMetadata, body: bytes, fut: asyncio.Future[Any],
                      chunk_size: int) -> None:
@@ -385,7 +381,7 @@ class TopicProducer:
                 cmd.send.txnid_most_bits = meta.txnid_most_bits
                 cmd.send.txnid_least_bits = meta.txnid_least_bits
             # every chunk shares the message's future; only the last one settles it
-            self._push(_Op(seq, encode_payload_command(cmd, part), [fut], 1 if i == n - 1
+            self._push(SendOp(seq, encode_payload_command(cmd, part), [fut], 1 if i == n - 1
                            else 0, state))
 
     def _on_batch_timer(self) -> None:
@@ -416,8 +412,9 @@ class TopicProducer:
             self._batch_timer.cancel()
             self._batch_timer = None
         keys = self._batch.first_keys
+        txn = self._batch.txn
         payload, futures, first = self._batch.take()
-        self._send_batch(payload, futures, first, len(futures), keys)
+        self._send_batch(payload, futures, first, len(futures), keys, txn)
 
     def _send_batch(self, payload: bytes, futures: list[asyncio.Future[Any]], first: int,
                     n: int, keys: tuple[str | None, bytes | None] | None,
@@ -442,9 +439,9 @@ class TopicProducer:
         if txn is not None:
             cmd.send.txnid_most_bits, cmd.send.txnid_least_bits = txn
         frame = encode_payload_command(cmd, build_payload_part(meta, body))
-        self._push(_Op(first, frame, futures, n, batch=True))
+        self._push(SendOp(first, frame, futures, n, batch=True))
 
-    def _push(self, op: _Op) -> None:
+    def _push(self, op: SendOp) -> None:
         self._ops.append(op)
         cnx = self._cnx
         if cnx is not None:
@@ -482,7 +479,7 @@ class TopicProducer:
             self._complete(op, r.message_id)
             return
 
-    def _complete(self, op: _Op, mid: pb.MessageIdData) -> None:
+    def _complete(self, op: SendOp, mid: pb.MessageIdData) -> None:
         ledger = mid.ledgerId
         entry = mid.entryId
         part = self.partition
@@ -580,71 +577,3 @@ class TopicProducer:
             if not w.done():
                 w.set_exception(AlreadyClosed("producer closed"))
 
-
-class KeyedTopicProducer(TopicProducer):
-    """``BatchingType.KeyBased``: messages wait in one batch per key (ordering key, else
-    partition key) and every batch goes out as its own ``Send``, with the key in its
-    ``MessageMetadata``, so a Key_Shared subscription hands each batch to the consumer
-    owning that key. The count, byte and delay limits apply to all open batches together;
-    reaching one flushes them all, in first-sequence-id order, so receipts still arrive in
-    ``_ops`` order. Sequence ids inside a batch are not consecutive: each message carries
-    its own in ``SingleMessageMetadata``, and the batch its highest."""
-
-    def __init__(self, client: Client, topic: str, partition: int, conf: ProducerConf) -> None:
-        super().__init__(client, topic, partition, conf)
-        self._keyed = KeyedBatches()
-        self._batch = self._keyed  # type: ignore[assignment]  # same len() protocol
-        # ``Producer``'s fast path appends to a Default batch: route everything via ``add``
-        self.batching = False
-
-    def add_plain(self, payload: bytes, fut: asyncio.Future[Any]) -> None:
-        self.add(payload, fut, None, None, None, None, None, None)
-
-    def add(self, payload: bytes, fut: asyncio.Future[Any], properties: dict[str, str] | None,
-            partition_key: str | None, ordering_key: bytes | None, event_time: int | None,
-            sequence_id: int | None, deliver_at: int | None,
-            txn: tuple[int, int] | None = None) -> None:
-        size = len(payload)
-        if deliver_at is not None or size >= self._max_batch_bytes or txn is not None:
-            # not batched: the base class flushes the open batches, then sends it alone
-            super().add(payload, fut, properties, partition_key, ordering_key, event_time,
-                        sequence_id, deliver_at, txn)
-            return
-        seq = self._take_sequence_id(sequence_id)
-        self.pending += 1
-        header = full_header(size, properties, partition_key, ordering_key, event_time, seq)
-        batches = self._keyed
-        if batches.n and batches.size + size > self._max_batch_bytes:
-            self._flush_batch()
-        batches.add(header, payload, fut, seq, partition_key, ordering_key)
-        if batches.n >= self._max_batch_n or batches.size >= self._max_batch_bytes:
-            self._flush_batch()
-        elif self._batch_timer is None:
-            self._batch_timer = self._loop.call_later(self._delay, self._on_batch_timer)
-
-    def _flush_batch(self) -> None:
-        if self._batch_timer is not None:
-            self._batch_timer.cancel()
-            self._batch_timer = None
-        for b in self._keyed.take():
-            n = len(b.futures)
-            first = b.first_seq
-            last = b.last_seq
-            meta = self._metadata(first)
-            meta.num_messages_in_batch = n
-            if b.partition_key is not None:
-                meta.partition_key = b.partition_key
-            if b.ordering_key is not None:
-                meta.ordering_key = b.ordering_key
-            if last != first:
-                meta.highest_sequence_id = last
-            body = self._compress(meta, b"".join(b.parts))
-            cmd = command(T.SEND, producer_id=self.producer_id, sequence_id=first,
-                          num_messages=n)
-            if last != first:
-                cmd.send.highest_sequence_id = last
-            frame = encode_payload_command(cmd, build_payload_part(meta, body))
-            self._push(_Op(first, frame, b.futures, n, batch=True, last=last))
-
-    def _take_open(self) -> list[asyncio.Future[Any]]:
-        return [f for b in self._keyed.take() for f in b.futures]
