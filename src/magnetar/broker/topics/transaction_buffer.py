@@ -296,7 +296,8 @@ class TransactionBuffer:
         or are skipped from then on (abort). Idempotent: a transaction already ended the
         same way, or never seen here, succeeds. Ending it the other way than it ended
         raises InvalidTxnStatus."""
-        await asyncio.shield(self.ready)
+        if not self.ready.done():
+            await asyncio.shield(self.ready)
         running = self._ending.get(txn)
         if running is not None:
             await asyncio.shield(running)
