@@ -264,9 +264,12 @@ def parse_send_command(buf: bytes | bytearray | memoryview, pos: int, end: int) 
         is_chunk = marker = False
         while pos < end:
             tag = buf[pos]
-            value = buf[pos + 1]  # most values here fit one varint byte
+            value = buf[pos + 1]  # most values here fit one or two varint bytes
             if value < 0x80:
                 pos += 2
+            elif buf[pos + 2] < 0x80:  # (a sequence id or a transaction's below 16384)
+                value = (value & 0x7F) | (buf[pos + 2] << 7)
+                pos += 3
             else:
                 value, pos = read(buf, pos + 1)
                 if value >> 64:
