@@ -147,6 +147,10 @@ def run_trees(args: argparse.Namespace) -> None:
               f"({', '.join(f'{v:.1f}' for v in txn[name])}): ratio {ratio:.2f}x; "
               f"commit p50 {pct(commits[name], 0.5):.1f} ms, "
               f"p99 {pct(commits[name], 0.99):.1f} ms")
+        extras = [t - p for p, t in zip(plain[name], txn[name], strict=True)]
+        print(f"{name}: transactions' extra per message, median of the rounds' "
+              f"(txn - plain) {statistics.median(extras):.1f} us "
+              f"({statistics.median(extras) / base + 1:.2f}x of the plain median)")
 
 
 def pct(values: list[float], q: float) -> float:

@@ -152,6 +152,15 @@ def test_parse_send_matches_protobuf(producer_id, sequence_id, num_messages, hig
             assert getattr(fast, name) == getattr(slow, name) == getattr(rebuilt, name), name
 
 
+@pytest.mark.parametrize("value", [127, 128, 300, 16383, 16384, 2**21, 2**64 - 1])
+def test_parse_send_reads_varints_of_each_length(value: int) -> None:
+    send = pb.CommandSend(producer_id=value, sequence_id=value, num_messages=min(value, 2**31 - 1),
+                          txnid_most_bits=value, txnid_least_bits=value, highest_sequence_id=value)
+    raw = pb.BaseCommand(type=pb.BaseCommand.SEND, send=send).SerializeToString()
+    assert parse_send_command(raw + b"\xff\xff", 0, len(raw)) == (
+        value, value, min(value, 2**31 - 1), value, False, False, (value, value))
+
+
 def test_parse_send_declines_what_it_does_not_read() -> None:
     def raw(**fields: object) -> bytes:
         return command("SEND", producer_id=1, sequence_id=2, **fields).SerializeToString()

@@ -12,6 +12,7 @@ from magnetar.protocol.fastpath import (
     message_frame_head,
     send_receipt_frame,
 )
+from magnetar.protocol.frames import build_payload_part
 
 u64 = st.integers(min_value=0, max_value=2**64 - 1)
 small = st.integers(min_value=0, max_value=2**31 - 1)
@@ -175,3 +176,33 @@ def test_message_frames_from_the_decoder() -> None:
     assert c.command.type == pb.BaseCommand.PING
     assert [f.command.type for f in FrameDecoder(raw_payload=True).feed(fast)] == [
         pb.BaseCommand.MESSAGE]
+
+
+@given(u64, u64, st.text(max_size=20), u64)
+def test_txnid_fields_match_protobuf(most, least, producer, seq) -> None:
+    from magnetar.protocol.fastpath import metadata_ends_with, txnid_fields
+
+    fields = txnid_fields(most, least)
+    meta = pb.MessageMetadata(producer_name=producer, sequence_id=seq, publish_time=1,
+                              txnid_most_bits=most, txnid_least_bits=least)
+    assert meta.SerializeToString().endswith(fields)
+    part = build_payload_part(meta, b"payload")
+    assert metadata_ends_with(part, fields)
+    assert metadata_ends_with(memoryview(part), fields)
+    other = txnid_fields(most, (least + 1) % 2**64)
+    assert not metadata_ends_with(part, other)
+
+
+def test_metadata_ends_with_declines_other_layouts() -> None:
+    from magnetar.protocol.fastpath import metadata_ends_with, txnid_fields
+
+    fields = txnid_fields(0, 7)
+    plain = build_payload_part(pb.MessageMetadata(producer_name="p", sequence_id=1,
+                                                  publish_time=1), b"\xb0\x01\x07\xb8\x01\x00")
+    assert not metadata_ends_with(plain, fields)  # the bytes in the payload do not count
+    later = pb.MessageMetadata(producer_name="p", sequence_id=1, publish_time=1,
+                               txnid_most_bits=0, txnid_least_bits=7, highest_sequence_id=3)
+    assert not metadata_ends_with(build_payload_part(later, b""), fields)  # a later field
+    assert not metadata_ends_with(b"\x0e\x01", fields)
+    assert not metadata_ends_with(b"\x0e\x02" + bytes(20), fields)
+    assert not metadata_ends_with(b"\x0e\x01\0\0\0\0\0\0\0\xff" + fields, fields)  # size past the end

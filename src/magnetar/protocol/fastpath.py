@@ -29,6 +29,7 @@ from magnetar.protocol.varint import encode_varint as _varint
 _MASK64 = (1 << 64) - 1
 
 _TWO_U32 = struct.Struct(">II")
+_U32 = struct.Struct(">I")
 
 # BaseCommand.type (field 1, varint) values, and the tag of the sub-message field
 # (field number == type value, wire type 2).
@@ -45,6 +46,27 @@ def partition_field(partition: int) -> bytes:
     for a topic that is not a partition): what a consumer of partition N appends to the
     id of every message it is sent; computed once per consumer."""
     return b"\x18" + _varint(partition) if partition >= 0 else b""
+
+
+def txnid_fields(most: int, least: int) -> bytes:
+    """The ``txnid_least_bits`` and ``txnid_most_bits`` fields (22 and 23) of a serialized
+    ``MessageMetadata`` carrying transaction ``(most, least)``, as a serializer writes them
+    (in number order, one after the other; a zero is written too, both fields being set)."""
+    return b"".join((b"\xb0\x01", _varint(least), b"\xb8\x01", _varint(most)))
+
+
+def metadata_ends_with(part: bytes | memoryview, fields: bytes) -> bool:
+    """Whether the ``MessageMetadata`` of payload part ``part`` (magic, CRC32C, metadata
+    size, metadata, payload) ends with the serialized ``fields`` (`txnid_fields`): where
+    a client writes a transaction's id when no later field is set (an unchunked message).
+    Read from the bytes alone, without a parse: a string field that ends the metadata
+    with those very bytes would pass too (a client writing that mislabels only its own
+    message, as it could by writing the fields themselves wrong)."""
+    if len(part) < 10 or part[0] != 0x0E or part[1] != 0x01:
+        return False
+    end = 10 + _U32.unpack_from(part, 6)[0]
+    start = end - len(fields)
+    return start >= 10 and end <= len(part) and part[start:end] == fields
 
 
 def send_receipt_frame(
@@ -242,9 +264,12 @@ def parse_send_command(buf: bytes | bytearray | memoryview, pos: int, end: int) 
         is_chunk = marker = False
         while pos < end:
             tag = buf[pos]
-            value = buf[pos + 1]  # most values here fit one varint byte
+            value = buf[pos + 1]  # most values here fit one or two varint bytes
             if value < 0x80:
                 pos += 2
+            elif buf[pos + 2] < 0x80:  # (a sequence id or a transaction's below 16384)
+                value = (value & 0x7F) | (buf[pos + 2] << 7)
+                pos += 3
             else:
                 value, pos = read(buf, pos + 1)
                 if value >> 64:

@@ -8,9 +8,9 @@ exist or is not served here answers ``TransactionCoordinatorNotFound`` (the Java
 clients look the coordinator up again). Records are written to the metadata store before
 the answer. On a broker alone, whose coordinators' store writes on the loop, the work
 starts at once (`run_now`) and a command is usually answered without a task or a loop
-turn; whatever has to wait (the participants of an EndTxn, a contended lock) goes on in a
-task (`run_async`), as it would have from the start. In a cluster it runs in a task
-from the start.
+turn; whatever has to wait (the participants of an EndTxn, a contended lock) goes on from
+the done callback of the future it waits for, stepped as a task would step it but without
+one (`run_now`). In a cluster it runs in a task (`run_async`) from the start.
 
 As in Pulsar, a transaction belongs to the role that opened it (its record's ``owner``; none
 without authentication): AddPartitionToTxn, AddSubscriptionToTxn and EndTxn from another
@@ -20,6 +20,7 @@ authorization on; through a proxy both the proxy's role and the client's must be
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Coroutine, Generator
 from typing import Any
 
@@ -96,7 +97,8 @@ class TransactionCommands(CnxBase):
 
     def run_now(self, cmd: pb.BaseCommand, work: Coroutine[Any, Any, None]) -> None:
         """`run_async`, but ``work`` runs at once up to where it first waits, and only what
-        is left after that goes on in a task; a refusal or a bug is answered as there.
+        is left after that goes on from the futures it waits for (`_go_on`); a refusal or
+        a bug is answered as there.
         Only where the coordinators' store is this broker's own (`inline_store`): its
         path never needs to be in a task (a cluster's store bounds its waits with
         ``asyncio.timeout``, which does), so elsewhere it is `run_async` from the start."""
@@ -110,7 +112,29 @@ class TransactionCommands(CnxBase):
         except Exception as exc:
             self.run_async(cmd, _raise(exc))  # answered as run_async answers it
             return
-        self.run_async(cmd, _resume(work, waiting))
+        self._go_on(cmd, work, waiting)
+
+    def _go_on(self, cmd: pb.BaseCommand, work: Coroutine[Any, Any, None], waiting: Any) -> None:
+        """``work`` waits for ``waiting`` (what it yielded): a future of this loop resumes
+        it from its done callback, one step at a time, as a task would but without one (an
+        EndTxn waits once, for its end's task: no task and no loop turn of its own for
+        the answer); anything else (a bare turn of the loop) goes on in a task."""
+        if not (isinstance(waiting, asyncio.Future) and waiting.get_loop() is self.loop):
+            self.run_async(cmd, _resume(work, waiting))
+            return
+        waiting._asyncio_future_blocking = False  # (taken, as a task takes it)
+
+        def step(_: object) -> None:
+            try:
+                following = work.send(None)
+            except (StopIteration, asyncio.CancelledError):  # (as a task ends, unanswered)
+                return
+            except Exception as exc:
+                self.run_async(cmd, _raise(exc))  # answered as run_async answers it
+                return
+            self._go_on(cmd, work, following)
+
+        waiting.add_done_callback(step)
 
     def _check_owner(self, coordinator: TransactionCoordinator, seq: int) -> None:
         """Raise ``TransactionNotFound`` unless this connection's role opened transaction

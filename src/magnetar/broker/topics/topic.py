@@ -410,8 +410,8 @@ class PersistentTopic(BacklogTimes, Topic):
         producer.in_flight += 1
         if txn is not None:
             buf = self.txn_buffer
-            if buf is not None and txn not in buf.open:  # (a later entry: nothing to note)
-                buf.appending(txn)
+            if buf is not None and txn not in buf.open and txn not in buf.unplaced:
+                buf.appending(txn)  # (else a later entry: nothing to note)
         try:
             self.ledger.append_then(
                 data, partial(self._persisted, producer, seq, highest, dedup_id, chunk, size,

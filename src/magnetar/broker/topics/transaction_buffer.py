@@ -43,6 +43,7 @@ from magnetar.broker.errors import BrokerError
 from magnetar.broker.topics.markers import append_marker
 from magnetar.protocol import pb
 from magnetar.protocol.errors import ProtocolError
+from magnetar.protocol.fastpath import metadata_ends_with, txnid_fields
 from magnetar.protocol.frames import build_payload_part, parse_payload_part
 from magnetar.protocol.markers import TXN_ABORT, TXN_COMMIT, txn_marker_part
 from magnetar.storage import Position
@@ -107,11 +108,15 @@ class OpenTxn:
     messages: int = 0
 
 
-def with_txnid(payload: bytes | memoryview, txn: TxnId) -> bytes | memoryview | None:
+def with_txnid(payload: bytes | memoryview, txn: TxnId,
+               fields: bytes | None = None) -> bytes | memoryview | None:
     """``payload`` (a Send's payload part) as stored for transaction ``txn``: unchanged
-    when its metadata carries the id already (the metadata alone parsed, the common
-    case: clients set it there), else rebuilt with it (the client set it only on the
-    Send); None when the part cannot be read."""
+    when its metadata carries the id already (the common case: clients set it there;
+    seen without a parse when the metadata ends with ``fields``, ``txn``'s serialized
+    fields, `fastpath.metadata_ends_with`; else the metadata alone parsed), else rebuilt
+    with it (the client set it only on the Send); None when the part cannot be read."""
+    if fields is not None and metadata_ends_with(payload, fields):
+        return payload
     try:  # magic, CRC32C, metadata size, metadata: the metadata alone
         size = _U32.unpack_from(payload, 6)[0]
         if payload[0] == 0x0E and payload[1] == 0x01 and 10 + size <= len(payload):
@@ -148,9 +153,10 @@ class TransactionBuffer:
         self.open: dict[TxnId, OpenTxn] = {}  # in order of their first position
         self.aborted: dict[TxnId, Position] = {}  # -> its abort marker's position
         self.ended: OrderedDict[TxnId, bool] = OrderedDict()  # -> committed (recent ones)
-        self.verified: set[TxnId] = set()  # checked open with the coordinator
+        # checked open with the coordinator (`verify`): -> its metadata fields (`with_txnid`)
+        self.verified: dict[TxnId, bytes] = {}
         # transactions whose first entry is being appended: -> a bound below it
-        self._unplaced: dict[TxnId, Position] = {}
+        self.unplaced: dict[TxnId, Position] = {}
         self._ending: dict[TxnId, asyncio.Future[None]] = {}
         self.position: Position = NOTHING  # every entry up to here is reflected
         self.max_read: Position | None = None  # None: no bound (nothing open)
@@ -197,7 +203,7 @@ class TransactionBuffer:
         bound: Position | None = None
         if self.open:
             bound = before(next(iter(self.open.values())).first)
-        for floor in self._unplaced.values():
+        for floor in self.unplaced.values():
             if bound is None or floor < bound:
                 bound = floor
         if not self.ready.done() and (bound is None or self.position < bound):
@@ -229,6 +235,10 @@ class TransactionBuffer:
             return metadata.marker_type in (TXN_COMMIT, TXN_ABORT)
         return (metadata.txnid_most_bits, metadata.txnid_least_bits) in self.aborted
 
+    def verify(self, txn: TxnId) -> None:
+        """``txn`` was checked open with the coordinator: its sends are taken at once."""
+        self.verified[txn] = txnid_fields(txn[0], txn[1])
+
     def is_ended(self, txn: TxnId) -> bool:
         return txn in self.aborted or txn in self.ended
 
@@ -240,10 +250,11 @@ class TransactionBuffer:
 
     def appending(self, txn: TxnId) -> None:
         """An entry of ``txn`` is handed to storage: until it is placed, nothing after what
-        is confirmed now is readable if it is the transaction's first."""
-        if txn not in self.open and txn not in self._unplaced:
+        is confirmed now is readable if it is the transaction's first (a caller that sees
+        ``txn`` in ``open`` or ``unplaced`` may skip the call: nothing to note)."""
+        if txn not in self.open and txn not in self.unplaced:
             last = self.topic.ledger.last_confirmed()
-            self._unplaced[txn] = last if last is not None else NOTHING
+            self.unplaced[txn] = last if last is not None else NOTHING
             self.update_bound()
 
     def placed(self, txn: TxnId, position: Position | None, num_messages: int) -> None:
@@ -258,7 +269,7 @@ class TransactionBuffer:
             entry.positions.append(position)
             entry.messages += num_messages
             return
-        unplaced = self._unplaced.pop(txn, None) is not None
+        unplaced = self.unplaced.pop(txn, None) is not None
         if position is not None:
             self._note(position)
             if txn in self.aborted or txn in self.ended:
@@ -285,7 +296,8 @@ class TransactionBuffer:
         or are skipped from then on (abort). Idempotent: a transaction already ended the
         same way, or never seen here, succeeds. Ending it the other way than it ended
         raises InvalidTxnStatus."""
-        await asyncio.shield(self.ready)
+        if not self.ready.done():
+            await asyncio.shield(self.ready)
         running = self._ending.get(txn)
         if running is not None:
             await asyncio.shield(running)
@@ -297,9 +309,9 @@ class TransactionBuffer:
                     f"transaction {txn_name(txn)} was {'committed' if was_commit else 'aborted'} "
                     f"on {self.topic.name}; it cannot be {'committed' if commit else 'aborted'}"))
             return
-        if txn not in self.open and txn not in self._unplaced:
+        if txn not in self.open and txn not in self.unplaced:
             self._remember(txn, commit)  # never seen here: nothing to mark
-            self.verified.discard(txn)
+            self.verified.pop(txn, None)
             return
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._ending[txn] = done
@@ -319,8 +331,8 @@ class TransactionBuffer:
 
     def _ended(self, txn: TxnId, commit: bool, marker: Position | None) -> None:
         entry = self.open.pop(txn, None)
-        self._unplaced.pop(txn, None)
-        self.verified.discard(txn)
+        self.unplaced.pop(txn, None)
+        self.verified.pop(txn, None)
         if marker is not None:
             self._note(marker)
         if commit:
@@ -455,7 +467,7 @@ class TransactionBuffer:
             "state": "Ready" if self.ready.done() else "Initializing",
             "maxReadPosition": str(bound) if bound is not None else None,
             "lastSnapshotTimestamps": 0,
-            "ongoingTxnSize": len(self.open) + len(self._unplaced),
+            "ongoingTxnSize": len(self.open) + len(self.unplaced),
             "recoverStartTime": 0,
             "recoverEndTime": 0,
             "committedTxnCount": self.committed_count,

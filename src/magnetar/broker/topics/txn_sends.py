@@ -59,9 +59,10 @@ def publish_in_order(producer: Producer, send: SendFrame, payload: bytes | memor
         # verified transaction is open here and the buffer ready (`_drain` and
         # `_check_now` add one only then; its end removes it), so none of `_now`'s
         # other tests can refuse it
-        verdict = True if txn in buf.verified else _check_now(topic, buf, txn)
+        fields = buf.verified.get(txn)
+        verdict = True if fields is not None else _check_now(topic, buf, txn)
         if verdict is True:
-            stored = with_txnid(payload, txn)
+            stored = with_txnid(payload, txn, fields or buf.verified.get(txn))
             if stored is None:
                 producer.send_error(send.sequence_id, pb.UnknownError,
                                     "the message's metadata cannot be read", size)
@@ -96,7 +97,7 @@ def _check_now(topic: PersistentTopic, buf: TransactionBuffer, txn: TxnId) -> bo
     try:
         check.send(None)
     except StopIteration:
-        buf.verified.add(txn)
+        buf.verify(txn)
         return True
     except BrokerError as exc:
         return exc
@@ -139,7 +140,7 @@ def _append(producer: Producer, topic: PersistentTopic, buf: TransactionBuffer, 
         producer.send_error(send.sequence_id, pb.InvalidTxnStatus,
                             f"transaction {txn_name(txn)} already ended on {topic.name}", size)
         return
-    stored = with_txnid(payload, txn)
+    stored = with_txnid(payload, txn, buf.verified.get(txn))
     if stored is None:
         producer.send_error(send.sequence_id, pb.UnknownError,
                             "the message's metadata cannot be read", size)
@@ -180,7 +181,7 @@ async def _drain(producer: Producer) -> None:
                 if txn not in buf.verified and not buf.is_ended(txn):
                     await topic.service.txn_checker.check_open(txn[0], txn[1], topic.name)
                     if not buf.is_ended(txn):  # (it may have ended meanwhile) verified:
-                        buf.verified.add(txn)  # open, never ended (`publish_in_order`)
+                        buf.verify(txn)  # open, never ended (`publish_in_order`)
                 queue.popleft()
                 _append(producer, topic, buf, send, payload, size, part_crc)
             except BrokerError as exc:

@@ -56,8 +56,13 @@ class ParticipantError(Exception):
 async def participant_topic(service: BrokerService, name: str) -> Topic | None:
     """The topic ``name``, loaded here (None: it does not exist); ServiceNotReady when
     another broker serves it."""
-    service.check_topic_name(name)
     cluster = service.cluster
+    if cluster is None:  # (a loaded topic: its name is checked and served here)
+        topic = service.topics.get(name)
+        if topic is not None:
+            service.housekeeping.touch(name)
+            return topic
+    service.check_topic_name(name)
     if cluster is not None:
         claim = cluster.claim(name)
         if claim is not None:
@@ -127,7 +132,7 @@ class Participants:
             delay = min(delay * 2, MAX_BACKOFF_S)
 
     async def _tell(self, rec: TxnRecord, action: int, topic: str, sub: str | None) -> None:
-        owner = await self._owner(topic)
+        owner = None if self.service.cluster is None else await self._owner(topic)
         if owner is None:  # served here: what the command's handler would do
             txn = (rec.tc, rec.seq)
             try:
