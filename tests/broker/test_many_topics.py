@@ -156,6 +156,23 @@ def test_a_bulk_is_framed_only_when_large(monkeypatch: pytest.MonkeyPatch,
     assert not HeapFreezer(0).before_bulk(10**6)
 
 
+def test_the_bulk_frame_freezes_after_its_block_even_when_it_raises(thaw_heap: None) -> None:
+    """``with heap.bulk(n)`` is `before_bulk` and `after_bulk` around the block: a small
+    bulk is not framed, a block that built nothing freezes nothing, one that raises is
+    still framed (the sweep before it needs the freeze after it)."""
+    heap = HeapFreezer(2)
+    with heap.bulk(19) as small:
+        assert not small.framed
+    assert heap.sweeps == 0 and heap.freezes == 0
+    with heap.bulk(20) as nothing:
+        assert nothing.framed
+        nothing.built = False
+    assert heap.sweeps == 1 and heap.freezes == 0
+    with pytest.raises(RuntimeError), heap.bulk(20):
+        raise RuntimeError("the bulk failed")
+    assert heap.sweeps == 2 and heap.freezes == 1 and heap.bulk_freezes == 1
+
+
 def test_rate_samples_and_metrics_builds_freeze_what_they_keep(tmp_path: Any,
                                                                thaw_heap: None) -> None:
     """With `bulk_topics` loaded topics, a rate sample's counters and a /metrics build's

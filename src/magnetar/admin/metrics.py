@@ -534,16 +534,11 @@ class MetricsBuilder:
     async def _build(self) -> list[bytes]:
         """`_build_part`, framed as a bulk (broker/heap.py) with many topics: the caches it
         keeps reference every loaded topic, and are frozen once made unless it reused them."""
-        heap = self.service.heap
-        framed = heap.before_bulk(len(self.service.topics))
-        made = False
-        try:
+        with self.service.heap.bulk(len(self.service.topics)) as bulk:
+            bulk.built = False  # (a build that fails keeps nothing)
             parts = await self._build_part()
-            made = self.regrouped or self.read_blocks > 0 or self.folded > 0
+            bulk.built = self.regrouped or self.read_blocks > 0 or self.folded > 0
             return parts
-        finally:
-            if framed:
-                heap.after_bulk(made)
 
     async def _build_part(self) -> list[bytes]:
         started = time.monotonic()

@@ -82,13 +82,8 @@ class RateTracker:
         """`sample`, giving the event loop back every ``chunk`` topics (10,000 topics
         took about 0.1 s in one go) and every ``4 * chunk`` counters when computing the
         rates (100,000 topics: over 200,000 counters); the sample's time is its start."""
-        heap = service.heap
-        framed = heap.before_bulk(len(service.topics))  # (broker/heap.py: the samples kept)
-        try:
+        with service.heap.bulk(len(service.topics)):  # (broker/heap.py: the samples kept)
             await self._sample_in_pieces(service, chunk)
-        finally:
-            if framed:
-                heap.after_bulk()
 
     async def _sample_in_pieces(self, service: BrokerService, chunk: int) -> None:
         now = time.monotonic()
