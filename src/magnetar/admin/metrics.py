@@ -72,7 +72,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from functools import partial
-from itertools import compress, repeat
+from itertools import compress, islice, repeat
 from operator import attrgetter
 from typing import Any
 
@@ -86,6 +86,7 @@ from magnetar.admin.transaction_participants import (
     participant_totals,
 )
 from magnetar.admin.transactions import txn_metrics
+from magnetar.broker.heap import untracked_names
 from magnetar.broker.service import BrokerService
 from magnetar.broker.topics.stats import Rate, RateTracker, replication_stats
 from magnetar.broker.topics.topic import PersistentTopic, Topic
@@ -460,7 +461,7 @@ class MetricsBuilder:
         self.builds = 0  # per-topic parts built (the rest of the scrapes used the cache)
         self.yields = 0  # times the last build gave the loop back
         self.times = BuildTimes()  # the last build's
-        self.tail_names: tuple[str, ...] = ()  # what `broker_tail` walks, while it does
+        self.tail_names: dict[str, None] = {}  # what `broker_tail` walks, while it does
 
     async def scrape(self) -> str:
         """The whole exposition: the per-topic part (cached) and the per-broker part."""
@@ -470,19 +471,20 @@ class MetricsBuilder:
         """`broker_part`, its walk over the loaded topics (the transaction gauges) made
         ``chunk * LINES_PER_CHUNK * 2`` topics at a time (C-level loops, ~1 µs a topic on a
         loaded machine: slices of 32,000 held the loop 26-33 ms), the loop given back
-        between. It walks a tuple of the names (`tail_names`), not a list of the topics: a
-        list of 100,000 topics is a container the young collections walk (and the full
-        ones, while it lives), a tuple of strings is untracked by the first of them."""
+        between. It walks a copy of the names that the collector never tracks
+        (`tail_names`, `heap.untracked_names`), not a list of the topics: a list of
+        100,000 topics is a container each collection walks while it lives."""
         live = self.service.topics
-        names = self.tail_names = tuple(live)
+        names = self.tail_names = untracked_names(live)
+        walk = iter(names)
         participants = no_participants()
         step = self.chunk * LINES_PER_CHUNK * 2
         for start in range(0, len(names), step):
             if start:
                 await asyncio.sleep(self.pause)
             add_participants(participants,
-                             list(filter(_NOT_NONE, map(live.get, names[start:start + step]))))
-        self.tail_names = ()
+                             list(filter(_NOT_NONE, map(live.get, islice(walk, step)))))
+        self.tail_names = {}
         return self.broker_part(participants).encode()
 
     async def topic_part(self) -> list[bytes]:

@@ -29,6 +29,7 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
+from magnetar.broker.heap import untracked_names
 from magnetar.broker.subscriptions.subscription import PersistentSubscription
 from magnetar.broker.topics.topic import PersistentTopic
 
@@ -68,9 +69,9 @@ class InactivityMonitor:
         # held the loop ~0.1-0.25 s at 100,000 topics on a loaded machine)
         for name in self._seen.keys() - service.topics.keys():
             del self._seen[name]
-        # the names (a tuple of strings: untracked by the first young collection, not
-        # walked by the full ones while the round goes on, a topic per loop turn)
-        for name in tuple(service.topics):
+        # the names, in a copy the collector never tracks (heap.py: not walked by any
+        # collection while the round goes on, a topic per loop turn)
+        for name in untracked_names(service.topics):
             topic = service.topics.get(name)
             if not isinstance(topic, PersistentTopic):
                 continue
@@ -107,7 +108,8 @@ class InactivityMonitor:
         seen = self._seen.get(topic.name)
         active = _in_use(topic) or seen is None or seen[0] != topic.msg_in
         since = now if active or seen is None else seen[1]
-        self._seen[topic.name] = (topic.msg_in, since)
+        if active:  # (an idle topic keeps its tuple: none made per round)
+            self._seen[topic.name] = (topic.msg_in, since)
         left = [s.last_active for s in topic.subscriptions.values()
                 if isinstance(s, PersistentSubscription)]
         return max([since, *left])

@@ -14,8 +14,10 @@ import asyncio
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import TYPE_CHECKING, Any
 
+from magnetar.broker.heap import untracked_names
 from magnetar.broker.subscriptions.subscription import PersistentSubscription
 from magnetar.broker.topics.dedup import REPLICATOR_PREFIX
 from magnetar.broker.topics.topic import PersistentTopic, Topic
@@ -85,13 +87,14 @@ class RateTracker:
 
     async def _sample_in_pieces(self, service: BrokerService, chunk: int) -> None:
         """Each ``chunk`` topics' counters read and their rates computed in one slice. What
-        lives through the slices is a tuple of the loaded topics' names (untracked by the
-        first young collection: strings only) and the two dicts kept: a list of the topics
+        lives through the slices is a copy of the loaded topics' names that the collector
+        never tracks (`heap.untracked_names`) and the two dicts kept: a list of the topics
         (100,000) and a dict of every counter (200,000 entries) lived through the whole
         sample as young containers, which each middle-generation collection walked whole."""
         now = time.monotonic()
         live = service.topics
-        names = tuple(live)
+        names = untracked_names(live)
+        walk = iter(names)
         kept: dict[Any, tuple[float, int, int]] = {}
         rates: dict[Any, Rate] = {}
         moved: list[str] = []
@@ -99,7 +102,7 @@ class RateTracker:
             if start:
                 await asyncio.sleep(0)
             counters: dict[Any, tuple[int, int]] = {}
-            for name in names[start:start + chunk]:
+            for name in islice(walk, chunk):
                 topic = live.get(name)
                 if topic is not None:  # (unloaded meanwhile)
                     _count(topic, counters)
