@@ -519,16 +519,23 @@ class MetricsBuilder:
         self.regrouped = len(live) != len(last) or not all(map(operator.is_, live.values(), last))
         if not self.regrouped:
             return self._groups
-        topics = list(live.values())
+        # the list kept is made a block at a time from names the collector never tracks: a
+        # list of 100,000 topics made at once was walked whole by the young collections of
+        # the build (the list grown by blocks is walked while it is small, then it is old)
+        walk = iter(untracked_names(live))
+        topics: list[Topic] = []
         cluster = _esc(self.service.config.clusterName)
         known: dict[str, tuple[str, str]] = self._names
         names: dict[str, tuple[str, str]] = {}
         groups: dict[str, list[Topic]] = {}
         step = self.chunk * LINES_PER_CHUNK
-        for start in range(0, len(topics), step):
+        for start in range(0, len(live), step):
             if start:
                 await self._pause()
-            block = topics[start:start + step]
+            block = [topic for topic in map(live.get, islice(walk, step)) if topic is not None]
+            if not block:  # (unloaded meanwhile)
+                continue
+            topics.extend(block)
             held = list(map(_NAME, block))
             for topic in compress(block, map(operator.not_, map(known.__contains__, held))):
                 namespace = _esc(topic.topic_name.namespace)  # a topic new since the last
@@ -615,26 +622,26 @@ class MetricsBuilder:
         live = self.service.topics
         changed, overflowed = self.service.topic_changes.take(self)
         totals = self.totals
-        if overflowed or totals is None:
+        if overflowed or totals is None:  # (new totals: only the loaded topics to read)
             totals = self.totals = NamespaceTotals(len(TOPIC_SERIES))
-            changed.update(live)
-        names = list(changed)
-        self.folded = len(names)
+            changed = untracked_names(live)
+        names = iter(changed)  # (a dict the collector never tracks: `TopicChanges.take`)
+        self.folded = len(changed)
         step = max(1, step // 4)  # a topic folded costs Python work (~3 µs): 500 a slice
         try:
-            for start in range(0, len(names), step):
+            for start in range(0, len(changed), step):
                 if start:
                     await self._pause()
-                totals.fold(names[start:start + step], live, self.gather)
+                totals.fold(islice(names, step), live, self.gather)
         except BaseException:
             self.totals = None  # names not folded are lost: recount at the next build
             raise
-        if len(names) > step // 8:  # (a few topics read: go on in the same slice)
+        if len(changed) > step // 8:  # (a few topics read: go on in the same slice)
             await self._pause()
         return totals
 
     async def _topic_rows(self, parts: list[bytes], groups: dict[str, list[Topic]], step: int,
-                          subscribed: list[Topic], changed: set[str] | None) -> None:
+                          subscribed: list[Topic], changed: dict[str, None] | None) -> None:
         """The `TOPIC_SERIES` families, a row per topic: a block of the same topics as in
         the last build none of which changed since (``changed``: the names noted meanwhile,
         `broker.topics.changes`; None: unknown) is taken as it is, without reading it; the
@@ -651,7 +658,7 @@ class MetricsBuilder:
                 old = previous.get((namespace, start))
                 if old is not None and old.topics != block:  # identical objects, in C
                     old = None
-                if old is not None and changed is not None and changed.isdisjoint(old.names):
+                if old is not None and changed is not None and changed.keys().isdisjoint(old.names):
                     subscribed.extend(old.subscribed)  # nothing noted: as the last build
                     for family, piece in zip(pieces, old.pieces, strict=True):
                         family.append(piece)
