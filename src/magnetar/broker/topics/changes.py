@@ -43,15 +43,11 @@ class TopicChanges:
         self.overflowed = False
         self._reader: object = None  # who took the names last
 
-    def take(self, reader: object) -> tuple[dict[str, None], bool]:
+    def take(self, reader: object) -> tuple[set[str], bool]:
         """The names noted so far and whether the caller must read every topic instead
         (some were dropped, or another ``reader`` took the last ones); an empty set for the
-        next ones (the set object stays the same: topics hold it). The names come as the
-        keys of a dict of None, which the garbage collector never tracks: a copied set is
-        tracked, and after topics were made (100,000 names) each young collection during
-        the build that read them walked it whole."""
-        taken = dict.fromkeys(self.names)
-        overflowed = self.overflowed or self._reader is not reader
+        next ones (the set object stays the same: topics hold it)."""
+        taken, overflowed = set(self.names), self.overflowed or self._reader is not reader
         self.names.clear()
         self.overflowed = False
         self._reader = reader

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from itertools import islice
 from typing import TYPE_CHECKING, Any
 
-from magnetar.broker.heap import untracked_names
+from magnetar.broker.heap import topic_names
 from magnetar.broker.subscriptions.subscription import PersistentSubscription
 from magnetar.broker.topics.dedup import REPLICATOR_PREFIX
 from magnetar.broker.topics.topic import PersistentTopic, Topic
@@ -87,13 +87,13 @@ class RateTracker:
 
     async def _sample_in_pieces(self, service: BrokerService, chunk: int) -> None:
         """Each ``chunk`` topics' counters read and their rates computed in one slice. What
-        lives through the slices is a copy of the loaded topics' names that the collector
-        never tracks (`heap.untracked_names`) and the two dicts kept: a list of the topics
+        lives through the slices is a tuple of the loaded topics' names (`heap.topic_names`:
+        untracked by the first young collection) and the two dicts kept: a list of the topics
         (100,000) and a dict of every counter (200,000 entries) lived through the whole
         sample as young containers, which each middle-generation collection walked whole."""
         now = time.monotonic()
         live = service.topics
-        names = untracked_names(live)
+        names = topic_names(live)
         walk = iter(names)
         kept: dict[Any, tuple[float, int, int]] = {}
         rates: dict[Any, Rate] = {}
