@@ -484,3 +484,32 @@ def test_the_exposition_is_written_with_the_loop_given_back() -> None:
         assert seen == [1, 1, 2, 2, 3, 3, 4, 4, 5, 5]  # the loop served every second piece
 
     asyncio.run(go())
+
+
+def test_changes_are_taken_a_slice_at_a_time() -> None:
+    """After topics were made or unloaded in bulk the changed names are every topic's: a
+    build takes them `step` per turn of the loop (a copy of 100,000 names in one call held
+    it ~25 ms), all of them; a take cancelled half-way makes the next one read every topic
+    (the names moved were lost with it)."""
+    from magnetar.broker.topics.changes import TopicChanges
+
+    async def go() -> None:
+        changes = TopicChanges()
+        reader = object()
+        changes.take(reader)  # (a new reader reads every topic once)
+        names = {f"persistent://public/default/changed-{i}" for i in range(10)}
+        changes.names.update(names)
+        served: list[str] = []
+        asyncio.get_running_loop().call_soon(served.append, "loop")
+        taken, overflowed = await changes.take_in_slices(reader, step=3)
+        assert taken == names and not overflowed and not changes.names
+        assert served == ["loop"]  # the loop served before the take was done
+        changes.names.update(names)
+        task = asyncio.ensure_future(changes.take_in_slices(reader, step=3))
+        await asyncio.sleep(0)  # (its first slice moved)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert changes.take(reader)[1]
+
+    asyncio.run(go())

@@ -587,7 +587,7 @@ class MetricsBuilder:
                     column.append(total)
             await self._render(parts, TOPIC_SERIES, namespaces)
         else:
-            changed, overflowed = self.service.topic_changes.take(self)
+            changed, overflowed = await self.service.topic_changes.take_in_slices(self)
             groups = await self._group(live)
             await self._pause()
             await self._topic_rows(parts, groups, step, subscribed, None if overflowed else changed)
@@ -620,7 +620,7 @@ class MetricsBuilder:
         first time) folded into `totals`, a quarter of ``step`` topics per slice (the first
         build after 20,000 topics were made held the loop 50 ms of CPU a slice of 2,000)."""
         live = self.service.topics
-        changed, overflowed = self.service.topic_changes.take(self)
+        changed, overflowed = await self.service.topic_changes.take_in_slices(self)
         totals = self.totals
         if overflowed or totals is None:  # (new totals: only the loaded topics to read)
             totals = self.totals = NamespaceTotals(len(TOPIC_SERIES))
