@@ -38,6 +38,7 @@ from collections.abc import Awaitable
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from magnetar.broker.heap import topic_names
 from magnetar.broker.namespaces.inactivity import InactivityMonitor
 from magnetar.broker.topics.topic import PersistentTopic
 from magnetar.storage import StorageError
@@ -197,9 +198,9 @@ class Housekeeping:
         now = time.time() if now is None else now
         # the names, copied in C, each checked by the workers: a list comprehension picking
         # the due topics here held the loop ~0.1 s at 100,000 topics; and a tuple of
-        # strings is untracked by the first young collection, while a list of the topics
-        # lived through the round in the old generation, walked by every full collection
-        due = tuple(topics)
+        # strings is untracked by the first young collection (heap.py), while a list of the
+        # topics lived through the round in the old generation, walked by every full one
+        due = topic_names(topics)
         busy, busy_at_start = self._busy, set(self._busy)
         queue = iter(due)
         clock = time.perf_counter
