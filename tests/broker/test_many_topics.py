@@ -30,6 +30,18 @@ from magnetar.broker.topics.topic import PersistentTopic
 
 from .conftest import QUIET, ThreadedBroker
 
+
+def _small_bulk_service(tmp_path: Any) -> BrokerService:
+    """A broker service (not started) whose bulks are framed from 20 topics
+    (10 x ``magnetarGcFreezeAfterTopicLoads``), with no metrics cache and no unloads."""
+    from magnetar.broker.config import BrokerConfig
+
+    return BrokerService(BrokerConfig.load(
+        None, magnetarDataDir=str(tmp_path), brokerServicePort=0, bindAddress="127.0.0.1",
+        magnetarMetricsCacheSeconds=0, magnetarTopicUnloadIdleSeconds=0,
+        magnetarGcFreezeAfterTopicLoads=2))
+
+
 #: idle topics made to count what each holds
 IDLE_TOPICS = 200
 #: the bound on the objects the garbage collector tracks per loaded idle topic
@@ -180,18 +192,13 @@ def test_rate_samples_and_metrics_builds_freeze_what_they_keep(tmp_path: Any,
     collection; a build that reused every block freezes nothing; what the next build
     replaces is freed by reference counting (no cycle left in the caches)."""
     from magnetar.admin.metrics import MetricsBuilder
-    from magnetar.broker.config import BrokerConfig
     from magnetar.broker.topics.stats import RateTracker
 
     def tracked(obj: object) -> bool:
         return any(o is obj for o in gc.get_objects())
 
     async def go() -> None:
-        config = BrokerConfig.load(None, magnetarDataDir=str(tmp_path), brokerServicePort=0,
-                                   bindAddress="127.0.0.1", magnetarMetricsCacheSeconds=0,
-                                   magnetarTopicUnloadIdleSeconds=0,
-                                   magnetarGcFreezeAfterTopicLoads=2)
-        service = BrokerService(config)
+        service = _small_bulk_service(tmp_path)
         await service.start()
         try:
             heap = service.heap
@@ -393,15 +400,10 @@ def test_samples_and_scrapes_hold_no_young_list_of_every_topic(tmp_path: Any,
     them. Such a young list of 100,000 topics, or a dict of 200,000 counters, was walked
     whole by each middle-generation collection (30-145 ms of the loop)."""
     from magnetar.admin.metrics import MetricsBuilder
-    from magnetar.broker.config import BrokerConfig
     from magnetar.broker.topics.stats import RateTracker
 
     async def go() -> None:
-        config = BrokerConfig.load(None, magnetarDataDir=str(tmp_path), brokerServicePort=0,
-                                   bindAddress="127.0.0.1", magnetarMetricsCacheSeconds=0,
-                                   magnetarTopicUnloadIdleSeconds=0,
-                                   magnetarGcFreezeAfterTopicLoads=2)
-        service = BrokerService(config)
+        service = _small_bulk_service(tmp_path)
         await service.start()
         try:
             names = [f"persistent://public/default/young-{i}" for i in range(40)]
