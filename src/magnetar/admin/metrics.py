@@ -31,7 +31,8 @@ Theory of operation. A scrape of 10,000 topics is over 100,000 lines: built in o
 the event loop it held every producer up for over a second. `MetricsBuilder` works a block
 of ``CHUNK * LINES_PER_CHUNK`` (2,000) topics per slice and writes each family's lines of a
 block as one piece, giving the loop back between slices, and the response is written piece
-by piece, the loop given back every `WRITE_YIELD_BYTES` (`write_pieces`). At each yield the build sleeps `PAUSE_S` (1 ms): with ``sleep(0)`` the process
+by piece, the loop given back every `WRITE_YIELD_BYTES` (`write_pieces`). At each yield
+the build sleeps `PAUSE_S` (1 ms): with ``sleep(0)`` the process
 never blocks during a build, and on a busy machine (2 cores, load 4-5) the kernel then
 queued it behind other processes: a send that arrived during a scrape waited 50-120 ms,
 with 1 ms pauses 10 ms against 6 without a scrape. The topics are grouped by namespace

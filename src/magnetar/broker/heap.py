@@ -19,7 +19,8 @@ collection exceed a quarter of its survivors, which with most objects frozen is 
 So a large bulk (`bulk_topics`) is framed: `before_bulk` collects every generation
 (what was not frozen: cheap while the bulks before it were frozen, and the cyclic
 garbage among it is freed, not frozen), and `after_bulk` collects the young generations
-and freezes; `HeapFreezer.bulk` is the two around a ``with`` block. What the next bulk replaces is freed by reference counting (the caches and
+and freezes; `HeapFreezer.bulk` is the two around a ``with`` block. What the next bulk
+replaces is freed by reference counting (the caches and
 samples hold no cycles). See docs/internals.md ("Many topics").
 """
 
@@ -34,6 +35,7 @@ from contextlib import contextmanager
 from typing import Any
 
 log = logging.getLogger(__name__)
+
 
 def topic_names(topics: dict[str, Any]) -> tuple[str, ...]:
     """A copy of ``topics``' keys (its names) to walk across many slices of the loop, a

@@ -83,8 +83,6 @@ class TopicChanges:
             raise
 
 
-
-
 class WatchedDict(dict[K, V]):
     """A dict that notes ``key`` in ``changes`` whenever an entry is set or removed (reads
     cost what a dict's cost)."""
