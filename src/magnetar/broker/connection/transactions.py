@@ -27,6 +27,7 @@ from typing import Any
 from magnetar.broker.connection.base import CnxBase
 from magnetar.broker.errors import BrokerError
 from magnetar.broker.security.authorization import CONSUME, PRODUCE
+from magnetar.broker.stepping import RAISED, WAITS, step
 from magnetar.broker.topic_name import TopicName
 from magnetar.broker.transactions.coordinator import TransactionCoordinator
 from magnetar.protocol import pb
@@ -105,14 +106,11 @@ class TransactionCommands(CnxBase):
         if not self.service.transactions.inline_store:
             self.run_async(cmd, work)
             return
-        try:
-            waiting = work.send(None)
-        except StopIteration:
-            return
-        except Exception as exc:
-            self.run_async(cmd, _raise(exc))  # answered as run_async answers it
-            return
-        self._go_on(cmd, work, waiting)
+        state, value = step(work)
+        if state == WAITS:
+            self._go_on(cmd, work, value)
+        elif state == RAISED:
+            self.run_async(cmd, _raise(value))  # answered as run_async answers it
 
     def _go_on(self, cmd: pb.BaseCommand, work: Coroutine[Any, Any, None], waiting: Any) -> None:
         """``work`` waits for ``waiting`` (what it yielded): a future of this loop resumes
@@ -124,17 +122,17 @@ class TransactionCommands(CnxBase):
             return
         waiting._asyncio_future_blocking = False  # (taken, as a task takes it)
 
-        def step(_: object) -> None:
+        def resume(_: object) -> None:
             try:
-                following = work.send(None)
-            except (StopIteration, asyncio.CancelledError):  # (as a task ends, unanswered)
+                state, value = step(work)
+            except asyncio.CancelledError:  # (as a task ends, unanswered)
                 return
-            except Exception as exc:
-                self.run_async(cmd, _raise(exc))  # answered as run_async answers it
-                return
-            self._go_on(cmd, work, following)
+            if state == WAITS:
+                self._go_on(cmd, work, value)
+            elif state == RAISED:
+                self.run_async(cmd, _raise(value))  # answered as run_async answers it
 
-        waiting.add_done_callback(step)
+        waiting.add_done_callback(resume)
 
     def _check_owner(self, coordinator: TransactionCoordinator, seq: int) -> None:
         """Raise ``TransactionNotFound`` unless this connection's role opened transaction

@@ -22,6 +22,7 @@ from collections import deque
 from typing import TYPE_CHECKING
 
 from magnetar.broker.errors import BrokerError
+from magnetar.broker.stepping import DONE, RAISED, step
 from magnetar.broker.topics.transaction_buffer import (
     TransactionBuffer,
     TxnId,
@@ -94,13 +95,14 @@ def _check_now(topic: PersistentTopic, buf: TransactionBuffer, txn: TxnId) -> bo
     check = topic.service.txn_checker.check_open(txn[0], txn[1], topic.name)
     if not asyncio.iscoroutine(check):  # another awaitable: left to `_drain`, which awaits
         return False                    # the checker again (this one is dropped unawaited)
-    try:
-        check.send(None)
-    except StopIteration:
+    state, value = step(check)
+    if state == DONE:
         buf.verify(txn)
         return True
-    except BrokerError as exc:
-        return exc
+    if state == RAISED:
+        if isinstance(value, BrokerError):
+            return value
+        raise value
     check.close()  # it waits for something (a record read from the store)
     return False
 
