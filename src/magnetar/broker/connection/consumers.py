@@ -194,6 +194,18 @@ class ConsumerCommands(CnxBase):
         req = cmd.getLastMessageId
         sub = self._consumer(req.consumer_id).subscription
         partition = sub.topic.topic_name.partition_index
+        buf = getattr(sub.topic, "txn_buffer", None)
+        ends = None if buf is None else buf.ends_settled()
+        if ends is not None:  # a transaction ending here: answered once its marker is durable
+
+            async def after_ends() -> None:
+                await ends
+                ids = await sub.last_message_id_async()
+                if not self.closed:
+                    self._send_last_message_id(req.request_id, partition, *ids)
+
+            self.run_async(cmd, after_ends())
+            return
         answer = sub.last_message_id()
         if answer is not None:
             self._send_last_message_id(req.request_id, partition, *answer)

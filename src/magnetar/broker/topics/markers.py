@@ -19,9 +19,12 @@ if TYPE_CHECKING:
     from magnetar.storage import Position
 
 
-def append_marker(topic: PersistentTopic, part: bytes) -> asyncio.Future[Position]:
+def append_marker(topic: PersistentTopic, part: bytes,
+                  linger_s: float = 0.0) -> asyncio.Future[Position]:
     """Store the marker payload part ``part`` in ``topic``; the future: its position once
-    durable (StorageError, or BrokerError when the topic takes no entries now)."""
+    durable (StorageError, or BrokerError when the topic takes no entries now: failed
+    before this returns). ``linger_s``: it may wait that long for the next append, to be
+    written and synced with it (`ManagedLedger.append_then`)."""
     done: asyncio.Future[Position] = asyncio.get_running_loop().create_future()
     cluster = topic.service.cluster
     if topic.terminated or (cluster is not None and not cluster.lease_ok()):
@@ -41,5 +44,8 @@ def append_marker(topic: PersistentTopic, part: bytes) -> asyncio.Future[Positio
         topic.entries_confirmed()
         done.set_result(position)
 
-    topic.ledger.append_then(data, stored)
+    if linger_s > 0.0:
+        topic.ledger.append_then(data, stored, None, linger_s)
+    else:
+        topic.ledger.append_then(data, stored)
     return done

@@ -28,11 +28,14 @@ coordinator themselves). Answers are cached per (transaction, topic).
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
 import json
 import logging
 import struct
 import time
 from collections import OrderedDict
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -46,7 +49,7 @@ from magnetar.protocol.errors import ProtocolError
 from magnetar.protocol.fastpath import metadata_ends_with, txnid_fields
 from magnetar.protocol.frames import build_payload_part, parse_payload_part
 from magnetar.protocol.markers import TXN_ABORT, TXN_COMMIT, txn_marker_part
-from magnetar.storage import Position
+from magnetar.storage import Position, StorageError
 
 if TYPE_CHECKING:
     from magnetar.broker.topics.topic import PersistentTopic
@@ -67,6 +70,8 @@ _ENDED_KEPT = 10_000
 _REPLAY_BATCH = 500
 #: a bound below every position: nothing readable
 NOTHING = Position(-1, -1)
+#: markers being appended again after a failure (a reference keeps each task alive)
+_AGAIN: set[asyncio.Future[None]] = set()
 
 
 class TxnChecker(Protocol):
@@ -290,12 +295,21 @@ class TransactionBuffer:
 
     # -- ending ------------------------------------------------------------------------
 
-    async def end(self, txn: TxnId, action: int) -> None:
+    async def end(self, txn: TxnId, action: int, wait: bool = False) -> None:
         """Commit (``pb.COMMIT``) or abort (``pb.ABORT``) ``txn`` on this topic: the marker
         is appended and, once durable, the transaction's entries become visible (commit)
         or are skipped from then on (abort). Idempotent: a transaction already ended the
         same way, or never seen here, succeeds. Ending it the other way than it ended
-        raises InvalidTxnStatus."""
+        raises InvalidTxnStatus.
+
+        Returns once the marker is appended, not once it is durable (unless ``wait``, or
+        ``magnetarTransactionMarkerLingerMillis`` is 0): the coordinator's stored
+        COMMITTING/ABORTING record is what makes the end durable (a restart tells this
+        topic again), and the marker may linger in the ledger's write buffer for the next
+        append (`append_marker`'s ``linger_s``), sharing its write and sync. Until the
+        marker is durable the transaction stays open here (nothing of it is visible, and
+        readers of later entries wait as behind any open transaction); a marker whose
+        append fails after this returned is appended again (`_end_again`)."""
         if not self.ready.done():
             await asyncio.shield(self.ready)
         running = self._ending.get(txn)
@@ -313,21 +327,79 @@ class TransactionBuffer:
             self._remember(txn, commit)  # never seen here: nothing to mark
             self.verified.pop(txn, None)
             return
+        linger_s = 0.0 if wait else self.topic.service.config.magnetarTransactionMarkerLingerMillis / 1000
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._ending[txn] = done
-        try:
-            part = txn_marker_part(TXN_COMMIT if commit else TXN_ABORT, txn[0], txn[1])
-            position = await append_marker(self.topic, part)
-            self._ended(txn, commit, position)
-            done.set_result(None)
-        except BaseException as exc:
+        # its later sends (none, from a client that waited for them before its end) ask
+        # the coordinator again, which refuses them: the transaction is ending
+        self.verified.pop(txn, None)
+        part = txn_marker_part(TXN_COMMIT if commit else TXN_ABORT, txn[0], txn[1])
+        stored = append_marker(self.topic, part, linger_s)
+        answered = linger_s > 0.0 and not stored.done()  # (done: refused at once)
+        stored.add_done_callback(functools.partial(
+            self._marker_stored, txn, action, done, answered))
+        if not answered:
+            await asyncio.shield(done)
+
+    def ends_settled(self) -> Awaitable[None] | None:
+        """None if no end is under way here; else what waits until every end under way
+        (its marker appended, maybe lingering) is durable and visible, its lingering
+        markers written now: a reader asking for the last message id after a commit was
+        answered sees the committed messages, as if the answer had waited for them."""
+        if not self._ending:
+            return None
+        self.topic.ledger.write_lingering()
+        ends = list(self._ending.values())
+
+        async def settled() -> None:
+            for end in ends:
+                with contextlib.suppress(Exception):  # (failed: the end's own business)
+                    await asyncio.shield(end)
+
+        return settled()
+
+    def _marker_stored(self, txn: TxnId, action: int, done: asyncio.Future[None],
+                       answered: bool, stored: asyncio.Future[Position]) -> None:
+        """The marker of ``txn``'s end is durable (or failed): the transaction is ended
+        here, readers given a pass; a failure is raised to a waiting `end`, or, if the end
+        was answered already, the marker appended again (`_end_again`)."""
+        if self._ending.get(txn) is done:
+            del self._ending[txn]
+        exc = stored.exception() if not stored.cancelled() else StorageError("append cancelled")
+        if exc is not None:
             done.set_exception(exc)
-            done.exception()  # retrieved: the caller gets it
-            raise
-        finally:
-            self._ending.pop(txn, None)
+            done.exception()  # retrieved: a waiting `end` gets it
+            if answered:
+                log.warning("topic %s: the %s marker of transaction %s was not stored (%s): "
+                            "appended again", self.topic.name,
+                            "commit" if action == pb.COMMIT else "abort", txn_name(txn), exc)
+                self._end_again(txn, action)
+            return
+        self._ended(txn, action == pb.COMMIT, stored.result())
+        done.set_result(None)
         self.topic.txn_visibility_changed()
         self._maybe_snapshot()
+
+    def _end_again(self, txn: TxnId, action: int) -> None:
+        """Append ``txn``'s marker again, with a back-off, until it is durable or this
+        buffer is not the topic's any more (unloaded: the coordinator's stored end is told
+        again when the broker restarts)."""
+
+        async def again() -> None:
+            delay = 0.1
+            while self.topic.txn_buffer is self and self.topic.ledger.is_open:
+                await asyncio.sleep(delay)
+                try:
+                    await self.end(txn, action, wait=True)
+                    return
+                except Exception as exc:
+                    log.warning("topic %s: ending transaction %s again failed: %s",
+                                self.topic.name, txn_name(txn), exc)
+                delay = min(delay * 2, 5.0)
+
+        task = asyncio.ensure_future(again())
+        _AGAIN.add(task)
+        task.add_done_callback(_AGAIN.discard)
 
     def _ended(self, txn: TxnId, commit: bool, marker: Position | None) -> None:
         entry = self.open.pop(txn, None)

@@ -5,7 +5,10 @@ payload in the read cache and queues header + payload; once per loop turn the ba
 to the file in one ``pwritev`` and, per fsync policy, to the flusher (`_write_batch`,
 `_on_batch_done`). A failed write rolls back its entries (`_rollback`). A full or old
 segment rolls over (`_roll`): the next one exists in memory at once, its file is made on
-a ``readers`` thread and the batches meant for it wait in `_unwritten`.
+a ``readers`` thread and the batches meant for it wait in `_unwritten`. An entry that may
+linger (`append_then`'s ``linger_s``: a transaction's marker, which nobody waits for) stays
+in the buffer until the next append comes, so that it shares that append's write, sync and
+completion, or until its timer (`_on_linger`) writes it alone.
 """
 
 from __future__ import annotations
@@ -124,18 +127,26 @@ class LedgerAppends(LedgerState):
         return fut
 
     def append_then(
-        self, data: bytes | memoryview, on_done: AppendCallback, part_crc: int | None = None
+        self, data: bytes | memoryview, on_done: AppendCallback, part_crc: int | None = None,
+        linger_s: float = 0.0,
     ) -> None:
         """`append` without a future: ``on_done(position, None)`` (or ``(None, error)``) is
         called once the entry is durable (or failed), in append order, from the storage's
         completion of its batch, with the other entries of that batch; then
         `after_appends` is called once. ``on_done`` may also be called before this returns
         (a closed ledger, the ``always`` policy). The cheap path for a hot caller: no
-        future, and no extra turn of the event loop to run its callbacks."""
+        future, and no extra turn of the event loop to run its callbacks.
+
+        ``linger_s`` > 0: the entry may wait in the write buffer up to that long for the
+        next append without it (a transaction's marker: its durability is not waited for
+        by anyone who must not wait), so that it is written, synced and completed with
+        that append's batch instead of in a batch, a write and an fdatasync of its own;
+        after ``linger_s`` it is written alone. Its position is taken at once, as any
+        append's, and ``on_done`` is called only once it is durable, as for any other."""
         loop = self._loop
         if loop is None or loop.is_closed():
             loop = self._loop = _get_loop()
-        self._append(data, part_crc, on_done, loop)
+        self._append(data, part_crc, on_done, loop, linger_s)
 
     def _append(
         self,
@@ -143,6 +154,7 @@ class LedgerAppends(LedgerState):
         part_crc: int | None,
         waiter: Waiter,
         loop: asyncio.AbstractEventLoop,
+        linger_s: float = 0.0,
     ) -> None:
         if self._state != "open":
             self._fail_now(waiter, LedgerClosedError(f"ledger {self.name} is {self._state}"))
@@ -182,6 +194,15 @@ class LedgerAppends(LedgerState):
             self._wseg = seg
             self._wstart = start
             self._wloop = loop
+            if linger_s > 0.0:  # it may wait for the next append (see `append_then`)
+                self._wlinger = True
+                if self._linger is None:
+                    self._linger = loop.call_later(linger_s, self._on_linger)
+            elif not self._write_scheduled:
+                self._write_scheduled = True
+                loop.call_soon(self._on_tick)
+        elif self._wlinger and linger_s <= 0.0:  # the next append: both go this turn
+            self._wlinger = False
             if not self._write_scheduled:
                 self._write_scheduled = True
                 loop.call_soon(self._on_tick)
@@ -235,12 +256,29 @@ class LedgerAppends(LedgerState):
         self._write_scheduled = False
         self._write_pending()
 
+    def write_lingering(self) -> None:
+        """Write the entries lingering in the write buffer now (someone waits for them),
+        with whatever else is buffered."""
+        if self._wlinger:
+            self._write_pending()
+
+    def _on_linger(self) -> None:
+        """An entry waited ``linger_s`` in the write buffer: written now (alone, or with
+        the other lingering ones)."""
+        self._linger = None
+        if self._wlinger:
+            self._write_pending()
+
     def _write_pending(self) -> None:
         """Hand the write buffer to the OS (one pwritev), then to the flusher; held back
         (in order) while its segment's file, or an earlier held batch's, is being made."""
         bufs = self._wbuf
         if not bufs:
             return
+        if self._linger is not None:
+            self._linger.cancel()
+            self._linger = None
+        self._wlinger = False
         seg = self._wseg
         assert seg is not None
         futs, poss = self._wfuts, self._wpos
@@ -382,6 +420,7 @@ class LedgerAppends(LedgerState):
         if self._wbuf:
             wseg, first, wfuts = self._wseg, self._wpos[0].entry_id, self._wfuts
             self._wbuf, self._wfuts, self._wpos, self._wbytes = [], [], [], 0
+            self._wlinger = False
             assert wseg is not None
             self._rollback(wseg, first)
             for fut in wfuts:
@@ -402,6 +441,7 @@ class LedgerAppends(LedgerState):
             # still-buffered appends to this segment were rolled back too: fail them in order
             futs, poss = self._wfuts, self._wpos
             self._wbuf, self._wfuts, self._wpos, self._wbytes = [], [], [], 0
+            self._wlinger = False
             err = StorageError(f"append to {self.name} failed: an earlier append failed")
             loop = self._wloop
             assert loop is not None

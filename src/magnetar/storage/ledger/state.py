@@ -65,6 +65,10 @@ class LedgerState:
     _loop: asyncio.AbstractEventLoop | None = None  # the loop of the last append
     _wstart = 0
     _write_scheduled = False
+    #: the write buffer holds only entries that may wait (`append_then`'s ``linger_s``):
+    #: no turn of the loop is scheduled to write it, only ``_linger``, a timer
+    _wlinger = False
+    _linger: asyncio.TimerHandle | None = None
     #: Called once after the waiters of each completed batch were told (see `append_then`).
     after_appends: Callable[[], None] | None = None
     #: Called after a cursor moved or a segment was dropped (the owner's figures changed).

@@ -1,0 +1,93 @@
+"""A commit marker may linger in its topic's write buffer for the next append
+(``magnetarTransactionMarkerLingerMillis``): EndTxn is answered once the COMMITTING record
+is stored and the marker appended, not synced; the transaction's messages become visible
+only once the marker is durable, and a kill -9 before that loses nothing (the stored
+COMMITTING record has the marker written again at restart)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+import magnetar
+from tests.client.conftest import run
+from tests.transactions.conftest import TxnBroker
+from tests.transactions.test_txn_end_recovery import nothing, wait_status
+
+#: long enough that nothing but the next append (or a restart) writes the marker
+LINGER = {"magnetarTransactionMarkerLingerMillis": "600000"}
+
+
+@pytest.fixture
+def lingering_broker() -> Iterator[TxnBroker]:
+    b = TxnBroker("magnetar", **LINGER)
+    yield b
+    b.stop()
+
+
+def topic_name() -> str:
+    return f"persistent://public/default/txn-linger-{uuid.uuid4().hex[:8]}"
+
+
+def test_a_lingering_marker_shows_nothing_until_the_next_append_stores_it(
+        lingering_broker: TxnBroker) -> None:
+    broker = lingering_broker
+    topic = topic_name()
+
+    async def go() -> tuple[int, int]:
+        async with magnetar.Client(broker.url, enable_transaction=True) as client:
+            consumer = await client.subscribe(
+                topic, "s", initial_position=magnetar.InitialPosition.Earliest)
+            producer = await client.create_producer(topic)
+            txn = await client.new_transaction(timeout_ms=600_000)
+            for i in range(3):
+                await producer.send(f"c{i}".encode(), txn=txn)
+            await txn.commit()  # answered: the marker is appended, not yet written
+            await nothing(consumer)
+            await producer.send(b"after")  # its batch writes and syncs the marker too
+            got = [(await consumer.receive(15_000)).data() for _ in range(4)]
+            assert got == [b"c0", b"c1", b"c2", b"after"]
+            await nothing(consumer)
+            return txn.id
+
+    txn = run(go)
+    wait_status(broker, txn, "COMMITTED")
+
+
+def test_kill_9_before_the_marker_is_stored_still_commits_once(
+        lingering_broker: TxnBroker) -> None:
+    broker = lingering_broker
+    topic = topic_name()
+
+    async def before() -> tuple[int, int]:
+        async with magnetar.Client(broker.url, enable_transaction=True) as client:
+            consumer = await client.subscribe(
+                topic, "s", initial_position=magnetar.InitialPosition.Earliest)
+            producer = await client.create_producer(topic)
+            txn = await client.new_transaction(timeout_ms=600_000)
+            for i in range(3):
+                await producer.send(f"c{i}".encode(), txn=txn)
+            await txn.commit()
+            await nothing(consumer)  # the marker lingers: it is in no file yet
+            return txn.id
+
+    txn = run(before)
+    broker.kill()
+    # restarted without the linger: the recovered COMMITTING record's marker is written
+    # and synced at once
+    (broker.dir / "broker.conf").write_text("")
+    broker.start()
+
+    async def after() -> None:
+        async with magnetar.Client(broker.url, enable_transaction=True) as client:
+            consumer = await client.subscribe(
+                topic, "s", initial_position=magnetar.InitialPosition.Earliest)
+            got = [(await consumer.receive(30_000)).data() for _ in range(3)]
+            assert got == [b"c0", b"c1", b"c2"]
+            await nothing(consumer)  # once: no copy, no other entry visible
+            await client.transaction(*txn).commit()  # a retried end: success again
+
+    run(after)
+    wait_status(broker, txn, "COMMITTED")
