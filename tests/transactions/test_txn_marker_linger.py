@@ -91,3 +91,26 @@ def test_kill_9_before_the_marker_is_stored_still_commits_once(
 
     run(after)
     wait_status(broker, txn, "COMMITTED")
+
+
+def test_a_reader_asking_after_the_commit_sees_the_committed_messages(
+        lingering_broker: TxnBroker) -> None:
+    """GetLastMessageId on a topic whose marker lingers writes it and answers once it is
+    durable: a reader created after the commit's answer finds the messages at once."""
+    broker = lingering_broker
+    topic = topic_name()
+
+    async def go() -> None:
+        async with magnetar.Client(broker.url, enable_transaction=True) as client:
+            producer = await client.create_producer(topic)
+            txn = await client.new_transaction(timeout_ms=600_000)
+            for i in range(2):
+                await producer.send(f"c{i}".encode(), txn=txn)
+            await txn.commit()
+            reader = await client.create_reader(topic, magnetar.MessageId.earliest)
+            assert await reader.has_message_available()
+            got = [(await reader.read_next(15_000)).data() for _ in range(2)]
+            assert got == [b"c0", b"c1"]
+            assert not await reader.has_message_available()
+
+    run(go)
