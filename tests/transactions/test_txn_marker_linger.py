@@ -6,6 +6,7 @@ COMMITTING record has the marker written again at restart)."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Iterator
 
@@ -95,22 +96,31 @@ def test_kill_9_before_the_marker_is_stored_still_commits_once(
 
 def test_a_reader_asking_after_the_commit_sees_the_committed_messages(
         lingering_broker: TxnBroker) -> None:
-    """GetLastMessageId on a topic whose marker lingers writes it and answers once it is
-    durable: a reader created after the commit's answer finds the messages at once."""
+    """GetLastMessageId (and the admin API's lastMessageId) on a topic whose marker lingers
+    writes it and answers once it is durable: a reader created after the commit's answer
+    finds the messages at once."""
     broker = lingering_broker
     topic = topic_name()
+    path = f"/admin/v2/persistent/public/default/{topic.rsplit('/', 1)[1]}/lastMessageId"
 
     async def go() -> None:
         async with magnetar.Client(broker.url, enable_transaction=True) as client:
             producer = await client.create_producer(topic)
             txn = await client.new_transaction(timeout_ms=600_000)
-            for i in range(2):
+            ids = [await producer.send(f"c{i}".encode(), txn=txn) for i in range(2)]
+            await txn.commit()
+            status, doc = await asyncio.to_thread(broker.rest, "GET", path)
+            assert status == 200, doc
+            # past the transaction's last message (at its marker): not before its first
+            assert (doc["ledgerId"], doc["entryId"]) > (ids[1].ledger_id(), ids[1].entry_id())
+            txn = await client.new_transaction(timeout_ms=600_000)
+            for i in range(2, 4):
                 await producer.send(f"c{i}".encode(), txn=txn)
             await txn.commit()
             reader = await client.create_reader(topic, magnetar.MessageId.earliest)
             assert await reader.has_message_available()
-            got = [(await reader.read_next(15_000)).data() for _ in range(2)]
-            assert got == [b"c0", b"c1"]
+            got = [(await reader.read_next(15_000)).data() for _ in range(4)]
+            assert got == [b"c0", b"c1", b"c2", b"c3"]
             assert not await reader.has_message_available()
 
     run(go)

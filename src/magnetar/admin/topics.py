@@ -410,6 +410,10 @@ async def unload(request: web.Request) -> web.Response:
 async def last_message_id(request: web.Request) -> web.Response:
     service = request.app[SERVICE]
     topic = await persistent(service, topic_of(request))
+    buf = getattr(topic, "txn_buffer", None)
+    ends = None if buf is None else buf.ends_settled()
+    if ends is not None:  # a transaction ending: its lingering marker written and durable
+        await ends
     last = topic.readable_last()  # not past an open transaction's first message
     doc = message_id_doc(last, topic.topic_name.partition_index)
     if last is not None:
