@@ -304,6 +304,104 @@ def test_loads_that_unload_again_make_no_freeze() -> None:
     assert heap.freezes == 1
 
 
+class _Node:
+    """A container object the collector tracks (a stand-in for what a load builds)."""
+
+    def __init__(self) -> None:
+        self.refs: list[Any] = []
+
+
+def _in_collected_generations(objs: list[Any]) -> bool:
+    ids = {id(o) for o in objs}
+    return any(id(o) in ids for o in gc.get_objects())
+
+
+@pytest.fixture
+def gc_generations(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
+    """The generation of every collection that ends while the test runs, with the
+    default thresholds (700, 10, 10), so that a stream of loads' allocations would start
+    middle-generation and full collections if nothing froze them."""
+    seen: list[int] = []
+
+    def record(phase: str, info: dict[str, int]) -> None:
+        if phase == "stop":
+            seen.append(info["generation"])
+
+    thresholds = gc.get_threshold()
+    gc.set_threshold(700, 10, 10)
+    gc.collect()
+    gc.callbacks.append(record)
+    try:
+        yield seen
+    finally:
+        gc.callbacks.remove(record)
+        gc.set_threshold(*thresholds)
+        gc.unfreeze()
+
+
+def test_a_stream_of_loads_is_frozen_at_each_young_collection(
+        gc_generations: list[int]) -> None:
+    """Once a freeze is due, until loads pause, every collection ends with a freeze: what
+    the loads built is walked by one first-generation collection, then frozen, and no
+    middle-generation or full collection runs however much they build (the generations'
+    counts start again at each freeze). Once loads pause, one freeze ends the stream and
+    the hook is gone from ``gc.callbacks``."""
+    async def stream() -> tuple[HeapFreezer, list[_Node], list[int]]:
+        heap = HeapFreezer(3)
+        for loaded in (1, 2):
+            heap.topic_loaded(loaded)
+        assert not heap.streaming
+        heap.topic_loaded(3)  # due: the stream begins
+        assert heap.streaming and heap.streams == 1 and heap.freezes == 0
+        kept: list[_Node] = []
+        for i in range(200_000):  # ~280 first-generation collections' worth
+            node = _Node()
+            node.refs.append(_Node())
+            kept.append(node)
+            if i % 1000 == 0:
+                heap.topic_loaded(4 + i // 1000)  # the loads go on (no pause)
+        during = list(gc_generations)
+        assert heap.streaming
+        deadline = time.monotonic() + 30
+        while heap.streaming and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        return heap, kept, during
+
+    heap, kept, during = asyncio.run(stream())
+    assert during and set(during) == {0}, "only first-generation collections in a stream"
+    assert heap.young_freezes >= len(during)
+    assert not _in_collected_generations(kept[:1000] + kept[-1000:-500])
+    assert not heap.streaming and heap.freezes == 1 and heap.loads == 0
+    assert heap._after_young_collection not in gc.callbacks
+    assert 1 in gc_generations[len(during):]  # the last freeze's young collection
+
+
+def test_a_bulk_during_a_stream_collects_only_the_young(gc_generations: list[int]) -> None:
+    """A rate sample or /metrics build while topics are loaded in a stream: nothing older
+    than the last young collection is unfrozen, so the bulk is framed by first-generation
+    collections (each followed by the stream's freeze), not by a full one; the stream
+    goes on. `stop` ends it."""
+    async def bulk_in_stream() -> tuple[HeapFreezer, list[_Node]]:
+        heap = HeapFreezer(2)
+        heap.topic_loaded(1)
+        heap.topic_loaded(2)
+        assert heap.streaming
+        gc_generations.clear()
+        with heap.bulk(heap.bulk_topics) as frame:
+            assert frame.framed
+            built = [_Node() for _ in range(100)]
+        assert heap.streaming
+        heap.stop()
+        assert not heap.streaming
+        return heap, built
+
+    heap, built = asyncio.run(bulk_in_stream())
+    assert heap.sweeps == 0 and heap.young_sweeps == 1 and heap.bulk_freezes == 1
+    assert gc_generations and set(gc_generations) == {0}, "no full collection in a stream"
+    assert not _in_collected_generations(built)
+    assert heap._after_young_collection not in gc.callbacks
+
+
 def test_namespace_listing_filters_by_name_without_parsing_each() -> None:
     """The namespace's names only: not its prefix's twin (``default2``), nor another's."""
     names = ["persistent://public/default/a", "persistent://public/default2/b",
