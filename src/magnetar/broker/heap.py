@@ -50,6 +50,8 @@ def topic_names(topics: dict[str, Any]) -> tuple[str, ...]:
 SETTLE_S = 0.5
 #: a bulk built for this many times ``loads_per_freeze`` topics is frozen once built
 BULK_FACTOR = 10
+#: a stream of loads begins once the loaded topics grew by ``loads_per_freeze`` over this
+STREAM_DIVISOR = 10
 
 
 class Bulk:
@@ -64,10 +66,10 @@ class Bulk:
 
 
 class HeapFreezer:
-    """Counts topic loads; once ``loads_per_freeze`` more topics are loaded than at the
-    last freeze (0: never), a freeze is due and a *stream* of loads is under way: until
-    loads pause for `SETTLE_S`, every collection of the young generations ends with a
-    freeze of what survived it (`young_freezes`, from a ``gc.callbacks`` hook), so what
+    """Counts topic loads; once the loaded topics grew by `stream_loads` since the last
+    freeze (a tenth of ``loads_per_freeze``; 0: never), a *stream* of loads is under way:
+    until loads pause for `SETTLE_S`, every collection of the young generations ends with
+    a freeze of what survived it (`young_freezes`, from a ``gc.callbacks`` hook), so what
     the loads build is walked by one first-generation collection and never by a
     middle-generation or full one; once loads pause, a last freeze (`freeze`) ends the
     stream. Use from the event loop (the hook runs on whichever thread collects)."""
@@ -93,22 +95,27 @@ class HeapFreezer:
         self._hook: Callable[[str, dict[str, int]], None] | None = None
 
     @property
+    def stream_loads(self) -> int:
+        """How many more topics than at the last freeze make a stream of loads."""
+        return max(1, self.loads_per_freeze // STREAM_DIVISOR)
+
+    @property
     def streaming(self) -> bool:
         """Whether a stream of loads is under way (young collections end with a freeze)."""
         return self._hook is not None
 
     def topic_loaded(self, loaded: int) -> None:
         """A topic was loaded (built on the loop); ``loaded`` topics are loaded now. A
-        freeze becomes due, and a stream begins, once that many more topics are loaded
-        than the fewest since the last freeze: topics loaded and unloaded again (the
-        idle-topic sweep) make none."""
+        stream begins once `stream_loads` more topics are loaded than the fewest since
+        the last freeze: topics loaded and unloaded again (the idle-topic sweep) make
+        none."""
         if self.loads_per_freeze <= 0:
             return
         self._loaded = loaded
         self._floor = min(self._floor, loaded - 1)
         self.loads = loaded - self._floor
         self._last_load = time.monotonic()
-        if self.loads >= self.loads_per_freeze and self._handle is None:
+        if self.loads >= self.stream_loads and self._handle is None:
             self._begin_stream()
             self._handle = asyncio.get_running_loop().call_later(SETTLE_S, self._check)
 
@@ -146,8 +153,7 @@ class HeapFreezer:
         """Collect the young generations, then freeze every object the collector tracks;
         ends a stream of loads. Never ask ``gc.get_freeze_count()`` here: it counts the
         permanent generation by walking it, one object at a time, holding the loop (~80 ms
-        at 30,000 loaded topics, a few hundred at 100,000; once per `loads_per_freeze`
-        loads)."""
+        at 30,000 loaded topics, a few hundred at 100,000; once per stream of loads)."""
         started = time.perf_counter()
         self._end_stream()
         gc.collect(1)
