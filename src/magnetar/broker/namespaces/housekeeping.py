@@ -23,8 +23,9 @@ storage's reader threads while the loop goes on. So a round is a few coroutines
 (`_WORKERS`) taking the topics in turn: a topic whose disk stalls holds up one of them and
 its own housekeeping, not the others', and a later round skips a topic whose housekeeping
 is still under way. Most topics' housekeeping finishes without waiting for anything, so
-the workers hand the loop back every `ROUND_SLICE_S` of work: a round over 100,000 loaded
-topics is ~1 s of work, never one stall of the loop. `run`, `housekeep_topic` and
+the workers hand the loop back every `ROUND_SLICE_S` of work, one slice per turn of the
+loop shared by all of them: a round over 100,000 loaded topics is ~1 s of work, never one
+stall of the loop. `run`, `housekeep_topic` and
 `unload_idle_topics` return a future done once their work is (awaiting it is optional).
 An error is logged, never raised.
 """
