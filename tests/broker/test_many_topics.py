@@ -112,8 +112,9 @@ def test_unloaded_topic_is_freed_without_the_collector(
 
 def test_topic_loads_freeze_what_they_built(make_broker: Callable[..., ThreadedBroker],
                                             thaw_heap: None) -> None:
-    """After magnetarGcFreezeAfterTopicLoads loads, once loads pause, the heap is frozen:
-    the topics just built are in the permanent generation, out of full collections."""
+    """After a stream of loads (from a tenth of magnetarGcFreezeAfterTopicLoads), once
+    loads pause, the heap is frozen: the topics just built are in the permanent
+    generation, out of full collections."""
     broker = make_broker(magnetarTopicUnloadIdleSeconds=0, magnetarGcFreezeAfterTopicLoads=5)
     service = broker.service
     assert service is not None
@@ -121,9 +122,10 @@ def test_topic_loads_freeze_what_they_built(make_broker: Callable[..., ThreadedB
     for name in names:
         broker.call(service.create_topic, name)
     deadline = time.monotonic() + 30
-    while broker.call(lambda: service.heap.freezes) == 0 and time.monotonic() < deadline:
+    while (broker.call(lambda: service.heap.streaming or service.heap.freezes == 0)
+           and time.monotonic() < deadline):
         time.sleep(0.05)
-    assert broker.call(lambda: service.heap.freezes) == 1
+    assert broker.call(lambda: service.heap.freezes) >= 1  # (a pause in the loads: 2)
     topic = broker.call(lambda: service.topics[names[-1]])
     assert not any(o is topic for o in gc.get_objects()), "the topic is still in a collected generation"
     assert broker.call(lambda: service.heap.loads) == 0
@@ -282,18 +284,18 @@ def test_loads_that_unload_again_make_no_freeze() -> None:
     """The idle-topic sweep loads and unloads topics in turn: the loaded count does not
     grow, so no freeze becomes due however many loads it makes."""
     async def sweep_like() -> HeapFreezer:
-        heap = HeapFreezer(3)
-        for loaded in (1, 2, 3):  # three topics loaded: due
+        heap = HeapFreezer(30)  # a stream from 3 more topics loaded
+        for loaded in (1, 2, 3):  # three topics loaded: a stream
             heap.topic_loaded(loaded)
         assert heap.loads == 3
         heap.stop()
         heap.freeze()
         for _ in range(10):  # one more loaded and unloaded, ten times over
             heap.topic_loaded(4)
-        assert heap.loads == 1
+        assert heap.loads == 1 and not heap.streaming
         heap.topic_loaded(5)
         heap.topic_loaded(6)
-        assert heap.loads == 3
+        assert heap.loads == 3 and heap.streaming
         heap.stop()
         return heap
 
@@ -302,6 +304,105 @@ def test_loads_that_unload_again_make_no_freeze() -> None:
     finally:
         gc.unfreeze()
     assert heap.freezes == 1
+
+
+class _Node:
+    """A container object the collector tracks (a stand-in for what a load builds)."""
+
+    def __init__(self) -> None:
+        self.refs: list[Any] = []
+
+
+def _in_collected_generations(objs: list[Any]) -> bool:
+    ids = {id(o) for o in objs}
+    return any(id(o) in ids for o in gc.get_objects())
+
+
+@pytest.fixture
+def gc_generations(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
+    """The generation of every collection that ends while the test runs, with the
+    default thresholds (700, 10, 10), so that a stream of loads' allocations would start
+    middle-generation and full collections if nothing froze them."""
+    seen: list[int] = []
+
+    def record(phase: str, info: dict[str, int]) -> None:
+        if phase == "stop":
+            seen.append(info["generation"])
+
+    thresholds = gc.get_threshold()
+    gc.set_threshold(700, 10, 10)
+    gc.collect()
+    gc.callbacks.append(record)
+    try:
+        yield seen
+    finally:
+        gc.callbacks.remove(record)
+        gc.set_threshold(*thresholds)
+        gc.unfreeze()
+
+
+def test_a_stream_of_loads_is_frozen_at_each_young_collection(
+        gc_generations: list[int]) -> None:
+    """Once a freeze is due, until loads pause, every collection ends with a freeze: what
+    the loads built is walked by one first-generation collection, then frozen, and no
+    middle-generation or full collection runs however much they build (the generations'
+    counts start again at each freeze). Once loads pause, one freeze ends the stream and
+    the hook is gone from ``gc.callbacks``."""
+    async def stream() -> tuple[HeapFreezer, list[_Node], list[int]]:
+        heap = HeapFreezer(30)
+        assert heap.stream_loads == 3
+        for loaded in (1, 2):
+            heap.topic_loaded(loaded)
+        assert not heap.streaming
+        heap.topic_loaded(3)  # the stream begins
+        assert heap.streaming and heap.streams == 1 and heap.freezes == 0
+        kept: list[_Node] = []
+        for i in range(200_000):  # ~280 first-generation collections' worth
+            node = _Node()
+            node.refs.append(_Node())
+            kept.append(node)
+            if i % 1000 == 0:
+                heap.topic_loaded(4 + i // 1000)  # the loads go on (no pause)
+        during = list(gc_generations)
+        assert heap.streaming
+        deadline = time.monotonic() + 30
+        while heap.streaming and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        return heap, kept, during
+
+    heap, kept, during = asyncio.run(stream())
+    assert during and set(during) == {0}, "only first-generation collections in a stream"
+    assert heap.young_freezes >= len(during)
+    assert not _in_collected_generations(kept[:1000] + kept[-1000:-500])
+    assert not heap.streaming and heap.freezes == 1 and heap.loads == 0
+    assert heap._after_young_collection not in gc.callbacks
+    assert 1 in gc_generations[len(during):]  # the last freeze's young collection
+
+
+def test_a_bulk_during_a_stream_collects_only_the_young(gc_generations: list[int]) -> None:
+    """A rate sample or /metrics build while topics are loaded in a stream: nothing older
+    than the last young collection is unfrozen, so the bulk is framed by first-generation
+    collections (each followed by the stream's freeze), not by a full one; the stream
+    goes on. `stop` ends it."""
+    async def bulk_in_stream() -> tuple[HeapFreezer, list[_Node]]:
+        heap = HeapFreezer(2)
+        heap.topic_loaded(1)
+        heap.topic_loaded(2)
+        assert heap.streaming
+        gc_generations.clear()
+        with heap.bulk(heap.bulk_topics) as frame:
+            assert frame.framed
+            built = [_Node() for _ in range(100)]
+        assert heap.streaming
+        heap.stop()
+        assert not heap.streaming
+        return heap, built
+
+    heap, built = asyncio.run(bulk_in_stream())
+    assert heap.sweeps == 0 and heap.young_sweeps == 1 and heap.bulk_freezes == 1
+    assert gc_generations and set(gc_generations) == {0}, "no full collection in a stream"
+    assert not _in_collected_generations(built)
+    assert heap._after_young_collection not in gc.callbacks
 
 
 def test_namespace_listing_filters_by_name_without_parsing_each() -> None:
@@ -388,6 +489,54 @@ def test_a_housekeeping_round_lets_the_loop_serve_between_topics(
     assert events.index("loop served") < len(names) // 2, events
     assert keeper.round_yields >= len(names) // 2
     assert walked == [[]]
+
+
+def test_a_housekeeping_round_works_one_slice_per_turn_of_the_loop(
+        make_broker: Callable[..., ThreadedBroker], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The round's workers share one slice per turn of the loop: once it is used up, each
+    waits for the next turn (a worker already waiting then does one topic at most). A slice
+    per worker held the loop for _WORKERS slices in every turn. Timed here by a clock that
+    advances one unit per topic housekept, with a slice of 2.5 units."""
+    ticks = [0.0]
+    monkeypatch.setattr(housekeeping, "_clock", lambda: ticks[0])
+    monkeypatch.setattr(housekeeping, "ROUND_SLICE_S", 2.5)
+    broker = make_broker(magnetarTopicUnloadIdleSeconds=0)
+    service = broker.service
+    assert service is not None
+    names = [f"persistent://public/default/turns-{i}" for i in range(60)]
+    for name in names:
+        broker.call(service.create_topic, name)
+        broker.call(service.load_topic, name)
+    keeper = service.housekeeping
+    events: list[str] = []
+    real = keeper._housekeep
+
+    async def counted(topic: PersistentTopic, now: float) -> None:
+        events.append("topic")
+        ticks[0] += 1.0
+        await real(topic, now)
+
+    monkeypatch.setattr(keeper, "_housekeep", counted)
+
+    async def one_round() -> None:
+        loop = asyncio.get_running_loop()
+        done = keeper.run()
+
+        def turn() -> None:  # one mark per turn of the loop while the round goes on
+            events.append("turn")
+            if not done.done():
+                loop.call_soon(turn)
+
+        loop.call_soon(turn)
+        await done
+
+    broker.call_async(one_round)
+    assert events.count("topic") >= len(names)
+    per_turn = [len(run) for run in "".join("t" if e == "topic" else "|"
+                                            for e in events).split("|")]
+    # the slice's 3 topics, and one each for the workers resuming into the new turn
+    assert max(per_turn) <= 3 + housekeeping._WORKERS - 1, per_turn
+    assert sum(1 for n in per_turn if n >= 3) >= len(names) // 6, per_turn
 
 
 def test_samples_and_scrapes_hold_no_young_list_of_every_topic(tmp_path: Any,

@@ -5,9 +5,15 @@ holds the event loop meanwhile: with 100,000 loaded topics that was up to a seco
 which no send was answered. What a topic load builds lives until the topic is unloaded,
 and an unloaded topic is freed by reference counting (`PersistentTopic.release` breaks
 its cycles), so the collector need not look at it: `HeapFreezer` moves what the loads
-built into the permanent generation (``gc.freeze``) once a burst of loads pauses, after
-collecting the young generations so that fresh garbage is not frozen with it. A full
-collection then walks only what was made since the last freeze.
+built into the permanent generation (``gc.freeze``), after collecting the young
+generations so that fresh garbage is not frozen with it. A full collection then walks only
+what was made since the last freeze. While topics are loaded in a stream (creation, a
+restart's clients coming back), waiting for a pause was not enough: what the loads built
+meanwhile was walked again by every middle-generation collection (26-77 ms each, collecting
+nothing) and by full ones (87-122 ms before a bulk). So during a stream each young
+collection ends with a freeze (a ``gc.callbacks`` hook): an object a load keeps is walked
+once, by the first-generation collection after it was made, and the generations' counts
+start again at each freeze, so no older collection comes while the stream lasts.
 
 Loads are not the only bulk: a ``/metrics`` build keeps caches that reference every
 loaded topic (its blocks' names, columns and topics) and a rate sample keeps a counter
@@ -18,10 +24,11 @@ one every 10 middle-generation collections once objects newer than the last full
 collection exceed a quarter of its survivors, which with most objects frozen is often.
 So a large bulk (`bulk_topics`) is framed: `before_bulk` collects every generation
 (what was not frozen: cheap while the bulks before it were frozen, and the cyclic
-garbage among it is freed, not frozen), and `after_bulk` collects the young generations
+garbage among it is freed, not frozen; during a stream of loads only the first
+generation: the rest is frozen already), and `after_bulk` collects the young generations
 and freezes; `HeapFreezer.bulk` is the two around a ``with`` block. What the next bulk
-replaces is freed by reference counting (the caches and
-samples hold no cycles). See docs/internals.md ("Many topics").
+replaces is freed by reference counting (the caches and samples hold no cycles). See
+docs/internals.md ("Many topics").
 """
 
 from __future__ import annotations
@@ -30,8 +37,8 @@ import asyncio
 import gc
 import logging
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
 from typing import Any
 
 log = logging.getLogger(__name__)
@@ -46,12 +53,12 @@ def topic_names(topics: dict[str, Any]) -> tuple[str, ...]:
     return tuple(topics)
 
 
-#: freeze once no topic has loaded for this long...
+#: loads have paused (a stream of loads ended) once no topic has loaded for this long
 SETTLE_S = 0.5
-#: ... or at the latest this long after the load that made a freeze due
-MAX_WAIT_S = 3.0
 #: a bulk built for this many times ``loads_per_freeze`` topics is frozen once built
 BULK_FACTOR = 10
+#: a stream of loads begins once the loaded topics grew by ``loads_per_freeze`` over this
+STREAM_DIVISOR = 10
 
 
 class Bulk:
@@ -66,55 +73,96 @@ class Bulk:
 
 
 class HeapFreezer:
-    """Counts topic loads; once ``loads_per_freeze`` more topics are loaded than at the
-    last freeze (0: never), and loads pause for `SETTLE_S` (or `MAX_WAIT_S` at the latest),
-    collects the young generations and freezes what is left. Use from the event loop."""
+    """Counts topic loads; once the loaded topics grew by `stream_loads` since the last
+    freeze (a tenth of ``loads_per_freeze``; 0: never), a *stream* of loads is under way:
+    until loads pause for `SETTLE_S`, every collection of the young generations ends with
+    a freeze of what survived it (`young_freezes`, from a ``gc.callbacks`` hook), so what
+    the loads build is walked by one first-generation collection and never by a
+    middle-generation or full one; once loads pause, a last freeze (`freeze`) ends the
+    stream. Use from the event loop (the hook runs on whichever thread collects)."""
 
-    __slots__ = ("_due_since", "_floor", "_handle", "_last_load", "_loaded", "bulk_freezes",
-                 "freezes", "loads", "loads_per_freeze", "sweeps")
+    __slots__ = ("_floor", "_handle", "_hook", "_last_load", "_loaded", "bulk_freezes",
+                 "freezes", "loads", "loads_per_freeze", "streams", "sweeps", "young_freezes",
+                 "young_sweeps")
 
     def __init__(self, loads_per_freeze: int) -> None:
         self.loads_per_freeze = loads_per_freeze
         self.loads = 0  # topics loaded now less the fewest loaded since the last freeze
-        self.freezes = 0  # every freeze, after loads or bulks
+        self.freezes = 0  # every freeze (`freeze`), after loads or bulks
         self.bulk_freezes = 0  # freezes after a bulk (`after_bulk`)
         self.sweeps = 0  # full collections before a bulk (`before_bulk`)
+        self.young_sweeps = 0  # first-generation collections before a bulk during a stream
+        self.streams = 0  # streams of loads begun
+        self.young_freezes = 0  # freezes at the end of a young collection during a stream
         self._floor = 0  # the fewest topics loaded since the last freeze
         self._loaded = 0  # topics loaded at the last load
         self._last_load = 0.0
-        self._due_since = 0.0
         self._handle: asyncio.TimerHandle | None = None
+        # the gc.callbacks hook while a stream is under way (None otherwise)
+        self._hook: Callable[[str, dict[str, int]], None] | None = None
+
+    @property
+    def stream_loads(self) -> int:
+        """How many more topics than at the last freeze make a stream of loads."""
+        return max(1, self.loads_per_freeze // STREAM_DIVISOR)
+
+    @property
+    def streaming(self) -> bool:
+        """Whether a stream of loads is under way (young collections end with a freeze)."""
+        return self._hook is not None
 
     def topic_loaded(self, loaded: int) -> None:
         """A topic was loaded (built on the loop); ``loaded`` topics are loaded now. A
-        freeze becomes due once that many more topics are loaded than the fewest since the
-        last freeze: topics loaded and unloaded again (the idle-topic sweep) make none."""
+        stream begins once `stream_loads` more topics are loaded than the fewest since
+        the last freeze: topics loaded and unloaded again (the idle-topic sweep) make
+        none."""
         if self.loads_per_freeze <= 0:
             return
         self._loaded = loaded
         self._floor = min(self._floor, loaded - 1)
         self.loads = loaded - self._floor
-        now = time.monotonic()
-        self._last_load = now
-        if self.loads >= self.loads_per_freeze and self._handle is None:
-            self._due_since = now
+        self._last_load = time.monotonic()
+        if self.loads >= self.stream_loads and self._handle is None:
+            self._begin_stream()
             self._handle = asyncio.get_running_loop().call_later(SETTLE_S, self._check)
+
+    def _begin_stream(self) -> None:
+        if self._hook is None:
+            self._hook = self._after_young_collection
+            gc.callbacks.append(self._hook)
+            self.streams += 1
+
+    def _end_stream(self) -> None:
+        hook, self._hook = self._hook, None
+        if hook is not None:
+            with suppress(ValueError):  # (someone cleared gc.callbacks)
+                gc.callbacks.remove(hook)
+
+    def _after_young_collection(self, phase: str, info: dict[str, int]) -> None:
+        """The ``gc.callbacks`` hook of a stream: once a collection is over, freeze what
+        it left (its survivors, and the older generations: everything not frozen). The
+        generations' counts start again from 0, so no middle-generation collection, and
+        no automatic full one, comes while the stream lasts; each object a load keeps is
+        walked once, by the first-generation collection after it was made."""
+        if phase == "stop":
+            gc.freeze()
+            self.young_freezes += 1
 
     def _check(self) -> None:
         self._handle = None
-        now = time.monotonic()
-        quiet = now - self._last_load
-        if quiet < SETTLE_S and now - self._due_since < MAX_WAIT_S:
+        quiet = time.monotonic() - self._last_load
+        if quiet < SETTLE_S:
             self._handle = asyncio.get_running_loop().call_later(SETTLE_S - quiet, self._check)
             return
         self.freeze()
 
     def freeze(self) -> None:
-        """Collect the young generations, then freeze every object the collector tracks.
-        Never ask ``gc.get_freeze_count()`` here: it counts the permanent generation by
-        walking it, one object at a time, holding the loop (~80 ms at 30,000 loaded
-        topics, a few hundred at 100,000; once per `loads_per_freeze` loads)."""
+        """Collect the young generations, then freeze every object the collector tracks;
+        ends a stream of loads. Never ask ``gc.get_freeze_count()`` here: it counts the
+        permanent generation by walking it, one object at a time, holding the loop (~80 ms
+        at 30,000 loaded topics, a few hundred at 100,000; once per stream of loads)."""
         started = time.perf_counter()
+        self._end_stream()
         gc.collect(1)
         gc.freeze()
         self.freezes += 1
@@ -125,23 +173,29 @@ class HeapFreezer:
 
     @property
     def bulk_topics(self) -> int:
-        """The fewest topics a bulk is built for to be framed by a full collection and a
+        """The fewest topics a bulk is built for to be framed by a collection and a
         freeze (0: never). Below, an automatic full collection walks it in a few ms."""
         return BULK_FACTOR * self.loads_per_freeze if self.loads_per_freeze > 0 else 0
 
     def before_bulk(self, topics: int) -> bool:
         """A bulk of long-lived objects for ``topics`` topics is about to be built on the
         loop (a rate sample, a ``/metrics`` build). If it is large enough
-        (`bulk_topics`), collect every generation now, while what is not frozen is little
-        (the last bulk was frozen after it), so that the freeze after it (`after_bulk`) has
-        no cyclic garbage older than the bulk to keep for good. True: call `after_bulk`
-        once it is built."""
+        (`bulk_topics`), collect what is not frozen now, so that the freeze after it
+        (`after_bulk`) has no cyclic garbage older than the bulk to keep for good: every
+        generation (little: the last bulk was frozen after it), or during a stream of
+        loads only the first (the stream's freezes left nothing older unfrozen: a full
+        collection then would walk the loads since the last young collection for nothing,
+        87-122 ms while topics were created). True: call `after_bulk` once it is built."""
         least = self.bulk_topics
         if least <= 0 or topics < least:
             return False
         started = time.perf_counter()
-        gc.collect()
-        self.sweeps += 1
+        if self.streaming:
+            gc.collect(0)  # (the stream's hook freezes what it leaves)
+            self.young_sweeps += 1
+        else:
+            gc.collect()
+            self.sweeps += 1
         log.debug("collected the unfrozen heap before a bulk of %d topics (%.1f ms)",
                   topics, (time.perf_counter() - started) * 1000)
         return True
@@ -149,10 +203,16 @@ class HeapFreezer:
     def after_bulk(self, built: bool = True) -> None:
         """The bulk `before_bulk` was true for is built: unless nothing long-lived was
         made after all (``built`` false: e.g. a ``/metrics`` build that reused every
-        block), freeze it now (`freeze`), so that no later full collection walks it."""
-        if built:
+        block), freeze it now, so that no later full collection walks it: `freeze`, or
+        during a stream of loads a first-generation collection (the stream's hook freezes
+        what it leaves; the stream goes on)."""
+        if not built:
+            return
+        if self.streaming:
+            gc.collect(0)
+        else:
             self.freeze()
-            self.bulk_freezes += 1
+        self.bulk_freezes += 1
 
     @contextmanager
     def bulk(self, topics: int) -> Iterator[Bulk]:
@@ -170,3 +230,4 @@ class HeapFreezer:
         if self._handle is not None:
             self._handle.cancel()
             self._handle = None
+        self._end_stream()
