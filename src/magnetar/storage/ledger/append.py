@@ -278,7 +278,8 @@ class LedgerAppends(LedgerState):
         if self._linger is not None:
             self._linger.cancel()
             self._linger = None
-        self._wlinger = False
+        if self._wlinger:  # (set only when true: an idle ledger keeps the class's False)
+            self._wlinger = False
         seg = self._wseg
         assert seg is not None
         futs, poss = self._wfuts, self._wpos
