@@ -664,3 +664,26 @@ def test_changes_are_taken_a_slice_at_a_time() -> None:
         assert changes.take(reader)[1]
 
     asyncio.run(go())
+
+
+def test_a_trickle_of_loads_ends_the_stream() -> None:
+    """Loads that go on without a pause but slowly (here 1 every 0.1 s, fewer than
+    `stream_rate` per `SETTLE_S`) end a stream: its freezes at every young collection keep
+    for good whatever is alive then, so it lasts only while loads come in bulk."""
+    async def trickle() -> HeapFreezer:
+        heap = HeapFreezer(1000)
+        for loaded in range(1, heap.stream_loads + 1):
+            heap.topic_loaded(loaded)
+        assert heap.streaming
+        loaded = heap.stream_loads
+        deadline = time.monotonic() + 30
+        while heap.streaming and time.monotonic() < deadline:
+            loaded += 1
+            heap.topic_loaded(loaded)  # never quiet for SETTLE_S
+            await asyncio.sleep(0.1)
+        heap.stop()
+        return heap
+
+    heap = asyncio.run(trickle())
+    assert heap.freezes >= 1 and heap.streams >= 1
+    assert heap._after_young_collection not in gc.callbacks

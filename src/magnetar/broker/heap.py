@@ -78,12 +78,12 @@ class HeapFreezer:
     until loads pause for `SETTLE_S`, every collection of the young generations ends with
     a freeze of what survived it (`young_freezes`, from a ``gc.callbacks`` hook), so what
     the loads build is walked by one first-generation collection and never by a
-    middle-generation or full one; once loads pause, a last freeze (`freeze`) ends the
-    stream. Use from the event loop (the hook runs on whichever thread collects)."""
+    middle-generation or full one; once loads pause or slow to a trickle (`stream_rate`),
+    a last freeze (`freeze`) ends the stream. Use from the event loop (the hook runs on whichever thread collects)."""
 
-    __slots__ = ("_floor", "_handle", "_hook", "_last_load", "_loaded", "bulk_freezes",
-                 "freezes", "loads", "loads_per_freeze", "streams", "sweeps", "young_freezes",
-                 "young_sweeps")
+    __slots__ = ("_floor", "_handle", "_hook", "_last_load", "_loaded", "_loaded_at_check",
+                 "bulk_freezes", "freezes", "loads", "loads_per_freeze", "streams", "sweeps",
+                 "young_freezes", "young_sweeps")
 
     def __init__(self, loads_per_freeze: int) -> None:
         self.loads_per_freeze = loads_per_freeze
@@ -96,6 +96,7 @@ class HeapFreezer:
         self.young_freezes = 0  # freezes at the end of a young collection during a stream
         self._floor = 0  # the fewest topics loaded since the last freeze
         self._loaded = 0  # topics loaded at the last load
+        self._loaded_at_check = 0  # topics loaded at the stream's last `_check`
         self._last_load = 0.0
         self._handle: asyncio.TimerHandle | None = None
         # the gc.callbacks hook while a stream is under way (None otherwise)
@@ -123,6 +124,7 @@ class HeapFreezer:
         self.loads = loaded - self._floor
         self._last_load = time.monotonic()
         if self.loads >= self.stream_loads and self._handle is None:
+            self._loaded_at_check = self._floor
             self._begin_stream()
             self._handle = asyncio.get_running_loop().call_later(SETTLE_S, self._check)
 
@@ -148,11 +150,20 @@ class HeapFreezer:
             gc.freeze()
             self.young_freezes += 1
 
+    @property
+    def stream_rate(self) -> int:
+        """The fewest topics a stream must grow by per `SETTLE_S` to go on."""
+        return max(1, self.stream_loads // STREAM_DIVISOR)
+
     def _check(self) -> None:
+        """Every `SETTLE_S` of a stream: it ends (`freeze`) once loads pause, or once the
+        loaded topics grew by fewer than `stream_rate` since the last check (a trickle of
+        loads is no stream: every young collection's freeze keeps for good what is alive
+        then, so the stream lasts only while what the loads build outweighs that)."""
         self._handle = None
-        quiet = time.monotonic() - self._last_load
-        if quiet < SETTLE_S:
-            self._handle = asyncio.get_running_loop().call_later(SETTLE_S - quiet, self._check)
+        grew, self._loaded_at_check = self._loaded - self._loaded_at_check, self._loaded
+        if time.monotonic() - self._last_load < SETTLE_S and grew >= self.stream_rate:
+            self._handle = asyncio.get_running_loop().call_later(SETTLE_S, self._check)
             return
         self.freeze()
 
