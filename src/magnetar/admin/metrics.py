@@ -72,7 +72,6 @@ import operator
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
-from functools import partial
 from itertools import compress, islice, repeat
 from operator import attrgetter
 from typing import Any
@@ -87,7 +86,7 @@ from magnetar.admin.transaction_participants import (
     participant_totals,
 )
 from magnetar.admin.transactions import txn_metrics
-from magnetar.broker.heap import topic_names
+from magnetar.broker.heap import loaded_slices, topic_names
 from magnetar.broker.service import BrokerService
 from magnetar.broker.topics.stats import Rate, RateTracker, replication_stats
 from magnetar.broker.topics.topic import PersistentTopic, Topic
@@ -270,7 +269,6 @@ _LEDGER = attrgetter("ledger")
 _MSG_IN = attrgetter("msg_in")
 _BYTES_IN = attrgetter("bytes_in")
 _FIRST = operator.itemgetter(0)
-_NOT_NONE = partial(operator.is_not, None)
 _SECOND = operator.itemgetter(1)
 
 
@@ -477,14 +475,12 @@ class MetricsBuilder:
         while it lives, the tuple is untracked by the first young one."""
         live = self.service.topics
         names = self.tail_names = topic_names(live)
-        walk = iter(names)
         participants = no_participants()
         step = self.chunk * LINES_PER_CHUNK * 2
-        for start in range(0, len(names), step):
-            if start:
+        for k, topics in enumerate(loaded_slices(live, step, names)):
+            if k:
                 await asyncio.sleep(self.pause)
-            add_participants(participants,
-                             list(filter(_NOT_NONE, map(live.get, islice(walk, step)))))
+            add_participants(participants, topics)
         self.tail_names = ()
         return self.broker_part(participants).encode()
 
@@ -523,17 +519,15 @@ class MetricsBuilder:
         # the list kept is made a block at a time from a tuple of the names (heap.py): a
         # list of 100,000 topics made at once was walked whole by the young collections of
         # the build (the list grown by blocks is walked while it is small, then it is old)
-        walk = iter(topic_names(live))
         topics: list[Topic] = []
         cluster = _esc(self.service.config.clusterName)
         known: dict[str, tuple[str, str]] = self._names
         names: dict[str, tuple[str, str]] = {}
         groups: dict[str, list[Topic]] = {}
         step = self.chunk * LINES_PER_CHUNK
-        for start in range(0, len(live), step):
-            if start:
+        for k, block in enumerate(loaded_slices(live, step)):
+            if k:
                 await self._pause()
-            block = [topic for topic in map(live.get, islice(walk, step)) if topic is not None]
             if not block:  # (unloaded meanwhile)
                 continue
             topics.extend(block)

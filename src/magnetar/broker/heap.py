@@ -32,7 +32,12 @@ import logging
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from functools import partial
+from itertools import islice
+from operator import is_not
+from typing import Any, TypeVar, cast
+
+T = TypeVar("T")
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +49,23 @@ def topic_names(topics: dict[str, Any]) -> tuple[str, ...]:
     pass over it). A list of the topics instead was walked by every collection while it
     lived; ``dict.fromkeys`` of the names, never tracked, cost 30-60 ms to make."""
     return tuple(topics)
+
+
+_LOADED = partial(is_not, None)
+
+
+def loaded_slices(topics: dict[str, T], size: int,
+                  names: tuple[str, ...] | None = None) -> Iterator[list[T]]:
+    """The topics loaded in ``topics``, ``size`` names at a time, for a walk over them
+    across slices of the loop (the caller gives the loop back between two lists): a list
+    per slice of the `topic_names` (or ``names``, a copy the caller keeps), each looked up
+    as it is reached, in C, those no longer loaded left out (a list may be empty). Only
+    the tuple of names lives through the walk, never a list of every topic."""
+    if names is None:
+        names = topic_names(topics)
+    walk, get = iter(names), topics.get
+    for _ in range(0, len(names), size):
+        yield list(cast("Iterator[T]", filter(_LOADED, map(get, islice(walk, size)))))
 
 
 #: freeze once no topic has loaded for this long...
