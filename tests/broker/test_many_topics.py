@@ -410,7 +410,7 @@ def test_samples_and_scrapes_hold_no_young_list_of_every_topic(tmp_path: Any,
             for name in names:
                 await service.load_topic(name)
             rates = RateTracker()
-            builder = MetricsBuilder(service, rates, chunk=1, pause=0)
+            builder = MetricsBuilder(service, rates, chunk=1, pause=0, slice_s=0)
             await builder.topic_part()  # groups the topics (kept, and frozen after it)
             assert builder.regrouped
             held: list[str] = []

@@ -101,6 +101,10 @@ CHUNK = 250
 #: topics per block, in chunks: a block's values are read in one slice (C-level loops, 1-3
 #: ms for 2,000 idle topics), each family's lines of a block are one piece (about 1 ms)
 LINES_PER_CHUNK = 8
+#: a slice of the build goes on to its next unit of work (a block read, a family's lines of
+#: a block, labels for a block of new topics) while that unit, reckoned as long as the last
+#: one, would end within this many seconds of the slice's start; then the loop is given back
+SLICE_S = 0.005
 #: seconds the build sleeps at each yield: a loop that only ever yields with sleep(0) stays
 #: runnable for the whole build, and on a busy machine the kernel then makes it wait its
 #: turn behind other processes while sends queue up; sleeping lets them through at once
@@ -231,6 +235,14 @@ def _esc(value: str) -> str:
     return value
 
 
+def _escaped(values: list[str]) -> list[str]:
+    """`_esc` of each of ``values``: the same list when none needs it (one C-level scan)."""
+    text = "".join(values)
+    if "\\" in text or '"' in text or "\n" in text:
+        return list(map(_esc, values))
+    return values
+
+
 def _num(value: float) -> str:
     if isinstance(value, int):
         return str(value)
@@ -264,6 +276,7 @@ class _Rows:
 
 _NAME = attrgetter("name")
 _SUBS = attrgetter("subscriptions")
+_NAMESPACE = attrgetter("topic_name.namespace")
 _PRODUCERS = attrgetter("producers")
 _LEDGER = attrgetter("ledger")
 _MSG_IN = attrgetter("msg_in")
@@ -315,10 +328,19 @@ def _gather_block(topics: list[Topic], live: dict[str, Topic], rates: dict[Any, 
 
 def _lines(series: Series, labels: list[str], column: list[float]) -> bytes:
     """One family's lines for some rows: its sample name, ``{``, the row's label text (its
-    closing brace and space included) and the value's text."""
+    closing brace and space included) and the value's text. A column of one value (of one
+    type: ``0`` and ``0.0`` are written apart) is one join of the labels, in C: most of an
+    idle topic's figures are the same as its neighbours' (no rate, no producer, the
+    message counts of the topics made alike), and the first build after many topics were
+    made writes every line."""
     if not labels:
         return b""
     head = series.sample + "{"
+    first = column[0]
+    if column.count(first) == len(column) and len(set(map(type, column))) == 1:
+        text = _num(first)
+        body = f"{text}\n{head}".join(labels)
+        return f"{head}{body}{text}\n".encode()
     body = ("\n" + head).join(map(operator.add, labels, _texts(column)))
     return f"{head}{body}\n".encode()
 
@@ -417,9 +439,15 @@ class BuildTimes:
     def __init__(self) -> None:
         self.wall = self.cpu = self.longest_wall = self.longest_cpu = 0.0
         self._wall = self._cpu = 0.0
+        self.mark = 0.0  # (perf_counter) the end of the last unit of work in this slice
 
     def resume(self) -> None:
         self._wall, self._cpu = time.perf_counter(), time.thread_time()
+        self.mark = self._wall
+
+    def held(self, now: float) -> float:
+        """Seconds the slice under way has held the loop at ``now`` (perf_counter)."""
+        return now - self._wall
 
     def lap(self) -> None:
         wall, cpu = time.perf_counter() - self._wall, time.thread_time() - self._cpu
@@ -433,11 +461,12 @@ class MetricsBuilder:
     """Builds the exposition for one broker (module docstring)."""
 
     def __init__(self, service: BrokerService, rates: RateTracker, chunk: int = CHUNK,
-                 pause: float = PAUSE_S) -> None:
+                 pause: float = PAUSE_S, slice_s: float = SLICE_S) -> None:
         self.service = service
         self.rates = rates
-        self.chunk = chunk  # topics read between two yields; LINES_PER_CHUNK x lines written
+        self.chunk = chunk  # topics per unit of work; LINES_PER_CHUNK x that per block
         self.pause = pause
+        self.slice_s = slice_s  # (0: the loop given back after every unit of work)
         config = service.config
         self.topic_level = bool(config.exposeTopicLevelMetricsInPrometheus)
         self.consumer_level = bool(config.exposeConsumerLevelMetricsInPrometheus) and self.topic_level
@@ -500,7 +529,14 @@ class MetricsBuilder:
                 self._building = None
 
     async def _pause(self) -> None:
-        self.times.lap()
+        """A unit of work is done: give the loop back unless another as long would still
+        end within `slice_s` of the slice's start (`SLICE_S`)."""
+        times = self.times
+        now = time.perf_counter()
+        unit, times.mark = now - times.mark, now
+        if times.held(now) + unit < self.slice_s:
+            return
+        times.lap()
         self.yields += 1
         await asyncio.sleep(self.pause)
         self.times.resume()
@@ -520,7 +556,8 @@ class MetricsBuilder:
         # list of 100,000 topics made at once was walked whole by the young collections of
         # the build (the list grown by blocks is walked while it is small, then it is old)
         topics: list[Topic] = []
-        cluster = _esc(self.service.config.clusterName)
+        cluster = _esc(self.service.config.clusterName).replace("%", "%%")
+        template = f'cluster="{cluster}",namespace="%s",topic="%s"}} '
         known: dict[str, tuple[str, str]] = self._names
         names: dict[str, tuple[str, str]] = {}
         groups: dict[str, list[Topic]] = {}
@@ -532,11 +569,12 @@ class MetricsBuilder:
                 continue
             topics.extend(block)
             held = list(map(_NAME, block))
-            for topic in compress(block, map(operator.not_, map(known.__contains__, held))):
-                namespace = _esc(topic.topic_name.namespace)  # a topic new since the last
-                known[topic.name] = (
-                    namespace,
-                    f'cluster="{cluster}",namespace="{namespace}",topic="{_esc(topic.name)}"}} ')
+            fresh = list(compress(block, map(operator.not_, map(known.__contains__, held))))
+            if fresh:  # topics new since the last grouping: their labels, in C-level loops
+                fresh_names = list(map(_NAME, fresh))
+                spaces = _escaped(list(map(_NAMESPACE, fresh)))
+                labels = map(template.__mod__, zip(spaces, _escaped(fresh_names), strict=True))
+                known.update(zip(fresh_names, zip(spaces, labels, strict=True), strict=True))
             entries = list(map(known.__getitem__, held))
             names.update(zip(held, entries, strict=True))
             first = entries[0][0]
