@@ -518,19 +518,25 @@ def test_changes_are_taken_a_slice_at_a_time() -> None:
 
 
 def test_loaded_slices_look_names_up_as_reached() -> None:
-    """`heap.loaded_slices` walks a copy of the names, a slice at a time, looking each up
-    when its slice is reached: a topic unloaded before its slice is left out (its slice
-    shorter, or empty), one loaded after the walk began is not in it."""
+    """`heap.loaded_slices` walks a copy of the names, a slice at a time, the caller's
+    pause awaited between two slices and each name looked up after it: a topic unloaded
+    before its slice is reached is left out (its slice shorter, or empty), one loaded after
+    the walk began is not in it."""
     from magnetar.broker.heap import loaded_slices
 
     live = {f"t{i}": object() for i in range(7)}
-    walk = loaded_slices(live, 3)
-    assert next(walk) == [live["t0"], live["t1"], live["t2"]]
-    del live["t4"], live["t1"]
-    live["late"] = object()
-    assert next(walk) == [live["t3"], live["t5"]]
-    del live["t6"]
-    assert next(walk) == []
-    assert list(walk) == []
-    names = ("t0", "gone", "t3")
-    assert list(loaded_slices(live, 2, names)) == [[live["t0"]], [live["t3"]]]
+    pauses = [  # t1 is walked already when it goes
+        lambda: (live.pop("t1"), live.pop("t4"), live.__setitem__("late", object())),
+        lambda: live.pop("t6"),
+    ]
+
+    async def pause() -> None:
+        pauses.pop(0)()
+
+    async def walk(names: tuple[str, ...] | None = None) -> list[list[object]]:
+        return [topics async for topics in loaded_slices(live, 3, pause, names)]
+
+    t = dict(live)
+    assert asyncio.run(walk()) == [[t["t0"], t["t1"], t["t2"]], [t["t3"], t["t5"]], []]
+    assert pauses == []
+    assert asyncio.run(walk(("t0", "gone", "t3"))) == [[t["t0"], t["t3"]]]  # (the names given)

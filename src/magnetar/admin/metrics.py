@@ -497,18 +497,26 @@ class MetricsBuilder:
 
     async def broker_tail(self) -> bytes:
         """`broker_part`, its walk over the loaded topics (the transaction gauges) made
-        ``chunk * LINES_PER_CHUNK * 2`` topics at a time (C-level loops, ~1 µs a topic on a
+        ``chunk * LINES_PER_CHUNK`` topics at a time (C-level loops, ~1 µs a topic on a
         loaded machine: slices of 32,000 held the loop 26-33 ms), the loop given back
-        between. It walks a tuple of the names (`tail_names`, `heap.topic_names`), not a
+        once another such walk would not end within `slice_s` of the slice's start. It walks a tuple of the names (`tail_names`, `heap.topic_names`), not a
         list of the topics: a list of 100,000 topics is a container each collection walks
         while it lives, the tuple is untracked by the first young one."""
         live = self.service.topics
         names = self.tail_names = topic_names(live)
         participants = no_participants()
-        step = self.chunk * LINES_PER_CHUNK * 2
-        for k, topics in enumerate(loaded_slices(live, step, names)):
-            if k:
+        step = self.chunk * LINES_PER_CHUNK
+        slice_started = mark = time.perf_counter()
+
+        async def pause() -> None:  # (after a walk: give the loop back if no other fits)
+            nonlocal slice_started, mark
+            now = time.perf_counter()
+            unit, mark = now - mark, now
+            if (now - slice_started) + unit >= self.slice_s:
                 await asyncio.sleep(self.pause)
+                slice_started = mark = time.perf_counter()
+
+        async for topics in loaded_slices(live, step, pause, names):
             add_participants(participants, topics)
         self.tail_names = ()
         return self.broker_part(participants).encode()
@@ -562,9 +570,7 @@ class MetricsBuilder:
         names: dict[str, tuple[str, str]] = {}
         groups: dict[str, list[Topic]] = {}
         step = self.chunk * LINES_PER_CHUNK
-        for k, block in enumerate(loaded_slices(live, step)):
-            if k:
-                await self._pause()
+        async for block in loaded_slices(live, step, self._pause):
             if not block:  # (unloaded meanwhile)
                 continue
             topics.extend(block)

@@ -30,7 +30,7 @@ import asyncio
 import gc
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from functools import partial
 from itertools import islice
@@ -54,17 +54,24 @@ def topic_names(topics: dict[str, Any]) -> tuple[str, ...]:
 _LOADED = partial(is_not, None)
 
 
-def loaded_slices(topics: dict[str, T], size: int,
-                  names: tuple[str, ...] | None = None) -> Iterator[list[T]]:
+async def no_pause() -> None:
+    """A `loaded_slices` pause that does not give the loop back (the caller's body does)."""
+
+
+async def loaded_slices(topics: dict[str, T], size: int, pause: Callable[[], Awaitable[Any]],
+                        names: tuple[str, ...] | None = None) -> AsyncIterator[list[T]]:
     """The topics loaded in ``topics``, ``size`` names at a time, for a walk over them
-    across slices of the loop (the caller gives the loop back between two lists): a list
-    per slice of the `topic_names` (or ``names``, a copy the caller keeps), each looked up
-    as it is reached, in C, those no longer loaded left out (a list may be empty). Only
-    the tuple of names lives through the walk, never a list of every topic."""
+    across slices of the loop: a list per slice of the `topic_names` (or ``names``, a copy
+    the caller keeps), ``pause`` awaited before each slice but the first (it gives the
+    loop back, or not: the caller's choice), then each name of the slice looked up, in C,
+    those no longer loaded left out (a list may be empty). Only the tuple of names lives
+    through the walk, never a list of every topic."""
     if names is None:
         names = topic_names(topics)
     walk, get = iter(names), topics.get
-    for _ in range(0, len(names), size):
+    for start in range(0, len(names), size):
+        if start:
+            await pause()
         yield list(cast("Iterator[T]", filter(_LOADED, map(get, islice(walk, size)))))
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterable
+from collections.abc import Awaitable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -63,6 +63,11 @@ def _count(topic: Topic, counters: dict[Any, tuple[int, int]]) -> None:
     counters[("out", topic.name)] = (out_msgs, out_bytes)
 
 
+def _turn() -> Awaitable[None]:
+    """One turn of the loop, between two slices of a sample."""
+    return asyncio.sleep(0)
+
+
 @dataclass
 class RateTracker:
     """Counters of the previous sample and the rates computed from them."""
@@ -94,9 +99,7 @@ class RateTracker:
         kept: dict[Any, tuple[float, int, int]] = {}
         rates: dict[Any, Rate] = {}
         moved: list[str] = []
-        for k, topics in enumerate(loaded_slices(service.topics, chunk)):
-            if k:
-                await asyncio.sleep(0)
+        async for topics in loaded_slices(service.topics, chunk, _turn):
             counters: dict[Any, tuple[int, int]] = {}
             for topic in topics:  # (those unloaded meanwhile left out)
                 _count(topic, counters)
