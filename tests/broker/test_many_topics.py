@@ -214,7 +214,8 @@ def test_rate_samples_and_metrics_builds_freeze_what_they_keep(tmp_path: Any,
             await builder.topic_part()
             assert heap.bulk_freezes == bulk + 3 and builder.regrouped
             first = next(iter(builder._blocks.values()))  # (slots, no weak references)
-            assert not tracked(builder._topics) and not tracked(builder._names)
+            assert not tracked(builder._topics) and not gc.is_tracked(builder._labels)
+            assert not gc.is_tracked(builder._spaces)  # (dicts of strings: never tracked)
             await builder.topic_part()  # nothing changed: the same blocks, nothing to freeze
             assert heap.bulk_freezes == bulk + 3 and builder.read_blocks == 0
             service.topics["persistent://public/default/bulk-0"].msg_in += 1

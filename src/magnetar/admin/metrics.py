@@ -364,14 +364,14 @@ class _Block:
 
 
 def _gather_subscriptions(topics: list[Topic], rates: dict[Any, Rate],
-                          names: dict[str, tuple[str, str]], subs_rows: _Rows,
+                          labels: dict[str, str], subs_rows: _Rows,
                           consumer_rows: _Rows | None) -> None:
     """`SUBSCRIPTION_SERIES` (and `CONSUMER_SERIES` when ``consumer_rows``) of ``topics``."""
     sub_label = subs_rows.labels.append
     backlog_col, consumers_col, rate_col = (column.append for column in subs_rows.columns)
     get = rates.get
     for topic in topics:
-        prefix = names[topic.name][1][:-2]  # without its "} "
+        prefix = labels[topic.name][:-2]  # without its "} "
         for name, sub in topic.subscriptions.items():
             sub_labels = f'{prefix},subscription="{_esc(name)}"'
             sub_label(sub_labels + "} ")
@@ -473,9 +473,10 @@ class MetricsBuilder:
         self.cache_s = float(config.magnetarMetricsCacheSeconds)
         self._cached: tuple[float, list[bytes]] | None = None
         self._building: asyncio.Future[list[bytes]] | None = None
-        # topic name -> (its escaped namespace, its label text): kept between builds, for
-        # the topics still loaded
-        self._names: dict[str, tuple[str, str]] = {}
+        # topic name -> its escaped namespace, and -> its label text: kept between builds,
+        # for the topics still loaded (strings only: dicts the collector never tracks)
+        self._spaces: dict[str, str] = {}
+        self._labels: dict[str, str] = {}
         self._topics: list[Topic] = []  # the topics of the last grouping, and the grouping
         self._groups: dict[str, list[Topic]] = {}
         # topic level: (namespace, first index) -> that block as the last build rendered it
@@ -566,8 +567,9 @@ class MetricsBuilder:
         topics: list[Topic] = []
         cluster = _esc(self.service.config.clusterName).replace("%", "%%")
         template = f'cluster="{cluster}",namespace="%s",topic="%s"}} '
-        known: dict[str, tuple[str, str]] = self._names
-        names: dict[str, tuple[str, str]] = {}
+        known_spaces, known_labels = self._spaces, self._labels
+        spaces: dict[str, str] = {}
+        labels: dict[str, str] = {}
         groups: dict[str, list[Topic]] = {}
         step = self.chunk * LINES_PER_CHUNK
         async for block in loaded_slices(live, step, self._pause):
@@ -575,25 +577,27 @@ class MetricsBuilder:
                 continue
             topics.extend(block)
             held = list(map(_NAME, block))
-            fresh = list(compress(block, map(operator.not_, map(known.__contains__, held))))
+            fresh = list(compress(held, map(operator.not_, map(known_labels.__contains__, held))))
             if fresh:  # topics new since the last grouping: their labels, in C-level loops
-                fresh_names = list(map(_NAME, fresh))
-                spaces = _escaped(list(map(_NAMESPACE, fresh)))
-                labels = map(template.__mod__, zip(spaces, _escaped(fresh_names), strict=True))
-                known.update(zip(fresh_names, zip(spaces, labels, strict=True), strict=True))
-            entries = list(map(known.__getitem__, held))
-            names.update(zip(held, entries, strict=True))
-            first = entries[0][0]
-            if entries[-1][0] == first and all(map(operator.eq, map(_FIRST, entries), repeat(first))):
+                fresh_spaces = _escaped(list(map(_NAMESPACE, map(live.__getitem__, fresh))))
+                known_spaces.update(zip(fresh, fresh_spaces, strict=True))
+                known_labels.update(zip(fresh, map(template.__mod__, zip(
+                    fresh_spaces, _escaped(fresh), strict=True)), strict=True))
+            held_spaces = list(map(known_spaces.__getitem__, held))
+            spaces.update(zip(held, held_spaces, strict=True))
+            labels.update(zip(held, map(known_labels.__getitem__, held), strict=True))
+            first = held_spaces[0]
+            if held_spaces.count(first) == len(held_spaces):
                 groups.setdefault(first, []).extend(block)  # one namespace (the usual case)
                 continue
-            for entry, topic in zip(entries, block, strict=True):
-                group = groups.get(entry[0])
+            for space, topic in zip(held_spaces, block, strict=True):
+                group = groups.get(space)
                 if group is None:
-                    groups[entry[0]] = [topic]
+                    groups[space] = [topic]
                 else:
                     group.append(topic)
-        self._names, self._topics, self._groups = names, topics, groups  # unloaded ones left out
+        # (unloaded ones left out)
+        self._spaces, self._labels, self._topics, self._groups = spaces, labels, topics, groups
         return groups
 
     async def _build(self) -> list[bytes]:
@@ -633,7 +637,7 @@ class MetricsBuilder:
             subs = _Rows(len(SUBSCRIPTION_SERIES))
             consumers = _Rows(len(CONSUMER_SERIES)) if self.consumer_level else None
             for start in range(0, len(subscribed), self.chunk):
-                _gather_subscriptions(subscribed[start:start + self.chunk], rates, self._names,
+                _gather_subscriptions(subscribed[start:start + self.chunk], rates, self._labels,
                                       subs, consumers)
                 await self._pause()
             await self._render(parts, SUBSCRIPTION_SERIES, subs)
@@ -686,7 +690,7 @@ class MetricsBuilder:
         `broker.topics.changes`; None: unknown) is taken as it is, without reading it; the
         others' values are read in one slice, and only the families whose values changed
         rendered again (`_Block`); the families' lines then joined in order."""
-        live, rates, names = self.service.topics, self.rates.rates, self._names
+        live, rates, names = self.service.topics, self.rates.rates, self._labels
         previous, blocks = self._blocks, {}
         self._blocks = {}  # (a build that fails leaves nothing half-made behind)
         pieces: list[list[bytes]] = [[] for _ in TOPIC_SERIES]
@@ -714,7 +718,7 @@ class MetricsBuilder:
                         made.append(old.pieces[k])  # unchanged since the last build
                         continue
                     if labels is None:
-                        labels = list(map(_SECOND, map(names.__getitem__, held)))
+                        labels = list(map(names.__getitem__, held))
                     made.append(_lines(series, labels, column))
                     self.rendered += 1
                     await self._pause()
