@@ -514,6 +514,16 @@ def test_changes_are_taken_a_slice_at_a_time() -> None:
         with pytest.raises(asyncio.CancelledError):
             await task
         assert changes.take(reader)[1]
+        # a reader that must read every topic (here a new one) is not given the names: they
+        # are dropped at once, not moved (100,000 of them at the first scrape after they
+        # were made), and the next take by the same reader has only the names noted since
+        changes.names.update(names)
+        other = object()
+        taken, overflowed = await changes.take_in_slices(other, step=3)
+        assert overflowed and taken == set() and not changes.names
+        changes.names.add("persistent://public/default/later")
+        assert await changes.take_in_slices(other) == ({"persistent://public/default/later"},
+                                                        False)
 
     asyncio.run(go())
 
