@@ -165,14 +165,29 @@ def timed_ops(url: str, web: str, tag: str, loaded: int, count: int) -> dict[str
             "lookup_ms_median": 1000 * statistics.median(lookup), "lookup_ms_max": 1000 * max(lookup)}
 
 
+#: the broker's account of its last build (trees that expose it), read from each scrape's tail
+BUILD_GAUGES = ("magnetar_metrics_build_seconds", "magnetar_metrics_build_cpu_seconds",
+                "magnetar_metrics_longest_slice_seconds")
+SCRAPE_LOG: list[dict[str, float]] = []  # per scrape: its seconds and `BUILD_GAUGES`
+
+
 def scrape(web: str, count: int) -> list[tuple[float, int, float, float]]:
-    """(seconds, bytes, start, end) of ``count`` scrapes, a pause after each."""
+    """(seconds, bytes, start, end) of ``count`` scrapes, a pause after each; each one's
+    seconds and build gauges are noted in `SCRAPE_LOG` too."""
     out = []
+    SCRAPE_LOG.clear()
     for _ in range(count):
         t = time.monotonic()
         with urllib.request.urlopen(web + "/metrics", timeout=300) as reply:
-            size = len(reply.read())
+            body = reply.read()
         end = time.monotonic()
+        size = len(body)
+        noted = {"s": round(end - t, 3)}
+        for line in body[-65536:].decode(errors="replace").splitlines():
+            if line.split("{", 1)[0] in BUILD_GAUGES:
+                noted[line.split("{", 1)[0][len("magnetar_metrics_"):]] = float(line.rsplit(" ", 1)[1])
+        del body
+        SCRAPE_LOG.append(noted)
         out.append((end - t, size, t, end))
         time.sleep(max(1.0, 2 * (end - t)))
     return out
@@ -252,6 +267,8 @@ def run_tree(name: str, src: str, root: Path, args: argparse.Namespace) -> dict[
         row["scrape_s_median"] = statistics.median(s[0] for s in scrapes)
         row["scrape_s_max"] = max(s[0] for s in scrapes)
         row["scrape_mb"] = round(scrapes[0][1] / 1e6, 1)
+        row["scrapes"] = list(SCRAPE_LOG)
+        row["scrape_load"] = round(os.getloadavg()[0], 1)
         if "ops" not in args.skip:
             row["ops_at_end"] = timed_ops(url, web, "b", done, args.ops)
             row.update(listing(web))
@@ -336,6 +353,11 @@ def main() -> int:
               f"{r['create_s_per_10k']} s per 10k, /metrics {r['scrape_s_median']:.2f} s "
               f"({r['scrape_mb']} MB), list {r.get('list_s', math.nan):.2f} s, "
               f"unload {r.get('unload_s', math.nan):.1f} s, stop {r['stop_s']:.2f} s")
+        for k, noted in enumerate(r.get("scrapes", [])):
+            print(f"   scrape {k}: {noted['s']:.3f} s, build {noted.get('build_seconds', math.nan):.3f} s "
+                  f"(loop CPU {noted.get('build_cpu_seconds', math.nan):.3f} s), longest slice "
+                  f"{1000 * noted.get('longest_slice_seconds', math.nan):.1f} ms "
+                  f"(load average {r.get('scrape_load', math.nan)})")
         for phase, lat in r["latency"].items():
             print(f"   {phase:<7} {lat['sends']:>6} sends  p50 {lat['p50_ms']:6.2f}  p99 {lat['p99_ms']:6.2f}  "
                   f"p999 {lat['p999_ms']:7.2f}  max {lat['max_ms']:7.1f} ms")

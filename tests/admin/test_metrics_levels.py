@@ -13,7 +13,14 @@ import pulsar
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from magnetar.admin.metrics import TOPIC_SERIES, MetricsBuilder, _gather_block, _texts
+from magnetar.admin.metrics import (
+    TOPIC_SERIES,
+    MetricsBuilder,
+    Series,
+    _gather_block,
+    _lines,
+    _texts,
+)
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.service import BrokerService
 from magnetar.broker.topics.stats import RateTracker
@@ -114,7 +121,8 @@ def test_scrape_is_built_in_pieces_and_cached(tmp_path):
         try:
             for i in range(40):
                 await service.load_topic(f"persistent://public/default/piece-{i}")
-            builder = MetricsBuilder(service, RateTracker(), chunk=5)
+            # (slice_s=0: the loop given back after every unit of work, however short)
+            builder = MetricsBuilder(service, RateTracker(), chunk=5, slice_s=0)
             ticks = 0
             done = asyncio.Event()
 
@@ -242,6 +250,43 @@ def test_values_are_written_as_the_exposition_format_spells_them():
     assert list(_texts([1, float("nan"), float("inf"), -float("inf"), 0.1])) == [
         "1", "NaN", "+Inf", "-Inf", "0.1"]
     assert list(_texts([10**400, 3])) == [str(10**400), "3"]  # too large for a float
+
+
+def test_a_column_of_one_value_is_written_as_any_other():
+    """`_lines` writes a column of one value with one join: the same text as value by
+    value, and ``0`` and ``0.0`` (equal, of two types) each as it is spelled."""
+    series = Series("pulsar_rate_in", "help")
+    labels = ['topic="a"} ', 'topic="b\\"} ', 'topic="c"} ']
+    nan = float("nan")
+    for column, texts in (([0.0] * 3, ["0.0"] * 3), ([7] * 3, ["7"] * 3),
+                          ([0, 0.0, 0], ["0", "0.0", "0"]),
+                          ([nan, nan, nan], ["NaN"] * 3), ([1.5, 1.5, 2], ["1.5", "1.5", "2"])):
+        expected = "".join(f"pulsar_rate_in{{{label}{text}\n"
+                           for label, text in zip(labels, texts, strict=True))
+        assert _lines(series, labels, column).decode() == expected, column
+    assert _lines(series, [], []) == b""
+
+
+def test_a_build_gives_the_loop_back_once_its_slice_is_spent(tmp_path):
+    """The build goes on to its next unit of work while the slice has time left for it
+    (`SLICE_S`): with a slice of an hour a build of 40 topics never gives the loop back,
+    with none it does after every unit (a block read, a family's lines of a block)."""
+
+    async def go() -> None:
+        service = await _service(tmp_path)
+        try:
+            for i in range(40):
+                await service.load_topic(f"persistent://public/default/slice-{i}")
+            whole = MetricsBuilder(service, RateTracker(), chunk=1, slice_s=3600)
+            pieces = MetricsBuilder(service, RateTracker(), chunk=1, slice_s=0)
+            # (the first build of each: every topic read)
+            assert b"".join(await whole.topic_part()) == b"".join(await pieces.topic_part())
+            assert whole.yields == 0 and whole.read_blocks == 5
+            assert pieces.yields >= 5 * (1 + len(TOPIC_SERIES))
+        finally:
+            await service.stop()
+
+    asyncio.run(go())
 
 
 def test_topic_level_reuses_the_lines_of_idle_topics_and_renders_changed_ones(tmp_path):

@@ -216,7 +216,8 @@ def test_rate_samples_and_metrics_builds_freeze_what_they_keep(tmp_path: Any,
             await builder.topic_part()
             assert heap.bulk_freezes == bulk + 3 and builder.regrouped
             first = next(iter(builder._blocks.values()))  # (slots, no weak references)
-            assert not tracked(builder._topics) and not tracked(builder._names)
+            assert not tracked(builder._topics) and not gc.is_tracked(builder._labels)
+            assert not gc.is_tracked(builder._spaces)  # (dicts of strings: never tracked)
             await builder.topic_part()  # nothing changed: the same blocks, nothing to freeze
             assert heap.bulk_freezes == bulk + 3 and builder.read_blocks == 0
             service.topics["persistent://public/default/bulk-0"].msg_in += 1
@@ -559,7 +560,7 @@ def test_samples_and_scrapes_hold_no_young_list_of_every_topic(tmp_path: Any,
             for name in names:
                 await service.load_topic(name)
             rates = RateTracker()
-            builder = MetricsBuilder(service, rates, chunk=1, pause=0)
+            builder = MetricsBuilder(service, rates, chunk=1, pause=0, slice_s=0)
             await builder.topic_part()  # groups the topics (kept, and frozen after it)
             assert builder.regrouped
             held: list[str] = []
@@ -662,6 +663,16 @@ def test_changes_are_taken_a_slice_at_a_time() -> None:
         with pytest.raises(asyncio.CancelledError):
             await task
         assert changes.take(reader)[1]
+        # a reader that must read every topic (here a new one) is not given the names: they
+        # are dropped at once, not moved (100,000 of them at the first scrape after they
+        # were made), and the next take by the same reader has only the names noted since
+        changes.names.update(names)
+        other = object()
+        taken, overflowed = await changes.take_in_slices(other, step=3)
+        assert overflowed and taken == set() and not changes.names
+        changes.names.add("persistent://public/default/later")
+        assert await changes.take_in_slices(other) == ({"persistent://public/default/later"},
+                                                        False)
 
     asyncio.run(go())
 
@@ -687,3 +698,28 @@ def test_a_trickle_of_loads_ends_the_stream() -> None:
     heap = asyncio.run(trickle())
     assert heap.freezes >= 1 and heap.streams >= 1
     assert heap._after_young_collection not in gc.callbacks
+
+
+def test_loaded_slices_look_names_up_as_reached() -> None:
+    """`heap.loaded_slices` walks a copy of the names, a slice at a time, the caller's
+    pause awaited between two slices and each name looked up after it: a topic unloaded
+    before its slice is reached is left out (its slice shorter, or empty), one loaded after
+    the walk began is not in it."""
+    from magnetar.broker.heap import loaded_slices
+
+    live = {f"t{i}": object() for i in range(7)}
+    pauses = [  # t1 is walked already when it goes
+        lambda: (live.pop("t1"), live.pop("t4"), live.__setitem__("late", object())),
+        lambda: live.pop("t6"),
+    ]
+
+    async def pause() -> None:
+        pauses.pop(0)()
+
+    async def walk(names: tuple[str, ...] | None = None) -> list[list[object]]:
+        return [topics async for topics in loaded_slices(live, 3, pause, names)]
+
+    t = dict(live)
+    assert asyncio.run(walk()) == [[t["t0"], t["t1"], t["t2"]], [t["t3"], t["t5"]], []]
+    assert pauses == []
+    assert asyncio.run(walk(("t0", "gone", "t3"))) == [[t["t0"], t["t3"]]]  # (the names given)

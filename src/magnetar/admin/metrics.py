@@ -28,15 +28,22 @@ event loop (`BuildTimes`: ``magnetar_metrics_build_seconds``,
 ``magnetar_metrics_longest_slice_cpu_seconds``).
 
 Theory of operation. A scrape of 10,000 topics is over 100,000 lines: built in one go on
-the event loop it held every producer up for over a second. `MetricsBuilder` works a block
-of ``CHUNK * LINES_PER_CHUNK`` (2,000) topics per slice and writes each family's lines of a
-block as one piece, giving the loop back between slices, and the response is written piece
+the event loop it held every producer up for over a second. `MetricsBuilder` works in
+units of a block of ``CHUNK * LINES_PER_CHUNK`` (2,000) topics (its values read, or the
+labels of its new topics made) or one family's lines of a block (one piece), and gives the
+loop back once another unit as long as the last would end past `SLICE_S` (5 ms) from the
+slice's start: the first build after 100,000 topics were made gave it back after every
+unit, ~650 times, and each give-back costs a pause and, on a busy machine, a wait for a
+core. The response is written piece
 by piece, the loop given back every `WRITE_YIELD_BYTES` (`write_pieces`). At each yield
 the build sleeps `PAUSE_S` (1 ms): with ``sleep(0)`` the process
 never blocks during a build, and on a busy machine (2 cores, load 4-5) the kernel then
 queued it behind other processes: a send that arrived during a scrape waited 50-120 ms,
 with 1 ms pauses 10 ms against 6 without a scrape. The topics are grouped by namespace
-(the grouping and each topic's label text kept while the same topics stay loaded).
+(the grouping and each topic's label text kept while the same topics stay loaded, in
+dicts of strings, which the collector never tracks; a new topic's label made in C by a
+``%`` template). A family's column of one value (an idle topic's rates, counts and
+counters, alike across topics made alike) is written as one join of the labels.
 `_gather_block` reads a block's values with C-level loops (``map`` over attribute getters
 and the rates' ``dict.get``; `storage.ledger.state.sizes_bytes` for the segment files), so
 an idle topic costs no Python frame: only topics with subscriptions are walked in Python.
@@ -72,7 +79,6 @@ import operator
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
-from functools import partial
 from itertools import compress, islice, repeat
 from operator import attrgetter
 from typing import Any
@@ -87,7 +93,7 @@ from magnetar.admin.transaction_participants import (
     participant_totals,
 )
 from magnetar.admin.transactions import txn_metrics
-from magnetar.broker.heap import topic_names
+from magnetar.broker.heap import loaded_slices, topic_names
 from magnetar.broker.service import BrokerService
 from magnetar.broker.topics.stats import Rate, RateTracker, replication_stats
 from magnetar.broker.topics.topic import PersistentTopic, Topic
@@ -102,6 +108,10 @@ CHUNK = 250
 #: topics per block, in chunks: a block's values are read in one slice (C-level loops, 1-3
 #: ms for 2,000 idle topics), each family's lines of a block are one piece (about 1 ms)
 LINES_PER_CHUNK = 8
+#: a slice of the build goes on to its next unit of work (a block read, a family's lines of
+#: a block, labels for a block of new topics) while that unit, reckoned as long as the last
+#: one, would end within this many seconds of the slice's start; then the loop is given back
+SLICE_S = 0.005
 #: seconds the build sleeps at each yield: a loop that only ever yields with sleep(0) stays
 #: runnable for the whole build, and on a busy machine the kernel then makes it wait its
 #: turn behind other processes while sends queue up; sleeping lets them through at once
@@ -232,6 +242,14 @@ def _esc(value: str) -> str:
     return value
 
 
+def _escaped(values: list[str]) -> list[str]:
+    """`_esc` of each of ``values``: the same list when none needs it (one C-level scan)."""
+    text = "".join(values)
+    if "\\" in text or '"' in text or "\n" in text:
+        return list(map(_esc, values))
+    return values
+
+
 def _num(value: float) -> str:
     if isinstance(value, int):
         return str(value)
@@ -265,12 +283,12 @@ class _Rows:
 
 _NAME = attrgetter("name")
 _SUBS = attrgetter("subscriptions")
+_NAMESPACE = attrgetter("topic_name.namespace")
 _PRODUCERS = attrgetter("producers")
 _LEDGER = attrgetter("ledger")
 _MSG_IN = attrgetter("msg_in")
 _BYTES_IN = attrgetter("bytes_in")
 _FIRST = operator.itemgetter(0)
-_NOT_NONE = partial(operator.is_not, None)
 _SECOND = operator.itemgetter(1)
 
 
@@ -317,10 +335,19 @@ def _gather_block(topics: list[Topic], live: dict[str, Topic], rates: dict[Any, 
 
 def _lines(series: Series, labels: list[str], column: list[float]) -> bytes:
     """One family's lines for some rows: its sample name, ``{``, the row's label text (its
-    closing brace and space included) and the value's text."""
+    closing brace and space included) and the value's text. A column of one value (of one
+    type: ``0`` and ``0.0`` are written apart) is one join of the labels, in C: most of an
+    idle topic's figures are the same as its neighbours' (no rate, no producer, the
+    message counts of the topics made alike), and the first build after many topics were
+    made writes every line."""
     if not labels:
         return b""
     head = series.sample + "{"
+    first = column[0]
+    if column.count(first) == len(column) and len(set(map(type, column))) == 1:
+        text = _num(first)
+        body = f"{text}\n{head}".join(labels)
+        return f"{head}{body}{text}\n".encode()
     body = ("\n" + head).join(map(operator.add, labels, _texts(column)))
     return f"{head}{body}\n".encode()
 
@@ -344,14 +371,14 @@ class _Block:
 
 
 def _gather_subscriptions(topics: list[Topic], rates: dict[Any, Rate],
-                          names: dict[str, tuple[str, str]], subs_rows: _Rows,
+                          labels: dict[str, str], subs_rows: _Rows,
                           consumer_rows: _Rows | None) -> None:
     """`SUBSCRIPTION_SERIES` (and `CONSUMER_SERIES` when ``consumer_rows``) of ``topics``."""
     sub_label = subs_rows.labels.append
     backlog_col, consumers_col, rate_col = (column.append for column in subs_rows.columns)
     get = rates.get
     for topic in topics:
-        prefix = names[topic.name][1][:-2]  # without its "} "
+        prefix = labels[topic.name][:-2]  # without its "} "
         for name, sub in topic.subscriptions.items():
             sub_labels = f'{prefix},subscription="{_esc(name)}"'
             sub_label(sub_labels + "} ")
@@ -419,9 +446,15 @@ class BuildTimes:
     def __init__(self) -> None:
         self.wall = self.cpu = self.longest_wall = self.longest_cpu = 0.0
         self._wall = self._cpu = 0.0
+        self.mark = 0.0  # (perf_counter) the end of the last unit of work in this slice
 
     def resume(self) -> None:
         self._wall, self._cpu = time.perf_counter(), time.thread_time()
+        self.mark = self._wall
+
+    def held(self, now: float) -> float:
+        """Seconds the slice under way has held the loop at ``now`` (perf_counter)."""
+        return now - self._wall
 
     def lap(self) -> None:
         wall, cpu = time.perf_counter() - self._wall, time.thread_time() - self._cpu
@@ -435,20 +468,22 @@ class MetricsBuilder:
     """Builds the exposition for one broker (module docstring)."""
 
     def __init__(self, service: BrokerService, rates: RateTracker, chunk: int = CHUNK,
-                 pause: float = PAUSE_S) -> None:
+                 pause: float = PAUSE_S, slice_s: float = SLICE_S) -> None:
         self.service = service
         self.rates = rates
-        self.chunk = chunk  # topics read between two yields; LINES_PER_CHUNK x lines written
+        self.chunk = chunk  # topics per unit of work; LINES_PER_CHUNK x that per block
         self.pause = pause
+        self.slice_s = slice_s  # (0: the loop given back after every unit of work)
         config = service.config
         self.topic_level = bool(config.exposeTopicLevelMetricsInPrometheus)
         self.consumer_level = bool(config.exposeConsumerLevelMetricsInPrometheus) and self.topic_level
         self.cache_s = float(config.magnetarMetricsCacheSeconds)
         self._cached: tuple[float, list[bytes]] | None = None
         self._building: asyncio.Future[list[bytes]] | None = None
-        # topic name -> (its escaped namespace, its label text): kept between builds, for
-        # the topics still loaded
-        self._names: dict[str, tuple[str, str]] = {}
+        # topic name -> its escaped namespace, and -> its label text: kept between builds,
+        # for the topics still loaded (strings only: dicts the collector never tracks)
+        self._spaces: dict[str, str] = {}
+        self._labels: dict[str, str] = {}
         self._topics: list[Topic] = []  # the topics of the last grouping, and the grouping
         self._groups: dict[str, list[Topic]] = {}
         # topic level: (namespace, first index) -> that block as the last build rendered it
@@ -470,21 +505,27 @@ class MetricsBuilder:
 
     async def broker_tail(self) -> bytes:
         """`broker_part`, its walk over the loaded topics (the transaction gauges) made
-        ``chunk * LINES_PER_CHUNK * 2`` topics at a time (C-level loops, ~1 µs a topic on a
+        ``chunk * LINES_PER_CHUNK`` topics at a time (C-level loops, ~1 µs a topic on a
         loaded machine: slices of 32,000 held the loop 26-33 ms), the loop given back
-        between. It walks a tuple of the names (`tail_names`, `heap.topic_names`), not a
+        once another such walk would not end within `slice_s` of the slice's start. It walks a tuple of the names (`tail_names`, `heap.topic_names`), not a
         list of the topics: a list of 100,000 topics is a container each collection walks
         while it lives, the tuple is untracked by the first young one."""
         live = self.service.topics
         names = self.tail_names = topic_names(live)
-        walk = iter(names)
         participants = no_participants()
-        step = self.chunk * LINES_PER_CHUNK * 2
-        for start in range(0, len(names), step):
-            if start:
+        step = self.chunk * LINES_PER_CHUNK
+        slice_started = mark = time.perf_counter()
+
+        async def pause() -> None:  # (after a walk: give the loop back if no other fits)
+            nonlocal slice_started, mark
+            now = time.perf_counter()
+            unit, mark = now - mark, now
+            if (now - slice_started) + unit >= self.slice_s:
                 await asyncio.sleep(self.pause)
-            add_participants(participants,
-                             list(filter(_NOT_NONE, map(live.get, islice(walk, step)))))
+                slice_started = mark = time.perf_counter()
+
+        async for topics in loaded_slices(live, step, pause, names):
+            add_participants(participants, topics)
         self.tail_names = ()
         return self.broker_part(participants).encode()
 
@@ -504,7 +545,14 @@ class MetricsBuilder:
                 self._building = None
 
     async def _pause(self) -> None:
-        self.times.lap()
+        """A unit of work is done: give the loop back unless another as long would still
+        end within `slice_s` of the slice's start (`SLICE_S`)."""
+        times = self.times
+        now = time.perf_counter()
+        unit, times.mark = now - times.mark, now
+        if times.held(now) + unit < self.slice_s:
+            return
+        times.lap()
         self.yields += 1
         await asyncio.sleep(self.pause)
         self.times.resume()
@@ -523,39 +571,50 @@ class MetricsBuilder:
         # the list kept is made a block at a time from a tuple of the names (heap.py): a
         # list of 100,000 topics made at once was walked whole by the young collections of
         # the build (the list grown by blocks is walked while it is small, then it is old)
-        walk = iter(topic_names(live))
         topics: list[Topic] = []
-        cluster = _esc(self.service.config.clusterName)
-        known: dict[str, tuple[str, str]] = self._names
-        names: dict[str, tuple[str, str]] = {}
+        cluster = _esc(self.service.config.clusterName).replace("%", "%%")
+        template = f'cluster="{cluster}",namespace="%s",topic="%s"}} '
+        known_spaces, known_labels = self._spaces, self._labels
+        spaces: dict[str, str] = {}
+        labels: dict[str, str] = {}
         groups: dict[str, list[Topic]] = {}
         step = self.chunk * LINES_PER_CHUNK
-        for start in range(0, len(live), step):
-            if start:
-                await self._pause()
-            block = [topic for topic in map(live.get, islice(walk, step)) if topic is not None]
+        async for block in loaded_slices(live, step, self._pause):
             if not block:  # (unloaded meanwhile)
                 continue
             topics.extend(block)
             held = list(map(_NAME, block))
-            for topic in compress(block, map(operator.not_, map(known.__contains__, held))):
-                namespace = _esc(topic.topic_name.namespace)  # a topic new since the last
-                known[topic.name] = (
-                    namespace,
-                    f'cluster="{cluster}",namespace="{namespace}",topic="{_esc(topic.name)}"}} ')
-            entries = list(map(known.__getitem__, held))
-            names.update(zip(held, entries, strict=True))
-            first = entries[0][0]
-            if entries[-1][0] == first and all(map(operator.eq, map(_FIRST, entries), repeat(first))):
+            # each dict pass over 100,000 names costs 40-80 ms on a busy machine (memory
+            # reads): the topics' namespaces and labels go once into the new dicts, those
+            # of topics grouped before copied, those of new topics made in C
+            known = list(map(known_labels.__contains__, held)) if known_labels else []
+            kept = known.count(True)
+            if kept:
+                old = held if kept == len(held) else list(compress(held, known))
+                spaces.update(zip(old, map(known_spaces.__getitem__, old), strict=True))
+                labels.update(zip(old, map(known_labels.__getitem__, old), strict=True))
+            if kept < len(held):
+                fresh, made = (block, held) if not kept else (
+                    list(compress(block, map(operator.not_, known))),
+                    list(compress(held, map(operator.not_, known))))
+                fresh_spaces = _escaped(list(map(_NAMESPACE, fresh)))
+                spaces.update(zip(made, fresh_spaces, strict=True))
+                labels.update(zip(made, map(template.__mod__, zip(
+                    fresh_spaces, _escaped(made), strict=True)), strict=True))
+            held_spaces = (fresh_spaces if not kept
+                           else list(map(spaces.__getitem__, held)))
+            first = held_spaces[0]
+            if held_spaces.count(first) == len(held_spaces):
                 groups.setdefault(first, []).extend(block)  # one namespace (the usual case)
                 continue
-            for entry, topic in zip(entries, block, strict=True):
-                group = groups.get(entry[0])
+            for space, topic in zip(held_spaces, block, strict=True):
+                group = groups.get(space)
                 if group is None:
-                    groups[entry[0]] = [topic]
+                    groups[space] = [topic]
                 else:
                     group.append(topic)
-        self._names, self._topics, self._groups = names, topics, groups  # unloaded ones left out
+        # (unloaded ones left out)
+        self._spaces, self._labels, self._topics, self._groups = spaces, labels, topics, groups
         return groups
 
     async def _build(self) -> list[bytes]:
@@ -595,7 +654,7 @@ class MetricsBuilder:
             subs = _Rows(len(SUBSCRIPTION_SERIES))
             consumers = _Rows(len(CONSUMER_SERIES)) if self.consumer_level else None
             for start in range(0, len(subscribed), self.chunk):
-                _gather_subscriptions(subscribed[start:start + self.chunk], rates, self._names,
+                _gather_subscriptions(subscribed[start:start + self.chunk], rates, self._labels,
                                       subs, consumers)
                 await self._pause()
             await self._render(parts, SUBSCRIPTION_SERIES, subs)
@@ -648,7 +707,7 @@ class MetricsBuilder:
         `broker.topics.changes`; None: unknown) is taken as it is, without reading it; the
         others' values are read in one slice, and only the families whose values changed
         rendered again (`_Block`); the families' lines then joined in order."""
-        live, rates, names = self.service.topics, self.rates.rates, self._names
+        live, rates, names = self.service.topics, self.rates.rates, self._labels
         previous, blocks = self._blocks, {}
         self._blocks = {}  # (a build that fails leaves nothing half-made behind)
         pieces: list[list[bytes]] = [[] for _ in TOPIC_SERIES]
@@ -676,7 +735,7 @@ class MetricsBuilder:
                         made.append(old.pieces[k])  # unchanged since the last build
                         continue
                     if labels is None:
-                        labels = list(map(_SECOND, map(names.__getitem__, held)))
+                        labels = list(map(names.__getitem__, held))
                     made.append(_lines(series, labels, column))
                     self.rendered += 1
                     await self._pause()

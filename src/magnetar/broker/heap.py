@@ -37,9 +37,14 @@ import asyncio
 import gc
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import contextmanager, suppress
-from typing import Any
+from functools import partial
+from itertools import islice
+from operator import is_not
+from typing import Any, TypeVar, cast
+
+T = TypeVar("T")
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +56,30 @@ def topic_names(topics: dict[str, Any]) -> tuple[str, ...]:
     pass over it). A list of the topics instead was walked by every collection while it
     lived; ``dict.fromkeys`` of the names, never tracked, cost 30-60 ms to make."""
     return tuple(topics)
+
+
+_LOADED = partial(is_not, None)
+
+
+async def no_pause() -> None:
+    """A `loaded_slices` pause that does not give the loop back (the caller's body does)."""
+
+
+async def loaded_slices(topics: dict[str, T], size: int, pause: Callable[[], Awaitable[Any]],
+                        names: tuple[str, ...] | None = None) -> AsyncIterator[list[T]]:
+    """The topics loaded in ``topics``, ``size`` names at a time, for a walk over them
+    across slices of the loop: a list per slice of the `topic_names` (or ``names``, a copy
+    the caller keeps), ``pause`` awaited before each slice but the first (it gives the
+    loop back, or not: the caller's choice), then each name of the slice looked up, in C,
+    those no longer loaded left out (a list may be empty). Only the tuple of names lives
+    through the walk, never a list of every topic."""
+    if names is None:
+        names = topic_names(topics)
+    walk, get = iter(names), topics.get
+    for start in range(0, len(names), size):
+        if start:
+            await pause()
+        yield list(cast("Iterator[T]", filter(_LOADED, map(get, islice(walk, size)))))
 
 
 #: loads have paused (a stream of loads ended) once no topic has loaded for this long

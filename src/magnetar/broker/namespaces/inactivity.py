@@ -29,7 +29,7 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
-from magnetar.broker.heap import topic_names
+from magnetar.broker.heap import loaded_slices, no_pause, topic_names
 from magnetar.broker.subscriptions.subscription import PersistentSubscription
 from magnetar.broker.topics.topic import PersistentTopic
 
@@ -72,8 +72,8 @@ class InactivityMonitor:
         await self._forget_unloaded()
         # the names (a tuple of strings, heap.py: untracked by the first young collection,
         # not walked by the full ones while the round goes on, a topic per loop turn)
-        for name in topic_names(service.topics):
-            topic = service.topics.get(name)
+        async for loaded in loaded_slices(service.topics, 1, no_pause):  # (sleeps below)
+            topic = loaded[0] if loaded else None  # (None: unloaded meanwhile)
             if not isinstance(topic, PersistentTopic):
                 continue
             try:

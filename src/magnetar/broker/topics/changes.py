@@ -65,10 +65,15 @@ class TopicChanges:
         """`take`, moving ``step`` names per turn of the loop: after topics were made or
         unloaded in bulk the set holds every one of them, and copying 100,000 names in one
         call held the loop ~25 ms (the first scrape after). Names noted meanwhile are
-        taken too (their topics are read after this returns)."""
+        taken too (their topics are read after this returns). When the caller must read
+        every topic anyway (overflowed, or a new reader), the names are dropped at once
+        and the set returned is empty."""
         overflowed = self.overflowed or self._reader is not reader
         self.overflowed = False
         self._reader = reader
+        if overflowed:  # the reader reads every topic: the names are not needed (a copy of
+            self.names.clear()  # 100,000 made in the first scrape after they were made)
+            return set(), True
         names, taken = self.names, set[str]()
         pop, add = names.pop, taken.add
         try:

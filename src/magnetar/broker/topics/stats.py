@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterable
+from collections.abc import Awaitable, Iterable
 from dataclasses import dataclass, field
-from itertools import islice
 from typing import TYPE_CHECKING, Any
 
-from magnetar.broker.heap import topic_names
+from magnetar.broker.heap import loaded_slices
 from magnetar.broker.subscriptions.subscription import PersistentSubscription
 from magnetar.broker.topics.dedup import REPLICATOR_PREFIX
 from magnetar.broker.topics.topic import PersistentTopic, Topic
@@ -64,6 +63,11 @@ def _count(topic: Topic, counters: dict[Any, tuple[int, int]]) -> None:
     counters[("out", topic.name)] = (out_msgs, out_bytes)
 
 
+def _turn() -> Awaitable[None]:
+    """One turn of the loop, between two slices of a sample."""
+    return asyncio.sleep(0)
+
+
 @dataclass
 class RateTracker:
     """Counters of the previous sample and the rates computed from them."""
@@ -92,20 +96,13 @@ class RateTracker:
         (100,000) and a dict of every counter (200,000 entries) lived through the whole
         sample as young containers, which each middle-generation collection walked whole."""
         now = time.monotonic()
-        live = service.topics
-        names = topic_names(live)
-        walk = iter(names)
         kept: dict[Any, tuple[float, int, int]] = {}
         rates: dict[Any, Rate] = {}
         moved: list[str] = []
-        for start in range(0, len(names), chunk):
-            if start:
-                await asyncio.sleep(0)
+        async for topics in loaded_slices(service.topics, chunk, _turn):
             counters: dict[Any, tuple[int, int]] = {}
-            for name in islice(walk, chunk):
-                topic = live.get(name)
-                if topic is not None:  # (unloaded meanwhile)
-                    _count(topic, counters)
+            for topic in topics:  # (those unloaded meanwhile left out)
+                _count(topic, counters)
             self._rates_of(counters.items(), now, kept, rates, moved)
         self._previous, self.rates = kept, rates
         service.topic_changes.names.update(moved)  # once they can be read (topics/changes.py)
