@@ -31,6 +31,7 @@ from magnetar.broker.entries import entry_metadata
 from magnetar.broker.service import BrokerService
 from magnetar.broker.topics import stats as broker_stats
 from magnetar.broker.topics.topic import PersistentTopic, Topic
+from magnetar.broker.topics.transaction_buffer import ends_settled
 from magnetar.protocol import pb
 from magnetar.storage import EntryNotFoundError, Position
 
@@ -410,10 +411,7 @@ async def unload(request: web.Request) -> web.Response:
 async def last_message_id(request: web.Request) -> web.Response:
     service = request.app[SERVICE]
     topic = await persistent(service, topic_of(request))
-    buf = getattr(topic, "txn_buffer", None)
-    ends = None if buf is None else buf.ends_settled()
-    if ends is not None:  # a transaction ending: its lingering marker written and durable
-        await ends
+    await ends_settled(topic)  # a transaction ending: its lingering marker written, durable
     last = topic.readable_last()  # not past an open transaction's first message
     doc = message_id_doc(last, topic.topic_name.partition_index)
     if last is not None:

@@ -18,6 +18,7 @@ from magnetar.admin.routing import SERVICE, RestError, RouteTable, query_flag
 from magnetar.admin.topics import persistent
 from magnetar.broker.subscriptions.subscription import PersistentSubscription
 from magnetar.broker.topics.topic import PersistentTopic
+from magnetar.broker.topics.transaction_buffer import ends_settled
 
 routes = RouteTable("transactions")
 
@@ -31,9 +32,14 @@ TXN = "/{mostSigBits:[0-9]+}/{leastSigBits:[0-9]+}"
 
 
 async def _topic(request: web.Request) -> PersistentTopic:
+    """The topic asked about, once the transactions ending on it are ended there (a
+    commit's marker may linger: `ends_settled`), so that stats asked for after an EndTxn
+    was answered show it ended."""
     m = request.match_info
-    return await persistent(request.app[SERVICE],
-                            f"persistent://{m['tenant']}/{m['namespace']}/{m['topic']}")
+    topic = await persistent(request.app[SERVICE],
+                             f"persistent://{m['tenant']}/{m['namespace']}/{m['topic']}")
+    await ends_settled(topic)
+    return topic
 
 
 def _subscription(topic: PersistentTopic, name: str) -> PersistentSubscription:

@@ -552,6 +552,17 @@ class TransactionBuffer:
         return out
 
 
+async def ends_settled(topic: object) -> None:
+    """Wait until the transactions ending on ``topic`` (their markers appended, maybe
+    lingering: `TransactionBuffer.end`) are ended here, their lingering markers written
+    now: what asks about the topic right after an EndTxn was answered (its last message
+    id, its buffer's stats) sees the end, as if the answer had waited for the marker."""
+    buf = getattr(topic, "txn_buffer", None)
+    ends = None if buf is None else buf.ends_settled()
+    if ends is not None:
+        await ends
+
+
 def stored_snapshot(properties: dict[str, str]) -> dict[str, Any] | None:
     """The buffer snapshot among a ledger's properties (None: the topic never had one)."""
     text = properties.get(SNAPSHOT_PROPERTY)
@@ -567,5 +578,5 @@ def stored_snapshot(properties: dict[str, str]) -> dict[str, Any] | None:
 
 __all__ = [
     "NOTHING", "SNAPSHOT_PROPERTY", "AcceptAll", "OpenTxn", "TransactionBuffer", "TxnChecker",
-    "TxnId", "stored_snapshot", "txn_name", "txn_of", "with_txnid",
+    "TxnId", "ends_settled", "stored_snapshot", "txn_name", "txn_of", "with_txnid",
 ]
