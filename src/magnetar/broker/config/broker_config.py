@@ -161,10 +161,10 @@ class BrokerConfig(SecurityConfig):
     # transactions ended on it, or this long after the last (whichever comes first)
     transactionBufferSnapshotMaxTransactionCount: int = 1000
     transactionBufferSnapshotMinTimeInMillis: int = 5000
-    # a transaction's commit or abort marker may wait this long in its topic's write
-    # buffer for the next append, to be written and synced with it (EndTxn does not wait
-    # for the marker's sync; its messages become visible once it is synced: see
-    # docs/transactions.md); 0: each marker written and synced at once, alone
+    # on a broker alone (no cluster), a transaction's commit or abort marker may wait this
+    # long in its topic's write buffer for the next append, to be written and synced with
+    # it (EndTxn does not wait for the marker's sync; its messages become visible once it
+    # is synced: see docs/transactions.md); 0: each marker written and synced at once, alone
     magnetarTransactionMarkerLingerMillis: int = 10
     # accepted for compatibility: pending acks are stored with every change (no log)
     transactionPendingAckLogIndexMinLag: int = 500

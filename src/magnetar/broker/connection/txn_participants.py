@@ -50,7 +50,7 @@ class TxnParticipantCommands(CnxBase):
             self.send(T(type=T.END_TXN_ON_PARTITION_RESPONSE, endTxnOnPartitionResponse=resp))
 
         async def end() -> None:
-            await end_on_partition(self.service, req.topic, txn, req.txn_action)
+            await end_on_partition(self.service, req.topic, txn, req.txn_action, durable=True)
 
         self._end_participant(cmd, f"EndTxnOnPartition {txn} on {req.topic}", end, answer)
 

@@ -302,9 +302,9 @@ class TransactionBuffer:
         same way, or never seen here, succeeds. Ending it the other way than it ended
         raises InvalidTxnStatus.
 
-        Returns once the marker is appended, not once it is durable (unless ``wait``, or
-        ``magnetarTransactionMarkerLingerMillis`` is 0): the coordinator's stored
-        COMMITTING/ABORTING record is what makes the end durable (a restart tells this
+        Returns once the marker is appended, not once it is durable (unless ``wait``, the
+        broker is in a cluster, or ``magnetarTransactionMarkerLingerMillis`` is 0): the
+        coordinator's stored COMMITTING/ABORTING record is what makes the end durable (a restart tells this
         topic again), and the marker may linger in the ledger's write buffer for the next
         append (`append_marker`'s ``linger_s``), sharing its write and sync. Until the
         marker is durable the transaction stays open here (nothing of it is visible, and
@@ -327,7 +327,14 @@ class TransactionBuffer:
             self._remember(txn, commit)  # never seen here: nothing to mark
             self.verified.pop(txn, None)
             return
-        linger_s = 0.0 if wait else self.topic.service.config.magnetarTransactionMarkerLingerMillis / 1000
+        # only on a broker alone (no cluster) may a marker linger: its coordinator is in
+        # this process, so a crash that loses the marker loses the coordinator's memory
+        # too, and its stored COMMITTING/ABORTING record has the topic told again at
+        # restart; in a cluster the coordinator may live on (elsewhere, or on after this
+        # topic moved) and forget the transaction once answered (`wait` then always)
+        service = self.topic.service
+        linger_s = 0.0 if wait or service.cluster is not None else (
+            service.config.magnetarTransactionMarkerLingerMillis / 1000)
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._ending[txn] = done
         # its later sends (none, from a client that waited for them before its end) ask

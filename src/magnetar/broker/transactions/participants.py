@@ -76,13 +76,15 @@ async def participant_topic(service: BrokerService, name: str) -> Topic | None:
 
 
 async def end_on_partition(service: BrokerService, topic_name: str, txn: tuple[int, int],
-                           action: int) -> None:
+                           action: int, durable: bool = False) -> None:
     """End ``txn`` on topic ``topic_name`` served here (its transaction buffer writes the
-    marker); nothing to do on a topic that does not exist or never saw a transaction."""
+    marker); nothing to do on a topic that does not exist or never saw a transaction.
+    ``durable``: return only once the marker is durable (asked by another process, an
+    ``EndTxnOnPartition``, which may forget the transaction once answered)."""
     topic = await participant_topic(service, topic_name)
     buf = getattr(topic, "txn_buffer", None)
     if buf is not None:
-        await buf.end(txn, action)
+        await buf.end(txn, action, wait=durable)
 
 
 async def end_on_subscription(service: BrokerService, topic_name: str, sub_name: str,
