@@ -13,6 +13,8 @@ from collections.abc import Iterator
 import pytest
 
 import magnetar
+from tests.broker import txnraw
+from tests.broker.rawconsumer import connected
 from tests.client.conftest import run
 from tests.transactions.conftest import TxnBroker
 from tests.transactions.test_txn_end_recovery import nothing, wait_status
@@ -122,5 +124,34 @@ def test_a_reader_asking_after_the_commit_sees_the_committed_messages(
             got = [(await reader.read_next(15_000)).data() for _ in range(4)]
             assert got == [b"c0", b"c1", b"c2", b"c3"]
             assert not await reader.has_message_available()
+
+    run(go)
+
+
+def test_an_end_asked_by_another_process_answers_once_its_marker_is_durable(
+        lingering_broker: TxnBroker) -> None:
+    """EndTxnOnPartition (a coordinator on another broker telling the topic) never lets
+    the marker linger: that coordinator forgets the transaction once answered, so the
+    answer waits for the marker's sync and the messages are visible with no further
+    append (here the linger is 10 minutes: a lingering marker would show nothing)."""
+    broker = lingering_broker
+    topic = topic_name()
+
+    async def go() -> None:
+        async with magnetar.Client(broker.url, enable_transaction=True) as client:
+            consumer = await client.subscribe(
+                topic, "s", initial_position=magnetar.InitialPosition.Earliest)
+            producer = await client.create_producer(topic)
+            txn = await client.new_transaction(timeout_ms=600_000)
+            for i in range(2):
+                await producer.send(f"c{i}".encode(), txn=txn)
+            raw = connected(broker.url)
+            try:
+                answer = await asyncio.to_thread(txnraw.end_on_partition, raw, topic, txn.id)
+            finally:
+                raw.close()
+            assert not answer.HasField("error"), answer.message
+            got = [(await consumer.receive(15_000)).data() for _ in range(2)]
+            assert got == [b"c0", b"c1"]
 
     run(go)
