@@ -315,3 +315,29 @@ def test_the_sweep_runs_on_its_timer(make_broker) -> None:
                20, "the sweep to delete the consumed segments and unload the topic")
     assert segment_files(broker) == before[-1:]
     assert not is_loaded(broker, topic)
+
+
+def test_a_pass_reads_the_topics_keys_not_their_values(make_broker) -> None:
+    """A pass lists the persistent topics by their keys alone (`KeyValueStore.keys`):
+    reading and parsing every topic's stored value as well (`list`) held the GIL for most
+    of a second at 100,000 topics, every pass, and the event loop waited for it."""
+    broker = make_broker(managedLedgerMaxEntriesPerLedger=10, defaultRetentionTimeInMinutes=60,
+                         defaultRetentionSizeInMB=100)
+    topic = new_topic()
+    produce_and_consume(broker, topic, 15)
+    unload(broker, topic)
+    metadata = service_of(broker).metadata
+    listed: list[str] = []
+    real_list = metadata.list
+
+    def spying_list(prefix: str = "") -> dict[str, object]:
+        listed.append(prefix)
+        return real_list(prefix)
+
+    metadata.list = spying_list  # type: ignore[method-assign]
+    try:
+        stats = sweep(broker)
+    finally:
+        del metadata.list
+    assert stats.topics >= 1 and stats.judged_from_files == 1
+    assert not [p for p in listed if p.startswith("topics/")], listed
