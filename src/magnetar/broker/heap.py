@@ -108,7 +108,8 @@ class HeapFreezer:
     a freeze of what survived it (`young_freezes`, from a ``gc.callbacks`` hook), so what
     the loads build is walked by one first-generation collection and never by a
     middle-generation or full one; once loads pause or slow to a trickle (`stream_rate`),
-    a last freeze (`freeze`) ends the stream. Use from the event loop (the hook runs on whichever thread collects)."""
+    a last freeze (`freeze`) ends the stream. Use from the event loop (the hook runs on
+    whichever thread collects)."""
 
     __slots__ = ("_floor", "_handle", "_hook", "_last_load", "_loaded", "_loaded_at_check",
                  "bulk_freezes", "freezes", "loads", "loads_per_freeze", "streams", "sweeps",
