@@ -304,9 +304,10 @@ class TransactionBuffer:
 
         Returns once the marker is appended, not once it is durable (unless ``wait``, the
         broker is in a cluster, or ``magnetarTransactionMarkerLingerMillis`` is 0): the
-        coordinator's stored COMMITTING/ABORTING record is what makes the end durable (a restart tells this
-        topic again), and the marker may linger in the ledger's write buffer for the next
-        append (`append_marker`'s ``linger_s``), sharing its write and sync. Until the
+        coordinator's stored COMMITTING/ABORTING record is what makes the end durable (a
+        restart tells this topic again), and the marker may linger in the ledger's write
+        buffer for the next append (`append_marker`'s ``linger_s``), sharing its write and
+        sync. Until the
         marker is durable the transaction stays open here (nothing of it is visible, and
         readers of later entries wait as behind any open transaction); a marker whose
         append fails after this returned is appended again (`_end_again`)."""
