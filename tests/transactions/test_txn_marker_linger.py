@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -34,6 +35,19 @@ def topic_name() -> str:
     return f"persistent://public/default/txn-linger-{uuid.uuid4().hex[:8]}"
 
 
+async def sent_in_a_transaction(client: magnetar.Client, topic: str,
+                                count: int) -> tuple[Any, Any, Any]:
+    """A consumer of ``topic`` from the earliest, a producer, and a transaction (10
+    minutes) in which the producer sent ``count`` messages ``c0``, ``c1``...: not ended."""
+    consumer = await client.subscribe(
+        topic, "s", initial_position=magnetar.InitialPosition.Earliest)
+    producer = await client.create_producer(topic)
+    txn = await client.new_transaction(timeout_ms=600_000)
+    for i in range(count):
+        await producer.send(f"c{i}".encode(), txn=txn)
+    return consumer, producer, txn
+
+
 def test_a_lingering_marker_shows_nothing_until_the_next_append_stores_it(
         lingering_broker: TxnBroker) -> None:
     broker = lingering_broker
@@ -41,12 +55,7 @@ def test_a_lingering_marker_shows_nothing_until_the_next_append_stores_it(
 
     async def go() -> tuple[int, int]:
         async with magnetar.Client(broker.url, enable_transaction=True) as client:
-            consumer = await client.subscribe(
-                topic, "s", initial_position=magnetar.InitialPosition.Earliest)
-            producer = await client.create_producer(topic)
-            txn = await client.new_transaction(timeout_ms=600_000)
-            for i in range(3):
-                await producer.send(f"c{i}".encode(), txn=txn)
+            consumer, producer, txn = await sent_in_a_transaction(client, topic, 3)
             await txn.commit()  # answered: the marker is appended, not yet written
             await nothing(consumer)
             await producer.send(b"after")  # its batch writes and syncs the marker too
@@ -66,12 +75,7 @@ def test_kill_9_before_the_marker_is_stored_still_commits_once(
 
     async def before() -> tuple[int, int]:
         async with magnetar.Client(broker.url, enable_transaction=True) as client:
-            consumer = await client.subscribe(
-                topic, "s", initial_position=magnetar.InitialPosition.Earliest)
-            producer = await client.create_producer(topic)
-            txn = await client.new_transaction(timeout_ms=600_000)
-            for i in range(3):
-                await producer.send(f"c{i}".encode(), txn=txn)
+            consumer, _, txn = await sent_in_a_transaction(client, topic, 3)
             await txn.commit()
             await nothing(consumer)  # the marker lingers: it is in no file yet
             return txn.id
@@ -139,12 +143,7 @@ def test_an_end_asked_by_another_process_answers_once_its_marker_is_durable(
 
     async def go() -> None:
         async with magnetar.Client(broker.url, enable_transaction=True) as client:
-            consumer = await client.subscribe(
-                topic, "s", initial_position=magnetar.InitialPosition.Earliest)
-            producer = await client.create_producer(topic)
-            txn = await client.new_transaction(timeout_ms=600_000)
-            for i in range(2):
-                await producer.send(f"c{i}".encode(), txn=txn)
+            consumer, _, txn = await sent_in_a_transaction(client, topic, 2)
             raw = connected(broker.url)
             try:
                 answer = await asyncio.to_thread(txnraw.end_on_partition, raw, topic, txn.id)
