@@ -452,9 +452,12 @@ class BuildTimes:
         self._wall, self._cpu = time.perf_counter(), time.thread_time()
         self.mark = self._wall
 
-    def held(self, now: float) -> float:
-        """Seconds the slice under way has held the loop at ``now`` (perf_counter)."""
-        return now - self._wall
+    def spent(self, slice_s: float) -> bool:
+        """A unit of work ended now: whether another as long would end ``slice_s`` or more
+        after the slice's start (`resume`), i.e. the loop is to be given back."""
+        now = time.perf_counter()
+        unit, self.mark = now - self.mark, now
+        return (now - self._wall) + unit >= slice_s
 
     def lap(self) -> None:
         wall, cpu = time.perf_counter() - self._wall, time.thread_time() - self._cpu
@@ -507,22 +510,21 @@ class MetricsBuilder:
         """`broker_part`, its walk over the loaded topics (the transaction gauges) made
         ``chunk * LINES_PER_CHUNK`` topics at a time (C-level loops, ~1 µs a topic on a
         loaded machine: slices of 32,000 held the loop 26-33 ms), the loop given back
-        once another such walk would not end within `slice_s` of the slice's start. It walks a tuple of the names (`tail_names`, `heap.topic_names`), not a
-        list of the topics: a list of 100,000 topics is a container each collection walks
-        while it lives, the tuple is untracked by the first young one."""
+        once another such walk would not end within `slice_s` of the slice's start. It
+        walks a tuple of the names (`tail_names`, `heap.topic_names`), not a list of the
+        topics: a list of 100,000 topics is a container each collection walks while it
+        lives, the tuple is untracked by the first young one."""
         live = self.service.topics
         names = self.tail_names = topic_names(live)
         participants = no_participants()
         step = self.chunk * LINES_PER_CHUNK
-        slice_started = mark = time.perf_counter()
+        clock = BuildTimes()  # (only its slice clock: the tail is no part of the build's times)
+        clock.resume()
 
         async def pause() -> None:  # (after a walk: give the loop back if no other fits)
-            nonlocal slice_started, mark
-            now = time.perf_counter()
-            unit, mark = now - mark, now
-            if (now - slice_started) + unit >= self.slice_s:
+            if clock.spent(self.slice_s):
                 await asyncio.sleep(self.pause)
-                slice_started = mark = time.perf_counter()
+                clock.resume()
 
         async for topics in loaded_slices(live, step, pause, names):
             add_participants(participants, topics)
@@ -548,9 +550,7 @@ class MetricsBuilder:
         """A unit of work is done: give the loop back unless another as long would still
         end within `slice_s` of the slice's start (`SLICE_S`)."""
         times = self.times
-        now = time.perf_counter()
-        unit, times.mark = now - times.mark, now
-        if times.held(now) + unit < self.slice_s:
+        if not times.spent(self.slice_s):
             return
         times.lap()
         self.yields += 1
