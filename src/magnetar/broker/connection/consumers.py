@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from magnetar.broker.errors import BrokerError
 from magnetar.broker.security.authorization import CONSUME
 from magnetar.broker.subscriptions.subscription import position_of
+from magnetar.broker.topics.transaction_buffer import ends_under_way
 from magnetar.protocol import pb
 from magnetar.protocol.frames import (
     Frame,
@@ -194,8 +195,7 @@ class ConsumerCommands(CnxBase):
         req = cmd.getLastMessageId
         sub = self._consumer(req.consumer_id).subscription
         partition = sub.topic.topic_name.partition_index
-        buf = getattr(sub.topic, "txn_buffer", None)
-        ends = None if buf is None else buf.ends_settled()
+        ends = ends_under_way(sub.topic)
         if ends is not None:  # a transaction ending here: answered once its marker is durable
 
             async def after_ends() -> None:

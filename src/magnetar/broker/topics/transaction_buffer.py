@@ -560,13 +560,19 @@ class TransactionBuffer:
         return out
 
 
-async def ends_settled(topic: object) -> None:
-    """Wait until the transactions ending on ``topic`` (their markers appended, maybe
-    lingering: `TransactionBuffer.end`) are ended here, their lingering markers written
-    now: what asks about the topic right after an EndTxn was answered (its last message
-    id, its buffer's stats) sees the end, as if the answer had waited for the marker."""
+def ends_under_way(topic: object) -> Awaitable[None] | None:
+    """None if no transaction is ending on ``topic``; else what waits until those ending
+    (their markers appended, maybe lingering: `TransactionBuffer.end`) are ended here, their
+    lingering markers written now (`TransactionBuffer.ends_settled`)."""
     buf = getattr(topic, "txn_buffer", None)
-    ends = None if buf is None else buf.ends_settled()
+    return None if buf is None else buf.ends_settled()
+
+
+async def ends_settled(topic: object) -> None:
+    """Wait until the transactions ending on ``topic`` are ended here (`ends_under_way`):
+    what asks about the topic right after an EndTxn was answered (its last message id,
+    its buffer's stats) sees the end, as if the answer had waited for the marker."""
+    ends = ends_under_way(topic)
     if ends is not None:
         await ends
 
@@ -586,5 +592,5 @@ def stored_snapshot(properties: dict[str, str]) -> dict[str, Any] | None:
 
 __all__ = [
     "NOTHING", "SNAPSHOT_PROPERTY", "AcceptAll", "OpenTxn", "TransactionBuffer", "TxnChecker",
-    "TxnId", "ends_settled", "stored_snapshot", "txn_name", "txn_of", "with_txnid",
+    "TxnId", "ends_settled", "ends_under_way", "stored_snapshot", "txn_name", "txn_of", "with_txnid",
 ]
