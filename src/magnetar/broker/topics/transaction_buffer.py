@@ -307,10 +307,9 @@ class TransactionBuffer:
         coordinator's stored COMMITTING/ABORTING record is what makes the end durable (a
         restart tells this topic again), and the marker may linger in the ledger's write
         buffer for the next append (`append_marker`'s ``linger_s``), sharing its write and
-        sync. Until the
-        marker is durable the transaction stays open here (nothing of it is visible, and
-        readers of later entries wait as behind any open transaction); a marker whose
-        append fails after this returned is appended again (`_end_again`)."""
+        sync. Until the marker is durable the transaction stays open here (nothing of it is
+        visible, and readers of later entries wait as behind any open transaction); a
+        marker whose append fails after this returned is appended again (`_end_again`)."""
         if not self.ready.done():
             await asyncio.shield(self.ready)
         running = self._ending.get(txn)
@@ -592,5 +591,6 @@ def stored_snapshot(properties: dict[str, str]) -> dict[str, Any] | None:
 
 __all__ = [
     "NOTHING", "SNAPSHOT_PROPERTY", "AcceptAll", "OpenTxn", "TransactionBuffer", "TxnChecker",
-    "TxnId", "ends_settled", "ends_under_way", "stored_snapshot", "txn_name", "txn_of", "with_txnid",
+    "TxnId", "ends_settled", "ends_under_way", "stored_snapshot", "txn_name", "txn_of",
+    "with_txnid",
 ]
