@@ -442,6 +442,20 @@ def test_a_loaded_topics_name_is_not_parsed_again(
     assert parses == ["other-topic"]
 
 
+def _loaded_topics(make_broker: Callable[..., ThreadedBroker], prefix: str,
+                   count: int) -> tuple[ThreadedBroker, BrokerService, list[str]]:
+    """A broker that never unloads idle topics, with ``count`` topics ``<prefix>-<i>`` of
+    public/default made and loaded."""
+    broker = make_broker(magnetarTopicUnloadIdleSeconds=0)
+    service = broker.service
+    assert service is not None
+    names = [f"persistent://public/default/{prefix}-{i}" for i in range(count)]
+    for name in names:
+        broker.call(service.create_topic, name)
+        broker.call(service.load_topic, name)
+    return broker, service, names
+
+
 def test_a_housekeeping_round_lets_the_loop_serve_between_topics(
         make_broker: Callable[..., ThreadedBroker], monkeypatch: pytest.MonkeyPatch) -> None:
     """An idle topic's housekeeping waits for nothing, so a round used to go through every
@@ -450,13 +464,7 @@ def test_a_housekeeping_round_lets_the_loop_serve_between_topics(
     a slice of 0: after each topic); a callback scheduled when the round starts runs
     before most topics are housekept, and every topic still is."""
     monkeypatch.setattr(housekeeping, "ROUND_SLICE_S", 0.0)
-    broker = make_broker(magnetarTopicUnloadIdleSeconds=0)
-    service = broker.service
-    assert service is not None
-    names = [f"persistent://public/default/housekept-{i}" for i in range(40)]
-    for name in names:
-        broker.call(service.create_topic, name)
-        broker.call(service.load_topic, name)
+    broker, service, names = _loaded_topics(make_broker, "housekept", 40)
     keeper = service.housekeeping
     events: list[str] = []
     real = keeper._housekeep
@@ -501,13 +509,7 @@ def test_a_housekeeping_round_works_one_slice_per_turn_of_the_loop(
     ticks = [0.0]
     monkeypatch.setattr(housekeeping, "_clock", lambda: ticks[0])
     monkeypatch.setattr(housekeeping, "ROUND_SLICE_S", 2.5)
-    broker = make_broker(magnetarTopicUnloadIdleSeconds=0)
-    service = broker.service
-    assert service is not None
-    names = [f"persistent://public/default/turns-{i}" for i in range(60)]
-    for name in names:
-        broker.call(service.create_topic, name)
-        broker.call(service.load_topic, name)
+    broker, service, names = _loaded_topics(make_broker, "turns", 60)
     keeper = service.housekeeping
     events: list[str] = []
     real = keeper._housekeep
