@@ -37,7 +37,7 @@ import asyncio
 import gc
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from contextlib import contextmanager, suppress
 from functools import partial
 from itertools import islice
@@ -80,6 +80,31 @@ async def loaded_slices(topics: dict[str, T], size: int, pause: Callable[[], Awa
         if start:
             await pause()
         yield list(cast("Iterator[T]", filter(_LOADED, map(get, islice(walk, size)))))
+
+
+async def dismantle(mappings: Iterable[dict[Any, Any]], size: int,
+                    pause: Callable[[], Awaitable[Any]]) -> None:
+    """Empty each of ``mappings`` (dicts nobody else holds any more) ``size`` entries per
+    slice, ``pause`` awaited between slices: what a dict of every topic held is freed a
+    slice at a time. Dropped at once, the last reference freed it all in one call (a rate
+    sample's two dicts at 100,000 topics, ~200,000 tuples: 20-45 ms of the loop)."""
+    for mapping in mappings:
+        pop = mapping.popitem
+        while mapping:
+            for _ in range(min(size, len(mapping))):
+                pop()
+            if mapping:
+                await pause()
+
+
+async def add_in_slices(target: set[T], items: list[T], size: int,
+                        pause: Callable[[], Awaitable[Any]]) -> None:
+    """``target.update(items)``, ``size`` items per slice, ``pause`` awaited between
+    slices (100,000 names added in one call held the loop 15-50 ms, the set growing)."""
+    for start in range(0, len(items), size):
+        if start:
+            await pause()
+        target.update(islice(items, start, start + size))
 
 
 #: loads have paused (a stream of loads ended) once no topic has loaded for this long
