@@ -48,69 +48,84 @@ KINDS = ("in", "out", "producer", "sub", "consumer", "repl", "repl_expired")
 def rate_key(kind: str, *of: Any) -> Any:
     """A counter's key in its kind's dicts (``of``: what it is of): the topic's name (``in``, ``out``), the
     consumer's id, else the topic's name and the producer's, subscription's or remote's
-    joined by a NUL. A string or a number, never a tuple (`KindTable`)."""
+    joined by a NUL. A string or a number, never a tuple (`Counters`)."""
     if kind == "in" or kind == "out" or kind == "consumer":
         return of[0]
     return "\x00".join(of)
 
 
 class KindTable:
-    """Messages and bytes by kind (`KINDS`) and key (`rate_key`): a sample's counters, or the
-    rates computed from two samples (only those not zero: an idle topic has none). Each
-    dict holds strings and numbers only, so the garbage collector never tracks it: a dict
-    of every topic with tuples in it was walked by the young collections while a sample
-    was made (17-30 ms each at 100,000 topics) and by full ones after (26-44 ms)."""
+    """Rates by kind (`KINDS`) and key (`rate_key`), computed from two samples: messages/s
+    and bytes/s, only those not zero (an idle topic has none). Dicts of strings and numbers,
+    which the garbage collector never tracks."""
 
     __slots__ = ("bytes", "msgs")
 
     def __init__(self) -> None:
-        self.msgs: dict[str, dict[Any, Any]] = {kind: {} for kind in KINDS}
-        self.bytes: dict[str, dict[Any, Any]] = {kind: {} for kind in KINDS}
+        self.msgs: dict[str, dict[Any, float]] = {kind: {} for kind in KINDS}
+        self.bytes: dict[str, dict[Any, float]] = {kind: {} for kind in KINDS}
 
     def get(self, kind: str, key: Any) -> Rate:
         """(messages, bytes) of ``key`` (0.0 each when absent)."""
         return (self.msgs[kind].get(key, 0.0), self.bytes[kind].get(key, 0.0))
 
-    def dicts(self) -> list[dict[Any, Any]]:
-        """Every dict of the table (to `dismantle` them)."""
-        return [*self.msgs.values(), *self.bytes.values()]
-
     def __len__(self) -> int:
         return sum(map(len, self.msgs.values()))
 
 
-def _count(topic: Topic, msgs: dict[str, dict[Any, Any]], sizes: dict[str, dict[Any, Any]]
-           ) -> None:
-    """Note ``topic``'s counters (and its producers', subscriptions', consumers')."""
+#: the dicts a sample's counters of one kind are spread over (by the key's hash)
+SHARDS = 64
+#: a counter's messages and bytes in one int: ``messages << 64 | bytes``
+_SHIFT = 64
+_LOW = (1 << _SHIFT) - 1
+
+
+class Counters:
+    """A sample's counters by kind and key, each a packed int (messages << 64 | bytes), each
+    kind's spread over `SHARDS` dicts by the key's hash. Dicts of strings and ints, never
+    tracked by the garbage collector: with a tuple per counter, a dict of every topic was
+    walked by the young collections while a sample was made (17-30 ms each at 100,000
+    topics) and by full ones after (26-44 ms). Shards: one dict of 100,000 keys grows by
+    doubling while a sample fills it, each step a copy of the whole in one slice of the
+    loop (four such dicts: up to 30 ms at once); a shard grows a few hundred keys at a time."""
+
+    __slots__ = ("shards",)
+
+    def __init__(self) -> None:
+        self.shards: dict[str, list[dict[Any, int]]] = {
+            kind: [{} for _ in range(SHARDS)] for kind in KINDS}
+
+    def dicts(self) -> list[dict[Any, int]]:
+        """Every dict (to `dismantle` them)."""
+        return [shard for shards in self.shards.values() for shard in shards]
+
+    def __len__(self) -> int:
+        return sum(map(len, self.dicts()))
+
+
+def _count(topic: Topic, counted: dict[str, dict[Any, int]]) -> None:
+    """Note ``topic``'s counters (and its producers', subscriptions', consumers'), packed."""
     name = topic.name
-    msgs["in"][name] = topic.msg_in
-    sizes["in"][name] = topic.bytes_in
+    counted["in"][name] = topic.msg_in << _SHIFT | topic.bytes_in
     for producer in topic.producers.values():
-        key = f"{name}\x00{producer.name}"
-        msgs["producer"][key] = producer.msg_in
-        sizes["producer"][key] = producer.bytes_in
+        counted["producer"][f"{name}\x00{producer.name}"] = (
+            producer.msg_in << _SHIFT | producer.bytes_in)
     out_msgs = out_bytes = 0
     for sub_name, sub in topic.subscriptions.items():
         sub_msgs, sub_bytes = subscription_counters(sub)
         out_msgs += sub_msgs
         out_bytes += sub_bytes
-        key = f"{name}\x00{sub_name}"
-        msgs["sub"][key] = sub_msgs
-        sizes["sub"][key] = sub_bytes
+        counted["sub"][f"{name}\x00{sub_name}"] = sub_msgs << _SHIFT | sub_bytes
         for consumer in sub.consumers:
-            msgs["consumer"][id(consumer)] = consumer.msg_out
-            sizes["consumer"][id(consumer)] = consumer.bytes_out
+            counted["consumer"][id(consumer)] = consumer.msg_out << _SHIFT | consumer.bytes_out
     for remote, replicator in getattr(topic, "replicators", {}).items():
         key = f"{name}\x00{remote}"
-        msgs["repl"][key] = replicator.msg_out
-        sizes["repl"][key] = replicator.bytes_out
-        msgs["repl_expired"][key] = replicator.msg_expired
-        sizes["repl_expired"][key] = 0
+        counted["repl"][key] = replicator.msg_out << _SHIFT | replicator.bytes_out
+        counted["repl_expired"][key] = replicator.msg_expired << _SHIFT
         # as Pulsar's: a topic's rate out counts what its replicators send
         out_msgs += replicator.msg_out
         out_bytes += replicator.bytes_out
-    msgs["out"][name] = out_msgs
-    sizes["out"][name] = out_bytes
+    counted["out"][name] = out_msgs << _SHIFT | out_bytes
 
 
 def _turn() -> Awaitable[None]:
@@ -119,22 +134,23 @@ def _turn() -> Awaitable[None]:
 
 
 class RateTracker:
-    """Counters of the previous sample and the rates computed from them (`KindTable`s:
-    nothing the garbage collector tracks, however many topics)."""
+    """Counters of the previous sample and the rates computed from them (`Counters`,
+    `KindTable`: nothing the garbage collector tracks, however many topics)."""
 
     def __init__(self) -> None:
         self._at = 0.0  # when the previous sample was taken (monotonic seconds)
-        self._previous = KindTable()
+        self._previous = Counters()
         self.rates = KindTable()
 
     def sample(self, service: BrokerService, now: float | None = None) -> None:
         """Take a sample of every loaded topic's counters now (``now``: monotonic seconds)."""
         now = time.monotonic() if now is None else now
-        counted, rates, moved = KindTable(), KindTable(), list[str]()
+        kept, rates, moved = Counters(), KindTable(), list[str]()
+        counted: dict[str, dict[Any, int]] = {kind: {} for kind in KINDS}
         for topic in list(service.topics.values()):
-            _count(topic, counted.msgs, counted.bytes)
-        self._rates_of(counted, now, counted, rates, moved)
-        self._previous, self.rates, self._at = counted, rates, now
+            _count(topic, counted)
+        self._rates_of(counted, now, kept, rates, moved)
+        self._previous, self.rates, self._at = kept, rates, now
         service.topic_changes.names.update(moved)
 
     async def sample_in_pieces(self, service: BrokerService, chunk: int = 500) -> None:
@@ -148,50 +164,48 @@ class RateTracker:
         await dismantle(replaced.dicts(), chunk * 4, _turn)
 
     async def _sample_in_pieces(self, service: BrokerService, chunk: int
-                                ) -> tuple[KindTable, list[str]]:
+                                ) -> tuple[Counters, list[str]]:
         """Each ``chunk`` topics' counters read and their rates computed in one slice. What
         lives through the slices is a tuple of the loaded topics' names (`heap.topic_names`:
-        untracked by the first young collection) and the tables kept (untracked: a list of
+        untracked by the first young collection) and what is kept (untracked: a list of
         the topics lived through the whole sample as a young container, which each
         middle-generation collection walked whole). Returns the previous sample's counters
         (for the caller to `dismantle`: only the tracker reads them; the rates replaced
         may still be read by a /metrics build, and are few: none of an idle topic) and
         the topics whose rate moved."""
         now = time.monotonic()
-        kept, rates, moved = KindTable(), KindTable(), list[str]()
+        kept, rates, moved = Counters(), KindTable(), list[str]()
         async for topics in loaded_slices(service.topics, chunk, _turn):
-            counted = KindTable()
+            counted: dict[str, dict[Any, int]] = {kind: {} for kind in KINDS}
             for topic in topics:  # (those unloaded meanwhile left out)
-                _count(topic, counted.msgs, counted.bytes)
+                _count(topic, counted)
             self._rates_of(counted, now, kept, rates, moved)
         replaced = self._previous
         self._previous, self.rates, self._at = kept, rates, now
         return replaced, moved
 
-    def _rates_of(self, counted: KindTable, now: float, kept: KindTable, rates: KindTable,
-                  moved: list[str]) -> None:
-        """Note ``counted`` in ``kept`` (unless the same) and their rates since the previous
-        sample in ``rates`` (those not zero); the topics whose rate in or out differs from
-        the last sample's in ``moved``."""
+    def _rates_of(self, counted: dict[str, dict[Any, int]], now: float, kept: Counters,
+                  rates: KindTable, moved: list[str]) -> None:
+        """Note ``counted`` in ``kept`` and their rates since the previous sample in
+        ``rates`` (those not zero); the topics whose rate in or out differs from the last
+        sample's in ``moved``."""
         elapsed = now - self._at
-        previous, last = self._previous, self.rates
-        for kind in KINDS:
-            now_msgs, now_bytes = counted.msgs[kind], counted.bytes[kind]
-            if not now_msgs:
+        shard_of = SHARDS - 1
+        for kind, now_counted in counted.items():
+            if not now_counted:
                 continue
-            if kept is not counted:
-                kept.msgs[kind].update(now_msgs)
-                kept.bytes[kind].update(now_bytes)
-            before_msgs, before_bytes = previous.msgs[kind], previous.bytes[kind]
+            before_shards, kept_shards = self._previous.shards[kind], kept.shards[kind]
             rate_msgs, rate_bytes = rates.msgs[kind], rates.bytes[kind]
-            last_msgs, last_bytes = last.msgs[kind], last.bytes[kind]
+            last_msgs, last_bytes = self.rates.msgs[kind], self.rates.bytes[kind]
             watched = kind == "in" or kind == "out"
-            for key, msgs in now_msgs.items():
+            for key, packed in now_counted.items():
+                shard = hash(key) & shard_of
+                kept_shards[shard][key] = packed
                 msg_rate = byte_rate = 0.0
-                before = before_msgs.get(key)
+                before = before_shards[shard].get(key)
                 if before is not None and elapsed > 0:
-                    msg_rate = max(0, msgs - before) / elapsed
-                    byte_rate = max(0, now_bytes[key] - before_bytes[key]) / elapsed
+                    msg_rate = max(0, (packed >> _SHIFT) - (before >> _SHIFT)) / elapsed
+                    byte_rate = max(0, (packed & _LOW) - (before & _LOW)) / elapsed
                     if msg_rate:
                         rate_msgs[key] = msg_rate
                     if byte_rate:
