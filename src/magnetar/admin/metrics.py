@@ -569,12 +569,14 @@ class MetricsBuilder:
         # list of 100,000 topics made at once was walked whole by the young collections of
         # the build (the list grown by blocks is walked while it is small, then it is old)
         topics: list[Topic] = []
+        groups: dict[str, list[Topic]] = {}
+        settle = self.service.heap.settle
+        settle()  # (frozen while empty: a young collection would walk them whole later)
         cluster = _esc(self.service.config.clusterName).replace("%", "%%")
         template = f'cluster="{cluster}",namespace="%s",topic="%s"}} '
         known_spaces, known_labels = self._spaces, self._labels
         spaces: dict[str, str] = {}
         labels: dict[str, str] = {}
-        groups: dict[str, list[Topic]] = {}
         step = self.chunk * LINES_PER_CHUNK
         async for block in loaded_slices(live, step, self._pause):
             if not block:  # (unloaded meanwhile)
@@ -602,14 +604,21 @@ class MetricsBuilder:
                            else list(map(spaces.__getitem__, held)))
             first = held_spaces[0]
             if held_spaces.count(first) == len(held_spaces):
-                groups.setdefault(first, []).extend(block)  # one namespace (the usual case)
+                group = groups.get(first)
+                if group is None:
+                    group = groups[first] = []
+                    settle()
+                group.extend(block)  # one namespace (the usual case)
                 continue
+            grouped = len(groups)
             for space, topic in zip(held_spaces, block, strict=True):
                 group = groups.get(space)
                 if group is None:
                     groups[space] = [topic]
                 else:
                     group.append(topic)
+            if len(groups) > grouped:
+                settle()  # the new groups, while small (once a slice, however many)
         # (unloaded ones left out)
         self._spaces, self._labels, self._topics, self._groups = spaces, labels, topics, groups
         return groups
