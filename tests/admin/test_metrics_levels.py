@@ -5,6 +5,7 @@ scrape built in pieces that give the event loop back, with its per-topic part ca
 from __future__ import annotations
 
 import asyncio
+import gc
 import urllib.request
 from collections.abc import Iterator
 from typing import Any
@@ -23,7 +24,7 @@ from magnetar.admin.metrics import (
 )
 from magnetar.broker.config import BrokerConfig
 from magnetar.broker.service import BrokerService
-from magnetar.broker.topics.stats import RateTracker
+from magnetar.broker.topics.stats import KindTable, RateTracker
 from magnetar.testing import StandaloneBroker, standalone
 from tests.admin.conftest import QUIET, Api, wait_until
 
@@ -185,8 +186,8 @@ def test_namespace_level_sums_what_the_topic_level_shows(tmp_path):
                 topic.msg_in, topic.bytes_in = i, 10 * i
             rates = RateTracker()
             for i, name in enumerate(service.topics):
-                rates.rates[("in", name)] = (i / 4, i * 2.5)
-                rates.rates[("out", name)] = (i / 8, i * 1.25)
+                rates.set_rate((i / 4, i * 2.5), "in", name)
+                rates.set_rate((i / 8, i * 1.25), "out", name)
             service.config.exposeTopicLevelMetricsInPrometheus = True
             per_topic = _families(await MetricsBuilder(service, rates, chunk=4).scrape())
             service.config.exposeTopicLevelMetricsInPrometheus = False
@@ -386,7 +387,7 @@ def test_a_block_drops_topics_unloaded_during_the_build(tmp_path):
             live = dict(service.topics)
             del live[topics[1].name]
             subscribed: list[Any] = []
-            names, columns, whole = _gather_block(topics, live, {}, subscribed)
+            names, columns, whole = _gather_block(topics, live, KindTable(), subscribed)
             assert not whole and not subscribed
             assert names == [topics[0].name, topics[2].name, topics[3].name]
             assert columns[TOPIC_SERIES.index(next(
@@ -400,7 +401,9 @@ def test_a_block_drops_topics_unloaded_during_the_build(tmp_path):
 
 def test_rates_sampled_in_pieces_match_the_counters(tmp_path):
     """`RateTracker.sample_in_pieces` computes the rates in slices too (here 8 counters a
-    slice): every counter's rate is its change over the interval, none left out."""
+    slice): every counter's rate is its change over the interval, none left out; only
+    rates not zero are kept, in dicts the garbage collector never tracks; the previous
+    sample's counters are freed a slice at a time after it."""
 
     async def go() -> None:
         service = await _service(tmp_path)
@@ -409,7 +412,7 @@ def test_rates_sampled_in_pieces_match_the_counters(tmp_path):
                       for i in range(30)]
             rates = RateTracker()
             await rates.sample_in_pieces(service, chunk=2)
-            assert rates.rates == {}  # no previous sample yet
+            assert len(rates.rates) == 0  # no previous sample yet
             for i, topic in enumerate(topics):
                 if i % 3 == 0:
                     topic.msg_in += i + 1
@@ -423,7 +426,30 @@ def test_rates_sampled_in_pieces_match_the_counters(tmp_path):
                     assert (msgs, size) == (0.0, 0.0)
                 else:
                     assert msgs > 0 and size == pytest.approx(10 * msgs)
-            assert len(rates.rates) == 2 * len(topics)
+            assert len(rates.rates) == len(topics) // 3  # (the idle ones have none)
+            kept = [*rates.rates.msgs.values(), *rates.rates.bytes.values(),
+                    *rates._previous.dicts()]
+            assert not any(map(gc.is_tracked, kept))
+            # the previous sample's counters are emptied a slice at a time, not dropped whole
+            previous = rates._previous
+            assert len(previous) == 2 * len(topics)
+            turns = 0
+
+            async def count_turns() -> None:
+                nonlocal turns
+                while True:
+                    await asyncio.sleep(0)
+                    turns += 1
+
+            counting = asyncio.ensure_future(count_turns())
+            await rates.sample_in_pieces(service, chunk=2)
+            counting.cancel()
+            assert len(previous) == 0 and not any(previous.dicts())
+            assert rates._previous is not previous and len(rates._previous) == 2 * len(topics)
+            # 14 turns between the 15 slices of topics, then one after each 8 of the 60
+            # counters freed (in and out of 30 topics): 21, one of which the counter may
+            # miss (dropped whole: 14 turns in all)
+            assert turns >= 14 + 6
         finally:
             await service.stop()
 

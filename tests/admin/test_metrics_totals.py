@@ -174,11 +174,11 @@ def test_a_namespace_gone_quiet_shows_exact_zero_rates(probe):
             await service.load_topic(f"persistent://public/default/quiet-{i}")
         await probe.builder.scrape()
         for i, name in enumerate(service.topics):
-            probe.rates.rates[("in", name)] = (0.1 * (i + 1), 1e17 / 3 * (i + 1))
+            probe.rates.set_rate((0.1 * (i + 1), 1e17 / 3 * (i + 1)), "in", name)
             service.topic_changes.names.add(name)  # as the tracker notes a rate that moved
         await probe.builder.scrape()
         for name in service.topics:
-            probe.rates.rates[("in", name)] = (0.0, 0.0)
+            probe.rates.set_rate((0.0, 0.0), "in", name)
             service.topic_changes.names.add(name)
         await probe.builder.scrape()
         assert probe.builder.totals is not None

@@ -189,10 +189,11 @@ def test_the_bulk_frame_freezes_after_its_block_even_when_it_raises(thaw_heap: N
 
 def test_rate_samples_and_metrics_builds_freeze_what_they_keep(tmp_path: Any,
                                                                thaw_heap: None) -> None:
-    """With `bulk_topics` loaded topics, a rate sample's counters and a /metrics build's
-    caches (the grouping, the blocks) are frozen once made, out of every later full
-    collection; a build that reused every block freezes nothing; what the next build
-    replaces is freed by reference counting (no cycle left in the caches)."""
+    """With `bulk_topics` loaded topics, a /metrics build's caches (the grouping, the
+    blocks) are frozen once made, out of every later full collection; a build that reused
+    every block freezes nothing; what the next build replaces is freed by reference
+    counting (no cycle left in the caches). A rate sample needs no freeze: what it keeps
+    (counters and rates by name) is in dicts the collector never tracks."""
     from magnetar.admin.metrics import MetricsBuilder
     from magnetar.broker.topics.stats import RateTracker
 
@@ -210,20 +211,23 @@ def test_rate_samples_and_metrics_builds_freeze_what_they_keep(tmp_path: Any,
             bulk = heap.bulk_freezes
             await rates.sample_in_pieces(service, chunk=4)
             await rates.sample_in_pieces(service, chunk=4)  # (the first makes no rates)
-            assert heap.bulk_freezes == bulk + 2
-            assert rates.rates and not tracked(rates.rates) and not tracked(rates._previous)
+            assert heap.bulk_freezes == bulk
+            assert len(rates._previous) == 2 * heap.bulk_topics
+            kept = [*rates.rates.msgs.values(), *rates.rates.bytes.values(),
+                    *rates._previous.dicts()]
+            assert not any(map(gc.is_tracked, kept))
             builder = MetricsBuilder(service, rates)
             await builder.topic_part()
-            assert heap.bulk_freezes == bulk + 3 and builder.regrouped
+            assert heap.bulk_freezes == bulk + 1 and builder.regrouped
             first = next(iter(builder._blocks.values()))  # (slots, no weak references)
             assert not tracked(builder._topics) and not gc.is_tracked(builder._labels)
             assert not gc.is_tracked(builder._spaces)  # (dicts of strings: never tracked)
             await builder.topic_part()  # nothing changed: the same blocks, nothing to freeze
-            assert heap.bulk_freezes == bulk + 3 and builder.read_blocks == 0
+            assert heap.bulk_freezes == bulk + 1 and builder.read_blocks == 0
             service.topics["persistent://public/default/bulk-0"].msg_in += 1
             service.topic_changes.names.add("persistent://public/default/bulk-0")
             await builder.topic_part()
-            assert heap.bulk_freezes == bulk + 4 and builder.read_blocks == 1
+            assert heap.bulk_freezes == bulk + 2 and builder.read_blocks == 1
             # the block replaced: nothing but this test holds it (freed by reference counting)
             assert sys.getrefcount(first) == 2
             # and the builds and samples left no cyclic garbage holding topics (a freeze
@@ -725,3 +729,55 @@ def test_loaded_slices_look_names_up_as_reached() -> None:
     assert asyncio.run(walk()) == [[t["t0"], t["t1"], t["t2"]], [t["t3"], t["t5"]], []]
     assert pauses == []
     assert asyncio.run(walk(("t0", "gone", "t3"))) == [[t["t0"], t["t3"]]]  # (the names given)
+
+
+def test_large_containers_are_freed_and_filled_a_slice_at_a_time() -> None:
+    """`heap.dismantle` empties dicts ``size`` entries per slice (across the dicts) and
+    `heap.add_in_slices` adds ``size`` items per slice, the caller's pause awaited between
+    two slices: a rate sample's previous counters and moved names at 100,000 topics are
+    neither freed nor added in one call."""
+    from magnetar.broker.heap import add_in_slices, dismantle
+
+    first, second = {i: (i, float(i)) for i in range(7)}, {"a": (1,), "b": (2,)}
+    seen: list[tuple[int, int]] = []
+
+    async def pause() -> None:
+        seen.append((len(first), len(second)))
+
+    asyncio.run(dismantle([first, second], 3, pause))
+    assert first == {} and second == {}
+    assert seen == [(4, 2), (1, 2), (0, 0)]  # 3, 3, then the last of one and the other's 2
+
+    target: set[int] = {100}
+    sizes: list[int] = []
+
+    async def note() -> None:
+        sizes.append(len(target))
+
+    asyncio.run(add_in_slices(target, list(range(8)), 3, note))
+    assert target == {100, *range(8)}
+    assert sizes == [4, 7]  # 3 then 6 added before each pause; the last 2 after the second
+
+
+def test_a_bulk_is_frozen_as_it_is_built(gc_generations: list[int]) -> None:
+    """Outside a stream of loads, a framed bulk's young collections end with a freeze too
+    (the stream's hook, for the bulk alone), and `HeapFreezer.settle` collects the first
+    generation at once: a container made to hold every topic is frozen while empty, so no
+    collection walks it once grown (a list of 100,000 topics, 13-28 ms each time), and the
+    frame's end is a first-generation collection, not a middle one. The hook goes with
+    the bulk; outside one, `settle` collects nothing."""
+    heap = HeapFreezer(2)
+    heap.settle()
+    assert gc_generations == []
+    assert heap.before_bulk(heap.bulk_topics)
+    assert heap._after_young_collection in gc.callbacks and not heap.streams
+    grown: list[_Node] = []
+    heap.settle()
+    assert not _in_collected_generations([grown])  # frozen while empty
+    grown.extend(_Node() for _ in range(5000))  # (young collections freeze them as they go)
+    gc_generations.clear()
+    heap.after_bulk()
+    assert gc_generations == [0]
+    assert heap._after_young_collection not in gc.callbacks
+    assert not _in_collected_generations([grown, *grown])
+    assert heap.bulk_freezes == 1 and heap.freezes == 1 and heap.sweeps == 1

@@ -115,6 +115,32 @@ def test_idle_flusher_lets_the_loop_sync_a_lone_batch(make_factory, monkeypatch)
     run(go())
 
 
+def test_no_inline_sync_while_a_ledger_is_being_closed(make_factory, monkeypatch):
+    """While another ledger's close is under way (its seal goes through the file system's
+    journal, which an fdatasync then waits for), a lone batch is synced on the flusher
+    thread, not on the loop; once the close is done, inline again."""
+    threads = _record_sync_threads(monkeypatch)
+    f = make_factory(fsync="group", inline_sync_slow_s=60)
+    closing, staying = f.open("closing"), f.open("staying")
+
+    async def go():
+        loop_thread = threading.get_ident()
+        await closing.append(b"first")
+        await staying.append(b"first")
+        await _flusher_idle(f)
+        closed = closing.close_async()
+        before = len(threads)
+        await staying.append(b"during the close")
+        assert threads[before:] and loop_thread not in threads[before:]
+        await closed
+        await _flusher_idle(f)
+        before = len(threads)
+        await staying.append(b"after the close")
+        assert threads[before:] == [loop_thread]
+
+    run(go())
+
+
 def test_a_big_batch_goes_to_the_flusher_thread_even_when_idle(make_factory, monkeypatch):
     threads = _record_sync_threads(monkeypatch)
     f = make_factory(fsync="group")

@@ -81,7 +81,6 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from itertools import compress, islice, repeat
 from operator import attrgetter
-from typing import Any
 
 from aiohttp import web
 
@@ -95,7 +94,7 @@ from magnetar.admin.transaction_participants import (
 from magnetar.admin.transactions import txn_metrics
 from magnetar.broker.heap import loaded_slices, topic_names
 from magnetar.broker.service import BrokerService
-from magnetar.broker.topics.stats import Rate, RateTracker, replication_stats
+from magnetar.broker.topics.stats import KindTable, RateTracker, rate_key, replication_stats
 from magnetar.broker.topics.topic import PersistentTopic, Topic
 from magnetar.storage import metrics as storage_metrics
 from magnetar.storage.ledger.state import sizes_bytes
@@ -119,7 +118,6 @@ PAUSE_S = 0.001
 #: bytes of the exposition written to the response between two yields of the loop (each a
 #: copy into the socket's buffer, about a ms a MB on a loaded machine)
 WRITE_YIELD_BYTES = 1 << 19
-_ZERO: Rate = (0.0, 0.0)
 
 
 @dataclass(frozen=True)
@@ -288,11 +286,9 @@ _PRODUCERS = attrgetter("producers")
 _LEDGER = attrgetter("ledger")
 _MSG_IN = attrgetter("msg_in")
 _BYTES_IN = attrgetter("bytes_in")
-_FIRST = operator.itemgetter(0)
-_SECOND = operator.itemgetter(1)
 
 
-def _gather_block(topics: list[Topic], live: dict[str, Topic], rates: dict[Any, Rate],
+def _gather_block(topics: list[Topic], live: dict[str, Topic], rates: KindTable,
                   subscribed: list[Topic]) -> tuple[list[str], list[list[float]], bool]:
     """The `TOPIC_SERIES` values of ``topics`` (those still loaded): their names, one column
     per family and whether all were still loaded; topics with subscriptions are appended to
@@ -303,9 +299,8 @@ def _gather_block(topics: list[Topic], live: dict[str, Topic], rates: dict[Any, 
     whole = all(loaded)
     if not whole:  # unloaded while the loop had the hand
         topics, names = list(compress(topics, loaded)), list(compress(names, loaded))
-    get = rates.get
-    ins = list(map(get, zip(repeat("in"), names), repeat(_ZERO)))
-    outs = list(map(get, zip(repeat("out"), names), repeat(_ZERO)))
+    in_msgs, out_msgs = rates.msgs["in"].get, rates.msgs["out"].get
+    in_bytes, out_bytes = rates.bytes["in"].get, rates.bytes["out"].get
     subs = list(map(_SUBS, topics))
     backlog: list[float]
     consumers: list[float]
@@ -327,8 +322,10 @@ def _gather_block(topics: list[Topic], live: dict[str, Topic], rates: dict[Any, 
     else:
         sizes = [topic.ledger.size_bytes() if isinstance(topic, PersistentTopic) else 0
                  for topic in topics]
-    return names, [list(map(_FIRST, ins)), list(map(_FIRST, outs)), list(map(_SECOND, ins)),
-                   list(map(_SECOND, outs)), backlog, sizes,
+    return names, [list(map(in_msgs, names, repeat(0.0))),
+                   list(map(out_msgs, names, repeat(0.0))),
+                   list(map(in_bytes, names, repeat(0.0))),
+                   list(map(out_bytes, names, repeat(0.0))), backlog, sizes,
                    list(map(len, map(_PRODUCERS, topics))), consumers, list(map(len, subs)),
                    list(map(_MSG_IN, topics)), list(map(_BYTES_IN, topics))], whole
 
@@ -370,13 +367,13 @@ class _Block:
         self.subscribed = subscribed
 
 
-def _gather_subscriptions(topics: list[Topic], rates: dict[Any, Rate],
+def _gather_subscriptions(topics: list[Topic], rates: KindTable,
                           labels: dict[str, str], subs_rows: _Rows,
                           consumer_rows: _Rows | None) -> None:
     """`SUBSCRIPTION_SERIES` (and `CONSUMER_SERIES` when ``consumer_rows``) of ``topics``."""
     sub_label = subs_rows.labels.append
     backlog_col, consumers_col, rate_col = (column.append for column in subs_rows.columns)
-    get = rates.get
+    get = rates.msgs["sub"].get
     for topic in topics:
         prefix = labels[topic.name][:-2]  # without its "} "
         for name, sub in topic.subscriptions.items():
@@ -384,7 +381,7 @@ def _gather_subscriptions(topics: list[Topic], rates: dict[Any, Rate],
             sub_label(sub_labels + "} ")
             backlog_col(sub.backlog())
             consumers_col(len(sub.consumers))
-            rate_col(get(("sub", topic.name, name), _ZERO)[0])
+            rate_col(get(rate_key("sub", topic.name, name), 0.0))
             if consumer_rows is None:
                 continue
             for consumer in sub.consumers:
@@ -572,12 +569,14 @@ class MetricsBuilder:
         # list of 100,000 topics made at once was walked whole by the young collections of
         # the build (the list grown by blocks is walked while it is small, then it is old)
         topics: list[Topic] = []
+        groups: dict[str, list[Topic]] = {}
+        settle = self.service.heap.settle
+        settle()  # (frozen while empty: a young collection would walk them whole later)
         cluster = _esc(self.service.config.clusterName).replace("%", "%%")
         template = f'cluster="{cluster}",namespace="%s",topic="%s"}} '
         known_spaces, known_labels = self._spaces, self._labels
         spaces: dict[str, str] = {}
         labels: dict[str, str] = {}
-        groups: dict[str, list[Topic]] = {}
         step = self.chunk * LINES_PER_CHUNK
         async for block in loaded_slices(live, step, self._pause):
             if not block:  # (unloaded meanwhile)
@@ -605,14 +604,21 @@ class MetricsBuilder:
                            else list(map(spaces.__getitem__, held)))
             first = held_spaces[0]
             if held_spaces.count(first) == len(held_spaces):
-                groups.setdefault(first, []).extend(block)  # one namespace (the usual case)
+                group = groups.get(first)
+                if group is None:
+                    group = groups[first] = []
+                    settle()
+                group.extend(block)  # one namespace (the usual case)
                 continue
+            grouped = len(groups)
             for space, topic in zip(held_spaces, block, strict=True):
                 group = groups.get(space)
                 if group is None:
                     groups[space] = [topic]
                 else:
                     group.append(topic)
+            if len(groups) > grouped:
+                settle()  # the new groups, while small (once a slice, however many)
         # (unloaded ones left out)
         self._spaces, self._labels, self._topics, self._groups = spaces, labels, topics, groups
         return groups

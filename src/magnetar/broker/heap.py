@@ -16,8 +16,7 @@ once, by the first-generation collection after it was made, and the generations'
 start again at each freeze, so no older collection comes while the stream lasts.
 
 Loads are not the only bulk: a ``/metrics`` build keeps caches that reference every
-loaded topic (its blocks' names, columns and topics) and a rate sample keeps a counter
-and a rate per topic, producer and subscription, each until the next one. A full
+loaded topic (its blocks' names, columns and topics) until the next one. A full
 collection walks every reference such a container holds (~20 per topic at 100,000
 topics: 100-200 ms of the loop, during unloads or later scrapes), and CPython starts
 one every 10 middle-generation collections once objects newer than the last full
@@ -26,9 +25,14 @@ So a large bulk (`bulk_topics`) is framed: `before_bulk` collects every generati
 (what was not frozen: cheap while the bulks before it were frozen, and the cyclic
 garbage among it is freed, not frozen; during a stream of loads only the first
 generation: the rest is frozen already), and `after_bulk` collects the young generations
-and freezes; `HeapFreezer.bulk` is the two around a ``with`` block. What the next bulk
-replaces is freed by reference counting (the caches and samples hold no cycles). See
-docs/internals.md ("Many topics").
+and freezes; `HeapFreezer.bulk` is the two around a ``with`` block. Between the two, the
+stream's hook is on for the bulk too: its young collections end with a freeze, and a
+container made to hold every topic is frozen while still empty (`HeapFreezer.settle`),
+else the first young collection after it grew walked it whole, and the freeze after the
+bulk walked the middle generation again (13-28 ms each with 60,000-100,000 topics). What
+the next bulk replaces is freed by reference counting (the caches hold no cycles). A rate
+sample is no bulk: what it keeps is in dicts of strings and numbers, which the collector
+never tracks (topics/stats.py). See docs/internals.md ("Many topics").
 """
 
 from __future__ import annotations
@@ -37,7 +41,7 @@ import asyncio
 import gc
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from contextlib import contextmanager, suppress
 from functools import partial
 from itertools import islice
@@ -82,6 +86,35 @@ async def loaded_slices(topics: dict[str, T], size: int, pause: Callable[[], Awa
         yield list(cast("Iterator[T]", filter(_LOADED, map(get, islice(walk, size)))))
 
 
+async def dismantle(mappings: Iterable[dict[Any, Any]], size: int,
+                    pause: Callable[[], Awaitable[Any]]) -> None:
+    """Empty ``mappings`` (dicts nobody else holds any more), ``pause`` awaited after every
+    ``size`` entries freed (across the dicts): what dicts of every topic held is freed a
+    slice at a time. Dropped at once, the last reference freed it all in one call (a rate
+    sample's counters at 100,000 topics, ~200,000 entries: 20-45 ms of the loop)."""
+    budget = size
+    for mapping in mappings:
+        pop = mapping.popitem
+        while mapping:
+            count = min(budget, len(mapping))
+            for _ in range(count):
+                pop()
+            budget -= count
+            if not budget:
+                await pause()
+                budget = size
+
+
+async def add_in_slices(target: set[T], items: list[T], size: int,
+                        pause: Callable[[], Awaitable[Any]]) -> None:
+    """``target.update(items)``, ``size`` items per slice, ``pause`` awaited between
+    slices (100,000 names added in one call held the loop 15-50 ms, the set growing)."""
+    for start in range(0, len(items), size):
+        if start:
+            await pause()
+        target.update(islice(items, start, start + size))
+
+
 #: loads have paused (a stream of loads ended) once no topic has loaded for this long
 SETTLE_S = 0.5
 #: a bulk built for this many times ``loads_per_freeze`` topics is frozen once built
@@ -111,8 +144,8 @@ class HeapFreezer:
     a last freeze (`freeze`) ends the stream. Use from the event loop (the hook runs on
     whichever thread collects)."""
 
-    __slots__ = ("_floor", "_handle", "_hook", "_last_load", "_loaded", "_loaded_at_check",
-                 "bulk_freezes", "freezes", "loads", "loads_per_freeze", "streams", "sweeps",
+    __slots__ = ("_bulk_hooked", "_floor", "_handle", "_hook", "_last_load", "_loaded",
+                 "_loaded_at_check", "bulk_freezes", "freezes", "loads", "loads_per_freeze", "streams", "sweeps",
                  "young_freezes", "young_sweeps")
 
     def __init__(self, loads_per_freeze: int) -> None:
@@ -129,8 +162,9 @@ class HeapFreezer:
         self._loaded_at_check = 0  # topics loaded at the stream's last `_check`
         self._last_load = 0.0
         self._handle: asyncio.TimerHandle | None = None
-        # the gc.callbacks hook while a stream is under way (None otherwise)
+        # the gc.callbacks hook while a stream or a bulk is under way (None otherwise)
         self._hook: Callable[[str, dict[str, int]], None] | None = None
+        self._bulk_hooked = False  # the hook is a framed bulk's (`before_bulk`)
 
     @property
     def stream_loads(self) -> int:
@@ -159,10 +193,13 @@ class HeapFreezer:
             self._handle = asyncio.get_running_loop().call_later(SETTLE_S, self._check)
 
     def _begin_stream(self) -> None:
+        self.streams += 1
+        self._hook_on()
+
+    def _hook_on(self) -> None:
         if self._hook is None:
             self._hook = self._after_young_collection
             gc.callbacks.append(self._hook)
-            self.streams += 1
 
     def _end_stream(self) -> None:
         hook, self._hook = self._hook, None
@@ -226,7 +263,8 @@ class HeapFreezer:
         generation (little: the last bulk was frozen after it), or during a stream of
         loads only the first (the stream's freezes left nothing older unfrozen: a full
         collection then would walk the loads since the last young collection for nothing,
-        87-122 ms while topics were created). True: call `after_bulk` once it is built."""
+        87-122 ms while topics were created). Outside a stream, the stream's hook is then
+        on until `after_bulk`. True: call `after_bulk` once it is built."""
         least = self.bulk_topics
         if least <= 0 or topics < least:
             return False
@@ -237,6 +275,8 @@ class HeapFreezer:
         else:
             gc.collect()
             self.sweeps += 1
+            self._hook_on()  # the bulk's young collections freeze too (`settle`)
+            self._bulk_hooked = True
         log.debug("collected the unfrozen heap before a bulk of %d topics (%.1f ms)",
                   topics, (time.perf_counter() - started) * 1000)
         return True
@@ -244,16 +284,32 @@ class HeapFreezer:
     def after_bulk(self, built: bool = True) -> None:
         """The bulk `before_bulk` was true for is built: unless nothing long-lived was
         made after all (``built`` false: e.g. a ``/metrics`` build that reused every
-        block), freeze it now, so that no later full collection walks it: `freeze`, or
-        during a stream of loads a first-generation collection (the stream's hook freezes
-        what it leaves; the stream goes on)."""
+        block), freeze it now, so that no later full collection walks it: a
+        first-generation collection (the hook freezes what it leaves; a stream of loads
+        goes on, the bulk's own hook goes), or `freeze` if a stream ended meanwhile."""
+        hooked, self._bulk_hooked = self._bulk_hooked, False
+        own = hooked and self._handle is None  # the hook is the bulk's alone (no stream)
         if not built:
+            if own:
+                self._end_stream()
             return
         if self.streaming:
-            gc.collect(0)
+            gc.collect(0)  # (the hook freezes what it leaves)
+            if own:
+                self._end_stream()
+                self.freezes += 1
         else:
             self.freeze()
         self.bulk_freezes += 1
+
+    def settle(self) -> None:
+        """During a framed bulk (or a stream of loads): collect the first generation now,
+        which freezes what survives it. Call it right after making a container that will
+        hold every topic, while it is still small: otherwise the first young collection
+        that sees it walks it whole (a list of 100,000 topics: 13-28 ms of the loop).
+        Nothing otherwise."""
+        if self._hook is not None:
+            gc.collect(0)
 
     @contextmanager
     def bulk(self, topics: int) -> Iterator[Bulk]:

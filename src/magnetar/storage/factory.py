@@ -131,6 +131,7 @@ class ManagedLedgerFactory(CursorRows):
             inline=config.inline_sync_when_idle,
             slow_sync_s=config.inline_sync_slow_s,
             backoff_s=config.inline_sync_backoff_s,
+            busy_elsewhere=self._closes_under_way,
         )
         # reads that miss the cache run here, so a slow disk never holds up the event loop
         self.readers = ThreadPoolExecutor(max_workers=4, thread_name_prefix="magnetar-read")
@@ -382,6 +383,11 @@ class ManagedLedgerFactory(CursorRows):
 
     def open_ledgers(self) -> dict[str, ManagedLedger]:
         return dict(self._ledgers)
+
+    def _closes_under_way(self) -> bool:
+        """Whether a `close_async` is sealing a ledger (the flusher then syncs nothing on
+        the event loop: see `Flusher`)."""
+        return bool(self._closing)
 
     def _ledger_closed(self, ml: ManagedLedger) -> None:
         if self._ledgers.get(ml.name) is ml:
