@@ -444,19 +444,8 @@ class PersistentTopic(BacklogTimes, Topic):
         Only stored messages count in the topic's and the producer's counters."""
         producer.in_flight -= 1
         answered = False
-        if txn is not None:
-            buf = self.txn_buffer
-            if buf is not None:
-                entry = buf.open.get(txn)
-                if entry is not None and position is not None and buf.ready.done():
-                    # `TransactionBuffer.placed`'s first case, inline (once per message):
-                    # a later entry of an open transaction, the bound unchanged
-                    if position > buf.position:
-                        buf.position = position
-                    entry.positions.append(position)
-                    entry.messages += num_messages
-                else:
-                    buf.placed(txn, position, num_messages)
+        if txn is not None and self.txn_buffer is not None:
+            self.txn_buffer.placed(txn, position, num_messages)
         try:
             if position is None:
                 if self.dedup is not None:
