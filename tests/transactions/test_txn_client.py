@@ -17,6 +17,7 @@ from magnetar.client.errors import (
     TransactionNotFound,
 )
 from magnetar.client.transaction import Transaction
+from magnetar.protocol import pb
 from tests.client.conftest import BrokerProcess, run
 
 
@@ -118,3 +119,37 @@ def test_a_failed_operation_is_found_among_many() -> None:
             assert str(txn._failed) == f"op {failed_at}" and txn._ops == []
 
     asyncio.run(go())
+
+
+def test_one_add_partition_per_partition_and_commit_after_awaited_sends(
+        txn_broker: BrokerProcess) -> None:
+    """A transaction asks AddPartitionToTxn once per partition: the sends after the first
+    skip it (`Transaction._joined`), concurrent first sends share the one request, and a
+    send after the end is still refused. A commit after the sends were awaited has
+    nothing left to wait for (the done ones are pruned first) and commits."""
+    async def go() -> None:
+        async with magnetar.Client(txn_broker.url, enable_transaction=True) as client:
+            topic = "persistent://public/default/txn-one-add-partition"
+            producer = await client.create_producer(topic)
+            coordinators = client._transactions()
+            asked: list[int] = []
+            call = coordinators.call
+
+            async def counting(tc: int, kind: int, **fields: object) -> object:
+                asked.append(kind)
+                return await call(tc, kind, **fields)
+
+            coordinators.call = counting  # type: ignore[method-assign]
+            txn = await client.new_transaction(timeout_ms=60_000)
+            first = await asyncio.gather(*(producer.send_async(b"a", txn=txn) for _ in range(3)))
+            futures = [*first, *[await producer.send_async(b"b", txn=txn) for _ in range(20)]]
+            await asyncio.gather(*futures)
+            assert asked.count(pb.BaseCommand.ADD_PARTITION_TO_TXN) == 1
+            assert txn._joined(topic)
+            await txn.commit()
+            assert txn.state == "COMMITTED" and txn._ops == []
+            assert not txn._joined(topic)
+            with pytest.raises(InvalidTxnStatus):
+                await producer.send_async(b"late", txn=txn)
+
+    run(go)

@@ -117,10 +117,11 @@ class Producer:
                 else float(deliver_after) / 1000.0
             deliver_at = int((time.time() + seconds) * 1000)
         if txn is not None:  # the partition joins the transaction before the first send
-            await txn._add_partition(part.topic)
+            if not txn._joined(part.topic):
+                await txn._add_partition(part.topic)
             txn._track(fut)
             part.add(content, fut, properties, partition_key, ordering_key, event_timestamp,
-                     sequence_id, deliver_at, txn.id)
+                     sequence_id, deliver_at, txn._id)
             return fut
         part.add(content, fut, properties, partition_key, ordering_key, event_timestamp,
                  sequence_id, deliver_at)

@@ -160,6 +160,8 @@ class Transaction:
         self._state = OPEN
         self._deadline = None if timeout_ms is None else time.monotonic() + timeout_ms / 1000.0
         self._partitions: dict[str, asyncio.Future[None]] = {}
+        self._added: set[str] = set()  # the partitions whose AddPartitionToTxn succeeded
+        self._id = (most, least)
         self._subscriptions: dict[tuple[str, str], asyncio.Future[None]] = {}
         # its operations (sends) not yet seen done: checked in bulk, not by a callback each
         self._ops: list[asyncio.Future[Any]] = []
@@ -169,7 +171,7 @@ class Transaction:
     @property
     def id(self) -> tuple[int, int]:
         """(most bits, least bits): (coordinator id, sequence)."""
-        return (self._most, self._least)
+        return self._id
 
     @property
     def state(self) -> str:
@@ -203,13 +205,19 @@ class Transaction:
                 **fields))
         await asyncio.shield(fut)
 
+    def _joined(self, topic: str) -> bool:
+        """Whether a send in ``topic`` may go at once: the transaction is open and
+        ``topic`` was added to it (AddPartitionToTxn answered). A producer tests this
+        before awaiting `_add_partition`: every send after a partition's first."""
+        return self._state == OPEN and topic in self._added
+
     async def _add_partition(self, topic: str) -> None:
         """AddPartitionToTxn once for ``topic`` (a partition's full name)."""
         self._check_open("send in")
-        added = self._partitions.get(topic)
-        if added is not None and added.done() and not added.cancelled() and added.exception() is None:
-            return  # (every send after the first: no shield, no task)
+        if topic in self._added:
+            return
         await self._once(self._partitions, topic, T.ADD_PARTITION_TO_TXN, partitions=[topic])
+        self._added.add(topic)
 
     async def _add_subscription(self, topic: str, subscription: str) -> None:
         self._check_open("acknowledge in")
@@ -258,8 +266,12 @@ class Transaction:
         await self._end(False)
 
     async def _wait_ops(self) -> None:
+        """Wait for the operations not done yet (the done ones are pruned first: an
+        application that awaited its sends has them all done, and gathering them again
+        would cost a callback and a loop turn's work each)."""
+        self._prune()
         if self._ops:
-            await asyncio.gather(*list(self._ops), return_exceptions=True)
+            await asyncio.gather(*self._ops, return_exceptions=True)
             self._prune()
 
     async def _end(self, commit: bool) -> None:

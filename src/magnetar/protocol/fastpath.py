@@ -30,6 +30,7 @@ _MASK64 = (1 << 64) - 1
 
 _TWO_U32 = struct.Struct(">II")
 _U32 = struct.Struct(">I")
+_U32_FROM = _U32.unpack_from
 
 # BaseCommand.type (field 1, varint) values, and the tag of the sub-message field
 # (field number == type value, wire type 2).
@@ -62,11 +63,12 @@ def metadata_ends_with(part: bytes | memoryview, fields: bytes) -> bool:
     Read from the bytes alone, without a parse: a string field that ends the metadata
     with those very bytes would pass too (a client writing that mislabels only its own
     message, as it could by writing the fields themselves wrong)."""
-    if len(part) < 10 or part[0] != 0x0E or part[1] != 0x01:
+    size = len(part)
+    if size < 10 or part[0] != 0x0E or part[1] != 0x01:
         return False
-    end = 10 + _U32.unpack_from(part, 6)[0]
+    end = 10 + _U32_FROM(part, 6)[0]
     start = end - len(fields)
-    return start >= 10 and end <= len(part) and part[start:end] == fields
+    return start >= 10 and end <= size and part[start:end] == fields
 
 
 def send_receipt_frame(

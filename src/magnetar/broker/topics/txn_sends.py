@@ -30,6 +30,7 @@ from magnetar.broker.topics.transaction_buffer import (
     with_txnid,
 )
 from magnetar.protocol import pb
+from magnetar.protocol.fastpath import metadata_ends_with
 from magnetar.storage import StorageError
 
 if TYPE_CHECKING:
@@ -61,7 +62,13 @@ def publish_in_order(producer: Producer, send: SendFrame, payload: bytes | memor
         # `_check_now` add one only then; its end removes it), so none of `_now`'s
         # other tests can refuse it
         fields = buf.verified.get(txn)
-        verdict = True if fields is not None else _check_now(topic, buf, txn)
+        if fields is not None:
+            if metadata_ends_with(payload, fields):  # (as clients write it: see `with_txnid`)
+                topic.publish(producer, send, payload, size, part_crc, txn)
+                return
+            verdict: bool | BrokerError = True
+        else:
+            verdict = _check_now(topic, buf, txn)
         if verdict is True:
             stored = with_txnid(payload, txn, fields or buf.verified.get(txn))
             if stored is None:
