@@ -145,8 +145,8 @@ class HeapFreezer:
     whichever thread collects)."""
 
     __slots__ = ("_bulk_hooked", "_floor", "_handle", "_hook", "_last_load", "_loaded",
-                 "_loaded_at_check", "bulk_freezes", "freezes", "loads", "loads_per_freeze", "streams", "sweeps",
-                 "young_freezes", "young_sweeps")
+                 "_loaded_at_check", "bulk_freezes", "freezes", "loads", "loads_per_freeze",
+                 "streams", "sweeps", "young_freezes", "young_sweeps")
 
     def __init__(self, loads_per_freeze: int) -> None:
         self.loads_per_freeze = loads_per_freeze

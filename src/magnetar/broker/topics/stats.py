@@ -46,9 +46,10 @@ KINDS = ("in", "out", "producer", "sub", "consumer", "repl", "repl_expired")
 
 
 def rate_key(kind: str, *of: Any) -> Any:
-    """A counter's key in its kind's dicts (``of``: what it is of): the topic's name (``in``, ``out``), the
-    consumer's id, else the topic's name and the producer's, subscription's or remote's
-    joined by a NUL. A string or a number, never a tuple (`Counters`)."""
+    """A counter's key in its kind's dicts (``of``: what it is of): the topic's name
+    (``in``, ``out``), the consumer's id, else the topic's name and the producer's,
+    subscription's or remote's joined by a NUL. A string or a number, never a tuple
+    (`Counters`)."""
     if kind == "in" or kind == "out" or kind == "consumer":
         return of[0]
     return "\x00".join(of)
@@ -108,18 +109,18 @@ def _count(topic: Topic, counted: dict[str, dict[Any, int]]) -> None:
     name = topic.name
     counted["in"][name] = topic.msg_in << _SHIFT | topic.bytes_in
     for producer in topic.producers.values():
-        counted["producer"][f"{name}\x00{producer.name}"] = (
+        counted["producer"][rate_key("producer", name, producer.name)] = (
             producer.msg_in << _SHIFT | producer.bytes_in)
     out_msgs = out_bytes = 0
     for sub_name, sub in topic.subscriptions.items():
         sub_msgs, sub_bytes = subscription_counters(sub)
         out_msgs += sub_msgs
         out_bytes += sub_bytes
-        counted["sub"][f"{name}\x00{sub_name}"] = sub_msgs << _SHIFT | sub_bytes
+        counted["sub"][rate_key("sub", name, sub_name)] = sub_msgs << _SHIFT | sub_bytes
         for consumer in sub.consumers:
             counted["consumer"][id(consumer)] = consumer.msg_out << _SHIFT | consumer.bytes_out
     for remote, replicator in getattr(topic, "replicators", {}).items():
-        key = f"{name}\x00{remote}"
+        key = rate_key("repl", name, remote)
         counted["repl"][key] = replicator.msg_out << _SHIFT | replicator.bytes_out
         counted["repl_expired"][key] = replicator.msg_expired << _SHIFT
         # as Pulsar's: a topic's rate out counts what its replicators send
