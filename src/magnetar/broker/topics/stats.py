@@ -55,6 +55,11 @@ def rate_key(kind: str, *of: Any) -> Any:
     return "\x00".join(of)
 
 
+def _by_kind() -> dict[str, dict[Any, Any]]:
+    """An empty dict per kind (`KINDS`)."""
+    return {kind: {} for kind in KINDS}
+
+
 class KindTable:
     """Rates by kind (`KINDS`) and key (`rate_key`), computed from two samples: messages/s
     and bytes/s, only those not zero (an idle topic has none). Dicts of strings and numbers,
@@ -63,8 +68,8 @@ class KindTable:
     __slots__ = ("bytes", "msgs")
 
     def __init__(self) -> None:
-        self.msgs: dict[str, dict[Any, float]] = {kind: {} for kind in KINDS}
-        self.bytes: dict[str, dict[Any, float]] = {kind: {} for kind in KINDS}
+        self.msgs: dict[str, dict[Any, float]] = _by_kind()
+        self.bytes: dict[str, dict[Any, float]] = _by_kind()
 
     def get(self, kind: str, key: Any) -> Rate:
         """(messages, bytes) of ``key`` (0.0 each when absent)."""
@@ -147,7 +152,7 @@ class RateTracker:
         """Take a sample of every loaded topic's counters now (``now``: monotonic seconds)."""
         now = time.monotonic() if now is None else now
         kept, rates, moved = Counters(), KindTable(), list[str]()
-        counted: dict[str, dict[Any, int]] = {kind: {} for kind in KINDS}
+        counted: dict[str, dict[Any, int]] = _by_kind()
         for topic in list(service.topics.values()):
             _count(topic, counted)
         self._rates_of(counted, now, kept, rates, moved)
@@ -177,7 +182,7 @@ class RateTracker:
         now = time.monotonic()
         kept, rates, moved = Counters(), KindTable(), list[str]()
         async for topics in loaded_slices(service.topics, chunk, _turn):
-            counted: dict[str, dict[Any, int]] = {kind: {} for kind in KINDS}
+            counted: dict[str, dict[Any, int]] = _by_kind()
             for topic in topics:  # (those unloaded meanwhile left out)
                 _count(topic, counted)
             self._rates_of(counted, now, kept, rates, moved)

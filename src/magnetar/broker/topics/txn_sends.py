@@ -67,10 +67,12 @@ def publish_in_order(producer: Producer, send: SendFrame, payload: bytes | memor
                 topic.publish(producer, send, payload, size, part_crc, txn)
                 return
             verdict: bool | BrokerError = True
+            fields = None  # (tested just now: `with_txnid` need not test it again)
         else:
             verdict = _check_now(topic, buf, txn)
+            fields = buf.verified.get(txn)
         if verdict is True:
-            stored = with_txnid(payload, txn, fields or buf.verified.get(txn))
+            stored = with_txnid(payload, txn, fields)
             if stored is None:
                 producer.send_error(send.sequence_id, pb.UnknownError,
                                     "the message's metadata cannot be read", size)
