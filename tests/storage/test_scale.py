@@ -85,3 +85,26 @@ def test_idle_segment_files_close(make_factory):
     assert f.open_file_count() == 0
     for j, ml in enumerate(ledgers):
         assert ml.read_entries(Position(-1, -1), 1)[0][1] == b"e%d" % j
+
+
+def test_idle_segment_files_close_a_slice_at_a_time(make_factory):
+    """`close_idle_files_in_slices`: one round, ``size`` files a step; a segment used
+    between two steps keeps its descriptor (the round is not done in one go)."""
+    f = make_factory(fsync="group", max_open_files=64, read_cache_bytes=0)
+
+    async def go():
+        ledgers = [f.open(f"persistent://public/default/sliced{j}") for j in range(10)]
+        await asyncio.gather(*(ml.append(b"e%d" % j) for j, ml in enumerate(ledgers)))
+        return ledgers
+
+    ledgers = asyncio.run(go())
+    assert f.close_idle_files() == 0  # a round marks them all
+    steps = f.close_idle_files_in_slices(4)
+    assert next(steps) == 4
+    assert f.open_file_count() == 6
+    late = ledgers[9]  # in the round's last slice: used before that slice's turn
+    assert late.read_entries(Position(-1, -1), 1)[0][1] == b"e9"
+    assert list(steps) == [4, 1]  # the used one was left open
+    assert f.open_file_count() == 1
+    for j, ml in enumerate(ledgers):
+        assert ml.read_entries(Position(-1, -1), 1)[0][1] == b"e%d" % j

@@ -47,6 +47,7 @@ from magnetar.broker.replication.manager import ReplicationManager, is_replicato
 from magnetar.broker.schema.registry import SchemaRegistry
 from magnetar.broker.security.broker_security import BrokerSecurity
 from magnetar.broker.subscriptions.subscription import PersistentSubscription
+from magnetar.broker.switching import ThreadSwitching
 from magnetar.broker.topic_name import TopicName, ledger_name
 from magnetar.broker.topics.changes import TopicChanges, TopicRegistry
 from magnetar.broker.topics.compaction import Compactor
@@ -173,6 +174,8 @@ class BrokerService(AdminOperations):
         self.topic_changes = TopicChanges()
         self.topics: dict[str, Topic] = TopicRegistry(self.topic_changes)
         self.heap = HeapFreezer(config.magnetarGcFreezeAfterTopicLoads)  # gc.freeze after loads
+        # the interpreter's switch interval while this broker runs (its threads' hand-backs)
+        self.switching = ThreadSwitching(config.magnetarThreadSwitchIntervalMicros)
         # topics a load_topic is loading (their ledger's scan on a storage thread): how many
         self.loading: dict[str, int] = {}
         # topics a delete_topic is deleting (its storage work off the loop): not loadable
@@ -219,6 +222,7 @@ class BrokerService(AdminOperations):
             await self.storage.ledger_ids_ready()  # cluster: the first block of ledger ids
         except StorageError as exc:  # asked for again when a segment needs one
             log.warning("no ledger ids from the metadata store yet: %s", exc)
+        self.switching.start()
         await self.transactions.start()  # (alone: pulsar/system made) before clients come
         if self.config.brokerServicePort >= 0:  # -1: TLS only (brokerServicePortTls)
             self._server = await loop.create_server(
@@ -296,6 +300,7 @@ class BrokerService(AdminOperations):
         if self.closing_ledgers:  # unloads under way finish their disk work off the loop
             await asyncio.gather(*list(self.closing_ledgers), return_exceptions=True)
         self.storage.close()
+        self.switching.stop()
 
     # ------------------------------------------------------------------ housekeeping
     # (the work is the components'; these are the names the admin layer and tests use)

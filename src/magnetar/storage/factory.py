@@ -44,7 +44,7 @@ import contextlib
 import logging
 import os
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, NamedTuple, TypeVar
 
@@ -545,6 +545,11 @@ class ManagedLedgerFactory(CursorRows):
     def close_idle_files(self) -> int:
         """Close the segment files unused since the previous call (call periodically)."""
         return self._files.close_idle()
+
+    def close_idle_files_in_slices(self, size: int) -> Iterator[int]:
+        """`close_idle_files`, ``size`` files a step (each step yields how many it
+        closed; the caller lets the event loop run between two)."""
+        return self._files.close_idle_in_slices(size)
 
     def open_file_count(self) -> int:
         """Segment file descriptors currently open."""

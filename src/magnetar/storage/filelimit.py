@@ -12,7 +12,8 @@ sealed, fully confirmed and has its index sidecar on disk also drops its in-memo
 index (8 bytes per entry; reloaded from the sidecar on next use), so an idle segment costs
 neither a descriptor nor memory proportional to its entries. `close_idle`, called
 periodically, closes the clean segments not used since its previous call (a producer that
-went away leaves no descriptor behind for long). Event loop thread only.
+went away leaves no descriptor behind for long); `close_idle_in_slices` does the same a
+slice at a time. Event loop thread only.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import asyncio
 import contextlib
 import logging
 from collections import OrderedDict
+from collections.abc import Iterator
 from concurrent.futures import Executor, Future
 
 from .segment import Segment
@@ -123,22 +125,37 @@ class FileLimiter:
             _release_index(seg)
 
     def close_idle(self) -> int:
-        """Close the clean segments not used since the previous call (unsynced ones are
+        """Close the clean segments not used since the previous round (unsynced ones are
         left to the flusher and the next round); how many were closed."""
+        return sum(self.close_idle_in_slices(len(self._lru) or 1))
+
+    def close_idle_in_slices(self, size: int) -> Iterator[int]:
+        """One round of `close_idle`, ``size`` segments at a time: each step closes those
+        of its slice still idle and clean, and yields how many, for the caller to let the
+        event loop run between two (while topics are created, a round closes every
+        segment made a round before: ~20,000 closes, 35-90 ms in one go). A segment used,
+        forgotten or written meanwhile is left alone."""
         lru = self._lru
         idle_before = self._round
         self._round += 1
         idle = []
-        for seg, used in lru.items():
-            if used >= idle_before:
+        for seg, last_used in lru.items():
+            if last_used >= idle_before:
                 break  # the rest were used since the previous round
-            if seg.fd is None or not (self.sync_before_close and seg.dirty):
-                idle.append(seg)
-        for seg in idle:
-            del lru[seg]
-            seg.close_fd()
-            _release_index(seg)
-        return len(idle)
+            idle.append(seg)
+        for start in range(0, len(idle), size):
+            closed = 0
+            for seg in idle[start : start + size]:
+                used = lru.get(seg)
+                if used is None or used >= idle_before:
+                    continue  # forgotten, retired or used since the round began
+                if seg.fd is not None and self.sync_before_close and seg.dirty:
+                    continue  # left to the flusher and the next round
+                del lru[seg]
+                seg.close_fd()
+                _release_index(seg)
+                closed += 1
+            yield closed
 
     def retiring_count(self) -> int:
         return len(self._retiring)

@@ -252,6 +252,10 @@ class BrokerConfig(SecurityConfig):
     # 100,000 loaded topics do not stall the broker. With 10 x this many topics loaded,
     # each rate sample and /metrics build that made new caches is frozen too; 0 never freezes.
     magnetarGcFreezeAfterTopicLoads: int = 1000
+    # While a broker runs, a thread of its own (the flusher, the readers) that wants the
+    # interpreter from a busy event loop waits at most this long for each hand-back
+    # (sys.setswitchinterval; Python's default is 5,000): broker/switching.py; 0 leaves it
+    magnetarThreadSwitchIntervalMicros: int = 500
     # Retention, message TTL and backlog-quota eviction also apply to topics that are not
     # loaded: every this many seconds a sweep loads, in turn, the unloaded persistent
     # topics that may have work due, applies the same housekeeping as to loaded topics and
@@ -356,6 +360,9 @@ class BrokerConfig(SecurityConfig):
             raise ConfigError("maxNumPartitionsPerPartitionedTopic must be >= 0 (0: no limit)")
         if self.magnetarTransactionMarkerLingerMillis < 0:
             raise ConfigError("magnetarTransactionMarkerLingerMillis must be >= 0 (0: no linger)")
+        if self.magnetarThreadSwitchIntervalMicros < 0:
+            raise ConfigError("magnetarThreadSwitchIntervalMicros must be >= 0 "
+                              "(0: Python's own switch interval)")
         if self.magnetarGcFreezeAfterTopicLoads < 0:
             raise ConfigError("magnetarGcFreezeAfterTopicLoads must be >= 0 (0: never freeze)")
         if self.magnetarTopicUnloadIdleSeconds < 0:
