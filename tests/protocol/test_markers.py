@@ -12,12 +12,17 @@ from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from hypothesis import given
 from hypothesis import strategies as st
 
-from magnetar.protocol.frames import parse_payload_part
+from magnetar.protocol import pb
+from magnetar.protocol.fastpath import txnid_fields
+from magnetar.protocol.frames import build_payload_part, parse_payload_part
 from magnetar.protocol.markers import (
+    MARKER_PRODUCER,
     REPLICATED_SUBSCRIPTION_SNAPSHOT,
     REPLICATED_SUBSCRIPTION_SNAPSHOT_REQUEST,
     REPLICATED_SUBSCRIPTION_SNAPSHOT_RESPONSE,
     REPLICATED_SUBSCRIPTION_UPDATE,
+    TXN_ABORT,
+    TXN_COMMIT,
     ClusterPosition,
     MarkerError,
     Snapshot,
@@ -27,6 +32,7 @@ from magnetar.protocol.markers import (
     decode_marker,
     encode_marker,
     marker_part,
+    txn_marker_part,
 )
 
 _F = descriptor_pb2.FieldDescriptorProto
@@ -152,3 +158,24 @@ def test_required_fields() -> None:
         decode_marker(11, _reference(SnapshotRequest("id", "A")))  # a response without a cluster
     with pytest.raises(MarkerError):
         decode_marker(12, b"\x0a\x02id")  # a snapshot without its local message id
+
+
+_U64 = st.integers(min_value=0, max_value=(1 << 64) - 1)
+
+
+@given(st.sampled_from([TXN_COMMIT, TXN_ABORT]), _U64, _U64,
+       st.integers(min_value=0, max_value=(1 << 63) - 1), st.booleans())
+def test_txn_marker_part_is_what_protobuf_builds(marker_type: int, most: int, least: int,
+                                                 now_ms: int, with_fields: bool) -> None:
+    """The commit/abort marker put together from its serialized fields is, byte for byte,
+    the payload part built from its ``MessageMetadata`` (with the transaction id's fields
+    given or not)."""
+    metadata = pb.MessageMetadata(
+        producer_name=MARKER_PRODUCER, sequence_id=0, publish_time=now_ms,
+        marker_type=marker_type, txnid_most_bits=most, txnid_least_bits=least)
+    fields = txnid_fields(most, least) if with_fields else None
+    part = txn_marker_part(marker_type, most, least, now_ms, fields=fields)
+    assert part == build_payload_part(metadata, b"")
+    read, body = parse_payload_part(part)  # (its CRC checked)
+    assert body == b"" and read.marker_type == marker_type
+    assert (read.txnid_most_bits, read.txnid_least_bits) == (most, least)

@@ -22,11 +22,15 @@ Bad input raises `MarkerError` (a ``ProtocolError``).
 
 from __future__ import annotations
 
+import struct
 import time
 from dataclasses import dataclass
 
+import crc32c as _crc32c
+
 from magnetar.protocol import pulsar_pb2 as pb
 from magnetar.protocol.errors import ProtocolError
+from magnetar.protocol.fastpath import txnid_fields
 from magnetar.protocol.frames import build_payload_part, peek_metadata
 from magnetar.protocol.varint import decode_varint, encode_varint
 
@@ -167,14 +171,31 @@ def marker_part(marker: Marker, replicate_to: str | None = None, now_ms: int | N
     return build_payload_part(metadata, body)
 
 
-def txn_marker_part(marker_type: int, most: int, least: int, now_ms: int | None = None) -> bytes:
+#: a transaction marker's metadata up to its publish time's value: ``producer_name`` (1)
+#: ``pulsar.marker``, ``sequence_id`` (2) 0, the tag of ``publish_time`` (3)
+_TXN_MARKER_HEAD = b"\x0a" + bytes((len(MARKER_PRODUCER),)) + MARKER_PRODUCER.encode() + b"\x10\x00\x18"
+#: the ``marker_type`` field (20) of a commit and of an abort marker
+_TXN_MARKER_TYPE = {TXN_COMMIT: b"\xa0\x01" + encode_varint(TXN_COMMIT),
+                    TXN_ABORT: b"\xa0\x01" + encode_varint(TXN_ABORT)}
+_MAGIC = b"\x0e\x01"
+_U32 = struct.Struct(">I")
+
+
+def txn_marker_part(marker_type: int, most: int, least: int, now_ms: int | None = None,
+                    fields: bytes | None = None) -> bytes:
     """The payload part of a transaction's commit (``TXN_COMMIT``) or abort
-    (``TXN_ABORT``) marker for transaction ``(most, least)``."""
-    metadata = pb.MessageMetadata(
-        producer_name=MARKER_PRODUCER, sequence_id=0,
-        publish_time=int(time.time() * 1000) if now_ms is None else now_ms,
-        marker_type=marker_type, txnid_most_bits=most, txnid_least_bits=least)
-    return build_payload_part(metadata, b"")
+    (``TXN_ABORT``) marker for transaction ``(most, least)``: the bytes that
+    `build_payload_part` makes of its ``MessageMetadata`` (producer ``pulsar.marker``,
+    sequence id 0, the publish time, ``marker_type``, the transaction id; no body), put
+    together from their serialized fields. ``fields``: the transaction id's, when at hand
+    (`fastpath.txnid_fields`)."""
+    if fields is None:
+        fields = txnid_fields(most, least)
+    meta = b"".join((_TXN_MARKER_HEAD,
+                     encode_varint(int(time.time() * 1000) if now_ms is None else now_ms),
+                     _TXN_MARKER_TYPE[marker_type], fields))
+    head = _U32.pack(len(meta))
+    return b"".join((_MAGIC, _U32.pack(_crc32c.crc32c(meta, _crc32c.crc32c(head))), head, meta))
 
 
 def is_marker(metadata: pb.MessageMetadata) -> bool:

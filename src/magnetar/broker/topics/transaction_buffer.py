@@ -315,6 +315,29 @@ class TransactionBuffer:
         running = self._ending.get(txn)
         if running is not None:
             await asyncio.shield(running)
+        if self._had_end(txn, action):
+            return
+        done, answered = self._mark(txn, action, 0.0 if wait else self._linger_s())
+        if not answered:
+            await asyncio.shield(done)
+
+    def end_now(self, txn: TxnId, action: int) -> bool:
+        """`end` (without ``wait``) where it returns without waiting: the buffer ready, no
+        end of ``txn`` under way here, and its marker may linger (`_linger_s`). True: done
+        as `end` would (``InvalidTxnStatus`` raised as there); False: nothing done, or the
+        marker refused at once (`end` then waits for that end and raises its failure)."""
+        if not self.ready.done() or txn in self._ending:
+            return False
+        linger_s = self._linger_s()
+        if linger_s <= 0.0:
+            return False
+        if self._had_end(txn, action):
+            return True
+        return self._mark(txn, action, linger_s)[1]
+
+    def _had_end(self, txn: TxnId, action: int) -> bool:
+        """Whether ``txn`` needs no marker here: it ended the same way (the opposite way
+        raises ``InvalidTxnStatus``) or was never seen (remembered as ended now)."""
         commit = action == pb.COMMIT
         if txn in self.aborted or txn in self.ended:
             was_commit = txn not in self.aborted and self.ended.get(txn, False)
@@ -322,31 +345,41 @@ class TransactionBuffer:
                 raise BrokerError(pb.InvalidTxnStatus, (
                     f"transaction {txn_name(txn)} was {'committed' if was_commit else 'aborted'} "
                     f"on {self.topic.name}; it cannot be {'committed' if commit else 'aborted'}"))
-            return
+            return True
         if txn not in self.open and txn not in self.unplaced:
             self._remember(txn, commit)  # never seen here: nothing to mark
             self.verified.pop(txn, None)
-            return
-        # only on a broker alone (no cluster) may a marker linger: its coordinator is in
-        # this process, so a crash that loses the marker loses the coordinator's memory
-        # too, and its stored COMMITTING/ABORTING record has the topic told again at
-        # restart; in a cluster the coordinator may live on (elsewhere, or on after this
-        # topic moved) and forget the transaction once answered (`wait` then always)
+            return True
+        return False
+
+    def _linger_s(self) -> float:
+        """How long an end's marker may wait for the next append. Only on a broker alone
+        (no cluster): its coordinator is in this process, so a crash that loses the marker
+        loses the coordinator's memory too, and its stored COMMITTING/ABORTING record has
+        the topic told again at restart; in a cluster the coordinator may live on
+        (elsewhere, or on after this topic moved) and forget the transaction once answered
+        (no linger: the end waits for its marker)."""
         service = self.topic.service
-        linger_s = 0.0 if wait or service.cluster is not None else (
-            service.config.magnetarTransactionMarkerLingerMillis / 1000)
+        if service.cluster is not None:
+            return 0.0
+        return float(service.config.magnetarTransactionMarkerLingerMillis) / 1000
+
+    def _mark(self, txn: TxnId, action: int,
+              linger_s: float) -> tuple[asyncio.Future[None], bool]:
+        """Append ``txn``'s marker: (the future done once it is durable and ``txn`` ended
+        here, whether the end may be answered before that: the marker lingers)."""
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._ending[txn] = done
         # its later sends (none, from a client that waited for them before its end) ask
         # the coordinator again, which refuses them: the transaction is ending
-        self.verified.pop(txn, None)
-        part = txn_marker_part(TXN_COMMIT if commit else TXN_ABORT, txn[0], txn[1])
+        fields = self.verified.pop(txn, None)
+        part = txn_marker_part(TXN_COMMIT if action == pb.COMMIT else TXN_ABORT, txn[0], txn[1],
+                               fields=fields)
         stored = append_marker(self.topic, part, linger_s)
         answered = linger_s > 0.0 and not stored.done()  # (done: refused at once)
         stored.add_done_callback(functools.partial(
             self._marker_stored, txn, action, done, answered))
-        if not answered:
-            await asyncio.shield(done)
+        return done, answered
 
     def ends_settled(self) -> Awaitable[None] | None:
         """None if no end is under way here; else what waits until every end under way

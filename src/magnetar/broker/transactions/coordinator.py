@@ -14,6 +14,14 @@ retried after a lost answer: Pulsar's #19629); the opposite action answers
 ``InvalidTxnStatus``. Ended records stay ``ENDED_RETENTION_S`` so that retries find them.
 Recovery (`recover`): OPEN records get their timers back (one past its deadline is aborted
 at once), COMMITTING/ABORTING ones are driven to their end.
+
+On a store that writes at once (``inline``: a broker alone's `TxnLog`) the commands have
+plain forms (`new_txn_now`, `add_partitions_now`, `add_subscriptions_now`, `end_now`) that
+a connection runs as it reads the command, without a coroutine, a task or a lock: nothing
+there ever awaits while holding a transaction's lock, so no lock is ever seen taken. An
+end whose participants can all be told at once (``notify_now``: topics this broker alone
+has loaded) is ended before `end_now` returns; otherwise its participants are told in a
+task and the EndTxn waits for it (`end`).
 """
 
 from __future__ import annotations
@@ -26,7 +34,7 @@ import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, cast
 
 from magnetar.broker.errors import BrokerError
 from magnetar.broker.transactions.records import (
@@ -37,6 +45,7 @@ from magnetar.broker.transactions.records import (
     ENDED,
     ENDING,
     OPEN,
+    InlineTxnStore,
     TxnRecord,
     TxnStore,
 )
@@ -57,6 +66,9 @@ LATENCY_BUCKETS_MS = (10, 20, 50, 100, 500, 1000, 5000, 15000, 30000, 60000, 300
 
 #: ``(record, commit) -> awaitable`` telling the participants of an ending transaction
 Notify = Callable[[TxnRecord, bool], Awaitable[None]]
+#: ``(record, commit) -> told``: `Notify` done before it returns where every participant
+#: can be told at once (True); otherwise nothing is done (False)
+NotifyNow = Callable[[TxnRecord, bool], bool]
 
 
 @dataclasses.dataclass
@@ -95,10 +107,15 @@ class TransactionCoordinator:
     """Coordinator ``tc``: its transactions, their timers and the ends under way."""
 
     def __init__(self, tc: int, records: TxnStore, notify: Notify, *,
+                 notify_now: NotifyNow | None = None,
                  max_active: int = 0, default_timeout_s: float = 60.0) -> None:
         self.tc = tc
         self.records = records
         self.notify = notify
+        self.notify_now = notify_now
+        #: the store when it writes at once (the `*_now` commands), else None
+        self._now: InlineTxnStore | None = (
+            cast(InlineTxnStore, records) if getattr(records, "inline", False) else None)
         self.max_active = max_active
         self.default_timeout_s = default_timeout_s
         self.txns: dict[int, TxnRecord] = {}
@@ -140,41 +157,129 @@ class TransactionCoordinator:
         return sum(1 for r in self.txns.values() if r.state not in ENDED)
 
     # ------------------------------------------------------------------ commands
+    @property
+    def inline(self) -> bool:
+        """Whether the store writes at once: the `*_now` commands may be used."""
+        return self._now is not None
+
     async def new_txn(self, txn_ttl: int, owner: str = "") -> TxnRecord:
         """Open a transaction; ``owner``: the role that opens it ("" without
         authentication), which alone (or a superuser) may add to it and end it."""
+        if self._now is not None:
+            return self.new_txn_now(txn_ttl, owner)
+        self._check_room()
+        seq = await self._take_id()
+        rec = self._opening(seq, txn_ttl, owner)
+        await self._store(rec, create=True)
+        return self._opened(rec)
+
+    def new_txn_now(self, txn_ttl: int, owner: str = "") -> TxnRecord:
+        """`new_txn` on a store that writes at once (`inline`)."""
+        store = self._now
+        assert store is not None, "new_txn_now needs an inline store"
+        self._check_room()
+        seq = self._next_id
+        if seq >= self._id_limit:  # (the id lock is the awaited reservation's only)
+            seq = store.reserve(self.tc, ID_BLOCK)
+            self._id_limit = seq + ID_BLOCK
+        self._next_id = seq + 1
+        rec = self._opening(seq, txn_ttl, owner)
+        self._store_now(store.create_now, rec)
+        return self._opened(rec)
+
+    def _check_room(self) -> None:
         self._check_open()
         if self.max_active > 0 and self.active() >= self.max_active:
             raise BrokerError(pb.NotAllowedError, (
                 f"transaction coordinator {self.tc} has {self.active()} active transactions, "
                 f"its maximum (maxActiveTransactionsPerCoordinator={self.max_active})"))
-        seq = await self._take_id()
+
+    def _opening(self, seq: int, txn_ttl: int, owner: str) -> TxnRecord:
         timeout = ttl_millis(txn_ttl, self.default_timeout_s)
         opened = now_ms()
-        rec = TxnRecord(self.tc, seq, OPEN, opened, timeout, opened + timeout, owner=owner)
-        await self._store(rec, create=True)
-        self.txns[seq] = rec
+        return TxnRecord(self.tc, seq, OPEN, opened, timeout, opened + timeout, owner=owner)
+
+    def _opened(self, rec: TxnRecord) -> TxnRecord:
+        """``rec`` is stored: the transaction is open."""
+        self.txns[rec.seq] = rec
         self.stats.created += 1
-        self._arm(rec)
+        self._arm(rec, rec.timeout_ms / 1000.0)
         return rec
 
     async def add_partitions(self, seq: int, partitions: list[str]) -> None:
+        if self._now is not None:
+            self.add_partitions_now(seq, partitions)
+            return
         async with self._lock(seq):
             rec = self._open_txn(seq, "add a partition to")
             new = [p for p in dict.fromkeys(partitions) if p not in rec.partitions]
             if new:
                 await self._change(rec, partitions=rec.partitions + new)
 
+    def add_partitions_now(self, seq: int, partitions: list[str]) -> None:
+        """`add_partitions` on a store that writes at once (`inline`)."""
+        rec = self._open_txn(seq, "add a partition to")
+        new = [p for p in dict.fromkeys(partitions) if p not in rec.partitions]
+        if new:
+            self._change_now(rec, partitions=rec.partitions + new)
+
     async def add_subscriptions(self, seq: int, subs: list[tuple[str, str]]) -> None:
+        if self._now is not None:
+            self.add_subscriptions_now(seq, subs)
+            return
         async with self._lock(seq):
             rec = self._open_txn(seq, "add a subscription to")
             new = [s for s in dict.fromkeys(subs) if s not in rec.subscriptions]
             if new:
                 await self._change(rec, subscriptions=rec.subscriptions + new)
 
+    def add_subscriptions_now(self, seq: int, subs: list[tuple[str, str]]) -> None:
+        """`add_subscriptions` on a store that writes at once (`inline`)."""
+        rec = self._open_txn(seq, "add a subscription to")
+        new = [s for s in dict.fromkeys(subs) if s not in rec.subscriptions]
+        if new:
+            self._change_now(rec, subscriptions=rec.subscriptions + new)
+
+    def end_now(self, seq: int, commit: bool) -> bool:
+        """`end` on a store that writes at once (`inline`), as far as it goes without a
+        wait. True: the transaction has ended that way (now, its participants told at once
+        by ``notify_now``, or before): the EndTxn may be answered. False: its end is under
+        way (started here if it was open: the decision stored, the participants told in a
+        task), and `end` waits for it. The opposite end raises ``InvalidTxnStatus``."""
+        assert self._now is not None, "end_now needs an inline store"
+        rec = self.get(seq)
+        goal, ending = (COMMITTED, COMMITTING) if commit else (ABORTED, ABORTING)
+        if rec.state == OPEN:
+            rec = self._change_now(rec, state=ending)
+            self._disarm(seq)
+            told = False
+            if self.notify_now is not None:
+                try:
+                    told = self.notify_now(rec, commit)
+                except Exception:  # (the task tells them again, and logs what fails)
+                    told = False
+            if told:
+                self._mark_ended(seq, commit)
+                return True
+            self._start_end(rec)
+            return False
+        if rec.state == goal:
+            return True
+        if rec.state != ending:
+            raise self._cannot_end(rec, commit)
+        return False
+
+    def _cannot_end(self, rec: TxnRecord, commit: bool) -> BrokerError:
+        why = " (it timed out)" if rec.timed_out else ""
+        return BrokerError(pb.InvalidTxnStatus, (
+            f"cannot {'commit' if commit else 'abort'} transaction {rec.txn_id}: it is "
+            f"{rec.state}{why}"))
+
     async def end(self, seq: int, commit: bool, wait_s: float = END_WAIT_S) -> None:
         """Commit or abort; returns once the participants were told and the end is
         stored (a retry of the same end joins it, and answers success once ended)."""
+        if self._now is not None and self.end_now(seq, commit):
+            return
         async with self._lock(seq):
             rec = self.get(seq)
             goal, ending = (COMMITTED, COMMITTING) if commit else (ABORTED, ABORTING)
@@ -185,10 +290,7 @@ class TransactionCoordinator:
             elif rec.state == goal:
                 return
             elif rec.state != ending:
-                why = " (it timed out)" if rec.timed_out else ""
-                raise BrokerError(pb.InvalidTxnStatus, (
-                    f"cannot {'commit' if commit else 'abort'} transaction {rec.txn_id}: it is "
-                    f"{rec.state}{why}"))
+                raise self._cannot_end(rec, commit)
             task = self._ends.get(seq) or self._start_end(rec)
         if not task.done():
             await self._wait(task, wait_s)
@@ -224,8 +326,10 @@ class TransactionCoordinator:
         return rec
 
     # ------------------------------------------------------------------ timeouts
-    def _arm(self, rec: TxnRecord) -> None:
-        delay = max(0.0, (rec.deadline_ms - now_ms()) / 1000.0)
+    def _arm(self, rec: TxnRecord, delay: float | None = None) -> None:
+        """The timer of ``rec``'s deadline (``delay``: seconds to it, when known)."""
+        if delay is None:
+            delay = max(0.0, (rec.deadline_ms - now_ms()) / 1000.0)
         self._timers[rec.seq] = self._loop.call_later(delay, self._expire, rec.seq)
 
     def _disarm(self, seq: int) -> None:
@@ -302,8 +406,17 @@ class TransactionCoordinator:
     # ------------------------------------------------------------------ storing
     async def _change(self, rec: TxnRecord, **changes: Any) -> TxnRecord:
         """Store ``rec`` with ``changes``, then make it the one in memory."""
+        if self._now is not None:
+            return self._change_now(rec, **changes)
         new = rec.changed(**changes)
         await self._store(new, create=False)
+        self.txns[new.seq] = new
+        return new
+
+    def _change_now(self, rec: TxnRecord, **changes: Any) -> TxnRecord:
+        """`_change` on a store that writes at once."""
+        new = rec.changed(**changes)
+        self._store_now(self._now.update_now, new)  # type: ignore[union-attr]  # inline only
         self.txns[new.seq] = new
         return new
 
@@ -315,10 +428,22 @@ class TransactionCoordinator:
             else:
                 await self.records.update(rec)
         except BadVersionError:
-            raise BrokerError(pb.TransactionCoordinatorNotFound, (
-                f"transaction {rec.txn_id} was changed by another broker: coordinator {self.tc} "
-                "moved; look it up again")) from None
+            raise self._moved(rec) from None
         self.stats.note_append((time.monotonic() - started) * 1000.0)
+
+    def _store_now(self, write: Callable[[TxnRecord], None], rec: TxnRecord) -> None:
+        """`_store` on a store that writes at once (``write``: its create or update)."""
+        started = time.monotonic()
+        try:
+            write(rec)
+        except BadVersionError:
+            raise self._moved(rec) from None
+        self.stats.note_append((time.monotonic() - started) * 1000.0)
+
+    def _moved(self, rec: TxnRecord) -> BrokerError:
+        return BrokerError(pb.TransactionCoordinatorNotFound, (
+            f"transaction {rec.txn_id} was changed by another broker: coordinator {self.tc} "
+            "moved; look it up again"))
 
     async def _take_id(self) -> int:
         if self._next_id >= self._id_limit or self._id_lock.locked():

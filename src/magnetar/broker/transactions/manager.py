@@ -59,7 +59,7 @@ class TransactionCoordinators:
         self.records: TxnStore | None = None
         self._log: TxnLog | None = None
         #: the coordinators' store is this broker's own log, written on the loop (a broker
-        #: alone): their commands can start outside a task (`run_now`)
+        #: alone): their commands run as they are read (`TransactionCoordinator.inline`)
         self.inline_store = False
         self._loading: dict[int, asyncio.Task[TransactionCoordinator]] = {}
         self._round: asyncio.Task[None] | None = None
@@ -132,6 +132,14 @@ class TransactionCoordinators:
             return not self.clustered
         return cluster.serves(assign_partition(tc))
 
+    def serving(self, tc: int) -> TransactionCoordinator | None:
+        """Coordinator ``tc`` when it is loaded and served here (what `get` returns at
+        once); None: ask `get`, which loads it or tells why not."""
+        coordinator = self.coordinators.get(tc)
+        if coordinator is not None and not coordinator.closed and self.served_here(tc):
+            return coordinator
+        return None
+
     async def get(self, tc: int) -> TransactionCoordinator:
         """Coordinator ``tc``, loaded if need be: ``NotAllowed`` when coordinators are off,
         ``TransactionCoordinatorNotFound`` when it does not exist or is not served here."""
@@ -166,7 +174,7 @@ class TransactionCoordinators:
         assert self.records is not None
         config = self.service.config
         coordinator = TransactionCoordinator(
-            tc, self.records, self.participants.end,
+            tc, self.records, self.participants.end, notify_now=self.participants.end_now,
             max_active=config.maxActiveTransactionsPerCoordinator,
             default_timeout_s=float(config.transactionTimeoutDefaultSeconds))
         await coordinator.recover()

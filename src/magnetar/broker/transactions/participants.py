@@ -106,6 +106,29 @@ class Participants:
         self._connecting: dict[str, asyncio.Lock] = {}
         self._settings: dict[bool, RemoteSettings | None] = {}
 
+    def end_now(self, rec: TxnRecord, commit: bool) -> bool:
+        """`end` done before it returns, where it can be: every participant a topic that
+        this broker alone has loaded and whose buffer ends the transaction without a wait
+        (`TransactionBuffer.end_now`), no subscription. True once all were told; False
+        when one cannot be told so (those before it were: `end` tells them again, and a
+        participant answers an end it has with success). A participant's failure is
+        raised (`end` retries it)."""
+        service = self.service
+        if service.cluster is not None or rec.subscriptions:
+            return False
+        action = pb.ABORT if not commit else pb.COMMIT
+        txn = (rec.tc, rec.seq)
+        topics = service.topics
+        for name in rec.partitions:
+            topic = topics.get(name)
+            if topic is None:  # (to be loaded: `participant_topic`, in `end`)
+                return False
+            service.housekeeping.touch(name)
+            buf = getattr(topic, "txn_buffer", None)
+            if buf is not None and not buf.end_now(txn, action):
+                return False
+        return True
+
     async def end(self, rec: TxnRecord, commit: bool) -> None:
         """Tell every participant of ``rec``; returns once all answered success."""
         action = pb.ABORT if not commit else pb.COMMIT

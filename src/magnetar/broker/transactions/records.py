@@ -89,7 +89,9 @@ class IdCounter(Protocol):
 
 class TxnStore(Protocol):
     """Where coordinators keep their records: `TxnRecords` (a metadata store) or
-    `TxnLog` (a broker alone)."""
+    `TxnLog` (a broker alone; ``inline``: it is an `InlineTxnStore`)."""
+
+    inline: bool
 
     def counter(self, tc: int) -> IdCounter: ...
 
@@ -104,8 +106,28 @@ class TxnStore(Protocol):
     async def delete(self, rec: TxnRecord) -> None: ...
 
 
+class InlineTxnStore(TxnStore, Protocol):
+    """A store that writes at once, on the caller's thread (`TxnLog`): its writes have
+    plain (not awaited) forms, so that a coordinator's commands run without an await."""
+
+    def reserve(self, tc: int, count: int, floor: int = 0) -> int:
+        """The first of ``count`` ids of coordinator ``tc`` nobody took (at least
+        ``floor``), stored as taken."""
+        ...
+
+    def create_now(self, rec: TxnRecord) -> None:
+        """`create`, written before it returns."""
+        ...
+
+    def update_now(self, rec: TxnRecord) -> None:
+        """`update`, written before it returns."""
+        ...
+
+
 class TxnRecords:
     """The transaction records of every coordinator in one metadata store."""
+
+    inline = False
 
     def __init__(self, store: MetadataStore) -> None:
         self.store = store

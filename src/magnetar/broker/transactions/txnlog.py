@@ -129,7 +129,10 @@ class _Counter:
 
 
 class TxnLog:
-    """The transaction records of every coordinator of a broker alone, in one file."""
+    """The transaction records of every coordinator of a broker alone, in one file (an
+    `InlineTxnStore`: every write is done before the call returns)."""
+
+    inline = True
 
     def __init__(self, path: str, *, compact_min_bytes: int = COMPACT_MIN_BYTES) -> None:
         self.path = path
@@ -202,12 +205,19 @@ class TxnLog:
         return start
 
     async def create(self, rec: TxnRecord) -> None:
+        self.create_now(rec)
+
+    async def update(self, rec: TxnRecord) -> None:
+        self.update_now(rec)
+
+    def create_now(self, rec: TxnRecord) -> None:
+        """Store ``rec``, a new record (`BadVersionError` if there is one)."""
         key = (rec.tc, rec.seq)
         if key in self._recs:
             raise BadVersionError(txn_path(rec.tc, rec.seq), -1)
         self._put(key, rec, 0)
 
-    async def update(self, rec: TxnRecord) -> None:
+    def update_now(self, rec: TxnRecord) -> None:
         """Store ``rec`` if the stored one is still at ``rec.version`` (`BadVersionError`)."""
         key = (rec.tc, rec.seq)
         current = self._recs.get(key)
