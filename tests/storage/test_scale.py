@@ -64,17 +64,22 @@ def test_evicted_sealed_segments_drop_their_index(make_factory):
     assert len(released) >= len([s for s in segments if s.sealed]) - 4
 
 
+def _ten_ledgers_of_one_entry(f, prefix):
+    """Ten ledgers of ``f``, each with one entry (``e<j>``) appended."""
+
+    async def go():
+        ledgers = [f.open(f"persistent://public/default/{prefix}{j}") for j in range(10)]
+        await asyncio.gather(*(ml.append(b"e%d" % j) for j, ml in enumerate(ledgers)))
+        return ledgers
+
+    return asyncio.run(go())
+
+
 def test_idle_segment_files_close(make_factory):
     """`close_idle_files`: a segment unused since the previous call loses its descriptor;
     one used meanwhile keeps it; the data reads back either way."""
     f = make_factory(fsync="group", max_open_files=64, read_cache_bytes=0)
-
-    async def go():
-        ledgers = [f.open(f"persistent://public/default/idle{j}") for j in range(10)]
-        await asyncio.gather(*(ml.append(b"e%d" % j) for j, ml in enumerate(ledgers)))
-        return ledgers
-
-    ledgers = asyncio.run(go())
+    ledgers = _ten_ledgers_of_one_entry(f, "idle")
     assert f.open_file_count() == 10
     assert f.close_idle_files() == 0  # all used since the start: a round marks them
     busy = ledgers[3]
@@ -91,13 +96,7 @@ def test_idle_segment_files_close_a_slice_at_a_time(make_factory):
     """`close_idle_files_in_slices`: one round, ``size`` files a step; a segment used
     between two steps keeps its descriptor (the round is not done in one go)."""
     f = make_factory(fsync="group", max_open_files=64, read_cache_bytes=0)
-
-    async def go():
-        ledgers = [f.open(f"persistent://public/default/sliced{j}") for j in range(10)]
-        await asyncio.gather(*(ml.append(b"e%d" % j) for j, ml in enumerate(ledgers)))
-        return ledgers
-
-    ledgers = asyncio.run(go())
+    ledgers = _ten_ledgers_of_one_entry(f, "sliced")
     assert f.close_idle_files() == 0  # a round marks them all
     steps = f.close_idle_files_in_slices(4)
     assert next(steps) == 4

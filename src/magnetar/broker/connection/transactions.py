@@ -20,6 +20,8 @@ authorization on; through a proxy both the proxy's role and the client's must be
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+
 from magnetar.broker.connection.base import CnxBase
 from magnetar.broker.errors import BrokerError
 from magnetar.broker.security.authorization import CONSUME, PRODUCE
@@ -103,20 +105,10 @@ class TransactionCommands(CnxBase):
         for name in partitions:
             self.authorize(name, PRODUCE)
         most, least = req.txnid_most_bits, req.txnid_least_bits
-        coordinator = self.service.transactions.serving(most)
-        if coordinator is not None and coordinator.inline:
-            self._check_owner(coordinator, least)
-            coordinator.add_partitions_now(least, partitions)
-            self.send(_added_partition(req.request_id, most, least))
-            return
-
-        async def work() -> None:
-            coordinator = await self.service.transactions.get(most)
-            self._check_owner(coordinator, least)
-            await coordinator.add_partitions(least, partitions)
-            self.send(_added_partition(req.request_id, most, least))
-
-        self.run_async(cmd, work())
+        self._add_to_txn(cmd, most, least,
+                         lambda coordinator: coordinator.add_partitions_now(least, partitions),
+                         lambda coordinator: coordinator.add_partitions(least, partitions),
+                         _added_partition(req.request_id, most, least))
 
     def handle_add_subscription_to_txn(self, cmd: pb.BaseCommand, frame: Frame) -> None:
         req = cmd.addSubscriptionToTxn
@@ -128,18 +120,30 @@ class TransactionCommands(CnxBase):
             self.authorize(name, CONSUME)
             subs.append((name, sub.subscription))
         most, least = req.txnid_most_bits, req.txnid_least_bits
+        self._add_to_txn(cmd, most, least,
+                         lambda coordinator: coordinator.add_subscriptions_now(least, subs),
+                         lambda coordinator: coordinator.add_subscriptions(least, subs),
+                         _added_subscription(req.request_id, most, least))
+
+    def _add_to_txn(self, cmd: pb.BaseCommand, most: int, least: int,
+                    now: Callable[[TransactionCoordinator], None],
+                    later: Callable[[TransactionCoordinator], Awaitable[None]],
+                    answer: pb.BaseCommand) -> None:
+        """Add to transaction (``most``, ``least``) with ``now`` as the command is read when
+        its coordinator is loaded here on a store that writes at once, else with ``later``
+        in a task (the coordinator loaded first); then send ``answer``."""
         coordinator = self.service.transactions.serving(most)
         if coordinator is not None and coordinator.inline:
             self._check_owner(coordinator, least)
-            coordinator.add_subscriptions_now(least, subs)
-            self.send(_added_subscription(req.request_id, most, least))
+            now(coordinator)
+            self.send(answer)
             return
 
         async def work() -> None:
             coordinator = await self.service.transactions.get(most)
             self._check_owner(coordinator, least)
-            await coordinator.add_subscriptions(least, subs)
-            self.send(_added_subscription(req.request_id, most, least))
+            await later(coordinator)
+            self.send(answer)
 
         self.run_async(cmd, work())
 
