@@ -84,8 +84,8 @@ class TransactionCommands(CnxBase):
 
     def handle_new_txn(self, cmd: pb.BaseCommand, frame: Frame) -> None:
         req = cmd.newTxn
-        coordinator = self.service.transactions.serving(req.tc_id)
-        if coordinator is not None and coordinator.inline:
+        coordinator = self.service.transactions.serving_inline(req.tc_id)
+        if coordinator is not None:
             self.send(_new_txn_answer(req.request_id, coordinator.new_txn_now(
                 req.txn_ttl_seconds, self.principal or "")))
             return
@@ -132,8 +132,8 @@ class TransactionCommands(CnxBase):
         """Add to transaction (``most``, ``least``) with ``now`` as the command is read when
         its coordinator is loaded here on a store that writes at once, else with ``later``
         in a task (the coordinator loaded first); then send ``answer``."""
-        coordinator = self.service.transactions.serving(most)
-        if coordinator is not None and coordinator.inline:
+        coordinator = self.service.transactions.serving_inline(most)
+        if coordinator is not None:
             self._check_owner(coordinator, least)
             now(coordinator)
             self.send(answer)
@@ -153,8 +153,8 @@ class TransactionCommands(CnxBase):
         if action not in (pb.COMMIT, pb.ABORT):
             raise BrokerError(pb.NotAllowedError, f"unknown txn_action {action}")
         most, least = req.txnid_most_bits, req.txnid_least_bits
-        coordinator = self.service.transactions.serving(most)
-        if coordinator is not None and coordinator.inline:
+        coordinator = self.service.transactions.serving_inline(most)
+        if coordinator is not None:
             self._check_owner(coordinator, least)
             if coordinator.end_now(least, action == pb.COMMIT):
                 self.send(_ended(req.request_id, most, least))

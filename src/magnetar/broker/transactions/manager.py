@@ -140,6 +140,12 @@ class TransactionCoordinators:
             return coordinator
         return None
 
+    def serving_inline(self, tc: int) -> TransactionCoordinator | None:
+        """`serving`, only where the coordinator's store writes at once (its `*_now`
+        commands may be used as a command is read); None otherwise."""
+        coordinator = self.serving(tc)
+        return coordinator if coordinator is not None and coordinator.inline else None
+
     async def get(self, tc: int) -> TransactionCoordinator:
         """Coordinator ``tc``, loaded if need be: ``NotAllowed`` when coordinators are off,
         ``TransactionCoordinatorNotFound`` when it does not exist or is not served here."""
