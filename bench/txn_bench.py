@@ -15,7 +15,15 @@ round uses a fresh topic, so that a slow moment of a shared machine hits both al
 ``src`` directory (its PYTHONPATH; e.g. ``base=/tmp/txnperf-base/src`` from ``git archive
 main src``, and ``new=src``), all started at once and measured in turn, the trees'
 order alternating round by round, so that two versions are compared in one run on a
-shared machine; the client is this tree's.
+shared machine; the client is this tree's. ``--awaited-adds NAME`` (repeatable): against
+that tree the client waits for each AddPartitionToTxn's answer before the transaction's
+first send on the partition, as it did before it wrote that send right behind the add
+(Magnetar brokers keep a connection's order), so that a base tree is measured with the
+client's behaviour of its time. ``--pin``: the brokers on the last CPU and the client on
+the others, so that neither migrates nor shares a CPU with the other (on 2 shared cores a
+phase's CPU per message otherwise scatters up to 2x from round to round); the summary
+gives the median of the rounds' own ratios too, each plain/transaction pair run back to
+back.
 
 ``--mode commit-rate``: commit latency at a steady rate, open loop: a transaction starts
 every ``1/--rate`` s (100/s) whether or not the earlier ones are done, sends ``--per-txn``
@@ -53,6 +61,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import magnetar
+from magnetar.client.transaction import Transaction
 from magnetar.testing import standalone, stop_process
 
 if TYPE_CHECKING:
@@ -78,6 +87,21 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+@contextlib.contextmanager
+def adds_awaited(awaited: bool) -> Iterator[None]:
+    """With ``awaited``, the client waits for each AddPartitionToTxn's answer before the
+    first send behind it (`Transaction._join_now` never writes a send right behind it)."""
+    if not awaited:
+        yield
+        return
+    original = Transaction._join_now
+    Transaction._join_now = lambda self, topic, cnx: None  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        Transaction._join_now = original  # type: ignore[method-assign]
+
+
 async def phase(url: str, pid: int, groups: int, per_group: int, size: int,
                 in_txn: bool) -> tuple[float, list[float]]:
     """(broker CPU µs per message, commit latencies in ms) of one phase."""
@@ -101,7 +125,7 @@ async def phase(url: str, pid: int, groups: int, per_group: int, size: int,
 
 
 @contextlib.contextmanager
-def tree_broker(src: str) -> Iterator[tuple[str, int]]:
+def tree_broker(src: str, cpu: int | None = None) -> Iterator[tuple[str, int]]:
     """A ``magnetar standalone`` run from the source tree ``src`` (its PYTHONPATH):
     ``(service URL, pid)``, stopped afterwards."""
     with tempfile.TemporaryDirectory(prefix="txn-bench-") as root:
@@ -112,7 +136,8 @@ def tree_broker(src: str) -> Iterator[tuple[str, int]]:
                 [sys.executable, "-m", "magnetar.cli.main", "standalone", "--data-dir",
                  os.path.join(root, "data"), "--port", "0", "--http-port", "0",
                  "--bind-address", "127.0.0.1", "--ready-file", ready],
-                stdout=log, stderr=log, env=env)
+                stdout=log, stderr=log, env=env,
+                preexec_fn=None if cpu is None else lambda: os.sched_setaffinity(0, {cpu}))
         try:
             deadline = time.monotonic() + 120
             while not os.path.exists(ready):
@@ -134,16 +159,24 @@ def run_trees(args: argparse.Namespace) -> None:
     commits: dict[str, list[float]] = {name: [] for name, _ in trees}
     loads = []
     with contextlib.ExitStack() as stack:
-        brokers = {name: stack.enter_context(tree_broker(src)) for name, src in trees}
-        for url, pid in brokers.values():  # warm: topics, coordinators, code paths
-            asyncio.run(phase(url, pid, 5, args.per_txn, args.size, True))
+        cpus = sorted(os.sched_getaffinity(0))
+        broker_cpu = cpus[-1] if args.pin and len(cpus) > 1 else None
+        if broker_cpu is not None:  # the client on the other CPUs: no migrations, no sharing
+            os.sched_setaffinity(0, set(cpus[:-1]))
+        brokers = {name: stack.enter_context(tree_broker(src, broker_cpu))
+                   for name, src in trees}
+        for name, (url, pid) in brokers.items():  # warm: topics, coordinators, code paths
+            with adds_awaited(name in args.awaited_adds):
+                asyncio.run(phase(url, pid, 5, args.per_txn, args.size, True))
         for i in range(args.rounds):
             order = trees if i % 2 == 0 else trees[::-1]
             for name, _ in order:
                 url, pid = brokers[name]
                 cpu, _ = asyncio.run(phase(url, pid, args.txns, args.per_txn, args.size, False))
                 plain[name].append(cpu)
-                cpu, lat = asyncio.run(phase(url, pid, args.txns, args.per_txn, args.size, True))
+                with adds_awaited(name in args.awaited_adds):
+                    cpu, lat = asyncio.run(phase(url, pid, args.txns, args.per_txn, args.size,
+                                                 True))
                 txn[name].append(cpu)
                 commits[name] += lat
                 print(f"round {i + 1} {name}: no transaction {plain[name][-1]:.1f} us/msg, "
@@ -160,6 +193,10 @@ def run_trees(args: argparse.Namespace) -> None:
               f"({', '.join(f'{v:.1f}' for v in txn[name])}): ratio {ratio:.2f}x; "
               f"commit p50 {pct(commits[name], 0.5):.1f} ms, "
               f"p99 {pct(commits[name], 0.99):.1f} ms")
+        ratios = [t / p for p, t in zip(plain[name], txn[name], strict=True) if p]
+        if ratios:
+            print(f"{name}: median of the rounds' own ratios (txn / plain, each pair run "
+                  f"back to back) {statistics.median(ratios):.2f}x")
         extras = [t - p for p, t in zip(plain[name], txn[name], strict=True)]
         print(f"{name}: transactions' extra per message, median of the rounds' "
               f"(txn - plain) {statistics.median(extras):.1f} us "
@@ -397,6 +434,13 @@ def main() -> None:
     parser.add_argument("--src", action="append", default=[],
                         help="NAME=PATH of a source tree's src directory to run the broker "
                         "from (repeat to compare trees in one run; cpu mode)")
+    parser.add_argument("--pin", action="store_true",
+                        help="with --src: the brokers on the last CPU, this process (the "
+                        "client) on the others (less scatter from migrations and sharing)")
+    parser.add_argument("--awaited-adds", action="append", default=[], metavar="NAME",
+                        help="against tree NAME the client awaits each AddPartitionToTxn "
+                        "before the send behind it (the client before it wrote the send "
+                        "right behind the add); repeatable")
     parser.add_argument("--plain-rate", type=float, default=100.0,
                         help="non-transactional messages per second (reader)")
     args = parser.parse_args()

@@ -13,7 +13,9 @@ from magnetar import sync
 from magnetar.client.errors import (
     InvalidTxnStatus,
     NotAllowed,
+    Timeout,
     TransactionCoordinatorNotFound,
+    TransactionHasOperationFailed,
     TransactionNotFound,
 )
 from magnetar.client.transaction import Transaction
@@ -151,5 +153,58 @@ def test_one_add_partition_per_partition_and_commit_after_awaited_sends(
             assert not txn._joined(topic)
             with pytest.raises(InvalidTxnStatus):
                 await producer.send_async(b"late", txn=txn)
+
+    run(go)
+
+
+def test_a_first_send_goes_right_behind_its_add_on_a_magnetar_broker(
+        txn_broker: BrokerProcess) -> None:
+    """On one connection to a Magnetar broker, which handles a connection's commands in
+    order, a transaction's first send on a partition is written right behind its
+    AddPartitionToTxn: ``send_async`` returns before the add's answer has come, and the
+    send is stored in the transaction (seen once committed, and only then)."""
+    async def go() -> None:
+        async with magnetar.Client(txn_broker.url, enable_transaction=True) as client:
+            topic = "persistent://public/default/txn-send-behind-add"
+            producer = await client.create_producer(topic)
+            consumer = await client.subscribe(topic, "s")
+            txn = await client.new_transaction(timeout_ms=60_000)
+            first = await producer.send_async(b"first", txn=txn)
+            assert topic in txn._joining and not txn._joined(topic)  # no answer awaited
+            second = await producer.send_async(b"second", txn=txn)  # behind the same add
+            await asyncio.gather(first, second)
+            assert txn._joined(topic)
+            with pytest.raises(Timeout):
+                await consumer.receive(300)  # open: nothing visible
+            await txn.commit()
+            got = [(await consumer.receive(10_000)).data() for _ in range(2)]
+            assert got == [b"first", b"second"]
+
+    run(go)
+
+
+def test_a_send_behind_a_refused_add_fails_alone_without_a_reconnection(
+        txn_broker: BrokerProcess) -> None:
+    """The add written with the send is refused (the transaction ended elsewhere): the
+    send fails with the broker's ``InvalidTxnStatus`` at once, on the same connection (a
+    send refused for its transaction is not resent), and the commit aborts."""
+    async def go() -> None:
+        async with magnetar.Client(txn_broker.url, enable_transaction=True) as client:
+            topic = "persistent://public/default/txn-send-behind-refused-add"
+            producer = await client.create_producer(topic)
+            txn = await client.new_transaction(timeout_ms=60_000)
+            await client.transaction(*txn.id).abort()  # ended by another handle
+            part = producer._single
+            assert part is not None
+            cnx = part.cnx
+            sent = await producer.send_async(b"late", txn=txn)
+            assert topic in txn._joining  # written right behind its add
+            with pytest.raises(InvalidTxnStatus):
+                await asyncio.wait_for(sent, 10)
+            assert topic not in txn._joining  # the add refused: a later send asks again
+            assert part.cnx is cnx and cnx is not None and not cnx.closed
+            with pytest.raises(TransactionHasOperationFailed):
+                await txn.commit()
+            assert (await producer.send(b"plain")) is not None  # the producer goes on
 
     run(go)

@@ -42,6 +42,7 @@ from magnetar.protocol import (
 )
 from magnetar.protocol.errors import FrameTooLarge
 from magnetar.protocol.frames import FRAME_PADDING, FrameDecoder, MessageFrame
+from magnetar.protocol.peers import orders_txn_adds
 from magnetar.protocol.sniff import is_http_response
 
 log = logging.getLogger(__name__)
@@ -100,6 +101,7 @@ class Connection(asyncio.Protocol):
         self.max_message_size = DEFAULT_MAX_FRAME_SIZE
         self.protocol_version = PROTOCOL_VERSION
         self.closed = False
+        self.txn_adds_in_order = False  # set from the broker's Connected (`_h_connected`)
         self._keepalive = keepalive_seconds
         self._last_seen = time.monotonic()
         self._ping_handle: asyncio.TimerHandle | None = None
@@ -171,6 +173,9 @@ class Connection(asyncio.Protocol):
             self._decoder.max_frame_size = max(self._decoder.max_frame_size,
                                                c.max_message_size + FRAME_PADDING)
         self.protocol_version = min(PROTOCOL_VERSION, c.protocol_version)
+        # a Magnetar broker handles a connection's transaction commands and sends in the
+        # order they came: a send may follow its AddPartitionToTxn without waiting for it
+        self.txn_adds_in_order = orders_txn_adds(c.server_version)
         if not self._connected.done():
             self._connected.set_result(c)
         self._schedule_ping()
@@ -330,6 +335,13 @@ class Connection(asyncio.Protocol):
 
     async def request(self, kind: int, timeout: float = 30.0, **fields: Any) -> Any:
         """Send a command carrying a fresh ``request_id``; return the response body."""
+        rid, fut = self.request_now(kind, **fields)
+        return await self.answer(kind, rid, fut, timeout)
+
+    def request_now(self, kind: int, **fields: Any) -> tuple[int, asyncio.Future[Any]]:
+        """Write a command carrying a fresh ``request_id`` now: ``(request_id, future of
+        its response body)``, for `answer` to await (a caller that must know the command
+        left before it writes the next one)."""
         if self.closed:
             raise NotConnected(f"connection to {self.address} is closed")
         rid = self.new_request_id()
@@ -339,6 +351,11 @@ class Connection(asyncio.Protocol):
         fut: asyncio.Future[Any] = self._loop.create_future()
         self._requests[rid] = fut
         self.write(frame)
+        return rid, fut
+
+    async def answer(self, kind: int, rid: int, fut: asyncio.Future[Any],
+                     timeout: float = 30.0) -> Any:
+        """The response body of request ``rid`` (from `request_now`), within ``timeout``."""
         try:
             async with asyncio.timeout(timeout):
                 return await fut

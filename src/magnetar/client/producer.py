@@ -30,6 +30,18 @@ def _callback_adapter(cb: SendCallback) -> Callable[[asyncio.Future[MessageId]],
     return done
 
 
+async def _join(txn: Transaction, part: TopicProducer) -> None:
+    """``part``'s partition joins ``txn`` before its first send there: the add written now
+    and the send right behind it on the same connection where the broker keeps that
+    order (`Transaction._join_now`; ``part`` resends nothing before the add is done after
+    a reconnection), else the add's answer awaited."""
+    joining = txn._join_now(part.topic, part.cnx)
+    if joining is None:
+        await txn._add_partition(part.topic)
+    else:
+        part.after_join(joining)
+
+
 class Producer:
     """Publishes messages; create with ``Client.create_producer``."""
 
@@ -117,8 +129,8 @@ class Producer:
                 else float(deliver_after) / 1000.0
             deliver_at = int((time.time() + seconds) * 1000)
         if txn is not None:  # the partition joins the transaction before the first send
-            if not txn._joined(part.topic):
-                await txn._add_partition(part.topic)
+            if not txn._joined_on(part.topic, part.cnx):
+                await _join(txn, part)
             txn._track(fut)
             part.add(content, fut, properties, partition_key, ordering_key, event_timestamp,
                      sequence_id, deliver_at, txn._id)
@@ -150,7 +162,8 @@ class Producer:
             await part.wait_space()
         fut: asyncio.Future[MessageId] = self._new_future()
         if txn is not None:  # the partition joins the transaction before the first send
-            await txn._add_partition(part.topic)
+            if not txn._joined_on(part.topic, part.cnx):
+                await _join(txn, part)
             txn._track(fut)
             part.add_batch(records, count, first_sequence_id, fut, txn.id)
             return fut

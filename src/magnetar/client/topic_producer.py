@@ -37,6 +37,7 @@ from magnetar.client.errors import (
     PulsarException,
     ServerError,
     Timeout,
+    server_error,
 )
 from magnetar.client.message_id import MessageId
 from magnetar.protocol import build_payload_part, command, compress, pb
@@ -70,6 +71,10 @@ class ProducerConf:
     schema_info: pb.Schema | None = None
     initial_subscription_name: str | None = None
     txn_enabled: bool = False
+
+
+#: a SendError that refuses a send in a transaction for good
+_TXN_REFUSALS = frozenset((pb.InvalidTxnStatus, pb.TransactionNotFound))
 
 
 class SendOp:
@@ -128,6 +133,8 @@ class TopicProducer:
         self.fenced: ProducerFenced | None = None
         self._reconnecting: asyncio.Task[None] | None = None
         self._assigned: str | None = None  # the new owner a CloseProducer/Consumer named
+        # transactions' adds that sends were written right behind (`after_join`)
+        self._joining: list[asyncio.Future[None]] = []
         self._backoff = Backoff()
         self._compression = cast("pb.CompressionType", int(conf.compression_type))
         self._batching = conf.batching_enabled
@@ -145,6 +152,10 @@ class TopicProducer:
                            self._client._pool.connect_budget())
 
     async def _connect(self, first: bool = False) -> None:
+        joining = [fut for fut in self._joining if not fut.done()]
+        self._joining = joining
+        if joining:  # sends written right behind their transaction's add (`after_join`):
+            await asyncio.wait(joining)  # resent only once the add is done again
         # a broker that moved our topic named its new owner: go straight there, once
         address, self._assigned = self._assigned, None
         if address is None:
@@ -221,6 +232,20 @@ class TopicProducer:
     @property
     def connected(self) -> bool:
         return self._cnx is not None and not self._cnx.closed
+
+    @property
+    def cnx(self) -> Connection | None:
+        """The connection sends are written on now (None while reconnecting)."""
+        return self._cnx
+
+    def after_join(self, joining: asyncio.Future[None]) -> None:
+        """A send about to be written right behind its transaction's AddPartitionToTxn,
+        whose answer ``joining`` resolves: should the connection drop before, the sends
+        are resent only once the add is done again (`_connect`), on whichever connection
+        the coordinator is then reached."""
+        if len(self._joining) >= 8:
+            self._joining = [fut for fut in self._joining if not fut.done()]
+        self._joining.append(joining)
 
     # ----------------------------------------------------------------- sending
     async def wait_space(self) -> None:
@@ -514,6 +539,12 @@ class TopicProducer:
             # refused for good (a txn's message to a non-persistent topic): only it fails, as in Java
             op = ops.popleft()
             self._fail(op.futures, op.n, NotAllowed(err.error, f"{self.topic}: {err.message}"))
+            return
+        if err.error in _TXN_REFUSALS and ops and ops[0].seq == err.sequence_id:
+            # a send in a transaction that is not open (ended, timed out, its add refused):
+            # refused for good, so only it fails (a resend would meet the same answer)
+            op = ops.popleft()
+            self._fail(op.futures, op.n, server_error(err.error, f"{self.topic}: {err.message}"))
             return
         log.warning("%s: send error %s: %s; reconnecting", self.topic, err.error, err.message)
         if self._cnx is not None:

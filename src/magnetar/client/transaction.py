@@ -5,10 +5,14 @@ As the Java and Go clients do: the coordinators are the partitions of
 looking up partition N, and a connection to it starts with ``TcClientConnectRequest``.
 ``new_transaction`` takes the coordinators in turn (round-robin). A send in a transaction
 first adds its partition to the transaction (``AddPartitionToTxn``, once per partition), an
-acknowledgement its subscription (``AddSubscriptionToTxn``, once per subscription). Commit
-and abort wait for the transaction's sends first; a commit whose send failed aborts instead
-(``TransactionHasOperationFailed``). ``EndTxn`` is sent again after a lost answer or a
-coordinator that moved (the broker answers a repeated commit with success).
+acknowledgement its subscription (``AddSubscriptionToTxn``, once per subscription). The
+send waits for the add's answer, as in the Java and Go clients, unless the coordinator is
+reached over the producer's own connection to a Magnetar broker, which handles a
+connection's commands in order: then the send is written right behind the add
+(`Transaction._join_now`). Commit and abort wait for the transaction's sends (and adds)
+first; a commit whose send or add failed aborts instead (``TransactionHasOperationFailed``).
+``EndTxn`` is sent again after a lost answer or a coordinator that moved (the broker
+answers a repeated commit with success).
 
 The NewTxn's ``txn_ttl_seconds`` carries milliseconds, as the Java and Go clients send it
 (and as Pulsar's broker reads it).
@@ -20,6 +24,7 @@ import asyncio
 import itertools
 import logging
 import time
+from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
 
 from magnetar.client.backoff import Backoff
@@ -118,18 +123,30 @@ class Coordinators:
             self._cnx[tc] = cnx
             return cnx
 
+    def connected(self, tc: int) -> Connection | None:
+        """The open connection to coordinator ``tc``, if there is one (no lookup)."""
+        cnx = self._cnx.get(tc)
+        return cnx if cnx is not None and not cnx.closed else None
+
     def forget(self, tc: int) -> None:
         self._cnx.pop(tc, None)
 
-    async def call(self, tc: int, kind: int, **fields: Any) -> Any:
+    async def call(self, tc: int, kind: int,
+                   sent: tuple[Connection, int, asyncio.Future[Any]] | None = None,
+                   **fields: Any) -> Any:
         """Send a coordinator command to ``tc`` and return its response body, retrying
         (with backoff, within the operation timeout) when the coordinator moved, is not
-        ready or the connection dropped."""
+        ready or the connection dropped. ``sent``: the command was written already
+        (``Connection.request_now`` on that connection): its answer is awaited first."""
         client = self._client
         deadline = time.monotonic() + client._op_timeout
         backoff = Backoff(0.1, 5.0)
         while True:
             try:
+                if sent is not None:
+                    cnx, rid, answer = sent
+                    sent = None
+                    return _check(await cnx.answer(kind, rid, answer, client._op_timeout))
                 cnx = await self.connection(tc)
                 return _check(await cnx.request(kind, timeout=client._op_timeout, **fields))
             except Exception as exc:
@@ -161,6 +178,8 @@ class Transaction:
         self._deadline = None if timeout_ms is None else time.monotonic() + timeout_ms / 1000.0
         self._partitions: dict[str, asyncio.Future[None]] = {}
         self._added: set[str] = set()  # the partitions whose AddPartitionToTxn succeeded
+        # the partitions whose AddPartitionToTxn was written with its send (`_join_now`)
+        self._joining: dict[str, Connection] = {}
         self._id = (most, least)
         self._subscriptions: dict[tuple[str, str], asyncio.Future[None]] = {}
         # its operations (sends) not yet seen done: checked in bulk, not by a callback each
@@ -207,8 +226,8 @@ class Transaction:
 
     def _joined(self, topic: str) -> bool:
         """Whether a send in ``topic`` may go at once: the transaction is open and
-        ``topic`` was added to it (AddPartitionToTxn answered). A producer tests this
-        before awaiting `_add_partition`: every send after a partition's first."""
+        ``topic`` was added to it (AddPartitionToTxn answered); a producer tests
+        `_joined_on` before it joins: every send after a partition's first."""
         return self._state == OPEN and topic in self._added
 
     async def _add_partition(self, topic: str) -> None:
@@ -217,6 +236,47 @@ class Transaction:
         if topic in self._added:
             return
         await self._once(self._partitions, topic, T.ADD_PARTITION_TO_TXN, partitions=[topic])
+        self._added.add(topic)
+
+    def _join_now(self, topic: str, cnx: Connection | None) -> asyncio.Future[None] | None:
+        """AddPartitionToTxn for ``topic`` written now, its answer not awaited, when a send
+        on ``cnx`` may follow it at once: the coordinator is reached over ``cnx`` itself
+        and its broker handles a connection's commands in order
+        (`Connection.txn_adds_in_order`: the send is stored only after the add). Returns
+        the add's future (a send written after it on ``cnx`` needs nothing more), or
+        None: the caller awaits `_add_partition`. Saves the send one round trip, the
+        broker one wake-up and read per transaction and partition."""
+        self._check_open("send in")
+        if cnx is None or not cnx.txn_adds_in_order:
+            return None
+        fut = self._partitions.get(topic)
+        if fut is not None and not (fut.done() and fut.exception() is not None):
+            # an add under way: one written on ``cnx`` came before this send
+            return fut if self._joining.get(topic) is cnx else None
+        if self._coordinators.connected(self._most) is not cnx:
+            return None
+        fields = {"txnid_most_bits": self._most, "txnid_least_bits": self._least,
+                  "partitions": [topic]}
+        rid, answer = cnx.request_now(T.ADD_PARTITION_TO_TXN, **fields)
+        fut = self._partitions[topic] = asyncio.ensure_future(
+            self._joined_when(topic, self._coordinators.call(
+                self._most, T.ADD_PARTITION_TO_TXN, sent=(cnx, rid, answer), **fields)))
+        self._joining[topic] = cnx
+        self._track(fut)  # (its failure fails the commit, as the sends behind it fail)
+        return fut
+
+    def _joined_on(self, topic: str, cnx: Connection | None) -> bool:
+        """`_joined`, or the add was written on ``cnx`` (`_join_now`) and not refused: a
+        send written on ``cnx`` after it needs nothing more."""
+        return self._state == OPEN and (topic in self._added
+                                        or (cnx is not None and self._joining.get(topic) is cnx))
+
+    async def _joined_when(self, topic: str, add: Awaitable[Any]) -> None:
+        try:
+            await add
+        except BaseException:
+            self._joining.pop(topic, None)  # refused: a later send asks again
+            raise
         self._added.add(topic)
 
     async def _add_subscription(self, topic: str, subscription: str) -> None:

@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["understands_reached_end_of_topic"]
+__all__ = ["MAGNETAR_BROKER", "orders_txn_adds", "understands_reached_end_of_topic"]
+
+#: How a Magnetar broker's ``server_version`` begins (``Magnetar-Broker-v0.1.0``).
+MAGNETAR_BROKER = "Magnetar-Broker"
 
 #: ReachedEndOfTopic first appeared in protocol version 9.
 _END_OF_TOPIC_SINCE = 9
@@ -30,3 +33,12 @@ def understands_reached_end_of_topic(client_version: str, protocol_version: int)
     if match is None:
         return True
     return (int(match.group(1)), int(match.group(2))) > _CPP_LAST_NOT_UNDERSTANDING
+
+
+def orders_txn_adds(server_version: str) -> bool:
+    """True when the broker handles a connection's AddPartitionToTxn before a Send of the
+    same transaction that came after it on that connection (a Magnetar broker does, its
+    coordinator here or elsewhere), so that a client may write the transaction's first
+    send right behind the add instead of waiting for the add's answer. Other brokers are
+    not assumed to: the client waits, as the Java and Go clients do."""
+    return server_version.startswith(MAGNETAR_BROKER)

@@ -25,6 +25,7 @@ from magnetar.protocol.frames import (
     encode_command,
     encode_payload_command,
 )
+from magnetar.protocol.peers import MAGNETAR_BROKER
 from magnetar.protocol.sniff import HTTP_ON_BINARY_PORT_REPLY, is_http_request
 from magnetar.storage import StorageError
 from magnetar.storage.descriptors import ALARM, out_of_descriptors
@@ -54,7 +55,7 @@ OUT_BUFFER_LIMIT = 1 << 20
 #: output goes to ``transport.writelines`` as it was queued (uvloop writes it with one
 #: ``writev``), so stored payloads are never copied on their way to the socket.
 JOIN_BELOW = 16 * 1024
-SERVER_VERSION = "Magnetar-Broker-v0.1.0"
+SERVER_VERSION = f"{MAGNETAR_BROKER}-v0.1.0"
 
 
 class PublishBuffer:
@@ -128,6 +129,9 @@ class CnxBase(asyncio.BufferedProtocol):
         # cluster lookups in progress (one may wait for a dead owner's bundle): cancelled
         # when the connection closes, so a client that went holds no lookup slot
         self.lookup_tasks: set[asyncio.Task[None]] = set()
+        # AddPartitionToTxn / AddSubscriptionToTxn finishing in a task, by transaction:
+        # a Send of that transaction read after them waits for them (`txn_sends`)
+        self.txn_adds: dict[tuple[int, int], list[asyncio.Task[None]]] = {}
         self.pending_sends = 0
         max_pending = self.config.maxPendingPublishRequestsPerConnection
         self.max_pending_sends = max_pending if max_pending > 0 else _NO_LIMIT
@@ -254,6 +258,21 @@ class CnxBase(asyncio.BufferedProtocol):
                 return
             log.exception("%s: failed to handle %s", self.peer, T.Type.Name(kind))
             self._reply_error(cmd, pb.UnknownError, "internal broker error")
+
+    def note_txn_add(self, most: int, least: int, task: asyncio.Task[None]) -> None:
+        """Note an add to transaction (``most``, ``least``) finishing in ``task``: in
+        ``txn_adds`` until it is done (`txn_sends` holds the transaction's later sends)."""
+        key = (most, least)
+        self.txn_adds.setdefault(key, []).append(task)
+
+        def done(task: asyncio.Task[None]) -> None:
+            tasks = self.txn_adds.get(key)
+            if tasks is not None:
+                tasks.remove(task)
+                if not tasks:
+                    del self.txn_adds[key]
+
+        task.add_done_callback(done)
 
     def run_async(self, cmd: pb.BaseCommand, work: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
         """Finish a command in a task (its storage or metadata work runs off the loop); as

@@ -5,7 +5,13 @@ Each is answered by its own response command, an error included (``error`` and
 ``message``: `base.error_response`), since clients match them by type and request id.
 With coordinators off each answers ``NotAllowedError``; a coordinator id that does not
 exist or is not served here answers ``TransactionCoordinatorNotFound`` (the Java and Go
-clients look the coordinator up again). Records are written to the metadata store before
+clients look the coordinator up again).
+
+A connection's commands are handled in the order they came: a Send of a transaction read
+after an AddPartitionToTxn of it on the same connection is stored only once that add is
+done (at once on a broker alone; an add in a task holds the transaction's sends that
+follow it: ``txn_adds``). Magnetar's client relies on it to write a transaction's first
+send on a partition right behind the add, without waiting for the add's answer. Records are written to the metadata store before
 the answer. On a broker alone, whose coordinators' store writes on the loop
 (`TransactionCoordinator.inline`), a command to a coordinator loaded here is done and
 answered as it is read, without a coroutine or a task (the coordinator's `*_now` forms);
@@ -131,7 +137,9 @@ class TransactionCommands(CnxBase):
                     answer: pb.BaseCommand) -> None:
         """Add to transaction (``most``, ``least``) with ``now`` as the command is read when
         its coordinator is loaded here on a store that writes at once, else with ``later``
-        in a task (the coordinator loaded first); then send ``answer``."""
+        in a task (the coordinator loaded first; noted in ``txn_adds`` until it ends, so
+        that the transaction's sends read after it on this connection wait for it:
+        `txn_sends`); then send ``answer``."""
         coordinator = self.service.transactions.serving_inline(most)
         if coordinator is not None:
             self._check_owner(coordinator, least)
@@ -145,7 +153,7 @@ class TransactionCommands(CnxBase):
             await later(coordinator)
             self.send(answer)
 
-        self.run_async(cmd, work())
+        self.note_txn_add(most, least, self.run_async(cmd, work()))
 
     def handle_end_txn(self, cmd: pb.BaseCommand, frame: Frame) -> None:
         req = cmd.endTxn

@@ -11,7 +11,10 @@ would wait (a coordinator on another broker), or the topic never saw a transacti
 buffer is created first), the send waits, and the producer's later sends, transactional
 or not, wait behind it in ``Producer.deferred`` (their payloads copied: the connection's
 read buffer is reused), so that a producer's sends are stored, and answered, in the
-order they came. A topic that never saw a transaction pays one attribute test per Send.
+order they came. A transaction's AddPartitionToTxn read before its send on the same
+connection and still under way in a task (`CnxBase.txn_adds`) is waited for before the
+check: a client may write the send right behind the add. A topic that never saw a
+transaction pays one attribute test per Send.
 """
 
 from __future__ import annotations
@@ -68,6 +71,8 @@ def publish_in_order(producer: Producer, send: SendFrame, payload: bytes | memor
                 return
             verdict: bool | BrokerError = True
             fields = None  # (tested just now: `with_txnid` need not test it again)
+        elif txn in producer.cnx.txn_adds:  # an add of it read before, still under way
+            verdict = False
         else:
             verdict = _check_now(topic, buf, txn)
             fields = buf.verified.get(txn)
@@ -189,6 +194,9 @@ async def _drain(producer: Producer) -> None:
                     continue
                 buf = await ensure_buffer(topic)
                 await asyncio.shield(buf.ready)
+                adds = producer.cnx.txn_adds.get(txn)
+                if adds:  # read before this send on its connection: done first
+                    await asyncio.wait(list(adds))
                 if txn not in buf.verified and not buf.is_ended(txn):
                     await topic.service.txn_checker.check_open(txn[0], txn[1], topic.name)
                     if not buf.is_ended(txn):  # (it may have ended meanwhile) verified:
