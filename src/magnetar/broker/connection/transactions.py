@@ -11,12 +11,14 @@ A connection's commands are handled in the order they came: a Send of a transact
 after an AddPartitionToTxn of it on the same connection is stored only once that add is
 done (at once on a broker alone; an add in a task holds the transaction's sends that
 follow it: ``txn_adds``). Magnetar's client relies on it to write a transaction's first
-send on a partition right behind the add, without waiting for the add's answer. Records are written to the metadata store before
-the answer. On a broker alone, whose coordinators' store writes on the loop
-(`TransactionCoordinator.inline`), a command to a coordinator loaded here is done and
-answered as it is read, without a coroutine or a task (the coordinator's `*_now` forms);
-an EndTxn whose participants cannot all be told at once, a coordinator still to load, and
-every command in a cluster go on in a task (`run_async`).
+send on a partition right behind the add, without waiting for the add's answer.
+
+Records are written to the metadata store before the answer. On a broker alone, whose
+coordinators' store writes on the loop (`TransactionCoordinator.inline`), a command to a
+coordinator loaded here is done and answered as it is read, without a coroutine or a task
+(the coordinator's `*_now` forms); an EndTxn whose participants cannot all be told at
+once, a coordinator still to load, and every command in a cluster go on in a task
+(`run_async`).
 
 As in Pulsar, a transaction belongs to the role that opened it (its record's ``owner``; none
 without authentication): AddPartitionToTxn, AddSubscriptionToTxn and EndTxn from another
