@@ -162,7 +162,8 @@ class Coordinators:
         n = await self.count()
         tc = next(self._turn) % n
         body = await self.call(tc, T.NEW_TXN, tc_id=tc, txn_ttl_seconds=int(timeout_ms))
-        return Transaction(self, body.txnid_most_bits, body.txnid_least_bits, timeout_ms)
+        return Transaction(self, body.txnid_most_bits, body.txnid_least_bits, timeout_ms,
+                           opened_here=True)
 
 
 class Transaction:
@@ -170,8 +171,13 @@ class Transaction:
     one made elsewhere, by id)."""
 
     def __init__(self, coordinators: Coordinators, most: int, least: int,
-                 timeout_ms: int | None = None) -> None:
+                 timeout_ms: int | None = None, opened_here: bool = False) -> None:
         self._coordinators = coordinators
+        # opened by this client (NewTxn), so owned by its role: an add of it is refused
+        # only if it ended, and then so is a send behind it (`_join_now`); a handle by id
+        # may be another role's, whose adds the broker refuses while a send behind one
+        # would pass its check: its sends wait for their add's answer
+        self._opened_here = opened_here
         self._most = most
         self._least = least
         self._state = OPEN
@@ -244,10 +250,11 @@ class Transaction:
         and its broker handles a connection's commands in order
         (`Connection.txn_adds_in_order`: the send is stored only after the add). Returns
         the add's future (a send written after it on ``cnx`` needs nothing more), or
-        None: the caller awaits `_add_partition`. Saves the send one round trip, the
+        None: the caller awaits `_add_partition` (always for a handle by id: see
+        ``_opened_here``). Saves the send one round trip, the
         broker one wake-up and read per transaction and partition."""
         self._check_open("send in")
-        if cnx is None or not cnx.txn_adds_in_order:
+        if cnx is None or not cnx.txn_adds_in_order or not self._opened_here:
             return None
         fut = self._partitions.get(topic)
         if fut is not None and not (fut.done() and fut.exception() is not None):
