@@ -251,15 +251,14 @@ class Transaction:
         (`Connection.txn_adds_in_order`: the send is stored only after the add). Returns
         the add's future (a send written after it on ``cnx`` needs nothing more), or
         None: the caller awaits `_add_partition` (always for a handle by id: see
-        ``_opened_here``). Saves the send one round trip, the
-        broker one wake-up and read per transaction and partition."""
+        ``_opened_here``). Saves the send one round trip, the broker one wake-up and
+        read per transaction and partition. Called only where `_joined_on` is false."""
         self._check_open("send in")
         if cnx is None or not cnx.txn_adds_in_order or not self._opened_here:
             return None
         fut = self._partitions.get(topic)
         if fut is not None and not (fut.done() and fut.exception() is not None):
-            # an add under way: one written on ``cnx`` came before this send
-            return fut if self._joining.get(topic) is cnx else None
+            return None  # an add under way, not written on ``cnx`` (`_joined_on`): awaited
         if self._coordinators.connected(self._most) is not cnx:
             return None
         fields = {"txnid_most_bits": self._most, "txnid_least_bits": self._least,
