@@ -297,6 +297,7 @@ def test_loads_that_unload_again_make_no_freeze() -> None:
         heap.freeze()
         for _ in range(10):  # one more loaded and unloaded, ten times over
             heap.topic_loaded(4)
+            heap.topic_unloaded(3)
         assert heap.loads == 1 and not heap.streaming
         heap.topic_loaded(5)
         heap.topic_loaded(6)
@@ -382,6 +383,51 @@ def test_a_stream_of_loads_is_frozen_at_each_young_collection(
     assert not heap.streaming and heap.freezes == 1 and heap.loads == 0
     assert heap._after_young_collection not in gc.callbacks
     assert 1 in gc_generations[len(during):]  # the last freeze's young collection
+
+
+def test_a_stream_of_unloads_is_frozen_at_each_young_collection(
+        gc_generations: list[int]) -> None:
+    """Unloads leave objects that outlive them (5,000 unloads: ~50,000 young survivors,
+    walked by middle-generation collections of ~35 ms): once the loaded topics fell by
+    `stream_loads` below the most since the last freeze, every young collection ends
+    with a freeze until the unloads pause, and no middle-generation or full collection
+    runs meanwhile; a pause ends the stream with one freeze."""
+    async def stream() -> tuple[HeapFreezer, list[_Node], list[int]]:
+        heap = HeapFreezer(30)
+        for loaded in range(1, 301):
+            heap.topic_loaded(loaded)
+        deadline = time.monotonic() + 30
+        while heap.streaming and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)  # the loads pause: their stream ends with a freeze
+        assert not heap.streaming and heap.freezes == 1
+        gc_generations.clear()
+        heap.topic_unloaded(299)
+        heap.topic_unloaded(298)
+        assert not heap.streaming
+        heap.topic_unloaded(297)  # three fewer than the most: the stream begins
+        assert heap.streaming and heap.streams == 2
+        left: list[_Node] = []
+        for i in range(200_000):  # what the unloads leave behind
+            node = _Node()
+            node.refs.append(_Node())
+            left.append(node)
+            if i % 1000 == 0:
+                heap.topic_unloaded(296 - i // 1000)  # the unloads go on
+        during = list(gc_generations)
+        deadline = time.monotonic() + 30
+        while heap.streaming and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        streams = heap.streams
+        heap.stop()
+        heap.topic_unloaded(1)  # the broker stops: its last unloads begin no stream
+        assert not heap.streaming and heap.streams == streams
+        return heap, left, during
+
+    heap, left, during = asyncio.run(stream())
+    assert during and set(during) == {0}, "only first-generation collections in a stream"
+    assert not _in_collected_generations(left[:1000] + left[-1000:-500])
+    assert not heap.streaming and heap.freezes == 2
+    assert heap._after_young_collection not in gc.callbacks
 
 
 def test_a_bulk_during_a_stream_collects_only_the_young(gc_generations: list[int]) -> None:

@@ -392,6 +392,7 @@ class BrokerService(AdminOperations):
         """`unload_topic`'s part on the loop: the topic leaves memory, its clients are
         disconnected, its ledger's close starts (the future)."""
         del self.topics[topic.name]
+        self.heap.topic_unloaded(len(self.topics))
         self.housekeeping.forget(topic.name)
         self.compactor.forget(topic.name)
         if isinstance(topic, PersistentTopic):
