@@ -245,6 +245,17 @@ def unload(web: str, first: int, count: int) -> float:
 LIVE_NICE = -10
 
 
+def rounds_within(row: dict[str, Any], phase: str) -> list[float]:
+    """The 60-s marks since the broker was ready that fall in ``phase`` (seconds from
+    its start): where its periodic rounds begin, within a second or so."""
+    ready, span = row.get("ready_at"), row.get("phases", {}).get(phase)
+    if ready is None or span is None:
+        return []
+    first = math.ceil((span[0] - ready) / 60.0)
+    return [ready + 60.0 * k - span[0] for k in range(max(first, 1), 10_000)
+            if ready + 60.0 * k <= span[1]]
+
+
 def pin_process(pid: int, cpu: int) -> None:
     """The broker (each of its threads now; later ones inherit it) on ``cpu``, the last
     one; this process (its threads and children: the creators, the scraper, the live
@@ -261,7 +272,9 @@ def run_tree(name: str, src: str, root: Path, args: argparse.Namespace) -> dict[
     proc, url, web = start_broker(src, root, settings)
     if args.pin is not None:
         pin_process(proc.pid, args.pin)
-    row: dict[str, Any] = {"tree": name, "topics": args.topics}
+    # the broker's 60-s rounds (housekeeping, rate sample, idle sweep, idle files) come
+    # about every 60 s from here: each phase's summary names those within it
+    row: dict[str, Any] = {"tree": name, "topics": args.topics, "ready_at": time.monotonic()}
     phases: dict[str, tuple[float, float]] = {}
     live = LiveProducer(url, LIVE_NICE if args.pin is not None else 0)
     try:
@@ -408,6 +421,10 @@ def main() -> int:
             if phase != "all" and lat["slowest"]:
                 print("           slowest (s from the phase's start: ms) "
                       + ", ".join(f"{at:.1f}: {ms:.0f}" for at, ms in lat["slowest"]))
+                marks = rounds_within(r, phase)
+                if marks:
+                    print("           the broker's 60-s marks (s from the phase's start): "
+                          + ", ".join(f"{m:.1f}" for m in marks))
         for when in ("ops_at_100", "ops_at_end"):
             if when not in r:
                 continue
