@@ -146,10 +146,6 @@ class CnxBase(asyncio.BufferedProtocol):
         self._out_bytes = 0  # queued in _out, not yet handed to the transport
         self._flush_scheduled = False
         self._held = False  # write_held queued output that release_held will write
-        # answers to leave with the receipts of the sends read with them (`write_behind_sends`)
-        self._behind_sends: list[bytes] = []
-        self._in_frames = False  # handle_frames is handing a read's frames out
-        self.out_waits = False  # _out holds such answers and no flush is due for them yet
         self._transport_paused = False  # the transport's buffer is above its high-water mark
         self._dispatch_held = False  # a dispatcher stopped because this connection was full
         #: command type -> handler (filled by `ServerCnx` from its command families)
@@ -224,17 +220,7 @@ class CnxBase(asyncio.BufferedProtocol):
         self.handle_frames(frames)
 
     def handle_frames(self, frames: list[Frame | SendFrame]) -> None:
-        """Hand each decoded frame to its command's handler, in order; then queue the
-        answers kept for the sends read with them (`write_behind_sends`)."""
-        self._in_frames = True
-        try:
-            self._hand_out(frames)
-        finally:
-            self._in_frames = False
-            if self._behind_sends:
-                self._place_behind_sends()
-
-    def _hand_out(self, frames: list[Frame | SendFrame]) -> None:
+        """Hand each decoded frame to its command's handler, in order."""
         for frame in frames:
             if self.closed:
                 return
@@ -415,36 +401,6 @@ class CnxBase(asyncio.BufferedProtocol):
             self._flush_scheduled = True
             self.loop.call_soon(self._flush)
 
-    def write_behind_sends(self, data: bytes) -> None:
-        """Write ``data`` (an answer) with the receipts of the sends read after it in the
-        same read, if any are then in flight on this connection: one write of the
-        connection's instead of two, the answer no later than those receipts (a client
-        that wrote them together waits for both). Else, or outside a read's frames, it
-        is written as `write` does."""
-        if self._in_frames:
-            self._behind_sends.append(data)
-        else:
-            self.write(data)
-
-    def _place_behind_sends(self) -> None:
-        waiting, self._behind_sends = self._behind_sends, []
-        if self.pending_sends <= 0 or self.closed:
-            for data in waiting:
-                self.write(data)
-            return
-        # a receipt's write (`write_held`/`release_held`) or an error's (`write`) takes
-        # them; a send answered with neither (a closing producer's) flushes them
-        # (`ProducerCnx.on_send_done`)
-        self._out.extend(waiting)
-        self._out_bytes += sum(map(len, waiting))
-        self.out_waits = True
-
-    def flush_soon(self) -> None:
-        """Flush what is queued on the next turn of the loop (unless a flush is due)."""
-        if not self._flush_scheduled and not self._held:
-            self._flush_scheduled = True
-            self.loop.call_soon(self._flush)
-
     def write_held(self, data: bytes) -> bool:
         """Queue ``data`` without scheduling a flush: the caller writes it with
         `release_held` before it returns to the event loop (so the receipts of a batch the
@@ -480,7 +436,6 @@ class CnxBase(asyncio.BufferedProtocol):
 
     def _flush(self) -> None:
         self._flush_scheduled = False
-        self.out_waits = False
         if self.lookups_held:  # the answers of these lookups are written now
             self.security.limits.release_lookups(self.lookups_held)
             self.lookups_held = 0

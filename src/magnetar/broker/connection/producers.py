@@ -131,8 +131,6 @@ class ProducerCommands(CnxBase):
     def on_send_done(self, size: int) -> None:
         """A send was answered (receipt or error): it no longer counts against the limits."""
         self.pending_sends -= 1
-        if self.out_waits:  # answers behind the sends: written now unless a write is due
-            self.flush_soon()
         if self.reading_paused and self.pending_sends <= self.max_pending_sends // 2:
             self.reading_paused = False
             if (self.transport is not None and not self.closed and not self.buffer_paused

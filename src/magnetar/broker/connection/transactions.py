@@ -37,7 +37,7 @@ from magnetar.broker.topic_name import TopicName
 from magnetar.broker.transactions.coordinator import TransactionCoordinator
 from magnetar.broker.transactions.records import TxnRecord
 from magnetar.protocol import pb
-from magnetar.protocol.frames import Frame, encode_command
+from magnetar.protocol.frames import Frame
 
 T = pb.BaseCommand
 
@@ -146,8 +146,7 @@ class TransactionCommands(CnxBase):
         if coordinator is not None:
             self._check_owner(coordinator, least)
             now(coordinator)
-            # (the sends a client wrote behind it take it along: `write_behind_sends`)
-            self.write_behind_sends(encode_command(answer))
+            self.send(answer)
             return
 
         async def work() -> None:
