@@ -10,6 +10,8 @@ import time
 import uuid
 from typing import Any
 
+import crc32c
+import pulsar
 import pytest
 
 from magnetar.protocol import pulsar_pb2 as pb
@@ -228,3 +230,73 @@ def test_max_active_transactions_per_coordinator() -> None:
     finally:
         wire.close()
         broker.stop()
+
+
+def _send_frame(producer_id: int, seq: int, txn: tuple[int, int], value: bytes) -> bytes:
+    """A SEND frame with its payload part, built by hand: [total][command size][command]
+    [magic 0x0e01][CRC32C of the rest][metadata size][MessageMetadata][payload]."""
+    cmd = T(type=T.SEND, send=pb.CommandSend(
+        producer_id=producer_id, sequence_id=seq, num_messages=1,
+        txnid_most_bits=txn[0], txnid_least_bits=txn[1])).SerializeToString()
+    meta = pb.MessageMetadata(producer_name="wire-producer", sequence_id=seq,
+                              publish_time=int(time.time() * 1000),
+                              txnid_most_bits=txn[0], txnid_least_bits=txn[1]
+                              ).SerializeToString()
+    checked = struct.pack(">I", len(meta)) + meta + value
+    part = b"\x0e\x01" + struct.pack(">I", crc32c.crc32c(checked)) + checked
+    return struct.pack(">II", 4 + len(cmd) + len(part), len(cmd)) + cmd + part
+
+
+def _add_frame(request_id: int, txn: tuple[int, int], topic: str) -> bytes:
+    body = T(type=T.ADD_PARTITION_TO_TXN, addPartitionToTxn=pb.CommandAddPartitionToTxn(
+        request_id=request_id, txnid_most_bits=txn[0], txnid_least_bits=txn[1],
+        partitions=[topic])).SerializeToString()
+    return struct.pack(">II", len(body) + 4, len(body)) + body
+
+
+def test_a_send_written_right_behind_its_add_is_stored_in_it(wire: Wire,
+                                                             txn_broker: BrokerProcess) -> None:
+    """A connection's commands are handled in order: an AddPartitionToTxn and the
+    transaction's first Send on that partition in one write (no wait for the add's
+    answer, as Magnetar's client writes them) are answered in that order, and the message
+    is the transaction's (seen after the commit, not before). Behind an add refused (the
+    transaction ended), the send is refused too and nothing is stored."""
+    topic = f"persistent://public/default/wire-{uuid.uuid4().hex[:8]}"
+    wire.rid += 1
+    wire.write(T(type=T.PRODUCER, producer=pb.CommandProducer(
+        topic=topic, producer_id=1, request_id=wire.rid, producer_name="wire-producer",
+        txn_enabled=True)))
+    answer = wire.read()
+    assert answer.type == T.PRODUCER_SUCCESS, answer
+    txn = new_txn(wire)
+    wire.rid += 1
+    wire.sock.sendall(_add_frame(wire.rid, txn, topic) + _send_frame(1, 0, txn, b"in-txn"))
+    added = wire.read()
+    assert added.type == T.ADD_PARTITION_TO_TXN_RESPONSE, added
+    assert not added.addPartitionToTxnResponse.HasField("error"), added
+    receipt = wire.read()
+    assert receipt.type == T.SEND_RECEIPT and receipt.send_receipt.sequence_id == 0, receipt
+
+    client = pulsar.Client(f"pulsar://127.0.0.1:{txn_broker.port}")
+    try:
+        reader = client.create_reader(topic, pulsar.MessageId.earliest)
+        with pytest.raises(pulsar.Timeout):  # open: not readable yet
+            reader.read_next(timeout_millis=300)
+        assert not end(wire, txn, pb.COMMIT).HasField("error")
+        assert reader.read_next(timeout_millis=10_000).data() == b"in-txn"
+
+        ended = new_txn(wire)
+        assert not end(wire, ended, pb.ABORT).HasField("error")
+        wire.rid += 1
+        wire.sock.sendall(_add_frame(wire.rid, ended, topic) + _send_frame(1, 1, ended, b"late"))
+        refused = wire.read()
+        assert refused.type == T.ADD_PARTITION_TO_TXN_RESPONSE, refused
+        assert refused.addPartitionToTxnResponse.error == pb.InvalidTxnStatus
+        error = wire.read()
+        assert error.type == T.SEND_ERROR and error.send_error.sequence_id == 1, error
+        assert error.send_error.error in (pb.InvalidTxnStatus, pb.TransactionNotFound), error
+        assert end(wire, ended, pb.COMMIT).error == pb.InvalidTxnStatus
+        with pytest.raises(pulsar.Timeout):  # nothing of the ended transaction stored
+            reader.read_next(timeout_millis=300)
+    finally:
+        client.close()
