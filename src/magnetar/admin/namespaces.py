@@ -30,6 +30,7 @@ from magnetar.admin.routing import (
     RouteTable,
     expect,
     json_body,
+    json_list_response,
     no_content,
     query_flag,
 )
@@ -242,7 +243,7 @@ async def namespace_topics(request: web.Request) -> web.Response:
     if mode is None:
         raise RestError(400, "mode must be PERSISTENT, NON_PERSISTENT or ALL")
     listed = await request.app[SERVICE].topics_of_namespace_async(namespace, mode, None)
-    return web.json_response(listed[0])
+    return await json_list_response(listed[0])
 
 
 # ---------------------------------------------------------------------- policies

@@ -14,6 +14,7 @@ namespace errors raised by a handler are mapped here, in ``error_middleware``.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import re
@@ -203,6 +204,24 @@ def query_int(request: web.Request, name: str, default: int | None = None, *,
 
 def query_flag(request: web.Request, name: str) -> bool:
     return request.query.get(name, "false").lower() == "true"
+
+
+#: names per slice of a long JSON list encoded on the loop (~1.5 ms each here)
+JSON_LIST_SLICE = 5000
+
+
+async def json_list_response(items: list[str]) -> web.Response:
+    """``web.json_response(items)`` for a list that may hold every topic of a namespace:
+    encoded `JSON_LIST_SLICE` items at a time, the loop handed back between two (one
+    ``json.dumps`` of 100,000 topic names held it ~30 ms)."""
+    if len(items) <= JSON_LIST_SLICE:
+        return web.json_response(items)
+    parts = []
+    for at in range(0, len(items), JSON_LIST_SLICE):
+        if at:
+            await asyncio.sleep(0)
+        parts.append(json.dumps(items[at:at + JSON_LIST_SLICE])[1:-1])
+    return web.Response(text=f"[{', '.join(parts)}]", content_type="application/json")
 
 
 def no_content() -> web.Response:

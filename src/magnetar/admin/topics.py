@@ -22,6 +22,7 @@ from magnetar.admin.routing import (
     RouteTable,
     expect,
     json_body,
+    json_list_response,
     no_content,
     query_flag,
     query_int,
@@ -123,7 +124,8 @@ async def list_topics(request: web.Request) -> web.Response:
             else pb.CommandGetTopicsOfNamespace.NON_PERSISTENT)
     limit = query_int(request, "limit")
     after = request.query.get("after") or None
-    return web.json_response(await service.topics_of_namespace_page(namespace, mode, after, limit))
+    return await json_list_response(
+        await service.topics_of_namespace_page(namespace, mode, after, limit))
 
 
 @routes.route("GET", NS + "/partitioned", "List the namespace's partitioned topics.")
