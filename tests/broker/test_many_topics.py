@@ -756,6 +756,44 @@ def test_samples_and_scrapes_hold_no_young_list_of_every_topic(tmp_path: Any,
     asyncio.run(go())
 
 
+def test_a_first_build_freezes_each_block_as_it_is_read(tmp_path: Any, monkeypatch: pytest.MonkeyPatch,
+                                                       thaw_heap: None) -> None:
+    """A topic-level build reads the loaded topics a block at a time and keeps each
+    block's values (`_Block`: ~15 lists of its topics' values). Floats count as no
+    allocation, so nothing collected between blocks: the first build at 100,000 topics
+    left 50 blocks (770 lists, 1.5 million values) to one young collection of ~20 ms.
+    Each block read is now collected (and, in the framed bulk, frozen) before the next:
+    when a block is made, no block made before it is still in a collected generation."""
+    from magnetar.admin import metrics
+    from magnetar.admin.metrics import MetricsBuilder
+    from magnetar.broker.topics.stats import RateTracker
+
+    real = metrics._Block
+    unfrozen_before: list[int] = []
+
+    def block(*args: Any) -> Any:
+        unfrozen_before.append(sum(1 for o in gc.get_objects() if type(o) is real))
+        return real(*args)
+
+    monkeypatch.setattr(metrics, "_Block", block)
+
+    async def go() -> None:
+        service = _small_bulk_service(tmp_path)
+        await service.start()
+        try:
+            for i in range(40):
+                await service.load_topic(f"persistent://public/default/blocks-{i}")
+            builder = MetricsBuilder(service, RateTracker(), chunk=1, pause=0, slice_s=0)
+            await builder.topic_part()
+            assert builder.read_blocks >= 5
+        finally:
+            await service.stop()
+
+    asyncio.run(go())
+    assert len(unfrozen_before) >= 5
+    assert max(unfrozen_before) == 0, unfrozen_before
+
+
 def test_the_exposition_is_written_with_the_loop_given_back() -> None:
     """``StreamResponse.write`` waits only while the client's socket buffer is full: the
     /metrics handler gives the loop back itself every `WRITE_YIELD_BYTES` written, so a

@@ -714,6 +714,7 @@ class MetricsBuilder:
         others' values are read in one slice, and only the families whose values changed
         rendered again (`_Block`); the families' lines then joined in order."""
         live, rates, names = self.service.topics, self.rates.rates, self._labels
+        settle = self.service.heap.settle
         previous, blocks = self._blocks, {}
         self._blocks = {}  # (a build that fails leaves nothing half-made behind)
         pieces: list[list[bytes]] = [[] for _ in TOPIC_SERIES]
@@ -750,6 +751,11 @@ class MetricsBuilder:
                 if whole:
                     blocks[(namespace, start)] = _Block(block, held, columns, made,
                                                         subscribed[had:])
+                # a block read leaves ~15 young lists of its topics' values, and floats
+                # count as no allocation: with nothing else collecting between blocks, the
+                # first build's 50 blocks (770 lists, 1.5 million values) were walked by one
+                # young collection of ~20 ms; collected now, each is walked alone (< 1 ms)
+                settle()
         for series, family in zip(TOPIC_SERIES, pieces, strict=True):
             parts.append(series.header().encode())
             parts.extend(family)
