@@ -29,7 +29,13 @@ from pathlib import Path
 import pulsar
 import pytest
 
-from tests.cluster.brokers import Cluster, ClusterBroker, http_call, topic_owned_by
+from tests.cluster.brokers import (
+    Cluster,
+    ClusterBroker,
+    http_call,
+    owner_port,
+    topic_owned_by,
+)
 from tests.zkserver import ZooKeeperServer, zk_missing_reason
 
 pytestmark = pytest.mark.skipif(zk_missing_reason() is not None,
@@ -132,6 +138,30 @@ def registered(broker: ClusterBroker) -> list[str]:
     return list(listed) if status == 200 and listed else []
 
 
+def report_time_ms(broker: ClusterBroker) -> int:
+    """When the broker last wrote its load report (ms since the epoch; 0: none yet)."""
+    status, report, _ = http_call("GET", f"{broker.web_url}/admin/v2/broker-stats/load-report")
+    return int(report.get("lastUpdate", 0)) if status == 200 and report else 0
+
+
+def topic_served_by(cluster: Cluster, broker: ClusterBroker, loaded: list[str],
+                    probe_namespace: str) -> str:
+    """A topic the broker serves: one of the ``loaded`` topics its bundle holds, or else
+    one of a free bundle it takes when asked. The loads' topics went wherever their
+    clients looked them up after the session loss, and bundles go to the least loaded
+    broker by message rate: a broker that took both loads takes no free bundle until its
+    rate is reported, so only the broker without a load is asked (in a namespace of
+    free bundles)."""
+    for topic in loaded:
+        if owner_port(cluster, topic) == broker.port:
+            return topic
+    for i in range(200):
+        topic = f"persistent://{probe_namespace}/probe-{i}-partition-0"
+        if owner_port(cluster, topic) == broker.port:
+            return topic
+    raise AssertionError(f"the broker on port {broker.port} serves no bundle")
+
+
 def dedup_cluster(tmp_path: Path, zk: ZooKeeperServer) -> Cluster:
     """Two started brokers sharing storage, deduplication on, a SESSION_S session."""
     cluster = Cluster(tmp_path / "c", zk, 2,
@@ -179,10 +209,20 @@ def test_zookeeper_frozen_past_the_session_timeout(own_zk: ZooKeeperServer,
                 assert time.monotonic() < deadline, registered(a)
                 time.sleep(0.1)  # bounded poll of the registry
             back = time.monotonic() - resumed
-            for i, broker in enumerate((a, b)):  # each serves a bundle again
+            # each serves a bundle again, asked once both have reported the loads' new
+            # places (a report is the rates since the one before)
+            flowing_ms = int(time.time() * 1000)
+            deadline = time.monotonic() + 60
+            while min(report_time_ms(x) for x in (a, b)) <= flowing_ms:
+                assert time.monotonic() < deadline, "a broker wrote no load report"
+                time.sleep(0.1)  # bounded poll of the load reports
+            status, _, _ = http_call("PUT", f"{a.web_url}/admin/v2/namespaces/public/after-resume")
+            assert status in (200, 204), status
+            for broker in (a, b):
                 assert broker.proc is not None and broker.proc.poll() is None
-                fresh = topic_owned_by(cluster, broker.port, f"after-resume-{i}")
-                assert client.create_producer(fresh).send(b"x") is not None
+                served = topic_served_by(cluster, broker, topics, "public/after-resume")
+                if served not in topics:  # (the loads' own sends go on below)
+                    assert client.create_producer(served).send(b"x") is not None
             for load in loads:
                 load.wait_acked(len(load.acked) + 50)
             acked = [load.finish() for load in loads]

@@ -22,6 +22,8 @@ from magnetar.broker.cluster.key_paths import (
     with_part,
 )
 from magnetar.broker.cluster.key_store import ClusterKeyValueStore
+from magnetar.broker.config import BrokerConfig
+from magnetar.broker.namespaces.policies import PolicyStore
 from magnetar.metadata import MemoryKeyValueStore, MetadataStoreError, create_metadata_store
 from tests.zkserver import ZooKeeperServer
 
@@ -221,6 +223,72 @@ def test_topic_policies_are_cluster_wide(backend: Backend) -> None:
         assert kv2.list("topic-policies/") == {key: {"message_ttl_seconds": 30}}
         kv1.delete(key)
         await asyncio.wait_for(until(None), 10)
+        await kv1.stop()
+        await kv2.stop()
+
+    run(backend, scenario)
+
+
+
+def test_a_change_on_its_way_to_the_store_is_not_undone_by_an_older_remote_value(
+        backend: Backend) -> None:
+    """A component changes its memory, then a writer thread stores the change. Another
+    broker's value arriving in that gap (here: written by the second broker while the
+    thread is held back) must not replace the new value in the component: it did, and
+    the broker's own write, landing after, was then taken as already known, so the
+    component kept the other value for good (a namespace's replication clusters, set
+    through the admin API, reverted to the creation's)."""
+    async def scenario(b: Backend) -> None:
+        kv1, kv2 = await two_brokers_stores(b)
+        kv1.put("tenants/acme", {"adminRoles": [], "allowedClusters": ["c1"]})
+        kv1.put("namespaces/acme/orders", {"created": 1})
+        await kv1.settled()
+        gate = threading.Event()
+        loop = asyncio.get_running_loop()
+
+        def held_back(fn: Any, *args: Any) -> asyncio.Future[Any]:
+            def later() -> Any:
+                gate.wait(30)
+                return fn(*args)
+            return asyncio.wrap_future(loop.run_in_executor(None, later))
+
+        policies = PolicyStore(kv1, BrokerConfig(), write=held_back)
+        heard: list[str] = []
+        tenant_seen = asyncio.Event()
+
+        def watcher(key: str, value: Any) -> None:
+            heard.append(key)
+            if key == "tenants/zeta":
+                tenant_seen.set()
+
+        kv1.watch("", watcher)
+        setting = asyncio.ensure_future(policies.set_async("acme/orders", message_ttl_seconds=30))
+        try:
+            await asyncio.sleep(0)  # the change is in memory, its write waits at the gate
+            assert policies.get("acme/orders").message_ttl_seconds == 30
+            await kv2.write_async("policies/acme/orders", {"message_ttl_seconds": 99})
+            await kv2.write_async("tenants/zeta", {"adminRoles": [], "allowedClusters": ["c1"]})
+            # the tenant's notification comes after the namespace's (one session, in order)
+            await asyncio.wait_for(tenant_seen.wait(), 20)
+            assert "policies/acme/orders" not in heard, "an older remote value was applied"
+            assert policies.get("acme/orders").message_ttl_seconds == 30
+        finally:
+            gate.set()
+        await setting
+        await kv1.settled()
+
+        async def in_step() -> None:  # the store, both mirrors and the component agree
+            while True:
+                got = await kv2.store.get(node_path("policies/acme/orders", "c1"))
+                stored = node_to_policies(json.loads(got[0])) if got else {}
+                mirrors = [kv.get("policies/acme/orders") or {} for kv in (kv1, kv2)]
+                if stored.get("message_ttl_seconds") == 30 and all(
+                        m.get("message_ttl_seconds") == 30 for m in mirrors):
+                    return
+                await asyncio.sleep(0.02)
+
+        await asyncio.wait_for(in_step(), 20)
+        assert policies.get("acme/orders").message_ttl_seconds == 30
         await kv1.stop()
         await kv2.stop()
 

@@ -88,6 +88,15 @@ class KeyValueStore(ABC):
         ``prefix`` is changed by someone else. A store only this process writes (these)
         never calls it; the broker's cluster store does."""
 
+    def hold(self, key: str) -> None:  # noqa: B027 - optional hook
+        """A change of ``key`` made in memory is on its way to this store (handed to a
+        writer thread): until `release`, a value someone else stored for it is not applied
+        (it predates the change, which overwrites it). A store no one else writes ignores
+        this."""
+
+    def release(self, key: str) -> None:  # noqa: B027 - optional hook
+        """The change `hold` announced is stored (or failed)."""
+
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release resources."""
 

@@ -25,7 +25,12 @@ the components that keep their own copies in memory hear of it through `watch`:
 ``watch(prefix, callback)`` calls ``callback(key, value)`` (None: deleted) on the loop for
 each changed key under ``prefix``. While a key has writes of this broker pending, remote
 values for it are not applied (the pending write would overwrite them; its own
-notification brings the mirror back in step).
+notification brings the mirror back in step). That holds from the moment a component
+changes its memory: a write handed to a storage thread is announced on the loop at once
+(``hold``), before the thread reaches this store, so another broker's older value
+arriving in between cannot overwrite the component's new one (it did: a namespace's
+replication clusters, set through the admin API, reverted to the value its creation
+stored, for good, when the creation's notification came in that gap).
 """
 
 from __future__ import annotations
@@ -97,6 +102,9 @@ class ClusterKeyValueStore(KeyValueStore):
         self._lock = threading.Lock()
         self._watchers: list[tuple[str, Watcher]] = []
         self._pending: dict[str, int] = {}
+        self._held: dict[str, int] = {}  # changes still on their way from a writer thread
+        self._missed: set[str] = set()  # held keys whose remote values were passed over
+        self._resyncs: set[asyncio.Task[None]] = set()
         self._trees: list[TreeMirror] = []
         self._loop: asyncio.AbstractEventLoop | None = None
         self._writes: asyncio.Queue[tuple[str, Any, bool, asyncio.Future[None]]] | None = None
@@ -140,6 +148,24 @@ class ClusterKeyValueStore(KeyValueStore):
     # -- KeyValueStore --------------------------------------------------------------------
     def watch(self, prefix: str, callback: Watcher) -> None:
         self._watchers.append((prefix, callback))
+
+    def hold(self, key: str) -> None:
+        if is_cluster_key(key):
+            self._held[key] = self._held.get(key, 0) + 1
+
+    def release(self, key: str) -> None:
+        left = self._held.get(key, 0) - 1
+        if left > 0:
+            self._held[key] = left
+            return
+        self._held.pop(key, None)
+        if key in self._missed and self._loop is not None:
+            # what was passed over meanwhile may be newer than the change (which failed,
+            # or was stored before it): the store says which
+            self._missed.discard(key)
+            task = self._loop.create_task(self._resync(key))
+            self._resyncs.add(task)
+            task.add_done_callback(self._resyncs.discard)
 
     def get(self, key: str) -> Any | None:
         if not is_cluster_key(key):
@@ -267,21 +293,22 @@ class ClusterKeyValueStore(KeyValueStore):
                 self._pending.pop(key, None)
             if failed is not None:
                 log.warning("metadata write of %s failed: %s", key, failed)
-                await self._resync(key)  # the mirror showed the write: show the store again
+                # the mirror showed the write: show the store again
+                await self._resync(key, even_if_held=True)
                 if not done.done():
                     done.set_exception(failed)
             elif not done.done():
                 done.set_result(None)
             self._writes.task_done()
 
-    async def _resync(self, key: str) -> None:
+    async def _resync(self, key: str, even_if_held: bool = False) -> None:
         path = node_path(key, self.cluster)
         try:
             got = await self._store_for(key).get(path)
         except MetadataStoreError as exc:
             log.warning("cannot read %s again: %s", path, exc)
             return
-        self._on_node(path, None if got is None else got[0])
+        self._on_node(path, None if got is None else got[0], even_if_held)
 
     def _store_for(self, key: str) -> MetadataStore:
         return self.store if key.startswith("schemas/") else self.config_store
@@ -357,7 +384,7 @@ class ClusterKeyValueStore(KeyValueStore):
             parent = parent.rsplit("/", 1)[0]
 
     # -- changes made elsewhere -----------------------------------------------------------
-    def _on_node(self, path: str, raw: bytes | None) -> None:
+    def _on_node(self, path: str, raw: bytes | None, even_if_held: bool = False) -> None:
         keys = flat_keys(path, self.cluster)
         if not keys:
             return
@@ -372,10 +399,13 @@ class ClusterKeyValueStore(KeyValueStore):
             values = {key: None if raw is None else ({"at": 0} if key == BOOTSTRAPPED else node)
                       for key in keys}
         for key, value in values.items():
-            self._apply_remote(key, value)
+            self._apply_remote(key, value, even_if_held)
 
-    def _apply_remote(self, key: str, value: Any) -> None:
+    def _apply_remote(self, key: str, value: Any, even_if_held: bool = False) -> None:
         if self._pending.get(key):
+            return
+        if self._held.get(key) and not even_if_held:
+            self._missed.add(key)
             return
         with self._lock:
             old = self._mirror.get(key)

@@ -39,16 +39,30 @@ class KeyWriter:
     def put(self, key: str, value: Any) -> asyncio.Future[Any] | None:
         """Store ``value`` under ``key`` (the future resolves once it is stored)."""
         if self.write is not None and self._off_loop():
-            return self.write(self.metadata.put, key, value)
+            return self._handed_off(key, self.metadata.put, key, value)
         self.metadata.put(key, value)
         return None
 
     def delete(self, key: str) -> asyncio.Future[Any] | None:
         """Delete ``key`` (the future resolves once it is deleted)."""
         if self.write is not None and self._off_loop():
-            return self.write(self.metadata.delete, key)
+            return self._handed_off(key, self.metadata.delete, key)
         self.metadata.delete(key)
         return None
+
+    def _handed_off(self, key: str, fn: Callable[..., Any], *args: Any) -> asyncio.Future[Any]:
+        """``fn(*args)`` on the writer thread, the store holding ``key`` meanwhile: the
+        memory already shows the change, and another broker's older value arriving before
+        the thread reaches the store must not replace it there."""
+        assert self.write is not None
+        self.metadata.hold(key)
+        try:
+            future = self.write(fn, *args)
+        except BaseException:
+            self.metadata.release(key)
+            raise
+        future.add_done_callback(lambda _done: self.metadata.release(key))
+        return future
 
 
 async def written(*futures: asyncio.Future[Any] | None) -> None:
