@@ -121,7 +121,8 @@ def unread(root: str | Path) -> Callable[[str, FileState | None, FileState | Non
     a segment file (or its sidecar) named with an epoch below its ledger's newest
     takeover record and not named in it (a stale writer's new segment, never read); a
     recorded segment (same file) whose bytes up to its recorded end are unchanged; a
-    recorded segment's sidecar that names another end (readers then ignore it)."""
+    recorded segment's sidecar that names another end (readers then ignore it) or holds
+    the same bytes as before."""
     records: dict[str, tuple[int, dict[int, int]] | None] = {}
 
     def judge(rel: str, old: FileState | None, new: FileState | None) -> bool:
@@ -145,6 +146,11 @@ def unread(root: str | Path) -> Callable[[str, FileState | None, FileState | Non
         end = ends[lid]
         path = os.path.join(str(root), rel)
         if name != seg_name:  # a sidecar: unread unless it names the recorded end
+            if old is not None and new is not None and old.digest not in ("", "?") \
+                    and old.digest == new.digest:
+                # the same bytes again (a sidecar write under way at the pause, renamed
+                # into place after it): readers read the same index
+                return True
             try:
                 with open(path, "rb") as f:
                     head = f.read(IDX_HEADER.size)
