@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import json
 import subprocess
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -27,6 +28,7 @@ from typing import Any, Self
 
 import pulsar
 
+from magnetar.broker.cluster.bundles import NamespaceBundles
 from magnetar.client import Client
 from magnetar.client.auth import Authentication
 from magnetar.client.connection import Connection
@@ -205,12 +207,34 @@ def owner_port(cluster: Cluster, topic: str) -> int:
 
 
 def topic_owned_by(cluster: Cluster, port: int, prefix: str = "probe") -> str:
-    """A topic whose bundle the broker on ``port`` owns (placing free bundles meanwhile)."""
+    """A topic whose bundle the broker on ``port`` owns (placing free bundles meanwhile).
+    Free bundles go to the least-loaded broker by message rate, so all of public/default's
+    may be another broker's (in a cluster earlier tests loaded): then the first probe's
+    bundle is unloaded to this broker (``destinationBroker``)."""
+    first = f"persistent://public/default/{prefix}-0-partition-0"  # no partitions of its own
     for i in range(200):
-        topic = f"persistent://public/default/{prefix}-{i}-partition-0"  # no partitions of its own
+        topic = f"persistent://public/default/{prefix}-{i}-partition-0"
         if owner_port(cluster, topic) == port:
             return topic
-    raise AssertionError(f"no topic of a bundle owned by the broker on port {port}")
+    move_bundle_of(cluster, first, port)
+    deadline = time.monotonic() + 30
+    while owner_port(cluster, first) != port:
+        assert time.monotonic() < deadline, f"the bundle of {first} did not move to port {port}"
+        time.sleep(0.1)  # bounded poll: the new owner takes the bundle at the next lookup
+    return first
+
+
+def move_bundle_of(cluster: Cluster, topic: str, port: int) -> None:
+    """Unload ``topic``'s bundle (of public/default) from its owner to the broker on ``port``."""
+    by_port = {b.port: b for b in cluster.brokers}
+    owner, target = by_port[owner_port(cluster, topic)], by_port[port]
+    status, listed, _ = http_call("GET", f"{owner.web_url}/admin/v2/namespaces/public/default/bundles")
+    assert status == 200, (status, listed)
+    bundle = NamespaceBundles.from_json(listed).bundle_of(topic)
+    status, answer, _ = http_call(
+        "PUT", f"{owner.web_url}/admin/v2/namespaces/public/default/{bundle.name}/unload"
+               f"?destinationBroker={urllib.parse.quote(target.broker_id)}")
+    assert status in (200, 204), (status, answer)
 
 
 #: a lookup taking more hops than this fails (the official client gives up after 20)
