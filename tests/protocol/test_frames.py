@@ -308,3 +308,24 @@ def test_metadata_garbage_is_malformed() -> None:
     part = b"\x0e\x01" + struct.pack(">I", _crc32c_reference(tail)) + tail
     with pytest.raises(MalformedFrame):
         parse_payload_part(part)
+
+
+def test_a_command_with_an_appended_part_reads_back_as_protobuf_writes_it() -> None:
+    """`encode_command_with_part` + `repeated_string_part` (a long list serialized in
+    slices) decode to the very command protobuf would have serialized whole."""
+    from magnetar.protocol.frames import encode_command_with_part, repeated_string_part
+
+    names = [f"persistent://public/default/t-{i}" for i in range(7)] + ["persistent://p/ü/é"]
+    whole = pb.BaseCommand(type=pb.BaseCommand.GET_TOPICS_OF_NAMESPACE_RESPONSE,
+                           getTopicsOfNamespaceResponse=pb.CommandGetTopicsOfNamespaceResponse(
+                               request_id=9, topics=names, filtered=True, changed=True))
+    start = pb.BaseCommand()
+    start.CopyFrom(whole)
+    del start.getTopicsOfNamespaceResponse.topics[:]
+    number = pb.CommandGetTopicsOfNamespaceResponse.DESCRIPTOR.fields_by_name["topics"].number
+    extra = [repeated_string_part(number, names[:3]), repeated_string_part(number, names[3:])]
+    pieces = encode_command_with_part(start, "getTopicsOfNamespaceResponse", extra)
+    assert pieces[1:] == extra  # written as they are, not copied into one buffer
+    frames = FrameDecoder().feed(b"".join(pieces))
+    assert len(frames) == 1 and frames[0].command == whole
+    assert repeated_string_part(number, []) == b""

@@ -32,6 +32,7 @@ subclass and leaves the decoder failed: the connection cannot be resynchronised.
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import final, overload
 
@@ -47,6 +48,7 @@ from magnetar.protocol.errors import (
 )
 from magnetar.protocol.fastpath import parse_message_command, parse_send_command
 from magnetar.protocol.ids import message_id_data, wire_position
+from magnetar.protocol.varint import encode_varint
 
 __all__ = [
     "DEFAULT_MAX_FRAME_SIZE",
@@ -59,10 +61,12 @@ __all__ = [
     "SendFrame",
     "build_payload_part",
     "encode_command",
+    "encode_command_with_part",
     "encode_payload_command",
     "parse_payload_part",
     "part_checksum",
     "peek_metadata",
+    "repeated_string_part",
     "split_message",
     "split_message_at",
     "verify_checksum",
@@ -472,6 +476,40 @@ def encode_command(cmd: pb.BaseCommand) -> bytes:
     body = cmd.SerializeToString()
     size = len(body)
     return _TWO_U32.pack(size + 4, size) + body
+
+
+def repeated_string_part(number: int, values: Sequence[str]) -> bytes:
+    """The serialized entries of repeated string field ``number`` holding ``values``, as
+    protobuf writes them (tag, length, UTF-8 bytes, for each): a long list serialized a
+    slice at a time (see `encode_command_with_part`)."""
+    tag = encode_varint(number << 3 | 2)
+    out: list[bytes] = []
+    append = out.append
+    for value in values:
+        raw = value.encode()
+        append(tag)
+        append(encode_varint(len(raw)))
+        append(raw)
+    return b"".join(out)
+
+
+def encode_command_with_part(cmd: pb.BaseCommand, field: str, extra: Sequence[bytes]) -> list[bytes]:
+    """A whole frame of ``cmd`` whose sub-message ``field`` also holds the ``extra`` pieces
+    (its serialized fields, appended after what the sub-message has: a parser takes fields
+    in any order, and the entries of a repeated field add up), as pieces to write one
+    after the other (never joined: a list of 100,000 topic names is 4 MB). So a command
+    with such a list (one protobuf call of ~30 ms that holds the event loop) is built
+    from slices serialized with the loop handed back between them."""
+    sub = getattr(cmd, field).SerializeToString()
+    rest = pb.BaseCommand()
+    rest.CopyFrom(cmd)
+    rest.ClearField(field)
+    number = pb.BaseCommand.DESCRIPTOR.fields_by_name[field].number
+    head = rest.SerializeToString()
+    inner = len(sub) + sum(len(piece) for piece in extra)
+    field_head = encode_varint(number << 3 | 2) + encode_varint(inner)
+    size = len(head) + len(field_head) + inner
+    return [_TWO_U32.pack(size + 4, size) + head + field_head + sub, *extra]
 
 
 def encode_payload_command(

@@ -5,6 +5,7 @@ get-or-create).
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING
 
 from magnetar.broker.cluster.coordinator import lookup_response
@@ -13,12 +14,19 @@ from magnetar.broker.security.authorization import LOOKUP
 from magnetar.protocol import pb
 from magnetar.protocol.frames import (
     Frame,
+    encode_command_with_part,
+    repeated_string_part,
 )
 
 if TYPE_CHECKING:
     pass
 
 from magnetar.broker.connection.base import CnxBase, error_response
+
+#: topic names per slice of a GetTopicsOfNamespace answer serialized on the loop (~2 ms
+#: each here; the whole list of 100,000 in one protobuf call held it 30-40 ms)
+TOPICS_SLICE = 5000
+_TOPICS_FIELD = pb.CommandGetTopicsOfNamespaceResponse.DESCRIPTOR.fields_by_name["topics"].number
 
 T = pb.BaseCommand
 
@@ -157,9 +165,20 @@ class LookupCommands(CnxBase):
                 req.namespace, req.mode, req.topics_pattern if req.HasField("topics_pattern") else None
             )
             resp = pb.CommandGetTopicsOfNamespaceResponse(
-                request_id=req.request_id, topics=topics, filtered=filtered, changed=True
+                request_id=req.request_id, filtered=filtered, changed=True
             )
-            self.send(T(type=T.GET_TOPICS_OF_NAMESPACE_RESPONSE, getTopicsOfNamespaceResponse=resp))
+            cmd = T(type=T.GET_TOPICS_OF_NAMESPACE_RESPONSE, getTopicsOfNamespaceResponse=resp)
+            if len(topics) <= TOPICS_SLICE:
+                cmd.getTopicsOfNamespaceResponse.topics.extend(topics)
+                self.send(cmd)
+                return
+            parts = []
+            for at in range(0, len(topics), TOPICS_SLICE):
+                if at:
+                    await asyncio.sleep(0)
+                parts.append(repeated_string_part(_TOPICS_FIELD, topics[at:at + TOPICS_SLICE]))
+            for piece in encode_command_with_part(cmd, "getTopicsOfNamespaceResponse", parts):
+                self.write(piece)
 
         self.run_async(cmd, answer())
 
