@@ -442,6 +442,7 @@ def test_rates_sampled_in_pieces_match_the_counters(tmp_path):
                     turns += 1
 
             counting = asyncio.ensure_future(count_turns())
+            service.turns.budget_s = 0.0  # (the rounds' budget per turn: a slice each here)
             await rates.sample_in_pieces(service, chunk=2)
             counting.cancel()
             assert len(previous) == 0 and not any(previous.dicts())

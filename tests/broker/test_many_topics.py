@@ -611,8 +611,8 @@ def test_a_housekeeping_round_lets_the_loop_serve_between_topics(
     waiting). The round's workers hand the loop back once a slice of work is used up (here
     a slice of 0: after each topic); a callback scheduled when the round starts runs
     before most topics are housekept, and every topic still is."""
-    monkeypatch.setattr(housekeeping, "ROUND_SLICE_S", 0.0)
     broker, service, names = _loaded_topics(make_broker, "housekept", 40)
+    service.turns.budget_s = 0.0  # (the periodic rounds' budget per turn)
     keeper = service.housekeeping
     events: list[str] = []
     real = keeper._housekeep
@@ -650,14 +650,15 @@ def test_a_housekeeping_round_lets_the_loop_serve_between_topics(
 
 def test_a_housekeeping_round_works_one_slice_per_turn_of_the_loop(
         make_broker: Callable[..., ThreadedBroker], monkeypatch: pytest.MonkeyPatch) -> None:
-    """The round's workers share one slice per turn of the loop: once it is used up, each
-    waits for the next turn (a worker already waiting then does one topic at most). A slice
-    per worker held the loop for _WORKERS slices in every turn. Timed here by a clock that
-    advances one unit per topic housekept, with a slice of 2.5 units."""
+    """The round's workers share one budget per turn of the loop (the periodic rounds'
+    `TurnShare`): once it is used up, each waits for the next turn (a worker already
+    waiting then does one topic at most). A slice per worker held the loop for _WORKERS
+    slices in every turn. Timed here by a clock that advances one unit per topic
+    housekept, with a budget of 2.5 units."""
     ticks = [0.0]
-    monkeypatch.setattr(housekeeping, "_clock", lambda: ticks[0])
-    monkeypatch.setattr(housekeeping, "ROUND_SLICE_S", 2.5)
     broker, service, names = _loaded_topics(make_broker, "turns", 60)
+    service.turns.set_clock(lambda: ticks[0])
+    service.turns.budget_s = 2.5
     keeper = service.housekeeping
     events: list[str] = []
     real = keeper._housekeep
@@ -734,6 +735,7 @@ def test_samples_and_scrapes_hold_no_young_list_of_every_topic(tmp_path: Any,
 
             watcher = asyncio.ensure_future(watch())
             await asyncio.sleep(0)
+            service.turns.budget_s = 0.0  # (the periodic rounds' budget: a slice per turn)
             await rates.sample_in_pieces(service, chunk=4)
             sampled = ticks[0]
             await builder.topic_part()

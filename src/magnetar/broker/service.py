@@ -62,6 +62,7 @@ from magnetar.broker.topics.topic import (
 from magnetar.broker.topics.topic_schemas import TopicSchemas
 from magnetar.broker.topics.transaction_buffer import TxnChecker
 from magnetar.broker.transactions.manager import TransactionCoordinators
+from magnetar.broker.turns import TurnShare
 from magnetar.metadata import IdBlocks, KeyValueStore, MetadataStore
 from magnetar.protocol import pb
 from magnetar.storage import (
@@ -189,6 +190,8 @@ class BrokerService(AdminOperations):
         self.dedup_snapshots = DedupSnapshots(self.storage, config)
         self.expirer = MessageExpirer()
         self.backlog_quota = BacklogQuotaManager(self.policies, self.expirer)
+        # the periodic rounds over every topic share one budget per turn of the loop
+        self.turns = TurnShare()
         # the periodic work, and housekeeping of the persistent topics that are not loaded
         self.housekeeping = Housekeeping(self)
         # the data directory's disk usage: read-only past magnetarDiskUsageThreshold

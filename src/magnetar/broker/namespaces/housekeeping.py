@@ -24,10 +24,11 @@ storage's reader threads while the loop goes on. So a round is a few coroutines
 (`_WORKERS`) taking the topics in turn: a topic whose disk stalls holds up one of them and
 its own housekeeping, not the others', and a later round skips a topic whose housekeeping
 is still under way. Most topics' housekeeping finishes without waiting for anything, so
-the workers hand the loop back every `ROUND_SLICE_S` of work, one slice per turn of the
-loop shared by all of them: a round over 100,000 loaded topics is ~1 s of work, never one
-stall of the loop. `run`, `housekeep_topic` and
-`unload_idle_topics` return a future done once their work is (awaiting it is optional).
+the workers hand the loop back once the budget per turn of the loop that the periodic
+rounds share is spent (`TurnShare`, turns.py: the inactivity round, the idle-topic sweep
+and the rate sample take theirs from it too): a round over 100,000 loaded topics is ~1 s
+of work, never one stall of the loop. `run`, `housekeep_topic` and `unload_idle_topics`
+return a future done once their work is (awaiting it is optional).
 An error is logged, never raised.
 """
 
@@ -55,16 +56,9 @@ log = logging.getLogger(__name__)
 
 #: Topics a housekeeping round works on at once (each waits for one disk job at a time).
 _WORKERS = 4
-#: The longest a housekeeping round works on the loop before it lets the loop serve others:
-#: an idle topic's housekeeping (policies, quotas, dedup, retention) completes without
-#: waiting for anything, ~10 us a topic, so a round over 100,000 loaded topics would
-#: otherwise hold the loop for about a second (every send waiting for it).
-ROUND_SLICE_S = 0.002
 #: idle segment files closed per turn of the loop: a round closes every file made a round
 #: before it (~20,000 while topics are created: 35-90 ms of the loop in one go)
 IDLE_FILES_SLICE = 1000
-#: the clock slices are timed by (a test's to set)
-_clock = time.perf_counter
 
 _F = TypeVar("_F", bound="asyncio.Future[Any]")
 
@@ -88,7 +82,7 @@ class Housekeeping:
         self._unloading: set[str] = set()  # topics an idle unload is housekeeping / unloading
         self._work: set[asyncio.Future[Any]] = set()  # rounds and unloads under way
         self.inactivity = InactivityMonitor(service)
-        #: how often a housekeeping round let the loop serve others (`ROUND_SLICE_S`)
+        #: how often a housekeeping round let the loop serve others (`TurnShare`)
         self.round_yields = 0
 
     # ------------------------------------------------------------------ scheduling
@@ -214,35 +208,22 @@ class Housekeeping:
         due = topic_names(topics)
         busy, busy_at_start = self._busy, set(self._busy)
         queue = iter(due)
-        clock = _clock
-        loop = asyncio.get_running_loop()
-        # one slice per turn of the loop, shared by the workers: [its end, the turn, whether
-        # the next turn is scheduled]. A slice of its own per worker held the loop
-        # _WORKERS x ROUND_SLICE_S in every turn (lags of 20-60 ms on a busy machine)
-        turn: list[Any] = [clock() + ROUND_SLICE_S, 0, False]
-
-        def next_turn() -> None:
-            turn[0] = clock() + ROUND_SLICE_S
-            turn[1] += 1
-            turn[2] = False
+        # an idle topic's housekeeping (policies, quotas, dedup, retention) completes
+        # without waiting for anything, ~10 us a topic: without handing the loop back the
+        # round ran through every loaded topic in one go (about a second at 100,000). The
+        # workers take their topics within the periodic rounds' shared budget per turn of
+        # the loop (turns.py; a slice of its own per worker held the loop _WORKERS slices
+        # in every turn, and each other round's slice came on top)
+        share = self.service.turns
 
         async def worker() -> None:
             for name in queue:
+                if await share.pause():  # (before the topic: its time counts in the turn)
+                    self.round_yields += 1
                 topic = topics.get(name)
                 if (isinstance(topic, PersistentTopic) and name not in busy
                         and name not in busy_at_start):
                     await self._housekeep(topic, now)
-                if clock() >= turn[0]:
-                    # most topics' housekeeping never waits for anything: without this the
-                    # round ran through every loaded topic in one go (0.3 s at 30,000); the
-                    # worker waits for the next turn (a callback queued before it resumes)
-                    this_turn = turn[1]
-                    if not turn[2]:
-                        turn[2] = True
-                        loop.call_soon(next_turn)
-                    while turn[1] == this_turn:
-                        self.round_yields += 1
-                        await asyncio.sleep(0)
 
         return self.keep(asyncio.gather(*(worker() for _ in range(min(_WORKERS, len(due))))))
 

@@ -71,8 +71,10 @@ class InactivityMonitor:
         subscriptions = topics = 0
         await self._forget_unloaded()
         # the names (a tuple of strings, heap.py: untracked by the first young collection,
-        # not walked by the full ones while the round goes on, a topic per loop turn)
-        async for loaded in loaded_slices(service.topics, 1, no_pause):  # (sleeps below)
+        # not walked by the full ones while the round goes on), topics taken within the
+        # periodic rounds' shared budget per turn of the loop
+        async for loaded in loaded_slices(service.topics, 1, no_pause):
+            await service.turns.pause()  # (the periodic rounds' budget per turn, turns.py)
             topic = loaded[0] if loaded else None  # (None: unloaded meanwhile)
             if not isinstance(topic, PersistentTopic):
                 continue
@@ -89,7 +91,6 @@ class InactivityMonitor:
                     topics += 1
             except Exception:
                 log.exception("inactivity check of topic %s failed", topic.name)
-            await asyncio.sleep(0)
         return subscriptions, topics
 
     async def _forget_unloaded(self) -> None:

@@ -205,6 +205,7 @@ class IdleTopicSweeper:
         start = bisect.bisect_right(names, self._resume) if self._resume is not None else 0
         order = names[start:] + names[:start]
         for i in range(0, len(order), _CHUNK):
+            await service.turns.pause()  # (the periodic rounds' budget per turn, turns.py)
             chunk = order[i : i + _CHUNK]
             clock = time.time() if now is None else now
             unknown = [n for n in chunk if n not in service.topics and self._stale(n)]
@@ -223,8 +224,7 @@ class IdleTopicSweeper:
                 if name in service.topics:
                     continue
                 known = self._due.get(name)
-                if (known is not None and known.policies == self._policies(name)
-                        and known.at > clock):
+                if known is not None and not self._stale(name) and known.at > clock:
                     stats.not_due += 1
                     continue
                 if stats.loaded >= budget:
@@ -235,7 +235,6 @@ class IdleTopicSweeper:
                     self._resume = name
                     await asyncio.sleep(0)  # let clients in between two topics
                     clock = time.time() if now is None else now
-            await asyncio.sleep(0)
         if stats.loaded or stats.deferred:
             log.info("idle topic sweep: %d topics housekept, %d deferred to the next pass, "
                      "%d not due", stats.loaded, stats.deferred, stats.not_due)
@@ -282,7 +281,13 @@ class IdleTopicSweeper:
 
     def _stale(self, name: str) -> bool:
         due = self._due.get(name)
-        return due is None or due.policies != self._policies(name)
+        if due is None:
+            return True
+        policies = self._policies(name)
+        # the same object while the policies stay the same (PolicyStore caches them): a
+        # dataclass comparison of every field, per unloaded topic and pass, was most of a
+        # pass's time on the loop
+        return due.policies is not policies and due.policies != policies
 
     def _policies(self, name: str) -> Policies:
         topic = self._names.get(name)

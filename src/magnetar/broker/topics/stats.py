@@ -3,16 +3,15 @@
 ``RateTracker.sample()`` reads the message and byte counters of every loaded topic,
 producer, subscription and consumer, and keeps the rate of each over the interval since
 the previous sample (Pulsar's ``statsUpdateFrequencyInSecs``; the admin server's timer uses
-``sample_in_pieces``, which gives the event loop back every 500 topics). ``topic_stats`` and
+``sample_in_pieces``, within the periodic rounds' budget per turn of the loop). ``topic_stats`` and
 ``internal_stats`` build the JSON documents of Pulsar's ``stats`` and ``internalStats``
 endpoints from the live objects plus those rates; the metrics endpoint reads the same.
 """
 
 from __future__ import annotations
 
-import asyncio
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from magnetar.broker.heap import add_in_slices, dismantle, loaded_slices
@@ -134,11 +133,6 @@ def _count(topic: Topic, counted: dict[str, dict[Any, int]]) -> None:
     counted["out"][name] = out_msgs << _SHIFT | out_bytes
 
 
-def _turn() -> Awaitable[None]:
-    """One turn of the loop, between two slices of a sample."""
-    return asyncio.sleep(0)
-
-
 class RateTracker:
     """Counters of the previous sample and the rates computed from them (`Counters`,
     `KindTable`: nothing the garbage collector tracks, however many topics)."""
@@ -159,17 +153,20 @@ class RateTracker:
         self._previous, self.rates, self._at = kept, rates, now
         service.topic_changes.names.update(moved)
 
-    async def sample_in_pieces(self, service: BrokerService, chunk: int = 500) -> None:
-        """`sample`, giving the event loop back every ``chunk`` topics (10,000 topics
-        took about 0.1 s in one go); the sample's time is its start. Then the names of
-        the topics whose rates moved are noted (topics/changes.py) and the previous sample
-        freed, each a slice at a time (a sample of 100,000 topics has 200,000 keys:
-        noted or freed in one call, 15-50 ms of the loop)."""
-        replaced, moved = await self._sample_in_pieces(service, chunk)
-        await add_in_slices(service.topic_changes.names, moved, chunk * 10, _turn)
-        await dismantle(replaced.dicts(), chunk * 4, _turn)
+    async def sample_in_pieces(self, service: BrokerService, chunk: int = 100) -> None:
+        """`sample`, ``chunk`` topics at a time (10,000 topics took about 0.1 s in one
+        go), within the periodic rounds' shared budget per turn of the loop
+        (``service.turns``, broker/turns.py); the sample's time is its start. Then the
+        names of the topics whose rates moved are noted (topics/changes.py) and the
+        previous sample freed, each a slice at a time (a sample of 100,000 topics has
+        200,000 keys: noted or freed in one call, 15-50 ms of the loop)."""
+        pause = service.turns.pause
+        replaced, moved = await self._sample_in_pieces(service, chunk, pause)
+        await add_in_slices(service.topic_changes.names, moved, chunk * 10, pause)
+        await dismantle(replaced.dicts(), chunk * 4, pause)
 
-    async def _sample_in_pieces(self, service: BrokerService, chunk: int
+    async def _sample_in_pieces(self, service: BrokerService, chunk: int,
+                                pause: Callable[[], Awaitable[Any]]
                                 ) -> tuple[Counters, list[str]]:
         """Each ``chunk`` topics' counters read and their rates computed in one slice. What
         lives through the slices is a tuple of the loaded topics' names (`heap.topic_names`:
@@ -181,7 +178,7 @@ class RateTracker:
         the topics whose rate moved."""
         now = time.monotonic()
         kept, rates, moved = Counters(), KindTable(), list[str]()
-        async for topics in loaded_slices(service.topics, chunk, _turn):
+        async for topics in loaded_slices(service.topics, chunk, pause):
             counted: dict[str, dict[Any, int]] = _by_kind()
             for topic in topics:  # (those unloaded meanwhile left out)
                 _count(topic, counted)

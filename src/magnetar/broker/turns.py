@@ -1,0 +1,92 @@
+"""`TurnShare`: one budget of the event loop, per turn, for the periodic rounds over every
+topic.
+
+Several rounds walk every loaded (or stored) topic on the loop: the housekeeping round,
+the inactivity round, the idle-topic sweep, the rate sample. Each was sliced on its own,
+handing the loop back after a slice of work; but their timers start with the broker, so
+with the same interval (60 s by default) they start at the same moment, and each then
+took its own slice in every turn of the loop. A turn held all of their slices: at 30,000
+topics, after a burst of unloads had given the sweep work, the loop's turns were 8-23 ms
+for about a second after each minute's mark, and a live send, which spans a few turns,
+took 16-112 ms (session 28). Now they share one budget per turn: between two units of
+work a round asks `spent`; once the turn's budget is spent it awaits `next_turn`, which
+resolves in a later turn of the loop, after that turn's ready callbacks and I/O (the
+sends, the receipts). The rounds then take longer when they overlap, as the same work
+spread over more turns; a turn never holds more than about one budget of them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+
+__all__ = ["TURN_BUDGET_S", "TurnShare"]
+
+#: the periodic rounds' work per turn of the event loop, all of them together
+TURN_BUDGET_S = 0.002
+
+
+class TurnShare:
+    """The periodic rounds' shared budget per turn of the event loop (see the module)."""
+
+    __slots__ = ("_budget_s", "_clock", "_end", "_waiting", "turns")
+
+    def __init__(self, budget_s: float = TURN_BUDGET_S,
+                 clock: Callable[[], float] = time.perf_counter) -> None:
+        self._budget_s = budget_s
+        self._clock = clock
+        self._end: float | None = None  # when this turn's budget ends (None: not begun)
+        self._waiting: asyncio.Future[None] | None = None  # resolved by the next turn
+        self.turns = 0  # turns the rounds waited for
+
+    @property
+    def budget_s(self) -> float:
+        """The rounds' work per turn of the loop, in seconds."""
+        return self._budget_s
+
+    @budget_s.setter
+    def budget_s(self, value: float) -> None:
+        self._budget_s = value
+        self._end = None  # (this turn's budget begins again, under the new value)
+
+    def spent(self) -> bool:
+        """Whether this turn's budget is used up: the first call of a turn begins it."""
+        now = self._clock()
+        end = self._end
+        if end is None:
+            end = self._end = now + self._budget_s
+        return now >= end
+
+    async def next_turn(self) -> None:
+        """Wait for a later turn of the loop, whose budget begins afresh. Every round
+        waiting meanwhile waits for the same turn (one callback scheduled)."""
+        waiting = self._waiting
+        if waiting is None:
+            loop = asyncio.get_running_loop()
+            waiting = self._waiting = loop.create_future()
+            loop.call_soon(self._advance)
+        await waiting
+
+    async def pause(self) -> bool:
+        """Between two units of a round's work: go on at once while this turn's budget
+        lasts, else wait for a later turn (True). A round that waited does one unit at
+        least in the turn it wakes in, spent or not: rounds that woke together each do
+        one, and none waits for good behind the others."""
+        if not self.spent():
+            return False
+        await self.next_turn()
+        self.spent()  # (begins the new turn's budget, if no round woken before did)
+        return True
+
+    def _advance(self) -> None:
+        waiting, self._waiting = self._waiting, None
+        self._end = None
+        self.turns += 1
+        if waiting is not None and not waiting.done():
+            waiting.set_result(None)
+
+    def set_clock(self, clock: Callable[[], float]) -> None:
+        """Time the budget with ``clock`` (tests: a clock that moves per unit of work)."""
+        self._clock = clock
+        self._end = None

@@ -1,0 +1,65 @@
+"""`TurnShare`: the periodic rounds' one budget per turn of the event loop (pure asyncio,
+timed by a clock that moves one unit per unit of work)."""
+
+from __future__ import annotations
+
+import asyncio
+
+from magnetar.broker.turns import TurnShare
+
+
+def _turns_of(rounds: int, units: int, budget: float) -> tuple[list[list[str]], TurnShare]:
+    """Run ``rounds`` rounds of ``units`` units each on one share; the units done in each
+    turn of the loop (a marker callback rescheduled every turn), by round."""
+    ticks = [0.0]
+    share = TurnShare(budget, clock=lambda: ticks[0])
+    log: list[str] = []
+
+    async def one_round(tag: str) -> None:
+        for _ in range(units):
+            await share.pause()
+            ticks[0] += 1.0
+            log.append(tag)
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        done = asyncio.gather(*(one_round(chr(ord("a") + i)) for i in range(rounds)))
+
+        def mark() -> None:
+            log.append("|")
+            if not done.done():
+                loop.call_soon(mark)
+
+        loop.call_soon(mark)
+        await done
+
+    asyncio.run(main())
+    per_turn = [list(part) for part in "".join(log).split("|")]
+    return per_turn, share
+
+
+def test_rounds_running_at_once_share_one_budget_per_turn() -> None:
+    """Three rounds started together: a turn holds the budget's units (3 of 2.5) and one
+    more per round woken into it, never a budget per round; every round gets on."""
+    per_turn, share = _turns_of(3, 30, 2.5)
+    assert sum(len(t) for t in per_turn) == 90
+    assert max(len(t) for t in per_turn) <= 3 + 2, per_turn
+    assert share.turns >= 90 // 5
+    # every round gets on in every turn the rounds work in until it is done: the first
+    # woken may take the budget, the others still do one unit each (none waits for good)
+    for tag in "abc":
+        last = max(i for i, t in enumerate(per_turn) if tag in t)
+        assert all(tag in t for t in per_turn[1:last] if t), (tag, per_turn)
+
+
+def test_a_budget_of_nothing_is_one_unit_per_round_and_turn() -> None:
+    """Budget 0: each round does one unit per turn (and never waits for good)."""
+    per_turn, _ = _turns_of(2, 10, 0.0)
+    assert sum(len(t) for t in per_turn) == 20
+    assert all(len(t) <= 2 and len(set(t)) == len(t) for t in per_turn), per_turn
+
+
+def test_a_round_alone_within_its_budget_never_waits() -> None:
+    per_turn, share = _turns_of(1, 5, 100.0)
+    assert share.turns == 0 and sum(len(t) for t in per_turn) == 5
+    assert max(len(t) for t in per_turn) == 5
