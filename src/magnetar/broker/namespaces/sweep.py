@@ -47,6 +47,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
 
 from magnetar.broker.errors import BrokerError
+from magnetar.broker.heap import add_in_slices
 from magnetar.broker.namespaces.policies import Policies
 from magnetar.broker.topic_name import TopicName, ledger_name
 from magnetar.broker.topics.topic import PersistentTopic
@@ -60,6 +61,8 @@ log = logging.getLogger(__name__)
 
 _EVICTION = "consumer_backlog_eviction"
 _CHUNK = 256
+#: names added per slice to the set of the stored topics' names at a pass's start
+_LISTED_SLICE = 5000
 _LAST_ENTRY = 2**62
 
 
@@ -197,7 +200,10 @@ class IdleTopicSweeper:
         budget = service.config.magnetarIdleTopicSweepMaxTopics if max_topics is None else max_topics
         names = await asyncio.to_thread(self._persistent_topics)
         stats = SweepStats(topics=len(names))
-        listed = set(names)
+        # a set of every stored topic's name, made in slices (in one call, 100,000 names
+        # held the loop ~10 ms, on top of the other rounds starting at the same mark)
+        listed: set[str] = set()
+        await add_in_slices(listed, names, _LISTED_SLICE, service.turns.pause)
         for stale in [n for n in self._due if n not in listed]:
             del self._due[stale]
         for stale in [n for n in self._names if n not in listed]:
