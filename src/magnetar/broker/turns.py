@@ -8,11 +8,12 @@ with the same interval (60 s by default) they start at the same moment, and each
 took its own slice in every turn of the loop. A turn held all of their slices: at 30,000
 topics, after a burst of unloads had given the sweep work, the loop's turns were 8-23 ms
 for about a second after each minute's mark, and a live send, which spans a few turns,
-took 16-112 ms (session 28). Now they share one budget per turn: between two units of
-work a round asks `spent`; once the turn's budget is spent it awaits `next_turn`, which
-resolves in a later turn of the loop, after that turn's ready callbacks and I/O (the
-sends, the receipts). The rounds then take longer when they overlap, as the same work
-spread over more turns; a turn never holds more than about one budget of them.
+took 16-112 ms (session 28). Now they share one budget per turn: before each unit of
+work a round awaits `pause`, which goes on at once while the turn's budget lasts, else
+waits (`next_turn`) for a later turn of the loop, after that turn's ready callbacks and
+I/O (the sends, the receipts). The rounds then take longer when they overlap, the same
+work over more turns; a turn holds one budget of them, plus one unit for each round
+woken into it (a woken round always does one, so none waits for good).
 """
 
 from __future__ import annotations
