@@ -971,7 +971,7 @@ def test_a_long_topic_list_answer_is_serialized_in_slices(
         make_broker: Callable[..., ThreadedBroker], monkeypatch: pytest.MonkeyPatch) -> None:
     """GetTopicsOfNamespace's answer is serialized `TOPICS_SLICE` names at a time, the loop
     handed back between two (one protobuf call over 100,000 names held it ~40 ms), and
-    reads back, through a client, as the whole sorted list."""
+    reads back as the whole sorted list, through our client and the official one."""
     from magnetar.broker.connection import lookup
     from magnetar.client import RegexSubscriptionMode
     from magnetar.sync import Client
@@ -992,3 +992,17 @@ def test_a_long_topic_list_answer_is_serialized_in_slices(
         sizes.clear()
         few = client.get_topics_of_namespace("public/default", RegexSubscriptionMode.NonPersistentOnly)
         assert few == [] and sizes == []  # a short list: one protobuf call, as before
+    # the official client's pattern consumer reads the sliced answer too: it finds the
+    # topic named in the last slice and receives from it
+    import re
+
+    official = pulsar.Client(broker.url, logger=QUIET)
+    try:
+        consumer = official.subscribe(re.compile(r"persistent://public/default/sliced-\d+"), "s",
+                                      initial_position=pulsar.InitialPosition.Earliest)
+        last = sorted(names)[-1]
+        official.create_producer(last).send(b"from the last slice")
+        assert consumer.receive(timeout_millis=20000).data() == b"from the last slice"
+        assert sizes[:4] == [3, 3, 3, 2]  # the consumer's own GetTopicsOfNamespace, in slices
+    finally:
+        official.close()
