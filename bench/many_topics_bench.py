@@ -266,9 +266,18 @@ def pin_process(pid: int, cpu: int) -> None:
             os.sched_setaffinity(int(tid), {cpu})
 
 
+def settle_disk() -> None:
+    """Wait for the machine's dirty pages to reach the disk: the tree measured before (or an
+    earlier run's data directory, removed) leaves 100,000 ledger files' writes and their
+    journal behind, and a broker started meanwhile waited behind them for its own syncs
+    (sends of 50-160 ms in its first seconds, counted as its stalls)."""
+    os.sync()
+
+
 def run_tree(name: str, src: str, root: Path, args: argparse.Namespace) -> dict[str, Any]:
     settings = {"magnetarTopicUnloadIdleSeconds": 0, "magnetarMetricsCacheSeconds": 0,
                 "exposeTopicLevelMetricsInPrometheus": "true"}
+    settle_disk()
     proc, url, web = start_broker(src, root, settings)
     if args.pin is not None:
         pin_process(proc.pid, args.pin)
@@ -346,6 +355,7 @@ def run_tree(name: str, src: str, root: Path, args: argparse.Namespace) -> dict[
 def run_namespace_level(name: str, src: str, root: Path, args: argparse.Namespace) -> dict[str, Any]:
     settings = {"magnetarTopicUnloadIdleSeconds": 0, "magnetarMetricsCacheSeconds": 0,
                 "exposeTopicLevelMetricsInPrometheus": "false"}
+    settle_disk()
     proc, url, web = start_broker(src, root, settings)
     try:
         client = pulsar.Client(url, logger=QUIET, operation_timeout_seconds=120, io_threads=4)
