@@ -278,8 +278,8 @@ def test_a_build_gives_the_loop_back_once_its_slice_is_spent(tmp_path):
         try:
             for i in range(40):
                 await service.load_topic(f"persistent://public/default/slice-{i}")
-            whole = MetricsBuilder(service, RateTracker(), chunk=1, slice_s=3600)
-            pieces = MetricsBuilder(service, RateTracker(), chunk=1, slice_s=0)
+            whole = MetricsBuilder(service, RateTracker(), chunk=2, slice_s=3600)  # blocks of 8
+            pieces = MetricsBuilder(service, RateTracker(), chunk=2, slice_s=0)
             # (the first build of each: every topic read)
             assert b"".join(await whole.topic_part()) == b"".join(await pieces.topic_part())
             assert whole.yields == 0 and whole.read_blocks == 5
@@ -298,9 +298,9 @@ def test_topic_level_reuses_the_lines_of_idle_topics_and_renders_changed_ones(tm
     async def go() -> None:
         service = await _service(tmp_path)
         try:
-            for i in range(100):  # chunk 5: blocks of 40 topics (40, 40, 20)
+            for i in range(100):  # chunk 10: blocks of 40 topics (40, 40, 20)
                 await service.load_topic(f"persistent://public/default/idle-{i}")
-            builder = MetricsBuilder(service, RateTracker(), chunk=5)
+            builder = MetricsBuilder(service, RateTracker(), chunk=10)
             first_parts = list(await builder.topic_part())
             assert builder.rendered == 3 * len(TOPIC_SERIES)
             first = _families(await builder.scrape())
@@ -346,7 +346,7 @@ def test_namespace_totals_follow_topics_loaded_changed_and_unloaded(tmp_path):
                 topic = await service.load_topic(f"persistent://{namespace}/sum-{i}")
                 topic.msg_in = i
                 topics.append(topic)
-            builder = MetricsBuilder(service, RateTracker(), chunk=2)  # blocks of 16 topics
+            builder = MetricsBuilder(service, RateTracker(), chunk=4)  # blocks of 16 topics
 
             def totals(samples: Samples) -> dict[str, float]:
                 return {labels["namespace"]: value

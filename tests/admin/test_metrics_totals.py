@@ -50,7 +50,7 @@ class Probe:
         assert broker.service is not None
         self.service = broker.service
         self.rates = RateTracker()
-        self.builder = MetricsBuilder(self.service, self.rates, chunk=2)  # blocks of 16
+        self.builder = MetricsBuilder(self.service, self.rates, chunk=4)  # blocks of 16
 
     async def scrape_now(self) -> int:
         """A scrape (on the broker's loop); the topics it read."""

@@ -267,7 +267,7 @@ def test_a_metrics_build_tells_the_same_topics_by_the_registry_version(
             names = [f"persistent://public/default/version-{i}" for i in range(heap.bulk_topics)]
             for name in names:
                 await service.load_topic(name)
-            builder = MetricsBuilder(service, RateTracker(), chunk=1)  # blocks of 8 topics
+            builder = MetricsBuilder(service, RateTracker(), chunk=1)  # blocks of 4 topics
             first = await builder.topic_part()
             assert builder.regrouped and heap.bulk_freezes == 1
             version = service.topics.version

@@ -29,7 +29,7 @@ event loop (`BuildTimes`: ``magnetar_metrics_build_seconds``,
 
 Theory of operation. A scrape of 10,000 topics is over 100,000 lines: built in one go on
 the event loop it held every producer up for over a second. `MetricsBuilder` works in
-units of a block of ``CHUNK * LINES_PER_CHUNK`` (2,000) topics (its values read, or the
+units of a block of ``CHUNK * LINES_PER_CHUNK`` (1,000) topics (its values read, or the
 labels of its new topics made) or one family's lines of a block (one piece), and gives the
 loop back once another unit as long as the last would end past `SLICE_S` (5 ms) from the
 slice's start: the first build after 100,000 topics were made gave it back after every
@@ -105,8 +105,11 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 #: a unit of the build's work: labels made per yield for newly loaded topics (about 1 ms)
 CHUNK = 250
 #: topics per block, in chunks: a block's values are read in one slice (C-level loops, 1-3
-#: ms for 2,000 idle topics), each family's lines of a block are one piece (about 1 ms)
-LINES_PER_CHUNK = 8
+#: ms for 1,000 idle topics read the first time), each family's lines of a block are one
+#: piece (under 1 ms). Blocks of 2,000 made units of 6-12 ms in the first build after
+#: 100,000 topics were made (every topic read and labelled), and a send, which waits for
+#: two or three slices, 27-31 ms throughout it
+LINES_PER_CHUNK = 4
 #: a slice of the build goes on to its next unit of work (a block read, a family's lines of
 #: a block, labels for a block of new topics) while that unit, reckoned as long as the last
 #: one, would end within this many seconds of the slice's start; then the loop is given back
@@ -684,7 +687,8 @@ class MetricsBuilder:
                     column.append(total)
             await self._render(parts, TOPIC_SERIES, namespaces)
         else:
-            changed, overflowed = await self.service.topic_changes.take_in_slices(self)
+            changed, overflowed = await self.service.topic_changes.take_in_slices(
+            self, pause=self._pause)
             groups = await self._group(live)
             await self._pause()
             await self._topic_rows(parts, groups, step, subscribed, None if overflowed else changed)
@@ -714,17 +718,18 @@ class MetricsBuilder:
 
     async def _fold_changes(self, step: int) -> NamespaceTotals:
         """Namespace level: the topics changed since the last build (all loaded topics the
-        first time) folded into `totals`, a quarter of ``step`` topics per slice (the first
+        first time) folded into `totals`, half of ``step`` topics per slice (the first
         build after 20,000 topics were made held the loop 50 ms of CPU a slice of 2,000)."""
         live = self.service.topics
-        changed, overflowed = await self.service.topic_changes.take_in_slices(self)
+        changed, overflowed = await self.service.topic_changes.take_in_slices(
+            self, pause=self._pause)
         totals = self.totals
         if overflowed or totals is None:  # (new totals: only the loaded topics to read)
             totals = self.totals = NamespaceTotals(len(TOPIC_SERIES))
             changed.update(live)
         names = iter(changed)  # (no list of them: `TopicChanges.take`'s copy is enough)
         self.folded = len(changed)
-        step = max(1, step // 4)  # a topic folded costs Python work (~3 µs): 500 a slice
+        step = max(1, step // 2)  # a topic folded costs Python work (~3 µs): 500 a slice
         try:
             for start in range(0, len(changed), step):
                 if start:
@@ -763,7 +768,7 @@ class MetricsBuilder:
                     for family, piece in zip(pieces, old.pieces, strict=True):
                         family.append(piece)
                     blocks[(namespace, start)] = old
-                    # (each block taken touches its 2,000 names: 0.1-0.3 ms; 50 of them
+                    # (each block taken touches its 1,000 names: 0.05-0.15 ms; 50 of 2,000
                     # in one slice held the loop 14-21 ms at 100,000 topics)
                     await self._pause()
                     continue

@@ -26,6 +26,7 @@ emptied and marked `TopicChanges.overflowed` (the reader then reads every topic)
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 K = TypeVar("K")
@@ -36,6 +37,10 @@ V = TypeVar("V")
 SLACK = 10_000
 #: names `TopicChanges.take_in_slices` moves per turn of the loop
 TAKE_SLICE = 5_000
+
+
+async def _next_turn() -> None:
+    await asyncio.sleep(0)
 
 
 class TopicChanges:
@@ -67,24 +72,28 @@ class TopicChanges:
             return None
         return len(self.names)
 
-    async def take_in_slices(self, reader: object,
-                             step: int = TAKE_SLICE) -> tuple[set[str], bool]:
-        """`take`, moving ``step`` names per turn of the loop: after topics were made or
-        unloaded in bulk the set holds every one of them, and copying 100,000 names in one
-        call held the loop ~25 ms (the first scrape after). Names noted meanwhile are
-        taken too (their topics are read after this returns). When the caller must read
-        every topic anyway (overflowed, or a new reader), the names are dropped at once
+    async def take_in_slices(self, reader: object, step: int = TAKE_SLICE,
+                             pause: Callable[[], Awaitable[Any]] = _next_turn,
+                             ) -> tuple[set[str], bool]:
+        """`take`, moving ``step`` names at a time, ``pause`` awaited between (by default
+        the next turn of the loop; a caller working in slices passes its own): after topics
+        were made or unloaded in bulk the set holds every one of them, and copying 100,000
+        names in one call held the loop ~25 ms (the first scrape after). Names noted
+        meanwhile are taken too (their topics are read after this returns). When the
+        caller must read every topic anyway (overflowed, or a new reader), the names are
+        dropped the same way (at once: 5-10 ms of the loop, every name's string touched),
         and the set returned is empty."""
         overflowed = self.overflowed or self._reader is not reader
         self.overflowed = False
         self._reader = reader
         names, taken = self.names, set[str]()
         pop, add = names.pop, taken.add
-        if overflowed:  # the reader reads every topic: the names are not needed (a copy of
-            while names:  # 100,000 made in the first scrape after they were made), and are
-                for _ in range(min(step, len(names))):  # dropped a slice at a time (at
-                    pop()  # once: 5-10 ms of the loop, every name's string touched)
-                await asyncio.sleep(0)
+        if overflowed:  # (the reader reads every topic: the names are not needed)
+            while names:
+                for _ in range(min(step, len(names))):
+                    pop()
+                if names:
+                    await pause()
             return taken, True
         try:
             while True:
@@ -92,7 +101,7 @@ class TopicChanges:
                     add(pop())
                 if not names:
                     return taken, overflowed
-                await asyncio.sleep(0)
+                await pause()
         except BaseException:  # (cancelled: the names moved are lost, read every topic)
             self.overflowed = True
             raise
