@@ -4,6 +4,7 @@ timed by a clock that moves one unit per unit of work)."""
 from __future__ import annotations
 
 import asyncio
+from itertools import pairwise
 
 from magnetar.broker.turns import TurnShare
 
@@ -63,3 +64,31 @@ def test_a_round_alone_within_its_budget_never_waits() -> None:
     per_turn, share = _turns_of(1, 5, 100.0)
     assert share.turns == 0 and sum(len(t) for t in per_turn) == 5
     assert max(len(t) for t in per_turn) == 5
+
+
+def test_once_the_budget_is_spent_the_rounds_rest_while_the_loop_serves_others() -> None:
+    """After a spent budget the rounds wait `rest_s` of the loop's time, in which other
+    work runs as many turns as it needs (a chain of callbacks here): a client's request
+    that takes several turns is not held up by a budget of rounds in each of them."""
+    async def main() -> tuple[list[float], int]:
+        loop = asyncio.get_running_loop()
+        share = TurnShare(0.0, rest_s=0.02)
+        woke: list[float] = []
+        others = [0]
+        done = asyncio.Event()
+
+        def other() -> None:
+            others[0] += 1
+            if not done.is_set():
+                loop.call_soon(other)
+
+        loop.call_soon(other)
+        for _ in range(3):
+            await share.pause()
+            woke.append(loop.time())
+        done.set()
+        return woke, others[0]
+
+    woke, others = asyncio.run(main())
+    assert all(b - a >= 0.015 for a, b in pairwise(woke)), woke
+    assert others >= 10  # (the other work went on, turn after turn, meanwhile)
