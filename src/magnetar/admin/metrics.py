@@ -60,8 +60,8 @@ Blocks whose topics moved (a topic loaded or unloaded before them in their names
 are read and written again. Whether the loaded topics are the ones last grouped is told
 by the registry's count of its changes (`TopicRegistry.version`), never by a walk over
 them (every topic object touched: 10-23 ms of the loop at 100,000 topics), and a build
-that is to make caches for few topics is not framed as a bulk (`_bulk_topics`). Nothing is allocated per topic that the collector tracks
-(the columns are a few lists per block): a first version kept a list and a tuple per
+that is to make caches for few topics is not framed as a bulk (`_bulk_topics`). Nothing
+is allocated per topic that the collector tracks (the columns are a few lists per block): a first version kept a list and a tuple per
 topic, and its survivors set off full garbage collections of the broker's heap in the
 middle of scrapes. The per-topic part is kept for ``magnetarMetricsCacheSeconds``
 (Prometheus scrapes every 15-30 s; rates change every ``statsUpdateFrequencyInSecs``), and
@@ -572,9 +572,8 @@ class MetricsBuilder:
         them: comparing the topics by address, in C, still touched every topic object (10-23
         ms of the loop in one slice at 100,000 topics, in every build), and a fresh list of
         them at every build was a young container that each young collection walked."""
-        version = getattr(live, "version", None)  # (a `TopicRegistry`'s)
-        self.regrouped = (version is None or version != self._grouped_version
-                          or len(live) != len(self._topics))
+        version = getattr(live, "version", None)  # (noted before the names are copied)
+        self.regrouped = self._grouping_stale(live)
         if not self.regrouped:
             return self._groups
         # the list kept is made a block at a time from a tuple of the names (heap.py): a
@@ -638,6 +637,13 @@ class MetricsBuilder:
         self._grouped_version = version
         return groups
 
+    def _grouping_stale(self, live: dict[str, Topic]) -> bool:
+        """Whether topics were loaded, unloaded or replaced since the last grouping (the
+        registry's `version` moved; a plain dict has none: always)."""
+        version = getattr(live, "version", None)
+        return (version is None or version != self._grouped_version
+                or len(live) != len(self._topics))
+
     async def _build(self) -> list[bytes]:
         """`_build_part`, framed as a bulk (broker/heap.py) when it is to make caches for
         many topics (`_bulk_topics`), which are frozen once made unless it reused them."""
@@ -660,8 +666,7 @@ class MetricsBuilder:
         live = self.service.topics
         noted = self.service.topic_changes.backlog(self)
         if self.topic_level:
-            version = getattr(live, "version", None)
-            fresh = version is None or version != self._grouped_version or not self._blocks
+            fresh = self._grouping_stale(live) or not self._blocks
             per_name = self.chunk * LINES_PER_CHUNK  # (a block read for each, at most)
         else:
             fresh, per_name = self.totals is None, 1
@@ -691,7 +696,7 @@ class MetricsBuilder:
             await self._render(parts, TOPIC_SERIES, namespaces)
         else:
             changed, overflowed = await self.service.topic_changes.take_in_slices(
-            self, pause=self._pause)
+                self, pause=self._pause)
             groups = await self._group(live)
             await self._pause()
             await self._topic_rows(parts, groups, step, subscribed, None if overflowed else changed)
