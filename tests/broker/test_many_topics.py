@@ -922,6 +922,15 @@ def test_changes_are_taken_a_slice_at_a_time() -> None:
         changes.names.add("persistent://public/default/later")
         assert await changes.take_in_slices(other) == ({"persistent://public/default/later"},
                                                         False)
+        # a drop cancelled half-way leaves the next take reading every topic too
+        changes.names.update(names)
+        third = object()
+        task = asyncio.ensure_future(changes.take_in_slices(third, step=3))
+        await asyncio.sleep(0)  # (its first slice dropped)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert changes.take(third)[1]
 
     asyncio.run(go())
 

@@ -88,23 +88,22 @@ class TopicChanges:
         self._reader = reader
         names, taken = self.names, set[str]()
         pop, add = names.pop, taken.add
-        if overflowed:  # (the reader reads every topic: the names are not needed)
-            while names:
+        try:
+            while overflowed and names:  # (the reader reads every topic: not needed)
                 for _ in range(min(step, len(names))):
                     pop()
                 if names:
                     await pause()
-            return taken, True
-        try:
-            while True:
+            while not overflowed:
                 for _ in range(min(step, len(names))):
                     add(pop())
                 if not names:
                     return taken, overflowed
                 await pause()
-        except BaseException:  # (cancelled: the names moved are lost, read every topic)
-            self.overflowed = True
+        except BaseException:  # (cancelled: the names moved or dropped are lost, and the
+            self.overflowed = True  # caller reads every topic at its next take)
             raise
+        return taken, True
 
 
 class WatchedDict(dict[K, V]):
