@@ -19,7 +19,10 @@ shared machine; the client is this tree's. ``--awaited-adds NAME`` (repeatable):
 that tree the client waits for each AddPartitionToTxn's answer before the transaction's
 first send on the partition, as it did before it wrote that send right behind the add
 (Magnetar brokers keep a connection's order), so that a base tree is measured with the
-client's behaviour of its time. ``--pin``: the brokers on the last CPU and the client on
+client's behaviour of its time; ``--awaited-ends NAME`` likewise has the commit wait for
+the transaction's sends before its EndTxn (before the client wrote it behind them). A
+transaction's sends are not awaited before its commit (the commit waits for them, or is
+written behind them); a group without a transaction awaits its sends. ``--pin``: the brokers on the last CPU and the client on
 the others, so that neither migrates nor shares a CPU with the other (on 2 shared cores a
 phase's CPU per message otherwise scatters up to 2x from round to round); the summary
 gives the median of the rounds' own ratios too, each plain/transaction pair run back to
@@ -102,6 +105,28 @@ def adds_awaited(awaited: bool) -> Iterator[None]:
         Transaction._join_now = original  # type: ignore[method-assign]
 
 
+@contextlib.contextmanager
+def ends_awaited(awaited: bool) -> Iterator[None]:
+    """With ``awaited``, the client's commit waits for the transaction's sends before it
+    writes the EndTxn (`Transaction._ends_behind_sends` never writes it behind them)."""
+    if not awaited:
+        yield
+        return
+    original = Transaction._ends_behind_sends
+    Transaction._ends_behind_sends = lambda self: None  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        Transaction._ends_behind_sends = original  # type: ignore[method-assign]
+
+
+@contextlib.contextmanager
+def client_of(name: str, args: argparse.Namespace) -> Iterator[None]:
+    """The client's behaviour of tree ``name``'s time (``--awaited-adds``/``-ends``)."""
+    with adds_awaited(name in args.awaited_adds), ends_awaited(name in args.awaited_ends):
+        yield
+
+
 async def phase(url: str, pid: int, groups: int, per_group: int, size: int,
                 in_txn: bool) -> tuple[float, list[float]]:
     """(broker CPU µs per message, commit latencies in ms) of one phase."""
@@ -115,11 +140,14 @@ async def phase(url: str, pid: int, groups: int, per_group: int, size: int,
         for _ in range(groups):
             txn = await client.new_transaction(timeout_ms=60_000) if in_txn else None
             futures = [await producer.send_async(payload, txn=txn) for _ in range(per_group)]
-            await asyncio.gather(*futures)
-            if txn is not None:
-                started = time.perf_counter()
-                await txn.commit()
-                commits.append((time.perf_counter() - started) * 1000)
+            if txn is None:
+                await asyncio.gather(*futures)
+                continue
+            started = time.perf_counter()
+            await txn.commit()  # (which waits for the sends, or is written behind them)
+            commits.append((time.perf_counter() - started) * 1000)
+            if not all(f.done() and f.exception() is None for f in futures):
+                raise SystemExit("a transaction committed with a send not stored")
         used = cpu_seconds(pid) - before
     return used / (groups * per_group) * 1e6, commits
 
@@ -166,7 +194,7 @@ def run_trees(args: argparse.Namespace) -> None:
         brokers = {name: stack.enter_context(tree_broker(src, broker_cpu))
                    for name, src in trees}
         for name, (url, pid) in brokers.items():  # warm: topics, coordinators, code paths
-            with adds_awaited(name in args.awaited_adds):
+            with client_of(name, args):
                 asyncio.run(phase(url, pid, 5, args.per_txn, args.size, True))
         for i in range(args.rounds):
             order = trees if i % 2 == 0 else trees[::-1]
@@ -174,7 +202,7 @@ def run_trees(args: argparse.Namespace) -> None:
                 url, pid = brokers[name]
                 cpu, _ = asyncio.run(phase(url, pid, args.txns, args.per_txn, args.size, False))
                 plain[name].append(cpu)
-                with adds_awaited(name in args.awaited_adds):
+                with client_of(name, args):
                     cpu, lat = asyncio.run(phase(url, pid, args.txns, args.per_txn, args.size,
                                                  True))
                 txn[name].append(cpu)
@@ -441,6 +469,10 @@ def main() -> None:
                         help="against tree NAME the client awaits each AddPartitionToTxn "
                         "before the send behind it (the client before it wrote the send "
                         "right behind the add); repeatable")
+    parser.add_argument("--awaited-ends", action="append", default=[], metavar="NAME",
+                        help="against tree NAME the client's commit waits for the "
+                        "transaction's sends before its EndTxn (the client before it wrote "
+                        "the commit right behind them); repeatable")
     parser.add_argument("--plain-rate", type=float, default=100.0,
                         help="non-transactional messages per second (reader)")
     args = parser.parse_args()

@@ -23,12 +23,12 @@ T = pb.BaseCommand
 class Wire:
     """A socket speaking Pulsar frames: [total size][command size][BaseCommand]."""
 
-    def __init__(self, port: int) -> None:
+    def __init__(self, port: int, client_version: str = "wire-test") -> None:
         self.sock = socket.create_connection(("127.0.0.1", port), timeout=30)
         self.buf = b""
         self.rid = 0
         connect = T(type=T.CONNECT, connect=pb.CommandConnect(
-            client_version="wire-test", protocol_version=21))
+            client_version=client_version, protocol_version=21))
         self.write(connect)
         assert self.read().type == T.CONNECTED
 
@@ -232,9 +232,11 @@ def test_max_active_transactions_per_coordinator() -> None:
         broker.stop()
 
 
-def _send_frame(producer_id: int, seq: int, txn: tuple[int, int], value: bytes) -> bytes:
+def _send_frame(producer_id: int, seq: int, txn: tuple[int, int], value: bytes,
+                bad_checksum: bool = False) -> bytes:
     """A SEND frame with its payload part, built by hand: [total][command size][command]
-    [magic 0x0e01][CRC32C of the rest][metadata size][MessageMetadata][payload]."""
+    [magic 0x0e01][CRC32C of the rest][metadata size][MessageMetadata][payload]
+    (``bad_checksum``: a CRC32C that does not match)."""
     cmd = T(type=T.SEND, send=pb.CommandSend(
         producer_id=producer_id, sequence_id=seq, num_messages=1,
         txnid_most_bits=txn[0], txnid_least_bits=txn[1])).SerializeToString()
@@ -243,7 +245,8 @@ def _send_frame(producer_id: int, seq: int, txn: tuple[int, int], value: bytes) 
                               txnid_most_bits=txn[0], txnid_least_bits=txn[1]
                               ).SerializeToString()
     checked = struct.pack(">I", len(meta)) + meta + value
-    part = b"\x0e\x01" + struct.pack(">I", crc32c.crc32c(checked)) + checked
+    crc = crc32c.crc32c(checked) ^ (1 if bad_checksum else 0)
+    part = b"\x0e\x01" + struct.pack(">I", crc) + checked
     return struct.pack(">II", 4 + len(cmd) + len(part), len(cmd)) + cmd + part
 
 

@@ -42,7 +42,7 @@ from magnetar.protocol import (
 )
 from magnetar.protocol.errors import FrameTooLarge
 from magnetar.protocol.frames import FRAME_PADDING, FrameDecoder, MessageFrame
-from magnetar.protocol.peers import orders_txn_adds
+from magnetar.protocol.peers import orders_txn_adds, orders_txn_ends
 from magnetar.protocol.sniff import is_http_response
 
 log = logging.getLogger(__name__)
@@ -102,6 +102,7 @@ class Connection(asyncio.Protocol):
         self.protocol_version = PROTOCOL_VERSION
         self.closed = False
         self.txn_adds_in_order = False  # set from the broker's Connected (`_h_connected`)
+        self.txn_ends_in_order = False  # the same
         self._keepalive = keepalive_seconds
         self._last_seen = time.monotonic()
         self._ping_handle: asyncio.TimerHandle | None = None
@@ -176,6 +177,9 @@ class Connection(asyncio.Protocol):
         # a Magnetar broker handles a connection's transaction commands and sends in the
         # order they came: a send may follow its AddPartitionToTxn without waiting for it
         self.txn_adds_in_order = orders_txn_adds(c.server_version)
+        # ... and commits only once the sends read before an EndTxn are answered: a
+        # commit may be written right behind its transaction's last sends
+        self.txn_ends_in_order = orders_txn_ends(c.server_version)
         if not self._connected.done():
             self._connected.set_result(c)
         self._schedule_ping()

@@ -131,7 +131,7 @@ class Producer:
         if txn is not None:  # the partition joins the transaction before the first send
             if not txn._joined_on(part.topic, part.cnx):
                 await _join(txn, part)
-            txn._track(fut)
+            txn._track_send(fut, part)
             part.add(content, fut, properties, partition_key, ordering_key, event_timestamp,
                      sequence_id, deliver_at, txn._id)
             return fut
@@ -164,7 +164,7 @@ class Producer:
         if txn is not None:  # the partition joins the transaction before the first send
             if not txn._joined_on(part.topic, part.cnx):
                 await _join(txn, part)
-            txn._track(fut)
+            txn._track_send(fut, part)
             part.add_batch(records, count, first_sequence_id, fut, txn.id)
             return fut
         part.add_batch(records, count, first_sequence_id, fut)

@@ -9,10 +9,20 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["MAGNETAR_BROKER", "orders_txn_adds", "understands_reached_end_of_topic"]
+__all__ = [
+    "MAGNETAR_BROKER",
+    "MAGNETAR_CLIENT",
+    "ends_txn_after_sends",
+    "orders_txn_adds",
+    "orders_txn_ends",
+    "understands_reached_end_of_topic",
+]
 
 #: How a Magnetar broker's ``server_version`` begins (``Magnetar-Broker-v0.1.0``).
 MAGNETAR_BROKER = "Magnetar-Broker"
+
+#: How Magnetar's Python client's ``client_version`` begins (``magnetar-python-0.1.0``).
+MAGNETAR_CLIENT = "magnetar-python"
 
 #: ReachedEndOfTopic first appeared in protocol version 9.
 _END_OF_TOPIC_SINCE = 9
@@ -41,4 +51,21 @@ def orders_txn_adds(server_version: str) -> bool:
     coordinator here or elsewhere), so that a client may write the transaction's first
     send right behind the add instead of waiting for the add's answer. Other brokers are
     not assumed to: the client waits, as the Java and Go clients do."""
+    return server_version.startswith(MAGNETAR_BROKER)
+
+
+def ends_txn_after_sends(client_version: str) -> bool:
+    """True for a client that may write a transaction's EndTxn (commit) right behind its
+    last sends, without waiting for their receipts: Magnetar's client. For such a peer a
+    Magnetar broker commits only once every Send read before the EndTxn on the same
+    connection is answered, and refuses the commit (``NotAllowedError``, the transaction
+    left open) if one of that transaction's was refused or dropped. Other clients wait
+    for their receipts before they commit, and are served as Pulsar serves them."""
+    return client_version.startswith(MAGNETAR_CLIENT)
+
+
+def orders_txn_ends(server_version: str) -> bool:
+    """True when the broker commits a transaction only once the Sends read before its
+    EndTxn on the same connection are answered (see `ends_txn_after_sends`): a Magnetar
+    broker. Other brokers are not assumed to: the client waits for its receipts first."""
     return server_version.startswith(MAGNETAR_BROKER)

@@ -132,6 +132,11 @@ class CnxBase(asyncio.BufferedProtocol):
         # AddPartitionToTxn / AddSubscriptionToTxn finishing in a task, by transaction:
         # a Send of that transaction read after them waits for them (`txn_sends`)
         self.txn_adds: dict[tuple[int, int], list[asyncio.Task[None]]] = {}
+        # a client that may write its EndTxn behind its last sends (`ends_txn_after_sends`):
+        # the transactions one of whose Sends on this connection was refused or dropped
+        # since their last EndTxn here (a commit is then refused: `TransactionCommands`)
+        self.ends_txn_after_sends = False
+        self.txn_lost: set[tuple[int, int]] = set()
         self.pending_sends = 0
         max_pending = self.config.maxPendingPublishRequestsPerConnection
         self.max_pending_sends = max_pending if max_pending > 0 else _NO_LIMIT
@@ -258,6 +263,11 @@ class CnxBase(asyncio.BufferedProtocol):
                 return
             log.exception("%s: failed to handle %s", self.peer, T.Type.Name(kind))
             self._reply_error(cmd, pb.UnknownError, "internal broker error")
+
+    def txn_send_lost(self, txn: tuple[int, int]) -> None:
+        """A Send of transaction ``txn`` read here was refused or dropped unanswered."""
+        if self.ends_txn_after_sends:
+            self.txn_lost.add(txn)
 
     def note_txn_add(self, most: int, least: int, task: asyncio.Task[None]) -> None:
         """Note an add to transaction (``most``, ``least``) finishing in ``task``: in

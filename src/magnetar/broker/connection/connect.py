@@ -13,7 +13,7 @@ from magnetar.protocol import pb
 from magnetar.protocol.frames import (
     Frame,
 )
-from magnetar.protocol.peers import understands_reached_end_of_topic
+from magnetar.protocol.peers import ends_txn_after_sends, understands_reached_end_of_topic
 from magnetar.protocol.version import PROTOCOL_VERSION
 
 if TYPE_CHECKING:
@@ -53,6 +53,7 @@ class ConnectCommands(CnxBase):
             self.principal = identity.principal
         self.security.limits.handshake_done(self)
         self.client_version = connect.client_version
+        self.ends_txn_after_sends = ends_txn_after_sends(connect.client_version)
         self.remote_protocol_version = connect.protocol_version
         self.understands_end_of_topic = understands_reached_end_of_topic(
             connect.client_version, connect.protocol_version

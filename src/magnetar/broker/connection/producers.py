@@ -89,6 +89,8 @@ class ProducerCommands(CnxBase):
             # reconnects (Pulsar's "recently closed producer": ignored, the connection kept)
             log.debug("%s: Send for producer id %d, closed by the broker: ignored",
                       self.peer, send.producer_id)
+            if send.txnid is not None:
+                self.txn_send_lost(send.txnid)
             return
         if producer is None or not producer.ready:
             state = "unknown" if producer is None else "not yet ready (waiting for exclusive access)"
@@ -125,6 +127,8 @@ class ProducerCommands(CnxBase):
             throttle.published(self, send.num_messages, size)
 
     def _reply_send_error(self, send: SendFrame, code: pb.ServerError, message: str) -> None:
+        if send.txnid is not None:
+            self.txn_send_lost(send.txnid)
         self.send(T(type=T.SEND_ERROR, send_error=pb.CommandSendError(
             producer_id=send.producer_id, sequence_id=send.sequence_id, error=code, message=message)))
 

@@ -29,11 +29,13 @@ authorization on; through a proxy both the proxy's role and the client's must be
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from functools import partial
 
 from magnetar.broker.connection.base import CnxBase
 from magnetar.broker.errors import BrokerError
 from magnetar.broker.security.authorization import CONSUME, PRODUCE
 from magnetar.broker.topic_name import TopicName
+from magnetar.broker.topics.send_settling import after_sends_settle
 from magnetar.broker.transactions.coordinator import TransactionCoordinator
 from magnetar.broker.transactions.records import TxnRecord
 from magnetar.protocol import pb
@@ -158,11 +160,34 @@ class TransactionCommands(CnxBase):
         self.note_txn_add(most, least, self.run_async(cmd, work()))
 
     def handle_end_txn(self, cmd: pb.BaseCommand, frame: Frame) -> None:
-        req = cmd.endTxn
-        action = req.txn_action
+        action = cmd.endTxn.txn_action
         if action not in (pb.COMMIT, pb.ABORT):
             raise BrokerError(pb.NotAllowedError, f"unknown txn_action {action}")
+        if (action == pb.COMMIT and self.ends_txn_after_sends
+                and after_sends_settle(self.producers.values(),
+                                       partial(self.run_handler, self._end_txn, cmd, frame))):
+            return  # decided once the Sends read before it here are answered
+        self._end_txn(cmd, frame)
+
+    def _end_txn(self, cmd: pb.BaseCommand, frame: Frame) -> None:
+        """EndTxn, every Send read before it here answered (for a client that writes it
+        behind its sends: `ends_txn_after_sends`). A commit after one of the transaction's
+        Sends here was refused or dropped since its last EndTxn here is refused, the
+        transaction left open: the client finds out which of its sends failed, then aborts,
+        or commits again once they are all stored (a dropped send is sent again)."""
+        if self.closed:
+            return
+        req = cmd.endTxn
+        action = req.txn_action
         most, least = req.txnid_most_bits, req.txnid_least_bits
+        lost = self.txn_lost
+        if lost and (most, least) in lost:
+            lost.discard((most, least))
+            if action == pb.COMMIT:
+                raise BrokerError(pb.NotAllowedError, (
+                    f"a Send of transaction ({most},{least}) on this connection was refused or "
+                    "dropped before this EndTxn: not committed, the transaction is still open "
+                    "(abort it, or commit again once every send of it is stored)"))
         coordinator = self.service.transactions.serving_inline(most)
         if coordinator is not None:
             self._check_owner(coordinator, least)

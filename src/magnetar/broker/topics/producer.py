@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     import asyncio
     from collections import deque
 
+    from magnetar.broker.topics.send_settling import SendsSettled
     from magnetar.broker.topics.topic import Topic
     from magnetar.broker.topics.txn_sends import Deferred
     from magnetar.protocol.frames import SendFrame
@@ -45,6 +46,7 @@ class ProducerCnx(Protocol):
     def write_held(self, data: bytes) -> bool: ...
     def release_held(self) -> None: ...
     def on_send_done(self, size: int) -> None: ...
+    def txn_send_lost(self, txn: tuple[int, int]) -> None: ...
     def on_producer_ready(self, producer: Producer, request_id: int) -> None: ...
     def producer_closed_by_broker(self, producer: Producer) -> None: ...
     async def check_liveness(self, timeout: float) -> bool: ...
@@ -85,6 +87,10 @@ class Producer:
         self.txn_enabled = False  # CommandProducer.txn_enabled: may send in transactions
         # sends held in order behind a transactional one that waits (`txn_sends.py`)
         self.deferred: deque[Deferred] | None = None
+        # sends settled (answered, refused or dropped), in the order they were read, and
+        # who waits for a count of them (`send_settling.py`)
+        self.settled = 0
+        self.settle_watch: list[tuple[int, SendsSettled]] | None = None
 
     def success_command(self, request_id: int, ready: bool = True) -> pb.BaseCommand:
         resp = pb.CommandProducerSuccess(
@@ -119,6 +125,9 @@ class Producer:
             send_receipt_frame(self.producer_id, sequence_id, ledger_id, entry_id, highest_sequence_id)
         )
         self.cnx.on_send_done(size)
+        self.settled += 1
+        if self.settle_watch is not None:
+            self._tell_settled()
 
     def receipt_held(
         self, sequence_id: int, highest_sequence_id: int, ledger_id: int, entry_id: int, size: int
@@ -129,15 +138,53 @@ class Producer:
             send_receipt_frame(self.producer_id, sequence_id, ledger_id, entry_id, highest_sequence_id)
         )
         self.cnx.on_send_done(size)
+        self.settled += 1
+        if self.settle_watch is not None:
+            self._tell_settled()
         return must_release
 
-    def send_error(self, sequence_id: int, code: pb.ServerError, message: str, size: int) -> None:
-        """Answer a send of ``size`` payload bytes with a SendError."""
+    def send_error(self, sequence_id: int, code: pb.ServerError, message: str, size: int,
+                   txn: tuple[int, int] | None = None) -> None:
+        """Answer a send of ``size`` payload bytes with a SendError; ``txn``: the
+        transaction it was in (its connection notes that one of its sends was lost)."""
         err = pb.CommandSendError(
             producer_id=self.producer_id, sequence_id=sequence_id, error=code, message=message
         )
         self.cnx.send(pb.BaseCommand(type=pb.BaseCommand.SEND_ERROR, send_error=err))
         self.cnx.on_send_done(size)
+        if txn is not None:
+            self.cnx.txn_send_lost(txn)
+        self.settled += 1
+        if self.settle_watch is not None:
+            self._tell_settled()
+
+    def dropped(self, size: int, txn: tuple[int, int] | None = None) -> None:
+        """A send of ``size`` payload bytes left unanswered (its producer closing, its
+        connection closed): the client sends it again where it reconnects."""
+        self.cnx.on_send_done(size)
+        if txn is not None:
+            self.cnx.txn_send_lost(txn)
+        self.settled += 1
+        if self.settle_watch is not None:
+            self._tell_settled()
+
+    def watch_settled(self, count: int, wait: SendsSettled) -> None:
+        """Tell ``wait`` once ``settled`` reaches ``count`` (`send_settling.py`)."""
+        watch = self.settle_watch
+        if watch is None:
+            watch = self.settle_watch = []
+        watch.append((count, wait))
+
+    def _tell_settled(self) -> None:
+        watch = self.settle_watch
+        assert watch is not None
+        settled = self.settled
+        left = [(count, wait) for count, wait in watch if count > settled]
+        self.settle_watch = left or None
+        if len(left) != len(watch):
+            for count, wait in watch:
+                if count <= settled:
+                    wait.one_done()
 
     def after_answers(self, then: Callable[[], None]) -> None:
         """Run ``then`` once every send in flight for this producer is answered (now, if

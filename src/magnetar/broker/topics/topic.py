@@ -360,17 +360,18 @@ class PersistentTopic(BacklogTimes, Topic):
         if highest < 0:
             highest = seq
         if self.terminated:
-            producer.send_error(seq, pb.TopicTerminatedError, f"topic {self.name} is terminated", size)
+            producer.send_error(seq, pb.TopicTerminatedError, f"topic {self.name} is terminated",
+                                size, txn)
             return
         if producer.closing:  # closed once its sends in flight are answered: the client
-            producer.cnx.on_send_done(size)  # sends this one again where it reconnects
+            producer.dropped(size, txn)  # sends this one again where it reconnects
             return
         if self._disk.read_only:
-            producer.send_error(seq, pb.NotAllowedError, self._disk.refusal() or "", size)
+            producer.send_error(seq, pb.NotAllowedError, self._disk.refusal() or "", size, txn)
             return
         cluster = self.service.cluster
         if cluster is not None and not cluster.lease_ok():
-            producer.send_error(seq, pb.ServiceNotReady, _NO_LEASE, size)
+            producer.send_error(seq, pb.ServiceNotReady, _NO_LEASE, size, txn)
             return
         num_messages = send.num_messages
         chunk = NOT_CHUNKED
@@ -396,7 +397,7 @@ class PersistentTopic(BacklogTimes, Topic):
             if verdict == "unknown":
                 producer.send_error(
                     seq, pb.PersistenceError, "a message with this sequence id is still being stored",
-                    size,
+                    size, txn,
                 )
                 return
         if self.entry_index >= 0:
@@ -457,10 +458,11 @@ class PersistentTopic(BacklogTimes, Topic):
                 answered = True
                 if refusal is not None:
                     self.last_publish_error = refusal
-                    producer.send_error(seq, pb.NotAllowedError, refusal, size)
+                    producer.send_error(seq, pb.NotAllowedError, refusal, size, txn)
                     return
                 self._storage_failed(exc or RuntimeError("append failed"))
-                producer.send_error(seq, pb.PersistenceError, f"could not store the message: {exc}", size)
+                producer.send_error(seq, pb.PersistenceError, f"could not store the message: {exc}",
+                                    size, txn)
                 return
             self.msg_in += num_messages
             self.bytes_in += size
@@ -478,7 +480,7 @@ class PersistentTopic(BacklogTimes, Topic):
                 # stored (before any new owner's fence: the storage checked), but this
                 # broker may no longer own the topic: no receipt; the client sends it
                 # again where the topic is served, whose deduplication knows it
-                producer.send_error(seq, pb.ServiceNotReady, _NO_LEASE, size)
+                producer.send_error(seq, pb.ServiceNotReady, _NO_LEASE, size, txn)
                 return
             if producer.receipt_held(seq, highest, position.ledger_id, position.entry_id, size):
                 self._held.append(producer.cnx)
@@ -491,7 +493,7 @@ class PersistentTopic(BacklogTimes, Topic):
             log.exception("topic %s: failed to complete send %d of producer %s",
                           self.name, seq, producer.name)
             if not answered:
-                producer.send_error(seq, pb.UnknownError, "internal broker error", size)
+                producer.send_error(seq, pb.UnknownError, "internal broker error", size, txn)
         finally:
             if producer.closing and not producer.in_flight:
                 producer.answered()

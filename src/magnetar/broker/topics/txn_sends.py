@@ -80,13 +80,13 @@ def publish_in_order(producer: Producer, send: SendFrame, payload: bytes | memor
             stored = with_txnid(payload, txn, fields)
             if stored is None:
                 producer.send_error(send.sequence_id, pb.UnknownError,
-                                    "the message's metadata cannot be read", size)
+                                    "the message's metadata cannot be read", size, txn)
                 return
             topic.publish(producer, send, stored, size, part_crc if stored is payload else None,
                           txn)
             return
         if verdict is not False:  # the coordinator's refusal
-            producer.send_error(send.sequence_id, verdict.code, str(verdict), size)
+            producer.send_error(send.sequence_id, verdict.code, str(verdict), size, txn)
             return
     if _now(producer, send, payload, size, part_crc):
         return
@@ -138,7 +138,7 @@ def _now(producer: Producer, send: SendFrame, payload: bytes | memoryview, size:
     """Handle a transactional send at once if nothing needs waiting for (True)."""
     refusal = _refusal(producer, send)
     if refusal is not None:
-        producer.send_error(send.sequence_id, refusal.code, str(refusal), size)
+        producer.send_error(send.sequence_id, refusal.code, str(refusal), size, send.txnid)
         return True
     topic: PersistentTopic = producer.topic  # type: ignore[assignment]  # persistent: checked
     buf = topic.txn_buffer
@@ -154,12 +154,13 @@ def _append(producer: Producer, topic: PersistentTopic, buf: TransactionBuffer, 
     assert txn is not None
     if buf.is_ended(txn):
         producer.send_error(send.sequence_id, pb.InvalidTxnStatus,
-                            f"transaction {txn_name(txn)} already ended on {topic.name}", size)
+                            f"transaction {txn_name(txn)} already ended on {topic.name}", size,
+                            txn)
         return
     stored = with_txnid(payload, txn, buf.verified.get(txn))
     if stored is None:
         producer.send_error(send.sequence_id, pb.UnknownError,
-                            "the message's metadata cannot be read", size)
+                            "the message's metadata cannot be read", size, txn)
         return
     if stored is not payload:
         part_crc = None
@@ -175,7 +176,7 @@ async def _drain(producer: Producer) -> None:
             send, payload, size, part_crc = queue[0]
             if producer.cnx.closed:
                 queue.popleft()
-                producer.cnx.on_send_done(size)
+                producer.dropped(size, send.txnid)
                 continue
             try:
                 if send.txnid is None:
@@ -206,17 +207,18 @@ async def _drain(producer: Producer) -> None:
             except BrokerError as exc:
                 if queue and queue[0][0] is send:
                     queue.popleft()
-                producer.send_error(send.sequence_id, exc.code, str(exc), size)
+                producer.send_error(send.sequence_id, exc.code, str(exc), size, send.txnid)
             except StorageError as exc:
                 if queue and queue[0][0] is send:
                     queue.popleft()
                 producer.send_error(send.sequence_id, pb.ServiceNotReady,
-                                    f"transaction buffer unavailable: {exc}", size)
+                                    f"transaction buffer unavailable: {exc}", size, send.txnid)
             except Exception:
                 log.exception("topic %s: transactional send failed", producer.topic.name)
                 if queue and queue[0][0] is send:
                     queue.popleft()
-                producer.send_error(send.sequence_id, pb.UnknownError, "internal broker error", size)
+                producer.send_error(send.sequence_id, pb.UnknownError, "internal broker error",
+                                    size, send.txnid)
     finally:
         producer.deferred = None
 

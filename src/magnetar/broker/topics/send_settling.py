@@ -1,0 +1,61 @@
+"""The moment a connection's Sends read so far are all answered (`after_sends_settle`).
+
+Magnetar's client writes a transaction's EndTxn (commit) right behind its last sends
+instead of waiting for their receipts; the broker then commits only once every Send read
+before that EndTxn on the connection has its outcome: stored and answered, refused, or
+dropped (its producer closing). A producer settles its sends in the order it read them
+(a transactional one waiting for its check holds the later ones in ``Producer.deferred``;
+one topic's appends complete in order), so the point is, per producer, a count:
+``Producer.settled`` reaching what it was plus what it held unanswered when the EndTxn
+was read (``in_flight`` and the deferred sends).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from magnetar.broker.topics.producer import Producer
+
+
+class SendsSettled:
+    """One wait: ``then`` is called soon (a later callback of the loop, not inside the
+    storage's completion that settled the last send) once ``left`` producers settled."""
+
+    __slots__ = ("left", "then")
+
+    def __init__(self, then: Callable[[], None]) -> None:
+        self.left = 0
+        self.then = then
+
+    def one_done(self) -> None:
+        self.left -= 1
+        if not self.left:
+            asyncio.get_running_loop().call_soon(self.then)
+
+
+def unanswered(producer: Producer) -> int:
+    """The sends ``producer`` read and has not settled yet."""
+    deferred = producer.deferred
+    return producer.in_flight + (len(deferred) if deferred is not None else 0)
+
+
+def after_sends_settle(producers: Iterable[Producer], then: Callable[[], None]) -> bool:
+    """Arrange for ``then`` to be called once each of ``producers`` settled every send it
+    holds unanswered now. False when none holds one: ``then`` is not called (the caller
+    goes on at once)."""
+    wait: SendsSettled | None = None
+    for producer in producers:
+        held = unanswered(producer)
+        if not held:
+            continue
+        if wait is None:
+            wait = SendsSettled(then)
+        wait.left += 1
+        producer.watch_settled(producer.settled + held, wait)
+    return wait is not None
+
+
+__all__ = ["SendsSettled", "after_sends_settle", "unanswered"]
