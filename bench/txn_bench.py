@@ -136,6 +136,10 @@ async def phase(url: str, pid: int, groups: int, per_group: int, size: int,
     async with magnetar.Client(url, enable_transaction=True) as client:
         producer = await client.create_producer(topic)
         await producer.send(payload)  # topic loaded, producer ready: not measured
+        if in_txn:  # the coordinators looked up and connected (once per client): not either
+            coordinators = client._transactions()
+            for tc in range(await coordinators.count()):
+                await coordinators.connection(tc)
         before = cpu_seconds(pid)
         for _ in range(groups):
             txn = await client.new_transaction(timeout_ms=60_000) if in_txn else None

@@ -92,6 +92,9 @@ class Connection(asyncio.Protocol):
         self._auth = auth
         self._loop = asyncio.get_running_loop()
         self._transport: asyncio.Transport | None = None
+        # frames written in this turn of the loop, sent together at its end (`write`)
+        self._out: list[bytes] = []
+        self._flush_scheduled = False
         self._decoder = FrameDecoder(DEFAULT_MAX_FRAME_SIZE + FRAME_PADDING, raw_payload=True)
         self._requests: dict[int, asyncio.Future[Any]] = {}
         self._next_request = 0
@@ -309,12 +312,27 @@ class Connection(asyncio.Protocol):
 
     # ------------------------------------------------------------------ writing
     def write(self, data: bytes) -> None:
+        """Queue ``data``; what this turn of the loop writes leaves in one write at its
+        end (a burst of sends, a transaction's add or commit with them: one system call,
+        and the broker reads them together instead of waking for each)."""
         if self._transport is not None and not self.closed:
-            self._transport.write(data)
+            self._out.append(data)
+            if not self._flush_scheduled:
+                self._flush_scheduled = True
+                self._loop.call_soon(self._flush)
 
     def writelines(self, chunks: list[bytes]) -> None:
         if self._transport is not None and not self.closed:
-            self._transport.write(b"".join(chunks))
+            self.write(b"".join(chunks))
+
+    def _flush(self) -> None:
+        self._flush_scheduled = False
+        out = self._out
+        if not out:
+            return
+        self._out = []
+        if self._transport is not None and not self.closed:
+            self._transport.write(out[0] if len(out) == 1 else b"".join(out))
 
     def pause_writing(self) -> None:
         self._write_paused = True
@@ -372,6 +390,7 @@ class Connection(asyncio.Protocol):
     # ------------------------------------------------------------------ closing
     def close(self) -> None:
         if self._transport is not None:
+            self._flush()  # (what was written before the close leaves first)
             self._transport.close()
         self.connection_lost(None)
 

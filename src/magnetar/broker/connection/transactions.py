@@ -148,7 +148,10 @@ class TransactionCommands(CnxBase):
         if coordinator is not None:
             self._check_owner(coordinator, least)
             now(coordinator)
-            self.send(answer)
+            if self.ends_txn_after_sends:  # (its sends may be right behind it: no wait)
+                self.send_with_receipts(answer)
+            else:
+                self.send(answer)
             return
 
         async def work() -> None:
@@ -165,8 +168,11 @@ class TransactionCommands(CnxBase):
             raise BrokerError(pb.NotAllowedError, f"unknown txn_action {action}")
         if (action == pb.COMMIT and self.ends_txn_after_sends
                 and after_sends_settle(self.producers.values(),
-                                       partial(self.run_handler, self._end_txn, cmd, frame))):
-            return  # decided once the Sends read before it here are answered
+                                       partial(self.run_handler, self._end_txn, cmd, frame),
+                                       self.flush_soon)):
+            # decided once the Sends read before it here are answered; its answer leaves
+            # in one write with their receipts
+            return
         self._end_txn(cmd, frame)
 
     def _end_txn(self, cmd: pb.BaseCommand, frame: Frame) -> None:

@@ -28,6 +28,10 @@ if TYPE_CHECKING:
     from magnetar.protocol.frames import SendFrame
 
 
+#: ``Producer.settle_at`` when nobody waits
+_NEVER = 1 << 62
+
+
 class ProducerCnx(Protocol):
     """What producers and topics use of the connection a producer came in on
     (``connection.ServerCnx`` is one): the topics room names no room above it."""
@@ -91,6 +95,7 @@ class Producer:
         # who waits for a count of them (`send_settling.py`)
         self.settled = 0
         self.settle_watch: list[tuple[int, SendsSettled]] | None = None
+        self.settle_at = _NEVER  # the lowest count in ``settle_watch``
 
     def success_command(self, request_id: int, ready: bool = True) -> pb.BaseCommand:
         resp = pb.CommandProducerSuccess(
@@ -126,7 +131,7 @@ class Producer:
         )
         self.cnx.on_send_done(size)
         self.settled += 1
-        if self.settle_watch is not None:
+        if self.settled >= self.settle_at:
             self._tell_settled()
 
     def receipt_held(
@@ -139,7 +144,7 @@ class Producer:
         )
         self.cnx.on_send_done(size)
         self.settled += 1
-        if self.settle_watch is not None:
+        if self.settled >= self.settle_at:
             self._tell_settled()
         return must_release
 
@@ -155,7 +160,7 @@ class Producer:
         if txn is not None:
             self.cnx.txn_send_lost(txn)
         self.settled += 1
-        if self.settle_watch is not None:
+        if self.settled >= self.settle_at:
             self._tell_settled()
 
     def dropped(self, size: int, txn: tuple[int, int] | None = None) -> None:
@@ -165,7 +170,7 @@ class Producer:
         if txn is not None:
             self.cnx.txn_send_lost(txn)
         self.settled += 1
-        if self.settle_watch is not None:
+        if self.settled >= self.settle_at:
             self._tell_settled()
 
     def watch_settled(self, count: int, wait: SendsSettled) -> None:
@@ -174,17 +179,18 @@ class Producer:
         if watch is None:
             watch = self.settle_watch = []
         watch.append((count, wait))
+        if count < self.settle_at:
+            self.settle_at = count
 
     def _tell_settled(self) -> None:
-        watch = self.settle_watch
-        assert watch is not None
+        watch = self.settle_watch or []
         settled = self.settled
         left = [(count, wait) for count, wait in watch if count > settled]
         self.settle_watch = left or None
-        if len(left) != len(watch):
-            for count, wait in watch:
-                if count <= settled:
-                    wait.one_done()
+        self.settle_at = min((count for count, _ in left), default=_NEVER)
+        for count, wait in watch:
+            if count <= settled:
+                wait.one_done()
 
     def after_answers(self, then: Callable[[], None]) -> None:
         """Run ``then`` once every send in flight for this producer is answered (now, if

@@ -22,18 +22,24 @@ if TYPE_CHECKING:
 
 class SendsSettled:
     """One wait: ``then`` is called soon (a later callback of the loop, not inside the
-    storage's completion that settled the last send) once ``left`` producers settled."""
+    storage's completion that settled the last send) once ``left`` producers settled;
+    ``flush_after`` (the connection's `flush_soon`) right after it is scheduled, so that
+    the receipts the completion queued leave in one write with what ``then`` answers."""
 
-    __slots__ = ("left", "then")
+    __slots__ = ("flush_after", "left", "then")
 
-    def __init__(self, then: Callable[[], None]) -> None:
+    def __init__(self, then: Callable[[], None],
+                 flush_after: Callable[[], None] | None = None) -> None:
         self.left = 0
         self.then = then
+        self.flush_after = flush_after
 
     def one_done(self) -> None:
         self.left -= 1
         if not self.left:
             asyncio.get_running_loop().call_soon(self.then)
+            if self.flush_after is not None:
+                self.flush_after()
 
 
 def unanswered(producer: Producer) -> int:
@@ -42,17 +48,19 @@ def unanswered(producer: Producer) -> int:
     return producer.in_flight + (len(deferred) if deferred is not None else 0)
 
 
-def after_sends_settle(producers: Iterable[Producer], then: Callable[[], None]) -> bool:
+def after_sends_settle(producers: Iterable[Producer], then: Callable[[], None],
+                       flush_after: Callable[[], None] | None = None) -> bool:
     """Arrange for ``then`` to be called once each of ``producers`` settled every send it
-    holds unanswered now. False when none holds one: ``then`` is not called (the caller
-    goes on at once)."""
+    holds unanswered now (and ``flush_after`` right after it is scheduled: see
+    `SendsSettled`). False when none holds one: ``then`` is not called (the caller goes on
+    at once)."""
     wait: SendsSettled | None = None
     for producer in producers:
         held = unanswered(producer)
         if not held:
             continue
         if wait is None:
-            wait = SendsSettled(then)
+            wait = SendsSettled(then, flush_after)
         wait.left += 1
         producer.watch_settled(producer.settled + held, wait)
     return wait is not None
