@@ -320,13 +320,18 @@ def run_tree(name: str, src: str, root: Path, args: argparse.Namespace) -> dict[
         time.sleep(args.window)
         phases["idle"] = (t, time.monotonic())
         scrapes = scrape(web, args.scrapes)
-        phases["scrape"] = (scrapes[0][2], scrapes[-1][3])
-        row["scrape_s_median"] = statistics.median(s[0] for s in scrapes)
-        row["scrape_s_max"] = max(s[0] for s in scrapes)
-        row["scrape_mb"] = round(scrapes[0][1] / 1e6, 1)
-        row["scrapes"] = list(SCRAPE_LOG)
+        if scrapes:  # (``--scrapes 0``: the operations after the idle window, no scrape)
+            phases["scrape"] = (scrapes[0][2], scrapes[-1][3])
+            row["scrape_s_median"] = statistics.median(s[0] for s in scrapes)
+            row["scrape_s_max"] = max(s[0] for s in scrapes)
+            row["scrape_mb"] = round(scrapes[0][1] / 1e6, 1)
+            row["scrapes"] = list(SCRAPE_LOG)
         row["scrape_load"] = round(os.getloadavg()[0], 1)
         if "ops" not in args.skip:
+            if args.ops_settled:  # the creations' writes on disk first (`settle_disk`)
+                t = time.monotonic()
+                settle_disk()
+                row["ops_settle_s"] = round(time.monotonic() - t, 2)
             row["ops_at_end"] = timed_ops(url, web, "b", done, args.ops)
             row.update(listing(web))
         if "unload" not in args.skip:
@@ -383,6 +388,9 @@ def main() -> int:
     parser.add_argument("--window", type=float, default=20.0, help="seconds of each quiet phase")
     parser.add_argument("--scrapes", type=int, default=3)
     parser.add_argument("--ops", type=int, default=50)
+    parser.add_argument("--ops-settled", action="store_true",
+                        help="before the operations at the end, wait for the machine's dirty "
+                        "pages (the creations' files and journal) to reach the disk")
     parser.add_argument("--unloads", type=int, default=5000)
     parser.add_argument("--levels", default="topic", help="topic,namespace")
     parser.add_argument("--json", help="write the results here too")
@@ -417,8 +425,8 @@ def main() -> int:
                   f"(max {r['scrape_s_max']:.3f}), live max during {r['latency_scrape']['max_ms']:.1f} ms")
             continue
         print(f"{r['tree']:<6} {r['topics']} topics: {r['kb_per_topic']} KB/topic, "
-              f"{r['create_s_per_10k']} s per 10k, /metrics {r['scrape_s_median']:.2f} s "
-              f"({r['scrape_mb']} MB), list {r.get('list_s', math.nan):.2f} s, "
+              f"{r['create_s_per_10k']} s per 10k, /metrics {r.get('scrape_s_median', math.nan):.2f} s "
+              f"({r.get('scrape_mb', '-')} MB), list {r.get('list_s', math.nan):.2f} s, "
               f"unload {r.get('unload_s', math.nan):.1f} s, stop {r['stop_s']:.2f} s")
         for k, noted in enumerate(r.get("scrapes", [])):
             print(f"   scrape {k}: {noted['s']:.3f} s, build {noted.get('build_seconds', math.nan):.3f} s "

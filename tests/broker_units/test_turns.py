@@ -92,3 +92,26 @@ def test_once_the_budget_is_spent_the_rounds_rest_while_the_loop_serves_others()
     woke, others = asyncio.run(main())
     assert all(b - a >= 0.015 for a, b in pairwise(woke)), woke
     assert others >= 10  # (the other work went on, turn after turn, meanwhile)
+
+
+def test_while_the_broker_is_busy_the_rounds_rest_on_up_to_the_hold() -> None:
+    """While ``busy`` says clients' requests are under way (topics loading), a rested
+    round does not wake: it rests again, until ``busy`` is false or it has held
+    ``hold_s`` in a row (then it takes its turn: it never waits for good)."""
+    async def main() -> tuple[float, float]:
+        loop = asyncio.get_running_loop()
+        busy = [True]
+        share = TurnShare(0.0, rest_s=0.005, busy=lambda: busy[0], hold_s=0.1)
+        await share.pause()  # (the first pause begins a turn's budget of nothing)
+        started = loop.time()
+        await share.pause()  # busy throughout: held until hold_s
+        held = loop.time() - started
+        loop.call_later(0.03, busy.__setitem__, 0, False)
+        started = loop.time()
+        await share.pause()  # busy for 30 ms, then not: woken at the next rest after it
+        freed = loop.time() - started
+        return held, freed
+
+    held, freed = asyncio.run(main())
+    assert held >= 0.095, held
+    assert 0.025 <= freed < 0.09, freed

@@ -20,7 +20,7 @@ import magnetar
 from magnetar.client.errors import NotAllowed, Timeout, TransactionHasOperationFailed
 from magnetar.protocol import pulsar_pb2 as pb
 from tests.client.conftest import BrokerProcess, run
-from tests.transactions.test_txn_wire import Wire, _send_frame, end, new_txn
+from tests.transactions.test_txn_wire import Wire, _add_frame, _send_frame, end, new_txn
 
 T = pb.BaseCommand
 
@@ -217,3 +217,44 @@ def test_a_refused_send_behind_which_the_commit_went_aborts_it(
             assert (await consumer.receive(10_000)).data() == b"after"
 
     run(go)
+
+
+def _frames(data: bytes) -> list[T]:
+    """The commands of the whole frames in ``data``."""
+    out = []
+    while len(data) >= 8:
+        total = int.from_bytes(data[:4], "big")
+        size = int.from_bytes(data[4:8], "big")
+        cmd = T()
+        cmd.ParseFromString(data[8:8 + size])
+        out.append(cmd)
+        data = data[4 + total:]
+    return out
+
+
+def test_the_add_and_the_commit_are_answered_in_the_receipts_write(
+        txn_broker: BrokerProcess) -> None:
+    """A transaction's add, its send and its commit in one write from Magnetar's client:
+    the three answers leave the broker in one write, which the first read here finds
+    whole (the add's answer is not written on its own before the send is stored, nor the
+    commit's after the receipt)."""
+    wire = Wire(txn_broker.port, client_version="magnetar-python-wire-test")
+    try:
+        topic = f"persistent://public/default/one-write-{uuid.uuid4().hex[:8]}"
+        _producer(wire, topic)
+        first = new_txn(wire)  # the topic's transaction buffer made: nothing waits below
+        _added(wire, first, topic)
+        wire.sock.sendall(_send_frame(1, 0, first, b"first"))
+        assert wire.read().type == T.SEND_RECEIPT
+        assert not end(wire, first, pb.COMMIT).HasField("error")
+        txn = new_txn(wire)
+        add_rid, end_rid = wire.rid + 1, wire.rid + 2
+        wire.rid += 2
+        wire.sock.sendall(_add_frame(add_rid, txn, topic) + _send_frame(1, 1, txn, b"second")
+                          + _end_frame(end_rid, txn, pb.COMMIT))
+        data = wire.buf + wire.sock.recv(65536)
+        wire.buf = b""
+        kinds = [c.type for c in _frames(data)]
+        assert kinds == [T.ADD_PARTITION_TO_TXN_RESPONSE, T.SEND_RECEIPT, T.END_TXN_RESPONSE]
+    finally:
+        wire.close()
