@@ -20,7 +20,14 @@ import magnetar
 from magnetar.client.errors import NotAllowed, Timeout, TransactionHasOperationFailed
 from magnetar.protocol import pulsar_pb2 as pb
 from tests.client.conftest import BrokerProcess, run
-from tests.transactions.test_txn_wire import Wire, _add_frame, _send_frame, end, new_txn
+from tests.transactions.test_txn_wire import (
+    Wire,
+    _add_frame,
+    _send_frame,
+    end,
+    new_txn,
+    txn_producer,
+)
 
 T = pb.BaseCommand
 
@@ -30,15 +37,6 @@ def _end_frame(request_id: int, txn: tuple[int, int], action: int) -> bytes:
         request_id=request_id, txnid_most_bits=txn[0], txnid_least_bits=txn[1],
         txn_action=action)).SerializeToString()
     return len(body + b"1234").to_bytes(4, "big") + len(body).to_bytes(4, "big") + body
-
-
-def _producer(wire: Wire, topic: str) -> None:
-    wire.rid += 1
-    wire.write(T(type=T.PRODUCER, producer=pb.CommandProducer(
-        topic=topic, producer_id=1, request_id=wire.rid, producer_name="wire-producer",
-        txn_enabled=True)))
-    answer = wire.read()
-    assert answer.type == T.PRODUCER_SUCCESS, answer
 
 
 def _added(wire: Wire, txn: tuple[int, int], topic: str) -> None:
@@ -56,7 +54,7 @@ def test_a_commit_behind_its_sends_is_answered_after_every_one(
     client = pulsar.Client(f"pulsar://127.0.0.1:{txn_broker.port}")
     try:
         topic = f"persistent://public/default/behind-{uuid.uuid4().hex[:8]}"
-        _producer(wire, topic)
+        txn_producer(wire, topic)
         reader = client.create_reader(topic, pulsar.MessageId.earliest)
         txn = new_txn(wire)
         _added(wire, txn, topic)
@@ -79,7 +77,7 @@ def _refused_send_then_commit(port: int, client_version: str, topic: str,
     """A stored send and a send refused for its checksum, then the commit: in the same
     write (``behind``), or once both sends are answered."""
     wire = Wire(port, client_version=client_version)
-    _producer(wire, topic)
+    txn_producer(wire, topic)
     txn = new_txn(wire)
     _added(wire, txn, topic)
     sends = (_send_frame(1, 0, txn, b"stored")
@@ -241,7 +239,7 @@ def test_the_add_and_the_commit_are_answered_in_the_receipts_write(
     wire = Wire(txn_broker.port, client_version="magnetar-python-wire-test")
     try:
         topic = f"persistent://public/default/one-write-{uuid.uuid4().hex[:8]}"
-        _producer(wire, topic)
+        txn_producer(wire, topic)
         first = new_txn(wire)  # the topic's transaction buffer made: nothing waits below
         _added(wire, first, topic)
         wire.sock.sendall(_send_frame(1, 0, first, b"first"))

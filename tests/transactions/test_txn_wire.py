@@ -257,6 +257,16 @@ def _add_frame(request_id: int, txn: tuple[int, int], topic: str) -> bytes:
     return struct.pack(">II", len(body) + 4, len(body)) + body
 
 
+def txn_producer(wire: Wire, topic: str) -> None:
+    """Producer 1 on ``topic``, with ``txn_enabled``."""
+    wire.rid += 1
+    wire.write(T(type=T.PRODUCER, producer=pb.CommandProducer(
+        topic=topic, producer_id=1, request_id=wire.rid, producer_name="wire-producer",
+        txn_enabled=True)))
+    answer = wire.read()
+    assert answer.type == T.PRODUCER_SUCCESS, answer
+
+
 def test_a_send_written_right_behind_its_add_is_stored_in_it(wire: Wire,
                                                              txn_broker: BrokerProcess) -> None:
     """A connection's commands are handled in order: an AddPartitionToTxn and the
@@ -265,12 +275,7 @@ def test_a_send_written_right_behind_its_add_is_stored_in_it(wire: Wire,
     is the transaction's (seen after the commit, not before). Behind an add refused (the
     transaction ended), the send is refused too and nothing is stored."""
     topic = f"persistent://public/default/wire-{uuid.uuid4().hex[:8]}"
-    wire.rid += 1
-    wire.write(T(type=T.PRODUCER, producer=pb.CommandProducer(
-        topic=topic, producer_id=1, request_id=wire.rid, producer_name="wire-producer",
-        txn_enabled=True)))
-    answer = wire.read()
-    assert answer.type == T.PRODUCER_SUCCESS, answer
+    txn_producer(wire, topic)
     txn = new_txn(wire)
     wire.rid += 1
     wire.sock.sendall(_add_frame(wire.rid, txn, topic) + _send_frame(1, 0, txn, b"in-txn"))

@@ -156,12 +156,7 @@ class Producer:
             producer_id=self.producer_id, sequence_id=sequence_id, error=code, message=message
         )
         self.cnx.send(pb.BaseCommand(type=pb.BaseCommand.SEND_ERROR, send_error=err))
-        self.cnx.on_send_done(size)
-        if txn is not None:
-            self.cnx.txn_send_lost(txn)
-        self.settled += 1
-        if self.settled >= self.settle_at:
-            self._tell_settled()
+        self.dropped(size, txn)  # (settled as a dropped one is, its error queued first)
 
     def dropped(self, size: int, txn: tuple[int, int] | None = None) -> None:
         """A send of ``size`` payload bytes left unanswered (its producer closing, its
