@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from itertools import pairwise
 
-from magnetar.broker.turns import TurnShare
+from magnetar.broker.turns import BUSY_AFTER_S, TurnShare
 
 
 def _turns_of(rounds: int, units: int, budget: float) -> tuple[list[list[str]], TurnShare]:
@@ -98,7 +98,7 @@ def test_while_the_broker_is_busy_the_rounds_rest_on_up_to_the_hold() -> None:
     """While ``busy`` says clients' requests are under way (topics loading), a rested
     round does not wake: it rests again, until ``busy`` is false or it has held
     ``hold_s`` in a row (then it takes its turn: it never waits for good)."""
-    async def main() -> tuple[float, float]:
+    async def main() -> tuple[float, float, float]:
         loop = asyncio.get_running_loop()
         busy = [True]
         share = TurnShare(0.0, rest_s=0.005, busy=lambda: busy[0], hold_s=0.1)
@@ -110,8 +110,13 @@ def test_while_the_broker_is_busy_the_rounds_rest_on_up_to_the_hold() -> None:
         started = loop.time()
         await share.pause()  # busy for 30 ms, then not: woken at the next rest after it
         freed = loop.time() - started
-        return held, freed
+        share.busy_now()  # a request served in part: busy for BUSY_AFTER_S from now
+        started = loop.time()
+        await share.pause()
+        after = loop.time() - started
+        return held, freed, after
 
-    held, freed = asyncio.run(main())
+    held, freed, after = asyncio.run(main())
     assert held >= 0.095, held
     assert 0.025 <= freed < 0.09, freed
+    assert BUSY_AFTER_S - 0.001 <= after < 0.09, after  # (not woken by the first rest)

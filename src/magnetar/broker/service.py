@@ -80,9 +80,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-#: how long after a topic load the periodic rounds still give way (`_loading_topics`)
-LOADED_RECENTLY_S = 0.01
-
 # GetTopicsOfNamespace modes that list the persistent topics
 
 
@@ -182,7 +179,6 @@ class BrokerService(AdminOperations):
         self.switching = ThreadSwitching(config.magnetarThreadSwitchIntervalMicros)
         # topics a load_topic is loading (their ledger's scan on a storage thread): how many
         self.loading: dict[str, int] = {}
-        self._loaded_at = float("-inf")  # when the last topic load ended (`_loading_topics`)
         # topics a delete_topic is deleting (its storage work off the loop): not loadable
         self.deleting: set[str] = set()
         # maxConcurrentTopicLoadRequest: loads past it wait for a slot (as Pulsar queues them)
@@ -195,7 +191,7 @@ class BrokerService(AdminOperations):
         self.expirer = MessageExpirer()
         self.backlog_quota = BacklogQuotaManager(self.policies, self.expirer)
         # the periodic rounds over every topic share one budget per turn of the loop
-        self.turns = TurnShare(busy=self._loading_topics)
+        self.turns = TurnShare(busy=lambda: bool(self.loading))  # (they give way to loads)
         # the periodic work, and housekeeping of the persistent topics that are not loaded
         self.housekeeping = Housekeeping(self)
         # the data directory's disk usage: read-only past magnetarDiskUsageThreshold
@@ -549,12 +545,6 @@ class BrokerService(AdminOperations):
         if self.cluster is not None and topic_name.is_persistent:
             self.cluster.check_owned(str(topic_name))
 
-    def _loading_topics(self) -> bool:
-        """Whether a topic is loading, or one finished loading within `LOADED_RECENTLY_S`
-        (its producer or consumer is being attached; a client making topics one after the
-        other makes the next): the periodic rounds give way (`TurnShare.busy`)."""
-        return bool(self.loading) or time.monotonic() - self._loaded_at < LOADED_RECENTLY_S
-
     async def load_topic(self, name: str, create: bool = True) -> Topic:
         """`get_topic`, with a persistent topic's SQLite and disk work (its ``topics/``
         key, the ledger's directory, recovery scan and stored cursors, the dedup snapshot
@@ -582,7 +572,7 @@ class BrokerService(AdminOperations):
                 del self.loading[key]
             else:
                 self.loading[key] -= 1
-            self._loaded_at = time.monotonic()
+            self.turns.busy_now()  # (its producer or consumer is attached next)
         topic = self.topics.get(key)  # loaded by someone else meanwhile?
         if topic is not None:
             return topic

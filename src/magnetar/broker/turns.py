@@ -38,7 +38,7 @@ import asyncio
 import time
 from collections.abc import Callable
 
-__all__ = ["TURN_BUDGET_S", "TURN_HOLD_S", "TURN_REST_S", "TurnShare"]
+__all__ = ["BUSY_AFTER_S", "TURN_BUDGET_S", "TURN_HOLD_S", "TURN_REST_S", "TurnShare"]
 
 #: the periodic rounds' work per turn of the event loop, all of them together
 TURN_BUDGET_S = 0.002
@@ -46,13 +46,15 @@ TURN_BUDGET_S = 0.002
 TURN_REST_S = 0.002
 #: how long the rounds may keep resting while the broker is busy with clients' requests
 TURN_HOLD_S = 0.02
+#: how long the broker counts as busy after `TurnShare.busy_now`
+BUSY_AFTER_S = 0.01
 
 
 class TurnShare:
     """The periodic rounds' shared budget per turn of the event loop (see the module)."""
 
-    __slots__ = ("_budget_s", "_clock", "_end", "_held_since", "_waiting", "busy", "hold_s",
-                 "rest_s", "turns")
+    __slots__ = ("_budget_s", "_busy_at", "_clock", "_end", "_held_since", "_waiting", "busy",
+                 "hold_s", "rest_s", "turns")
 
     def __init__(self, budget_s: float = TURN_BUDGET_S,
                  clock: Callable[[], float] = time.perf_counter,
@@ -60,11 +62,13 @@ class TurnShare:
                  hold_s: float = TURN_HOLD_S) -> None:
         self._budget_s = budget_s
         self.rest_s = rest_s  # (real seconds of the loop's clock, whatever ``clock`` is)
-        # whether clients' requests are under way (topics loading): the rounds rest on,
-        # up to ``hold_s`` in a row, so that those requests' hand-offs find the loop free
+        # whether clients' requests are under way (topics loading), or were within
+        # `BUSY_AFTER_S` of `busy_now`: the rounds rest on, up to ``hold_s`` in a row, so
+        # that those requests' hand-offs find the loop free
         self.busy = busy
         self.hold_s = hold_s
         self._held_since: float | None = None
+        self._busy_at = float("-inf")
         self._clock = clock
         self._end: float | None = None  # when this turn's budget ends (None: not begun)
         self._waiting: asyncio.Future[None] | None = None  # resolved by the next turn
@@ -113,9 +117,16 @@ class TurnShare:
         self.spent()  # (begins the new turn's budget, if no round woken before did)
         return True
 
+    def busy_now(self) -> None:
+        """A client's request was just served in part (a topic loaded; its producer or
+        consumer is attached next, and a client making topics makes the next): the broker
+        counts as `busy` for `BUSY_AFTER_S`."""
+        self._busy_at = time.monotonic()
+
     def _advance(self) -> None:
         busy = self.busy
-        if busy is not None and self.rest_s > 0 and busy():
+        if busy is not None and self.rest_s > 0 and (
+                busy() or time.monotonic() - self._busy_at < BUSY_AFTER_S):
             loop = asyncio.get_running_loop()
             now = loop.time()
             if self._held_since is None:

@@ -14,6 +14,7 @@ from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any, cast
 
 from magnetar.broker.connection.txn_responses import TXN_RESPONSES, txn_error_response
+from magnetar.broker.connection.with_receipts import AnswersWithReceipts
 from magnetar.broker.errors import BrokerError
 from magnetar.metadata import MetadataStoreError
 from magnetar.protocol import pb
@@ -93,11 +94,7 @@ class PublishBuffer:
 _NO_LIMIT = 1 << 62
 
 
-#: how long output queued by `CnxBase.send_with_receipts` may wait for receipts
-WITH_RECEIPTS_S = 0.05
-
-
-class CnxBase(asyncio.BufferedProtocol):
+class CnxBase(AnswersWithReceipts, asyncio.BufferedProtocol):
     """What every part of a client connection shares; see the module docstring."""
 
     def __init__(self, service: BrokerService) -> None:
@@ -155,11 +152,7 @@ class CnxBase(asyncio.BufferedProtocol):
         self._out_bytes = 0  # queued in _out, not yet handed to the transport
         self._flush_scheduled = False
         self._held = False  # write_held queued output that release_held will write
-        # send_with_receipts queued output, to be flushed after this read unless receipts
-        # are due that will take it along
-        self._with_receipts = False
-        self._receipts_timer = False
-        self._flushes = 0  # writes so far (`_flush_if_queued`)
+        self._flushes = 0  # writes so far (`AnswersWithReceipts`)
         self._transport_paused = False  # the transport's buffer is above its high-water mark
         self._dispatch_held = False  # a dispatcher stopped because this connection was full
         #: command type -> handler (filled by `ServerCnx` from its command families)
@@ -433,52 +426,6 @@ class CnxBase(asyncio.BufferedProtocol):
             return False
         self._held = True
         return True
-
-    def send_with_receipts(self, cmd: pb.BaseCommand) -> None:
-        """`send`, its write left to the receipts of the sends this connection has in
-        flight once the frames read with it are handled: an answer the client does not
-        wait for (a transaction's AddPartitionToTxn with its sends written behind it)
-        leaves in the receipts' write instead of one of its own, which on loopback costs
-        the broker about what handling the command does. With no send in flight then, it
-        is written at once; with some, at the latest `WITH_RECEIPTS_S` later."""
-        if self.closed:
-            return
-        data = encode_command(cmd)
-        self._out.append(data)
-        self._out_bytes += len(data)
-        if not self._flush_scheduled and not self._with_receipts:
-            self._with_receipts = True
-            self.loop.call_soon(self._after_read)
-
-    def _after_read(self) -> None:
-        self._with_receipts = False
-        if not self._out or self._flush_scheduled:
-            return
-        if self.pending_sends <= 0:
-            self._flush()
-            return
-        if not self._receipts_timer:  # (one at a time: `_flush_if_queued` arms it again)
-            self._receipts_timer = True
-            self.loop.call_later(WITH_RECEIPTS_S, self._flush_if_queued, self._flushes)
-
-    def _flush_if_queued(self, flushes: int) -> None:
-        """Write what waited for receipts `WITH_RECEIPTS_S` in vain (none was written
-        since: ``flushes`` is unchanged)."""
-        self._receipts_timer = False
-        if self._out and not self._flush_scheduled and not self.closed:
-            if self._flushes == flushes:
-                self._flush()
-            else:
-                self._receipts_timer = True
-                self.loop.call_later(WITH_RECEIPTS_S, self._flush_if_queued, self._flushes)
-
-    def flush_soon(self) -> None:
-        """Write the queued output in a later callback of the loop (not now, as
-        `release_held` would): what the callbacks scheduled before it queue leaves in the
-        same write."""
-        if not self._flush_scheduled:
-            self._flush_scheduled = True
-            self.loop.call_soon(self._flush)
 
     def release_held(self) -> None:
         """Write what `write_held` queued (unless a scheduled flush will)."""
