@@ -898,15 +898,19 @@ def test_changes_are_taken_a_slice_at_a_time() -> None:
         changes.names.update(names)
         served: list[str] = []
         asyncio.get_running_loop().call_soon(served.append, "loop")
+        async def cancelled_after_a_slice(who: object) -> None:
+            """A take of the noted ``names`` by ``who``, cancelled after its first slice."""
+            changes.names.update(names)
+            task = asyncio.ensure_future(changes.take_in_slices(who, step=3))
+            await asyncio.sleep(0)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+
         taken, overflowed = await changes.take_in_slices(reader, step=3)
         assert taken == names and not overflowed and not changes.names
         assert served == ["loop"]  # the loop served before the take was done
-        changes.names.update(names)
-        task = asyncio.ensure_future(changes.take_in_slices(reader, step=3))
-        await asyncio.sleep(0)  # (its first slice moved)
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await task
+        await cancelled_after_a_slice(reader)  # (its first slice moved)
         assert changes.take(reader)[1]
         # a reader that must read every topic (here a new one) is not given the names: they
         # are dropped, not moved (100,000 of them at the first scrape after they were made),
@@ -923,13 +927,8 @@ def test_changes_are_taken_a_slice_at_a_time() -> None:
         assert await changes.take_in_slices(other) == ({"persistent://public/default/later"},
                                                         False)
         # a drop cancelled half-way leaves the next take reading every topic too
-        changes.names.update(names)
         third = object()
-        task = asyncio.ensure_future(changes.take_in_slices(third, step=3))
-        await asyncio.sleep(0)  # (its first slice dropped)
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await task
+        await cancelled_after_a_slice(third)  # (its first slice dropped)
         assert changes.take(third)[1]
 
     asyncio.run(go())
