@@ -122,6 +122,50 @@ def test_an_end_not_told_at_once_goes_on_in_a_task_that_end_waits_for(
     with_coordinator(tmp_path, told, check)
 
 
+class NoWalk(dict[int, TxnRecord]):
+    """The coordinator's records, refusing to be walked."""
+
+    def values(self) -> Any:
+        raise AssertionError("walked every record")
+
+
+def test_the_active_count_follows_opens_ends_purges_and_a_recovery(tmp_path: Path) -> None:
+    told = Told(now=False)
+
+    def walked(coordinator: TransactionCoordinator) -> int:
+        return sum(1 for r in coordinator.txns.values() if r.state not in (COMMITTED, ABORTED))
+
+    async def check(coordinator: TransactionCoordinator, log: TxnLog) -> None:
+        recs = [coordinator.new_txn_now(60_000) for _ in range(4)]
+        kept = coordinator.txns
+        coordinator.txns = NoWalk(kept)  # counted, not walked (NewTxn asks it each time)
+        assert coordinator.active() == 4
+        coordinator.txns = kept
+        coordinator.add_partitions_now(recs[0].seq, [TOPIC])  # a change of an open one
+        assert coordinator.active() == 4
+        assert coordinator.end_now(recs[1].seq, True) is False  # COMMITTING: still active
+        assert coordinator.active() == 4
+        await asyncio.wait_for(coordinator.end(recs[1].seq, True), 10)
+        await asyncio.wait_for(coordinator.end(recs[2].seq, False), 10)
+        assert coordinator.active() == 2 == walked(coordinator)
+        await asyncio.wait_for(coordinator.end(recs[2].seq, False), 10)  # a retried end
+        assert coordinator.active() == 2
+        coordinator.purge(older_than_ms=2**62)  # the ended ones forgotten: none was active
+        assert coordinator.active() == 2 == walked(coordinator) and len(coordinator.txns) == 2
+        for _ in range(100):  # the purged records' deletes, spawned, take a turn or two
+            if len(await log.load(3)) == 2:
+                break
+            await asyncio.sleep(0)
+        again = TransactionCoordinator(3, log, told.notify, notify_now=told.notify_now)
+        try:
+            await again.recover()
+            assert again.active() == 2 == walked(again)
+        finally:
+            again.close()
+
+    with_coordinator(tmp_path, told, check)
+
+
 def test_the_awaited_commands_take_the_same_path_on_an_inline_store(tmp_path: Path) -> None:
     told = Told(now=True)
 

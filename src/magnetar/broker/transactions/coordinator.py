@@ -118,7 +118,9 @@ class TransactionCoordinator:
             cast(InlineTxnStore, records) if getattr(records, "inline", False) else None)
         self.max_active = max_active
         self.default_timeout_s = default_timeout_s
+        #: every transaction in memory, ended ones too until `purge` (changed by `_keep`)
         self.txns: dict[int, TxnRecord] = {}
+        self._active = 0  # how many of ``txns`` are not ended (`active`)
         self.stats = CoordinatorStats()
         self.closed = False
         self._loop = asyncio.get_running_loop()
@@ -135,7 +137,7 @@ class TransactionCoordinator:
         """Read this coordinator's records: timers for the open ones, the ending ones
         driven to their end."""
         for rec in await self.records.load(self.tc):
-            self.txns[rec.seq] = rec
+            self._keep(rec)
             if rec.state == OPEN:
                 self._arm(rec)
             elif rec.state in ENDING:
@@ -154,7 +156,16 @@ class TransactionCoordinator:
             task.cancel()
 
     def active(self) -> int:
-        return sum(1 for r in self.txns.values() if r.state not in ENDED)
+        """How many transactions are not ended (counted as they change: a NewTxn under
+        ``maxActiveTransactionsPerCoordinator`` asks this, and the ended ones kept for
+        retried ends can be many)."""
+        return self._active
+
+    def _keep(self, rec: TxnRecord) -> None:
+        """Make ``rec`` the transaction's record in memory, its state counted."""
+        old = self.txns.get(rec.seq)
+        self._active += (rec.state not in ENDED) - (old is not None and old.state not in ENDED)
+        self.txns[rec.seq] = rec
 
     # ------------------------------------------------------------------ commands
     @property
@@ -201,7 +212,7 @@ class TransactionCoordinator:
 
     def _opened(self, rec: TxnRecord) -> TxnRecord:
         """``rec`` is stored: the transaction is open."""
-        self.txns[rec.seq] = rec
+        self._keep(rec)
         self.stats.created += 1
         self._arm(rec, rec.timeout_ms / 1000.0)
         return rec
@@ -390,7 +401,7 @@ class TransactionCoordinator:
         rec = self.txns[seq]
         if rec.state in ENDED:
             return
-        self.txns[seq] = rec.changed(state=COMMITTED if commit else ABORTED, ended_ms=now_ms())
+        self._keep(rec.changed(state=COMMITTED if commit else ABORTED, ended_ms=now_ms()))
         if commit:
             self.stats.committed += 1
         else:
@@ -410,14 +421,14 @@ class TransactionCoordinator:
             return self._change_now(rec, **changes)
         new = rec.changed(**changes)
         await self._store(new, create=False)
-        self.txns[new.seq] = new
+        self._keep(new)
         return new
 
     def _change_now(self, rec: TxnRecord, **changes: Any) -> TxnRecord:
         """`_change` on a store that writes at once."""
         new = rec.changed(**changes)
         self._store_now(self._now.update_now, new)  # type: ignore[union-attr]  # inline only
-        self.txns[new.seq] = new
+        self._keep(new)
         return new
 
     async def _store(self, rec: TxnRecord, create: bool) -> None:
