@@ -36,7 +36,6 @@ import struct
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from google.protobuf.message import DecodeError
@@ -44,6 +43,7 @@ from google.protobuf.message import DecodeError
 from magnetar.broker.entries import entry_metadata
 from magnetar.broker.errors import BrokerError
 from magnetar.broker.topics.markers import append_marker
+from magnetar.broker.topics.txn_entries import OpenTxn
 from magnetar.protocol import pb
 from magnetar.protocol.errors import ProtocolError
 from magnetar.protocol.fastpath import metadata_ends_with, txnid_fields
@@ -102,15 +102,6 @@ def txn_name(txn: TxnId) -> str:
 def before(p: Position) -> Position:
     """The position just before ``p`` (entry -1: before the first entry of its ledger)."""
     return Position(p[0], p[1] - 1)
-
-
-@dataclass
-class OpenTxn:
-    """A transaction open on the topic: where its entries are (first one first)."""
-
-    first: Position
-    positions: list[Position] = field(default_factory=list)
-    messages: int = 0
 
 
 def with_txnid(payload: bytes | memoryview, txn: TxnId,
@@ -271,7 +262,10 @@ class TransactionBuffer:
             # bound is unchanged
             if position > self.position:
                 self.position = position
-            entry.positions.append(position)
+            if position[0] == entry.ledger:
+                entry.ids.append(position[1])
+            else:
+                entry.add(position)
             entry.messages += num_messages
             return
         unplaced = self.unplaced.pop(txn, None) is not None
@@ -287,7 +281,7 @@ class TransactionBuffer:
                 if entry is None:
                     entry = self.open[txn] = OpenTxn(position)
                     unplaced = True  # a new first entry: the bound moves
-                entry.positions.append(position)
+                entry.add(position)
                 entry.messages += num_messages
                 if not unplaced and self.ready.done():
                     return  # a later entry of an open transaction: the bound is unchanged
@@ -453,7 +447,7 @@ class TransactionBuffer:
         else:
             self.aborted[txn] = marker if marker is not None else self.position
             self.aborted_count += 1
-        hidden = [] if entry is None or commit else list(entry.positions)
+        hidden = [] if entry is None or commit else entry.positions
         if marker is not None:
             hidden.append(marker)
         self._drop_from_cursors(hidden)
@@ -565,7 +559,7 @@ class TransactionBuffer:
         entry = self.open.get(txn)
         if entry is None:
             entry = self.open[txn] = OpenTxn(position)
-        entry.positions.append(position)
+        entry.add(position)
         entry.messages += max(1, metadata.num_messages_in_batch) if metadata.HasField(
             "num_messages_in_batch") else 1
 
