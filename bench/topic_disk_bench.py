@@ -22,16 +22,26 @@ which is what stalls a live topic's fdatasync while many topics are made) and th
 Other activity on the machine counts too: run it on a quiet machine, and compare the
 layouts side by side (they alternate, ``--rounds`` times).
 
+``--storm SECONDS`` instead makes topics without a pause for that long (``--threads``
+threads, at most ``--rate`` topics a second in all, in the first of ``--layouts``) while a
+live topic appends 1.1 KB and fdatasyncs it every 5 ms, and reports the live syncs'
+latency (p50, p99, p999, max) and each one over 30 ms with the dirty memory at the time;
+``--syncfs-every S`` adds a thread that syncs the whole file system every S seconds
+meanwhile (so that dirty metadata never piles up).
+
     python3 bench/topic_disk_bench.py --topics 3000 --rounds 2
+    python3 bench/topic_disk_bench.py --storm 60 --rate 720 --layouts dir-per-topic
 """
 
 from __future__ import annotations
 
 import argparse
+import ctypes
 import os
 import shutil
 import statistics
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 
@@ -130,6 +140,76 @@ def run(layout: str, base: str, topics: int, dev: str) -> dict[str, float]:
         shutil.rmtree(root, ignore_errors=True)
 
 
+def storm(layout: str, base: str, seconds: float, threads: int, rate: float,
+          syncfs_every: float) -> None:
+    """Topics made for ``seconds`` while a live topic syncs every 5 ms (``--storm``)."""
+    root = tempfile.mkdtemp(prefix=f"storm-{layout}-", dir=base)
+    stop = threading.Event()
+    made = [0] * threads
+    make = LAYOUTS[layout]
+
+    def creator(k: int) -> None:
+        i, due = k, time.monotonic()
+        while not stop.is_set():
+            if rate > 0:
+                due += threads / rate
+                time.sleep(max(0.0, due - time.monotonic()))
+            make(root, i)
+            i += threads
+            made[k] += 1
+
+    def syncer() -> None:
+        syncfs = ctypes.CDLL(None, use_errno=True).syncfs
+        fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            while not stop.wait(syncfs_every):
+                syncfs(fd)
+        finally:
+            os.close(fd)
+
+    workers = [threading.Thread(target=creator, args=(k,)) for k in range(threads)]
+    if syncfs_every > 0:
+        workers.append(threading.Thread(target=syncer))
+    live_path = os.path.join(root, "live.seg")
+    fd = os.open(live_path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+    latencies: list[float] = []
+    slow: list[tuple[float, float, int]] = []
+    try:
+        os.posix_fallocate(fd, 0, 64 << 20)
+        for worker in workers:
+            worker.start()
+        started = time.monotonic()
+        offset = 0
+        while time.monotonic() - started < seconds:
+            t = time.perf_counter()
+            os.pwrite(fd, SEGMENT, offset)
+            os.fdatasync(fd)
+            ms = (time.perf_counter() - t) * 1000
+            offset += len(SEGMENT)
+            latencies.append(ms)
+            if ms > 30:
+                slow.append((time.monotonic() - started, ms, dirty_kb()))
+            time.sleep(0.005)
+    finally:
+        stop.set()
+        for worker in workers:
+            if worker.is_alive():
+                worker.join()
+        os.close(fd)
+        shutil.rmtree(root, ignore_errors=True)
+    latencies.sort()
+    n = len(latencies)
+
+    def at(q: float) -> float:
+        return latencies[min(n - 1, int(n * q))]
+
+    print(f"{layout}, {sum(made) / seconds:.0f} topics/s, syncfs every "
+          f"{syncfs_every or '-'} s: live sync p50 {at(0.5):.2f}, p99 {at(0.99):.2f}, "
+          f"p999 {at(0.999):.2f}, max {latencies[-1]:.1f} ms ({n} syncs)")
+    for when, ms, dirty in slow:
+        print(f"  at {when:.1f} s: {ms:.1f} ms, {dirty / 1024:.1f} MB dirty")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -140,11 +220,22 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2, help="rounds (the layouts alternate)")
     parser.add_argument("--layouts", default=",".join(LAYOUTS),
                         help=f"comma-separated, of {', '.join(LAYOUTS)}")
+    parser.add_argument("--storm", type=float, default=0.0, metavar="SECONDS",
+                        help="make topics for this long beside a live topic's syncs")
+    parser.add_argument("--threads", type=int, default=8, help="--storm: creator threads")
+    parser.add_argument("--rate", type=float, default=0.0,
+                        help="--storm: topics a second in all (0: as fast as they go)")
+    parser.add_argument("--syncfs-every", type=float, default=0.0, metavar="S",
+                        help="--storm: sync the whole file system every S seconds (0: never)")
     args = parser.parse_args()
     layouts = [name.strip() for name in args.layouts.split(",") if name.strip()]
     unknown = [name for name in layouts if name not in LAYOUTS]
     if unknown:
         parser.error(f"unknown layout(s) {', '.join(unknown)}: choose from {', '.join(LAYOUTS)}")
+    if args.storm > 0:
+        storm(layouts[0], args.dir, args.storm, max(1, args.threads), args.rate,
+              args.syncfs_every)
+        return
     dev = block_device(args.dir)
     print(f"{args.topics} topics per layout and round in {args.dir} (device {dev})")
     results: dict[str, list[dict[str, float]]] = {name: [] for name in layouts}
