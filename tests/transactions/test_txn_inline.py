@@ -156,6 +156,7 @@ def test_the_active_count_follows_opens_ends_purges_and_a_recovery(tmp_path: Pat
             if len(await log.load(3)) == 2:
                 break
             await asyncio.sleep(0)
+        assert len(await log.load(3)) == 2  # the two active ones are all the log keeps
         again = TransactionCoordinator(3, log, told.notify, notify_now=told.notify_now)
         try:
             await again.recover()
