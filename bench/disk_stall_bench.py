@@ -9,11 +9,14 @@ with a 1 KB file in it, made durable by one of three patterns (the mode):
   of the new directory and an fdatasync of the file (~1,070 flushes a second here);
 - ``file2``: no directory synced, but as many flushes: the file fdatasynced twice (three
   times every 10th ledger), a write between;
-- ``file``: the file's fdatasync alone (~620 flushes a second).
+- ``file``: the file's fdatasync alone (~620 flushes a second);
+- ``idle``: no new ledgers at all, the live writer alone (~200 flushes a second): how often
+  the disk stalls with nothing but the live topic on it.
 
 Each round runs every mode for ``--seconds`` (45), alternating their order from round to
 round, and prints the live syncs' p50 / p99 / p999 / max and the disk's flushes per second
-(``/proc/diskstats`` of ``--disk``). Everything goes under ``--dir`` (a fresh directory,
+(``/proc/diskstats`` of ``--disk``), and each live sync of 50 ms or more with its time
+of day. Everything goes under ``--dir`` (a fresh directory,
 removed at the end of each mode). Run it under the benchmark lock.
 """
 
@@ -73,12 +76,13 @@ def run(mode: str, args: argparse.Namespace) -> str:
     base = f"{args.dir}/{mode}-{time.time_ns()}"
     os.makedirs(base)
     stop = threading.Event()
-    makers = [threading.Thread(target=_maker, args=(mode, stop, base, k, args.rate / args.threads))
-              for k in range(args.threads)]
+    makers = [] if mode == "idle" else [
+        threading.Thread(target=_maker, args=(mode, stop, base, k, args.rate / args.threads))
+        for k in range(args.threads)]
     for maker in makers:
         maker.start()
     fd = os.open(f"{base}/live", os.O_RDWR | os.O_CREAT, 0o644)
-    offset, lat = 0, []
+    offset, lat, slow = 0, [], []
     flushes0, start = _flushes(args.disk), time.monotonic()
     while time.monotonic() < start + args.seconds:
         t = time.monotonic()
@@ -86,6 +90,8 @@ def run(mode: str, args: argparse.Namespace) -> str:
         offset += 1024
         os.fdatasync(fd)
         lat.append(1000 * (time.monotonic() - t))
+        if lat[-1] >= 50.0:
+            slow.append(f"{lat[-1]:.0f} ms at {time.strftime('%H:%M:%S')}")
         time.sleep(0.005)
     stop.set()
     for maker in makers:
@@ -99,13 +105,14 @@ def run(mode: str, args: argparse.Namespace) -> str:
         return lat[min(len(lat) - 1, int(p * len(lat)))]
 
     return (f"{mode:5} syncs {len(lat)} p50 {q(.5):.2f} p99 {q(.99):.2f} p999 {q(.999):.2f} "
-            f"max {lat[-1]:.1f} ms; {rate:.0f} flushes/s; load {os.getloadavg()[0]:.1f}")
+            f"max {lat[-1]:.1f} ms; {rate:.0f} flushes/s; load {os.getloadavg()[0]:.1f}; "
+            f"over 50 ms: {', '.join(slow) or 'none'}")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--dir", default="/tmp/disk-stall-bench", help="where the files go")
-    parser.add_argument("--modes", default="dir,file2,file", help="comma-separated: dir, file2, file")
+    parser.add_argument("--modes", default="dir,file2,file", help="comma-separated: dir, file2, file, idle")
     parser.add_argument("--seconds", type=float, default=45.0, help="seconds per mode and round")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--threads", type=int, default=8, help="threads making new ledgers")

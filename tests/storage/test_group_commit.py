@@ -374,7 +374,7 @@ def test_a_fresh_segment_syncs_apart_and_its_ledger_keeps_its_order(make_factory
         release.wait(30)
         real_fsync_dir(path)
 
-    f = make_factory(fsync="group", inline_sync_slow_s=60)
+    f = make_factory(fsync="group", inline_sync_slow_s=60, dir_fsync="always")
     steady = f.open("steady")
 
     async def go() -> None:

@@ -155,3 +155,25 @@ def test_shared_mode_start_names_the_file_system(tmp_path: Path) -> None:
     lines = [line for line in log.splitlines() if "shared data directory" in line]
     assert len(lines) == 1 and mounts.describe(mount) in lines[0], log
     assert "for brokers on this host only" in lines[0]
+
+
+def test_where_a_new_files_sync_covers_its_name(tmp_path: Path) -> None:
+    """ext4 and XFS make a new file's name durable with its own sync; tmpfs, overlay, btrfs,
+    FUSE and network file systems are not trusted to; an unreadable table says no."""
+    table = tmp_path / "mounts"
+    table.write_text(
+        "/dev/vda / ext4 rw,relatime 0 0\n"
+        "/dev/vdb /srv/xfs xfs rw,relatime 0 0\n"
+        "/dev/vdc /srv/btrfs btrfs rw,relatime 0 0\n"
+        "overlay /srv/ovl overlay rw,lowerdir=/a,upperdir=/b,workdir=/c 0 0\n"
+        "tmpfs /srv/tmp tmpfs rw 0 0\n"
+        "s1:/gv0 /srv/gluster fuse.glusterfs rw,relatime 0 0\n"
+        "nfs1:/export /srv/nfs nfs4 rw,hard 0 0\n")
+
+    def covers(path: str) -> bool:
+        return mounts.file_sync_covers_new_entries(path, mounts_path=str(table))
+
+    assert covers("/var/lib/magnetar/data") and covers("/srv/xfs/data")
+    assert not any(covers(f"/srv/{kind}/data")
+                   for kind in ("btrfs", "ovl", "tmp", "gluster", "nfs"))
+    assert not mounts.file_sync_covers_new_entries("/x", mounts_path=str(tmp_path / "none"))

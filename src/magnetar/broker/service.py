@@ -134,6 +134,7 @@ class BrokerService(AdminOperations):
                 inline_sync_when_idle=config.magnetarSyncOnLoopWhenIdle,
                 inline_sync_slow_s=config.magnetarSyncOnLoopSlowMillis / 1000,
                 inline_sync_backoff_s=config.magnetarSyncOnLoopBackoffSeconds,
+                dir_fsync=config.magnetarDirectoryFsync,
                 shared=config.magnetarSharedStorage,
                 state_files=sharing,
             ),

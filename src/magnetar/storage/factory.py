@@ -62,6 +62,7 @@ from .ledger import ManagedLedger, scan_segments
 from .ledger_files import LEDGER_PREFIX, LedgerFilesStore, dir_name
 from .ledger_ids import IdSource, SourcedLedgerIds
 from .metadata import MetadataStore, SqliteMetadataStore
+from .mounts import file_sync_covers_new_entries
 from .readcache import ReadCache
 from .segment import Segment, fsync_dir
 from .takeover import take_over
@@ -110,6 +111,10 @@ class ManagedLedgerFactory(CursorRows):
             fsync_dir(root)
         # the new ledgers' directory entries: one fsync of ledgers/ for those made at once
         self._root_sync = SharedDirSync(self._root)
+        #: a new segment's first sync makes its own name in its ledger's directory durable
+        #: (``dir_fsync="auto"`` on ext4 or XFS): no fsync of that directory
+        self.file_sync_covers_entry = (
+            config.dir_fsync == "auto" and file_sync_covers_new_entries(self._root))
         self._store: SqliteMetadataStore | LedgerFilesStore
         if config.state_files:  # brokers sharing storage across hosts: no shared SQLite
             self._store = LedgerFilesStore(root)

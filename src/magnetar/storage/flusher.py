@@ -24,25 +24,27 @@ probe). What remains on the loop: the first slow inline sync of a slow-disk epis
 a probe that meets a disk still slow after a quiet back-off) blocks the loop once, for
 as long as that one fdatasync takes.
 
-A segment's first sync is dearer than the others: its directory entry is synced too and
-the file's new size goes through the journal (on ext4 two journal commits, ~10-20 ms on a
-shared virtual disk). While topics are created (each a new ledger: a new directory and
-segment) a round held a dozen of those, synced one after the other, and every other
-topic's batch of that round and the next waited for all of them (bench/many_topics_bench.py:
-sends of an unrelated producer up to 0.5 s). So a round hands each ledger with a batch on
-a *fresh* segment (one not yet synced) to the `fresh` pool, whose threads sync such
-ledgers in parallel (concurrent fsyncs share journal commits) and complete their batches
-themselves, and goes on with the others at once. A ledger stays with its pool job until
-the job finds nothing more of it to sync: its later batches join the job, so each
-ledger's batches are still completed in the order they were submitted. Fresh segments are
-never synced inline either (a directory sync on the event loop), and no other segment is
-while a fresh one's sync is under way: the new directory entries and inode sizes are in
-the file system's running journal transaction, which any fdatasync then waits to commit
-(10-130 ms on a shared disk while topics are created: with the loop blocked, every
-connection waited; bench/many_topics_bench.py). The thread takes those batches instead.
-For the same reason nothing is synced inline while the owner says other disk work is
-under way (``busy_elsewhere``: the factory's ledger closes, whose seals truncate segments
-and write index sidecars; 40 ms fdatasyncs on the loop while 5,000 topics were unloaded).
+A segment's first sync is dearer than the others: its directory entry is made durable too
+(by an fsync of the directory, or where the file system does it, by the file's own sync:
+`StorageConfig.dir_fsync`) and the file's new size goes through the journal (on ext4 two
+journal commits, ~10-20 ms on a shared virtual disk). While topics are created (each a new
+ledger: a new directory and segment) a round held a dozen of those, synced one after the
+other, and every other topic's batch of that round and the next waited for all of them
+(bench/many_topics_bench.py: sends of an unrelated producer up to 0.5 s). So a round hands
+each ledger with a batch on a *fresh* segment (one not yet synced) to the `fresh` pool,
+whose threads sync such ledgers in parallel (concurrent fsyncs share journal commits) and
+complete their batches themselves, and goes on with the others at once. A ledger stays
+with its pool job until the job finds nothing more of it to sync: its later batches join
+the job, so each ledger's batches are still completed in the order they were submitted.
+Fresh segments are never synced inline either (a directory sync on the event loop), and no
+other segment is while a fresh one's sync is under way: the new directory entries and
+inode sizes are in the file system's running journal transaction, which any fdatasync then
+waits to commit (10-130 ms on a shared disk while topics are created: with the loop
+blocked, every connection waited; bench/many_topics_bench.py). The thread takes those
+batches instead. For the same reason nothing is synced inline while the owner says other
+disk work is under way (``busy_elsewhere``: the factory's ledger closes, whose seals
+truncate segments and write index sidecars; 40 ms fdatasyncs on the loop while 5,000
+topics were unloaded).
 """
 
 from __future__ import annotations

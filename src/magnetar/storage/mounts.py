@@ -2,7 +2,9 @@
 brokers sharing it: the mount table (``/proc/mounts``) parsed, the mount holding a path
 found by longest prefix, its kind (GlusterFS's FUSE client, NFS, CephFS, local) and the
 settings known to break what the brokers rely on across hosts (docs/cluster.md, "Across
-hosts"), each named with the option that fixes it. Pure but for reading the mount table.
+hosts"), each named with the option that fixes it; and whether a local data directory's
+file system makes a new file's directory entries durable with the file's own sync
+(`file_sync_covers_new_entries`). Pure but for reading the mount table.
 """
 
 from __future__ import annotations
@@ -38,6 +40,15 @@ GLUSTER_OPTIONS = GLUSTER_VOLUME_OPTIONS + GLUSTER_MOUNT_OPTIONS
 
 #: the broker.conf key in which a user states the GlusterFS options above are set
 CONFIRM_KEY = "magnetarSharedStorageVolumeOptionsConfirmed"
+
+#: local file systems on which an fsync or fdatasync of a newly created file also makes its
+#: name in its directory durable. ext4 with a journal: the sync commits the journal's
+#: transaction holding the file's creation (and every earlier one); ext4 without one: the
+#: sync writes the directory's blocks and inode itself (the kernel's ``ext4_sync_parent``,
+#: for a file created since it was last read in: kept in memory while it is open); XFS: the
+#: sync forces the log up to the new inode's last change, which holds its creation. Not
+#: btrfs, overlay, FUSE or network file systems: there the directory needs its own fsync.
+FILE_SYNC_COVERS_NEW_ENTRIES = frozenset({"ext4", "xfs"})
 
 #: NFS mount options the brokers need (docs/cluster.md)
 NFS_OPTIONS = "hard,noac,lookupcache=none (locking on: no nolock, no local_lock)"
@@ -185,6 +196,18 @@ def check_data_dir(path: str, confirmed: str = "", mounts_path: str = PROC_MOUNT
     if mount is None:
         return None, []
     return mount, problems(mount, confirmed)
+
+
+def file_sync_covers_new_entries(path: str, mounts_path: str = PROC_MOUNTS) -> bool:
+    """Whether ``path`` is on a file system (`FILE_SYNC_COVERS_NEW_ENTRIES`) where a new
+    file's sync, while it is still open, makes its name durable without an fsync of its
+    directory; False when unsure (the mount table unreadable, a path on another kind)."""
+    try:
+        with open(mounts_path) as f:
+            mount = mount_of(existing_real_path(path), parse_mounts(f.read()))
+    except OSError:
+        return False
+    return mount is not None and mount.fstype in FILE_SYNC_COVERS_NEW_ENTRIES
 
 
 FSTAB = "/etc/fstab"

@@ -168,6 +168,7 @@ class Segment:
         "dir_sync",
         "directory",
         "end",
+        "entry_with_file",
         "epoch",
         "fd",
         "guard",
@@ -212,6 +213,7 @@ class Segment:
         self.index_written = False
         self.sync_error: OSError | None = None
         self.dir_sync: list[str] = []
+        self.entry_with_file = False  # its first sync makes its name durable: dir_fsync
         self.created = time.monotonic()
         # A new segment's file is made on a storage thread (`planned`, `create_file`):
         # until `file_created` runs on the loop, ``ready`` is False and ``creating`` is
@@ -267,14 +269,8 @@ class Segment:
 
     @classmethod
     def open_existing(
-        cls,
-        directory: str,
-        ledger_id: int,
-        epoch: int | None = None,
-        *,
-        shared: bool = False,
-        limit: int | None = None,
-        synced_before: int | None = None,
+        cls, directory: str, ledger_id: int, epoch: int | None = None, *,
+        shared: bool = False, limit: int | None = None, synced_before: int | None = None,
     ) -> Segment | None:
         """Open a segment left by an earlier run (sealed). Returns None (and removes the
         file, unless ``shared``) when it holds no valid entry. ``shared``: opened by a new
@@ -553,7 +549,7 @@ class Segment:
             if target <= self.synced:
                 return 0.0
             try:
-                while self.dir_sync:
+                while self.dir_sync and not self.entry_with_file:
                     fsync_dir(self.dir_sync[0])
                     self.dir_sync.pop(0)
                 if self.fd is None:
@@ -565,6 +561,7 @@ class Segment:
             except OSError as exc:
                 self.sync_error = exc
                 raise
+            self.dir_sync.clear()  # (with ``entry_with_file``, that fdatasync did it)
             if target > self.synced:
                 self.synced = target
             return elapsed

@@ -234,6 +234,10 @@ class BrokerConfig(SecurityConfig):
     # Magnetar's own settings
     magnetarDataDir: str = "data/standalone"
     magnetarFsyncPolicy: str = "group"
+    # auto: a new segment's name in its directory is made durable by the segment's own
+    # first sync where the file system does that (ext4, XFS), else by an fsync of the
+    # directory; always: the directory's fsync everywhere
+    magnetarDirectoryFsync: str = "auto"
     magnetarMaxOpenFiles: int = 512
     # group policy: while the flusher thread idles, the event loop fdatasyncs a lone batch
     # itself (fewer thread hand-offs per unbatched send); false: always the thread
@@ -540,6 +544,7 @@ def _split_property(line: str) -> tuple[str, str]:
 _CHOICES = {
     "allowAutoTopicCreationType": ("non-partitioned", "partitioned"),
     "magnetarFsyncPolicy": ("always", "group", "never"),
+    "magnetarDirectoryFsync": ("auto", "always"),
     "brokerDeleteInactiveTopicsMode": (
         "delete_when_no_subscriptions", "delete_when_subscriptions_caught_up"),
     "backlogQuotaDefaultRetentionPolicy": (

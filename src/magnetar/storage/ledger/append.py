@@ -485,6 +485,7 @@ class LedgerAppends(LedgerState):
                 self._seal_later(old)
         fence = self.fence
         seg = Segment.planned(self.directory, lid, None if fence is None else fence.epoch)
+        seg.entry_with_file = self._factory.file_sync_covers_entry
         if fence is not None:
             seg.guard = fence.check  # asked before the file is made (takeover.py)
         job = self._file_job(make_file, seg, block)
