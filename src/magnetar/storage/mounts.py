@@ -183,16 +183,22 @@ def describe(mount: Mount) -> str:
     return f"{mount.fstype} {mount.device} mounted at {mount.mount_point} ({mount.kind})"
 
 
-def check_data_dir(path: str, confirmed: str = "", mounts_path: str = PROC_MOUNTS
-                   ) -> tuple[Mount | None, list[str]]:
-    """The mount holding ``path`` and what is unsafe about it for shared storage (the mount
-    table unreadable, as outside Linux: (None, []))."""
+def mount_holding(path: str, mounts_path: str = PROC_MOUNTS) -> Mount | None:
+    """The mount holding ``path`` in the mount table at ``mounts_path`` (None: the table
+    unreadable, as outside Linux, or no mount holds it)."""
     try:
         with open(mounts_path) as f:
             mounts = parse_mounts(f.read())
     except OSError:
-        return None, []
-    mount = mount_of(existing_real_path(path), mounts)
+        return None
+    return mount_of(existing_real_path(path), mounts)
+
+
+def check_data_dir(path: str, confirmed: str = "", mounts_path: str = PROC_MOUNTS
+                   ) -> tuple[Mount | None, list[str]]:
+    """The mount holding ``path`` and what is unsafe about it for shared storage (the mount
+    table unreadable, as outside Linux: (None, []))."""
+    mount = mount_holding(path, mounts_path)
     if mount is None:
         return None, []
     return mount, problems(mount, confirmed)
@@ -202,11 +208,7 @@ def file_sync_covers_new_entries(path: str, mounts_path: str = PROC_MOUNTS) -> b
     """Whether ``path`` is on a file system (`FILE_SYNC_COVERS_NEW_ENTRIES`) where a new
     file's sync, while it is still open, makes its name durable without an fsync of its
     directory; False when unsure (the mount table unreadable, a path on another kind)."""
-    try:
-        with open(mounts_path) as f:
-            mount = mount_of(existing_real_path(path), parse_mounts(f.read()))
-    except OSError:
-        return False
+    mount = mount_holding(path, mounts_path)
     return mount is not None and mount.fstype in FILE_SYNC_COVERS_NEW_ENTRIES
 
 
@@ -218,11 +220,7 @@ def mount_to_check(path: str, mounts_path: str = PROC_MOUNTS, fstab_path: str = 
     ``/etc/fstab`` entry over it that is not mounted now (the usual cause: a mount that
     failed at boot), else the mount holding it, else the path itself."""
     real = existing_real_path(path)
-    try:
-        with open(mounts_path) as f:
-            current = mount_of(real, parse_mounts(f.read()))
-    except OSError:
-        current = None
+    current = mount_holding(path, mounts_path)
     try:
         with open(fstab_path) as f:
             wanted = mount_of(real, [m for m in parse_mounts(f.read())
