@@ -60,15 +60,14 @@ def metadata_ends_with(part: bytes | memoryview, fields: bytes) -> bool:
     """Whether the ``MessageMetadata`` of payload part ``part`` (magic, CRC32C, metadata
     size, metadata, payload) ends with the serialized ``fields`` (`txnid_fields`): where
     a client writes a transaction's id when no later field is set (an unchunked message).
-    Read from the bytes alone, without a parse: a string field that ends the metadata
-    with those very bytes would pass too (a client writing that mislabels only its own
-    message, as it could by writing the fields themselves wrong)."""
-    size = len(part)
-    if size < 10 or part[0] != 0x0E or part[1] != 0x01:
-        return False
+    ``part``'s layout must have been checked (its magic, and its metadata size within it:
+    what `FrameDecoder` checks of every payload part it reads). Read from the bytes alone,
+    without a parse: a string field that ends the metadata with those very bytes would
+    pass too (a client writing that mislabels only its own message, as it could by
+    writing the fields themselves wrong)."""
     end = 10 + _U32_FROM(part, 6)[0]
     start = end - len(fields)
-    return start >= 10 and end <= size and part[start:end] == fields
+    return start >= 10 and part[start:end] == fields
 
 
 def send_receipt_frame(
@@ -83,6 +82,31 @@ def send_receipt_frame(
         b"\x20", _varint(highest_sequence_id),
     ))
     cmd = b"".join((_SEND_RECEIPT_HEAD, _varint(len(body)), body))
+    return _TWO_U32.pack(len(cmd) + 4, len(cmd)) + cmd
+
+
+#: BaseCommand.type of the answers `txn_answer_frame` writes (each one's sub-message field
+#: has the number of its type)
+NEW_TXN_RESPONSE = 51
+ADD_PARTITION_TO_TXN_RESPONSE = 53
+ADD_SUBSCRIPTION_TO_TXN_RESPONSE = 55
+END_TXN_RESPONSE = 57
+#: the command's type and its sub-message's tag, for each of them
+_TXN_ANSWER_HEAD = {kind: b"\x08" + _varint(kind) + _varint(kind << 3 | 2)
+                    for kind in (NEW_TXN_RESPONSE, ADD_PARTITION_TO_TXN_RESPONSE,
+                                 ADD_SUBSCRIPTION_TO_TXN_RESPONSE, END_TXN_RESPONSE)}
+
+
+def txn_answer_frame(kind: int, request_id: int, most: int, least: int) -> bytes:
+    """A whole frame of the success answer ``kind`` (`NEW_TXN_RESPONSE`,
+    `ADD_PARTITION_TO_TXN_RESPONSE`, `ADD_SUBSCRIPTION_TO_TXN_RESPONSE` or
+    `END_TXN_RESPONSE`) to request ``request_id`` about transaction ``(most, least)``: its
+    ``request_id``, ``txnid_least_bits`` and ``txnid_most_bits``, both ids written even
+    when 0, as protobuf writes fields that were set. Once per transaction and command:
+    building the protobuf objects cost several times more."""
+    body = b"".join((b"\x08", _varint(request_id), b"\x10", _varint(least),
+                     b"\x18", _varint(most)))
+    cmd = b"".join((_TXN_ANSWER_HEAD[kind], _varint(len(body)), body))
     return _TWO_U32.pack(len(cmd) + 4, len(cmd)) + cmd
 
 
@@ -253,14 +277,113 @@ def parse_send_command(buf: bytes | bytearray | memoryview, pos: int, end: int) 
     ``txnid_least_bits``, ``txnid_most_bits``, ``highest_sequence_id``, ``is_chunk``,
     ``marker`` (fields in any order, the last occurrence winning, as protobuf reads them).
     ``None`` for anything else (``message_id``, unknown fields, values out of range,
-    malformed bytes): the caller then parses with protobuf, which decides."""
+    malformed bytes): the caller then parses with protobuf, which decides.
+
+    The layout a serializer writes (each field once, in number order) is read straight
+    through, one test per field; anything else is read again field by field
+    (`_send_fields`)."""
     if end - pos < 7 or buf[pos] != 0x08 or buf[pos + 1] != 0x06 or buf[pos + 2] != 0x32:
         return None
-    read = _read_varint
     try:
-        length, pos = read(buf, pos + 3)
+        length = buf[pos + 3]
+        if length < 0x80:
+            pos += 4
+        else:
+            length, pos = _read_varint(buf, pos + 3)
         if pos + length != end:
             return None
+        start = pos
+        if buf[pos] != 0x08:
+            return _send_fields(buf, start, end)
+        producer_id = buf[pos + 1]
+        if producer_id < 0x80:
+            pos += 2
+        else:
+            producer_id, pos = _long_varint(buf, pos + 1)
+        if pos >= end or buf[pos] != 0x10:
+            return _send_fields(buf, start, end)
+        sequence_id = buf[pos + 1]
+        if sequence_id < 0x80:
+            pos += 2
+        else:
+            sequence_id, pos = _long_varint(buf, pos + 1)
+        if pos == end:
+            return producer_id, sequence_id, 1, -1, False, False, None
+        num_messages = 1
+        if buf[pos] == 0x18:
+            num_messages = buf[pos + 1]
+            if num_messages < 0x80:
+                pos += 2
+            else:
+                num_messages, pos = _long_varint(buf, pos + 1)
+                if num_messages >= 0x80000000:  # int32: a negative count is sign-extended
+                    return None
+        txnid = None
+        if pos < end and buf[pos] == 0x20:  # a transaction's (least, then most)
+            least = buf[pos + 1]
+            if least < 0x80:
+                pos += 2
+            else:
+                least, pos = _long_varint(buf, pos + 1)
+            most = 0
+            if pos < end and buf[pos] == 0x28:
+                most = buf[pos + 1]
+                if most < 0x80:
+                    pos += 2
+                else:
+                    most, pos = _long_varint(buf, pos + 1)
+            txnid = (most, least)
+            if pos == end:
+                return producer_id, sequence_id, num_messages, -1, False, False, txnid
+        elif pos < end and buf[pos] == 0x28:
+            return _send_fields(buf, start, end)
+        highest = -1
+        if pos < end and buf[pos] == 0x30:
+            highest = buf[pos + 1]
+            if highest < 0x80:
+                pos += 2
+            else:
+                highest, pos = _long_varint(buf, pos + 1)
+        is_chunk = marker = False
+        if pos < end and buf[pos] == 0x38:
+            is_chunk, pos = _flag(buf, pos)
+        if pos < end and buf[pos] == 0x40:
+            marker, pos = _flag(buf, pos)
+    except (ValueError, IndexError):
+        return None
+    if pos != end:  # another layout (or past the end: then declined there too)
+        return _send_fields(buf, start, end)
+    return producer_id, sequence_id, num_messages, highest, is_chunk, marker, txnid
+
+
+def _long_varint(buf: bytes | bytearray | memoryview, pos: int) -> tuple[int, int]:
+    """The varint at ``pos`` whose first byte has its continuation bit set (two and three
+    bytes read here: sequence ids and transaction ids); ValueError past 64 bits."""
+    second = buf[pos + 1]
+    if second < 0x80:
+        return (buf[pos] & 0x7F) | (second << 7), pos + 2
+    third = buf[pos + 2]
+    if third < 0x80:
+        return (buf[pos] & 0x7F) | ((second & 0x7F) << 7) | (third << 14), pos + 3
+    value, pos = _read_varint(buf, pos)
+    if value >> 64:
+        raise ValueError("a varint past 64 bits")
+    return value, pos
+
+
+def _flag(buf: bytes | bytearray | memoryview, pos: int) -> tuple[bool, int]:
+    """The bool field at ``pos`` (its tag there): (its value, the position after it)."""
+    value = buf[pos + 1]
+    if value < 0x80:
+        return value != 0, pos + 2
+    value, pos = _long_varint(buf, pos + 1)
+    return value != 0, pos
+
+
+def _send_fields(buf: bytes | bytearray | memoryview, pos: int, end: int) -> SendFields | None:
+    """`parse_send_command` for the fields in ``buf[pos:end]`` in any order, field by field."""
+    read = _read_varint
+    try:
         producer_id = sequence_id = highest = most = least = -1
         num_messages = 1
         is_chunk = marker = False

@@ -37,8 +37,14 @@ from magnetar.broker.security.authorization import CONSUME, PRODUCE
 from magnetar.broker.topic_name import TopicName
 from magnetar.broker.topics.send_settling import after_sends_settle
 from magnetar.broker.transactions.coordinator import TransactionCoordinator
-from magnetar.broker.transactions.records import TxnRecord
 from magnetar.protocol import pb
+from magnetar.protocol.fastpath import (
+    ADD_PARTITION_TO_TXN_RESPONSE,
+    ADD_SUBSCRIPTION_TO_TXN_RESPONSE,
+    END_TXN_RESPONSE,
+    NEW_TXN_RESPONSE,
+    txn_answer_frame,
+)
 from magnetar.protocol.frames import Frame
 
 T = pb.BaseCommand
@@ -96,14 +102,14 @@ class TransactionCommands(CnxBase):
         req = cmd.newTxn
         coordinator = self.service.transactions.serving_inline(req.tc_id)
         if coordinator is not None:
-            self.send(_new_txn_answer(req.request_id, coordinator.new_txn_now(
-                req.txn_ttl_seconds, self.principal or "")))
+            rec = coordinator.new_txn_now(req.txn_ttl_seconds, self.principal or "")
+            self.write(txn_answer_frame(NEW_TXN_RESPONSE, req.request_id, rec.tc, rec.seq))
             return
 
         async def work() -> None:
             coordinator = await self.service.transactions.get(req.tc_id)
             rec = await coordinator.new_txn(req.txn_ttl_seconds, self.principal or "")
-            self.send(_new_txn_answer(req.request_id, rec))
+            self.write(txn_answer_frame(NEW_TXN_RESPONSE, req.request_id, rec.tc, rec.seq))
 
         self.run_async(cmd, work())
 
@@ -118,7 +124,8 @@ class TransactionCommands(CnxBase):
         self._add_to_txn(cmd, most, least,
                          lambda coordinator: coordinator.add_partitions_now(least, partitions),
                          lambda coordinator: coordinator.add_partitions(least, partitions),
-                         _added_partition(req.request_id, most, least))
+                         txn_answer_frame(ADD_PARTITION_TO_TXN_RESPONSE, req.request_id, most,
+                                          least))
 
     def handle_add_subscription_to_txn(self, cmd: pb.BaseCommand, frame: Frame) -> None:
         req = cmd.addSubscriptionToTxn
@@ -133,32 +140,33 @@ class TransactionCommands(CnxBase):
         self._add_to_txn(cmd, most, least,
                          lambda coordinator: coordinator.add_subscriptions_now(least, subs),
                          lambda coordinator: coordinator.add_subscriptions(least, subs),
-                         _added_subscription(req.request_id, most, least))
+                         txn_answer_frame(ADD_SUBSCRIPTION_TO_TXN_RESPONSE, req.request_id,
+                                          most, least))
 
     def _add_to_txn(self, cmd: pb.BaseCommand, most: int, least: int,
                     now: Callable[[TransactionCoordinator], None],
                     later: Callable[[TransactionCoordinator], Awaitable[None]],
-                    answer: pb.BaseCommand) -> None:
+                    answer: bytes) -> None:
         """Add to transaction (``most``, ``least``) with ``now`` as the command is read when
         its coordinator is loaded here on a store that writes at once, else with ``later``
         in a task (the coordinator loaded first; noted in ``txn_adds`` until it ends, so
         that the transaction's sends read after it on this connection wait for it:
-        `txn_sends`); then send ``answer``."""
+        `txn_sends`); then write ``answer`` (a frame)."""
         coordinator = self.service.transactions.serving_inline(most)
         if coordinator is not None:
             self._check_owner(coordinator, least)
             now(coordinator)
             if self.ends_txn_after_sends:  # (its sends may be right behind it: no wait)
-                self.send_with_receipts(answer)
+                self.write_with_receipts(answer)
             else:
-                self.send(answer)
+                self.write(answer)
             return
 
         async def work() -> None:
             coordinator = await self.service.transactions.get(most)
             self._check_owner(coordinator, least)
             await later(coordinator)
-            self.send(answer)
+            self.write(answer)
 
         self.note_txn_add(most, least, self.run_async(cmd, work()))
 
@@ -198,7 +206,7 @@ class TransactionCommands(CnxBase):
         if coordinator is not None:
             self._check_owner(coordinator, least)
             if coordinator.end_now(least, action == pb.COMMIT):
-                self.send(_ended(req.request_id, most, least))
+                self.write(txn_answer_frame(END_TXN_RESPONSE, req.request_id, most, least))
                 return
             # (its end is under way: `end` waits for it)
 
@@ -206,7 +214,7 @@ class TransactionCommands(CnxBase):
             coordinator = await self.service.transactions.get(most)
             self._check_owner(coordinator, least)
             await coordinator.end(least, action == pb.COMMIT)
-            self.send(_ended(req.request_id, most, least))
+            self.write(txn_answer_frame(END_TXN_RESPONSE, req.request_id, most, least))
 
         self.run_async(cmd, work())
 
@@ -214,25 +222,3 @@ class TransactionCommands(CnxBase):
 def _tc_connected(request_id: int) -> pb.BaseCommand:
     return T(type=T.TC_CLIENT_CONNECT_RESPONSE, tcClientConnectResponse=(
         pb.CommandTcClientConnectResponse(request_id=request_id)))
-
-
-def _new_txn_answer(request_id: int, rec: TxnRecord) -> pb.BaseCommand:
-    return T(type=T.NEW_TXN_RESPONSE, newTxnResponse=pb.CommandNewTxnResponse(
-        request_id=request_id, txnid_most_bits=rec.tc, txnid_least_bits=rec.seq))
-
-
-def _added_partition(request_id: int, most: int, least: int) -> pb.BaseCommand:
-    return T(type=T.ADD_PARTITION_TO_TXN_RESPONSE, addPartitionToTxnResponse=(
-        pb.CommandAddPartitionToTxnResponse(request_id=request_id, txnid_most_bits=most,
-                                            txnid_least_bits=least)))
-
-
-def _added_subscription(request_id: int, most: int, least: int) -> pb.BaseCommand:
-    return T(type=T.ADD_SUBSCRIPTION_TO_TXN_RESPONSE, addSubscriptionToTxnResponse=(
-        pb.CommandAddSubscriptionToTxnResponse(request_id=request_id, txnid_most_bits=most,
-                                               txnid_least_bits=least)))
-
-
-def _ended(request_id: int, most: int, least: int) -> pb.BaseCommand:
-    return T(type=T.END_TXN_RESPONSE, endTxnResponse=pb.CommandEndTxnResponse(
-        request_id=request_id, txnid_most_bits=most, txnid_least_bits=least))

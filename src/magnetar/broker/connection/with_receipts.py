@@ -3,7 +3,7 @@
 A client that does not wait for an answer (Magnetar's client writes a transaction's sends
 right behind its AddPartitionToTxn) gains nothing from its own write, and on loopback a
 write costs the broker about what handling the command does (the receiving side's TCP
-work runs in the sender's call). `send_with_receipts` queues such an answer for the write
+work runs in the sender's call). `write_with_receipts` queues such an answer for the write
 of the receipts of the sends in flight once the frames read with it are handled; with
 none in flight then, it is written at once, and at the latest `WITH_RECEIPTS_S` later.
 `flush_soon` writes what is queued in a later callback of the loop instead of now, so
@@ -16,17 +16,14 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
-from magnetar.protocol import pb
-from magnetar.protocol.frames import encode_command
-
-#: how long output queued by `send_with_receipts` may wait for receipts
+#: how long output queued by `write_with_receipts` may wait for receipts
 WITH_RECEIPTS_S = 0.05
 
 
 class AnswersWithReceipts:
     """The output `CnxBase` holds, grouped with the receipts (see the module docstring)."""
 
-    _with_receipts = False  # send_with_receipts queued output: `_after_read` is due
+    _with_receipts = False  # write_with_receipts queued output: `_after_read` is due
     _receipts_timer = False  # a `_flush_if_queued` is due
     if TYPE_CHECKING:  # (CnxBase's own)
         loop: asyncio.AbstractEventLoop
@@ -39,16 +36,16 @@ class AnswersWithReceipts:
 
         def _flush(self) -> None: ...
 
-    def send_with_receipts(self, cmd: pb.BaseCommand) -> None:
-        """`send`, its write left to the receipts of the sends this connection has in
-        flight once the frames read with it are handled: an answer the client does not
-        wait for (a transaction's AddPartitionToTxn with its sends written behind it)
-        leaves in the receipts' write instead of one of its own, which on loopback costs
-        the broker about what handling the command does. With no send in flight then, it
-        is written at once; with some, at the latest `WITH_RECEIPTS_S` later."""
+    def write_with_receipts(self, data: bytes) -> None:
+        """`write` of the frame ``data``, left to the receipts of the sends this
+        connection has in flight once the frames read with it are handled: an answer the
+        client does not wait for (a transaction's AddPartitionToTxn with its sends written
+        behind it) leaves in the receipts' write instead of one of its own, which on
+        loopback costs the broker about what handling the command does. With no send in
+        flight then, it is written at once; with some, at the latest `WITH_RECEIPTS_S`
+        later."""
         if self.closed:
             return
-        data = encode_command(cmd)
         self._out.append(data)
         self._out_bytes += len(data)
         if not self._flush_scheduled and not self._with_receipts:

@@ -67,6 +67,8 @@ class Topic:
     # in a cluster, while its bundle moves: the new owner's (pulsar://, pulsar+ssl://)
     # URLs, sent as assignedBrokerServiceUrl when its clients are closed
     moving_to: tuple[str, str] | None = None
+    # a persistent topic's transactions, from the first one it saw (None on the others)
+    txn_buffer: TransactionBuffer | None = None
 
     def __init__(self, service: BrokerService, name: TopicName) -> None:
         self.service = service
@@ -241,7 +243,6 @@ class PersistentTopic(BacklogTimes, Topic):
     _fence_backoff = 0.0
     # the publish time of the oldest backlog entry read last (backlog time quota, sweep)
     _publish_time_read: tuple[Position, float | None] | None = None
-    txn_buffer: TransactionBuffer | None = None
     _txn_recovery: asyncio.Future[None] | None = None
 
     def __init__(self, service: BrokerService, name: TopicName, ledger: ManagedLedger,
@@ -445,8 +446,10 @@ class PersistentTopic(BacklogTimes, Topic):
         Only stored messages count in the topic's and the producer's counters."""
         producer.in_flight -= 1
         answered = False
-        if txn is not None and self.txn_buffer is not None:
-            self.txn_buffer.placed(txn, position, num_messages)
+        if txn is not None:
+            buf = self.txn_buffer
+            if buf is not None:
+                buf.placed(txn, position, num_messages)
         try:
             if position is None:
                 if self.dedup is not None:

@@ -262,8 +262,9 @@ class TransactionBuffer:
             # bound is unchanged
             if position > self.position:
                 self.position = position
-            if position[0] == entry.ledger:
-                entry.ids.append(position[1])
+            ledger, entry_id = position
+            if ledger == entry.ledger:
+                entry.ids.append(entry_id)
             else:
                 entry.add(position)
             entry.messages += num_messages

@@ -58,7 +58,7 @@ def publish_in_order(producer: Producer, send: SendFrame, payload: bytes | memor
         return
     txn = send.txnid
     topic: PersistentTopic = producer.topic  # type: ignore[assignment]  # tested: a buffer
-    buf: TransactionBuffer | None = getattr(topic, "txn_buffer", None)
+    buf = topic.txn_buffer
     if buf is not None and txn is not None and producer.txn_enabled:
         # the common case, a later send of a transaction checked on this topic: a
         # verified transaction is open here and the buffer ready (`_drain` and
