@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from magnetar.broker.topics.txn_sends import publish_in_order
 from magnetar.protocol import pb
-from magnetar.protocol.fastpath import send_receipt_frame
+from magnetar.protocol.fastpath import metadata_ends_with, send_receipt_frame
 
 if TYPE_CHECKING:
     import asyncio
@@ -116,11 +116,22 @@ class Producer:
         """Publish one Send; ``size`` is ``len(payload)``, handed back with its answer;
         ``part_crc`` the payload part's CRC32C when the caller checked it (`Topic.publish`).
         The topic counts the messages in ``msg_in``/``bytes_in`` once they are stored.
-        A Send in a transaction, or any Send while one waits, goes to `txn_sends`."""
-        if self.deferred is not None or send.txnid is not None:
-            publish_in_order(self, send, payload, size, part_crc)
-            return
-        self.topic.publish(self, send, payload, size, part_crc)
+        A Send in a transaction, or any Send while one waits, goes to `txn_sends`, but for
+        the common one, published here: a later send of a transaction checked open on the
+        topic (``verified``: the buffer is ready and the transaction neither ended nor
+        refused there) whose metadata ends with the transaction's id, as clients write it."""
+        txn = send.txnid
+        if self.deferred is None:
+            if txn is None:
+                self.topic.publish(self, send, payload, size, part_crc)
+                return
+            buf = self.topic.txn_buffer
+            if buf is not None and self.txn_enabled:
+                fields = buf.verified.get(txn)
+                if fields is not None and metadata_ends_with(payload, fields):
+                    self.topic.publish(self, send, payload, size, part_crc, txn)
+                    return
+        publish_in_order(self, send, payload, size, part_crc)
 
     def send_receipt(
         self, sequence_id: int, highest_sequence_id: int, ledger_id: int, entry_id: int, size: int

@@ -204,12 +204,14 @@ class Topic:
 
     def publish(
         self, producer: Producer, send: SendFrame, payload: bytes | memoryview, size: int,
-        part_crc: int | None = None,
+        part_crc: int | None = None, txn: TxnId | None = None,
     ) -> None:
         """Store (or hand out) one Send's ``payload`` part of ``size`` bytes and answer it.
         ``part_crc``: the part's CRC32C, which the caller checked against its content
         (`magnetar.protocol.frames.part_checksum`); a persistent topic stores the part
-        with it, so storage computes no checksum of its own. None: not checked."""
+        with it, so storage computes no checksum of its own. None: not checked. ``txn``:
+        the transaction the send is in, checked there (only a topic with a
+        ``txn_buffer`` is given one)."""
         raise NotImplementedError
 
     def stats(self) -> dict[str, Any]:
@@ -614,7 +616,7 @@ class NonPersistentTopic(Topic):
 
     def publish(
         self, producer: Producer, send: SendFrame, payload: bytes | memoryview, size: int,
-        part_crc: int | None = None,
+        part_crc: int | None = None, txn: TxnId | None = None,
     ) -> None:
         seq = send.sequence_id
         highest = send.highest_sequence_id

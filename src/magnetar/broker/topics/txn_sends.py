@@ -33,7 +33,6 @@ from magnetar.broker.topics.transaction_buffer import (
     with_txnid,
 )
 from magnetar.protocol import pb
-from magnetar.protocol.fastpath import metadata_ends_with
 from magnetar.storage import StorageError
 
 if TYPE_CHECKING:
@@ -51,7 +50,9 @@ Deferred = tuple["SendFrame", "bytes | memoryview", int, "int | None"]
 
 def publish_in_order(producer: Producer, send: SendFrame, payload: bytes | memoryview,
                      size: int, part_crc: int | None) -> None:
-    """Publish ``send`` (in a transaction, or behind one that waits) in its order."""
+    """Publish ``send`` (in a transaction, or behind one that waits) in its order; the
+    common case, a later send of a transaction checked on this topic whose metadata
+    carries the id where clients write it, is published by `Producer.publish` itself."""
     queue = producer.deferred
     if queue is not None:
         queue.append((send, bytes(payload), size, part_crc))
@@ -60,17 +61,12 @@ def publish_in_order(producer: Producer, send: SendFrame, payload: bytes | memor
     topic: PersistentTopic = producer.topic  # type: ignore[assignment]  # tested: a buffer
     buf = topic.txn_buffer
     if buf is not None and txn is not None and producer.txn_enabled:
-        # the common case, a later send of a transaction checked on this topic: a
-        # verified transaction is open here and the buffer ready (`_drain` and
-        # `_check_now` add one only then; its end removes it), so none of `_now`'s
-        # other tests can refuse it
-        fields = buf.verified.get(txn)
-        if fields is not None:
-            if metadata_ends_with(payload, fields):  # (as clients write it: see `with_txnid`)
-                topic.publish(producer, send, payload, size, part_crc, txn)
-                return
+        # a verified transaction is open here and the buffer ready (`_drain` and
+        # `_check_now` add one only then; its end removes it), so none of `_now`'s other
+        # tests can refuse it
+        fields: bytes | None = None  # (its metadata was tested against them: not again)
+        if txn in buf.verified:
             verdict: bool | BrokerError = True
-            fields = None  # (tested just now: `with_txnid` need not test it again)
         elif txn in producer.cnx.txn_adds:  # an add of it read before, still under way
             verdict = False
         else:
