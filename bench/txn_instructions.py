@@ -39,13 +39,27 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from txn_bench import phase  # (this directory's)
 
 
-def total_instructions(dump: str) -> int:
-    """The ``Ir`` total of a callgrind dump."""
+def total_instructions(dump: str) -> int | None:
+    """The ``Ir`` total of a callgrind dump (None: its totals line is not written yet)."""
     with open(dump) as f:
         for line in f:
             if line.startswith(("summary:", "totals:")):
                 return int(line.split()[1])
-    raise SystemExit(f"{dump}: no totals line (is this a callgrind dump?)")
+    return None
+
+
+def wait_for_dump(root: str, before: set[str], timeout_s: float = 60.0) -> int:
+    """The ``Ir`` total of the dump callgrind writes in ``root`` after the ones in
+    ``before``, once it is written through its totals line."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        new = set(glob.glob(f"{root}/cg.*")) - before
+        if new:
+            total = total_instructions(new.pop())
+            if total is not None:
+                return total
+        time.sleep(0.1)
+    raise SystemExit(f"callgrind wrote no whole dump in {root} within {timeout_s:.0f} s")
 
 
 def measure_tree(name: str, src: str, args: argparse.Namespace) -> dict[str, list[float]]:
@@ -84,13 +98,7 @@ def measure_tree(name: str, src: str, args: argparse.Namespace) -> dict[str, lis
                                       mode == "txn"))
                     before = set(glob.glob(f"{root}/cg.*"))
                     control("--dump", mode)
-                    deadline = time.monotonic() + 60
-                    while not (new := set(glob.glob(f"{root}/cg.*")) - before):
-                        if time.monotonic() > deadline:
-                            raise SystemExit("callgrind wrote no dump")
-                        time.sleep(0.1)
-                    time.sleep(0.3)  # (written whole: callgrind writes it in one go)
-                    value = total_instructions(new.pop()) / (args.groups * args.per_txn)
+                    value = wait_for_dump(root, before) / (args.groups * args.per_txn)
                     out[mode].append(value)
                     print(f"{name} round {i + 1} {mode}: {value:,.0f} instructions a message",
                           flush=True)
