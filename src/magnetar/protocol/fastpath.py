@@ -31,6 +31,9 @@ _MASK64 = (1 << 64) - 1
 _TWO_U32 = struct.Struct(">II")
 _U32 = struct.Struct(">I")
 _U32_FROM = _U32.unpack_from
+#: ``(value,)`` of the big-endian u32 at an offset: ``METADATA_SIZE_AT(part, 6)`` is a
+#: payload part's metadata size (after its magic and CRC32C)
+METADATA_SIZE_AT = _U32_FROM
 
 # BaseCommand.type (field 1, varint) values, and the tag of the sub-message field
 # (field number == type value, wire type 2).
@@ -65,7 +68,7 @@ def metadata_ends_with(part: bytes | memoryview, fields: bytes) -> bool:
     without a parse: a string field that ends the metadata with those very bytes would
     pass too (a client writing that mislabels only its own message, as it could by
     writing the fields themselves wrong)."""
-    end = 10 + _U32_FROM(part, 6)[0]
+    end = 10 + METADATA_SIZE_AT(part, 6)[0]
     start = end - len(fields)
     return start >= 10 and part[start:end] == fields
 
@@ -323,6 +326,9 @@ def parse_send_command(buf: bytes | bytearray | memoryview, pos: int, end: int) 
             least = buf[pos + 1]
             if least < 0x80:
                 pos += 2
+            elif buf[pos + 2] < 0x80:  # (a coordinator's sequence below 16384)
+                least = (least & 0x7F) | (buf[pos + 2] << 7)
+                pos += 3
             else:
                 least, pos = _long_varint(buf, pos + 1)
             most = 0

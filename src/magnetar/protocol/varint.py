@@ -22,6 +22,8 @@ def encode_varint(value: int) -> bytes:
         value += _U64
     elif value < 0x4000:
         return bytes(((value & 0x7F) | 0x80, value >> 7))
+    elif value < 0x200000:  # (sequence and request ids, a coordinator's sequence)
+        return bytes(((value & 0x7F) | 0x80, ((value >> 7) & 0x7F) | 0x80, value >> 14))
     out = bytearray()
     while value >= 0x80:
         out.append((value & 0x7F) | 0x80)

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from magnetar.broker.topics.txn_sends import publish_in_order
 from magnetar.protocol import pb
-from magnetar.protocol.fastpath import metadata_ends_with, send_receipt_frame
+from magnetar.protocol.fastpath import METADATA_SIZE_AT, send_receipt_frame
 
 if TYPE_CHECKING:
     import asyncio
@@ -128,9 +128,14 @@ class Producer:
             buf = self.topic.txn_buffer
             if buf is not None and self.txn_enabled:
                 fields = buf.verified.get(txn)
-                if fields is not None and metadata_ends_with(payload, fields):
-                    self.topic.publish(self, send, payload, size, part_crc, txn)
-                    return
+                if fields is not None:
+                    # `fastpath.metadata_ends_with`, inline (once a message): the decoder
+                    # checked the part's layout
+                    end = 10 + METADATA_SIZE_AT(payload, 6)[0]
+                    start = end - len(fields)
+                    if start >= 10 and payload[start:end] == fields:
+                        self.topic.publish(self, send, payload, size, part_crc, txn)
+                        return
         publish_in_order(self, send, payload, size, part_crc)
 
     def send_receipt(

@@ -451,7 +451,17 @@ class PersistentTopic(BacklogTimes, Topic):
         if txn is not None:
             buf = self.txn_buffer
             if buf is not None:
-                buf.placed(txn, position, num_messages)
+                # `TransactionBuffer.placed`'s common case, inline (once a message): a later
+                # entry of a transaction open here, in the ledger of its latest entries
+                entry = buf.open.get(txn)
+                if (entry is not None and position is not None and position[0] == entry.ledger
+                        and buf.ready.done()):
+                    entry.ids.append(position[1])
+                    entry.messages += num_messages
+                    if position > buf.position:
+                        buf.position = position
+                else:
+                    buf.placed(txn, position, num_messages)
         try:
             if position is None:
                 if self.dedup is not None:

@@ -254,7 +254,10 @@ class TransactionBuffer:
             self.update_bound()
 
     def placed(self, txn: TxnId, position: Position | None, num_messages: int) -> None:
-        """The append of an entry of ``txn`` finished (``position`` None: it failed)."""
+        """The append of an entry of ``txn`` finished (``position`` None: it failed). The
+        topic notes the common case itself (`PersistentTopic._persisted`: a later entry of
+        a transaction in ``open``, in its latest ledger, once ``ready``) as the fast path
+        here does."""
         entry = self.open.get(txn)
         if entry is not None and position is not None and self.ready.done():
             # a later entry of an open transaction (one in ``open`` is neither ended nor
