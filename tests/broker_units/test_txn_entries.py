@@ -20,11 +20,11 @@ def test_entries_come_back_in_append_order_across_a_ledger_roll_over() -> None:
 
 
 def test_the_entries_are_ids_in_an_array_not_objects_the_collector_walks() -> None:
-    entry = OpenTxn(Position(4, 0), [Position(4, i) for i in range(1000)], 1000)
+    entry = OpenTxn(Position(4, 0), [Position(4, i) for i in range(1000)])
     assert isinstance(entry.ids, array) and len(entry.ids) == 1000 and not entry.earlier
     # one object, holding no Python object per entry for the collector to visit
     assert gc.get_referents(entry.ids) == [array]  # (its type alone)
-    assert entry.positions[999] == Position(4, 999) and entry.messages == 1000
+    assert entry.positions[999] == Position(4, 999) and len(entry.positions) == 1000
 
 
 def test_a_transaction_restored_from_a_snapshot_knows_only_its_first_entry() -> None:

@@ -251,7 +251,7 @@ def test_a_buffer_ends_at_once_only_when_its_marker_may_linger(linger_ms: int) -
         assert buf.end_now(txn, pb.COMMIT) is False  # not ready yet: nothing done
         buf.ready.set_result(None)
         assert buf.end_now((3, 8), pb.ABORT) is (linger_ms > 0)  # never seen here: no marker
-        buf.open[txn] = OpenTxn(Position(1, 0), [Position(1, 0)], 1)
+        buf.open[txn] = OpenTxn(Position(1, 0), [Position(1, 0)])
         if not linger_ms:  # the end must wait for its marker: `end`'s business
             assert buf.end_now(txn, pb.COMMIT) is False and not topic.ledger.appended
             return
@@ -266,5 +266,40 @@ def test_a_buffer_ends_at_once_only_when_its_marker_may_linger(linger_ms: int) -
         assert buf.end_now(txn, pb.COMMIT) is True  # ended the same way: nothing to do
         with pytest.raises(BrokerError):
             buf.end_now(txn, pb.ABORT)
+
+    asyncio.run(main())
+
+
+def test_a_lane_carries_its_entry_from_the_first_placed_until_the_end_begins() -> None:
+    """`TxnLane`: a later send's lane carries its transaction's `OpenTxn` (what
+    `PersistentTopic._persisted` notes the send's entry in, without a lookup) from its
+    first entry placed here until its end begins; an entry still being appended then goes
+    to `placed`, which notes it while the transaction is open and knows it once ended."""
+
+    async def main() -> None:
+        topic = a_topic(10)
+        buf = TransactionBuffer(topic)
+        buf.ready.set_result(None)
+        txn = (3, 9)
+        buf.verify(txn)
+        lane = buf.verified[txn]
+        assert lane.entry is None and lane.size == len(lane.fields) > 0
+        buf.appending(txn)
+        buf.placed(txn, Position(1, 0))
+        assert lane.entry is buf.open[txn] and list(lane.entry.ids) == [0]
+        # open here before it was checked (a restart's): its lane has its entry at once
+        restored = (3, 10)
+        buf.open[restored] = OpenTxn(Position(1, 1), [Position(1, 1)])
+        buf.verify(restored)
+        assert buf.verified[restored].entry is buf.open[restored]
+        assert buf.end_now(txn, pb.ABORT) is True  # its marker lingers
+        assert lane.entry is None and txn not in buf.verified and txn in buf.open
+        buf.placed(txn, Position(1, 2))  # appended before the marker, placed after its end began
+        assert list(buf.open[txn].ids) == [0, 2]
+        [(_, on_done, _)] = topic.ledger.appended
+        on_done(Position(1, 3), None)
+        await asyncio.sleep(0)
+        assert txn not in buf.open and txn in buf.aborted
+        assert buf.verified[restored].entry is buf.open[restored]  # the other one untouched
 
     asyncio.run(main())

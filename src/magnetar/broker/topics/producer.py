@@ -127,14 +127,14 @@ class Producer:
                 return
             buf = self.topic.txn_buffer
             if buf is not None and self.txn_enabled:
-                fields = buf.verified.get(txn)
-                if fields is not None:
+                lane = buf.verified.get(txn)
+                if lane is not None:
                     # `fastpath.metadata_ends_with`, inline (once a message): the decoder
                     # checked the part's layout
                     end = 10 + METADATA_SIZE_AT(payload, 6)[0]
-                    start = end - len(fields)
-                    if start >= 10 and payload[start:end] == fields:
-                        self.topic.publish(self, send, payload, size, part_crc, txn)
+                    start = end - lane.size
+                    if start >= 10 and payload[start:end] == lane.fields:
+                        self.topic.publish(self, send, payload, size, part_crc, txn, lane)
                         return
         publish_in_order(self, send, payload, size, part_crc)
 

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from magnetar.broker.subscriptions.subscription import NonPersistentSubscription, Subscription
     from magnetar.broker.topics.dedup import MessageDeduplication
     from magnetar.broker.topics.dedup_snapshot import Restored
+    from magnetar.broker.topics.txn_entries import TxnLane
     from magnetar.protocol.frames import SendFrame
     from magnetar.storage import ManagedLedger, Position
 
@@ -204,14 +205,15 @@ class Topic:
 
     def publish(
         self, producer: Producer, send: SendFrame, payload: bytes | memoryview, size: int,
-        part_crc: int | None = None, txn: TxnId | None = None,
+        part_crc: int | None = None, txn: TxnId | None = None, lane: TxnLane | None = None,
     ) -> None:
         """Store (or hand out) one Send's ``payload`` part of ``size`` bytes and answer it.
         ``part_crc``: the part's CRC32C, which the caller checked against its content
         (`magnetar.protocol.frames.part_checksum`); a persistent topic stores the part
         with it, so storage computes no checksum of its own. None: not checked. ``txn``:
         the transaction the send is in, checked there (only a topic with a
-        ``txn_buffer`` is given one)."""
+        ``txn_buffer`` is given one); ``lane``: its lane on this topic, when the caller
+        found it (`Producer.publish`: a later send of a transaction checked open here)."""
         raise NotImplementedError
 
     def stats(self) -> dict[str, Any]:
@@ -355,9 +357,10 @@ class PersistentTopic(BacklogTimes, Topic):
 
     def publish(
         self, producer: Producer, send: SendFrame, payload: bytes | memoryview, size: int,
-        part_crc: int | None = None, txn: TxnId | None = None,
+        part_crc: int | None = None, txn: TxnId | None = None, lane: TxnLane | None = None,
     ) -> None:
-        """``txn``: the transaction the send is in (from `txn_sends`, which checked it)."""
+        """``txn``: the transaction the send is in (checked by `Producer.publish` or
+        `txn_sends`); ``lane``: its lane, from `Producer.publish`."""
         seq = send.sequence_id
         highest = send.highest_sequence_id
         if highest < 0:
@@ -412,19 +415,19 @@ class PersistentTopic(BacklogTimes, Topic):
         else:
             data = payload
         producer.in_flight += 1
-        if txn is not None:
-            buf = self.txn_buffer
+        if txn is not None and (lane is None or lane.entry is None):
+            buf = self.txn_buffer  # (a lane with its entry: a later entry, nothing to note)
             if buf is not None and txn not in buf.open and txn not in buf.unplaced:
                 buf.appending(txn)  # (else a later entry: nothing to note)
         try:
             self.ledger.append_then(
                 data, partial(self._persisted, producer, seq, highest, dedup_id, chunk, size,
-                              num_messages, txn),
+                              num_messages, txn, lane),
                 part_crc)
         except BaseException:  # no outcome will come for it (the caller answers it)
             producer.in_flight -= 1
             if txn is not None and self.txn_buffer is not None:
-                self.txn_buffer.placed(txn, None, 0)
+                self.txn_buffer.placed(txn, None)
             raise
 
     def _persisted(
@@ -437,6 +440,7 @@ class PersistentTopic(BacklogTimes, Topic):
         size: int,
         num_messages: int,
         txn: TxnId | None,
+        lane: TxnLane | None,
         position: Position | None,
         exc: BaseException | None,
     ) -> None:
@@ -449,19 +453,16 @@ class PersistentTopic(BacklogTimes, Topic):
         producer.in_flight -= 1
         answered = False
         if txn is not None:
-            buf = self.txn_buffer
-            if buf is not None:
-                # `TransactionBuffer.placed`'s common case, inline (once a message): a later
-                # entry of a transaction open here, in the ledger of its latest entries
-                entry = buf.open.get(txn)
-                if (entry is not None and position is not None and position[0] == entry.ledger
-                        and buf.ready.done()):
-                    entry.ids.append(position[1])
-                    entry.messages += num_messages
-                    if position > buf.position:
-                        buf.position = position
-                else:
-                    buf.placed(txn, position, num_messages)
+            # `TransactionBuffer.placed`'s common case, inline (once a message): a later
+            # entry of a transaction open here (its lane has its entry until its end
+            # begins), in the ledger of its latest entries
+            entry = lane.entry if lane is not None else None
+            if entry is not None and position is not None and position[0] == entry.ledger:
+                entry.ids.append(position[1])
+            else:
+                buf = self.txn_buffer
+                if buf is not None:
+                    buf.placed(txn, position)
         try:
             if position is None:
                 if self.dedup is not None:
@@ -626,7 +627,7 @@ class NonPersistentTopic(Topic):
 
     def publish(
         self, producer: Producer, send: SendFrame, payload: bytes | memoryview, size: int,
-        part_crc: int | None = None, txn: TxnId | None = None,
+        part_crc: int | None = None, txn: TxnId | None = None, lane: TxnLane | None = None,
     ) -> None:
         seq = send.sequence_id
         highest = send.highest_sequence_id

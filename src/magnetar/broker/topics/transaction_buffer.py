@@ -43,7 +43,7 @@ from google.protobuf.message import DecodeError
 from magnetar.broker.entries import entry_metadata
 from magnetar.broker.errors import BrokerError
 from magnetar.broker.topics.markers import append_marker
-from magnetar.broker.topics.txn_entries import OpenTxn
+from magnetar.broker.topics.txn_entries import OpenTxn, TxnLane
 from magnetar.protocol import pb
 from magnetar.protocol.errors import ProtocolError
 from magnetar.protocol.fastpath import metadata_ends_with, txnid_fields
@@ -149,12 +149,16 @@ class TransactionBuffer:
         self.open: dict[TxnId, OpenTxn] = {}  # in order of their first position
         self.aborted: dict[TxnId, Position] = {}  # -> its abort marker's position
         self.ended: OrderedDict[TxnId, bool] = OrderedDict()  # -> committed (recent ones)
-        # checked open with the coordinator (`verify`): -> its metadata fields (`with_txnid`)
-        self.verified: dict[TxnId, bytes] = {}
+        # checked open with the coordinator (`verify`): -> its lane (its metadata fields,
+        # for `with_txnid`, and its entry once placed here)
+        self.verified: dict[TxnId, TxnLane] = {}
         # transactions whose first entry is being appended: -> a bound below it
         self.unplaced: dict[TxnId, Position] = {}
         self._ending: dict[TxnId, asyncio.Future[None]] = {}
-        self.position: Position = NOTHING  # every entry up to here is reflected
+        # every entry up to here is reflected (a later entry of an open transaction does
+        # not move it: the stored state does not change with one, and a restart replays
+        # the entries after it, that one too)
+        self.position: Position = NOTHING
         self.max_read: Position | None = None  # None: no bound (nothing open)
         self.committed_count = 0
         self.aborted_count = 0
@@ -233,7 +237,23 @@ class TransactionBuffer:
 
     def verify(self, txn: TxnId) -> None:
         """``txn`` was checked open with the coordinator: its sends are taken at once."""
-        self.verified[txn] = txnid_fields(txn[0], txn[1])
+        self.verified[txn] = TxnLane(txnid_fields(txn[0], txn[1]), self.open.get(txn))
+
+    def _unverify(self, txn: TxnId) -> TxnLane | None:
+        """``txn`` is no longer taken at once (its end began): its lane, if it had one,
+        sends the entries still being appended with it to `placed`."""
+        lane = self.verified.pop(txn, None)
+        if lane is not None:
+            lane.entry = None
+        return lane
+
+    def _open_at(self, txn: TxnId, first: Position) -> OpenTxn:
+        """``txn``'s first entry here is at ``first``: open, its lane told."""
+        entry = self.open[txn] = OpenTxn(first)
+        lane = self.verified.get(txn)
+        if lane is not None:
+            lane.entry = entry
+        return entry
 
     def is_ended(self, txn: TxnId) -> bool:
         return txn in self.aborted or txn in self.ended
@@ -253,24 +273,21 @@ class TransactionBuffer:
             self.unplaced[txn] = last if last is not None else NOTHING
             self.update_bound()
 
-    def placed(self, txn: TxnId, position: Position | None, num_messages: int) -> None:
+    def placed(self, txn: TxnId, position: Position | None) -> None:
         """The append of an entry of ``txn`` finished (``position`` None: it failed). The
-        topic notes the common case itself (`PersistentTopic._persisted`: a later entry of
-        a transaction in ``open``, in its latest ledger, once ``ready``) as the fast path
-        here does."""
+        topic notes the common case itself, as the fast path here does
+        (`PersistentTopic._persisted`: a later entry of a transaction whose `TxnLane` has
+        its entry, in that entry's latest ledger)."""
         entry = self.open.get(txn)
         if entry is not None and position is not None and self.ready.done():
             # a later entry of an open transaction (one in ``open`` is neither ended nor
             # unplaced: `appending` notes only one not open, `_ended` drops both): the
-            # bound is unchanged
-            if position > self.position:
-                self.position = position
+            # bound is unchanged, and ``position`` too
             ledger, entry_id = position
             if ledger == entry.ledger:
                 entry.ids.append(entry_id)
             else:
                 entry.add(position)
-            entry.messages += num_messages
             return
         unplaced = self.unplaced.pop(txn, None) is not None
         if position is not None:
@@ -283,10 +300,9 @@ class TransactionBuffer:
             else:
                 entry = self.open.get(txn)
                 if entry is None:
-                    entry = self.open[txn] = OpenTxn(position)
+                    entry = self._open_at(txn, position)
                     unplaced = True  # a new first entry: the bound moves
                 entry.add(position)
-                entry.messages += num_messages
                 if not unplaced and self.ready.done():
                     return  # a later entry of an open transaction: the bound is unchanged
         self.update_bound()
@@ -346,7 +362,7 @@ class TransactionBuffer:
             return True
         if txn not in self.open and txn not in self.unplaced:
             self._remember(txn, commit)  # never seen here: nothing to mark
-            self.verified.pop(txn, None)
+            self._unverify(txn)
             return True
         return False
 
@@ -370,9 +386,9 @@ class TransactionBuffer:
         self._ending[txn] = done
         # its later sends (none, from a client that waited for them before its end) ask
         # the coordinator again, which refuses them: the transaction is ending
-        fields = self.verified.pop(txn, None)
+        lane = self._unverify(txn)
         part = txn_marker_part(TXN_COMMIT if action == pb.COMMIT else TXN_ABORT, txn[0], txn[1],
-                               fields=fields)
+                               fields=lane.fields if lane is not None else None)
         stored = append_marker(self.topic, part, linger_s)
         answered = linger_s > 0.0 and not stored.done()  # (done: refused at once)
         stored.add_done_callback(functools.partial(
@@ -442,7 +458,7 @@ class TransactionBuffer:
     def _ended(self, txn: TxnId, commit: bool, marker: Position | None) -> None:
         entry = self.open.pop(txn, None)
         self.unplaced.pop(txn, None)
-        self.verified.pop(txn, None)
+        self._unverify(txn)
         if marker is not None:
             self._note(marker)
         if commit:
@@ -562,10 +578,8 @@ class TransactionBuffer:
             return
         entry = self.open.get(txn)
         if entry is None:
-            entry = self.open[txn] = OpenTxn(position)
+            entry = self._open_at(txn, position)
         entry.add(position)
-        entry.messages += max(1, metadata.num_messages_in_batch) if metadata.HasField(
-            "num_messages_in_batch") else 1
 
     # -- stats ---------------------------------------------------------------------------
 

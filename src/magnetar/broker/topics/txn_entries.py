@@ -1,7 +1,8 @@
-"""`OpenTxn`: where a transaction open on a topic has its entries.
+"""`OpenTxn`: where a transaction open on a topic has its entries; `TxnLane`: what a
+transaction's later sends need of it, found once a send.
 
 A topic's transaction buffer keeps, for each open transaction, its first position (what
-readers of later entries wait behind), how many messages it holds, and every entry of it:
+readers of later entries wait behind) and every entry of it:
 an abort hands those to the cursors so that no reader ever gets them. Entry ids are kept
 in an ``array('q')`` per ledger (a transaction's entries are appended in order, most often
 all in one ledger), not as one `Position` object per entry: a list of positions kept a
@@ -19,14 +20,12 @@ from magnetar.storage import Position
 
 
 class OpenTxn:
-    """A transaction open on the topic: its first entry, its messages, its entries."""
+    """A transaction open on the topic: its first entry and its entries."""
 
-    __slots__ = ("earlier", "first", "ids", "ledger", "messages")
+    __slots__ = ("earlier", "first", "ids", "ledger")
 
-    def __init__(self, first: Position, entries: Iterable[Position] = (),
-                 messages: int = 0) -> None:
+    def __init__(self, first: Position, entries: Iterable[Position] = ()) -> None:
         self.first = first
-        self.messages = messages
         #: the ledger of the latest entries, and their entry ids (`add` appends)
         self.ledger = first[0]
         self.ids = array("q")
@@ -51,4 +50,20 @@ class OpenTxn:
                 for entry in ids]
 
 
-__all__ = ["OpenTxn"]
+class TxnLane:
+    """A transaction checked open on the topic (its buffer's ``verified``): the metadata
+    fields its messages end with (`fastpath.txnid_fields`, ``size`` bytes) and, once an
+    entry of it is placed, its `OpenTxn` (None before, and from the start of its end on).
+    A later send finds both with one lookup and carries the lane down its append
+    (`Producer.publish`, `PersistentTopic.publish`), where its entry is noted without
+    another."""
+
+    __slots__ = ("entry", "fields", "size")
+
+    def __init__(self, fields: bytes, entry: OpenTxn | None = None) -> None:
+        self.fields = fields
+        self.size = len(fields)
+        self.entry = entry
+
+
+__all__ = ["OpenTxn", "TxnLane"]
