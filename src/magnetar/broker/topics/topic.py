@@ -415,8 +415,8 @@ class PersistentTopic(BacklogTimes, Topic):
         else:
             data = payload
         producer.in_flight += 1
-        if txn is not None and (lane is None or lane.entry is None):
-            buf = self.txn_buffer  # (a lane with its entry: a later entry, nothing to note)
+        if txn is not None and (lane is None or lane.entry is None):  # (else a later entry)
+            buf = self.txn_buffer
             if buf is not None and txn not in buf.open and txn not in buf.unplaced:
                 buf.appending(txn)  # (else a later entry: nothing to note)
         try:
