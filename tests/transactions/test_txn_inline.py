@@ -287,6 +287,8 @@ def test_a_lane_carries_its_entry_from_the_first_placed_until_the_end_begins() -
         buf.appending(txn)
         buf.placed(txn, Position(1, 0))
         assert lane.entry is buf.open[txn] and list(lane.entry.ids) == [0]
+        buf.verify(txn)  # checked again (two producers' first sends): the same lane
+        assert buf.verified[txn] is lane
         # open here before it was checked (a restart's): its lane has its entry at once
         restored = (3, 10)
         buf.open[restored] = OpenTxn(Position(1, 1), [Position(1, 1)])

@@ -236,8 +236,10 @@ class TransactionBuffer:
         return (metadata.txnid_most_bits, metadata.txnid_least_bits) in self.aborted
 
     def verify(self, txn: TxnId) -> None:
-        """``txn`` was checked open with the coordinator: its sends are taken at once."""
-        self.verified[txn] = TxnLane(txnid_fields(txn[0], txn[1]), self.open.get(txn))
+        """``txn`` was checked open with the coordinator: its sends are taken at once (a
+        lane already there is kept: sends in flight may carry it)."""
+        if txn not in self.verified:
+            self.verified[txn] = TxnLane(txnid_fields(txn[0], txn[1]), self.open.get(txn))
 
     def _unverify(self, txn: TxnId) -> TxnLane | None:
         """``txn`` is no longer taken at once (its end began): its lane, if it had one,
