@@ -156,8 +156,7 @@ class TransactionBuffer:
         self.unplaced: dict[TxnId, Position] = {}
         self._ending: dict[TxnId, asyncio.Future[None]] = {}
         # every entry up to here is reflected (a later entry of an open transaction does
-        # not move it: the stored state does not change with one, and a restart replays
-        # the entries after it, that one too)
+        # not move it: nothing of the stored state changes with one)
         self.position: Position = NOTHING
         self.max_read: Position | None = None  # None: no bound (nothing open)
         self.committed_count = 0
