@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Protocol
 from sortedcontainers import SortedSet
 
 from magnetar.broker.subscriptions.limits import SubscriptionLimits
-from magnetar.storage import CorruptEntryError
+from magnetar.storage import CorruptEntryError, StorageError
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -104,11 +104,16 @@ class Dispatcher:
             return
         self.follow_policies()
         if self._retry_timer is not None:
-            return  # an unreadable entry waits for its retry timer
+            return  # an unreadable entry or a failed read waits for its retry timer
         try:
             self.dispatch()
         except CorruptEntryError as exc:
             self._unreadable_entry(exc)
+            return
+        except (OSError, StorageError) as exc:
+            # a read from disk failed (an I/O error, a shared mount gone for a moment): no
+            # new entry or flow may come to ask again
+            self._retry_later(f"reading from storage failed ({exc})")
             return
         except Exception:
             log.exception("dispatch failed on %s/%s", self.sub.topic.name, self.sub.name)
@@ -126,12 +131,23 @@ class Dispatcher:
                 self.read_position = type(position)(position[0], position[1] + 1)
             self.schedule()
             return
+        self._retry_later(f"cannot read the next entry ({exc})", " Set "
+                          "autoSkipNonRecoverableData=true to skip unreadable entries.")
+
+    def _retry_later(self, what: str, advice: str = "") -> None:
+        """Dispatch again after a back-off (doubling from `CORRUPT_RETRY_MIN_S` up to
+        `CORRUPT_RETRY_MAX_S`, reset once entries are read), logging ``what`` at most once
+        per `CORRUPT_LOG_INTERVAL_S`: an unreadable entry, or a read from storage that
+        failed (an I/O error, a shared mount gone for a moment), is tried again, never in a
+        busy loop, and the subscription never waits for an event that will not come."""
+        if self._retry_timer is not None:
+            self._retry_timer.cancel()
         self._retry_delay = min(CORRUPT_RETRY_MAX_S, max(CORRUPT_RETRY_MIN_S, self._retry_delay * 2))
         now = time.monotonic()
         if now - self._corrupt_logged_at >= CORRUPT_LOG_INTERVAL_S:
             self._corrupt_logged_at = now
-            log.error("%s: cannot read the next entry (%s); retrying with back-off. Set "
-                      "autoSkipNonRecoverableData=true to skip unreadable entries.", where, exc)
+            log.error("%s/%s: %s; retrying with back-off.%s", self.sub.topic.name,
+                      self.sub.name, what, advice)
         self._retry_timer = self._loop.call_later(self._retry_delay, self._retry)
 
     def _retry(self) -> None:
@@ -339,8 +355,10 @@ class Dispatcher:
 
     def _take_replay_read(self) -> dict[Position, bytes | memoryview] | None:
         """The entries of the finished replay read, by position (None: there is none).
-        Positions it could not read leave the replay set with a warning; entries no
-        longer in the replay set (acknowledged, rewound meanwhile) are simply not used."""
+        Positions it could not read leave the replay set with a warning (a corrupt
+        record, an entry trimmed away), but for an I/O error: those stay, read again after
+        the back-off (`_retry_later`). Entries no longer in the replay set (acknowledged,
+        rewound meanwhile) are simply not used."""
         pending = self._replay_read
         if pending is None or not pending[1].done():
             return None
@@ -356,10 +374,17 @@ class Dispatcher:
             result = future.result()
             failed, entries = dict(result.failed), list(result.entries)
         replay = self.replay
+        io_error: OSError | None = None
         for p, error in failed.items():
-            if p in replay:
-                replay.discard(p)
-                log.warning("cannot re-read %s on %s: %s", p, self.sub.topic.name, error)
+            if p not in replay:
+                continue
+            if isinstance(error, OSError):  # the disk or its mount, for now: read again
+                io_error = error
+                continue
+            replay.discard(p)
+            log.warning("cannot re-read %s on %s: %s", p, self.sub.topic.name, error)
+        if io_error is not None:
+            self._retry_later(f"re-reading from storage failed ({io_error})")
         return dict(entries)
 
     def read_new(self, max_entries: int) -> list[Entry]:
