@@ -4,10 +4,11 @@ is skipped with one error log and counted. Either way other topics are served.""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import pulsar
 import pytest
@@ -102,44 +103,62 @@ def test_unreadable_entry_is_skipped_with_auto_skip(
         client.close()
 
 
+@contextlib.contextmanager
+def segment_unreadable(broker: ThreadedBroker, topic: str) -> Iterator[None]:
+    """While inside, ``topic``'s first segment path is a directory: a read from disk opens
+    it and gets an I/O error (EISDIR), as from a shared mount that drops for a moment."""
+    service = broker.service
+    assert service is not None
+
+    def segment_path() -> str:
+        return str(service.topics[topic].ledger._segments[0].path)
+
+    path = broker.call(segment_path)
+    os.rename(path, path + ".away")
+    os.mkdir(path)
+    try:
+        yield
+    finally:
+        os.rmdir(path)
+        os.rename(path + ".away", path)
+
+
+def wait_for_a_retry(broker: ThreadedBroker, topic: str, what: str) -> None:
+    """Until subscription ``s`` of ``topic`` has a failed read due again (its back-off)."""
+    service = broker.service
+    assert service is not None
+
+    def retry_delay() -> float:
+        return float(service.topics[topic].subscriptions["s"].dispatcher._retry_delay)
+
+    deadline = time.monotonic() + 10
+    while broker.call(retry_delay) == 0.0:
+        assert time.monotonic() < deadline, f"the failed {what} was not scheduled again"
+        time.sleep(0.02)
+
+
+TEN = [b"m%d" % i for i in range(10)]
+
+
 def test_a_read_from_storage_that_fails_is_tried_again(
     make_broker: Callable[..., ThreadedBroker], caplog: pytest.LogCaptureFixture
 ) -> None:
-    """A read from disk that fails (here its segment's path is a directory for a moment,
-    so the read gets an I/O error, as on a shared mount that drops and comes back) is
-    tried again with the back-off, and the subscription gets its messages once the file
-    is back, with nothing new published to wake it: the error did not leave it waiting
-    for an event that would not come."""
+    """A read from disk that fails with an I/O error (`segment_unreadable`) is tried
+    again with the back-off, and the subscription gets its messages once the file is
+    back, with nothing new published to wake it: the error did not leave it waiting for
+    an event that would not come."""
     topic = "persistent://public/default/read-fails"
     broker = make_broker(managedLedgerCacheSizeMB=0)
     client = pulsar.Client(broker.url, operation_timeout_seconds=10, logger=QUIET)
-    service = broker.service
-    assert service is not None
     try:
         client.subscribe(topic, "s").close()
         producer = client.create_producer(topic, batching_enabled=False)
-        for i in range(10):
-            producer.send(b"m%d" % i)
-
-        def segment_path() -> str:
-            return str(service.topics[topic].ledger._segments[0].path)
-
-        def retry_delay() -> float:
-            return float(service.topics[topic].subscriptions["s"].dispatcher._retry_delay)
-
-        path = broker.call(segment_path)
-        os.rename(path, path + ".away")
-        os.mkdir(path)  # (opened, then read: EISDIR)
-        try:
+        for data in TEN:
+            producer.send(data)
+        with segment_unreadable(broker, topic):
             consumer = client.subscribe(topic, "s")
-            deadline = time.monotonic() + 10
-            while broker.call(retry_delay) == 0.0:  # the read failed, its retry is due
-                assert time.monotonic() < deadline, "the failed read was not scheduled again"
-                time.sleep(0.02)
-        finally:
-            os.rmdir(path)
-            os.rename(path + ".away", path)
-        assert [consumer.receive(10_000).data() for _ in range(10)] == [b"m%d" % i for i in range(10)]
+            wait_for_a_retry(broker, topic, "read")
+        assert [consumer.receive(10_000).data() for _ in range(10)] == TEN
         assert unreadable_logs(caplog, "reading from storage failed") == 1
     finally:
         client.close()
@@ -154,37 +173,17 @@ def test_a_redelivery_read_that_fails_is_tried_again(
     topic = "persistent://public/default/reread-fails"
     broker = make_broker(managedLedgerCacheSizeMB=0)
     client = pulsar.Client(broker.url, operation_timeout_seconds=10, logger=QUIET)
-    service = broker.service
-    assert service is not None
     try:
         first = client.subscribe(topic, "s", consumer_type=pulsar.ConsumerType.Shared)
         producer = client.create_producer(topic, batching_enabled=False)
-        for i in range(10):
-            producer.send(b"m%d" % i)
-        assert sorted(first.receive(5000).data() for _ in range(10)) == sorted(
-            b"m%d" % i for i in range(10))
-
-        def segment_path() -> str:
-            return str(service.topics[topic].ledger._segments[0].path)
-
-        def retry_delay() -> float:
-            return float(service.topics[topic].subscriptions["s"].dispatcher._retry_delay)
-
-        path = broker.call(segment_path)
-        os.rename(path, path + ".away")
-        os.mkdir(path)  # (opened, then read: EISDIR)
-        try:
+        for data in TEN:
+            producer.send(data)
+        assert sorted(first.receive(5000).data() for _ in range(10)) == TEN
+        with segment_unreadable(broker, topic):
             first.close()  # its ten go back to be delivered again
             second = client.subscribe(topic, "s", consumer_type=pulsar.ConsumerType.Shared)
-            deadline = time.monotonic() + 10
-            while broker.call(retry_delay) == 0.0:
-                assert time.monotonic() < deadline, "the failed re-read was not scheduled again"
-                time.sleep(0.02)
-        finally:
-            os.rmdir(path)
-            os.rename(path + ".away", path)
-        assert sorted(second.receive(10_000).data() for _ in range(10)) == sorted(
-            b"m%d" % i for i in range(10))
+            wait_for_a_retry(broker, topic, "re-read")
+        assert sorted(second.receive(10_000).data() for _ in range(10)) == TEN
         assert unreadable_logs(caplog, "re-reading from storage failed") == 1
     finally:
         client.close()
