@@ -30,10 +30,9 @@ _MASK64 = (1 << 64) - 1
 
 _TWO_U32 = struct.Struct(">II")
 _U32 = struct.Struct(">I")
-_U32_FROM = _U32.unpack_from
 #: ``(value,)`` of the big-endian u32 at an offset: ``METADATA_SIZE_AT(part, 6)`` is a
 #: payload part's metadata size (after its magic and CRC32C)
-METADATA_SIZE_AT = _U32_FROM
+METADATA_SIZE_AT = _U32.unpack_from
 
 # BaseCommand.type (field 1, varint) values, and the tag of the sub-message field
 # (field number == type value, wire type 2).
