@@ -11,6 +11,7 @@ import threading
 import pytest
 
 from magnetar.storage import Position, StorageError
+from magnetar.storage.ledger import append as append_module
 
 from .storage_testlib import append_all, run
 
@@ -145,6 +146,52 @@ def test_appends_behind_a_failed_fsync_fail_too(make_factory, monkeypatch):
 
     results = run(go())
     assert all(isinstance(r, StorageError) for r in results)
+    assert ml.entry_count() == 0 and ml.last_confirmed() is None
+    ok = run(append_all(ml, [b"c"]))[0]
+    assert [d for _, d in ml.read_entries(Position(-1, -1), 10)] == [b"c"]
+    f.close()
+    ml = make_factory(segment_max_entries=3).open("t")
+    assert [(p, d) for p, d in ml.read_entries(Position(-1, -1), 10)] == [(ok, b"c")]
+
+
+def test_appends_held_for_a_segment_file_fail_behind_a_failed_fsync(make_factory, monkeypatch):
+    """Appends held until their new segment's file is made fail too when an earlier
+    fsync fails first: none is written, confirmed or visible once the file is there."""
+    real_sync = os.fdatasync
+    real_make = append_module.make_file
+    synced = threading.Event()
+    file_may_go = threading.Event()
+    made = []
+
+    def failing_sync(fd):
+        if not synced.is_set():
+            synced.set()
+            raise OSError(errno.EIO, "I/O error")
+        return real_sync(fd)
+
+    def held_make(seg, block):
+        made.append(seg.ledger_id)
+        if len(made) > 1:  # the first segment is made at once; the next wait for the test
+            file_may_go.wait(10)
+        return real_make(seg, block)
+
+    monkeypatch.setattr(os, "fdatasync", failing_sync)
+    monkeypatch.setattr(append_module, "make_file", held_make)
+    f = make_factory(fsync="group", segment_max_entries=3, inline_sync_when_idle=False)
+    ml = f.open("t")
+
+    async def go():
+        first = [ml.append(b"a%d" % i) for i in range(3)]
+        later = [ml.append(b"b%d" % i) for i in range(4)]  # held: their files wait
+        failed = await asyncio.gather(*first, return_exceptions=True)
+        file_may_go.set()  # (only now: the held appends could be written after the failure)
+        settled = await asyncio.gather(*later, return_exceptions=True)
+        await ml._files_settled()
+        return failed, settled
+
+    failed, settled = run(go())
+    assert all(isinstance(r, StorageError) for r in failed)
+    assert all(isinstance(r, StorageError) for r in settled), settled
     assert ml.entry_count() == 0 and ml.last_confirmed() is None
     ok = run(append_all(ml, [b"c"]))[0]
     assert [d for _, d in ml.read_entries(Position(-1, -1), 10)] == [b"c"]

@@ -418,6 +418,13 @@ class LedgerAppends(LedgerState):
             self._rollback(b.segment, b.first)
             for fut in b.futures:
                 _fail(fut, later)
+        # and so does every batch still held for a segment file being made: written later,
+        # it would be stored (and confirmed) behind the lost one
+        held, self._unwritten = self._unwritten, []
+        for hseg, _bufs, _start, hfuts, hposs, _loop, _nbytes in held:
+            self._rollback(hseg, hposs[0].entry_id)
+            for fut in hfuts:
+                _fail(fut, later)
         if self._wbuf:
             wseg, first, wfuts = self._wseg, self._wpos[0].entry_id, self._wfuts
             self._wbuf, self._wfuts, self._wpos, self._wbytes = [], [], [], 0
