@@ -123,6 +123,30 @@ def segment_unreadable(broker: ThreadedBroker, topic: str) -> Iterator[None]:
         os.rename(path + ".away", path)
 
 
+@contextlib.contextmanager
+def segment_missing(broker: ThreadedBroker, topic: str) -> Iterator[None]:
+    """While inside, ``topic``'s first segment file is not there (renamed away, the
+    segment still the ledger's): as a data directory whose mount is missing, or a file
+    removed by hand. A read of it is an I/O error (ENOENT), not the end of the entries."""
+    service = broker.service
+    assert service is not None
+
+    def segment_path() -> str:
+        return str(service.topics[topic].ledger._segments[0].path)
+
+    path = broker.call(segment_path)
+    os.rename(path, path + ".away")
+    try:
+        yield
+    finally:
+        os.rename(path + ".away", path)
+
+
+#: the two ways a segment file fails a read from disk: unreadable, and not there
+STORAGE_FAULTS = pytest.mark.parametrize("fault", [segment_unreadable, segment_missing],
+                                         ids=["unreadable", "missing"])
+
+
 def wait_for_a_retry(broker: ThreadedBroker, topic: str, what: str) -> None:
     """Until subscription ``s`` of ``topic`` has a failed read due again (its back-off)."""
     service = broker.service
@@ -140,13 +164,17 @@ def wait_for_a_retry(broker: ThreadedBroker, topic: str, what: str) -> None:
 TEN = [b"m%d" % i for i in range(10)]
 
 
+@STORAGE_FAULTS
 def test_a_read_from_storage_that_fails_is_tried_again(
-    make_broker: Callable[..., ThreadedBroker], caplog: pytest.LogCaptureFixture
+    make_broker: Callable[..., ThreadedBroker], caplog: pytest.LogCaptureFixture,
+    fault: Callable[[ThreadedBroker, str], contextlib.AbstractContextManager[None]],
 ) -> None:
-    """A read from disk that fails with an I/O error (`segment_unreadable`) is tried
-    again with the back-off, and the subscription gets its messages once the file is
-    back, with nothing new published to wake it: the error did not leave it waiting for
-    an event that would not come."""
+    """A read from disk that fails with an I/O error (`segment_unreadable`), or finds
+    the file of a live segment missing (`segment_missing`: before, that read as no
+    entries, and the subscription waited for ever), is tried again with the back-off,
+    and the subscription gets its messages once the file is back, with nothing new
+    published to wake it: the error did not leave it waiting for an event that would
+    not come."""
     topic = "persistent://public/default/read-fails"
     broker = make_broker(managedLedgerCacheSizeMB=0)
     client = pulsar.Client(broker.url, operation_timeout_seconds=10, logger=QUIET)
@@ -155,7 +183,7 @@ def test_a_read_from_storage_that_fails_is_tried_again(
         producer = client.create_producer(topic, batching_enabled=False)
         for data in TEN:
             producer.send(data)
-        with segment_unreadable(broker, topic):
+        with fault(broker, topic):
             consumer = client.subscribe(topic, "s")
             wait_for_a_retry(broker, topic, "read")
         assert [consumer.receive(10_000).data() for _ in range(10)] == TEN
@@ -164,12 +192,15 @@ def test_a_read_from_storage_that_fails_is_tried_again(
         client.close()
 
 
+@STORAGE_FAULTS
 def test_a_redelivery_read_that_fails_is_tried_again(
-    make_broker: Callable[..., ThreadedBroker], caplog: pytest.LogCaptureFixture
+    make_broker: Callable[..., ThreadedBroker], caplog: pytest.LogCaptureFixture,
+    fault: Callable[[ThreadedBroker, str], contextlib.AbstractContextManager[None]],
 ) -> None:
     """The same for messages to deliver again: a Shared consumer leaves with ten
-    unacknowledged, the next one's read of them from disk fails with an I/O error, and
-    they stay to be delivered (before, they left the redelivery set with a warning)."""
+    unacknowledged, the next one's read of them from disk fails with an I/O error (or
+    finds the file missing), and they stay to be delivered (before, they left the
+    redelivery set with a warning)."""
     topic = "persistent://public/default/reread-fails"
     broker = make_broker(managedLedgerCacheSizeMB=0)
     client = pulsar.Client(broker.url, operation_timeout_seconds=10, logger=QUIET)
@@ -179,7 +210,7 @@ def test_a_redelivery_read_that_fails_is_tried_again(
         for data in TEN:
             producer.send(data)
         assert sorted(first.receive(5000).data() for _ in range(10)) == TEN
-        with segment_unreadable(broker, topic):
+        with fault(broker, topic):
             first.close()  # its ten go back to be delivered again
             second = client.subscribe(topic, "s", consumer_type=pulsar.ConsumerType.Shared)
             wait_for_a_retry(broker, topic, "re-read")

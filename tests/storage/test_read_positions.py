@@ -10,7 +10,13 @@ from typing import Any
 
 import pytest
 
-from magnetar.storage import CorruptEntryError, EntryNotFoundError, Position, PositionsRead
+from magnetar.storage import (
+    CorruptEntryError,
+    EntryNotFoundError,
+    Position,
+    PositionsRead,
+    SegmentFileMissingError,
+)
 from magnetar.storage.ledger import reads as ledger_mod
 
 from .storage_testlib import append_all, run
@@ -23,6 +29,13 @@ def payloads(n: int, size: int = 50) -> list[bytes]:
 def read(ml: Any, positions: list[Position], max_bytes: int | None = None) -> PositionsRead:
     async def go() -> PositionsRead:
         return await ml.read_positions_cold(positions, max_bytes)
+
+    return run(go())
+
+
+def read_cold(ml: Any, start: Position, count: int) -> list[tuple[Position, Any]]:
+    async def go() -> list[tuple[Position, Any]]:
+        return await ml.read_cold(start, count)
 
     return run(go())
 
@@ -91,11 +104,48 @@ def test_read_positions_cold_reports_what_it_cannot_read(make_factory: Any) -> N
     assert isinstance(got.failed[pos[2]], CorruptEntryError)
     assert all(isinstance(got.failed[p], EntryNotFoundError) for p in missing)
 
-    os.rename(seg.path, seg.path + ".gone")  # as if trimmed while the read was planned
+
+
+def test_a_segment_gone_is_trimmed_or_missing(
+    make_factory: Any, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A segment file that is not there when its run is read: the segment trimmed while
+    the read was under way reads as `EntryNotFoundError`; the file of a segment that is
+    still the ledger's (a mount not there, a file removed by hand) as
+    `SegmentFileMissingError`, an I/O error (``OSError``) its readers try again and a
+    `StorageError`, and read again once it is back."""
+    f = make_factory(segment_max_entries=6, read_cache_bytes=0)
+    ml = f.open("t")
+    data = payloads(12)
+    pos = run(append_all(ml, data))
+    seg = ml._segments[0]
+    os.rename(seg.path, seg.path + ".away")
+    got = read(ml, [pos[0], pos[1], pos[6]])
+    assert [p for p, _ in got.entries] == [pos[6]]
+    assert set(got.failed) == {pos[0], pos[1]}
+    assert all(isinstance(e, SegmentFileMissingError) and isinstance(e, OSError)
+               for e in got.failed.values())
+    with pytest.raises(SegmentFileMissingError, match="missing"):
+        read_cold(ml, pos[0], 3)
+    os.rename(seg.path + ".away", seg.path)
+    assert [bytes(v) for _, v in read(ml, [pos[0], pos[1]]).entries] == data[:2]
+    assert [bytes(v) for _, v in read_cold(ml, pos[0], 3)] == data[:3]
+
+    real = ledger_mod.read_span
+
+    def trimmed_meanwhile(span: Any, views: bool = False) -> Any:
+        if span.ledger_id == seg.ledger_id:  # the loop trims it as the thread reads
+            ml._by_id.pop(seg.ledger_id, None)
+            if os.path.exists(seg.path):
+                os.rename(seg.path, seg.path + ".trimmed")
+        return real(span, views)
+
+    monkeypatch.setattr(ledger_mod, "read_span", trimmed_meanwhile)
     got = read(ml, [pos[0], pos[1], pos[6]])
     assert [p for p, _ in got.entries] == [pos[6]]
     assert set(got.failed) == {pos[0], pos[1]}
     assert all(isinstance(e, EntryNotFoundError) for e in got.failed.values())
+    assert read_cold(ml, pos[0], 3) == []
 
 
 def test_read_positions_cold_fails_a_run_on_an_io_error(

@@ -11,6 +11,7 @@ from .errors import (
     LedgerClosedError,
     LedgerTerminatedError,
     NoSpaceError,
+    SegmentFileMissingError,
     StorageError,
 )
 from .factory import ManagedLedgerFactory
@@ -33,6 +34,7 @@ __all__ = [
     "NoSpaceError",
     "Position",
     "PositionsRead",
+    "SegmentFileMissingError",
     "SqliteMetadataStore",
     "StorageConfig",
     "StorageError",

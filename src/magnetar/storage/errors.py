@@ -19,6 +19,13 @@ class EntryNotFoundError(StorageError):
     """No confirmed entry exists at the requested position."""
 
 
+class SegmentFileMissingError(StorageError, FileNotFoundError):
+    """The file of a segment that is still its ledger's is not there (a data directory
+    whose mount is missing, a file removed by hand): an I/O error (an ``OSError``, ENOENT)
+    that readers try again, as the storage error it also is. Never "no entries": that
+    would end a replay or a read early without a word."""
+
+
 class CorruptEntryError(StorageError):
     """An entry read from disk failed its checksum (``position``: which one, when known)."""
 

@@ -6,14 +6,16 @@ segment files, on the calling thread or on the factory's ``readers`` threads (`r
 from __future__ import annotations
 
 import asyncio
+import errno
 from bisect import bisect_left
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import NamedTuple
 
 from .. import record
 from ..errors import (
     CorruptEntryError,
     EntryNotFoundError,
+    SegmentFileMissingError,
 )
 from ..position import Position
 from ..segment import ColdSpan, Segment, read_span
@@ -32,11 +34,26 @@ class PositionsRead(NamedTuple):
     failed: dict[Position, Exception]
 
 
-def _read_runs(runs: list[ColdSpan], failed: dict[Position, Exception]) -> PositionsRead:
+def _missing(span: ColdSpan, segments: Mapping[int, Segment]) -> SegmentFileMissingError | None:
+    """Why ``span``'s file is not there (`read_span` read nothing), on a ``readers``
+    thread: None when its segment left the ledger meanwhile (trimmed or deleted: the
+    ledger takes a segment out before its file is removed), so there is nothing to read;
+    else the file of a live segment is missing (a data directory whose mount is not there,
+    a file removed by hand): `SegmentFileMissingError`, never "no entries"."""
+    seg = segments.get(span.ledger_id)
+    if seg is None or seg.path != span.path:
+        return None
+    return SegmentFileMissingError(
+        errno.ENOENT, f"the file of segment {span.ledger_id} is missing (is the data "
+        "directory's mount there?)", span.path)
+
+
+def _read_runs(runs: list[ColdSpan], failed: dict[Position, Exception],
+               segments: Mapping[int, Segment]) -> PositionsRead:
     """The disk work of `ManagedLedger.read_positions_cold` (a ``readers`` thread): each
     run with one pread (`read_span`); a record that fails its checksum is reported and the
-    rest of its run read on, a file that is gone (trimmed meanwhile) or an I/O error fails
-    what is left of its run."""
+    rest of its run read on, a file that is gone (trimmed meanwhile; missing while its
+    segment is live: `_missing`) or an I/O error fails what is left of its run."""
     entries: list[tuple[Position, memoryview]] = []
     for run in runs:
         lid, first, offs = run.ledger_id, run.first, run.offsets
@@ -55,7 +72,8 @@ def _read_runs(runs: list[ColdSpan], failed: dict[Position, Exception]) -> Posit
                     failed[Position(lid, first + j)] = exc
                 break
             if not got:
-                gone = EntryNotFoundError(f"{run.path}: segment {lid} was deleted (trimmed)")
+                gone: Exception = _missing(run, segments) or EntryNotFoundError(
+                    f"{run.path}: segment {lid} was deleted (trimmed)")
                 for j in range(k, count):
                     failed[Position(lid, first + j)] = gone
                 break
@@ -167,7 +185,9 @@ class LedgerReads(LedgerState):
         The event loop only plans the read (positions and offsets); the thread opens the
         file itself, so nothing the loop owns is touched there. The run is read with one
         pread and each record checked against its CRC32C; the entries are read-only
-        ``memoryview``s of that one buffer (no copy per entry)."""
+        ``memoryview``s of that one buffer (no copy per entry). A segment trimmed meanwhile
+        reads as nothing; a live segment whose file is missing fails with
+        `SegmentFileMissingError` (a `StorageError` and an ``OSError``)."""
         loop = asyncio.get_running_loop()
         loc = self._locate(start) if max_entries > 0 else None
         if loc is None:
@@ -185,10 +205,15 @@ class LedgerReads(LedgerState):
             last = j
         span = seg.span(first, last)
         lid = seg.ledger_id
+        segments = self._by_id
 
         def read() -> list[tuple[Position, memoryview]]:
-            return [(Position(lid, first + k), data)
-                    for k, data in enumerate(read_span(span, views=True))]
+            got = read_span(span, views=True)
+            if not got:
+                missing = _missing(span, segments)
+                if missing is not None:
+                    raise missing
+            return [(Position(lid, first + k), data) for k, data in enumerate(got)]
 
         return loop.run_in_executor(self._factory.readers, read)
 
@@ -243,7 +268,7 @@ class LedgerReads(LedgerState):
             done: asyncio.Future[PositionsRead] = loop.create_future()
             done.set_result(PositionsRead([], failed))
             return done
-        return loop.run_in_executor(self._factory.readers, _read_runs, runs, failed)
+        return loop.run_in_executor(self._factory.readers, _read_runs, runs, failed, self._by_id)
 
     def _read_disk(
         self, seg: Segment, first: int, last: int, budget: int, out: list[tuple[Position, bytes | memoryview]]
