@@ -22,7 +22,9 @@ first send on the partition, as it did before it wrote that send right behind th
 client's behaviour of its time; ``--awaited-ends NAME`` likewise has the commit wait for
 the transaction's sends before its EndTxn (before the client wrote it behind them). A
 transaction's sends are not awaited before its commit (the commit waits for them, or is
-written behind them); a group without a transaction awaits its sends. ``--pin``: the brokers on the last CPU and the client on
+written behind them); a group without a transaction awaits its sends. ``--in-flight K``
+(cpu mode): K producers of the topic, each sending its share of the groups in turn, so
+that K transactions (or groups) are under way at once (1 by default). ``--pin``: the brokers on the last CPU and the client on
 the others, so that neither migrates nor shares a CPU with the other (on 2 shared cores a
 phase's CPU per message otherwise scatters up to 2x from round to round); the summary
 gives the median of the rounds' own ratios too, each plain/transaction pair run back to
@@ -61,7 +63,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import magnetar
 from magnetar.client.transaction import Transaction
@@ -128,30 +130,39 @@ def client_of(name: str, args: argparse.Namespace) -> Iterator[None]:
 
 
 async def phase(url: str, pid: int, groups: int, per_group: int, size: int,
-                in_txn: bool) -> tuple[float, list[float]]:
-    """(broker CPU µs per message, commit latencies in ms) of one phase."""
+                in_txn: bool, in_flight: int = 1) -> tuple[float, list[float]]:
+    """(broker CPU µs per message, commit latencies in ms) of one phase. ``in_flight``:
+    that many producers of the topic, each sending its share of the groups one after the
+    other (so that many groups, or transactions, are under way at once)."""
     topic = f"persistent://public/default/txn-bench-{uuid.uuid4().hex[:8]}"
     payload = b"x" * size
     commits: list[float] = []
     async with magnetar.Client(url, enable_transaction=True) as client:
-        producer = await client.create_producer(topic)
-        await producer.send(payload)  # topic loaded, producer ready: not measured
+        producers = [await client.create_producer(topic) for _ in range(in_flight)]
+        for producer in producers:  # topic loaded, producers ready: not measured
+            await producer.send(payload)
         if in_txn:  # the coordinators looked up and connected (once per client): not either
             coordinators = client._transactions()
             for tc in range(await coordinators.count()):
                 await coordinators.connection(tc)
+
+        async def send_groups(producer: Any, count: int) -> None:
+            for _ in range(count):
+                txn = await client.new_transaction(timeout_ms=60_000) if in_txn else None
+                futures = [await producer.send_async(payload, txn=txn) for _ in range(per_group)]
+                if txn is None:
+                    await asyncio.gather(*futures)
+                    continue
+                started = time.perf_counter()
+                await txn.commit()  # (which waits for the sends, or is written behind them)
+                commits.append((time.perf_counter() - started) * 1000)
+                if not all(f.done() and f.exception() is None for f in futures):
+                    raise SystemExit("a transaction committed with a send not stored")
+
+        shares = [groups // in_flight + (1 if i < groups % in_flight else 0)
+                  for i in range(in_flight)]
         before = cpu_seconds(pid)
-        for _ in range(groups):
-            txn = await client.new_transaction(timeout_ms=60_000) if in_txn else None
-            futures = [await producer.send_async(payload, txn=txn) for _ in range(per_group)]
-            if txn is None:
-                await asyncio.gather(*futures)
-                continue
-            started = time.perf_counter()
-            await txn.commit()  # (which waits for the sends, or is written behind them)
-            commits.append((time.perf_counter() - started) * 1000)
-            if not all(f.done() and f.exception() is None for f in futures):
-                raise SystemExit("a transaction committed with a send not stored")
+        await asyncio.gather(*(send_groups(p, n) for p, n in zip(producers, shares, strict=True)))
         used = cpu_seconds(pid) - before
     return used / (groups * per_group) * 1e6, commits
 
@@ -204,11 +215,12 @@ def run_trees(args: argparse.Namespace) -> None:
             order = trees if i % 2 == 0 else trees[::-1]
             for name, _ in order:
                 url, pid = brokers[name]
-                cpu, _ = asyncio.run(phase(url, pid, args.txns, args.per_txn, args.size, False))
+                cpu, _ = asyncio.run(phase(url, pid, args.txns, args.per_txn, args.size, False,
+                                               args.in_flight))
                 plain[name].append(cpu)
                 with client_of(name, args):
                     cpu, lat = asyncio.run(phase(url, pid, args.txns, args.per_txn, args.size,
-                                                 True))
+                                                 True, args.in_flight))
                 txn[name].append(cpu)
                 commits[name] += lat
                 print(f"round {i + 1} {name}: no transaction {plain[name][-1]:.1f} us/msg, "
@@ -455,6 +467,10 @@ def main() -> None:
     parser.add_argument("--per-txn", type=int, default=None,
                         help="messages per transaction (100 in cpu mode, else 5)")
     parser.add_argument("--size", type=int, default=1024, help="bytes per message")
+    parser.add_argument("--in-flight", type=int, default=1, metavar="K",
+                        help="cpu mode: K producers of the topic, each sending its share of "
+                        "the groups in turn, so K groups (or transactions) are under way at "
+                        "once (default 1: one at a time)")
     parser.add_argument("--rounds", type=int, default=2, help="plain/txn phase pairs")
     parser.add_argument("--rate", type=float, default=100.0,
                         help="transactions started per second (commit-rate, reader)")
@@ -498,10 +514,10 @@ def main() -> None:
         pid = broker.process.pid
         for _ in range(args.rounds):
             cpu, _ = asyncio.run(phase(broker.service_url, pid, args.txns, args.per_txn,
-                                       args.size, False))
+                                       args.size, False, args.in_flight))
             plain.append(cpu)
             cpu, lat = asyncio.run(phase(broker.service_url, pid, args.txns, args.per_txn,
-                                         args.size, True))
+                                         args.size, True, args.in_flight))
             txn.append(cpu)
             commits += lat
     base = statistics.median(plain)
@@ -515,7 +531,7 @@ def main() -> None:
           f"(rounds: {', '.join(f'{v:.1f}' for v in txn)}); ratio {ratio} "
           "(the transactions' NewTxn, AddPartitionToTxn and EndTxn included)")
     print(f"commit latency: p50 {pct(commits, 0.5):.1f} ms, p99 {pct(commits, 0.99):.1f} ms "
-          f"({len(commits)} commits, one at a time)")
+          f"({len(commits)} commits, {args.in_flight} under way at once)")
 
 
 if __name__ == "__main__":
