@@ -103,17 +103,17 @@ def test_unreadable_entry_is_skipped_with_auto_skip(
         client.close()
 
 
+def first_segment_path(broker: ThreadedBroker, topic: str) -> str:
+    service = broker.service
+    assert service is not None
+    return str(broker.call(lambda: service.topics[topic].ledger._segments[0].path))
+
+
 @contextlib.contextmanager
 def segment_unreadable(broker: ThreadedBroker, topic: str) -> Iterator[None]:
     """While inside, ``topic``'s first segment path is a directory: a read from disk opens
     it and gets an I/O error (EISDIR), as from a shared mount that drops for a moment."""
-    service = broker.service
-    assert service is not None
-
-    def segment_path() -> str:
-        return str(service.topics[topic].ledger._segments[0].path)
-
-    path = broker.call(segment_path)
+    path = first_segment_path(broker, topic)
     os.rename(path, path + ".away")
     os.mkdir(path)
     try:
@@ -128,13 +128,7 @@ def segment_missing(broker: ThreadedBroker, topic: str) -> Iterator[None]:
     """While inside, ``topic``'s first segment file is not there (renamed away, the
     segment still the ledger's): as a data directory whose mount is missing, or a file
     removed by hand. A read of it is an I/O error (ENOENT), not the end of the entries."""
-    service = broker.service
-    assert service is not None
-
-    def segment_path() -> str:
-        return str(service.topics[topic].ledger._segments[0].path)
-
-    path = broker.call(segment_path)
+    path = first_segment_path(broker, topic)
     os.rename(path, path + ".away")
     try:
         yield

@@ -118,6 +118,17 @@ def test_segment_create_error(make_factory, monkeypatch):
     assert run(append_all(ml, [b"y"]))[0].entry_id == 0
 
 
+def nothing_stored_and_the_ledger_goes_on(make_factory, f, ml) -> None:
+    """No entry of ``ml`` (of factory ``f``) is visible; the next append is stored, and
+    is the ledger's only entry after a reopen."""
+    assert ml.entry_count() == 0 and ml.last_confirmed() is None
+    ok = run(append_all(ml, [b"c"]))[0]
+    assert [d for _, d in ml.read_entries(Position(-1, -1), 10)] == [b"c"]
+    f.close()
+    ml = make_factory(segment_max_entries=3).open("t")
+    assert [(p, d) for p, d in ml.read_entries(Position(-1, -1), 10)] == [(ok, b"c")]
+
+
 def test_appends_behind_a_failed_fsync_fail_too(make_factory, monkeypatch):
     """A failed fsync fails every later pending append, even in a newer segment, and
     none of them is visible; the ledger then continues in a new segment."""
@@ -146,12 +157,7 @@ def test_appends_behind_a_failed_fsync_fail_too(make_factory, monkeypatch):
 
     results = run(go())
     assert all(isinstance(r, StorageError) for r in results)
-    assert ml.entry_count() == 0 and ml.last_confirmed() is None
-    ok = run(append_all(ml, [b"c"]))[0]
-    assert [d for _, d in ml.read_entries(Position(-1, -1), 10)] == [b"c"]
-    f.close()
-    ml = make_factory(segment_max_entries=3).open("t")
-    assert [(p, d) for p, d in ml.read_entries(Position(-1, -1), 10)] == [(ok, b"c")]
+    nothing_stored_and_the_ledger_goes_on(make_factory, f, ml)
 
 
 def test_appends_held_for_a_segment_file_fail_behind_a_failed_fsync(make_factory, monkeypatch):
@@ -192,12 +198,7 @@ def test_appends_held_for_a_segment_file_fail_behind_a_failed_fsync(make_factory
     failed, settled = run(go())
     assert all(isinstance(r, StorageError) for r in failed)
     assert all(isinstance(r, StorageError) for r in settled), settled
-    assert ml.entry_count() == 0 and ml.last_confirmed() is None
-    ok = run(append_all(ml, [b"c"]))[0]
-    assert [d for _, d in ml.read_entries(Position(-1, -1), 10)] == [b"c"]
-    f.close()
-    ml = make_factory(segment_max_entries=3).open("t")
-    assert [(p, d) for p, d in ml.read_entries(Position(-1, -1), 10)] == [(ok, b"c")]
+    nothing_stored_and_the_ledger_goes_on(make_factory, f, ml)
 
 
 def test_a_failed_inline_fsync_fails_its_batch_and_the_ledger_goes_on(make_factory, monkeypatch):
