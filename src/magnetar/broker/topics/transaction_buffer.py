@@ -240,6 +240,11 @@ class TransactionBuffer:
         if txn not in self.verified:
             self.verified[txn] = TxnLane(txnid_fields(txn[0], txn[1]), self.open.get(txn))
 
+    def verified_fields(self, txn: TxnId) -> bytes | None:
+        """The metadata fields of ``txn`` if it is verified here (`verify`), else None."""
+        lane = self.verified.get(txn)
+        return lane.fields if lane is not None else None
+
     def _unverify(self, txn: TxnId) -> TxnLane | None:
         """``txn`` is no longer taken at once (its end began): its lane, if it had one,
         sends the entries still being appended with it to `placed`."""

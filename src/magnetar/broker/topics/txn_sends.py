@@ -71,8 +71,7 @@ def publish_in_order(producer: Producer, send: SendFrame, payload: bytes | memor
             verdict = False
         else:
             verdict = _check_now(topic, buf, txn)
-            lane = buf.verified.get(txn)
-            fields = lane.fields if lane is not None else None
+            fields = buf.verified_fields(txn)
         if verdict is True:
             stored = with_txnid(payload, txn, fields)
             if stored is None:
@@ -154,8 +153,7 @@ def _append(producer: Producer, topic: PersistentTopic, buf: TransactionBuffer, 
                             f"transaction {txn_name(txn)} already ended on {topic.name}", size,
                             txn)
         return
-    lane = buf.verified.get(txn)
-    stored = with_txnid(payload, txn, lane.fields if lane is not None else None)
+    stored = with_txnid(payload, txn, buf.verified_fields(txn))
     if stored is None:
         producer.send_error(send.sequence_id, pb.UnknownError,
                             "the message's metadata cannot be read", size, txn)
