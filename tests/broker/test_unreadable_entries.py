@@ -212,3 +212,95 @@ def test_a_redelivery_read_that_fails_is_tried_again(
         assert unreadable_logs(caplog, "re-reading from storage failed") == 1
     finally:
         client.close()
+
+
+def first_segment(broker: ThreadedBroker, topic: str) -> tuple[int, int]:
+    """(id, entries) of ``topic``'s first segment."""
+    service = broker.service
+    assert service is not None
+
+    def read() -> tuple[int, int]:
+        segment = service.topics[topic].ledger._segments[0]
+        return segment.ledger_id, segment.confirmed
+
+    return broker.call(read)
+
+
+def skipped_and_acknowledged(broker: ThreadedBroker, topic: str, segment: int,
+                             count: int) -> bool:
+    """Whether subscription ``s`` of ``topic`` counts ``count`` skipped entries, and the
+    first ``count`` of ``segment`` are acknowledged by its cursor."""
+    service = broker.service
+    assert service is not None
+
+    def check() -> bool:
+        sub = service.topics[topic].subscriptions["s"]
+        return (sub.stats()["nonRecoverableEntriesSkipped"] == count
+                and all(sub.cursor.is_deleted((segment, i)) for i in range(count)))
+
+    return broker.call(check)
+
+
+FIFTEEN = [b"m%d" % i for i in range(15)]
+SKIP_MISSING = {"managedLedgerCacheSizeMB": 0, "managedLedgerMaxEntriesPerLedger": 5,
+                "autoSkipNonRecoverableData": True}
+
+
+def test_a_missing_segment_is_skipped_with_auto_skip(
+    make_broker: Callable[..., ThreadedBroker], caplog: pytest.LogCaptureFixture
+) -> None:
+    """With ``autoSkipNonRecoverableData``, a segment whose file is missing is skipped as
+    Pulsar skips a ledger that no longer exists: the subscription gets the entries after
+    it, the skipped ones are acknowledged and counted, with one error log; the file
+    coming back brings none of them again. (Without the setting the read is tried again:
+    `test_a_read_from_storage_that_fails_is_tried_again`.)"""
+    topic = "persistent://public/default/missing-skipped"
+    broker = make_broker(**SKIP_MISSING)
+    client = pulsar.Client(broker.url, operation_timeout_seconds=10, logger=QUIET)
+    try:
+        client.subscribe(topic, "s").close()
+        producer = client.create_producer(topic, batching_enabled=False)
+        for data in FIFTEEN:
+            producer.send(data)
+        segment, count = first_segment(broker, topic)
+        assert 0 < count < len(FIFTEEN)
+        with segment_missing(broker, topic):
+            consumer = client.subscribe(topic, "s")
+            rest = len(FIFTEEN) - count
+            assert [consumer.receive(10_000).data() for _ in range(rest)] == FIFTEEN[count:]
+        assert nothing_more(consumer)
+        assert skipped_and_acknowledged(broker, topic, segment, count)
+        assert unreadable_logs(caplog, f"skipping {count} entries") == 1
+        assert unreadable_logs(caplog, "reading from storage failed") == 0
+    finally:
+        client.close()
+
+
+def test_a_redelivery_of_a_missing_segment_is_skipped_with_auto_skip(
+    make_broker: Callable[..., ThreadedBroker], caplog: pytest.LogCaptureFixture
+) -> None:
+    """The same for messages to deliver again: a Shared consumer leaves with fifteen
+    unacknowledged, the first segment's file is missing when they are read again, and
+    the next consumer gets those of the other segments; the missing ones are skipped,
+    acknowledged and counted."""
+    topic = "persistent://public/default/missing-reread-skipped"
+    broker = make_broker(**SKIP_MISSING)
+    client = pulsar.Client(broker.url, operation_timeout_seconds=10, logger=QUIET)
+    try:
+        first = client.subscribe(topic, "s", consumer_type=pulsar.ConsumerType.Shared)
+        producer = client.create_producer(topic, batching_enabled=False)
+        for data in FIFTEEN:
+            producer.send(data)
+        assert sorted(first.receive(5000).data() for _ in FIFTEEN) == sorted(FIFTEEN)
+        segment, count = first_segment(broker, topic)
+        with segment_missing(broker, topic):
+            first.close()  # its fifteen go back to be delivered again
+            second = client.subscribe(topic, "s", consumer_type=pulsar.ConsumerType.Shared)
+            rest = len(FIFTEEN) - count
+            got = sorted(second.receive(10_000).data() for _ in range(rest))
+            assert got == sorted(FIFTEEN[count:])
+        assert nothing_more(second)
+        assert skipped_and_acknowledged(broker, topic, segment, count)
+        assert unreadable_logs(caplog, f"skipping {count} entries to deliver again") == 1
+    finally:
+        client.close()

@@ -54,6 +54,25 @@ def test_mark_delete_and_individual_ranges(setup):
     assert c.backlog() == 0 and c.read_position is None
 
 
+def test_delete_range_acknowledges_a_run_at_once(setup):
+    """`delete_range` (a segment skipped whole): the run acknowledged in one range, its
+    batch ack sets dropped, folded into the mark-delete position when it touches it,
+    clamped to the last entry, and nothing at or below the mark-delete position moves."""
+    _, ml, pos = setup
+    c = ml.open_cursor("c", "earliest")
+    c.set_batch_ack(pos[6], [1])
+    c.delete_range(pos[5], pos[9])  # the second segment
+    assert c.individually_deleted == [(pos[5], pos[9])]
+    assert c.batch_ack_set(pos[6]) is None
+    assert c.backlog() == 12 - 5
+    c.delete_range(pos[0], pos[4])  # the first: everything up to the second's end
+    assert c.mark_delete_position == pos[9] and c.individually_deleted == []
+    c.delete_range(pos[2], pos[3])  # below the mark-delete position: nothing changes
+    assert c.mark_delete_position == pos[9] and c.individually_deleted == []
+    c.delete_range(pos[11], Position(10**9, 0))  # clamped to the last entry
+    assert c.individually_deleted == [(pos[11], pos[11])] and c.backlog() == 1
+
+
 def test_in_order_acks_stay_compact(make_factory):
     f = make_factory()
     ml = f.open("t")

@@ -107,6 +107,23 @@ class ManagedCursor:
             self._absorb()
             self._changed()
 
+    def delete_range(self, first: Position, last: Position) -> None:
+        """Acknowledge every entry from ``first`` through ``last`` (inclusive; clamped to
+        the last confirmed entry) in one step, however many there are: a run the reader
+        skips as a whole (a segment whose file is missing)."""
+        lac = self.ledger.last_confirmed()
+        if lac is None:
+            return
+        first, last = Position(*first), Position(*min(last, lac))
+        if last <= self._md or last < first:
+            return
+        self._ranges.add_range(first, last)
+        acks = self.batch_ack_sets
+        for p in [p for p in acks if first <= p <= last]:
+            del acks[p]
+        self._absorb()
+        self._changed()
+
     def set_property(self, name: str, value: int | None) -> None:
         """Set (None: remove) a property; stored with the cursor's next write."""
         if self.properties.get(name) == value:

@@ -23,7 +23,11 @@ class SegmentFileMissingError(StorageError, FileNotFoundError):
     """The file of a segment that is still its ledger's is not there (a data directory
     whose mount is missing, a file removed by hand): an I/O error (an ``OSError``, ENOENT)
     that readers try again, as the storage error it also is. Never "no entries": that
-    would end a replay or a read early without a word."""
+    would end a replay or a read early without a word. ``segment``: (the segment's id,
+    its last confirmed entry id) when known, what a reader that skips non-recoverable
+    data passes over (``autoSkipNonRecoverableData``)."""
+
+    segment: tuple[int, int] | None = None
 
 
 class CorruptEntryError(StorageError):

@@ -13,7 +13,10 @@ An entry that fails its checksum when read for the first time stops the pass. Wi
 ``autoSkipNonRecoverableData`` it is skipped (acknowledged for this subscription, one
 error log, counted in the subscription's stats); otherwise dispatch retries it with a
 doubling back-off up to a minute, logging once a minute, so that an operator can act
-while the subscription's other work and every other subscription go on.
+while the subscription's other work and every other subscription go on. A read from disk
+that fails with an I/O error is retried the same way; one that finds a segment's file
+missing (`SegmentFileMissingError`) too, unless ``autoSkipNonRecoverableData`` skips
+the rest of that segment (as Pulsar skips a ledger that no longer exists).
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from typing import TYPE_CHECKING, Protocol
 from sortedcontainers import SortedSet
 
 from magnetar.broker.subscriptions.limits import SubscriptionLimits
-from magnetar.storage import CorruptEntryError, StorageError
+from magnetar.storage import CorruptEntryError, SegmentFileMissingError, StorageError
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -110,6 +113,11 @@ class Dispatcher:
         except CorruptEntryError as exc:
             self._unreadable_entry(exc)
             return
+        except SegmentFileMissingError as exc:
+            if not self._skip_missing_segment(exc):
+                self._retry_later(f"reading from storage failed ({exc})", " Set "
+                                  "autoSkipNonRecoverableData=true to skip missing segments.")
+            return
         except (OSError, StorageError) as exc:
             # a read from disk failed (an I/O error, a shared mount gone for a moment): no
             # new entry or flow may come to ask again
@@ -133,6 +141,35 @@ class Dispatcher:
             return
         self._retry_later(f"cannot read the next entry ({exc})", " Set "
                           "autoSkipNonRecoverableData=true to skip unreadable entries.")
+
+    def _skip_missing_segment(self, exc: SegmentFileMissingError) -> bool:
+        """With ``autoSkipNonRecoverableData``, what is left to read of a segment whose
+        file is missing is skipped, as Pulsar skips a ledger that no longer exists:
+        acknowledged for this subscription in one range, one error log, counted in the
+        subscription's stats; reading goes on after it. False: not skipped (the setting
+        is off, or the read was not of the topic's own ledger), tried again instead."""
+        if (not self.config.autoSkipNonRecoverableData or exc.segment is None
+                or self.ledger is not self.sub.topic.ledger):
+            return False
+        segment, last_id = exc.segment
+        start = self.read_position
+        make = type(start)
+        # (a read position just past the segment before it stands for this one's first)
+        first = start if start[0] == segment else make(segment, 0)
+        if start[0] > segment or last_id < first[1]:
+            return False
+        last = make(segment, last_id)
+        self.cursor.delete_range(first, last)
+        for p in list(self.replay.irange(first, last)):
+            self.replay.discard(p)
+        count = last_id - first[1] + 1
+        self.sub.skipped_entries += count
+        log.error("%s/%s: skipping %d entries %s:%d-%d of a segment whose file is missing "
+                  "(autoSkipNonRecoverableData): %s", self.sub.topic.name, self.sub.name,
+                  count, segment, first[1], last_id, exc)
+        self.read_position = make(segment, last_id + 1)
+        self.schedule()
+        return True
 
     def _retry_later(self, what: str, advice: str = "") -> None:
         """Dispatch again after a back-off (doubling from `CORRUPT_RETRY_MIN_S` up to
@@ -375,14 +412,28 @@ class Dispatcher:
             failed, entries = dict(result.failed), list(result.entries)
         replay = self.replay
         io_error: OSError | None = None
+        skip_missing = (self.config.autoSkipNonRecoverableData
+                        and self.ledger is self.sub.topic.ledger)
+        skipped: list[Position] = []
         for p, error in failed.items():
             if p not in replay:
+                continue
+            if skip_missing and isinstance(error, SegmentFileMissingError):
+                skipped.append(p)  # (as `_skip_missing_segment`, position by position)
                 continue
             if isinstance(error, OSError):  # the disk or its mount, for now: read again
                 io_error = error
                 continue
             replay.discard(p)
             log.warning("cannot re-read %s on %s: %s", p, self.sub.topic.name, error)
+        if skipped:
+            self.cursor.delete(skipped)
+            for p in skipped:
+                replay.discard(p)
+            self.sub.skipped_entries += len(skipped)
+            log.error("%s/%s: skipping %d entries to deliver again, from %s, of a segment "
+                      "whose file is missing (autoSkipNonRecoverableData)",
+                      self.sub.topic.name, self.sub.name, len(skipped), skipped[0])
         if io_error is not None:
             self._retry_later(f"re-reading from storage failed ({io_error})")
         return dict(entries)

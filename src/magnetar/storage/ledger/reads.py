@@ -43,9 +43,11 @@ def _missing(span: ColdSpan, segments: Mapping[int, Segment]) -> SegmentFileMiss
     seg = segments.get(span.ledger_id)
     if seg is None or seg.path != span.path:
         return None
-    return SegmentFileMissingError(
+    missing = SegmentFileMissingError(
         errno.ENOENT, f"the file of segment {span.ledger_id} is missing (is the data "
         "directory's mount there?)", span.path)
+    missing.segment = (span.ledger_id, seg.confirmed - 1)
+    return missing
 
 
 def _read_runs(runs: list[ColdSpan], failed: dict[Position, Exception],
