@@ -337,3 +337,45 @@ def test_a_remote_broker_down_does_not_stop_replication_into_the_others(
     finally:
         ca.close()
         cb.close()
+
+
+def test_a_missing_segment_is_skipped_by_the_replicator_with_auto_skip(tmp_path: Path) -> None:
+    """With ``autoSkipNonRecoverableData``, a replicator whose backlog starts in a segment
+    whose file is missing skips what is left of it (as Pulsar's cursors skip a ledger that
+    no longer exists) and replicates what follows; without it, it would read that segment
+    again after each back-off for as long as the file is away."""
+    settings = {"autoSkipNonRecoverableData": "true", "managedLedgerCacheSizeMB": "0",
+                "managedLedgerMaxEntriesPerLedger": "5"}
+    with two_standalones(tmp_path, settings) as (a, b):
+        topic = _topic()
+        name = topic.split("://")[1]
+        ca = _client(a)
+        try:
+            producer = ca.create_producer(topic, batching_enabled=False)
+
+            def connected() -> bool:
+                stats = _admin(a, "GET", f"/admin/v2/persistent/{name}/stats")
+                return bool(stats["replication"].get("B", {}).get("connected"))  # type: ignore[index]
+
+            wait_until(connected, 30, "the replicator to connect")
+            b.stop()
+            wait_until(lambda: not connected(), 30, "the replicator to notice B is down")
+            sent = [b"m%d" % i for i in range(15)]
+            for data in sent:
+                producer.send(data)
+            internal = _admin(a, "GET", f"/admin/v2/persistent/{name}/internalStats")
+            first = next(s for s in internal["ledgers"] if s["entries"] > 0)  # type: ignore[index]
+            assert 0 < first["entries"] < len(sent)
+            [segment] = a.data_dir.glob(f"ledgers/*/{first['ledgerId']:012d}.seg")
+            segment.rename(segment.with_name(segment.name + ".away"))
+            b.start()
+            cb = _client(b)
+            try:
+                consumer = cb.subscribe(topic, "s", initial_position=pulsar.InitialPosition.Earliest)
+                got = [m.data() for m in _receive_until(consumer, {sent[-1]})]
+                assert got == sent[first["entries"]:]
+            finally:
+                cb.close()
+            assert f"skipping {first['entries']} entries" in a.log()
+        finally:
+            ca.close()

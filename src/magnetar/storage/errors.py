@@ -2,6 +2,8 @@
 
 import errno
 
+from .position import Position
+
 
 class StorageError(Exception):
     """An append, read or metadata operation could not be completed."""
@@ -28,6 +30,18 @@ class SegmentFileMissingError(StorageError, FileNotFoundError):
     data passes over (``autoSkipNonRecoverableData``)."""
 
     segment: tuple[int, int] | None = None
+
+    def rest_from(self, start: Position) -> tuple[Position, Position] | None:
+        """The first and last position of what is left of the missing segment for a read
+        from ``start`` (in the segment, or just past the one before it, which stands for
+        this one's first entry); None when that is nothing or not known."""
+        if self.segment is None:
+            return None
+        segment, last = self.segment
+        first = Position(*start) if start[0] == segment else Position(segment, 0)
+        if start[0] > segment or last < first[1]:
+            return None
+        return first, Position(segment, last)
 
 
 class CorruptEntryError(StorageError):

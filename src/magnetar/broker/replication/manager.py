@@ -94,7 +94,8 @@ class ReplicationManager:
             prepare = partial(self._remote_partitions, topic, remote) if topic.topic_name.is_partition else None
             replicator = Replicator(topic, self.local, remote, partial(self._settings, remote),
                                     prepare, partial(self._local_schema, topic.name),
-                                    ReplicatorThrottle(self.service.policies, topic.topic_name))
+                                    ReplicatorThrottle(self.service.policies, topic.topic_name),
+                                    skip_missing=self.service.config.autoSkipNonRecoverableData)
             running[remote] = replicator
             topic.replicators[remote] = replicator
             replicator.start()

@@ -32,7 +32,7 @@ from magnetar.broker.replication.throttle import ReplicatorThrottle
 from magnetar.protocol import pb
 from magnetar.protocol.errors import ProtocolError
 from magnetar.protocol.frames import build_payload_part, parse_payload_part
-from magnetar.storage import Position, StorageError
+from magnetar.storage import Position, SegmentFileMissingError, StorageError
 
 if TYPE_CHECKING:
     from magnetar.broker.topics.topic import PersistentTopic
@@ -109,11 +109,15 @@ class Replicator:
                  settings: Callable[[], RemoteSettings],
                  prepare: Callable[[], Awaitable[None]] | None = None,
                  local_schema: Callable[[bytes], Awaitable[pb.Schema | None]] | None = None,
-                 throttle: ReplicatorThrottle | None = None) -> None:
+                 throttle: ReplicatorThrottle | None = None, *,
+                 skip_missing: bool = False) -> None:
         """``settings``: how to reach the remote cluster now (`RemoteConfigError` when its
         record does not say); ``prepare``: awaited before each connection (the remote
         partitioned topic); ``local_schema``: the topic's schema of a version;
-        ``throttle``: its dispatch rate (``replicatorDispatchRate``; None: no limit)."""
+        ``throttle``: its dispatch rate (``replicatorDispatchRate``; None: no limit);
+        ``skip_missing``: what is left of a segment whose file is missing is skipped, not
+        read again after a back-off (``autoSkipNonRecoverableData``, as Pulsar's cursors
+        skip a ledger that no longer exists)."""
         self.topic = topic
         self.local = local
         self.remote = remote
@@ -122,6 +126,8 @@ class Replicator:
         self._prepare = prepare
         self._prepared = False
         self.throttle = throttle
+        self.skip_missing = skip_missing
+        self.skipped_entries = 0  # entries of missing segments skipped (`skip_missing`)
         self._url: str | None = None
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -237,7 +243,14 @@ class Replicator:
                 continue
             entries = ledger.read_cached(start, _READ_BATCH)
             if not entries:
-                entries = list(await ledger.read_cold(start, _READ_BATCH))
+                try:
+                    entries = list(await ledger.read_cold(start, _READ_BATCH))
+                except SegmentFileMissingError as exc:
+                    skipped = self._skip_missing(cursor, start, exc)
+                    if skipped is None:
+                        raise
+                    after = skipped
+                    continue
             txns = self.topic.txn_buffer
             for position, data in entries:
                 if position > bound:
@@ -273,6 +286,24 @@ class Replicator:
                 self.msg_out += count
                 self.bytes_out += len(part)
             await producer.drain()
+
+    def _skip_missing(self, cursor: ManagedCursor, start: Position,
+                      exc: SegmentFileMissingError) -> Position | None:
+        """With ``skip_missing``, what is left from ``start`` of a segment whose file is
+        missing is acknowledged on the cursor in one range, with one error log: the last
+        position skipped. None: not skipped (the read fails, tried again after the
+        back-off)."""
+        rest = exc.rest_from(start)
+        if not self.skip_missing or rest is None:
+            return None
+        first, last = rest
+        cursor.delete_range(first, last)
+        count = last[1] - first[1] + 1
+        self.skipped_entries += count
+        log.error("replicator %s -> %s: skipping %d entries %s-%s of a segment whose file "
+                  "is missing (autoSkipNonRecoverableData): %s", self.topic.name,
+                  self.remote, count, first, last, exc)
+        return last
 
     async def _schema(self, version: bytes) -> pb.Schema | None:
         schema = await self._local_schema(version) if self._local_schema is not None else None

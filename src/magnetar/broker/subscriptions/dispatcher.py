@@ -148,26 +148,20 @@ class Dispatcher:
         acknowledged for this subscription in one range, one error log, counted in the
         subscription's stats; reading goes on after it. False: not skipped (the setting
         is off, or the read was not of the topic's own ledger), tried again instead."""
-        if (not self.config.autoSkipNonRecoverableData or exc.segment is None
+        rest = exc.rest_from(self.read_position)
+        if (not self.config.autoSkipNonRecoverableData or rest is None
                 or self.ledger is not self.sub.topic.ledger):
             return False
-        segment, last_id = exc.segment
-        start = self.read_position
-        make = type(start)
-        # (a read position just past the segment before it stands for this one's first)
-        first = start if start[0] == segment else make(segment, 0)
-        if start[0] > segment or last_id < first[1]:
-            return False
-        last = make(segment, last_id)
+        first, last = rest
         self.cursor.delete_range(first, last)
         for p in list(self.replay.irange(first, last)):
             self.replay.discard(p)
-        count = last_id - first[1] + 1
+        count = last[1] - first[1] + 1
         self.sub.skipped_entries += count
-        log.error("%s/%s: skipping %d entries %s:%d-%d of a segment whose file is missing "
+        log.error("%s/%s: skipping %d entries %s-%s of a segment whose file is missing "
                   "(autoSkipNonRecoverableData): %s", self.sub.topic.name, self.sub.name,
-                  count, segment, first[1], last_id, exc)
-        self.read_position = make(segment, last_id + 1)
+                  count, first, last, exc)
+        self.read_position = type(last)(last[0], last[1] + 1)
         self.schedule()
         return True
 
