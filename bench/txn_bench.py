@@ -61,7 +61,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -130,10 +130,14 @@ def client_of(name: str, args: argparse.Namespace) -> Iterator[None]:
 
 
 async def phase(url: str, pid: int, groups: int, per_group: int, size: int,
-                in_txn: bool, in_flight: int = 1) -> tuple[float, list[float]]:
+                in_txn: bool, in_flight: int = 1,
+                around: tuple[Callable[[], None], Callable[[], None]] | None = None,
+                ) -> tuple[float, list[float]]:
     """(broker CPU µs per message, commit latencies in ms) of one phase. ``in_flight``:
     that many producers of the topic, each sending its share of the groups one after the
-    other (so that many groups, or transactions, are under way at once)."""
+    other (so that many groups, or transactions, are under way at once). ``around``:
+    called right before and right after what is measured (the client connected, the
+    topic loaded and the coordinators connected before; its close after)."""
     topic = f"persistent://public/default/txn-bench-{uuid.uuid4().hex[:8]}"
     payload = b"x" * size
     commits: list[float] = []
@@ -161,9 +165,13 @@ async def phase(url: str, pid: int, groups: int, per_group: int, size: int,
 
         shares = [groups // in_flight + (1 if i < groups % in_flight else 0)
                   for i in range(in_flight)]
+        if around is not None:
+            around[0]()
         before = cpu_seconds(pid)
         await asyncio.gather(*(send_groups(p, n) for p, n in zip(producers, shares, strict=True)))
         used = cpu_seconds(pid) - before
+        if around is not None:
+            around[1]()
     return used / (groups * per_group) * 1e6, commits
 
 
