@@ -175,6 +175,16 @@ async def phase(url: str, pid: int, groups: int, per_group: int, size: int,
     return used / (groups * per_group) * 1e6, commits
 
 
+def phase_options(parser: argparse.ArgumentParser, groups: int = 50) -> None:
+    """The options of a counted phase (`txn_instructions.py`, `txn_calls.py`): its
+    groups, their messages and the messages' size."""
+    parser.add_argument("--groups", type=int, default=groups,
+                        help=f"transactions (or plain groups) a phase (default {groups})")
+    parser.add_argument("--per-txn", type=int, default=100,
+                        help="messages a transaction (default 100)")
+    parser.add_argument("--size", type=int, default=1024, help="message size in bytes")
+
+
 @contextlib.contextmanager
 def tree_broker(src: str, cpu: int | None = None) -> Iterator[tuple[str, int]]:
     """A ``magnetar standalone`` run from the source tree ``src`` (its PYTHONPATH):

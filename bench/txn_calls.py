@@ -40,7 +40,11 @@ import time
 from types import FrameType
 from typing import Any
 
+from magnetar.testing import stop_process
+
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from txn_bench import phase, phase_options  # (this directory's)
 
 Key = tuple[str, int, str]
 
@@ -88,8 +92,6 @@ def wait_for(path: str, proc: subprocess.Popen[bytes], timeout_s: float, what: s
 
 def count(args: argparse.Namespace) -> dict[str, collections.Counter[Key]]:
     """Calls summed per kind of phase ("plain", "txn") over ``args.rounds`` rounds."""
-    from txn_bench import phase  # (this directory's)
-
     totals: dict[str, collections.Counter[Key]] = {
         "plain": collections.Counter(), "txn": collections.Counter()}
     with tempfile.TemporaryDirectory(prefix="txn-calls-") as root:
@@ -124,12 +126,7 @@ def count(args: argparse.Namespace) -> dict[str, collections.Counter[Key]]:
                     dump += 1
                     print(f"round {i + 1} {kind}: counted", flush=True)
         finally:
-            proc.send_signal(signal.SIGINT)
-            try:
-                proc.wait(60)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            stop_process(proc, 60)
     return totals
 
 
@@ -168,11 +165,7 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--src", default="src",
                         help="the source tree's src directory to run the broker from")
-    parser.add_argument("--groups", type=int, default=50,
-                        help="transactions (or plain groups) a phase (default 50)")
-    parser.add_argument("--per-txn", type=int, default=100,
-                        help="messages a transaction (default 100)")
-    parser.add_argument("--size", type=int, default=1024, help="message size in bytes")
+    phase_options(parser)
     parser.add_argument("--rounds", type=int, default=2,
                         help="plain/transaction pairs (default 2)")
     parser.add_argument("--top", type=int, default=40,

@@ -28,15 +28,16 @@ import glob
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
 import time
 
+from magnetar.testing import stop_process
+
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from txn_bench import phase  # (this directory's)
+from txn_bench import phase, phase_options  # (this directory's)
 
 
 def total_instructions(dump: str) -> int | None:
@@ -103,12 +104,7 @@ def measure_tree(name: str, src: str, args: argparse.Namespace) -> dict[str, lis
                     print(f"{name} round {i + 1} {mode}: {value:,.0f} instructions a message",
                           flush=True)
         finally:
-            proc.send_signal(signal.SIGINT)
-            try:
-                proc.wait(120)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            stop_process(proc, 120)
     return out
 
 
@@ -118,11 +114,7 @@ def main() -> None:
     parser.add_argument("--src", action="append", metavar="NAME=PATH", required=True,
                         help="a source tree's src directory to run the broker from "
                         "(repeat to compare trees)")
-    parser.add_argument("--groups", type=int, default=50,
-                        help="transactions (or plain groups) a phase (default 50)")
-    parser.add_argument("--per-txn", type=int, default=100,
-                        help="messages a transaction (default 100)")
-    parser.add_argument("--size", type=int, default=1024, help="message size in bytes")
+    phase_options(parser)
     parser.add_argument("--rounds", type=int, default=2,
                         help="plain/transaction pairs per tree; the first plain phase of "
                         "a broker often counts its start's leftovers (default 2)")

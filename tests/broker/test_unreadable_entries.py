@@ -158,6 +158,26 @@ def wait_for_a_retry(broker: ThreadedBroker, topic: str, what: str) -> None:
 TEN = [b"m%d" % i for i in range(10)]
 
 
+def shared_and_received(client: pulsar.Client, topic: str,
+                        payloads: list[bytes]) -> pulsar.Consumer:
+    """A Shared consumer of subscription ``s`` of ``topic`` that received ``payloads``
+    (sent to it once it was subscribed) and acknowledged none of them."""
+    consumer = client.subscribe(topic, "s", consumer_type=pulsar.ConsumerType.Shared)
+    producer = client.create_producer(topic, batching_enabled=False)
+    for data in payloads:
+        producer.send(data)
+    assert sorted(consumer.receive(5000).data() for _ in payloads) == sorted(payloads)
+    return consumer
+
+
+def subscribed_then_sent(client: pulsar.Client, topic: str, payloads: list[bytes]) -> None:
+    """Subscription ``s`` of ``topic`` made (at its end), then ``payloads`` sent to it."""
+    client.subscribe(topic, "s").close()
+    producer = client.create_producer(topic, batching_enabled=False)
+    for data in payloads:
+        producer.send(data)
+
+
 @STORAGE_FAULTS
 def test_a_read_from_storage_that_fails_is_tried_again(
     make_broker: Callable[..., ThreadedBroker], caplog: pytest.LogCaptureFixture,
@@ -173,10 +193,7 @@ def test_a_read_from_storage_that_fails_is_tried_again(
     broker = make_broker(managedLedgerCacheSizeMB=0)
     client = pulsar.Client(broker.url, operation_timeout_seconds=10, logger=QUIET)
     try:
-        client.subscribe(topic, "s").close()
-        producer = client.create_producer(topic, batching_enabled=False)
-        for data in TEN:
-            producer.send(data)
+        subscribed_then_sent(client, topic, TEN)
         with fault(broker, topic):
             consumer = client.subscribe(topic, "s")
             wait_for_a_retry(broker, topic, "read")
@@ -199,11 +216,7 @@ def test_a_redelivery_read_that_fails_is_tried_again(
     broker = make_broker(managedLedgerCacheSizeMB=0)
     client = pulsar.Client(broker.url, operation_timeout_seconds=10, logger=QUIET)
     try:
-        first = client.subscribe(topic, "s", consumer_type=pulsar.ConsumerType.Shared)
-        producer = client.create_producer(topic, batching_enabled=False)
-        for data in TEN:
-            producer.send(data)
-        assert sorted(first.receive(5000).data() for _ in range(10)) == TEN
+        first = shared_and_received(client, topic, TEN)
         with fault(broker, topic):
             first.close()  # its ten go back to be delivered again
             second = client.subscribe(topic, "s", consumer_type=pulsar.ConsumerType.Shared)
@@ -258,10 +271,7 @@ def test_a_missing_segment_is_skipped_with_auto_skip(
     broker = make_broker(**SKIP_MISSING)
     client = pulsar.Client(broker.url, operation_timeout_seconds=10, logger=QUIET)
     try:
-        client.subscribe(topic, "s").close()
-        producer = client.create_producer(topic, batching_enabled=False)
-        for data in FIFTEEN:
-            producer.send(data)
+        subscribed_then_sent(client, topic, FIFTEEN)
         segment, count = first_segment(broker, topic)
         assert 0 < count < len(FIFTEEN)
         with segment_missing(broker, topic):
@@ -287,11 +297,7 @@ def test_a_redelivery_of_a_missing_segment_is_skipped_with_auto_skip(
     broker = make_broker(**SKIP_MISSING)
     client = pulsar.Client(broker.url, operation_timeout_seconds=10, logger=QUIET)
     try:
-        first = client.subscribe(topic, "s", consumer_type=pulsar.ConsumerType.Shared)
-        producer = client.create_producer(topic, batching_enabled=False)
-        for data in FIFTEEN:
-            producer.send(data)
-        assert sorted(first.receive(5000).data() for _ in FIFTEEN) == sorted(FIFTEEN)
+        first = shared_and_received(client, topic, FIFTEEN)
         segment, count = first_segment(broker, topic)
         with segment_missing(broker, topic):
             first.close()  # its fifteen go back to be delivered again
