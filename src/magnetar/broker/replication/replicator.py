@@ -127,7 +127,6 @@ class Replicator:
         self._prepared = False
         self.throttle = throttle
         self.skip_missing = skip_missing
-        self.skipped_entries = 0  # entries of missing segments skipped (`skip_missing`)
         self._url: str | None = None
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -298,11 +297,9 @@ class Replicator:
             return None
         first, last = rest
         cursor.delete_range(first, last)
-        count = last[1] - first[1] + 1
-        self.skipped_entries += count
         log.error("replicator %s -> %s: skipping %d entries %s-%s of a segment whose file "
                   "is missing (autoSkipNonRecoverableData): %s", self.topic.name,
-                  self.remote, count, first, last, exc)
+                  self.remote, last[1] - first[1] + 1, first, last, exc)
         return last
 
     async def _schema(self, version: bytes) -> pb.Schema | None:

@@ -115,8 +115,9 @@ class Dispatcher:
             return
         except SegmentFileMissingError as exc:
             if not self._skip_missing_segment(exc):
-                self._retry_later(f"reading from storage failed ({exc})", " Set "
-                                  "autoSkipNonRecoverableData=true to skip missing segments.")
+                self._retry_later(f"reading from storage failed ({exc})", "" if (
+                    self.config.autoSkipNonRecoverableData) else " Set "
+                    "autoSkipNonRecoverableData=true to skip missing segments.")
             return
         except (OSError, StorageError) as exc:
             # a read from disk failed (an I/O error, a shared mount gone for a moment): no
