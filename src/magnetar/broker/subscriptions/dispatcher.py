@@ -143,6 +143,12 @@ class Dispatcher:
         self._retry_later(f"cannot read the next entry ({exc})", " Set "
                           "autoSkipNonRecoverableData=true to skip unreadable entries.")
 
+    def _skips_missing_segments(self) -> bool:
+        """Whether this dispatcher skips what it cannot read of a segment whose file is
+        missing: ``autoSkipNonRecoverableData`` is on and it reads the topic's own ledger
+        (a ``read_compacted`` subscription's compacted view has segments of its own)."""
+        return self.config.autoSkipNonRecoverableData and self.ledger is self.sub.topic.ledger
+
     def _skip_missing_segment(self, exc: SegmentFileMissingError) -> bool:
         """With ``autoSkipNonRecoverableData``, what is left to read of a segment whose
         file is missing is skipped, as Pulsar skips a ledger that no longer exists:
@@ -150,8 +156,7 @@ class Dispatcher:
         subscription's stats; reading goes on after it. False: not skipped (the setting
         is off, or the read was not of the topic's own ledger), tried again instead."""
         rest = exc.rest_from(self.read_position)
-        if (not self.config.autoSkipNonRecoverableData or rest is None
-                or self.ledger is not self.sub.topic.ledger):
+        if rest is None or not self._skips_missing_segments():
             return False
         first, last = rest
         self.cursor.delete_range(first, last)
@@ -407,8 +412,7 @@ class Dispatcher:
             failed, entries = dict(result.failed), list(result.entries)
         replay = self.replay
         io_error: OSError | None = None
-        skip_missing = (self.config.autoSkipNonRecoverableData
-                        and self.ledger is self.sub.topic.ledger)
+        skip_missing = self._skips_missing_segments()
         skipped: list[Position] = []
         for p, error in failed.items():
             if p not in replay:
