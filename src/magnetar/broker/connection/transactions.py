@@ -121,8 +121,15 @@ class TransactionCommands(CnxBase):
         for name in partitions:
             self.authorize(name, PRODUCE)
         most, least = req.txnid_most_bits, req.txnid_least_bits
-        self._add_to_txn(cmd, most, least,
-                         lambda coordinator: coordinator.add_partitions_now(least, partitions),
+
+        def now(coordinator: TransactionCoordinator) -> None:
+            coordinator.add_partitions_now(least, partitions)
+            for name in partitions:  # checked open for them: their first sends need no check
+                buf = getattr(loaded.get(name), "txn_buffer", None)
+                if buf is not None:
+                    buf.added((most, least))
+
+        self._add_to_txn(cmd, most, least, now,
                          lambda coordinator: coordinator.add_partitions(least, partitions),
                          txn_answer_frame(ADD_PARTITION_TO_TXN_RESPONSE, req.request_id, most,
                                           least))

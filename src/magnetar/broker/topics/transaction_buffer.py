@@ -240,6 +240,15 @@ class TransactionBuffer:
         if txn not in self.verified:
             self.verified[txn] = TxnLane(txnid_fields(txn[0], txn[1]), self.open.get(txn))
 
+    def added(self, txn: TxnId) -> None:
+        """The coordinator added this topic to ``txn`` just now (a broker alone's
+        AddPartitionToTxn, answered as it is read: the transaction is open and this topic
+        one of its partitions, what `TxnChecker.check_open` asks): its sends are taken at
+        once, the first one too, without a check of its own, if the buffer is ready and
+        ``txn`` did not end here."""
+        if self.ready.done() and txn not in self.aborted and txn not in self.ended:
+            self.verify(txn)
+
     def verified_fields(self, txn: TxnId) -> bytes | None:
         """The metadata fields of ``txn`` if it is verified here (`verify`), else None."""
         lane = self.verified.get(txn)
