@@ -4,8 +4,10 @@ A Send with a transaction id goes through here (`Producer.publish` sends it): re
 with ``NotAllowedError`` (nothing stored) when its producer did not set
 ``CommandProducer.txn_enabled`` or the topic is not persistent; otherwise stored in the
 topic's transaction buffer. The first Send of a transaction on a topic needs the
-coordinator's answer (`TxnChecker.check_open`, once per transaction and topic): its
-check is run at once, one step of the coroutine, and a coordinator served by this
+coordinator's answer (`TxnChecker.check_open`, once per transaction and topic),
+unless a coordinator of this broker answered the transaction's AddPartitionToTxn as it
+read it (`TransactionBuffer.added`: checked then, the send takes the later sends' path);
+the check is run at once, one step of the coroutine, and a coordinator served by this
 broker answers in that step, so the send is stored straight away. When the answer
 would wait (a coordinator on another broker), or the topic never saw a transaction (its
 buffer is created first), the send waits, and the producer's later sends, transactional
