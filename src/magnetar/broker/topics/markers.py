@@ -7,6 +7,7 @@ new entry."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from magnetar.broker.entries import with_entry_metadata
@@ -26,26 +27,38 @@ def append_marker(topic: PersistentTopic, part: bytes,
     before this returns). ``linger_s``: it may wait that long for the next append, to be
     written and synced with it (`ManagedLedger.append_then`)."""
     done: asyncio.Future[Position] = asyncio.get_running_loop().create_future()
-    cluster = topic.service.cluster
-    if topic.terminated or (cluster is not None and not cluster.lease_ok()):
-        done.set_exception(BrokerError(pb.ServiceNotReady, f"topic {topic.name} takes no markers now"))
-        return done
-    data = part
-    if topic.entry_index >= 0:
-        topic.entry_index += 1
-        data = with_entry_metadata(part, topic.entry_index - 1)
 
     def stored(position: Position | None, exc: BaseException | None) -> None:
         if done.done():
             return
         if position is None:
             done.set_exception(exc or StorageError("append failed"))
-            return
-        topic.entries_confirmed()
-        done.set_result(position)
+        else:
+            done.set_result(position)
 
-    if linger_s > 0.0:
-        topic.ledger.append_then(data, stored, None, linger_s)
-    else:
-        topic.ledger.append_then(data, stored)
+    append_marker_then(topic, part, stored, linger_s)
     return done
+
+
+def append_marker_then(topic: PersistentTopic, part: bytes,
+                       on_done: Callable[[Position | None, BaseException | None], None],
+                       linger_s: float = 0.0) -> None:
+    """`append_marker` without a future: ``on_done(position, None)`` once the marker is
+    durable, ``on_done(None, error)`` if it failed, called from the storage's completion
+    of its batch (no turn of the event loop in between), or before this returns when the
+    topic takes no entries now."""
+    cluster = topic.service.cluster
+    if topic.terminated or (cluster is not None and not cluster.lease_ok()):
+        on_done(None, BrokerError(pb.ServiceNotReady, f"topic {topic.name} takes no markers now"))
+        return
+    data = part
+    if topic.entry_index >= 0:
+        topic.entry_index += 1
+        data = with_entry_metadata(part, topic.entry_index - 1)
+
+    def stored(position: Position | None, exc: BaseException | None) -> None:
+        if position is not None:
+            topic.entries_confirmed()
+        on_done(position, exc)
+
+    topic.ledger.append_then(data, stored, None, linger_s)

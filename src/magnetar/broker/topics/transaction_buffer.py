@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import json
 import logging
 import struct
@@ -42,7 +41,7 @@ from google.protobuf.message import DecodeError
 
 from magnetar.broker.entries import entry_metadata
 from magnetar.broker.errors import BrokerError
-from magnetar.broker.topics.markers import append_marker
+from magnetar.broker.topics.markers import append_marker_then
 from magnetar.broker.topics.txn_entries import OpenTxn, TxnLane
 from magnetar.protocol import pb
 from magnetar.protocol.errors import ProtocolError
@@ -404,10 +403,20 @@ class TransactionBuffer:
         lane = self._unverify(txn)
         part = txn_marker_part(TXN_COMMIT if action == pb.COMMIT else TXN_ABORT, txn[0], txn[1],
                                fields=lane.fields if lane is not None else None)
-        stored = append_marker(self.topic, part, linger_s)
-        answered = linger_s > 0.0 and not stored.done()  # (done: refused at once)
-        stored.add_done_callback(functools.partial(
-            self._marker_stored, txn, action, done, answered))
+        answered: bool | None = None  # (None until `append_marker_then` returned)
+        at_once: tuple[Position | None, BaseException | None] | None = None
+
+        def stored(position: Position | None, exc: BaseException | None) -> None:
+            nonlocal at_once
+            if answered is None:  # told before it returned (refused, or the always policy)
+                at_once = (position, exc)
+                return
+            self._marker_stored(txn, action, done, answered, position, exc)
+
+        append_marker_then(self.topic, part, stored, linger_s)
+        answered = linger_s > 0.0 and at_once is None
+        if at_once is not None:
+            self._marker_stored(txn, action, done, False, *at_once)
         return done, answered
 
     def ends_settled(self) -> Awaitable[None] | None:
@@ -428,14 +437,16 @@ class TransactionBuffer:
         return settled()
 
     def _marker_stored(self, txn: TxnId, action: int, done: asyncio.Future[None],
-                       answered: bool, stored: asyncio.Future[Position]) -> None:
-        """The marker of ``txn``'s end is durable (or failed): the transaction is ended
-        here, readers given a pass; a failure is raised to a waiting `end`, or, if the end
-        was answered already, the marker appended again (`_end_again`)."""
+                       answered: bool, position: Position | None,
+                       exc: BaseException | None) -> None:
+        """The marker of ``txn``'s end is durable at ``position`` (or failed: None, and
+        ``exc``), told from the storage's completion of its batch: the transaction is
+        ended here, readers given a pass; a failure is raised to a waiting `end`, or, if
+        the end was answered already, the marker appended again (`_end_again`)."""
         if self._ending.get(txn) is done:
             del self._ending[txn]
-        exc = stored.exception() if not stored.cancelled() else StorageError("append cancelled")
-        if exc is not None:
+        if position is None:
+            exc = exc or StorageError("append failed")
             done.set_exception(exc)
             done.exception()  # retrieved: a waiting `end` gets it
             if answered:
@@ -444,7 +455,7 @@ class TransactionBuffer:
                             "commit" if action == pb.COMMIT else "abort", txn_name(txn), exc)
                 self._end_again(txn, action)
             return
-        self._ended(txn, action == pb.COMMIT, stored.result())
+        self._ended(txn, action == pb.COMMIT, position)
         done.set_result(None)
         self.topic.txn_visibility_changed()
         self._maybe_snapshot()
