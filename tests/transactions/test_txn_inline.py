@@ -231,6 +231,16 @@ class Ledger:
         self.appended.append((data, on_done, linger_s))
 
 
+class StoredAtOnce(Ledger):
+    """A ledger whose appends are durable before `append_then` returns (the ``always``
+    fsync policy)."""
+
+    def append_then(self, data: bytes, on_done: Callable[[Any, Any], None],
+                    part_crc: int | None = None, linger_s: float = 0.0) -> None:
+        super().append_then(data, on_done, part_crc, linger_s)
+        on_done(Position(1, len(self.appended)), None)
+
+
 def a_topic(linger_ms: int) -> Any:
     config = types.SimpleNamespace(
         magnetarTransactionMarkerLingerMillis=linger_ms,
@@ -266,6 +276,34 @@ def test_a_buffer_ends_at_once_only_when_its_marker_may_linger(linger_ms: int) -
         assert buf.end_now(txn, pb.COMMIT) is True  # ended the same way: nothing to do
         with pytest.raises(BrokerError):
             buf.end_now(txn, pb.ABORT)
+
+    asyncio.run(main())
+
+
+def test_a_marker_told_before_its_append_returns_ends_the_transaction_or_fails_its_end() -> None:
+    """A marker stored before the append returns (the ``always`` policy) ends the
+    transaction at once, its end not taken as answered before it was durable; a marker
+    refused at once (a terminated topic) fails the end and leaves the transaction open."""
+
+    async def main() -> None:
+        topic = a_topic(10)
+        topic.ledger = StoredAtOnce()
+        buf = TransactionBuffer(topic)
+        buf.ready.set_result(None)
+        txn = (3, 11)
+        buf.open[txn] = OpenTxn(Position(1, 0), [Position(1, 0)])
+        assert buf.end_now(txn, pb.COMMIT) is False  # (durable already: not a lingering one)
+        assert txn not in buf.open and buf.ended[txn] is True and not buf._ending
+        await buf.end(txn, pb.COMMIT)  # what the coordinator's `end` then asks: done
+
+        refused = (3, 12)
+        buf.open[refused] = OpenTxn(Position(1, 5), [Position(1, 5)])
+        topic.terminated = True
+        assert buf.end_now(refused, pb.ABORT) is False
+        with pytest.raises(BrokerError) as raised:
+            await buf.end(refused, pb.ABORT)
+        assert raised.value.code == pb.ServiceNotReady
+        assert refused in buf.open and refused not in buf.aborted and not buf._ending
 
     asyncio.run(main())
 
