@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
+import contextlib
 import json
 import os
 import signal
@@ -37,6 +38,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterator
 from types import FrameType
 from typing import Any
 
@@ -90,33 +92,53 @@ def wait_for(path: str, proc: subprocess.Popen[bytes], timeout_s: float, what: s
         time.sleep(0.05)
 
 
+@contextlib.contextmanager
+def served_broker(script: str, out: str, root: str, args: argparse.Namespace, *,
+                  cpu: int | None = None, env: dict[str, str] | None = None,
+                  warm_groups: int = 5) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """``script --serve out -- standalone ...`` (a tool's own broker process, from source
+    tree ``args.src``, in ``root``; on ``cpu`` if given): its service URL and process once
+    it is ready and warmed (a few groups of each kind: topics, coordinators, code paths);
+    stopped afterwards."""
+    ready = os.path.join(root, "ready.json")
+    env = {**os.environ, **(env or {}), "PYTHONPATH": os.path.abspath(args.src)}
+    with open(os.path.join(root, "broker.log"), "wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, os.path.abspath(script), "--serve", out, "--",
+             "standalone", "--data-dir", os.path.join(root, "data"), "--port", "0",
+             "--http-port", "0", "--bind-address", "127.0.0.1", "--ready-file", ready],
+            stdout=log, stderr=log, env=env,
+            preexec_fn=None if cpu is None else lambda: os.sched_setaffinity(0, {cpu}))
+    try:
+        wait_for(ready, proc, 120, "the broker's start")
+        with open(ready) as f:
+            url = json.load(f)["brokerServiceUrl"].replace("localhost", "127.0.0.1")
+        for in_txn in (True, False):
+            asyncio.run(phase(url, proc.pid, warm_groups, args.per_txn, args.size, in_txn))
+        yield url, proc
+    finally:
+        stop_process(proc, 60)
+
+
+def signalled(proc: subprocess.Popen[bytes]) -> tuple[Callable[[], None], Callable[[], None]]:
+    """A phase's ``around``: ``SIGUSR1`` to ``proc`` before what is measured, ``SIGUSR2``
+    after."""
+    return (lambda: proc.send_signal(signal.SIGUSR1),
+            lambda: proc.send_signal(signal.SIGUSR2))
+
+
 def count(args: argparse.Namespace) -> dict[str, collections.Counter[Key]]:
     """Calls summed per kind of phase ("plain", "txn") over ``args.rounds`` rounds."""
     totals: dict[str, collections.Counter[Key]] = {
         "plain": collections.Counter(), "txn": collections.Counter()}
     with tempfile.TemporaryDirectory(prefix="txn-calls-") as root:
-        ready = os.path.join(root, "ready.json")
         out = os.path.join(root, "counts")
-        env = {**os.environ, "PYTHONPATH": os.path.abspath(args.src)}
-        with open(os.path.join(root, "broker.log"), "wb") as log:
-            proc = subprocess.Popen(
-                [sys.executable, os.path.abspath(__file__), "--serve", out, "--",
-                 "standalone", "--data-dir", os.path.join(root, "data"), "--port", "0",
-                 "--http-port", "0", "--bind-address", "127.0.0.1", "--ready-file", ready],
-                stdout=log, stderr=log, env=env)
-        try:
-            wait_for(ready, proc, 120, "the broker's start")
-            with open(ready) as f:
-                url = json.load(f)["brokerServiceUrl"].replace("localhost", "127.0.0.1")
-            for in_txn in (True, False):  # warm: topics, coordinators, code paths
-                asyncio.run(phase(url, proc.pid, 5, args.per_txn, args.size, in_txn))
+        with served_broker(__file__, out, root, args) as (url, proc):
             dump = 0
             for i in range(args.rounds):
                 for kind in ("plain", "txn"):
                     asyncio.run(phase(url, proc.pid, args.groups, args.per_txn, args.size,
-                                      kind == "txn", around=(
-                                          lambda: proc.send_signal(signal.SIGUSR1),
-                                          lambda: proc.send_signal(signal.SIGUSR2))))
+                                      kind == "txn", around=signalled(proc)))
                     path = f"{out}.{dump}"
                     wait_for(path, proc, 60, f"round {i + 1}'s {kind} counts")
                     time.sleep(0.2)  # (the dump is written at once; let it finish)
@@ -125,8 +147,6 @@ def count(args: argparse.Namespace) -> dict[str, collections.Counter[Key]]:
                             totals[kind][(name, line, func)] += n
                     dump += 1
                     print(f"round {i + 1} {kind}: counted", flush=True)
-        finally:
-            stop_process(proc, 60)
     return totals
 
 

@@ -25,18 +25,15 @@ import importlib
 import json
 import os
 import signal
-import subprocess
 import sys
 import tempfile
 import time
 from typing import Any
 
-from magnetar.testing import stop_process
-
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from txn_bench import phase, phase_options  # (this directory's)
-from txn_calls import wait_for  # (this directory's)
+from txn_calls import served_broker, signalled, wait_for  # (this directory's)
 
 #: (module, qualified name) of each function timed
 FUNCTIONS = (
@@ -121,31 +118,15 @@ def measure(args: argparse.Namespace) -> dict[str, dict[str, list[int]]]:
     if broker_cpu is not None:
         os.sched_setaffinity(0, set(cpus[:-1]))
     with tempfile.TemporaryDirectory(prefix="txn-handler-cpu-") as root:
-        ready = os.path.join(root, "ready.json")
         out = os.path.join(root, "spent")
-        env = {**os.environ, "PYTHONPATH": os.path.abspath(args.src),
-               _MORE: json.dumps(args.function)}
-        with open(os.path.join(root, "broker.log"), "wb") as log:
-            proc = subprocess.Popen(
-                [sys.executable, os.path.abspath(__file__), "--serve", out, "--",
-                 "standalone", "--data-dir", os.path.join(root, "data"), "--port", "0",
-                 "--http-port", "0", "--bind-address", "127.0.0.1", "--ready-file", ready],
-                stdout=log, stderr=log, env=env,
-                preexec_fn=None if broker_cpu is None
-                else lambda: os.sched_setaffinity(0, {broker_cpu}))
-        try:
-            wait_for(ready, proc, 120, "the broker's start")
-            with open(ready) as f:
-                url = json.load(f)["brokerServiceUrl"].replace("localhost", "127.0.0.1")
-            for in_txn in (True, False):  # warm: topics, coordinators, code paths
-                asyncio.run(phase(url, proc.pid, 10, args.per_txn, args.size, in_txn))
+        with served_broker(__file__, out, root, args, cpu=broker_cpu, warm_groups=10,
+                           env={_MORE: json.dumps(args.function)}) as (url, proc):
             dump = 0
             for i in range(args.rounds):
                 for kind in ("plain", "txn"):
                     cpu, _ = asyncio.run(phase(
                         url, proc.pid, args.groups, args.per_txn, args.size, kind == "txn",
-                        around=(lambda: proc.send_signal(signal.SIGUSR1),
-                                lambda: proc.send_signal(signal.SIGUSR2))))
+                        around=signalled(proc)))
                     path = f"{out}.{dump}"
                     wait_for(path, proc, 60, f"round {i + 1}'s {kind} times")
                     time.sleep(0.2)  # (the dump is written at once; let it finish)
@@ -157,8 +138,6 @@ def measure(args: argparse.Namespace) -> dict[str, dict[str, list[int]]]:
                     dump += 1
                     print(f"round {i + 1} {kind}: broker CPU {cpu:.1f} us/msg (every thread, "
                           "the timers included)", flush=True)
-        finally:
-            stop_process(proc, 60)
     return totals
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from magnetar.broker.topics.transaction_buffer import with_txnid
+from magnetar.broker.topics.txn_metadata import with_txnid
 from magnetar.protocol import pb
 from magnetar.protocol.fastpath import txnid_fields
 from magnetar.protocol.frames import build_payload_part, parse_payload_part

@@ -31,22 +31,18 @@ import asyncio
 import contextlib
 import json
 import logging
-import struct
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any, Protocol
 
-from google.protobuf.message import DecodeError
-
 from magnetar.broker.entries import entry_metadata
 from magnetar.broker.errors import BrokerError
 from magnetar.broker.topics.markers import append_marker_then
 from magnetar.broker.topics.txn_entries import OpenTxn, TxnLane
+from magnetar.broker.topics.txn_metadata import TxnId, txn_of
 from magnetar.protocol import pb
-from magnetar.protocol.errors import ProtocolError
-from magnetar.protocol.fastpath import metadata_ends_with, txnid_fields
-from magnetar.protocol.frames import build_payload_part, parse_payload_part
+from magnetar.protocol.fastpath import txnid_fields
 from magnetar.protocol.markers import TXN_ABORT, TXN_COMMIT, txn_marker_part
 from magnetar.storage import Position, StorageError
 
@@ -55,10 +51,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-_U32 = struct.Struct(">I")
-_METADATA_FROM = pb.MessageMetadata.FromString
 
-TxnId = tuple[int, int]
 
 #: the ledger property holding the buffer's snapshot
 SNAPSHOT_PROPERTY = "txnBuffer"
@@ -101,43 +94,6 @@ def txn_name(txn: TxnId) -> str:
 def before(p: Position) -> Position:
     """The position just before ``p`` (entry -1: before the first entry of its ledger)."""
     return Position(p[0], p[1] - 1)
-
-
-def with_txnid(payload: bytes | memoryview, txn: TxnId,
-               fields: bytes | None = None) -> bytes | memoryview | None:
-    """``payload`` (a Send's payload part) as stored for transaction ``txn``: unchanged
-    when its metadata carries the id already (the common case: clients set it there;
-    seen without a parse when the metadata ends with ``fields``, ``txn``'s serialized
-    fields, `fastpath.metadata_ends_with`; else the metadata alone parsed), else rebuilt
-    with it (the client set it only on the Send); None when the part cannot be read."""
-    if fields is not None and metadata_ends_with(payload, fields):
-        return payload
-    try:  # magic, CRC32C, metadata size, metadata: the metadata alone
-        size = _U32.unpack_from(payload, 6)[0]
-        if payload[0] == 0x0E and payload[1] == 0x01 and 10 + size <= len(payload):
-            metadata = _METADATA_FROM(payload[10:10 + size])  # type: ignore[arg-type]  # upb takes any buffer
-            most = txn[0]
-            if (metadata.txnid_most_bits == most and metadata.txnid_least_bits == txn[1]
-                    and (most != 0 or metadata.HasField("txnid_most_bits"))):
-                return payload  # (a nonzero value is present: only 0 needs the test)
-    except (DecodeError, ValueError, TypeError, struct.error):
-        pass  # read again below, which tells
-    try:
-        metadata, body = parse_payload_part(payload, verify=False)
-    except (ProtocolError, ValueError):
-        return None
-    if (metadata.HasField("txnid_most_bits") and metadata.txnid_most_bits == txn[0]
-            and metadata.txnid_least_bits == txn[1]):
-        return payload
-    metadata.txnid_most_bits, metadata.txnid_least_bits = txn
-    return build_payload_part(metadata, body)
-
-
-def txn_of(metadata: pb.MessageMetadata | None) -> TxnId | None:
-    """The transaction id an entry's metadata carries, if any."""
-    if metadata is None or not metadata.HasField("txnid_most_bits"):
-        return None
-    return metadata.txnid_most_bits, metadata.txnid_least_bits
 
 
 class TransactionBuffer:
@@ -663,5 +619,4 @@ def stored_snapshot(properties: dict[str, str]) -> dict[str, Any] | None:
 __all__ = [
     "NOTHING", "SNAPSHOT_PROPERTY", "AcceptAll", "OpenTxn", "TransactionBuffer", "TxnChecker",
     "TxnId", "ends_settled", "ends_under_way", "stored_snapshot", "txn_name", "txn_of",
-    "with_txnid",
 ]

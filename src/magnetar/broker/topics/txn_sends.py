@@ -28,12 +28,8 @@ from typing import TYPE_CHECKING
 
 from magnetar.broker.errors import BrokerError
 from magnetar.broker.stepping import DONE, RAISED, step
-from magnetar.broker.topics.transaction_buffer import (
-    TransactionBuffer,
-    TxnId,
-    txn_name,
-    with_txnid,
-)
+from magnetar.broker.topics.transaction_buffer import TransactionBuffer, txn_name
+from magnetar.broker.topics.txn_metadata import TxnId, with_txnid
 from magnetar.protocol import pb
 from magnetar.storage import StorageError
 
