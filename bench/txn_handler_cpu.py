@@ -10,7 +10,9 @@ function of ``FUNCTIONS`` (module and qualified name) with a timer, switched on 
 phase by ``SIGUSR1`` and off by ``SIGUSR2`` (which writes the totals); the phases are
 `txn_bench.phase`'s, ``--rounds`` pairs. Times nest: a function's time includes the
 wrapped functions it calls, and each wrapped call adds about a microsecond of its own. ``--function MODULE:QUALNAME``
-(repeatable) times more (``magnetar.protocol.markers:txn_marker_part``).
+(repeatable) times more (``magnetar.protocol.markers:txn_marker_part``). A function is
+wrapped in the module named: one that imported it by name calls the unwrapped one (name
+that module instead, as ``FUNCTIONS`` does for ``publish_in_order``).
 
     python bench/txn_handler_cpu.py --src src --groups 300 --per-txn 100 --rounds 2 --pin
 """
