@@ -51,8 +51,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-
-
 #: the ledger property holding the buffer's snapshot
 SNAPSHOT_PROPERTY = "txnBuffer"
 #: how many ended transactions a topic remembers beyond its aborted index (late sends of
