@@ -199,7 +199,7 @@ class TransactionBuffer:
         one of its partitions, what `TxnChecker.check_open` asks): its sends are taken at
         once, the first one too, without a check of its own, if the buffer is ready and
         ``txn`` did not end here."""
-        if self.ready.done() and txn not in self.aborted and txn not in self.ended:
+        if self.ready.done() and not self.is_ended(txn):
             self.verify(txn)
 
     def verified_fields(self, txn: TxnId) -> bytes | None:
