@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -126,3 +128,47 @@ def test_perf_produce_and_consume(broker: StandaloneBroker, capsys: pytest.Captu
     assert code == 0 and "Aggregated received" in out
     code, out, _ = run(capsys, "perf", *url, "produce", topic, "--rate", "2000", "-m", "400", "-i", "0.05")
     assert code == 0 and "Throughput produced" in out and "Aggregated produced" in out
+
+
+def test_perf_in_transactions(broker: StandaloneBroker, capsys: pytest.CaptureFixture[str]) -> None:
+    """``-txn`` (pulsar-perf's options): messages sent and acknowledged in transactions of
+    ``-nmt``, committed or aborted (``-abort``), counted; what they leave visible is what
+    a commit or an abort leaves."""
+    topic = f"perf-txn-{uuid.uuid4().hex[:6]}"
+    url = ["--url", broker.service_url]
+    admin = ["--admin-url", broker.web_service_url]
+    for argv, flag in ((["-abort"], "-abort"), (["-nmt", "5"], "-nmt"), (["-tto", "3"], "-tto"),
+                       (["-txn", "-nmt", "0"], "-nmt"), (["-txn", "-tto", "0"], "-tto")):
+        code, _, err = run(capsys, "perf", *url, "produce", topic, *argv)
+        assert code == 2 and flag in err, (argv, err)
+
+    def produced(*argv: str) -> dict[str, Any]:
+        code, out, _ = run(capsys, "perf", *url, "produce", topic, "--rate", "0",
+                           "--disable-batching", "-o", "json", "-txn", *argv)
+        assert code == 0
+        return json.loads(out.splitlines()[-1])
+
+    aborted = produced("-m", "200", "-nmt", "50", "-abort")  # first: read past on the way
+    assert (aborted["messages"], aborted["txnEnded"], aborted["txnFailed"]) == (200, 4, 0)
+    committed = produced("-m", "300", "-nmt", "100")
+    assert (committed["messages"], committed["txnEnded"], committed["txnFailed"]) == (300, 3, 0)
+    assert committed["txnPerSec"] > 0
+
+    def backlog(sub: str) -> int:
+        code, out, _ = run(capsys, "admin", *admin, "topics", "stats", topic, "-o", "json")
+        assert code == 0
+        return json.loads(out)["subscriptions"][sub]["msgBacklog"]
+
+    for sub, argv in (("kept", []), ("undone", ["-abort"])):
+        assert run(capsys, "admin", *admin, "subscriptions", "create", topic, "-s", sub,
+                   "-m", "earliest")[0] == 0
+        code, out, _ = run(capsys, "perf", *url, "consume", topic, "-s", sub, "-m", "300",
+                           "--time", "60", "-o", "json", "-txn", "-nmt", "100", *argv)
+        summary = json.loads(out.splitlines()[-1])
+        # the committed 300 and none of the aborted, acknowledged in 3 transactions
+        assert code == 0 and (summary["messages"], summary["txnEnded"]) == (300, 3)
+    deadline = time.monotonic() + 10
+    while (backlog("kept"), backlog("undone")) != (0, 300) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    # committed acknowledgements took effect; aborted ones left all 300 unacknowledged
+    assert (backlog("kept"), backlog("undone")) == (0, 300)
