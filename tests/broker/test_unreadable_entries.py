@@ -9,6 +9,7 @@ import logging
 import os
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pulsar
 import pytest
@@ -310,3 +311,48 @@ def test_a_redelivery_of_a_missing_segment_is_skipped_with_auto_skip(
         assert unreadable_logs(caplog, f"skipping {count} entries to deliver again") == 1
     finally:
         client.close()
+
+
+@pytest.mark.parametrize("auto_skip", [False, True], ids=["waits", "skips"])
+def test_a_segment_file_missing_at_start_keeps_its_entries(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, auto_skip: bool,
+) -> None:
+    """A segment whose file is gone when the broker starts (removed or lost while it was
+    down), its sidecar index still there, stays its topic's: without
+    ``autoSkipNonRecoverableData`` the subscription waits at it, its read tried again,
+    and gets all fifteen once the file is back; with it, the segment's entries are
+    skipped, acknowledged and counted, as for a file gone while the broker runs. One
+    error log names the file. Before, the topic opened without them, and the
+    subscription went on past them without a word."""
+    topic = "persistent://public/default/missing-at-start"
+    settings = {**SKIP_MISSING, "autoSkipNonRecoverableData": auto_skip}
+    data_dir = tmp_path / "data"
+    broker = ThreadedBroker(data_dir, **settings).start()
+    try:
+        client = pulsar.Client(broker.url, operation_timeout_seconds=10, logger=QUIET)
+        subscribed_then_sent(client, topic, FIFTEEN)
+        client.close()
+        segment, count = first_segment(broker, topic)
+        path = first_segment_path(broker, topic)
+    finally:
+        broker.stop()
+    assert 0 < count < len(FIFTEEN) and os.path.exists(path[:-4] + ".idx")
+    os.rename(path, path + ".away")
+    broker = ThreadedBroker(data_dir, **settings).start()
+    client = pulsar.Client(broker.url, operation_timeout_seconds=10, logger=QUIET)
+    try:
+        consumer = client.subscribe(topic, "s")
+        assert unreadable_logs(caplog, "is missing: its sidecar index says") == 1
+        if auto_skip:
+            rest = len(FIFTEEN) - count
+            assert [consumer.receive(10_000).data() for _ in range(rest)] == FIFTEEN[count:]
+            assert nothing_more(consumer)
+            assert skipped_and_acknowledged(broker, topic, segment, count)
+        else:
+            wait_for_a_retry(broker, topic, "read")
+            assert nothing_more(consumer)
+            os.rename(path + ".away", path)
+            assert [consumer.receive(10_000).data() for _ in FIFTEEN] == FIFTEEN
+    finally:
+        client.close()
+        broker.stop()

@@ -4,8 +4,10 @@ count and GetLastMessageId use so that a cache miss never reads the disk on the 
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,6 +20,7 @@ from magnetar.storage import (
     SegmentFileMissingError,
 )
 from magnetar.storage.ledger import reads as ledger_mod
+from magnetar.storage.ledger.segment_files import remove_segment_files
 
 from .storage_testlib import append_all, run
 
@@ -146,6 +149,66 @@ def test_a_segment_gone_is_trimmed_or_missing(
     assert set(got.failed) == {pos[0], pos[1]}
     assert all(isinstance(e, EntryNotFoundError) for e in got.failed.values())
     assert read_cold(ml, pos[0], 3) == []
+
+
+def test_a_segment_file_missing_at_open_keeps_its_entries(
+    make_factory: Any, caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A sealed segment whose file is gone when its ledger opens (removed by hand, or
+    lost by its file system while nothing ran), its sidecar index still there: the
+    ledger keeps its entries, and every read of them fails with
+    `SegmentFileMissingError` (naming the segment's last entry, for a reader that skips
+    it) until the file is back, with one error log naming the file. Before, the ledger
+    opened without them: its readers went on past them without a word."""
+    f = make_factory(segment_max_entries=6, read_cache_bytes=0)
+    ml = f.open("t")
+    data = payloads(14)
+    pos = run(append_all(ml, data))
+    first = ml._segments[0]
+    ids = [s.ledger_id for s in ml._segments]
+    f.close()
+    assert os.path.exists(first.idx_path)  # sealed: its sidecar written
+    os.rename(first.path, first.path + ".away")
+    f = make_factory(segment_max_entries=6, read_cache_bytes=0)
+    with caplog.at_level(logging.ERROR):
+        ml = f.open("t")
+    assert [s.ledger_id for s in ml._segments] == ids
+    assert ml.last_confirmed() == pos[-1]
+    got = read(ml, [pos[0], pos[5], pos[6]])
+    assert [p for p, _ in got.entries] == [pos[6]]
+    assert set(got.failed) == {pos[0], pos[5]}
+    assert all(isinstance(e, SegmentFileMissingError) for e in got.failed.values())
+    with pytest.raises(SegmentFileMissingError) as info:
+        read_cold(ml, pos[0], 3)
+    assert info.value.segment == (first.ledger_id, 5)
+    with pytest.raises(SegmentFileMissingError):
+        ml.read(pos[1])  # a read on the calling thread (the descriptor opened for it)
+    said = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
+    assert sum(first.path in m and "held 6 entries" in m for m in said) == 1
+    os.rename(first.path + ".away", first.path)
+    assert [bytes(v) for _, v in read_cold(ml, pos[0], 3)] == data[:3]
+    assert bytes(ml.read(pos[1])) == data[1]
+
+
+def test_a_trim_removes_the_sidecar_before_the_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """So that a crash between the two leaves a segment file without its sidecar (opened
+    and scanned again, as before), never a sidecar without its file, which would stand
+    for a segment lost."""
+    seg, idx = tmp_path / "000000000001.seg", tmp_path / "000000000001.idx"
+    seg.write_bytes(b"s")
+    idx.write_bytes(b"i")
+    unlinked: list[str] = []
+    real = os.unlink
+
+    def unlink(path: Any) -> None:
+        unlinked.append(str(path))
+        real(path)
+
+    monkeypatch.setattr(os, "unlink", unlink)
+    remove_segment_files([(str(seg), str(idx), None)])
+    assert unlinked == [str(idx), str(seg)]
 
 
 def test_read_positions_cold_fails_a_run_on_an_io_error(

@@ -6,10 +6,11 @@ are then refused, and which never confirms anything the new writer cannot see.""
 from __future__ import annotations
 
 import asyncio
+import os
 
 import pytest
 
-from magnetar.storage import StorageError
+from magnetar.storage import SegmentFileMissingError, StorageError
 from magnetar.storage.fence import Fence, FencedError
 from tests.storage.storage_testlib import IdCounter as Counter
 from tests.storage.storage_testlib import append_all, run
@@ -95,3 +96,26 @@ def test_a_stale_owner_cannot_fence_out_a_newer_one(make_factory) -> None:
     with pytest.raises(FencedError):
         a.open("t")
     assert run(append_all(new, [b"y"]))  # the newer owner keeps writing
+
+
+def test_a_takeover_keeps_a_segment_whose_file_is_missing(make_factory) -> None:
+    """A segment of the previous owner whose file is gone when the ledger is taken over
+    (lost by the shared file system), its sidecar index still there, stays the
+    ledger's: its reads fail as a missing file's (`SegmentFileMissingError`) until the
+    file is back, instead of the new owner going on without it."""
+    a = fenced(make_factory(shared=True, segment_max_entries=3), 1)
+    b = fenced(make_factory(shared=True, segment_max_entries=3), 2)
+    old = a.open("t")
+    data = [b"m%d" % i for i in range(7)]
+    kept = run(append_all(old, data))
+    first = old._segments[0]
+    a.close()
+    assert os.path.exists(first.idx_path)
+    os.rename(first.path, first.path + ".away")
+    new = b.open("t")
+    assert new._segments[0].ledger_id == first.ledger_id
+    with pytest.raises(SegmentFileMissingError):
+        new.read_entries(kept[0], 10)
+    assert [d for _, d in new.read_entries(kept[3], 10)] == data[3:]
+    os.rename(first.path + ".away", first.path)
+    assert [d for _, d in new.read_entries(kept[0], 10)] == data

@@ -369,6 +369,13 @@ class ManagedLedgerFactory(CursorRows):
                 if meta is None:
                     return False
                 path = os.path.join(self._root, meta["dir"])
+            # the sidecars first: a crash midway leaves segment files without them (a
+            # ledger whose rows survive reopens them), never a sidecar standing for a
+            # segment lost (`Segment.missing`)
+            with contextlib.suppress(OSError):
+                for entry in os.listdir(path):
+                    if entry.endswith(".idx"):
+                        os.unlink(os.path.join(path, entry))
             shutil.rmtree(path, ignore_errors=True)
             self._meta_writer.submit(self._forget_rows, name).result()
             return True

@@ -49,7 +49,7 @@ import crc32c
 
 from . import clean_stop, metrics, record
 from .clean_stop import INDEX_MIN_BYTES
-from .errors import CorruptEntryError, StorageError
+from .errors import CorruptEntryError, SegmentFileMissingError, StorageError
 
 log = logging.getLogger(__name__)
 
@@ -139,6 +139,22 @@ def segment_name(ledger_id: int, epoch: int | None = None) -> str:
     if epoch is None:
         return f"{ledger_id:012d}.seg"
     return f"{ledger_id:012d}.e{epoch}.seg"
+
+
+def log_missing(seg: Segment) -> None:
+    """Say that ``seg``'s file is missing at open (`Segment.missing`), and what that means."""
+    log.error("%s is missing: its sidecar index says it held %d entries (%d:0 to %d:%d); "
+              "its ledger keeps them and every read of them fails until the file is back "
+              "(put it back, or set autoSkipNonRecoverableData=true to have readers skip "
+              "them)", seg.path, seg.count, seg.ledger_id, seg.ledger_id, seg.count - 1)
+
+
+def parse_index_name(name: str) -> tuple[int, int | None] | None:
+    """(ledger id, epoch or None) of a segment's sidecar index file name (``<id>.idx``,
+    ``<id>.e<epoch>.idx``); None if it names none."""
+    if not name.endswith(".idx"):
+        return None
+    return parse_segment_name(name[:-4] + ".seg")
 
 
 def parse_segment_name(name: str) -> tuple[int, int | None] | None:
@@ -303,6 +319,38 @@ class Segment:
             return None
         return seg
 
+    @classmethod
+    def missing(cls, directory: str, ledger_id: int, epoch: int | None = None, *,
+                shared: bool = False) -> Segment | None:
+        """A sealed segment whose file is not there but whose sidecar index is (the file
+        removed by hand, or lost by its file system): its entries as the sidecar records
+        them, so that its ledger keeps them and every read of them fails with
+        `SegmentFileMissingError` (readers try again, or skip it with
+        ``autoSkipNonRecoverableData``) instead of the ledger going on without them as if
+        they had never been. None when the sidecar holds no usable index or the file is
+        there after all. (A trim removes the sidecar before the file: a crash between the
+        two leaves a file without a sidecar, never this.)"""
+        seg = cls(directory, ledger_id, epoch)
+        if os.path.exists(seg.path) or not seg._load_offsets():
+            return None
+        offs = seg._offsets
+        assert offs is not None
+        seg.sealed = seg.index_written = True
+        seg.shared = shared
+        seg.count = seg.confirmed = len(offs) - 1
+        seg.end = seg.written = seg.synced = offs[-1]
+        if shared:
+            seg.limit = seg.end
+        return seg if seg.count else None
+
+    def missing_error(self) -> SegmentFileMissingError:
+        """What a read of this segment raises when its file is not there."""
+        exc = SegmentFileMissingError(
+            errno.ENOENT, f"the file of segment {self.ledger_id} is missing (is the data "
+            "directory's mount there?)", self.path)
+        exc.segment = (self.ledger_id, self.confirmed - 1)
+        return exc
+
     def _load_index_header(self, seg_size: int) -> bool:
         try:
             with open(self.idx_path, "rb") as f:
@@ -457,9 +505,14 @@ class Segment:
 
     # ------------------------------------------------------------------ I/O
     def open_fd(self) -> int:
+        """The file's descriptor (opened if need be; `SegmentFileMissingError` when the
+        file is not there)."""
         fd = self.fd
         if fd is None:
-            fd = self.fd = os.open(self.path, os.O_RDWR | os.O_CLOEXEC)
+            try:
+                fd = self.fd = os.open(self.path, os.O_RDWR | os.O_CLOEXEC)
+            except FileNotFoundError:
+                raise self.missing_error() from None
         return fd
 
     def close_fd(self) -> None:
@@ -612,8 +665,9 @@ class Segment:
             log.warning("%s: cannot truncate after a failed append: %s", self.path, exc)
 
     def remove_files(self) -> None:
+        """Remove the sidecar, then the file (see `missing`)."""
         self.close_fd()
-        for p in (self.path, self.idx_path):
+        for p in (self.idx_path, self.path):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(p)
 

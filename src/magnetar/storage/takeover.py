@@ -45,7 +45,7 @@ from collections.abc import Callable
 
 from .errors import StorageError
 from .key_files import read_row, write_row
-from .segment import Segment, parse_segment_name
+from .segment import Segment, log_missing, parse_index_name, parse_segment_name
 
 log = logging.getLogger(__name__)
 
@@ -83,15 +83,25 @@ def latest_record(directory: str, at_most: int) -> tuple[int, dict[int, int]] | 
 
 def segment_files(directory: str) -> dict[int, tuple[int | None, str]]:
     """Each segment file in ``directory``: {id: (epoch or None, file name)} (if an id has
-    files of several epochs, the newest one's)."""
+    files of several epochs, the newest one's); a sidecar index whose segment file is
+    not there stands for it (its name the segment file's: `Segment.missing`)."""
     out: dict[int, tuple[int | None, str]] = {}
+    orphans: dict[int, tuple[int | None, str]] = {}
     for name in os.listdir(directory):
         parsed = parse_segment_name(name)
+        found = out
         if parsed is None:
-            continue
+            parsed = parse_index_name(name)
+            found = orphans
+            if parsed is None:
+                continue
+            name = name[:-4] + ".seg"
         lid, epoch = parsed
-        have = out.get(lid)
+        have = found.get(lid)
         if have is None or _rank(epoch) > _rank(have[0]):
+            found[lid] = (epoch, name)
+    for lid, (epoch, name) in orphans.items():
+        if lid not in out:
             out[lid] = (epoch, name)
     return out
 
@@ -120,7 +130,12 @@ def take_over(directory: str, epoch: int,
             elif _rank(seg_epoch) < prev_epoch:
                 stale.append(name)  # made by a fenced writer after that takeover
                 continue
-        seg = Segment.open_existing(directory, lid, seg_epoch, shared=True, limit=limit)
+        if os.path.exists(os.path.join(directory, name)):
+            seg = Segment.open_existing(directory, lid, seg_epoch, shared=True, limit=limit)
+        else:
+            seg = Segment.missing(directory, lid, seg_epoch, shared=True)
+            if seg is not None:
+                log_missing(seg)
         if seg is not None:
             segments.append(seg)
     if guard is not None:
@@ -139,8 +154,8 @@ def take_over(directory: str, epoch: int,
         log.info("%s: removing %d segment file(s) a fenced writer made after the takeover "
                  "of epoch %d: %s", directory, len(stale), prev[0] if prev else -1, stale)
         for name in stale:
-            for path in (os.path.join(directory, name),
-                         os.path.join(directory, name[:-4] + ".idx")):
+            for path in (os.path.join(directory, name[:-4] + ".idx"),
+                         os.path.join(directory, name)):
                 with contextlib.suppress(OSError):
                     os.unlink(path)
     return segments

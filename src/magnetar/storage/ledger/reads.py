@@ -6,7 +6,6 @@ segment files, on the calling thread or on the factory's ``readers`` threads (`r
 from __future__ import annotations
 
 import asyncio
-import errno
 from bisect import bisect_left
 from collections.abc import Callable, Iterator, Mapping
 from typing import NamedTuple
@@ -43,11 +42,7 @@ def _missing(span: ColdSpan, segments: Mapping[int, Segment]) -> SegmentFileMiss
     seg = segments.get(span.ledger_id)
     if seg is None or seg.path != span.path:
         return None
-    missing = SegmentFileMissingError(
-        errno.ENOENT, f"the file of segment {span.ledger_id} is missing (is the data "
-        "directory's mount there?)", span.path)
-    missing.segment = (span.ledger_id, seg.confirmed - 1)
-    return missing
+    return seg.missing_error()
 
 
 def _read_runs(runs: list[ColdSpan], failed: dict[Position, Exception],

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
 
-from ..segment import Segment, parse_segment_name
+from ..segment import Segment, log_missing, parse_index_name, parse_segment_name
 
 
 def seal_files(segments: list[Segment], fds: list[int]) -> None:
@@ -69,7 +69,7 @@ def remove_segment_files(removals: list[tuple[str, str, int | None]],
     if guard is not None and removals:
         guard()
     for path, idx_path, _fd in removals:
-        for p in (path, idx_path):
+        for p in (idx_path, path):  # the sidecar first: see `Segment.missing`
             try:
                 os.unlink(p)
             except FileNotFoundError:
@@ -91,16 +91,27 @@ def scan_segments(directory: str, synced_before: int | None = None) -> list[Segm
     Touches only those files, never state shared with other ledgers: safe in a worker
     thread, which is where `ManagedLedgerFactory.open_async` runs it."""
     files: dict[int, int | None] = {}
+    indexes: dict[int, int | None] = {}
     for name in os.listdir(directory):
         parsed = parse_segment_name(name)
+        found = files
         if parsed is None:
-            continue
+            parsed = parse_index_name(name)
+            found = indexes
+            if parsed is None:
+                continue
         lid, epoch = parsed
-        if lid not in files or _rank(epoch) > _rank(files[lid]):
-            files[lid] = epoch
+        if lid not in found or _rank(epoch) > _rank(found[lid]):
+            found[lid] = epoch
     segments = []
-    for lid in sorted(files):
-        seg = Segment.open_existing(directory, lid, files[lid], synced_before=synced_before)
+    for lid in sorted(files.keys() | indexes.keys()):
+        if lid in files:
+            seg = Segment.open_existing(directory, lid, files[lid], synced_before=synced_before)
+        else:
+            seg = Segment.missing(directory, lid, indexes[lid])
+            if seg is not None:
+                log_missing(seg)
         if seg is not None:
             segments.append(seg)
     return segments
+
