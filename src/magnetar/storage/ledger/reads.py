@@ -11,13 +11,14 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import NamedTuple
 
 from .. import record
+from ..cold_span import ColdSpan, read_span
 from ..errors import (
     CorruptEntryError,
     EntryNotFoundError,
     SegmentFileMissingError,
 )
 from ..position import Position
-from ..segment import ColdSpan, Segment, read_span
+from ..segment import Segment
 from .state import LedgerState
 
 _get_loop = asyncio.get_running_loop
