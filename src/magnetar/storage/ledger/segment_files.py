@@ -114,4 +114,3 @@ def scan_segments(directory: str, synced_before: int | None = None) -> list[Segm
         if seg is not None:
             segments.append(seg)
     return segments
-
