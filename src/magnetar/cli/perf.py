@@ -451,8 +451,8 @@ async def _receive_loop(consumer: Any, args: argparse.Namespace, meter: Meter,
         meter.record(len(msg.data()), max(0.0, latency))
         if rounds is None:
             await consumer.acknowledge(msg)
-            continue
-        txn = await rounds.open()
-        rounds.took(asyncio.ensure_future(consumer.acknowledge(msg, txn=txn)))
+        else:
+            txn = await rounds.open()
+            rounds.took(asyncio.ensure_future(consumer.acknowledge(msg, txn=txn)))
         if args.num_messages and meter.total_msgs >= args.num_messages:
             stop.set()

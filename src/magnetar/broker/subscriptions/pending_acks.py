@@ -12,7 +12,10 @@ transaction holds, or a cumulative ack while another transaction holds one.
 
 Durability: the held acks of a subscription are stored, with every change and before its
 AckResponse, in the ledger property ``txnPendingAck/{subscription}`` (JSON), and read back
-when the subscription is loaded. A subscription that never saw a transactional ack has no
+when the subscription is loaded. The changes made while a write is under way share the
+next one (`_store`): a transaction's acknowledgements, sent together, cost a write or two
+of the state, not one each (each write holds every held ack, so one per ack made a
+transaction of n acknowledgements cost n writes of up to n acks). A subscription that never saw a transactional ack has no
 `PendingAcks` (``PersistentSubscription.pending_acks`` is None) and pays nothing.
 """
 
@@ -74,7 +77,10 @@ class PendingAcks:
         self.ended: OrderedDict[TxnId, bool] = OrderedDict()
         self.committed_count = 0
         self.aborted_count = 0
-        self._write: asyncio.Future[None] | None = None
+        #: the write of the state under way, and the one the changes made since it began
+        #: wait for (started once it is done: `_store`)
+        self._writing: asyncio.Future[None] | None = None
+        self._next: asyncio.Future[None] | None = None
         if stored:
             self._load(stored)
 
@@ -111,9 +117,40 @@ class PendingAcks:
         return {"ind": ind, "cum": cum}
 
     async def _store(self) -> None:
-        """Store the held acks now (in order with the ledger's other property writes)."""
+        """Return once the held acks as they are now are stored (in order with the
+        ledger's other property writes). Callers share writes: the state is taken when a
+        write begins, the next turn of the loop or once the write under way is done, so
+        every change made before this call is in the write it waits for."""
+        waiting = self._next
+        if waiting is None:
+            waiting = self._next = asyncio.get_running_loop().create_future()
+            if self._writing is None:
+                asyncio.get_running_loop().call_soon(self._write_next)
+        await asyncio.shield(waiting)
+
+    def _write_next(self) -> None:
+        """Begin the write that the callers of `_store` since the last one wait for."""
+        waiting, self._next = self._next, None
+        if waiting is None:
+            return
         text = json.dumps(self._state(), separators=(",", ":")) if self.txns else ""
-        await self.sub.topic.ledger.set_property_async(self.key, text)
+        writing = self._writing = asyncio.ensure_future(
+            self.sub.topic.ledger.set_property_async(self.key, text))
+
+        def written(done: asyncio.Future[None]) -> None:
+            self._writing = None
+            error = None if done.cancelled() else done.exception()
+            if done.cancelled():
+                waiting.cancel()
+            elif error is not None:
+                waiting.set_exception(error)
+                waiting.exception()  # (retrieved: a caller gone meanwhile is no error)
+            else:
+                waiting.set_result(None)
+            if self._next is not None:  # changes made while this one was written
+                self._write_next()
+
+        writing.add_done_callback(written)
 
     def _hold(self, txn: TxnId, p: Position, words: list[int]) -> None:
         acks = self.txns.setdefault(txn, TxnAcks())
