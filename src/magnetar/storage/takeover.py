@@ -81,28 +81,27 @@ def latest_record(directory: str, at_most: int) -> tuple[int, dict[int, int]] | 
     return epochs[0], {int(k): int(v) for k, v in ends.items()}
 
 
-def segment_files(directory: str) -> dict[int, tuple[int | None, str]]:
-    """Each segment file in ``directory``: {id: (epoch or None, file name)} (if an id has
-    files of several epochs, the newest one's); a sidecar index whose segment file is
-    not there stands for it (its name the segment file's: `Segment.missing`)."""
-    out: dict[int, tuple[int | None, str]] = {}
-    orphans: dict[int, tuple[int | None, str]] = {}
+def segment_files(directory: str) -> dict[int, tuple[int | None, str, bool]]:
+    """Each segment in ``directory``: {id: (epoch or None, its file's name, whether the
+    file is there)}; if an id has files of several epochs, the newest one's. A sidecar
+    index whose segment file is not there stands for it (False: `Segment.missing`)."""
+    out: dict[int, tuple[int | None, str, bool]] = {}
+    orphans: dict[int, tuple[int | None, str, bool]] = {}
     for name in os.listdir(directory):
         parsed = parse_segment_name(name)
-        found = out
+        found, present = out, True
         if parsed is None:
             parsed = parse_index_name(name)
-            found = orphans
+            found, present = orphans, False
             if parsed is None:
                 continue
             name = name[:-4] + ".seg"
         lid, epoch = parsed
         have = found.get(lid)
         if have is None or _rank(epoch) > _rank(have[0]):
-            found[lid] = (epoch, name)
-    for lid, (epoch, name) in orphans.items():
-        if lid not in out:
-            out[lid] = (epoch, name)
+            found[lid] = (epoch, name, present)
+    for lid, orphan in orphans.items():
+        out.setdefault(lid, orphan)
     return out
 
 
@@ -121,7 +120,7 @@ def take_over(directory: str, epoch: int,
     segments: list[Segment] = []
     stale: list[str] = []
     for lid in sorted(files):
-        seg_epoch, name = files[lid]
+        seg_epoch, name, present = files[lid]
         limit: int | None = None
         if prev is not None:
             prev_epoch, ends = prev
@@ -130,7 +129,7 @@ def take_over(directory: str, epoch: int,
             elif _rank(seg_epoch) < prev_epoch:
                 stale.append(name)  # made by a fenced writer after that takeover
                 continue
-        if os.path.exists(os.path.join(directory, name)):
+        if present:
             seg = Segment.open_existing(directory, lid, seg_epoch, shared=True, limit=limit)
         else:
             seg = Segment.missing(directory, lid, seg_epoch, shared=True)

@@ -12,7 +12,8 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
 
-from ..segment import Segment, log_missing, parse_index_name, parse_segment_name
+from ..segment import Segment, log_missing
+from ..takeover import segment_files
 
 
 def seal_files(segments: list[Segment], fds: list[int]) -> None:
@@ -80,35 +81,19 @@ def remove_segment_files(removals: list[tuple[str, str, int | None]],
         raise first
 
 
-def _rank(epoch: int | None) -> int:
-    return -1 if epoch is None else epoch
-
-
 def scan_segments(directory: str, synced_before: int | None = None) -> list[Segment]:
     """Open (and, after a crash, recover) the segments a ledger directory holds, in id order
-    (a ledger that is not fenced; a fenced one is opened by `takeover.take_over`).
+    (a ledger that is not fenced; a fenced one is opened by `takeover.take_over`); a
+    segment whose file is missing but whose sidecar index is there as `Segment.missing`.
     ``synced_before``: see `Segment.open_existing` (the last clean stop's time).
     Touches only those files, never state shared with other ledgers: safe in a worker
     thread, which is where `ManagedLedgerFactory.open_async` runs it."""
-    files: dict[int, int | None] = {}
-    indexes: dict[int, int | None] = {}
-    for name in os.listdir(directory):
-        parsed = parse_segment_name(name)
-        found = files
-        if parsed is None:
-            parsed = parse_index_name(name)
-            found = indexes
-            if parsed is None:
-                continue
-        lid, epoch = parsed
-        if lid not in found or _rank(epoch) > _rank(found[lid]):
-            found[lid] = epoch
     segments = []
-    for lid in sorted(files.keys() | indexes.keys()):
-        if lid in files:
-            seg = Segment.open_existing(directory, lid, files[lid], synced_before=synced_before)
+    for lid, (epoch, _name, present) in sorted(segment_files(directory).items()):
+        if present:
+            seg = Segment.open_existing(directory, lid, epoch, synced_before=synced_before)
         else:
-            seg = Segment.missing(directory, lid, indexes[lid])
+            seg = Segment.missing(directory, lid, epoch)
             if seg is not None:
                 log_missing(seg)
         if seg is not None:
