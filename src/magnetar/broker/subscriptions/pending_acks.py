@@ -15,8 +15,9 @@ AckResponse, in the ledger property ``txnPendingAck/{subscription}`` (JSON), and
 when the subscription is loaded. The changes made while a write is under way share the
 next one (`_store`): a transaction's acknowledgements, sent together, cost a write or two
 of the state, not one each (each write holds every held ack, so one per ack made a
-transaction of n acknowledgements cost n writes of up to n acks). A subscription that never saw a transactional ack has no
-`PendingAcks` (``PersistentSubscription.pending_acks`` is None) and pays nothing.
+transaction of n acknowledgements cost n writes of up to n acks). A subscription that
+never saw a transactional ack has no `PendingAcks` (``PersistentSubscription.pending_acks``
+is None) and pays nothing.
 """
 
 from __future__ import annotations
