@@ -77,14 +77,6 @@ def segment_name(ledger_id: int, epoch: int | None = None) -> str:
     return f"{ledger_id:012d}.e{epoch}.seg"
 
 
-def log_missing(seg: Segment) -> None:
-    """Say that ``seg``'s file is missing at open (`Segment.missing`), and what that means."""
-    log.error("%s is missing: its sidecar index says it held %d entries (%d:0 to %d:%d); "
-              "its ledger keeps them and every read of them fails until the file is back "
-              "(put it back, or set autoSkipNonRecoverableData=true to have readers skip "
-              "them)", seg.path, seg.count, seg.ledger_id, seg.ledger_id, seg.count - 1)
-
-
 def parse_index_name(name: str) -> tuple[int, int | None] | None:
     """(ledger id, epoch or None) of a segment's sidecar index file name (``<id>.idx``,
     ``<id>.e<epoch>.idx``); None if it names none."""
@@ -228,15 +220,16 @@ class Segment:
         file, unless ``shared``) when it holds no valid entry. ``shared``: opened by a new
         owner, another broker may still hold it: nothing is cut or removed, and bytes past
         ``limit`` (the end its previous owner's takeover recorded) are never read.
-        ``synced_before``: files changed until then (ns) are synced (`clean_stop`)."""
+        ``synced_before``: files changed until then (ns) are synced (`clean_stop`). A
+        file that is not there but whose sidecar is: `missing`."""
         seg = cls(directory, ledger_id, epoch)
         seg.sealed = True
         seg.shared = shared
         seg.limit = limit
         try:
             st = os.stat(seg.path)
-        except FileNotFoundError:
-            return None
+        except FileNotFoundError:  # (a sidecar without its file: a segment lost)
+            return cls.missing(directory, ledger_id, epoch, shared=shared)
         size = st.st_size
         if limit is not None:
             size = min(size, limit)
@@ -258,16 +251,16 @@ class Segment:
     @classmethod
     def missing(cls, directory: str, ledger_id: int, epoch: int | None = None, *,
                 shared: bool = False) -> Segment | None:
-        """A sealed segment whose file is not there but whose sidecar index is (the file
-        removed by hand, or lost by its file system): its entries as the sidecar records
-        them, so that its ledger keeps them and every read of them fails with
-        `SegmentFileMissingError` (readers try again, or skip it with
-        ``autoSkipNonRecoverableData``) instead of the ledger going on without them as if
-        they had never been. None when the sidecar holds no usable index or the file is
-        there after all. (A trim removes the sidecar before the file: a crash between the
-        two leaves a file without a sidecar, never this.)"""
+        """A sealed segment whose file is not there (`open_existing` found none) but whose
+        sidecar index is (the file removed by hand, or lost by its file system): its
+        entries as the sidecar records them, with an error log, so that its ledger keeps
+        them and every read of them fails with `SegmentFileMissingError` (readers try
+        again, or skip it with ``autoSkipNonRecoverableData``) instead of the ledger going
+        on without them as if they had never been. None when there is no usable sidecar.
+        (A trim removes the sidecar before the file: a crash between the two leaves a
+        file without a sidecar, never this.)"""
         seg = cls(directory, ledger_id, epoch)
-        if os.path.exists(seg.path) or not seg._load_offsets():
+        if not seg._load_offsets():
             return None
         offs = seg._offsets
         assert offs is not None
@@ -277,7 +270,13 @@ class Segment:
         seg.end = seg.written = seg.synced = offs[-1]
         if shared:
             seg.limit = seg.end
-        return seg if seg.count else None
+        if not seg.count:
+            return None
+        log.error("%s is missing: its sidecar index says it held %d entries (%d:0 to %d:%d); "
+                  "its ledger keeps them and every read of them fails until the file is "
+                  "back (put it back, or set autoSkipNonRecoverableData=true to have readers "
+                  "skip them)", seg.path, seg.count, ledger_id, ledger_id, seg.count - 1)
+        return seg
 
     def missing_error(self) -> SegmentFileMissingError:
         """What a read of this segment raises when its file is not there."""

@@ -45,7 +45,7 @@ from collections.abc import Callable
 
 from .errors import StorageError
 from .key_files import read_row, write_row
-from .segment import Segment, log_missing, parse_index_name, parse_segment_name
+from .segment import Segment, parse_index_name, parse_segment_name
 
 log = logging.getLogger(__name__)
 
@@ -81,25 +81,25 @@ def latest_record(directory: str, at_most: int) -> tuple[int, dict[int, int]] | 
     return epochs[0], {int(k): int(v) for k, v in ends.items()}
 
 
-def segment_files(directory: str) -> dict[int, tuple[int | None, str, bool]]:
-    """Each segment in ``directory``: {id: (epoch or None, its file's name, whether the
-    file is there)}; if an id has files of several epochs, the newest one's. A sidecar
-    index whose segment file is not there stands for it (False: `Segment.missing`)."""
-    out: dict[int, tuple[int | None, str, bool]] = {}
-    orphans: dict[int, tuple[int | None, str, bool]] = {}
+def segment_files(directory: str) -> dict[int, tuple[int | None, str]]:
+    """Each segment file in ``directory``: {id: (epoch or None, file name)} (if an id has
+    files of several epochs, the newest one's); a sidecar index whose segment file is not
+    there stands for it, under the file's name (`Segment.open_existing` finds it missing)."""
+    out: dict[int, tuple[int | None, str]] = {}
+    orphans: dict[int, tuple[int | None, str]] = {}
     for name in os.listdir(directory):
         parsed = parse_segment_name(name)
-        found, present = out, True
+        found = out
         if parsed is None:
             parsed = parse_index_name(name)
-            found, present = orphans, False
+            found = orphans
             if parsed is None:
                 continue
             name = name[:-4] + ".seg"
         lid, epoch = parsed
         have = found.get(lid)
         if have is None or _rank(epoch) > _rank(have[0]):
-            found[lid] = (epoch, name, present)
+            found[lid] = (epoch, name)
     for lid, orphan in orphans.items():
         out.setdefault(lid, orphan)
     return out
@@ -120,7 +120,7 @@ def take_over(directory: str, epoch: int,
     segments: list[Segment] = []
     stale: list[str] = []
     for lid in sorted(files):
-        seg_epoch, name, present = files[lid]
+        seg_epoch, name = files[lid]
         limit: int | None = None
         if prev is not None:
             prev_epoch, ends = prev
@@ -129,12 +129,7 @@ def take_over(directory: str, epoch: int,
             elif _rank(seg_epoch) < prev_epoch:
                 stale.append(name)  # made by a fenced writer after that takeover
                 continue
-        if present:
-            seg = Segment.open_existing(directory, lid, seg_epoch, shared=True, limit=limit)
-        else:
-            seg = Segment.missing(directory, lid, seg_epoch, shared=True)
-            if seg is not None:
-                log_missing(seg)
+        seg = Segment.open_existing(directory, lid, seg_epoch, shared=True, limit=limit)
         if seg is not None:
             segments.append(seg)
     if guard is not None:

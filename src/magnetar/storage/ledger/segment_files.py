@@ -12,7 +12,7 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
 
-from ..segment import Segment, log_missing
+from ..segment import Segment
 from ..takeover import segment_files
 
 
@@ -89,13 +89,8 @@ def scan_segments(directory: str, synced_before: int | None = None) -> list[Segm
     Touches only those files, never state shared with other ledgers: safe in a worker
     thread, which is where `ManagedLedgerFactory.open_async` runs it."""
     segments = []
-    for lid, (epoch, _name, present) in sorted(segment_files(directory).items()):
-        if present:
-            seg = Segment.open_existing(directory, lid, epoch, synced_before=synced_before)
-        else:
-            seg = Segment.missing(directory, lid, epoch)
-            if seg is not None:
-                log_missing(seg)
+    for lid, (epoch, _name) in sorted(segment_files(directory).items()):
+        seg = Segment.open_existing(directory, lid, epoch, synced_before=synced_before)
         if seg is not None:
             segments.append(seg)
     return segments
