@@ -79,3 +79,42 @@ def test_closing_the_ledger_stores_a_lingering_entry(make_factory: Any) -> None:
     f.close()
     again = make_factory(fsync="group").open("t")
     assert again.read(pos) == b"marker"
+
+
+def test_a_timer_armed_for_an_entry_written_early_lets_the_next_one_linger_its_time(
+        make_factory: Any) -> None:
+    """The linger timer is not cancelled when an append takes a lingering entry along: it
+    fires at the old entry's time, and a newer lingering entry still waits its own time."""
+    f = make_factory(fsync="group")
+    ml = f.open("t")
+    seen = Outcomes()
+    confirmed_at: dict[int, float] = {}
+
+    def callback(tag: int) -> Any:
+        inner = seen.callback(tag)
+
+        def done(pos: Any, exc: Any) -> None:
+            confirmed_at[tag] = asyncio.get_running_loop().time()
+            inner(pos, exc)
+
+        return done
+
+    async def go() -> None:
+        loop = asyncio.get_running_loop()
+        ml.append_then(b"marker-a", callback(0), linger_s=0.2)
+        first_until = loop.time() + 0.2
+        ml.append_then(b"plain", callback(1))  # takes marker-a along
+        await settle(ml, seen, 2)
+        while loop.time() < first_until - 0.1:
+            await asyncio.sleep(0.01)
+        ml.append_then(b"marker-b", callback(2), linger_s=0.2)
+        second_until = loop.time() + 0.2
+        while loop.time() < first_until + 0.03:  # the timer armed for marker-a fired
+            await asyncio.sleep(0.01)
+        if loop.time() < second_until - 0.02:  # (unless this machine stalled meanwhile)
+            assert [tag for tag, _, _ in seen.outcomes()] == [0, 1]
+        await settle(ml, seen, 3)
+        assert confirmed_at[2] >= second_until - 0.002
+
+    run(go())
+    assert [ml.read(pos) for _, pos, _ in seen.outcomes()] == [b"marker-a", b"plain", b"marker-b"]

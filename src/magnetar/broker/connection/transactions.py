@@ -184,7 +184,7 @@ class TransactionCommands(CnxBase):
         if (action == pb.COMMIT and self.ends_txn_after_sends
                 and after_sends_settle(self.producers.values(),
                                        partial(self.run_handler, self._end_txn, cmd, frame),
-                                       self.flush_soon)):
+                                       self.flush_soon, self.loop)):
             # decided once the Sends read before it here are answered; its answer leaves
             # in one write with their receipts
             return

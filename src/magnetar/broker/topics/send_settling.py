@@ -26,18 +26,21 @@ class SendsSettled:
     ``flush_after`` (the connection's `flush_soon`) right after it is scheduled, so that
     the receipts the completion queued leave in one write with what ``then`` answers."""
 
-    __slots__ = ("flush_after", "left", "then")
+    __slots__ = ("flush_after", "left", "loop", "then")
 
     def __init__(self, then: Callable[[], None],
-                 flush_after: Callable[[], None] | None = None) -> None:
+                 flush_after: Callable[[], None] | None = None,
+                 loop: asyncio.AbstractEventLoop | None = None) -> None:
         self.left = 0
         self.then = then
         self.flush_after = flush_after
+        # (asked once here if not given: asking the running loop costs a getpid)
+        self.loop = loop if loop is not None else asyncio.get_running_loop()
 
     def one_done(self) -> None:
         self.left -= 1
         if not self.left:
-            asyncio.get_running_loop().call_soon(self.then)
+            self.loop.call_soon(self.then)
             if self.flush_after is not None:
                 self.flush_after()
 
@@ -49,18 +52,19 @@ def unanswered(producer: Producer) -> int:
 
 
 def after_sends_settle(producers: Iterable[Producer], then: Callable[[], None],
-                       flush_after: Callable[[], None] | None = None) -> bool:
+                       flush_after: Callable[[], None] | None = None,
+                       loop: asyncio.AbstractEventLoop | None = None) -> bool:
     """Arrange for ``then`` to be called once each of ``producers`` settled every send it
     holds unanswered now (and ``flush_after`` right after it is scheduled: see
-    `SendsSettled`). False when none holds one: ``then`` is not called (the caller goes on
-    at once)."""
+    `SendsSettled`), on ``loop`` (the running one if not given). False when none holds
+    one: ``then`` is not called (the caller goes on at once)."""
     wait: SendsSettled | None = None
     for producer in producers:
         held = unanswered(producer)
         if not held:
             continue
         if wait is None:
-            wait = SendsSettled(then, flush_after)
+            wait = SendsSettled(then, flush_after, loop)
         wait.left += 1
         producer.watch_settled(producer.settled + held, wait)
     return wait is not None

@@ -350,7 +350,7 @@ class TransactionBuffer:
               linger_s: float) -> tuple[asyncio.Future[None], bool]:
         """Append ``txn``'s marker: (the future done once it is durable and ``txn`` ended
         here, whether the end may be answered before that: the marker lingers)."""
-        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        done: asyncio.Future[None] = self.ready.get_loop().create_future()  # (no getpid)
         self._ending[txn] = done
         # its later sends (none, from a client that waited for them before its end) ask
         # the coordinator again, which refuses them: the transaction is ending

@@ -36,6 +36,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, cast
 
+from magnetar.broker.deadlines import Deadlines
 from magnetar.broker.errors import BrokerError
 from magnetar.broker.transactions.records import (
     ABORTED,
@@ -124,7 +125,8 @@ class TransactionCoordinator:
         self.stats = CoordinatorStats()
         self.closed = False
         self._loop = asyncio.get_running_loop()
-        self._timers: dict[int, asyncio.TimerHandle] = {}
+        # each open transaction's deadline (one timer for all of them: `Deadlines`)
+        self._deadlines: Deadlines[int] = Deadlines(self._loop, self._expire)
         self._ends: dict[int, asyncio.Task[None]] = {}
         self._locks: dict[int, asyncio.Lock] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -149,9 +151,7 @@ class TransactionCoordinator:
         """Stop serving (the bundle moved away or the broker stops): timers and ends under
         way stop; the records stay for the next owner."""
         self.closed = True
-        for timer in self._timers.values():
-            timer.cancel()
-        self._timers.clear()
+        self._deadlines.clear()
         for task in [*self._ends.values(), *self._tasks]:
             task.cancel()
 
@@ -338,18 +338,15 @@ class TransactionCoordinator:
 
     # ------------------------------------------------------------------ timeouts
     def _arm(self, rec: TxnRecord, delay: float | None = None) -> None:
-        """The timer of ``rec``'s deadline (``delay``: seconds to it, when known)."""
+        """Arm ``rec``'s deadline (``delay``: seconds to it, when known)."""
         if delay is None:
             delay = max(0.0, (rec.deadline_ms - now_ms()) / 1000.0)
-        self._timers[rec.seq] = self._loop.call_later(delay, self._expire, rec.seq)
+        self._deadlines.set(rec.seq, delay)
 
     def _disarm(self, seq: int) -> None:
-        timer = self._timers.pop(seq, None)
-        if timer is not None:
-            timer.cancel()
+        self._deadlines.drop(seq)
 
     def _expire(self, seq: int) -> None:
-        self._timers.pop(seq, None)
         if not self.closed:
             self._spawn(self._time_out(seq))
 
@@ -362,7 +359,7 @@ class TransactionCoordinator:
                 rec = await self._change(rec, state=ABORTING, timed_out=True)
             except BrokerError as exc:
                 log.warning("transaction %s: timing out failed (%s); retried", rec.txn_id, exc)
-                self._timers[seq] = self._loop.call_later(1.0, self._expire, seq)
+                self._deadlines.set(seq, 1.0)
                 return
             self.stats.timed_out += 1
             log.info("transaction %s timed out after %d ms: aborting", rec.txn_id, rec.timeout_ms)

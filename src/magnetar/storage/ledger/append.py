@@ -59,6 +59,8 @@ _INLINE_MAX_ENTRIES = 8
 _INLINE_MAX_BYTES = 1024 * 1024
 
 _Future = asyncio.Future
+#: how early the linger timer may fire and still write (the loop's timers are in ms)
+_LINGER_EARLY = 0.001
 T = TypeVar("T")
 
 
@@ -196,8 +198,9 @@ class LedgerAppends(LedgerState):
             self._wloop = loop
             if linger_s > 0.0:  # it may wait for the next append (see `append_then`)
                 self._wlinger = True
-                if self._linger is None:
-                    self._linger = loop.call_later(linger_s, self._on_linger)
+                self._linger_until = until = loop.time() + linger_s
+                if self._linger is None:  # (one armed earlier fires first, and re-arms)
+                    self._linger = loop.call_at(until, self._on_linger)
             elif not self._write_scheduled:
                 self._write_scheduled = True
                 loop.call_soon(self._on_tick)
@@ -263,11 +266,20 @@ class LedgerAppends(LedgerState):
             self._write_pending()
 
     def _on_linger(self) -> None:
-        """An entry waited ``linger_s`` in the write buffer: written now (alone, or with
-        the other lingering ones)."""
+        """The linger timer: an entry that waited ``linger_s`` in the write buffer is
+        written now (alone, or with the other lingering ones). The timer is not cancelled
+        when the next append takes a lingering entry along (a cancel costs the loop a
+        turn, once a transaction): it may fire for an entry written long ago, and then
+        waits on for the one lingering now, if any."""
         self._linger = None
-        if self._wlinger:
-            self._write_pending()
+        if not self._wlinger:
+            return
+        loop = self._wloop
+        assert loop is not None
+        if loop.time() + _LINGER_EARLY < self._linger_until:
+            self._linger = loop.call_at(self._linger_until, self._on_linger)
+            return
+        self._write_pending()
 
     def _write_pending(self) -> None:
         """Hand the write buffer to the OS (one pwritev), then to the flusher; held back
@@ -275,9 +287,6 @@ class LedgerAppends(LedgerState):
         bufs = self._wbuf
         if not bufs:
             return
-        if self._linger is not None:
-            self._linger.cancel()
-            self._linger = None
         if self._wlinger:  # (set only when true: an idle ledger keeps the class's False)
             self._wlinger = False
         seg = self._wseg

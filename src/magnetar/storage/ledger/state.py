@@ -69,6 +69,7 @@ class LedgerState:
     #: no turn of the loop is scheduled to write it, only ``_linger``, a timer
     _wlinger = False
     _linger: asyncio.TimerHandle | None = None
+    _linger_until = 0.0  # (the loop's clock) when the entries lingering now must be written
     #: Called once after the waiters of each completed batch were told (see `append_then`).
     after_appends: Callable[[], None] | None = None
     #: Called after a cursor moved or a segment was dropped (the owner's figures changed).
