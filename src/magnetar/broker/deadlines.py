@@ -15,10 +15,13 @@ from __future__ import annotations
 
 import asyncio
 import heapq
+import logging
 from collections.abc import Callable, Hashable
 from typing import Generic, TypeVar
 
 K = TypeVar("K", bound=Hashable)
+
+log = logging.getLogger(__name__)
 
 #: how early a deadline may be taken as passed (the loop's timers are in milliseconds: one
 #: may fire a little before the time it was armed for)
@@ -93,7 +96,10 @@ class Deadlines(Generic[K]):
         if heap:
             self._arm(heap[0][0])
         for key in expired:
-            self._expire(key)
+            try:
+                self._expire(key)
+            except Exception:  # (the other keys expire whatever one's owner raised)
+                log.exception("expiring %r failed", key)
 
 
 __all__ = ["Deadlines"]
