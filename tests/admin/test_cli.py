@@ -175,3 +175,56 @@ def test_perf_in_transactions(broker: StandaloneBroker, capsys: pytest.CaptureFi
         time.sleep(0.05)
     # committed acknowledgements took effect; aborted ones left all 300 unacknowledged
     assert (backlog("kept"), backlog("undone")) == (0, 300)
+
+
+def test_perf_transaction(broker: StandaloneBroker, capsys: pytest.CaptureFixture[str]) -> None:
+    """``magnetar perf transaction`` (pulsar-perf's command): each transaction receives and
+    acknowledges ``-nmc`` messages and sends ``-nmp``, then commits (or aborts); what it
+    leaves is what a commit, an abort, or no transaction at all leaves."""
+    tag = uuid.uuid4().hex[:6]
+    source, sink = f"perf-in-{tag}", f"perf-out-{tag}"
+    url = ["--url", broker.service_url]
+    admin = ["--admin-url", broker.web_service_url]
+    for argv, flag in ((["-nmc", "0", "-nmp", "0"], "-nmp"), (["--txn-disable", "-abort"], "-abort"),
+                       (["-threads", "0"], "-threads"), (["-tto", "0"], "-tto"),
+                       (["--topics-p", "bad//name"], "bad//name")):
+        code, _, err = run(capsys, "perf", *url, "transaction", "--topics-c", source, *argv)
+        assert code == 2 and flag in err, (argv, err)
+    code, _, err = run(capsys, "perf", *url, "produce", source, "--rate", "0", "-m", "40",
+                       "--disable-batching")
+    assert code == 0, err
+    assert run(capsys, "admin", *admin, "topics", "create", sink)[0] == 0
+    for topic, sub in ((source, "sub"), (sink, "check")):
+        assert run(capsys, "admin", *admin, "subscriptions", "create", topic, "-s", sub,
+                   "-m", "earliest")[0] == 0
+
+    def backlogs() -> tuple[int, int]:
+        found = []
+        for topic, sub in ((source, "sub"), (sink, "check")):
+            code, out, _ = run(capsys, "admin", *admin, "topics", "stats", topic, "-o", "json")
+            assert code == 0
+            found.append(json.loads(out)["subscriptions"][sub]["msgBacklog"])
+        return found[0], found[1]
+
+    def transactions(*argv: str) -> dict[str, Any]:
+        code, out, err = run(capsys, "perf", *url, "transaction", "--topics-c", source,
+                             "--topics-p", sink, "-ss", "sub", "-nmc", "2", "-nmp", "3",
+                             "-o", "json", *argv)
+        assert code == 0, err
+        return json.loads(out.splitlines()[-1])
+
+    def settles_at(expected: tuple[int, int]) -> None:
+        deadline = time.monotonic() + 10
+        while backlogs() != expected and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert backlogs() == expected
+
+    committed = transactions("-ntxn", "5", "-threads", "2")
+    assert (committed["txnEnded"], committed["txnFailed"], committed["messages"]) == (5, 0, 25)
+    settles_at((30, 15))  # 10 acknowledged, 15 sent, both at the commits
+    aborted = transactions("-ntxn", "4", "-abort")
+    assert (aborted["txnEnded"], aborted["txnFailed"]) == (4, 0)
+    settles_at((30, 15))  # the acknowledgements undone, the sends never visible
+    plain = transactions("-ntxn", "2", "--txn-disable")
+    assert (plain["txnEnded"], plain["messages"]) == (2, 10)
+    settles_at((26, 21))

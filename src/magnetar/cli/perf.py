@@ -4,7 +4,9 @@ latency percentiles: send-to-receipt for producers, publish-to-receive for consu
 a summary at the end (after ``-m`` messages, ``--time`` seconds, or Ctrl-C). With
 ``-txn`` (pulsar-perf's ``--txn-enable``, ``-nmt``, ``-tto``, ``-abort``) the messages are
 sent, or acknowledged, in transactions of ``-nmt`` each, committed (or aborted), and the
-lines count the transactions ended and failed too."""
+lines count the transactions ended and failed too. ``magnetar perf transaction``
+(pulsar-perf's command of that name: receive, acknowledge and send in one transaction,
+over and over) is `perf_txn.py`."""
 
 from __future__ import annotations
 
@@ -35,7 +37,8 @@ EXAMPLES = """Examples:
   magnetar perf consume my-topic -s perf --time 30
   magnetar perf produce my-topic --time 10 --output json
   magnetar perf produce my-topic --rate 0 -m 100000 -txn -nmt 100   # in transactions of 100
-  magnetar perf consume my-topic -s perf -txn -nmt 50               # acknowledged in them"""
+  magnetar perf consume my-topic -s perf -txn -nmt 50               # acknowledged in them
+  magnetar perf transaction --topics-c in --topics-p out -nmc 10 -nmp 10"""
 
 #: pulsar-perf's defaults for ``-nmt`` and ``-tto``
 TXN_MESSAGES = 50
@@ -113,8 +116,12 @@ class Meter:
         self.total_msgs += 1
         self.total_size += size
         if latency_ms is not None:
-            self.window.record(latency_ms)
-            self.overall.record(latency_ms)
+            self.record_latency(latency_ms)
+
+    def record_latency(self, latency_ms: float) -> None:
+        """A latency without a message of its own (a transaction's, opened to ended)."""
+        self.window.record(latency_ms)
+        self.overall.record(latency_ms)
 
     def line(self) -> None:
         now = time.monotonic()
@@ -146,7 +153,8 @@ class Meter:
             print(json.dumps(doc), flush=True)
             return
         head = "Aggregated" if final else "Throughput"
-        what = "produced" if self.kind == "produce" else "received"
+        what = {"produce": "produced", "consume": "received"}.get(self.kind,
+                                                                  "received and sent")
         txns = ""
         if self.txn:
             txns = (f" --- Transactions: {txn_rate:8,.1f} txn/s, {self.txn_ended} ended, "
@@ -204,6 +212,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
                                           "  magnetar perf consume t1 t2 -s perf -t Shared")
     for leaf in (produce, consume):
         add_late_options(leaf, "--url", "service URL")
+    from magnetar.cli import perf_txn  # (it uses this module's Meter: imported once it is whole)
+
+    perf_txn.add_parser(cmds)
     consume.add_argument("-s", "--subscription", default="perf-sub", type=utf8)
     consume.add_argument("-t", "--subscription-type", default="Exclusive",
                          choices=["Exclusive", "Shared", "Failover", "Key_Shared"])
@@ -212,6 +223,10 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser],
 
 def run(args: argparse.Namespace) -> int:
     """Run the load: 0, or a one-line error on stderr (2: bad arguments, before connecting)."""
+    if args.perf_command == "transaction":
+        from magnetar.cli import perf_txn
+
+        return perf_txn.run(args)
     problem = _check_arguments(args)
     if problem:
         print(f"magnetar perf: {problem}", file=sys.stderr)
@@ -237,16 +252,24 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _check_arguments(args: argparse.Namespace) -> str | None:
-    """What is wrong with the arguments (None: nothing), found before connecting."""
+def check_url_and_topics(url: str, topics: list[str]) -> str | None:
+    """What is wrong with the service URL or a topic name (None: nothing)."""
     from magnetar.client.pool import check_service_url
 
     try:
-        check_service_url(args.url)
-        for topic in args.topics:
+        check_service_url(url)
+        for topic in topics:
             TopicName.parse(topic)
     except ValueError as exc:
         return str(exc)
+    return None
+
+
+def _check_arguments(args: argparse.Namespace) -> str | None:
+    """What is wrong with the arguments (None: nothing), found before connecting."""
+    problem = check_url_and_topics(args.url, args.topics)
+    if problem:
+        return problem
     floors = [("num_messages", "--num-messages", 0), ("time", "--time", 0),
               ("rate", "--rate", 0), ("size", "--size", 0), ("batch_max_messages",
               "--batch-max-messages", 1), ("batch_max_delay_ms", "--batch-max-delay-ms", 0),
@@ -349,7 +372,7 @@ class TxnRounds:
             await asyncio.wait(list(self.ending), timeout=30)
 
 
-async def _until_done(args: argparse.Namespace, meter: Meter, stop: asyncio.Event) -> None:
+async def until_done(args: argparse.Namespace, meter: Meter, stop: asyncio.Event) -> None:
     """Print a line every interval; set ``stop`` at the time limit or on a signal."""
     meter.started = meter.interval_start = time.monotonic()  # the load starts now
     loop = asyncio.get_running_loop()
@@ -379,7 +402,7 @@ async def _produce(args: argparse.Namespace, meter: Meter) -> None:
             batching_max_messages=args.batch_max_messages,
             batching_max_publish_delay_ms=args.batch_max_delay_ms,
             max_pending_messages=args.max_pending, block_if_queue_full=True) for t in args.topics]
-        reporter = asyncio.create_task(_until_done(args, meter, stop))
+        reporter = asyncio.create_task(until_done(args, meter, stop))
         pending: set[asyncio.Future[Any]] = set()
 
         def done(fut: asyncio.Future[Any], t0: float) -> None:
@@ -431,7 +454,7 @@ async def _consume(args: argparse.Namespace, meter: Meter) -> None:
             args.topics if len(args.topics) > 1 else args.topics[0], args.subscription,
             consumer_type=ConsumerType[args.subscription_type.replace("_", "")],
             receiver_queue_size=args.receiver_queue_size)
-        reporter = asyncio.create_task(_until_done(args, meter, stop))
+        reporter = asyncio.create_task(until_done(args, meter, stop))
         receiving = asyncio.ensure_future(_receive_loop(consumer, args, meter, stop, rounds))
         await stop.wait()
         receiving.cancel()
