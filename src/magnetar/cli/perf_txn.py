@@ -163,13 +163,20 @@ async def _transactions(args: argparse.Namespace, meter: Meter) -> None:
                 timeout_ms=int(args.txn_timeout * 1000)) if in_txn else None
             ok = False
             try:
+                # acknowledged without waiting for each (pulsar-perf's acknowledgeAsync);
+                # the transaction's end waits for them
+                acks = []
                 for consumer in consumers:
                     for _ in range(args.consume_per_txn):
                         msg = await consumer.receive()
-                        await consumer.acknowledge(msg, txn=txn)
+                        acks.append(asyncio.ensure_future(consumer.acknowledge(msg, txn=txn)))
                         meter.record(len(msg.data()), None)
                 sends = [await producer.send_async(payload, txn=txn)
                          for producer in producers for _ in range(args.produce_per_txn)]
+                failed = [r for r in await asyncio.gather(*acks, return_exceptions=True)
+                          if isinstance(r, BaseException)]
+                if failed:  # (the transaction is aborted below)
+                    raise failed[0]
                 if txn is None:
                     await asyncio.gather(*sends)
                 else:
