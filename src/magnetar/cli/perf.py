@@ -22,6 +22,7 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -231,10 +232,16 @@ def run(args: argparse.Namespace) -> int:
     if problem:
         print(f"magnetar perf: {problem}", file=sys.stderr)
         return 2
+    meter = Meter(args.perf_command, args.output, txn=args.txn_enable)
+    return run_load(_produce(args, meter) if args.perf_command == "produce"
+                    else _consume(args, meter), meter)
+
+
+def run_load(body: Coroutine[Any, Any, None], meter: Meter) -> int:
+    """Run the load ``body``, then print ``meter``'s summary: 0, or 1 with a one-line
+    error on stderr."""
     from magnetar.client.errors import PulsarException  # the client: only once used
 
-    meter = Meter(args.perf_command, args.output, txn=args.txn_enable)
-    body = _produce(args, meter) if args.perf_command == "produce" else _consume(args, meter)
     try:
         asyncio.run(body)
     except KeyboardInterrupt:

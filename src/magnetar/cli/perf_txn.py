@@ -18,7 +18,7 @@ import time
 from typing import Any
 
 from magnetar.cli.output import add_late_options
-from magnetar.cli.perf import Meter, check_url_and_topics, until_done
+from magnetar.cli.perf import Meter, check_url_and_topics, run_load, until_done
 from magnetar.cli.values import finite, int32, utf8
 
 log = logging.getLogger(__name__)
@@ -107,19 +107,8 @@ def run(args: argparse.Namespace) -> int:
     if problem:
         print(f"magnetar perf: {problem}", file=sys.stderr)
         return 2
-    from magnetar.client.errors import PulsarException  # the client: only once used
-
     meter = Meter("transaction", args.output, txn=True)  # (tasks, with --txn-disable)
-    try:
-        asyncio.run(_transactions(args, meter))
-    except KeyboardInterrupt:
-        pass
-    except (PulsarException, ValueError) as exc:
-        print(f"magnetar perf: {exc}", file=sys.stderr)
-        meter.final()
-        return 1
-    meter.final()
-    return 0
+    return run_load(_transactions(args, meter), meter)
 
 
 class _Pacer:
