@@ -259,35 +259,44 @@ def run_load(body: Coroutine[Any, Any, None], meter: Meter) -> int:
     return 0
 
 
-def check_url_and_topics(url: str, topics: list[str]) -> str | None:
-    """What is wrong with the service URL or a topic name (None: nothing)."""
+def check_common(args: argparse.Namespace, topics: list[str],
+                 floors: list[tuple[str, str, float]]) -> str | None:
+    """What is wrong with the service URL, a topic name, an option below its floor
+    (``floors``: attribute, flag, least value; an option not given is not checked) or the
+    stats interval (None: nothing)."""
     from magnetar.client.pool import check_service_url
 
     try:
-        check_service_url(url)
+        check_service_url(args.url)
         for topic in topics:
             TopicName.parse(topic)
     except ValueError as exc:
         return str(exc)
-    return None
-
-
-def _check_arguments(args: argparse.Namespace) -> str | None:
-    """What is wrong with the arguments (None: nothing), found before connecting."""
-    problem = check_url_and_topics(args.url, args.topics)
-    if problem:
-        return problem
-    floors = [("num_messages", "--num-messages", 0), ("time", "--time", 0),
-              ("rate", "--rate", 0), ("size", "--size", 0), ("batch_max_messages",
-              "--batch-max-messages", 1), ("batch_max_delay_ms", "--batch-max-delay-ms", 0),
-              ("max_pending", "--max-pending", 1), ("receiver_queue_size",
-              "--receiver-queue-size", 1)]
     for dest, flag, floor in floors:
         value = getattr(args, dest, None)
         if value is not None and value < floor:
             return f"{flag} must be at least {floor}, not {value:g}"
     if args.stats_interval <= 0:
         return f"--stats-interval must be positive, not {args.stats_interval:g}"
+    return None
+
+
+def check_txn_timeout(seconds: float) -> str | None:
+    """What is wrong with ``-tto`` (None: nothing): at least a millisecond."""
+    if not 1 <= seconds * 1000 < 2**63:
+        return f"-tto must be at least 0.001 seconds, not {seconds:g}"
+    return None
+
+
+def _check_arguments(args: argparse.Namespace) -> str | None:
+    """What is wrong with the arguments (None: nothing), found before connecting."""
+    problem = check_common(args, args.topics, [
+        ("num_messages", "--num-messages", 0), ("time", "--time", 0), ("rate", "--rate", 0),
+        ("size", "--size", 0), ("batch_max_messages", "--batch-max-messages", 1),
+        ("batch_max_delay_ms", "--batch-max-delay-ms", 0), ("max_pending", "--max-pending", 1),
+        ("receiver_queue_size", "--receiver-queue-size", 1)])
+    if problem:
+        return problem
     if not args.txn_enable:
         for flag, given in (("-nmt", args.txn_messages is not None),
                             ("-tto", args.txn_timeout is not None), ("-abort", args.abort)):
@@ -300,8 +309,9 @@ def _check_arguments(args: argparse.Namespace) -> str | None:
             args.txn_timeout = TXN_TIMEOUT_S
         if args.txn_messages < 1:
             return f"-nmt must be at least 1, not {args.txn_messages}"
-        if not 1 <= args.txn_timeout * 1000 < 2**63:
-            return f"-tto must be at least 0.001 seconds, not {args.txn_timeout:g}"
+        problem = check_txn_timeout(args.txn_timeout)
+        if problem:
+            return problem
     if args.perf_command == "consume" and not args.subscription:
         return "the subscription name is empty"
     return None

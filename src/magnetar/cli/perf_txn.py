@@ -18,7 +18,7 @@ import time
 from typing import Any
 
 from magnetar.cli.output import add_late_options
-from magnetar.cli.perf import Meter, check_url_and_topics, run_load, until_done
+from magnetar.cli.perf import Meter, check_common, check_txn_timeout, run_load, until_done
 from magnetar.cli.values import finite, int32, utf8
 
 log = logging.getLogger(__name__)
@@ -78,20 +78,13 @@ def add_parser(cmds: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
 
 def check_arguments(args: argparse.Namespace) -> str | None:
     """What is wrong with the arguments (None: nothing), found before connecting."""
-    problem = check_url_and_topics(args.url, [*args.topics_c, *args.topics_p])
+    problem = check_common(args, [*args.topics_c, *args.topics_p], [
+        ("threads", "-threads", 1), ("time", "-time", 0), ("num_txns", "-ntxn", 0),
+        ("produce_per_txn", "-nmp", 0), ("consume_per_txn", "-nmc", 0),
+        ("txn_rate", "-txnRate", 0), ("size", "--size", 0), ("receiver_queue_size", "-q", 1)]
+    ) or check_txn_timeout(args.txn_timeout)
     if problem:
         return problem
-    for dest, flag, floor in (("threads", "-threads", 1), ("time", "-time", 0),
-                              ("num_txns", "-ntxn", 0), ("produce_per_txn", "-nmp", 0),
-                              ("consume_per_txn", "-nmc", 0), ("txn_rate", "-txnRate", 0),
-                              ("size", "--size", 0), ("receiver_queue_size", "-q", 1)):
-        value = getattr(args, dest)
-        if value < floor:
-            return f"{flag} must be at least {floor}, not {value:g}"
-    if args.stats_interval <= 0:
-        return f"--stats-interval must be positive, not {args.stats_interval:g}"
-    if not 1 <= args.txn_timeout * 1000 < 2**63:
-        return f"-tto must be at least 0.001 seconds, not {args.txn_timeout:g}"
     if args.txn_disable and args.abort:
         return "-abort aborts transactions: it cannot go with --txn-disable"
     if not args.produce_per_txn and not args.consume_per_txn:
